@@ -1,0 +1,66 @@
+// swift-tools-version:6.1
+// Horizon for Linux: BLE proximity payments between a Linux terminal and a Linux wallet.
+// Targets are named after the layers of DESIGN.md section 2; each imports only the layers below it.
+import PackageDescription
+
+let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
+
+let package = Package(
+    name: "Horizon",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "HorizonCore", targets: ["HorizonCore"]),
+        .library(name: "HorizonRadio", targets: ["HorizonRadio"]),
+        .library(name: "HorizonSimulatedRadio", targets: ["HorizonSimulatedRadio"]),
+        .library(name: "HorizonLink", targets: ["HorizonLink"]),
+        .library(name: "HorizonSecureChannel", targets: ["HorizonSecureChannel"]),
+        .library(name: "HorizonProtocol", targets: ["HorizonProtocol"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0")
+    ],
+    targets: [
+        // Shared vocabulary: bytes, time and scheduling, money, seeded randomness.
+        .target(name: "HorizonCore", swiftSettings: strict),
+        // Radio layer: the protocols every radio implements (advertise, scan, connect, byte links).
+        .target(name: "HorizonRadio", dependencies: ["HorizonCore"], swiftSettings: strict),
+        // The deterministic in-process radio ("loopback transport") used by tests and demos.
+        .target(
+            name: "HorizonSimulatedRadio", dependencies: ["HorizonCore", "HorizonRadio"],
+            swiftSettings: strict),
+        // Link layer: messages fragmented to the ATT MTU and reassembled in order.
+        .target(name: "HorizonLink", dependencies: ["HorizonCore", "HorizonRadio"], swiftSettings: strict),
+        // Secure channel: terminal credential, ECDH handshake, AES-GCM records, replay window.
+        .target(
+            name: "HorizonSecureChannel",
+            dependencies: [
+                "HorizonCore", "HorizonRadio", "HorizonLink", .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strict),
+        // Session protocol: typed messages, their binary codecs, and the advertisement payload.
+        .target(name: "HorizonProtocol", dependencies: ["HorizonCore", "HorizonRadio"], swiftSettings: strict),
+
+        .testTarget(name: "HorizonCoreTests", dependencies: ["HorizonCore"], swiftSettings: strict),
+        .testTarget(
+            name: "HorizonSimulatedRadioTests",
+            dependencies: ["HorizonCore", "HorizonRadio", "HorizonSimulatedRadio"], swiftSettings: strict),
+        .testTarget(
+            name: "HorizonLinkTests", dependencies: ["HorizonCore", "HorizonRadio", "HorizonLink"],
+            swiftSettings: strict),
+        .testTarget(
+            name: "HorizonSecureChannelTests",
+            dependencies: [
+                "HorizonCore", "HorizonSecureChannel", .product(name: "Crypto", package: "swift-crypto"),
+            ], swiftSettings: strict),
+        .testTarget(
+            name: "HorizonProtocolTests", dependencies: ["HorizonCore", "HorizonRadio", "HorizonProtocol"],
+            swiftSettings: strict),
+        .testTarget(
+            name: "HorizonIntegrationTests",
+            dependencies: [
+                "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonLink", "HorizonSecureChannel",
+                "HorizonProtocol",
+            ], swiftSettings: strict),
+    ],
+    swiftLanguageModes: [.v6]
+)

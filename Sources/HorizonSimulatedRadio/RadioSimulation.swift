@@ -1,0 +1,197 @@
+import HorizonCore
+import HorizonRadio
+import Synchronization
+
+/// A deterministic, in-process Bluetooth LE world: devices with positions, advertising, scanning,
+/// links with an MTU, a connection interval, latency and loss, and faults on demand.
+///
+/// Everything happens on one virtual clock. Nothing moves until the owner calls `run`, which
+/// fires due events in time order on the caller's thread; radio callbacks and scheduled timers
+/// all run there, one at a time. Noise, jitter, loss and random faults come from generators
+/// seeded from `seed` and a stable label per device, pair or link, so the same seed and the same
+/// calls replay the same run, byte for byte (`trace` records it).
+public final class RadioSimulation: Scheduler, Sendable {
+    public let seed: UInt64
+    public let pathLoss: PathLossModel
+    /// Wall-clock time at virtual time zero.
+    public let wallClockAtStart: UnixTime
+
+    let state: Mutex<SimulationState>
+
+    public init(
+        seed: UInt64, pathLoss: PathLossModel = PathLossModel(), wallClockAtStart: UnixTime = 1_800_000_000,
+        recordsTrace: Bool = false
+    ) {
+        self.seed = seed
+        self.pathLoss = pathLoss
+        self.wallClockAtStart = wallClockAtStart
+        self.state = Mutex(SimulationState(recordsTrace: recordsTrace))
+    }
+
+    // MARK: Scheduler
+
+    public var now: Instant { state.withLock { $0.now } }
+
+    public var wallClock: UnixTime { wallClockAtStart + now.nanoseconds / 1_000_000_000 }
+
+    @discardableResult
+    public func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> ScheduledAction {
+        let handle = ScheduledAction()
+        state.withLock { state in
+            state.queue.push(time: state.now + max(delay, .zero), handle: handle, action: action)
+        }
+        return handle
+    }
+
+    // MARK: Running
+
+    /// Fires every event due up to `deadline`, then leaves the clock at `deadline`.
+    public func run(until deadline: Instant) {
+        while let event = popEvent(notAfter: deadline) {
+            if !event.handle.isCancelled { event.action() }
+        }
+        state.withLock { state in
+            if state.now < deadline { state.now = deadline }
+        }
+    }
+
+    public func run(for duration: Duration) { run(until: now + duration) }
+
+    /// Fires events until `condition` holds (checked after each event) or `timeout` of virtual
+    /// time passes. Returns whether the condition held.
+    @discardableResult
+    public func run(until condition: () -> Bool, timeout: Duration) -> Bool {
+        let deadline = now + timeout
+        if condition() { return true }
+        while let event = popEvent(notAfter: deadline) {
+            if !event.handle.isCancelled { event.action() }
+            if condition() { return true }
+        }
+        state.withLock { state in
+            if state.now < deadline { state.now = deadline }
+        }
+        return condition()
+    }
+
+    /// Events waiting to fire (timers, deliveries, advertising).
+    public var pendingEventCount: Int { state.withLock { $0.queue.count } }
+
+    private func popEvent(notAfter deadline: Instant) -> EventQueue.Event? {
+        state.withLock { state in
+            guard let time = state.queue.nextTime, time <= deadline, let event = state.queue.pop() else {
+                return nil
+            }
+            state.now = event.time
+            return event
+        }
+    }
+
+    // MARK: Devices
+
+    /// Adds a device. Names appear in the trace; addresses are assigned in creation order.
+    public func addDevice(name: String, configuration: DeviceConfiguration = DeviceConfiguration()) throws(RadioError)
+        -> SimulatedDevice
+    {
+        try configuration.link.validate()
+        let id = state.withLock { state in
+            let id = state.devices.count
+            let address = PeerAddress(SimulatedDevice.address(forIndex: id))
+            state.devices.append(DeviceState(name: name, address: address, configuration: configuration))
+            return id
+        }
+        return SimulatedDevice(simulation: self, id: id)
+    }
+
+    // MARK: Faults
+
+    /// Plans `fault` for frame `frameIndex` (counted from 0 over both directions) of the next link
+    /// that opens.
+    public func injectFaultOnNextLink(_ fault: FrameFault, atFrame frameIndex: Int) {
+        state.withLock { $0.faultsForNextLink[frameIndex] = fault }
+    }
+
+    /// Random faults for every link opened from now on, drawn per frame from each link's generator.
+    public func setRandomFaults(_ probabilities: FaultProbabilities) {
+        state.withLock { $0.randomFaults = probabilities }
+    }
+
+    /// Plans `fault` for frame `frameIndex` of an open link.
+    public func injectFault(_ fault: FrameFault, atFrame frameIndex: Int, on link: SimulatedLinkEndpoint) {
+        state.withLock { $0.links[link.linkID].plannedFaults[frameIndex] = fault }
+    }
+
+    /// Frames sent so far on a link, both directions.
+    public func framesSent(on link: SimulatedLinkEndpoint) -> Int {
+        state.withLock { $0.links[link.linkID].framesSent }
+    }
+
+    // MARK: Trace
+
+    /// Every radio event so far, one line each, if the simulation records a trace.
+    public var trace: [String] { state.withLock { $0.trace ?? [] } }
+
+    /// Appends a trace line. Callers build lines only when `state.trace != nil`, so a simulation
+    /// without a trace pays nothing for it.
+    func record(_ line: String, in state: inout SimulationState) {
+        guard state.trace != nil else { return }
+        let millis = Double(state.now.nanoseconds) / 1_000_000
+        state.trace?.append("\(millis) \(line)")
+    }
+
+    // MARK: Randomness
+
+    func withGenerator<T>(_ label: String, in state: inout SimulationState, _ body: (inout SeededRandom) -> T) -> T {
+        var generator = state.generators[label] ?? SeededRandom(seed: seed, label: label)
+        defer { state.generators[label] = generator }
+        return body(&generator)
+    }
+
+    /// One RSSI reading between two devices, with noise from that pair's generator.
+    func readRSSI(from sender: Int, to receiver: Int, in state: inout SimulationState) -> Double {
+        let distance = state.devices[sender].configuration.position.distance(
+            to: state.devices[receiver].configuration.position)
+        let mean = pathLoss.meanRSSI(atDistance: distance)
+        let deviation = pathLoss.noiseStandardDeviation
+        return withGenerator("rssi/\(sender)/\(receiver)", in: &state) {
+            $0.nextGaussian(mean: mean, standardDeviation: deviation)
+        }
+    }
+
+    func inRange(_ first: Int, _ second: Int, in state: SimulationState) -> Bool {
+        let distance = state.devices[first].configuration.position.distance(
+            to: state.devices[second].configuration.position)
+        return pathLoss.isInRange(distance: distance)
+    }
+
+    func push(at time: Instant, in state: inout SimulationState, _ action: @escaping @Sendable () -> Void) {
+        state.queue.push(time: time, handle: ScheduledAction(), action: action)
+    }
+}
+
+/// Everything mutable in a simulation, behind one lock.
+struct SimulationState {
+    var now: Instant = .zero
+    var queue = EventQueue()
+    var devices: [DeviceState] = []
+    var links: [LinkState] = []
+    var generators: [String: SeededRandom] = [:]
+    var faultsForNextLink: [Int: FrameFault] = [:]
+    var randomFaults: FaultProbabilities = .none
+    var trace: [String]?
+    var nextAdvertisingSetID = 0
+
+    init(recordsTrace: Bool) {
+        trace = recordsTrace ? [] : nil
+    }
+}
+
+struct DeviceState {
+    let name: String
+    let address: PeerAddress
+    var configuration: DeviceConfiguration
+    var availability: AdapterAvailability = .poweredOn
+    var connectionHandler: (@Sendable (any ByteLink) -> Void)?
+    var scanHandler: (@Sendable (Sighting) -> Void)?
+    /// Advertising set id -> advertising data.
+    var advertising: [Int: [UInt8]] = [:]
+}
