@@ -1,0 +1,443 @@
+import HorizonCore
+
+// The session protocol's messages. Each one's initialiser enforces the same limits the decoder
+// does, so every value that can be built encodes to bytes that decode back to it, and encoding
+// can neither fail nor crash.
+
+/// Wire limits on variable-length fields, shared by initialisers and the decoder.
+public enum MessageLimits: Sendable, Equatable {
+    /// Register user names and redemption items: short labels shown on a small screen.
+    public static let shortText = 64
+    /// Human-readable explanations in cancel and error messages.
+    public static let messageText = 256
+    /// Sealed proxy payloads: enough for a backend request, small enough to relay in a few frames.
+    public static let sealedPayload = 4096
+}
+
+/// A diagnostic or reference number in a receipt, decline or error message.
+///
+/// Unknown raw values are kept rather than refused, so a newer peer can add codes without
+/// breaking older ones; they show as "error <n>".
+public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt16
+    public init(rawValue: UInt16) { self.rawValue = rawValue }
+
+    public static let insufficientFunds = ErrorCode(rawValue: 1)
+    public static let unknownWallet = ErrorCode(rawValue: 2)
+    public static let invalidAmount = ErrorCode(rawValue: 3)
+    public static let unsupportedCurrency = ErrorCode(rawValue: 4)
+    public static let sessionExpired = ErrorCode(rawValue: 5)
+    public static let sessionNotFound = ErrorCode(rawValue: 6)
+    public static let sessionTaken = ErrorCode(rawValue: 7)
+    public static let badSignature = ErrorCode(rawValue: 8)
+    public static let duplicatePaymentConflict = ErrorCode(rawValue: 9)
+    public static let declined = ErrorCode(rawValue: 10)
+    public static let timedOut = ErrorCode(rawValue: 11)
+    public static let cancelled = ErrorCode(rawValue: 12)
+    public static let protocolViolation = ErrorCode(rawValue: 13)
+    public static let internalError = ErrorCode(rawValue: 14)
+    public static let rateLimited = ErrorCode(rawValue: 15)
+    public static let notFound = ErrorCode(rawValue: 16)
+    public static let alreadyRedeemed = ErrorCode(rawValue: 17)
+    public static let expired = ErrorCode(rawValue: 18)
+
+    /// The name of a known code, nil for a code this version does not know.
+    public var name: String? {
+        switch rawValue {
+        case 1: "insufficientFunds"
+        case 2: "unknownWallet"
+        case 3: "invalidAmount"
+        case 4: "unsupportedCurrency"
+        case 5: "sessionExpired"
+        case 6: "sessionNotFound"
+        case 7: "sessionTaken"
+        case 8: "badSignature"
+        case 9: "duplicatePaymentConflict"
+        case 10: "declined"
+        case 11: "timedOut"
+        case 12: "cancelled"
+        case 13: "protocolViolation"
+        case 14: "internalError"
+        case 15: "rateLimited"
+        case 16: "notFound"
+        case 17: "alreadyRedeemed"
+        case 18: "expired"
+        default: nil
+        }
+    }
+
+    public var description: String { name ?? "error \(rawValue)" }
+}
+
+/// Which redemption programmes the merchant runs, so a wallet can offer them with the payment.
+///
+/// On the wire one byte, bit 0 bonus, bit 1 gold, bit 2 coupon; other bits are refused rather
+/// than ignored, because a peer setting them means something this version cannot honour.
+public struct MerchantPrograms: Hashable, Sendable {
+    public var hasBonusProgram: Bool
+    public var hasGoldProgram: Bool
+    public var hasCouponProgram: Bool
+
+    public init(hasBonusProgram: Bool = false, hasGoldProgram: Bool = false, hasCouponProgram: Bool = false) {
+        self.hasBonusProgram = hasBonusProgram
+        self.hasGoldProgram = hasGoldProgram
+        self.hasCouponProgram = hasCouponProgram
+    }
+
+    public static let none = MerchantPrograms()
+
+    static let bonusBit: UInt8 = 0x01
+    static let goldBit: UInt8 = 0x02
+    static let couponBit: UInt8 = 0x04
+
+    var wireValue: UInt8 {
+        (hasBonusProgram ? Self.bonusBit : 0) | (hasGoldProgram ? Self.goldBit : 0)
+            | (hasCouponProgram ? Self.couponBit : 0)
+    }
+
+    init(wireValue: UInt8, field: String) throws(WireError) {
+        let known = Self.bonusBit | Self.goldBit | Self.couponBit
+        guard wireValue & ~known == 0 else {
+            throw .invalidValue(field: field, reason: "unknown flag bits \([wireValue & ~known].hexString)")
+        }
+        self.init(
+            hasBonusProgram: wireValue & Self.bonusBit != 0, hasGoldProgram: wireValue & Self.goldBit != 0,
+            hasCouponProgram: wireValue & Self.couponBit != 0)
+    }
+}
+
+/// How a payment or redemption ended, as the terminal signs it in the receipt.
+public enum ReceiptOutcome: Hashable, Sendable {
+    case approved
+    case declined(ErrorCode)
+}
+
+/// Why a session was abandoned.
+public enum CancelReason: UInt8, CaseIterable, Hashable, Sendable, CustomStringConvertible {
+    case userDeclined = 1
+    case terminalCancelled = 2
+    case timedOut = 3
+    /// The terminal started a newer session (for example the cashier changed the amount).
+    case superseded = 4
+
+    public var description: String {
+        switch self {
+        case .userDeclined: "declined by the user"
+        case .terminalCancelled: "cancelled at the terminal"
+        case .timedOut: "timed out"
+        case .superseded: "superseded by a newer session"
+        }
+    }
+}
+
+// MARK: - Messages
+
+/// Wallet → terminal, the first message after the secure handshake: which session the wallet
+/// means to join, and the key it will sign with.
+public struct Hello: Hashable, Sendable {
+    public let sessionID: SessionID
+    public let transactionType: TransactionType
+    public let walletKey: PublicKeyBytes
+
+    public init(sessionID: SessionID, transactionType: TransactionType, walletKey: PublicKeyBytes) {
+        self.sessionID = sessionID
+        self.transactionType = transactionType
+        self.walletKey = walletKey
+    }
+}
+
+/// Terminal → wallet: what the person is asked to pay, signed by the terminal.
+public struct Offer: Hashable, Sendable {
+    /// Prefixed to `signedBytes` so an offer signature can never pass for another message's.
+    public static let signatureDomain: [UInt8] = Array("horizon/offer/v1".utf8)
+
+    public let sessionID: SessionID
+    public let transactionType: TransactionType
+    public let amount: Money
+    public let registerUser: String
+    public let merchantPrograms: MerchantPrograms
+    public let offerNonce: Nonce
+    public let expiresAt: UnixTime
+    public let signature: SignatureBytes
+
+    /// Throws `fieldTooLong` for a register user over `MessageLimits.shortText` UTF-8 bytes.
+    /// Leave `signature` out to build the unsigned offer, sign its `signedBytes`, then call
+    /// `withSignature(_:)`.
+    public init(
+        sessionID: SessionID, transactionType: TransactionType, amount: Money, registerUser: String,
+        merchantPrograms: MerchantPrograms, offerNonce: Nonce, expiresAt: UnixTime,
+        signature: SignatureBytes = .unsigned
+    ) throws(WireError) {
+        try checkText(registerUser, field: "registerUser", maximum: MessageLimits.shortText)
+        self.sessionID = sessionID
+        self.transactionType = transactionType
+        self.amount = amount
+        self.registerUser = registerUser
+        self.merchantPrograms = merchantPrograms
+        self.offerNonce = offerNonce
+        self.expiresAt = expiresAt
+        self.signature = signature
+    }
+
+    private init(_ other: Offer, signature: SignatureBytes) {
+        sessionID = other.sessionID
+        transactionType = other.transactionType
+        amount = other.amount
+        registerUser = other.registerUser
+        merchantPrograms = other.merchantPrograms
+        offerNonce = other.offerNonce
+        expiresAt = other.expiresAt
+        self.signature = signature
+    }
+
+    /// The same offer carrying `signature`.
+    public func withSignature(_ signature: SignatureBytes) -> Offer { Offer(self, signature: signature) }
+
+    /// What the terminal signs: the domain label, then every field but the signature, encoded
+    /// exactly as on the wire.
+    public var signedBytes: [UInt8] {
+        var writer = ByteWriter(capacity: 128)
+        writer.write(raw: Self.signatureDomain)
+        writeSignedFields(to: &writer)
+        return writer.bytes
+    }
+}
+
+/// Wallet → terminal: the person accepted, signed by the wallet over everything the ledger
+/// needs to execute the payment exactly once.
+public struct Confirm: Hashable, Sendable {
+    public static let signatureDomain: [UInt8] = Array("horizon/confirm/v1".utf8)
+
+    public let sessionID: SessionID
+    public let terminalKeyID: TerminalKeyID
+    public let amount: Money
+    public let tip: Money
+    public let paymentID: PaymentID
+    public let walletNonce: Nonce
+    public let offerNonce: Nonce
+    public let expiresAt: UnixTime
+    public let signature: SignatureBytes
+
+    /// Throws if the tip's currency differs from the amount's, or amount plus tip exceeds
+    /// `Money.maximumMinorUnits`.
+    public init(
+        sessionID: SessionID, terminalKeyID: TerminalKeyID, amount: Money, tip: Money, paymentID: PaymentID,
+        walletNonce: Nonce, offerNonce: Nonce, expiresAt: UnixTime, signature: SignatureBytes = .unsigned
+    ) throws(WireError) {
+        try checkTip(amount: amount, tip: tip)
+        self.sessionID = sessionID
+        self.terminalKeyID = terminalKeyID
+        self.amount = amount
+        self.tip = tip
+        self.paymentID = paymentID
+        self.walletNonce = walletNonce
+        self.offerNonce = offerNonce
+        self.expiresAt = expiresAt
+        self.signature = signature
+    }
+
+    private init(_ other: Confirm, signature: SignatureBytes) {
+        sessionID = other.sessionID
+        terminalKeyID = other.terminalKeyID
+        amount = other.amount
+        tip = other.tip
+        paymentID = other.paymentID
+        walletNonce = other.walletNonce
+        offerNonce = other.offerNonce
+        expiresAt = other.expiresAt
+        self.signature = signature
+    }
+
+    /// The same confirmation carrying `signature`.
+    public func withSignature(_ signature: SignatureBytes) -> Confirm { Confirm(self, signature: signature) }
+
+    /// What the wallet signs: the domain label, then every field but the signature.
+    public var signedBytes: [UInt8] {
+        var writer = ByteWriter(capacity: 160)
+        writer.write(raw: Self.signatureDomain)
+        writeSignedFields(to: &writer)
+        return writer.bytes
+    }
+}
+
+/// Terminal → wallet: the signed result of a payment or redemption.
+public struct Receipt: Hashable, Sendable {
+    public static let signatureDomain: [UInt8] = Array("horizon/receipt/v1".utf8)
+
+    public let sessionID: SessionID
+    public let transactionType: TransactionType
+    public let paymentID: PaymentID
+    public let outcome: ReceiptOutcome
+    public let amount: Money
+    public let tip: Money
+    /// The processor's reference for the transaction, for support and refunds.
+    public let transactionReference: UInt64
+    public let settledAt: UnixTime
+    public let bonusPointsEarned: Int64
+    public let bonusPointsBalance: Int64
+    public let signature: SignatureBytes
+
+    /// Throws for a tip in another currency, amount plus tip out of range, or negative points.
+    public init(
+        sessionID: SessionID, transactionType: TransactionType, paymentID: PaymentID, outcome: ReceiptOutcome,
+        amount: Money, tip: Money, transactionReference: UInt64, settledAt: UnixTime, bonusPointsEarned: Int64,
+        bonusPointsBalance: Int64, signature: SignatureBytes = .unsigned
+    ) throws(WireError) {
+        try checkTip(amount: amount, tip: tip)
+        try checkNotNegative(bonusPointsEarned, field: "bonusPointsEarned")
+        try checkNotNegative(bonusPointsBalance, field: "bonusPointsBalance")
+        self.sessionID = sessionID
+        self.transactionType = transactionType
+        self.paymentID = paymentID
+        self.outcome = outcome
+        self.amount = amount
+        self.tip = tip
+        self.transactionReference = transactionReference
+        self.settledAt = settledAt
+        self.bonusPointsEarned = bonusPointsEarned
+        self.bonusPointsBalance = bonusPointsBalance
+        self.signature = signature
+    }
+
+    private init(_ other: Receipt, signature: SignatureBytes) {
+        sessionID = other.sessionID
+        transactionType = other.transactionType
+        paymentID = other.paymentID
+        outcome = other.outcome
+        amount = other.amount
+        tip = other.tip
+        transactionReference = other.transactionReference
+        settledAt = other.settledAt
+        bonusPointsEarned = other.bonusPointsEarned
+        bonusPointsBalance = other.bonusPointsBalance
+        self.signature = signature
+    }
+
+    /// The same receipt carrying `signature`.
+    public func withSignature(_ signature: SignatureBytes) -> Receipt { Receipt(self, signature: signature) }
+
+    /// What the terminal signs: the domain label, then every field but the signature.
+    public var signedBytes: [UInt8] {
+        var writer = ByteWriter(capacity: 160)
+        writer.write(raw: Self.signatureDomain)
+        writeSignedFields(to: &writer)
+        return writer.bytes
+    }
+}
+
+/// Wallet → terminal: spend bonus points, a gold membership or a coupon, signed by the wallet.
+public struct Redeem: Hashable, Sendable {
+    public static let signatureDomain: [UInt8] = Array("horizon/redeem/v1".utf8)
+
+    public let sessionID: SessionID
+    /// Always a redemption type.
+    public let transactionType: TransactionType
+    public let redemptionID: PaymentID
+    /// The coupon code or membership id; may be empty for bonus points.
+    public let item: String
+    /// Points for a bonus redemption; a count otherwise.
+    public let quantity: Int64
+    public let walletNonce: Nonce
+    public let offerNonce: Nonce
+    public let expiresAt: UnixTime
+    public let signature: SignatureBytes
+
+    /// Throws for a payment type, an item over `MessageLimits.shortText` bytes, or a negative
+    /// quantity.
+    public init(
+        sessionID: SessionID, transactionType: TransactionType, redemptionID: PaymentID, item: String,
+        quantity: Int64, walletNonce: Nonce, offerNonce: Nonce, expiresAt: UnixTime,
+        signature: SignatureBytes = .unsigned
+    ) throws(WireError) {
+        try checkRedemption(transactionType, field: "transactionType")
+        try checkText(item, field: "item", maximum: MessageLimits.shortText)
+        try checkNotNegative(quantity, field: "quantity")
+        self.sessionID = sessionID
+        self.transactionType = transactionType
+        self.redemptionID = redemptionID
+        self.item = item
+        self.quantity = quantity
+        self.walletNonce = walletNonce
+        self.offerNonce = offerNonce
+        self.expiresAt = expiresAt
+        self.signature = signature
+    }
+
+    private init(_ other: Redeem, signature: SignatureBytes) {
+        sessionID = other.sessionID
+        transactionType = other.transactionType
+        redemptionID = other.redemptionID
+        item = other.item
+        quantity = other.quantity
+        walletNonce = other.walletNonce
+        offerNonce = other.offerNonce
+        expiresAt = other.expiresAt
+        self.signature = signature
+    }
+
+    /// The same redemption carrying `signature`.
+    public func withSignature(_ signature: SignatureBytes) -> Redeem { Redeem(self, signature: signature) }
+
+    /// What the wallet signs: the domain label, then every field but the signature.
+    public var signedBytes: [UInt8] {
+        var writer = ByteWriter(capacity: 160)
+        writer.write(raw: Self.signatureDomain)
+        writeSignedFields(to: &writer)
+        return writer.bytes
+    }
+}
+
+/// Either way: the sender abandons the session.
+public struct Cancel: Hashable, Sendable {
+    public let sessionID: SessionID
+    public let reason: CancelReason
+    public let message: String
+
+    /// A `message` over `MessageLimits.messageText` UTF-8 bytes is shortened at a character
+    /// boundary: it is diagnostic text, and refusing it would lose the cancellation itself.
+    public init(sessionID: SessionID, reason: CancelReason, message: String = "") {
+        self.sessionID = sessionID
+        self.reason = reason
+        self.message = truncatedText(message, maximum: MessageLimits.messageText)
+    }
+}
+
+/// Either way: something went wrong, optionally about one payment.
+public struct ErrorMessage: Hashable, Sendable {
+    public let code: ErrorCode
+    public let message: String
+    public let paymentID: PaymentID?
+
+    /// A `message` over `MessageLimits.messageText` UTF-8 bytes is shortened at a character
+    /// boundary, as in `Cancel`.
+    public init(code: ErrorCode, message: String = "", paymentID: PaymentID? = nil) {
+        self.code = code
+        self.message = truncatedText(message, maximum: MessageLimits.messageText)
+        self.paymentID = paymentID
+    }
+}
+
+/// Wallet → terminal: the stored result of a payment the wallet confirmed before the link
+/// broke, so a "pending" payment resolves without risking a second charge.
+public struct PaymentStatusQuery: Hashable, Sendable {
+    public let paymentID: PaymentID
+
+    public init(paymentID: PaymentID) { self.paymentID = paymentID }
+}
+
+/// A backend request or response the terminal relays for a wallet without network. The bytes
+/// are sealed (HPKE) between wallet and backend elsewhere; the terminal cannot read or alter them.
+public struct ProxyEnvelope: Hashable, Sendable {
+    /// Pairs a response with its request.
+    public let requestID: UInt32
+    public let sealed: [UInt8]
+
+    /// Throws `fieldTooLong` for more than `MessageLimits.sealedPayload` bytes.
+    public init(requestID: UInt32, sealed: [UInt8]) throws(WireError) {
+        guard sealed.count <= MessageLimits.sealedPayload else {
+            throw .fieldTooLong(field: "sealed", length: sealed.count, maximum: MessageLimits.sealedPayload)
+        }
+        self.requestID = requestID
+        self.sealed = sealed
+    }
+}
