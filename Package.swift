@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "HorizonLink", targets: ["HorizonLink"]),
         .library(name: "HorizonSecureChannel", targets: ["HorizonSecureChannel"]),
         .library(name: "HorizonProtocol", targets: ["HorizonProtocol"]),
+        .library(name: "HorizonStores", targets: ["HorizonStores"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0")
@@ -40,12 +41,20 @@ let package = Package(
         // Session protocol: typed messages, their binary codecs, and the advertisement payload.
         .target(name: "HorizonProtocol", dependencies: ["HorizonCore", "HorizonRadio"], swiftSettings: strict),
 
+        // The system SQLite, for the stores.
+        .systemLibrary(
+            name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // Stores: the sandbox ledger behind the PaymentProcessor protocol (and, later, journals).
+        .target(
+            name: "HorizonStores", dependencies: ["CSQLite", "HorizonCore", "HorizonProtocol"], swiftSettings: strict),
+
+        .testTarget(name: "HorizonStoresTests", dependencies: ["HorizonStores", "HorizonProtocol", "HorizonCore"], swiftSettings: strict),
         .testTarget(name: "HorizonCoreTests", dependencies: ["HorizonCore"], swiftSettings: strict),
         .testTarget(
             name: "HorizonSimulatedRadioTests",
             dependencies: ["HorizonCore", "HorizonRadio", "HorizonSimulatedRadio"], swiftSettings: strict),
         .testTarget(
-            name: "HorizonLinkTests", dependencies: ["HorizonCore", "HorizonRadio", "HorizonLink"],
+            name: "HorizonLinkTests", dependencies: ["HorizonCore", "HorizonRadio", "HorizonLink", "HorizonSimulatedRadio"],
             swiftSettings: strict),
         .testTarget(
             name: "HorizonSecureChannelTests",

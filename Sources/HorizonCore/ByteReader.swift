@@ -23,12 +23,13 @@ public struct ByteReader: Sendable {
     public mutating func read<T: FixedWidthInteger>(_: T.Type, _ field: String) throws(WireError) -> T {
         let size = MemoryLayout<T>.size
         guard remaining >= size else { throw .truncated(field: field) }
-        var value: T = 0
+        // Accumulate unsigned, then reinterpret: a signed type's top bit is its sign, not an overflow.
+        var value: UInt64 = 0
         for index in 0..<size {
-            value = (value << 8) | T(bytes[offset + index])
+            value = (value << 8) | UInt64(bytes[offset + index])
         }
         offset += size
-        return value
+        return T(truncatingIfNeeded: value)
     }
 
     public mutating func readBytes(_ count: Int, _ field: String) throws(WireError) -> [UInt8] {

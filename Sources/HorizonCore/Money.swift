@@ -81,9 +81,11 @@ public struct Money: Hashable, Sendable, CustomStringConvertible {
             }
             guard fraction.count <= currency.exponent else { throw .tooManyDecimals(text, currency) }
         }
-        guard whole.count <= 16 else { throw .outOfRange }
+        // Leading zeros carry no value; only significant digits count against the range.
+        let significant = whole.drop(while: { $0 == "0" })
+        guard significant.count <= 16 else { throw .outOfRange }
         let padded = fraction + String(repeating: "0", count: currency.exponent - fraction.count)
-        guard let units = Int64(whole + padded) else { throw .outOfRange }
+        guard let units = Int64((significant.isEmpty ? "0" : significant) + padded) else { throw .outOfRange }
         guard units <= Money.maximumMinorUnits else { throw .outOfRange }
         return Money(checkedMinorUnits: units, currency: currency)
     }

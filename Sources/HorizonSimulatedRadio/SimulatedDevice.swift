@@ -45,7 +45,7 @@ public final class SimulatedDevice: PeripheralRadio, CentralRadio, Sendable {
         guard advertisingData.count <= AdvertisingData.legacyMaximumLength else {
             throw .advertisementTooLarge(size: advertisingData.count, maximum: AdvertisingData.legacyMaximumLength)
         }
-        guard interval >= .milliseconds(20), interval <= .seconds(10) else {
+        guard interval >= .milliseconds(20), interval <= .milliseconds(10_240) else {
             throw .invalidConfiguration("advertising interval must be 20 ms to 10.24 s")
         }
         let result: Result<Int, RadioError> = simulation.state.withLock { state in
@@ -188,6 +188,14 @@ public final class SimulatedDevice: PeripheralRadio, CentralRadio, Sendable {
         simulation.state.withLock { state in
             state.devices[id].configuration.position = position
             simulation.record("move \(name) to \(position)", in: &state)
+            // Connected devices exchange packets every connection event, so leaving range ends
+            // a link even when no data flows.
+            for linkID in state.links.indices where state.links[linkID].involves(id) {
+                let link = state.links[linkID]
+                if link.status == .open, !simulation.inRange(link.devices[0], link.devices[1], in: state) {
+                    simulation.loseLink(linkID, in: &state, notifyImmediately: nil)
+                }
+            }
         }
     }
 

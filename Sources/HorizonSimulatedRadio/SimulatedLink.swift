@@ -13,7 +13,8 @@ struct LinkState {
     enum Status: Equatable {
         case open
         /// Radio contact ended at this instant; both sides learn after the supervision timeout.
-        case lost(at: Instant)
+        /// Frames from `frame` on are never delivered (earlier ones still in flight are).
+        case lost(at: Instant, fromFrame: Int)
         case closed
     }
 
@@ -33,7 +34,7 @@ struct LinkState {
     var packetsInLastEvent: [Int] = [0, 0]
     var lastDeliveryTime: [Instant] = [.zero, .zero]
     /// A frame held back by a `reorder` fault, per sending side, sent after the next one.
-    var heldFrame: [[UInt8]?] = [nil, nil]
+    var heldFrame: [(payload: [UInt8], frame: Int)?] = [nil, nil]
     var framesSent = 0
     var plannedFaults: [Int: FrameFault]
     let randomFaults: FaultProbabilities
@@ -116,11 +117,12 @@ extension RadioSimulation {
     /// Puts one frame on air. Returns an error to throw, or nil.
     func send(_ payload: [UInt8], on linkID: Int, from side: LinkSide, in state: inout SimulationState) -> RadioError? {
         let link = state.links[linkID]
-        guard link.status != .closed, !link.closedLocally[side.rawValue] else { return .linkClosed }
+        guard !link.closedLocally[side.rawValue], !link.closeNotified[side.rawValue] else { return .linkClosed }
         guard payload.count <= link.attMTU - 3 else {
             return .payloadTooLarge(size: payload.count, maximum: link.attMTU - 3)
         }
-        // After contact is lost a sender cannot tell yet: its frames go nowhere.
+        // After contact is lost, or the peer closed, a sender cannot tell until it is told:
+        // its frames go nowhere.
         guard link.status == .open else { return nil }
         let frameIndex = link.framesSent
         state.links[linkID].framesSent += 1
@@ -132,22 +134,22 @@ extension RadioSimulation {
         }
         switch fault {
         case .cut:
-            loseLink(linkID, in: &state, notifyImmediately: nil)
+            loseLink(linkID, in: &state, notifyImmediately: nil, fromFrame: frameIndex)
         case .drop:
             break
         case .duplicate:
-            scheduleDelivery(payload, on: linkID, from: side, in: &state)
-            scheduleDelivery(payload, on: linkID, from: side, in: &state)
+            scheduleDelivery(payload, frame: frameIndex, on: linkID, from: side, in: &state)
+            scheduleDelivery(payload, frame: frameIndex, on: linkID, from: side, in: &state)
         case .reorder:
             if let earlier = state.links[linkID].heldFrame[side.rawValue] {
-                scheduleDelivery(earlier, on: linkID, from: side, in: &state)
+                scheduleDelivery(earlier.payload, frame: earlier.frame, on: linkID, from: side, in: &state)
             }
-            state.links[linkID].heldFrame[side.rawValue] = payload
+            state.links[linkID].heldFrame[side.rawValue] = (payload, frameIndex)
         case nil:
-            scheduleDelivery(payload, on: linkID, from: side, in: &state)
+            scheduleDelivery(payload, frame: frameIndex, on: linkID, from: side, in: &state)
             if let held = state.links[linkID].heldFrame[side.rawValue] {
                 state.links[linkID].heldFrame[side.rawValue] = nil
-                scheduleDelivery(held, on: linkID, from: side, in: &state)
+                scheduleDelivery(held.payload, frame: held.frame, on: linkID, from: side, in: &state)
             }
         }
         return nil
@@ -173,7 +175,7 @@ extension RadioSimulation {
     /// Plans a packet's arrival: at the first connection event after now (or after the sender's
     /// previous packet), a limited number per event, delayed by retransmissions and latency.
     private func scheduleDelivery(
-        _ payload: [UInt8], on linkID: Int, from side: LinkSide, in state: inout SimulationState
+        _ payload: [UInt8], frame: Int, on linkID: Int, from side: LinkSide, in state: inout SimulationState
     ) {
         let link = state.links[linkID]
         let interval = max(link.parameters.connectionInterval.nanoseconds, 1)
@@ -208,19 +210,15 @@ extension RadioSimulation {
         state.links[linkID].lastDeliveryTime[side.rawValue] = time
         let receiver = side.other
         push(at: time, in: &state) { [self] in
-            deliver(payload, on: linkID, to: receiver)
+            deliver(payload, frame: frame, on: linkID, to: receiver)
         }
     }
 
-    private func deliver(_ payload: [UInt8], on linkID: Int, to receiver: LinkSide) {
+    private func deliver(_ payload: [UInt8], frame: Int, on linkID: Int, to receiver: LinkSide) {
         let handler: ByteLinkHandler? = state.withLock { state in
             let link = state.links[linkID]
             guard !link.closedLocally[receiver.rawValue], !link.closeNotified[receiver.rawValue] else { return nil }
-            if case .lost = link.status { return nil }
-            guard inRange(link.devices[0], link.devices[1], in: state) else {
-                loseLink(linkID, in: &state, notifyImmediately: nil)
-                return nil
-            }
+            if case .lost(_, let fromFrame) = link.status, frame >= fromFrame { return nil }
             guard let handler = link.handlers[receiver.rawValue] else {
                 state.links[linkID].pendingPayloads[receiver.rawValue].append(payload)
                 return nil
@@ -232,10 +230,15 @@ extension RadioSimulation {
 
     /// Ends radio contact: nothing more is delivered; each side is told after its supervision
     /// timeout, or at once for `notifyImmediately` (the side whose own device went away).
-    func loseLink(_ linkID: Int, in state: inout SimulationState, notifyImmediately: LinkSide?) {
+    ///
+    /// `fromFrame` is the first frame that never arrives; by default every frame still in flight
+    /// is lost with the contact.
+    func loseLink(
+        _ linkID: Int, in state: inout SimulationState, notifyImmediately: LinkSide?, fromFrame: Int = 0
+    ) {
         guard state.links[linkID].status == .open || notifyImmediately != nil else { return }
         if state.links[linkID].status == .open {
-            state.links[linkID].status = .lost(at: state.now)
+            state.links[linkID].status = .lost(at: state.now, fromFrame: fromFrame)
             record("link-lost #\(linkID)", in: &state)
         }
         let timeout = state.links[linkID].parameters.supervisionTimeout

@@ -1,0 +1,136 @@
+import HorizonCore
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@Suite("Instants, durations and the real-time scheduler")
+struct TimeTests {
+    @Test func instantArithmetic() {
+        let start = Instant(nanoseconds: 1_000)
+        let later = start + .milliseconds(30)
+        #expect(later.nanoseconds == 30_001_000)
+        #expect(later - start == .milliseconds(30))
+        #expect(start - later == .milliseconds(-30))
+        #expect(start < later)
+        #expect(!(later < start))
+        #expect(Instant.zero.nanoseconds == 0)
+        #expect(Instant.zero + .seconds(2) == Instant(nanoseconds: 2_000_000_000))
+        #expect([later, .zero, start].sorted() == [.zero, start, later])
+    }
+
+    @Test func instantDescriptionIsInMilliseconds() {
+        #expect(Instant(nanoseconds: 1_500_000).description == "t+1.5ms")
+        #expect(Instant.zero.description == "t+0.0ms")
+        #expect(Instant(nanoseconds: 2_000_000_000).description == "t+2000.0ms")
+    }
+
+    @Test func durationNanosecondsAndMilliseconds() {
+        #expect(Duration.seconds(2).nanoseconds == 2_000_000_000)
+        #expect(Duration.milliseconds(30).nanoseconds == 30_000_000)
+        #expect(Duration.microseconds(7500).nanoseconds == 7_500_000)
+        #expect(Duration.nanoseconds(1).nanoseconds == 1)
+        #expect(Duration.zero.nanoseconds == 0)
+        #expect(Duration.milliseconds(-5).nanoseconds == -5_000_000)
+        #expect(Duration.seconds(1.25).nanoseconds == 1_250_000_000)
+        #expect(Duration.microseconds(7500).milliseconds == 7.5)
+        #expect(Duration.seconds(3).milliseconds == 3000)
+    }
+
+    @Test func scheduledActionCancellation() {
+        let action = ScheduledAction()
+        #expect(!action.isCancelled)
+        action.cancel()
+        #expect(action.isCancelled)
+        action.cancel()
+        #expect(action.isCancelled)
+    }
+
+    // MARK: RealTimeScheduler
+
+    @Test func realTimeClockMovesForward() async throws {
+        let scheduler = RealTimeScheduler(label: "test.clock")
+        let first = scheduler.now
+        try await Task.sleep(for: .milliseconds(5))
+        let second = scheduler.now
+        #expect(second - first >= .milliseconds(5))
+        #expect(second - first < .seconds(5))
+        #if canImport(Glibc)
+            let system = Int64(time(nil))
+            #expect(abs(scheduler.wallClock - system) <= 1)
+        #endif
+        #expect(scheduler.wallClock > 1_700_000_000)
+    }
+
+    @Test func runsAScheduledActionAfterItsDelay() async {
+        let scheduler = RealTimeScheduler(label: "test.delay")
+        let scheduledAt = scheduler.now
+        let firedAt: Instant = await withCheckedContinuation { continuation in
+            scheduler.schedule(after: .milliseconds(20)) {
+                continuation.resume(returning: scheduler.now)
+            }
+        }
+        #expect(firedAt - scheduledAt >= .milliseconds(20))
+        #expect(firedAt - scheduledAt < .seconds(5))
+    }
+
+    @Test func executeRunsSoonAndInOrder() async {
+        let scheduler = RealTimeScheduler(label: "test.order")
+        let order = Mutex<[Int]>([])
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            for index in 0..<50 {
+                scheduler.execute { order.withLock { $0.append(index) } }
+            }
+            scheduler.execute { continuation.resume() }
+        }
+        #expect(order.withLock { $0 } == Array(0..<50))
+    }
+
+    @Test func negativeDelayRunsAtOnce() async {
+        let scheduler = RealTimeScheduler(label: "test.negative")
+        let ran: Bool = await withCheckedContinuation { continuation in
+            scheduler.schedule(after: .milliseconds(-100)) { continuation.resume(returning: true) }
+        }
+        #expect(ran)
+    }
+
+    @Test func cancelledActionNeverRuns() async {
+        let scheduler = RealTimeScheduler(label: "test.cancel")
+        let ran = Atomic<Int>(0)
+        let cancelled = scheduler.schedule(after: .milliseconds(10)) { ran.add(1, ordering: .relaxed) }
+        cancelled.cancel()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            // On the scheduler's own serial context, an action scheduled for "now" cannot run
+            // before the current one ends, so cancelling it right away is race-free.
+            scheduler.execute {
+                scheduler.schedule(after: .zero) { ran.add(10, ordering: .relaxed) }.cancel()
+                // Wait well past the cancelled actions' times, on the same serial queue.
+                scheduler.schedule(after: .milliseconds(50)) { continuation.resume() }
+            }
+        }
+        #expect(ran.load(ordering: .relaxed) == 0)
+        #expect(cancelled.isCancelled)
+    }
+
+    @Test func cancellingAfterFiringChangesNothing() async {
+        let scheduler = RealTimeScheduler(label: "test.late-cancel")
+        let count = Atomic<Int>(0)
+        let handle = Mutex<ScheduledAction?>(nil)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            handle.withLock { handle in
+                handle = scheduler.schedule(after: .milliseconds(1)) {
+                    count.add(1, ordering: .relaxed)
+                    continuation.resume()
+                }
+            }
+        }
+        handle.withLock { $0?.cancel() }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            scheduler.schedule(after: .milliseconds(5)) { continuation.resume() }
+        }
+        #expect(count.load(ordering: .relaxed) == 1)
+        #expect(handle.withLock { $0?.isCancelled } == true)
+    }
+}
