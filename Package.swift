@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "HorizonSecureChannel", targets: ["HorizonSecureChannel"]),
         .library(name: "HorizonProtocol", targets: ["HorizonProtocol"]),
         .library(name: "HorizonStores", targets: ["HorizonStores"]),
+        .library(name: "HorizonRoles", targets: ["HorizonRoles"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0")
@@ -47,6 +48,20 @@ let package = Package(
         // Stores: the sandbox ledger behind the PaymentProcessor protocol (and, later, journals).
         .target(
             name: "HorizonStores", dependencies: ["CSQLite", "HorizonCore", "HorizonProtocol"], swiftSettings: strict),
+
+        // Roles: the reference SDK's state machines (PaymentHost, PaymentClient, deciders).
+        .target(
+            name: "HorizonRoles",
+            dependencies: [
+                "HorizonCore", "HorizonRadio", "HorizonLink", "HorizonSecureChannel", "HorizonProtocol", "HorizonStores",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ], swiftSettings: strict),
+        .testTarget(
+            name: "HorizonRolesTests",
+            dependencies: [
+                "HorizonRoles", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonProtocol", "HorizonStores",
+                "HorizonSecureChannel", .product(name: "Crypto", package: "swift-crypto"),
+            ], swiftSettings: strict),
 
         .testTarget(name: "HorizonStoresTests", dependencies: ["HorizonStores", "HorizonProtocol", "HorizonCore"], swiftSettings: strict),
         .testTarget(name: "HorizonCoreTests", dependencies: ["HorizonCore"], swiftSettings: strict),

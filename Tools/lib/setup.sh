@@ -1,9 +1,9 @@
 # Shared set-up for the Tools/ scripts: checks the Swift toolchain and installs the Debian
 # packages the build needs when they are missing. Sourced, not run.
 
-# Debian packages the current targets link against or test with. (The BlueZ and store targets
-# add libdbus-1-dev, libbluetooth-dev and libsqlite3-dev here when they land.)
-HORIZON_DEBIAN_PACKAGES=(pkg-config)
+# Debian packages the current targets link against or test with. (The BlueZ target will
+# add libdbus-1-dev and libbluetooth-dev here when it lands.)
+HORIZON_DEBIAN_PACKAGES=(pkg-config libsqlite3-dev)
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 

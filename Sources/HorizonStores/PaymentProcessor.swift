@@ -1,0 +1,80 @@
+import HorizonCore
+import HorizonProtocol
+
+/// What the terminal asks its processor to execute: one confirmed payment.
+public struct SettlementRequest: Sendable, Equatable {
+    public let paymentID: PaymentID
+    public let sessionID: SessionID
+    public let walletKey: PublicKeyBytes
+    public let terminalKeyID: TerminalKeyID
+    public let amount: Money
+    public let tip: Money
+    public let registerUser: String
+    /// A digest of the wallet's signed confirmation: a retry must carry the same one.
+    public let contentDigest: [UInt8]
+
+    public init(
+        paymentID: PaymentID, sessionID: SessionID, walletKey: PublicKeyBytes, terminalKeyID: TerminalKeyID,
+        amount: Money, tip: Money, registerUser: String, contentDigest: [UInt8]
+    ) {
+        self.paymentID = paymentID
+        self.sessionID = sessionID
+        self.walletKey = walletKey
+        self.terminalKeyID = terminalKeyID
+        self.amount = amount
+        self.tip = tip
+        self.registerUser = registerUser
+        self.contentDigest = contentDigest
+    }
+}
+
+/// How a payment was settled.
+public enum SettlementOutcome: Sendable, Equatable {
+    case approved(reference: UInt64, bonusPointsEarned: Int64, bonusPointsBalance: Int64)
+    case declined(code: ErrorCode, reason: String)
+
+    public var isApproved: Bool { if case .approved = self { true } else { false } }
+}
+
+/// The stored, final result for one payment id. A retry gets exactly this again.
+public struct SettlementResult: Sendable, Equatable {
+    public let paymentID: PaymentID
+    public let sessionID: SessionID
+    public let amount: Money
+    public let tip: Money
+    public let outcome: SettlementOutcome
+    public let settledAt: UnixTime
+
+    public init(
+        paymentID: PaymentID, sessionID: SessionID, amount: Money, tip: Money, outcome: SettlementOutcome,
+        settledAt: UnixTime
+    ) {
+        self.paymentID = paymentID
+        self.sessionID = sessionID
+        self.amount = amount
+        self.tip = tip
+        self.outcome = outcome
+        self.settledAt = settledAt
+    }
+}
+
+/// Why a processor could not give a result at all (as opposed to declining the payment).
+public enum ProcessorError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The payment id was executed before with different content; nothing was executed now.
+    case conflictingRetry(PaymentID)
+    case storage(String)
+
+    public var description: String {
+        switch self {
+        case .conflictingRetry(let id): "payment \(id) was already executed with different content; refused"
+        case .storage(let reason): "the ledger could not be written: \(reason)"
+        }
+    }
+}
+
+/// Where the terminal settles payments. Implementations execute each payment id at most once
+/// and answer a retry with the stored result.
+public protocol PaymentProcessor: Sendable {
+    func settle(_ request: SettlementRequest, at time: UnixTime) throws(ProcessorError) -> SettlementResult
+    func result(for paymentID: PaymentID) throws(ProcessorError) -> SettlementResult?
+}

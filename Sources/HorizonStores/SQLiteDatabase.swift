@@ -1,0 +1,167 @@
+import CSQLite
+import Foundation
+import Synchronization
+
+/// Why a database operation failed.
+public struct DatabaseError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let code: Int32
+    public let message: String
+    public let context: String
+
+    public var description: String { "\(context): \(message) (SQLite \(code))" }
+}
+
+/// A value bound to or read from a statement.
+public enum DatabaseValue: Sendable, Equatable {
+    case integer(Int64)
+    case text(String)
+    case blob([UInt8])
+    case null
+
+    public var integer: Int64? { if case .integer(let value) = self { value } else { nil } }
+    public var text: String? { if case .text(let value) = self { value } else { nil } }
+    public var blob: [UInt8]? { if case .blob(let value) = self { value } else { nil } }
+}
+
+/// A row: column values by name.
+public struct DatabaseRow: Sendable {
+    public let values: [String: DatabaseValue]
+    public subscript(_ column: String) -> DatabaseValue { values[column] ?? .null }
+}
+
+/// A small, synchronous wrapper over the system's SQLite, configured for money:
+/// write-ahead logging, `synchronous = FULL` (a committed transaction survives power loss),
+/// foreign keys on, and one connection serialised behind a lock.
+public final class SQLiteDatabase: Sendable {
+    private let connection: Mutex<OpaquePointer?>
+    public let path: String
+
+    /// Opens (creating if needed) the database at `path`; the file gets mode 0600.
+    public init(path: String) throws(DatabaseError) {
+        self.path = path
+        var handle: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX
+        let status = sqlite3_open_v2(path, &handle, flags, nil)
+        guard status == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            sqlite3_close(handle)
+            throw DatabaseError(code: status, message: message, context: "opening \(path)")
+        }
+        sqlite3_busy_timeout(handle, 5_000)
+        connection = Mutex(handle)
+        if path != ":memory:" { chmod(path, 0o600) }
+        try execute("PRAGMA journal_mode = WAL")
+        try execute("PRAGMA synchronous = FULL")
+        try execute("PRAGMA foreign_keys = ON")
+    }
+
+    deinit {
+        connection.withLock { handle in
+            sqlite3_close_v2(handle)
+            handle = nil
+        }
+    }
+
+    /// Runs SQL that returns no rows (several statements allowed).
+    public func execute(_ sql: String) throws(DatabaseError) {
+        try connection.withLock { (handle) throws(DatabaseError) in
+            var error: UnsafeMutablePointer<CChar>?
+            let status = sqlite3_exec(handle, sql, nil, nil, &error)
+            guard status == SQLITE_OK else {
+                let message = error.map { String(cString: $0) } ?? "unknown error"
+                sqlite3_free(error)
+                throw DatabaseError(code: status, message: message, context: String(sql.prefix(60)))
+            }
+        }
+    }
+
+    /// Runs one statement with bound parameters; returns its rows.
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [DatabaseValue] = []) throws(DatabaseError) -> [DatabaseRow] {
+        try connection.withLock { (handle) throws(DatabaseError) -> [DatabaseRow] in
+            try Self.run(sql, parameters, on: handle)
+        }
+    }
+
+    /// Runs `body` in one IMMEDIATE transaction: all of it is committed and synced, or none.
+    public func transaction<T>(_ body: (Transaction) throws(DatabaseError) -> T) throws(DatabaseError) -> T {
+        try connection.withLock { (handle) throws(DatabaseError) -> T in
+            _ = try Self.run("BEGIN IMMEDIATE", [], on: handle)
+            do throws(DatabaseError) {
+                let result = try body(Transaction(handle: handle))
+                _ = try Self.run("COMMIT", [], on: handle)
+                return result
+            } catch {
+                _ = try? Self.run("ROLLBACK", [], on: handle)
+                throw error
+            }
+        }
+    }
+
+    /// Access to the connection inside `transaction`.
+    public struct Transaction {
+        let handle: OpaquePointer?
+
+        @discardableResult
+        public func query(_ sql: String, _ parameters: [DatabaseValue] = []) throws(DatabaseError) -> [DatabaseRow] {
+            try SQLiteDatabase.run(sql, parameters, on: handle)
+        }
+
+        /// Rows changed by the last statement.
+        public var changes: Int { Int(sqlite3_changes(handle)) }
+    }
+
+    static func run(_ sql: String, _ parameters: [DatabaseValue], on handle: OpaquePointer?) throws(DatabaseError)
+        -> [DatabaseRow]
+    {
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v2(handle, sql, -1, &statement, nil) == SQLITE_OK else {
+            throw error(handle, sql)
+        }
+        defer { sqlite3_finalize(statement) }
+        for (index, value) in parameters.enumerated() {
+            let position = Int32(index + 1)
+            let status: Int32
+            switch value {
+            case .integer(let number): status = sqlite3_bind_int64(statement, position, number)
+            case .text(let text): status = sqlite3_bind_text(statement, position, text, -1, csqlite_transient())
+            case .blob(let bytes):
+                status = bytes.withUnsafeBytes {
+                    sqlite3_bind_blob(statement, position, $0.baseAddress, Int32($0.count), csqlite_transient())
+                }
+            case .null: status = sqlite3_bind_null(statement, position)
+            }
+            guard status == SQLITE_OK else { throw error(handle, sql) }
+        }
+        var rows: [DatabaseRow] = []
+        while true {
+            let status = sqlite3_step(statement)
+            if status == SQLITE_DONE { break }
+            guard status == SQLITE_ROW else { throw error(handle, sql) }
+            var values: [String: DatabaseValue] = [:]
+            for column in 0..<sqlite3_column_count(statement) {
+                let name = String(cString: sqlite3_column_name(statement, column))
+                switch sqlite3_column_type(statement, column) {
+                case SQLITE_INTEGER: values[name] = .integer(sqlite3_column_int64(statement, column))
+                case SQLITE_TEXT: values[name] = .text(String(cString: sqlite3_column_text(statement, column)))
+                case SQLITE_BLOB:
+                    let count = Int(sqlite3_column_bytes(statement, column))
+                    if let base = sqlite3_column_blob(statement, column) {
+                        values[name] = .blob(Array(UnsafeRawBufferPointer(start: base, count: count)))
+                    } else {
+                        values[name] = .blob([])
+                    }
+                default: values[name] = .null
+                }
+            }
+            rows.append(DatabaseRow(values: values))
+        }
+        return rows
+    }
+
+    private static func error(_ handle: OpaquePointer?, _ sql: String) -> DatabaseError {
+        DatabaseError(
+            code: sqlite3_errcode(handle), message: String(cString: sqlite3_errmsg(handle)),
+            context: String(sql.prefix(60)))
+    }
+}

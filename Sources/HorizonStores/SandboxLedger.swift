@@ -1,0 +1,304 @@
+import HorizonCore
+import HorizonProtocol
+
+/// How the sandbox ledger treats wallets and bonus points.
+public struct LedgerConfiguration: Sendable, Equatable {
+    public enum Enrollment: Sendable, Equatable {
+        /// A wallet the ledger does not know is enrolled on first contact with this balance
+        /// (the sandbox's demo mode, so each side needs nothing beyond `init`).
+        case onFirstContact(startingBalance: Int64)
+        /// Unknown wallets are declined, as a production processor would.
+        case refuseUnknown
+    }
+
+    public var currency: Currency
+    public var enrollment: Enrollment
+    /// Bonus points earned per whole currency unit of the amount (tips earn none).
+    public var bonusPointsPerMajorUnit: Int64
+
+    public init(
+        currency: Currency = .eur, enrollment: Enrollment = .onFirstContact(startingBalance: 100_00),
+        bonusPointsPerMajorUnit: Int64 = 1
+    ) {
+        self.currency = currency
+        self.enrollment = enrollment
+        self.bonusPointsPerMajorUnit = bonusPointsPerMajorUnit
+    }
+}
+
+/// A wallet's account in the sandbox ledger.
+public struct WalletAccount: Sendable, Equatable {
+    public let walletKey: PublicKeyBytes
+    public let balance: Money
+    public let bonusPoints: Int64
+}
+
+/// The embedded payment processor: wallet accounts, a merchant account, bonus points, register
+/// users and every transaction, in one SQLite file (WAL, synced commits). It needs no server,
+/// survives restarts, and executes each payment id exactly once.
+public final class SandboxLedger: PaymentProcessor, Sendable {
+    public let database: SQLiteDatabase
+    public let configuration: LedgerConfiguration
+    static let schemaVersion = 1
+
+    public init(path: String, configuration: LedgerConfiguration = LedgerConfiguration()) throws(DatabaseError) {
+        database = try SQLiteDatabase(path: path)
+        self.configuration = configuration
+        try database.execute(
+            """
+            CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS wallets(
+                wallet_key BLOB PRIMARY KEY,
+                currency TEXT NOT NULL,
+                balance INTEGER NOT NULL CHECK (balance >= 0),
+                bonus_points INTEGER NOT NULL DEFAULT 0 CHECK (bonus_points >= 0),
+                enrolled_at INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS merchant_account(
+                currency TEXT PRIMARY KEY,
+                balance INTEGER NOT NULL CHECK (balance >= 0));
+            CREATE TABLE IF NOT EXISTS register_users(name TEXT PRIMARY KEY, added_at INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS transactions(
+                reference INTEGER PRIMARY KEY AUTOINCREMENT,
+                payment_id BLOB NOT NULL UNIQUE,
+                session_id INTEGER NOT NULL,
+                wallet_key BLOB NOT NULL,
+                terminal_key_id BLOB NOT NULL,
+                amount INTEGER NOT NULL CHECK (amount >= 0),
+                tip INTEGER NOT NULL CHECK (tip >= 0),
+                currency TEXT NOT NULL,
+                register_user TEXT NOT NULL,
+                content_digest BLOB NOT NULL,
+                outcome TEXT NOT NULL CHECK (outcome IN ('approved', 'declined')),
+                decline_code INTEGER,
+                decline_reason TEXT,
+                bonus_earned INTEGER NOT NULL DEFAULT 0,
+                bonus_balance INTEGER NOT NULL DEFAULT 0,
+                settled_at INTEGER NOT NULL);
+            INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '\(Self.schemaVersion)');
+            """)
+    }
+
+    // MARK: PaymentProcessor
+
+    public func settle(_ request: SettlementRequest, at time: UnixTime) throws(ProcessorError) -> SettlementResult {
+        do {
+            return try database.transaction { (db) throws(DatabaseError) -> Result<SettlementResult, ProcessorError> in
+                if let stored = try Self.storedResult(request.paymentID, in: db) {
+                    return stored.digest == request.contentDigest
+                        ? .success(stored.result) : .failure(.conflictingRetry(request.paymentID))
+                }
+                let outcome = try execute(request, at: time, in: db)
+                let reference = try Self.insert(request, outcome: outcome, at: time, in: db)
+                let final: SettlementOutcome
+                if case .approved(_, let earned, let balance) = outcome {
+                    final = .approved(reference: reference, bonusPointsEarned: earned, bonusPointsBalance: balance)
+                } else {
+                    final = outcome
+                }
+                return .success(
+                    SettlementResult(
+                        paymentID: request.paymentID, sessionID: request.sessionID, amount: request.amount,
+                        tip: request.tip, outcome: final, settledAt: time))
+            }.get()
+        } catch let error as ProcessorError {
+            throw error
+        } catch {
+            throw .storage(String(describing: error))
+        }
+    }
+
+    public func result(for paymentID: PaymentID) throws(ProcessorError) -> SettlementResult? {
+        do {
+            return try database.transaction { (db) throws(DatabaseError) in try Self.storedResult(paymentID, in: db)?.result }
+        } catch {
+            throw .storage(error.description)
+        }
+    }
+
+    /// Decides the outcome and moves the money, inside the caller's transaction.
+    private func execute(_ request: SettlementRequest, at time: UnixTime, in db: SQLiteDatabase.Transaction)
+        throws(DatabaseError) -> SettlementOutcome
+    {
+        guard request.amount.minorUnits > 0 else {
+            return .declined(code: .invalidAmount, reason: "the amount must be greater than zero")
+        }
+        guard request.amount.currency == configuration.currency, request.tip.currency == configuration.currency else {
+            return .declined(
+                code: .unsupportedCurrency,
+                reason: "this terminal settles in \(configuration.currency.code), not \(request.amount.currency.code)")
+        }
+        guard let total = try? request.amount.adding(request.tip) else {
+            return .declined(code: .invalidAmount, reason: "amount plus tip is out of range")
+        }
+        let key = DatabaseValue.blob(request.walletKey.bytes)
+        var balance: Int64
+        var points: Int64
+        if let row = try db.query("SELECT balance, bonus_points FROM wallets WHERE wallet_key = ?", [key]).first {
+            balance = row["balance"].integer ?? 0
+            points = row["bonus_points"].integer ?? 0
+        } else {
+            switch configuration.enrollment {
+            case .refuseUnknown:
+                return .declined(code: .unknownWallet, reason: "this wallet is not enrolled with the merchant")
+            case .onFirstContact(let startingBalance):
+                try db.query(
+                    "INSERT INTO wallets(wallet_key, currency, balance, bonus_points, enrolled_at) VALUES (?, ?, ?, 0, ?)",
+                    [key, .text(configuration.currency.code), .integer(startingBalance), .integer(time)])
+                balance = startingBalance
+                points = 0
+            }
+        }
+        guard balance >= total.minorUnits else {
+            return .declined(
+                code: .insufficientFunds,
+                reason: "insufficient funds: \(total) needed, \(Money.unchecked(balance, configuration.currency)) available")
+        }
+        var unit: Int64 = 1
+        for _ in 0..<configuration.currency.exponent { unit *= 10 }
+        let earned = (request.amount.minorUnits / unit) * configuration.bonusPointsPerMajorUnit
+        balance -= total.minorUnits
+        points += earned
+        try db.query(
+            "UPDATE wallets SET balance = ?, bonus_points = ? WHERE wallet_key = ?",
+            [.integer(balance), .integer(points), key])
+        try db.query(
+            """
+            INSERT INTO merchant_account(currency, balance) VALUES (?, ?)
+            ON CONFLICT(currency) DO UPDATE SET balance = balance + excluded.balance
+            """, [.text(configuration.currency.code), .integer(total.minorUnits)])
+        return .approved(reference: 0, bonusPointsEarned: earned, bonusPointsBalance: points)
+    }
+
+    private static func insert(
+        _ request: SettlementRequest, outcome: SettlementOutcome, at time: UnixTime,
+        in db: SQLiteDatabase.Transaction
+    ) throws(DatabaseError) -> UInt64 {
+        var code: DatabaseValue = .null
+        var reason: DatabaseValue = .null
+        var earned: Int64 = 0
+        var balance: Int64 = 0
+        switch outcome {
+        case .approved(_, let bonusEarned, let bonusBalance):
+            earned = bonusEarned
+            balance = bonusBalance
+        case .declined(let errorCode, let text):
+            code = .integer(Int64(errorCode.rawValue))
+            reason = .text(text)
+        }
+        let rows = try db.query(
+            """
+            INSERT INTO transactions(payment_id, session_id, wallet_key, terminal_key_id, amount, tip, currency,
+                register_user, content_digest, outcome, decline_code, decline_reason, bonus_earned, bonus_balance,
+                settled_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING reference
+            """,
+            [
+                .blob(request.paymentID.bytes), .integer(Int64(bitPattern: request.sessionID.rawValue)),
+                .blob(request.walletKey.bytes), .blob(request.terminalKeyID.bytes),
+                .integer(request.amount.minorUnits), .integer(request.tip.minorUnits),
+                .text(request.amount.currency.code), .text(request.registerUser), .blob(request.contentDigest),
+                .text(outcome.isApproved ? "approved" : "declined"), code, reason, .integer(earned), .integer(balance),
+                .integer(time),
+            ])
+        return UInt64(rows.first?["reference"].integer ?? 0)
+    }
+
+    private static func storedResult(_ paymentID: PaymentID, in db: SQLiteDatabase.Transaction)
+        throws(DatabaseError) -> (result: SettlementResult, digest: [UInt8])?
+    {
+        guard let row = try db.query("SELECT * FROM transactions WHERE payment_id = ?", [.blob(paymentID.bytes)]).first
+        else { return nil }
+        return decodeTransaction(row).map { ($0, row["content_digest"].blob ?? []) }
+    }
+
+    static func decodeTransaction(_ row: DatabaseRow) -> SettlementResult? {
+        guard let idBytes = row["payment_id"].blob, let paymentID = try? PaymentID(bytes: idBytes),
+            let session = row["session_id"].integer, let sessionID = SessionID(rawValue: UInt64(bitPattern: session)),
+            let code = row["currency"].text, let currency = try? Currency(code: code),
+            let amount = try? Money(minorUnits: row["amount"].integer ?? -1, currency: currency),
+            let tip = try? Money(minorUnits: row["tip"].integer ?? -1, currency: currency)
+        else { return nil }
+        let outcome: SettlementOutcome
+        if row["outcome"].text == "approved" {
+            outcome = .approved(
+                reference: UInt64(row["reference"].integer ?? 0), bonusPointsEarned: row["bonus_earned"].integer ?? 0,
+                bonusPointsBalance: row["bonus_balance"].integer ?? 0)
+        } else {
+            outcome = .declined(
+                code: ErrorCode(rawValue: UInt16(truncatingIfNeeded: row["decline_code"].integer ?? 0)),
+                reason: row["decline_reason"].text ?? "")
+        }
+        return SettlementResult(
+            paymentID: paymentID, sessionID: sessionID, amount: amount, tip: tip, outcome: outcome,
+            settledAt: row["settled_at"].integer ?? 0)
+    }
+
+    // MARK: Accounts
+
+    /// Enrols (or tops up to) a wallet with `balance`, for set-up and tests.
+    public func setBalance(_ balance: Int64, for walletKey: PublicKeyBytes, at time: UnixTime = 0) throws(DatabaseError) {
+        try database.query(
+            """
+            INSERT INTO wallets(wallet_key, currency, balance, bonus_points, enrolled_at) VALUES (?, ?, ?, 0, ?)
+            ON CONFLICT(wallet_key) DO UPDATE SET balance = excluded.balance
+            """, [.blob(walletKey.bytes), .text(configuration.currency.code), .integer(balance), .integer(time)])
+    }
+
+    public func account(for walletKey: PublicKeyBytes) throws(DatabaseError) -> WalletAccount? {
+        guard
+            let row = try database.query(
+                "SELECT balance, bonus_points FROM wallets WHERE wallet_key = ?", [.blob(walletKey.bytes)]
+            ).first
+        else { return nil }
+        return WalletAccount(
+            walletKey: walletKey, balance: Money.unchecked(row["balance"].integer ?? 0, configuration.currency),
+            bonusPoints: row["bonus_points"].integer ?? 0)
+    }
+
+    /// What the merchant has received.
+    public func merchantBalance() throws(DatabaseError) -> Money {
+        let row = try database.query(
+            "SELECT balance FROM merchant_account WHERE currency = ?", [.text(configuration.currency.code)]
+        ).first
+        return Money.unchecked(row?["balance"].integer ?? 0, configuration.currency)
+    }
+
+    /// Transactions, newest first.
+    public func transactions(limit: Int = 50) throws(DatabaseError) -> [SettlementResult] {
+        try database.query("SELECT * FROM transactions ORDER BY reference DESC LIMIT ?", [.integer(Int64(limit))])
+            .compactMap(Self.decodeTransaction)
+    }
+
+    /// How many payments with this id were executed (0 or 1, by the schema's UNIQUE constraint).
+    public func executionCount(of paymentID: PaymentID) throws(DatabaseError) -> Int {
+        let row = try database.query(
+            "SELECT COUNT(*) AS n FROM transactions WHERE payment_id = ?", [.blob(paymentID.bytes)]
+        ).first
+        return Int(row?["n"].integer ?? 0)
+    }
+
+    // MARK: Register users (the cashiers)
+
+    public func addRegisterUser(_ name: String, at time: UnixTime = 0) throws(DatabaseError) {
+        try database.query(
+            "INSERT OR IGNORE INTO register_users(name, added_at) VALUES (?, ?)", [.text(name), .integer(time)])
+    }
+
+    public func removeRegisterUser(_ name: String) throws(DatabaseError) -> Bool {
+        try database.transaction { (db) throws(DatabaseError) -> Bool in
+            try db.query("DELETE FROM register_users WHERE name = ?", [.text(name)])
+            return db.changes > 0
+        }
+    }
+
+    public func registerUsers() throws(DatabaseError) -> [String] {
+        try database.query("SELECT name FROM register_users ORDER BY name").compactMap { $0["name"].text }
+    }
+}
+
+extension Money {
+    /// An amount read back from the ledger, whose CHECK constraints keep it in range.
+    static func unchecked(_ minorUnits: Int64, _ currency: Currency) -> Money {
+        (try? Money(minorUnits: minorUnits, currency: currency)) ?? .zero(currency)
+    }
+}

@@ -1,0 +1,125 @@
+import Crypto
+import Foundation
+import HorizonCore
+import HorizonProtocol
+import HorizonRadio
+import HorizonRoles
+import HorizonSecureChannel
+import HorizonSimulatedRadio
+import HorizonStores
+import Synchronization
+
+/// A simulated shop: one trust anchor, terminals with their own ledgers, wallets that trust the
+/// anchor. Everything runs on one seeded simulation.
+final class World: @unchecked Sendable {
+    static let wallClock: UnixTime = 1_800_000_000
+    let simulation: RadioSimulation
+    let anchorKey = P256.Signing.PrivateKey()
+    let directory: URL
+
+    init(seed: UInt64 = 7, pathLoss: PathLossModel = PathLossModel()) throws {
+        simulation = RadioSimulation(seed: seed, pathLoss: pathLoss, wallClockAtStart: Self.wallClock)
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("horizon-roles-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
+
+    var anchors: [TrustAnchor] { [TrustAnchor(publicKey: anchorKey.publicKey)] }
+
+    func terminal(
+        _ name: String = "terminal", at position: Position = .origin, ledger: LedgerConfiguration = LedgerConfiguration(),
+        host: PaymentHostConfiguration = PaymentHostConfiguration(), link: LinkParameters = LinkParameters(),
+        merchantName: String = "Café Horizon"
+    ) throws -> TerminalRig {
+        let device = try simulation.addDevice(name: name, configuration: DeviceConfiguration(position: position, link: link))
+        let key = P256.Signing.PrivateKey()
+        let identity = try TerminalIdentity(
+            signingKey: key,
+            credential: TerminalCredential.issue(
+                by: anchorKey, merchantID: "m-\(name)", merchantName: merchantName, terminalKey: key.publicKey,
+                notBefore: Self.wallClock - 3600, expiresAt: Self.wallClock + 86_400 * 30))
+        let ledger = try SandboxLedger(path: directory.appendingPathComponent("\(name).sqlite").path, configuration: ledger)
+        let service = TerminalRadioService(radio: device, identity: identity, processor: ledger)
+        let paymentHost = PaymentHost(service: service, processor: ledger, configuration: host)
+        let observer = BluetoothConflictObserver(scanner: SightingHub(radio: device), ownTerminalKeyID: service.terminalKeyID)
+        return TerminalRig(device: device, identity: identity, ledger: ledger, service: service, host: paymentHost, conflicts: observer)
+    }
+
+    func wallet(
+        _ name: String = "wallet", at position: Position = Position(x: 0.3, y: 0), link: LinkParameters = LinkParameters(),
+        configuration: PaymentClientConfiguration = PaymentClientConfiguration(), reportsRSSI: Bool = true
+    ) throws -> WalletRig {
+        let device = try simulation.addDevice(
+            name: name, configuration: DeviceConfiguration(position: position, link: link, reportsRSSI: reportsRSSI))
+        let identity = WalletIdentity()
+        let client = PaymentClient(radio: device, identity: identity, trustAnchors: anchors, configuration: configuration)
+        try client.start()
+        return WalletRig(device: device, identity: identity, client: client)
+    }
+
+    /// Runs until `condition` holds; false after `timeout` of virtual time.
+    @discardableResult
+    func run(until condition: () -> Bool, timeout: Duration = .seconds(30)) -> Bool {
+        simulation.run(until: condition, timeout: timeout)
+    }
+
+    func run(for duration: Duration) { simulation.run(for: duration) }
+}
+
+struct TerminalRig {
+    let device: SimulatedDevice
+    let identity: TerminalIdentity
+    let ledger: SandboxLedger
+    let service: TerminalRadioService
+    let host: PaymentHost
+    let conflicts: BluetoothConflictObserver
+}
+
+struct WalletRig {
+    let device: SimulatedDevice
+    let identity: WalletIdentity
+    let client: PaymentClient
+
+    var decider: ManualConnectionDecider { client.fusionTracker.manualConnectionDecider }
+}
+
+/// The reference app's wallet screen, scripted: take the candidate, look at the offer, decide,
+/// connect, confirm with a tip in `onHostConnected`.
+final class ScriptedWalletApp: Sendable {
+    enum Decision: Sendable { case accept(tip: Int64), decline, ignore }
+    let wallet: WalletRig
+    let decision: Decision
+
+    init(_ wallet: WalletRig, decision: Decision) {
+        self.wallet = wallet
+        self.decision = decision
+        let client = wallet.client
+        let decider = wallet.decider
+        if case .accept(let tip) = decision {
+            client.onHostConnected = { [client] in
+                guard let currency = client.offer?.amount.currency, let money = try? Money(minorUnits: tip, currency: currency)
+                else { return }
+                client.setOrderConfirmedByUser(true, tip: money)
+            }
+        }
+        decider.observeState { state in
+            switch state {
+            case .candidateAvailable: decider.startDeciding()
+            case .accepted: client.connectToPaymentSession()
+            default: break
+            }
+        }
+        client.observeState { state in
+            guard state == .offerReceived else { return }
+            switch decision {
+            case .accept: decider.decideForCandidate()
+            case .decline: decider.decideAgainstCandidate()
+            case .ignore: break
+            }
+        }
+        if decider.state == .candidateAvailable { decider.startDeciding() }
+    }
+}
+
+func euros(_ cents: Int64) -> Money { (try? Money(minorUnits: cents, currency: .eur)) ?? .zero(.eur) }
