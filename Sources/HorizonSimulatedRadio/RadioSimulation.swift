@@ -120,6 +120,9 @@ public final class RadioSimulation: Scheduler, Sendable {
         state.withLock { $0.links[link.linkID].plannedFaults[frameIndex] = fault }
     }
 
+    /// Every fault applied so far: which link, which frame, what.
+    public var appliedFaults: [AppliedFault] { state.withLock { $0.appliedFaults } }
+
     /// Frames sent so far on a link, both directions.
     public func framesSent(on link: SimulatedLinkEndpoint) -> Int {
         state.withLock { $0.links[link.linkID].framesSent }
@@ -179,6 +182,7 @@ struct SimulationState {
     var randomFaults: FaultProbabilities = .none
     var trace: [String]?
     var nextAdvertisingSetID = 0
+    var appliedFaults: [AppliedFault] = []
 
     init(recordsTrace: Bool) {
         trace = recordsTrace ? [] : nil
@@ -194,4 +198,11 @@ struct DeviceState {
     var scanHandler: (@Sendable (Sighting) -> Void)?
     /// Advertising set id -> advertising data.
     var advertising: [Int: [UInt8]] = [:]
+}
+
+/// A fault the simulation applied to a frame.
+public struct AppliedFault: Sendable, Equatable {
+    public let linkID: Int
+    public let frameIndex: Int
+    public let fault: FrameFault
 }

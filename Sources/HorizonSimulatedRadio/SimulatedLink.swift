@@ -127,6 +127,7 @@ extension RadioSimulation {
         let frameIndex = link.framesSent
         state.links[linkID].framesSent += 1
         let fault = link.plannedFaults[frameIndex] ?? drawRandomFault(linkID: linkID, in: &state)
+        if let fault { state.appliedFaults.append(AppliedFault(linkID: linkID, frameIndex: frameIndex, fault: fault)) }
         if state.trace != nil {
             let sender = state.devices[link.devices[side.rawValue]].name
             let line = "frame #\(linkID).\(frameIndex) \(sender) \(payload.hexString)\(fault.map { " fault=\($0)" } ?? "")"

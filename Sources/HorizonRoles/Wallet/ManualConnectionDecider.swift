@@ -105,6 +105,11 @@ public final class ManualConnectionDecider: ManualConnectionDeciderProtocol {
         observable.set(next)
     }
 
+    /// Never offers this session again (it is finished: paid, declined, cancelled, expired).
+    func ignore(session: SessionID) {
+        guarded.withLock { _ = $0.ignoredSessions.insert(session) }
+    }
+
     /// Never offers this terminal session (this address and session id) again: used when the
     /// terminal failed authentication, so a rogue copy of a session cannot hide the real one.
     func ignore(_ key: TrackingKey) {

@@ -655,9 +655,15 @@ public final class PaymentClient: Sendable {
     private func closeLink() { guarded.withLock { $0.attempt?.link }?.close() }
 
     private func finish(receipt: PaymentReceipt? = nil, error: PaymentClientError? = nil) {
-        guarded.withLock { state in
+        let sessionID = guarded.withLock { state -> SessionID? in
             state.error = error
             state.attempt?.generation += 1  // ignore whatever the old link still says
+            return state.attempt?.tracking.peripheralMetaData.sessionID
+        }
+        // A session is used once. Only a link lost before confirming leaves it worth another try.
+        switch error {
+        case .connectionLost?, .connectionFailed?: break
+        default: if let sessionID { decider.ignore(session: sessionID) }
         }
         observable.set(error == nil ? .completed : .completedWithError)
         let event = WalletFinishedPayment(receipt: receipt, error: error)
