@@ -31,6 +31,12 @@ public struct WalletAccount: Sendable, Equatable {
     public let walletKey: PublicKeyBytes
     public let balance: Money
     public let bonusPoints: Int64
+
+    public init(walletKey: PublicKeyBytes, balance: Money, bonusPoints: Int64) {
+        self.walletKey = walletKey
+        self.balance = balance
+        self.bonusPoints = bonusPoints
+    }
 }
 
 /// The embedded payment processor: wallet accounts, a merchant account, bonus points, register
