@@ -17,9 +17,11 @@ let package = Package(
         .library(name: "HorizonProtocol", targets: ["HorizonProtocol"]),
         .library(name: "HorizonStores", targets: ["HorizonStores"]),
         .library(name: "HorizonRoles", targets: ["HorizonRoles"]),
+        .executable(name: "horizon-demo", targets: ["horizon-demo"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0")
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
     ],
     targets: [
         // Shared vocabulary: bytes, time and scheduling, money, seeded randomness.
@@ -62,6 +64,15 @@ let package = Package(
                 "HorizonRoles", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonProtocol", "HorizonStores",
                 "HorizonSecureChannel", .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: strict),
+
+        // Apps: command-line programs live under Tools/.
+        .executableTarget(
+            name: "horizon-demo",
+            dependencies: [
+                "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonSecureChannel", "HorizonProtocol",
+                "HorizonStores", "HorizonRoles", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ], path: "Tools/horizon-demo", swiftSettings: strict),
 
         .testTarget(name: "HorizonStoresTests", dependencies: ["HorizonStores", "HorizonProtocol", "HorizonCore"], swiftSettings: strict),
         .testTarget(name: "HorizonCoreTests", dependencies: ["HorizonCore"], swiftSettings: strict),

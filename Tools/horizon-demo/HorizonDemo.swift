@@ -1,0 +1,158 @@
+import ArgumentParser
+import Crypto
+import Foundation
+import HorizonCore
+import HorizonProtocol
+import HorizonRadio
+import HorizonRoles
+import HorizonSecureChannel
+import HorizonSimulatedRadio
+import HorizonStores
+import Synchronization
+
+/// A terminal and a wallet paying each other over the simulated radio, in one process, with
+/// both sides' view and the ledger entry printed as they happen.
+@main
+struct HorizonDemo: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "horizon-demo",
+        abstract: "A terminal and a wallet pay each other over the simulated Bluetooth LE radio.",
+        discussion: """
+            Everything runs in this process on a deterministic simulated radio: the terminal advertises \
+            a payment session, the wallet picks it as the nearest candidate, verifies the terminal's \
+            credential and signed offer, confirms with a tip, and both sides show the signed receipt. \
+            The ledger is a real SQLite file.
+            """)
+
+    @Argument(help: "The amount to pay, as a person types it (e.g. 12.50).")
+    var amount: String = "12.50"
+
+    @Option(help: "The tip the wallet adds.")
+    var tip: String = "1.50"
+
+    @Option(help: "ISO 4217 currency code.")
+    var currency: String = "EUR"
+
+    @Option(help: "Seed of the simulated radio (same seed, same run).")
+    var seed: UInt64 = 1
+
+    @Option(help: "Distance between wallet and terminal, in metres.")
+    var distance: Double = 0.4
+
+    @Option(help: "Directory for the sandbox ledger (default: a new temporary directory).")
+    var dataDir: String?
+
+    mutating func run() throws {
+        let currency = try parse { try Currency(code: self.currency.uppercased()) }
+        let amount = try parse { try Money.parse(self.amount, currency: currency) }
+        let tip = try parse { try Money.parse(self.tip, currency: currency) }
+        guard distance > 0, distance < 10 else { throw ValidationError("--distance must be between 0 and 10 metres") }
+
+        let directory = dataDir.map { URL(fileURLWithPath: $0) }
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("horizon-demo-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let ledgerPath = directory.appendingPathComponent("ledger.sqlite").path
+
+        // Trust: a sandbox anchor vouches for the terminal; the wallet trusts that anchor.
+        let simulation = RadioSimulation(seed: seed)
+        let anchor = P256.Signing.PrivateKey()
+        let terminalKey = P256.Signing.PrivateKey()
+        let identity = try TerminalIdentity(
+            signingKey: terminalKey,
+            credential: TerminalCredential.issue(
+                by: anchor, merchantID: "demo-001", merchantName: "Horizon Demo Café",
+                terminalKey: terminalKey.publicKey, notBefore: simulation.wallClock - 60,
+                expiresAt: simulation.wallClock + 86_400))
+        let ledger = try SandboxLedger(
+            path: ledgerPath, configuration: LedgerConfiguration(currency: currency))
+
+        let terminalRadio = try simulation.addDevice(name: "terminal")
+        let walletRadio = try simulation.addDevice(
+            name: "wallet", configuration: DeviceConfiguration(position: Position(x: distance, y: 0)))
+        let service = TerminalRadioService(radio: terminalRadio, identity: identity, processor: ledger)
+        let host = PaymentHost(
+            service: service, processor: ledger, configuration: PaymentHostConfiguration(currency: currency))
+        let client = PaymentClient(
+            radio: walletRadio, identity: WalletIdentity(), trustAnchors: [TrustAnchor(publicKey: anchor.publicKey)])
+        let decider = client.fusionTracker.manualConnectionDecider
+
+        let log = Log(simulation: simulation)
+        host.observeState { log.line("terminal", "\($0)") }
+        client.observeState { state in
+            log.line("wallet", "\(state)")
+            if state == .offerReceived, let offer = client.offer {
+                log.line(
+                    "wallet",
+                    "offer from \(offer.merchantName) (verified): \(offer.amount), register user \(offer.registerUser)")
+                log.line("wallet", "the person accepts and adds a tip of \(tip)")
+                decider.decideForCandidate()
+            }
+        }
+        decider.observeState { state in
+            log.line("wallet", "decider: \(state)")
+            switch state {
+            case .candidateAvailable:
+                if let candidate = decider.candidate {
+                    let rssi = candidate.smoothedRSSI.map { String(format: "%.0f dBm", $0) } ?? "unknown"
+                    log.line("wallet", "nearest terminal: session \(candidate.peripheralMetaData.sessionID), \(rssi)")
+                }
+                decider.startDeciding()
+            case .accepted: client.connectToPaymentSession()
+            default: break
+            }
+        }
+        client.onHostConnected = { client.setOrderConfirmedByUser(true, tip: tip) }
+
+        try client.start()
+        log.line("terminal", "cashier types \(amount)")
+        guard host.start(amount: amount, registerUser: RegisterUser(name: "Demo cashier")) else {
+            throw DemoFailure(host.humanizedError ?? "the terminal could not start the session")
+        }
+        simulation.run(until: { client.state.isFinished && host.state.isFinished }, timeout: .seconds(60))
+
+        print("")
+        guard let receipt = client.receipt, let order = host.finalPaymentState?.paymentOrder else {
+            throw DemoFailure(
+                "the payment did not complete: wallet \(client.humanizedError ?? "\(client.state)"), terminal \(host.humanizedError ?? "\(host.state)")"
+            )
+        }
+        print("Wallet receipt:   \(receipt.merchantName), \(receipt.amount) + tip \(receipt.tip) = \(receipt.total)")
+        print("                  payment \(receipt.paymentID), reference \(receipt.reference)")
+        print("                  bonus points +\(receipt.bonusPointsEarned), balance \(receipt.bonusPointsBalance)")
+        print("Terminal order:   \(order.amount) + tip \(order.tip) = \(order.total), cashier \(order.registerUser)")
+        if let entry = try ledger.transactions(limit: 1).first {
+            let outcome: String
+            switch entry.outcome {
+            case .approved(let reference, _, _): outcome = "approved, reference \(reference)"
+            case .declined(let code, let reason): outcome = "declined (\(code)): \(reason)"
+            }
+            print("Ledger entry:     \(outcome), payment \(entry.paymentID), \(entry.amount) + tip \(entry.tip)")
+        }
+        print("Merchant balance: \(try ledger.merchantBalance())")
+        print("Ledger file:      \(ledgerPath)")
+    }
+
+    private func parse<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch {
+            throw ValidationError("\(error)")
+        }
+    }
+}
+
+struct DemoFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Lines stamped with the simulation's virtual time.
+final class Log: Sendable {
+    let simulation: RadioSimulation
+    init(simulation: RadioSimulation) { self.simulation = simulation }
+
+    func line(_ side: String, _ text: String) {
+        let millis = simulation.now.nanoseconds / 1_000_000
+        print(String(format: "%6d ms  %-8@ %@", millis, side, text))
+    }
+}
