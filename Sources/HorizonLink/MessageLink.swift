@@ -4,12 +4,15 @@ import Synchronization
 
 /// Limits the link layer enforces on what a peer sends.
 public struct LinkLimits: Sendable, Equatable {
-    /// The largest message either side may send. Session messages stay far below it.
+    /// The largest message either side may send: a maximum session message (8 KiB) sealed in a
+    /// record, with room to spare. At the slowest link (MTU 23, 30 ms interval, 4 packets per
+    /// event) it takes about 3.3 s, well inside the default reassembly timeout.
+    public static let defaultMaximumMessageSize = 8 * 1024 + 64
     public var maximumMessageSize: Int
     /// How long a half-received message may wait for its remaining fragments.
     public var reassemblyTimeout: Duration
 
-    public init(maximumMessageSize: Int = 16 * 1024, reassemblyTimeout: Duration = .seconds(5)) {
+    public init(maximumMessageSize: Int = defaultMaximumMessageSize, reassemblyTimeout: Duration = .seconds(10)) {
         self.maximumMessageSize = maximumMessageSize
         self.reassemblyTimeout = reassemblyTimeout
     }

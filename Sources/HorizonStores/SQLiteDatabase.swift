@@ -8,7 +8,13 @@ public struct DatabaseError: Error, Equatable, Sendable, CustomStringConvertible
     public let message: String
     public let context: String
 
-    public var description: String { "\(context): \(message) (SQLite \(code))" }
+    public init(code: Int32, message: String, context: String) {
+        self.code = code
+        self.message = message
+        self.context = context
+    }
+
+    public var description: String { "\(context): \(message)" + (code >= 0 ? " (SQLite \(code))" : "") }
 }
 
 /// A value bound to or read from a statement.
@@ -39,6 +45,11 @@ public final class SQLiteDatabase: Sendable {
     /// Opens (creating if needed) the database at `path`; the file gets mode 0600.
     public init(path: String) throws(DatabaseError) {
         self.path = path
+        // Create the file private before SQLite opens it, so it never exists with looser modes.
+        if path != ":memory:", !FileManager.default.fileExists(atPath: path) {
+            let descriptor = open(path, O_CREAT | O_WRONLY, 0o600)
+            if descriptor >= 0 { close(descriptor) }
+        }
         var handle: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX
         let status = sqlite3_open_v2(path, &handle, flags, nil)
@@ -124,7 +135,18 @@ public final class SQLiteDatabase: Sendable {
             let status: Int32
             switch value {
             case .integer(let number): status = sqlite3_bind_int64(statement, position, number)
-            case .text(let text): status = sqlite3_bind_text(statement, position, text, -1, csqlite_transient())
+            case .text(let text):
+                // Bound by length, not as a C string: text may contain NUL.
+                let bytes = Array(text.utf8)
+                if bytes.isEmpty {
+                    status = sqlite3_bind_text(statement, position, "", 0, csqlite_transient())
+                } else {
+                    status = bytes.withUnsafeBufferPointer { buffer in
+                        buffer.withMemoryRebound(to: CChar.self) {
+                            sqlite3_bind_text(statement, position, $0.baseAddress, Int32($0.count), csqlite_transient())
+                        }
+                    }
+                }
             case .blob(let bytes):
                 status = bytes.withUnsafeBytes {
                     sqlite3_bind_blob(statement, position, $0.baseAddress, Int32($0.count), csqlite_transient())
@@ -143,7 +165,13 @@ public final class SQLiteDatabase: Sendable {
                 let name = String(cString: sqlite3_column_name(statement, column))
                 switch sqlite3_column_type(statement, column) {
                 case SQLITE_INTEGER: values[name] = .integer(sqlite3_column_int64(statement, column))
-                case SQLITE_TEXT: values[name] = .text(String(cString: sqlite3_column_text(statement, column)))
+                case SQLITE_TEXT:
+                    let count = Int(sqlite3_column_bytes(statement, column))
+                    if let base = sqlite3_column_text(statement, column) {
+                        values[name] = .text(String(decoding: UnsafeBufferPointer(start: base, count: count), as: UTF8.self))
+                    } else {
+                        values[name] = .text("")
+                    }
                 case SQLITE_BLOB:
                     let count = Int(sqlite3_column_bytes(statement, column))
                     if let base = sqlite3_column_blob(statement, column) {

@@ -48,6 +48,14 @@ public final class SandboxLedger: PaymentProcessor, Sendable {
     static let schemaVersion = 1
 
     public init(path: String, configuration: LedgerConfiguration = LedgerConfiguration()) throws(DatabaseError) {
+        if case .onFirstContact(let startingBalance) = configuration.enrollment,
+            !(0...Money.maximumMinorUnits).contains(startingBalance)
+        {
+            throw DatabaseError(code: -1, message: "the starting balance must be 0 to 10^15", context: "ledger configuration")
+        }
+        guard (0...1_000_000).contains(configuration.bonusPointsPerMajorUnit) else {
+            throw DatabaseError(code: -1, message: "bonus points per unit must be 0 to 1000000", context: "ledger configuration")
+        }
         database = try SQLiteDatabase(path: path)
         self.configuration = configuration
         try database.execute(
@@ -82,6 +90,17 @@ public final class SandboxLedger: PaymentProcessor, Sendable {
                 settled_at INTEGER NOT NULL);
             INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '\(Self.schemaVersion)');
             """)
+        // A ledger keeps one currency for life: reopening it for another would relabel balances.
+        try database.query(
+            "INSERT OR IGNORE INTO meta(key, value) VALUES ('currency', ?)", [.text(configuration.currency.code)])
+        let stored = try database.query("SELECT value FROM meta WHERE key = 'currency'").first?["value"].text
+        guard stored == configuration.currency.code else {
+            throw DatabaseError(
+                code: -1,
+                message:
+                    "this ledger keeps \(stored ?? "another currency"), not \(configuration.currency.code); use a new data directory for another currency",
+                context: "opening \(path)")
+        }
     }
 
     // MARK: PaymentProcessor
@@ -90,8 +109,12 @@ public final class SandboxLedger: PaymentProcessor, Sendable {
         do {
             return try database.transaction { (db) throws(DatabaseError) -> Result<SettlementResult, ProcessorError> in
                 if let stored = try Self.storedResult(request.paymentID, in: db) {
-                    return stored.digest == request.contentDigest
-                        ? .success(stored.result) : .failure(.conflictingRetry(request.paymentID))
+                    // A retry must be the same payment in every term, not only the same digest.
+                    let same =
+                        stored.digest == request.contentDigest && stored.walletKey == request.walletKey.bytes
+                        && stored.result.sessionID == request.sessionID && stored.result.amount == request.amount
+                        && stored.result.tip == request.tip
+                    return same ? .success(stored.result) : .failure(.conflictingRetry(request.paymentID))
                 }
                 let outcome = try execute(request, at: time, in: db)
                 let reference = try Self.insert(request, outcome: outcome, at: time, in: db)
@@ -128,10 +151,10 @@ public final class SandboxLedger: PaymentProcessor, Sendable {
         guard request.amount.minorUnits > 0 else {
             return .declined(code: .invalidAmount, reason: "the amount must be greater than zero")
         }
-        guard request.amount.currency == configuration.currency, request.tip.currency == configuration.currency else {
+        for money in [request.amount, request.tip] where money.currency != configuration.currency {
             return .declined(
                 code: .unsupportedCurrency,
-                reason: "this terminal settles in \(configuration.currency.code), not \(request.amount.currency.code)")
+                reason: "this terminal settles in \(configuration.currency.code), not \(money.currency.code)")
         }
         guard let total = try? request.amount.adding(request.tip) else {
             return .declined(code: .invalidAmount, reason: "amount plus tip is out of range")
@@ -161,9 +184,12 @@ public final class SandboxLedger: PaymentProcessor, Sendable {
         }
         var unit: Int64 = 1
         for _ in 0..<configuration.currency.exponent { unit *= 10 }
-        let earned = (request.amount.minorUnits / unit) * configuration.bonusPointsPerMajorUnit
+        // Saturating: points are a reward, and an absurd rule must not crash a payment.
+        let (product, overflow) = (request.amount.minorUnits / unit).multipliedReportingOverflow(
+            by: configuration.bonusPointsPerMajorUnit)
+        let earned = overflow ? Money.maximumMinorUnits : min(product, Money.maximumMinorUnits)
         balance -= total.minorUnits
-        points += earned
+        points = min(points + earned, Money.maximumMinorUnits)
         try db.query(
             "UPDATE wallets SET balance = ?, bonus_points = ? WHERE wallet_key = ?",
             [.integer(balance), .integer(points), key])
@@ -210,11 +236,11 @@ public final class SandboxLedger: PaymentProcessor, Sendable {
     }
 
     private static func storedResult(_ paymentID: PaymentID, in db: SQLiteDatabase.Transaction)
-        throws(DatabaseError) -> (result: SettlementResult, digest: [UInt8])?
+        throws(DatabaseError) -> (result: SettlementResult, digest: [UInt8], walletKey: [UInt8])?
     {
         guard let row = try db.query("SELECT * FROM transactions WHERE payment_id = ?", [.blob(paymentID.bytes)]).first
         else { return nil }
-        return decodeTransaction(row).map { ($0, row["content_digest"].blob ?? []) }
+        return decodeTransaction(row).map { ($0, row["content_digest"].blob ?? [], row["wallet_key"].blob ?? []) }
     }
 
     static func decodeTransaction(_ row: DatabaseRow) -> SettlementResult? {

@@ -46,8 +46,8 @@ struct ByteCodingTests {
         let unsigned16: [UInt16] = [0, 1, 0x00FF, 0x0100, 0x8000, .max]
         let unsigned32: [UInt32] = [0, 1, 0xFFFF, 0x0001_0000, 0x8000_0000, .max]
         let unsigned64: [UInt64] = [0, 1, 0xFFFF_FFFF, 0x1_0000_0000, 0x8000_0000_0000_0000, .max]
-        // Int8 only in 0...127: `read(Int8.self, _:)` of a byte >= 0x80 traps (library bug, reported).
-        let signed8: [Int8] = [0, 1, 0x7F]
+        // Every Int8, negatives included.
+        let signed8: [Int8] = Array(Int8.min...Int8.max)
         let signed16: [Int16] = [0, 1, -1, -256, .min, .max, 0x00FF]
         let signed32: [Int32] = [0, -1, -65536, .min, .max, 0x0000_FFFF]
         let signed64: [Int64] = [0, 1, -1, -2, -256, -1_000_000_007, .min, .max, .min + 1, 0x0000_0000_FFFF_FFFF]
@@ -85,6 +85,64 @@ struct ByteCodingTests {
         #expect(try reader.read(Int16.self, "b") == .min)
         #expect(try reader.read(UInt16.self, "c") == 0x1234)
         #expect(reader.offset == 12)
+    }
+
+    @Test func int8RoundTripsOverItsFullRange() throws {
+        var writer = ByteWriter()
+        for value in Int8.min...Int8.max { writer.write(value) }
+        // Two's complement on the wire: -128 is 0x80, -1 is 0xFF.
+        #expect(writer.bytes == (0..<256).map { UInt8(($0 + 128) % 256) })
+        var reader = ByteReader(writer.bytes)
+        for value in Int8.min...Int8.max { #expect(try reader.read(Int8.self, "i8") == value) }
+        try reader.expectEnd()
+    }
+
+    @Test func bytesFromTheTopHalfReadAsNegativeInt8() throws {
+        var reader = ByteReader([0x80, 0x81, 0xFE, 0xFF, 0x00, 0x7F])
+        #expect(try reader.read(Int8.self, "a") == -128)
+        #expect(try reader.read(Int8.self, "b") == -127)
+        #expect(try reader.read(Int8.self, "c") == -2)
+        #expect(try reader.read(Int8.self, "d") == -1)
+        #expect(try reader.read(Int8.self, "e") == 0)
+        #expect(try reader.read(Int8.self, "f") == 127)
+        try reader.expectEnd()
+    }
+
+    @Test func signedMinimumsAndMaximumsOfEveryWidth() throws {
+        var reader = ByteReader(
+            [0x80, 0x7F]
+                + [0x80, 0x00, 0x7F, 0xFF]
+                + [0x80, 0x00, 0x00, 0x00, 0x7F, 0xFF, 0xFF, 0xFF]
+                + [0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
+        #expect(try reader.read(Int8.self, "i8 min") == .min)
+        #expect(try reader.read(Int8.self, "i8 max") == .max)
+        #expect(try reader.read(Int16.self, "i16 min") == .min)
+        #expect(try reader.read(Int16.self, "i16 max") == .max)
+        #expect(try reader.read(Int32.self, "i32 min") == .min)
+        #expect(try reader.read(Int32.self, "i32 max") == .max)
+        #expect(try reader.read(Int64.self, "i64 min") == .min)
+        #expect(try reader.read(Int64.self, "i64 max") == .max)
+        try reader.expectEnd()
+
+        var writer = ByteWriter()
+        writer.write(Int8.min)
+        writer.write(Int8.max)
+        writer.write(Int16.min)
+        writer.write(Int16.max)
+        writer.write(Int32.min)
+        writer.write(Int32.max)
+        writer.write(Int64.min)
+        writer.write(Int64.max)
+        var again = ByteReader(writer.bytes)
+        #expect(try again.read(Int8.self, "i8 min") == .min)
+        #expect(try again.read(Int8.self, "i8 max") == .max)
+        #expect(try again.read(Int16.self, "i16 min") == .min)
+        #expect(try again.read(Int16.self, "i16 max") == .max)
+        #expect(try again.read(Int32.self, "i32 min") == .min)
+        #expect(try again.read(Int32.self, "i32 max") == .max)
+        #expect(try again.read(Int64.self, "i64 min") == .min)
+        #expect(try again.read(Int64.self, "i64 max") == .max)
+        try again.expectEnd()
     }
 
     @Test func readUInt8MatchesGenericRead() throws {

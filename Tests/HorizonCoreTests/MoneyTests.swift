@@ -30,6 +30,14 @@ struct MoneyTests {
             Accepted(text: "10000000000000", code: "EUR", minorUnits: 1_000_000_000_000_000),
             Accepted(text: "10000000000000.00", code: "EUR", minorUnits: 1_000_000_000_000_000),
             Accepted(text: "1000000000000000", code: "JPY", minorUnits: 1_000_000_000_000_000),
+            // Leading zeros carry no value and do not count against the 16-digit range.
+            Accepted(text: "00000000000000000001", code: "EUR", minorUnits: 100),
+            Accepted(text: "00000000000000000000", code: "EUR", minorUnits: 0),
+            Accepted(text: "00000000000000000000.05", code: "EUR", minorUnits: 5),
+            Accepted(text: "0000000000000000000012.50", code: "EUR", minorUnits: 1250),
+            Accepted(text: "0000010000000000000", code: "EUR", minorUnits: 1_000_000_000_000_000),
+            Accepted(text: "00001000000000000000", code: "JPY", minorUnits: 1_000_000_000_000_000),
+            Accepted(text: "000000000000000000000000000000000000000000000001", code: "JPY", minorUnits: 1),
         ])
     func parsesAcceptedAmounts(_ sample: Accepted) throws {
         let currency = try Currency(code: sample.code)
@@ -82,6 +90,11 @@ struct MoneyTests {
             ("9999999999999999", "KWD"),  // would overflow Int64 after scaling by 10^3
             ("1000000000000001", "JPY"),
             ("99999999999999999999999999", "JPY"),
+            // 17 significant digits stay out of range, leading zeros or not.
+            ("10000000000000000", "EUR"),
+            ("00010000000000000000", "EUR"),
+            ("0000000099999999999999999.99", "EUR"),
+            ("00000000000000000000000000000000000000000000000099999999999999999", "JPY"),
         ])
     func refusesHugeAmounts(text: String, code: String) throws {
         let currency = try Currency(code: code)

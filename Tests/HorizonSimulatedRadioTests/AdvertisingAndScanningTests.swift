@@ -226,10 +226,32 @@ struct AdvertisingAndScanningTests {
             _ = try terminal.startAdvertising(advertisingBytes(), interval: .milliseconds(19))
         }
         #expect(throws: RadioError.invalidConfiguration(message)) {
-            _ = try terminal.startAdvertising(advertisingBytes(), interval: .seconds(11))
+            _ = try terminal.startAdvertising(advertisingBytes(), interval: .milliseconds(10_250))
         }
-        _ = try terminal.startAdvertising(advertisingBytes(), interval: .milliseconds(20))
-        _ = try terminal.startAdvertising(advertisingBytes(), interval: .seconds(10))
+        #expect(throws: RadioError.invalidConfiguration(message)) {
+            _ = try terminal.startAdvertising(advertisingBytes(), interval: .nanoseconds(10_240_000_001))
+        }
+        #expect(!terminal.isAdvertising)
+        // Both ends of the range Bluetooth allows are accepted: 20 ms and 10.24 s.
+        let fastest = try terminal.startAdvertising(advertisingBytes(), interval: .milliseconds(20))
+        fastest.stop()
+        _ = try terminal.startAdvertising(advertisingBytes(), interval: .milliseconds(10_240))
+        #expect(terminal.isAdvertising)
+    }
+
+    @Test func theSlowestAdvertisingIntervalIsHeard() throws {
+        let room = try Room()
+        let terminal = try room.terminal("terminal", at: Position(x: 1, y: 0))
+        _ = try terminal.startAdvertising(advertisingBytes(), interval: .milliseconds(10_240))
+        // A random first phase within one interval, then one interval plus 0-10 ms each time.
+        room.simulation.run(for: .seconds(45))
+        let times = room.heard(from: terminal).map(\.receivedAt)
+        #expect((4...5).contains(times.count))
+        #expect(times[0] < .zero + .milliseconds(10_240))
+        for (earlier, later) in zip(times, times.dropFirst()) {
+            #expect(later - earlier >= .milliseconds(10_240))
+            #expect(later - earlier < .milliseconds(10_250))
+        }
     }
 
     @Test func poweredOffDeviceCannotAdvertiseOrScan() throws {

@@ -51,6 +51,48 @@ struct FaultTests {
         #expect(throws: RadioError.linkClosed) { try pair.peripheral.send([0xFF]) }
     }
 
+    @Test func aCutStillDeliversEarlierFramesInFlight() throws {
+        // Frames 0, 1 and 2 leave in the same instant; contact ends with frame 2. Frames 0 and 1
+        // were already on their way and arrive at the next connection event; 2 never does.
+        let pair = try LinkedPair { $0.injectFaultOnNextLink(.cut, atFrame: 2) }
+        pair.at(.milliseconds(100)) {
+            for frame in 0..<3 { try? pair.central.send([UInt8(frame)]) }
+        }
+        pair.run(untilOffset: .milliseconds(2099))
+        #expect(pair.peripheralRecorder.received == [[0], [1]])
+        #expect(pair.peripheralRecorder.arrivals.map(pair.offsetMillis) == [120, 120])
+        #expect(pair.centralRecorder.closes.isEmpty)
+        #expect(pair.peripheralRecorder.closes.isEmpty)
+        pair.run(untilOffset: .seconds(5))
+        #expect(pair.peripheralRecorder.received == [[0], [1]])
+        #expect(pair.centralRecorder.closeReasons == [.connectionLost])
+        #expect(pair.peripheralRecorder.closeReasons == [.connectionLost])
+        // Cut at offset 100 ms, noticed one supervision timeout (2 s) later on both sides.
+        #expect(pair.centralRecorder.closes.map { pair.offsetMillis($0.1) } == [2100])
+        #expect(pair.peripheralRecorder.closes.map { pair.offsetMillis($0.1) } == [2100])
+        #expect(pair.simulation.framesSent(on: pair.central) == 3)
+    }
+
+    @Test(
+        "a burst in both directions cut at frame N: frames before N all arrive, none from N on",
+        arguments: 0..<6)
+    func cutInsideABurst(atFrame cutFrame: Int) throws {
+        let pair = try LinkedPair { $0.injectFaultOnNextLink(.cut, atFrame: cutFrame) }
+        // Six frames in one instant, alternating direction: central sends the even ones.
+        for frame in 0..<6 {
+            try (frame % 2 == 0 ? pair.central : pair.peripheral).send([UInt8(frame)])
+        }
+        pair.run(untilOffset: .seconds(5))
+        let delivered = (0..<cutFrame).map { [UInt8($0)] }
+        #expect(pair.peripheralRecorder.received == delivered.filter { $0[0] % 2 == 0 })
+        #expect(pair.centralRecorder.received == delivered.filter { $0[0] % 2 == 1 })
+        #expect(pair.peripheralRecorder.arrivals.allSatisfy { pair.offsetMillis($0) == 30 })
+        #expect(pair.centralRecorder.arrivals.allSatisfy { pair.offsetMillis($0) == 30 })
+        #expect(pair.centralRecorder.closes.map { pair.offsetMillis($0.1) } == [2000])
+        #expect(pair.peripheralRecorder.closes.map { pair.offsetMillis($0.1) } == [2000])
+        #expect(pair.simulation.framesSent(on: pair.central) == cutFrame + 1)
+    }
+
     @Test func sendingAfterACutButBeforeTheTimeoutIsSilentlyLost() throws {
         let pair = try LinkedPair(wallet: LinkParameters(supervisionTimeout: .milliseconds(500))) {
             $0.injectFaultOnNextLink(.cut, atFrame: 0)
@@ -231,6 +273,30 @@ struct FaultTests {
         #expect(pair.centralRecorder.closeReasons == [.closedLocally])
     }
 
+    @Test func thePeerOfAClosedLinkSendsIntoTheVoidUntilItIsTold() throws {
+        let pair = try LinkedPair()
+        pair.run(untilOffset: .milliseconds(100))
+        pair.central.close()
+        // The terminal cannot know yet: its sends neither throw nor go anywhere.
+        try pair.peripheral.send([1])
+        pair.run(untilOffset: .milliseconds(129))
+        try pair.peripheral.send([2])
+        #expect(pair.peripheralRecorder.closes.isEmpty)
+        #expect(pair.simulation.framesSent(on: pair.central) == 0)
+        // Told one connection interval after the close; from then on a send is refused.
+        pair.run(untilOffset: .milliseconds(130))
+        #expect(pair.peripheralRecorder.closeReasons == [.closedByPeer])
+        #expect(pair.peripheralRecorder.closes.map { pair.offsetMillis($0.1) } == [130])
+        #expect(throws: RadioError.linkClosed) { try pair.peripheral.send([3]) }
+        // The closer refused from the moment it closed.
+        #expect(throws: RadioError.linkClosed) { try pair.central.send([4]) }
+        pair.run(untilOffset: .seconds(1))
+        #expect(pair.centralRecorder.received.isEmpty)
+        #expect(pair.centralRecorder.closeReasons == [.closedLocally])
+        #expect(pair.centralRecorder.closes.map { pair.offsetMillis($0.1) } == [100])
+        #expect(pair.simulation.framesSent(on: pair.central) == 0)
+    }
+
     @Test func bothSidesClosingAtOnce() throws {
         let pair = try LinkedPair()
         pair.central.close()
@@ -259,6 +325,34 @@ struct FaultTests {
         #expect(!pair.terminal.isAdvertising)
     }
 
+    @Test func aPoweredOffDeviceRefusesToSendOnceToldWhileItsPeerSendsIntoTheVoid() throws {
+        let pair = try LinkedPair()
+        pair.run(untilOffset: .milliseconds(100))
+        pair.terminal.powerOff()
+        // The powered-off side is told at once (at this same instant) ...
+        pair.run(untilOffset: .milliseconds(100))
+        #expect(pair.peripheralRecorder.closeReasons == [.connectionLost])
+        #expect(pair.peripheralRecorder.closes.map { pair.offsetMillis($0.1) } == [100])
+        // ... and from then on its own endpoint refuses to send.
+        #expect(throws: RadioError.linkClosed) { try pair.peripheral.send([1]) }
+        // The wallet cannot tell until its supervision timeout: sends neither throw nor travel.
+        try pair.central.send([2])
+        pair.run(untilOffset: .milliseconds(2099))
+        try pair.central.send([3])
+        #expect(pair.centralRecorder.closes.isEmpty)
+        #expect(pair.simulation.framesSent(on: pair.central) == 0)
+        pair.run(untilOffset: .milliseconds(2100))
+        #expect(pair.centralRecorder.closeReasons == [.connectionLost])
+        #expect(pair.centralRecorder.closes.map { pair.offsetMillis($0.1) } == [2100])
+        #expect(throws: RadioError.linkClosed) { try pair.central.send([4]) }
+        #expect(throws: RadioError.linkClosed) { try pair.peripheral.send([5]) }
+        pair.run(untilOffset: .seconds(5))
+        #expect(pair.peripheralRecorder.received.isEmpty)
+        #expect(pair.centralRecorder.received.isEmpty)
+        #expect(pair.peripheralRecorder.closes.count == 1)
+        #expect(pair.centralRecorder.closes.count == 1)
+    }
+
     @Test func centralPowerOffIsNoticedByThePeripheral() throws {
         let pair = try LinkedPair(wallet: LinkParameters(supervisionTimeout: .seconds(1)))
         pair.at(.milliseconds(50)) { pair.wallet.powerOff() }
@@ -269,31 +363,73 @@ struct FaultTests {
         #expect(pair.peripheralRecorder.closeReasons == [.connectionLost])
     }
 
-    @Test func movingOutOfRangeWhileSendingLosesTheLink() throws {
+    @Test func movingOutOfRangeWithNoTrafficLosesTheLink() throws {
         let pair = try LinkedPair()
         try pair.central.send([1])
         pair.run(untilOffset: .milliseconds(100))
         #expect(pair.peripheralRecorder.received == [[1]])
+        // Nothing is sent after the move: leaving range alone ends the link.
         pair.wallet.move(to: Position(x: 100, y: 0))
         #expect(pair.wallet.position == Position(x: 100, y: 0))
-        try pair.central.send([2])  // due at offset 120
+        pair.run(untilOffset: .milliseconds(2099))
+        #expect(pair.centralRecorder.closes.isEmpty)
+        #expect(pair.peripheralRecorder.closes.isEmpty)
         pair.run(untilOffset: .seconds(5))
-        #expect(pair.peripheralRecorder.received == [[1]])
         #expect(pair.centralRecorder.closeReasons == [.connectionLost])
         #expect(pair.peripheralRecorder.closeReasons == [.connectionLost])
-        #expect(pair.centralRecorder.closes.map { pair.offsetMillis($0.1) } == [2120])
-        #expect(pair.peripheralRecorder.closes.map { pair.offsetMillis($0.1) } == [2120])
+        #expect(pair.centralRecorder.closes.map { pair.offsetMillis($0.1) } == [2100])
+        #expect(pair.peripheralRecorder.closes.map { pair.offsetMillis($0.1) } == [2100])
+        #expect(throws: RadioError.linkClosed) { try pair.central.send([2]) }
+        #expect(throws: RadioError.linkClosed) { try pair.peripheral.send([2]) }
+        #expect(pair.simulation.framesSent(on: pair.central) == 1)
     }
 
-    @Test func movingAwayAndBackBetweenPacketsKeepsTheLink() throws {
+    @Test func theTerminalMovingAwayLosesTheLinkToo() throws {
+        let pair = try LinkedPair(wallet: LinkParameters(supervisionTimeout: .milliseconds(720)))
+        pair.at(.milliseconds(250)) { pair.terminal.move(to: Position(x: -100, y: 0)) }
+        pair.run(untilOffset: .seconds(3))
+        #expect(pair.centralRecorder.closeReasons == [.connectionLost])
+        #expect(pair.peripheralRecorder.closeReasons == [.connectionLost])
+        #expect(pair.centralRecorder.closes.map { pair.offsetMillis($0.1) } == [970])
+        #expect(pair.peripheralRecorder.closes.map { pair.offsetMillis($0.1) } == [970])
+    }
+
+    @Test func aFrameInFlightWhenContactEndsIsLost() throws {
         let pair = try LinkedPair()
-        pair.wallet.move(to: Position(x: 100, y: 0))
+        pair.at(.milliseconds(100)) { try? pair.central.send([1]) }  // due at offset 120
+        pair.at(.milliseconds(110)) { pair.wallet.move(to: Position(x: 100, y: 0)) }
+        pair.run(untilOffset: .seconds(5))
+        #expect(pair.peripheralRecorder.received.isEmpty)
+        #expect(pair.centralRecorder.closes.map { pair.offsetMillis($0.1) } == [2110])
+        #expect(pair.peripheralRecorder.closes.map { pair.offsetMillis($0.1) } == [2110])
+    }
+
+    @Test func movingWithinRangeKeepsTheLink() throws {
+        let pair = try LinkedPair()
+        pair.wallet.move(to: Position(x: 20, y: 0))
         pair.run(untilOffset: .milliseconds(10))
         pair.wallet.move(to: Position(x: 2, y: 0))
         try pair.central.send([1])
         pair.run(untilOffset: .seconds(3))
         #expect(pair.peripheralRecorder.received == [[1]])
         #expect(pair.centralRecorder.closes.isEmpty)
+        #expect(pair.peripheralRecorder.closes.isEmpty)
+    }
+
+    @Test func leavingRangeEvenBrieflyEndsTheLink() throws {
+        // Contact ends the moment the device leaves range; coming back 10 ms later does not
+        // bring the link back, and a frame sent after returning goes nowhere.
+        let pair = try LinkedPair()
+        pair.wallet.move(to: Position(x: 100, y: 0))
+        pair.run(untilOffset: .milliseconds(10))
+        pair.wallet.move(to: Position(x: 2, y: 0))
+        try pair.central.send([1])
+        pair.run(untilOffset: .seconds(3))
+        #expect(pair.peripheralRecorder.received.isEmpty)
+        #expect(pair.centralRecorder.closeReasons == [.connectionLost])
+        #expect(pair.peripheralRecorder.closeReasons == [.connectionLost])
+        #expect(pair.centralRecorder.closes.map { pair.offsetMillis($0.1) } == [2000])
+        #expect(pair.peripheralRecorder.closes.map { pair.offsetMillis($0.1) } == [2000])
     }
 
     // MARK: Random faults

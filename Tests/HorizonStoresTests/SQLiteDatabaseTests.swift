@@ -1,0 +1,213 @@
+import Foundation
+import HorizonStores
+import Testing
+
+@Suite("SQLite database")
+struct SQLiteDatabaseTests {
+    /// SQLite's primary result codes that these tests meet.
+    enum Code {
+        static let error: Int32 = 1
+        static let cantOpen: Int32 = 14
+        static let constraint: Int32 = 19
+    }
+
+    func withDatabase<T>(_ body: (SQLiteDatabase) throws -> T) throws -> T {
+        try withTemporaryDirectory { directory in
+            let database = try SQLiteDatabase(path: directory.appendingPathComponent("test.sqlite").path)
+            try database.execute("CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, size INTEGER)")
+            return try body(database)
+        }
+    }
+
+    func names(_ database: SQLiteDatabase) throws -> [String] {
+        try database.query("SELECT name FROM items ORDER BY id").compactMap { $0["name"].text }
+    }
+
+    // MARK: Transactions
+
+    @Test func aTransactionCommitsAllOfItsWritesAndReturnsItsValue() throws {
+        try withDatabase { database in
+            let count = try database.transaction { (db) throws(DatabaseError) -> Int in
+                try db.query("INSERT INTO items(name) VALUES (?)", [.text("a")])
+                try db.query("INSERT INTO items(name) VALUES (?), (?)", [.text("b"), .text("c")])
+                #expect(db.changes == 2)
+                return try db.query("SELECT COUNT(*) AS n FROM items").first?["n"].integer.map(Int.init) ?? -1
+            }
+            #expect(count == 3)
+            #expect(try names(database) == ["a", "b", "c"])
+        }
+    }
+
+    @Test func aTransactionThatThrowsLeavesNothingWritten() throws {
+        try withDatabase { database in
+            try database.query("INSERT INTO items(name) VALUES ('before')")
+            #expect(throws: DatabaseError.self) {
+                try database.transaction { (db) throws(DatabaseError) in
+                    try db.query("INSERT INTO items(name) VALUES ('one')")
+                    try db.query("UPDATE items SET size = 5")
+                    try db.query("DELETE FROM items WHERE name = 'before'")
+                    try db.query("SELECT * FROM no_such_table")
+                    Issue.record("the statement above must throw")
+                }
+            }
+            #expect(try names(database) == ["before"])
+            #expect(try database.query("SELECT size FROM items").first?["size"] == .null)
+            // The connection is usable again: the failed transaction was rolled back, not left open.
+            try database.transaction { (db) throws(DatabaseError) in
+                try db.query("INSERT INTO items(name) VALUES ('after')")
+            }
+            #expect(try names(database) == ["before", "after"])
+        }
+    }
+
+    @Test func aConstraintViolationInsideATransactionRollsBackTheEarlierWrites() throws {
+        try withDatabase { database in
+            let error = databaseError {
+                try database.transaction { (db) throws(DatabaseError) in
+                    try db.query("INSERT INTO items(name) VALUES ('x')")
+                    try db.query("INSERT INTO items(name) VALUES ('y')")
+                    try db.query("INSERT INTO items(name) VALUES ('x')")
+                }
+            }
+            #expect(error?.code == Code.constraint)
+            #expect(error?.message == "UNIQUE constraint failed: items.name")
+            let left = try names(database)
+            #expect(left.isEmpty)
+        }
+    }
+
+    // MARK: Errors
+
+    @Test func constraintViolationsSurfaceWithSQLitesCode() throws {
+        try withDatabase { database in
+            try database.query("INSERT INTO items(id, name) VALUES (1, 'a')")
+            let cases: [(String, [DatabaseValue], String)] = [
+                ("INSERT INTO items(name) VALUES (?)", [.text("a")], "UNIQUE constraint failed: items.name"),
+                (
+                    "INSERT INTO items(id, name) VALUES (?, ?)", [.integer(1), .text("b")],
+                    "UNIQUE constraint failed: items.id"
+                ),
+                ("INSERT INTO items(name) VALUES (?)", [.null], "NOT NULL constraint failed: items.name"),
+            ]
+            for (sql, parameters, message) in cases {
+                expectDatabaseError(code: Code.constraint, message: message, context: sql) {
+                    try database.query(sql, parameters)
+                }
+            }
+            #expect(try names(database) == ["a"])
+            // The context is the statement's first 60 characters.
+            let long = "INSERT INTO items(name) VALUES ('a') -- " + String(repeating: "x", count: 100)
+            expectDatabaseError(
+                code: Code.constraint, message: "UNIQUE constraint failed: items.name", context: String(long.prefix(60))
+            ) {
+                try database.execute(long)
+            }
+        }
+    }
+
+    @Test func theLedgersCheckConstraintsHoldAgainstDirectWrites() throws {
+        try withTemporaryDirectory { directory in
+            let ledger = try SandboxLedger(path: ledgerPath(in: directory))
+            #expect(throws: DatabaseError.self) {
+                try ledger.database.query(
+                    "INSERT INTO wallets(wallet_key, currency, balance, enrolled_at) VALUES (?, 'EUR', -1, 0)",
+                    [.blob(walletKey(1).bytes)])
+            }
+            let error = databaseError { try ledger.setBalance(-5, for: walletKey(2)) }
+            #expect(error?.code == Code.constraint)
+            #expect(error?.message == "CHECK constraint failed: balance >= 0")
+            #expect(try rawWalletBalances(ledger).isEmpty)
+        }
+    }
+
+    @Test func badSQLAndUnopenablePathsAreErrorsNotCrashes() throws {
+        try withDatabase { database in
+            expectDatabaseError(code: Code.error, message: "near \"NOT\": syntax error", context: "NOT SQL") {
+                try database.execute("NOT SQL")
+            }
+            expectDatabaseError(code: Code.error, message: "no such table: nowhere", context: "SELECT * FROM nowhere") {
+                try database.query("SELECT * FROM nowhere")
+            }
+        }
+        try withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("missing/dir/db.sqlite").path
+            expectDatabaseError(
+                code: Code.cantOpen, message: "unable to open database file", context: "opening \(path)"
+            ) {
+                _ = try SQLiteDatabase(path: path)
+            }
+        }
+    }
+
+    // MARK: Values
+
+    @Test func integersTextBlobsAndNullRoundTrip() throws {
+        try withDatabase { database in
+            try database.execute("CREATE TABLE vals(k INTEGER PRIMARY KEY, i INTEGER, t TEXT, b BLOB, n BLOB)")
+            let rows: [(Int64, String, [UInt8])] = [
+                (0, "", [0x00]),
+                (-1, "plain", [0x00, 0x01, 0x7F, 0x80, 0xFF, 0x00]),
+                (.max, "Zoë ☕ 😀 Ω", Array(0...255)),
+                (.min, String(repeating: "long ", count: 2000), [UInt8](repeating: 0xAB, count: 100_000)),
+                (1 << 53 + 1, "line\nbreak\ttab 'quote' \"double\"", [0xFF]),
+            ]
+            for (index, row) in rows.enumerated() {
+                try database.query(
+                    "INSERT INTO vals(k, i, t, b, n) VALUES (?, ?, ?, ?, ?)",
+                    [.integer(Int64(index)), .integer(row.0), .text(row.1), .blob(row.2), .null])
+            }
+            let read = try database.query("SELECT i, t, b, n FROM vals ORDER BY k")
+            #expect(read.count == rows.count)
+            for (stored, row) in zip(read, rows) {
+                #expect(stored["i"] == .integer(row.0))
+                #expect(stored["t"] == .text(row.1))
+                #expect(stored["b"] == .blob(row.2))
+                #expect(stored["n"] == .null)
+                #expect(stored["i"].integer == row.0)
+                #expect(stored["t"].text == row.1)
+                #expect(stored["b"].blob == row.2)
+                #expect(stored["n"].integer == nil && stored["n"].text == nil && stored["n"].blob == nil)
+                // A column the query did not select reads as null.
+                #expect(stored["missing"] == .null)
+            }
+            // Types are SQLite's own: typeof() agrees with what was bound.
+            let types = try database.query(
+                "SELECT typeof(i) AS i, typeof(t) AS t, typeof(b) AS b, typeof(n) AS n FROM vals")
+            #expect(
+                types.allSatisfy {
+                    $0["i"] == .text("integer") && $0["t"] == .text("text") && $0["b"] == .text("blob")
+                        && $0["n"] == .text("null")
+                })
+        }
+    }
+
+    @Test func anEmptyBlobStaysABlob() throws {
+        try withDatabase { database in
+            try database.execute("CREATE TABLE vals(b BLOB)")
+            try database.query("INSERT INTO vals(b) VALUES (?)", [.blob([])])
+            let row = try database.query("SELECT b, typeof(b) AS type FROM vals").first
+            #expect(row?["b"] == .blob([]))
+            #expect(row?["type"] == .text("blob"))
+        }
+    }
+
+    @Test func textWithAnEmbeddedNULRoundTrips() throws {
+        try withDatabase { database in
+            try database.execute("CREATE TABLE vals(t TEXT)")
+            let text = "before\u{0}after"
+            try database.query("INSERT INTO vals(t) VALUES (?)", [.text(text)])
+            let row = try database.query("SELECT t, length(CAST(t AS BLOB)) AS bytes FROM vals").first
+            #expect(row?["t"] == .text(text))
+            #expect(row?["bytes"] == .integer(12))
+        }
+    }
+
+    @Test func anInMemoryDatabaseWorksWithoutAFile() throws {
+        let database = try SQLiteDatabase(path: ":memory:")
+        try database.execute("CREATE TABLE t(x INTEGER)")
+        try database.query("INSERT INTO t(x) VALUES (?)", [.integer(42)])
+        #expect(try database.query("SELECT x FROM t").map { $0["x"] } == [.integer(42)])
+        // WAL needs a file; an in-memory database keeps its own journal mode.
+        #expect(try database.query("PRAGMA journal_mode").map { $0["journal_mode"] } == [.text("memory")])
+    }
+}
