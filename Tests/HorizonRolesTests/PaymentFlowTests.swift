@@ -14,7 +14,6 @@ struct PaymentFlowTests {
         let wallet = try world.wallet()
         let app = ScriptedWalletApp(wallet, decision: .accept(tip: 150))
         _ = app
-        let terminalEvents = terminal.host.finishedPayments()
         #expect(terminal.host.start(amount: euros(1250), registerUser: RegisterUser(name: "Ana")))
         #expect(terminal.host.state == .waitingForWallet)
 
@@ -45,8 +44,6 @@ struct PaymentFlowTests {
         #expect(wallet.client.pendingPayment == nil)
         #expect(!terminal.device.isAdvertising)
 
-        var iterator = terminalEvents.makeAsyncIterator()
-        _ = iterator  // the stream is checked in the announcement test
     }
 
     @Test func decidingAgainstEndsTheTerminalAndIgnoresThatSessionButNotTheNextOne() throws {

@@ -54,7 +54,7 @@ struct SQLiteDatabaseTests {
             #expect(try database.query("SELECT size FROM items").first?["size"] == .null)
             // The connection is usable again: the failed transaction was rolled back, not left open.
             try database.transaction { (db) throws(DatabaseError) in
-                try db.query("INSERT INTO items(name) VALUES ('after')")
+                _ = try db.query("INSERT INTO items(name) VALUES ('after')")
             }
             #expect(try names(database) == ["before", "after"])
         }
