@@ -61,7 +61,7 @@ let package = Package(
         .testTarget(
             name: "HorizonRolesTests",
             dependencies: [
-                "HorizonRoles", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonProtocol", "HorizonStores",
+                "HorizonRoles", "HorizonTestSupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonProtocol", "HorizonStores",
                 "HorizonSecureChannel", .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: strict),
 
@@ -73,6 +73,9 @@ let package = Package(
                 "HorizonStores", "HorizonRoles", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ], path: "Tools/horizon-demo", swiftSettings: strict),
+
+        // Helpers shared by the test targets (not shipped in any product).
+        .target(name: "HorizonTestSupport", path: "Tests/HorizonTestSupport", swiftSettings: strict),
 
         .testTarget(name: "HorizonStoresTests", dependencies: ["HorizonStores", "HorizonProtocol", "HorizonCore"], swiftSettings: strict),
         .testTarget(name: "HorizonCoreTests", dependencies: ["HorizonCore"], swiftSettings: strict),
@@ -93,7 +96,7 @@ let package = Package(
         .testTarget(
             name: "HorizonIntegrationTests",
             dependencies: [
-                "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonLink", "HorizonSecureChannel",
+                "HorizonTestSupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonLink", "HorizonSecureChannel",
                 "HorizonProtocol",
             ], swiftSettings: strict),
     ],

@@ -55,6 +55,22 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
     public mutating func chance(_ probability: Double) -> Bool { probability > 0 && nextUnit() < probability }
 }
 
+extension RandomNumberGenerator {
+    /// `count` random bytes, eight from each 64-bit draw.
+    public mutating func bytes(_ count: Int) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(count)
+        while bytes.count < count {
+            var word = next()
+            for _ in 0..<min(8, count - bytes.count) {
+                bytes.append(UInt8(truncatingIfNeeded: word))
+                word >>= 8
+            }
+        }
+        return bytes
+    }
+}
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)

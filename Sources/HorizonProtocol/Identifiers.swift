@@ -103,7 +103,7 @@ public struct PaymentID: Hashable, Sendable, CustomStringConvertible {
     private init(unchecked bytes: [UInt8]) { self.bytes = bytes }
 
     public static func random<G: RandomNumberGenerator>(using generator: inout G) -> PaymentID {
-        PaymentID(unchecked: randomBytes(byteCount, using: &generator))
+        PaymentID(unchecked: generator.bytes(byteCount))
     }
 
     public var description: String { bytes.hexString }
@@ -127,7 +127,7 @@ public struct Nonce: Hashable, Sendable, CustomStringConvertible {
     private init(unchecked bytes: [UInt8]) { self.bytes = bytes }
 
     public static func random<G: RandomNumberGenerator>(using generator: inout G) -> Nonce {
-        Nonce(unchecked: randomBytes(byteCount, using: &generator))
+        Nonce(unchecked: generator.bytes(byteCount))
     }
 
     public var description: String { bytes.hexString }
@@ -203,15 +203,3 @@ private func checkLength(_ bytes: [UInt8], _ expected: Int, field: String) throw
     }
 }
 
-private func randomBytes<G: RandomNumberGenerator>(_ count: Int, using generator: inout G) -> [UInt8] {
-    var bytes: [UInt8] = []
-    bytes.reserveCapacity(count)
-    while bytes.count < count {
-        var word = generator.next()
-        for _ in 0..<min(8, count - bytes.count) {
-            bytes.append(UInt8(truncatingIfNeeded: word))
-            word >>= 8
-        }
-    }
-    return bytes
-}

@@ -66,7 +66,7 @@ public struct HandshakeInitiator: Sendable {
         writer.write(SecureFrameType.clientHello)
         writer.write(HandshakeFormat.version)
         writer.write(raw: ephemeralKey.publicKey.x963Representation)
-        writer.write(raw: randomBytes(HandshakeFormat.nonceSize))
+        writer.write(raw: secureRandomBytes(HandshakeFormat.nonceSize))
         writer.write(lengthPrefixed: context)
         clientHello = writer.bytes
     }
@@ -132,7 +132,7 @@ public struct HandshakeResponder: Sendable {
         writer.write(SecureFrameType.serverHello)
         writer.write(HandshakeFormat.version)
         writer.write(raw: ephemeralKey.publicKey.x963Representation)
-        writer.write(raw: randomBytes(HandshakeFormat.nonceSize))
+        writer.write(raw: secureRandomBytes(HandshakeFormat.nonceSize))
         writer.write(raw: identity.credential.terminalKey)
         writer.write(lengthPrefixed: identity.credential.encoded())
         let transcript = transcriptHash(clientHello: bytes, serverHelloUnsigned: writer.bytes)
@@ -237,8 +237,8 @@ func deriveKeys(
     )
 }
 
-/// Random bytes from the system's secure generator.
-public func randomBytes(_ count: Int) -> [UInt8] {
+/// Nonces come from the system's secure generator, never a seeded one.
+func secureRandomBytes(_ count: Int) -> [UInt8] {
     var generator = SystemRandomNumberGenerator()
-    return (0..<count).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+    return generator.bytes(count)
 }

@@ -1,19 +1,11 @@
 import Crypto
 import HorizonCore
+import HorizonTestSupport
 import HorizonLink
 import HorizonRadio
 import HorizonSecureChannel
 import HorizonSimulatedRadio
 import Synchronization
-
-/// A thread-safe list for collecting what callbacks report.
-final class Recorder<Value: Sendable>: Sendable {
-    private let storage = Mutex<[Value]>([])
-    func append(_ value: Value) { storage.withLock { $0.append(value) } }
-    var values: [Value] { storage.withLock { $0 } }
-    var count: Int { storage.withLock { $0.count } }
-    var last: Value? { storage.withLock { $0.last } }
-}
 
 /// What one side of a secure link saw, with the virtual time of each event.
 final class SecureLinkObserver: Sendable {

@@ -1,5 +1,6 @@
 import Crypto
 import HorizonCore
+import HorizonTestSupport
 import HorizonLink
 import HorizonRadio
 import HorizonSecureChannel

@@ -128,18 +128,7 @@ struct Fuzzer {
 
     mutating func below(_ bound: Int) -> Int { Int(random.next() % UInt64(bound)) }
 
-    mutating func randomBytes(_ count: Int) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(count)
-        while bytes.count < count {
-            var word = random.next()
-            for _ in 0..<min(8, count - bytes.count) {
-                bytes.append(UInt8(truncatingIfNeeded: word))
-                word >>= 8
-            }
-        }
-        return bytes
-    }
+    mutating func randomBytes(_ count: Int) -> [UInt8] { random.bytes(count) }
 
     mutating func randomInput() -> [UInt8] { randomBytes(below(601)) }
 

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import HorizonStores
 import HorizonCore
+import HorizonTestSupport
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles

@@ -7,6 +7,7 @@ import HorizonRoles
 import HorizonSecureChannel
 import HorizonSimulatedRadio
 import HorizonStores
+import HorizonTestSupport
 import Synchronization
 
 /// A simulated shop: one trust anchor, terminals with their own ledgers, wallets that trust the
@@ -124,10 +125,3 @@ final class ScriptedWalletApp: Sendable {
 
 func euros(_ cents: Int64) -> Money { (try? Money(minorUnits: cents, currency: .eur)) ?? .zero(.eur) }
 
-/// A thread-safe list for collecting what callbacks report.
-final class Recorder<Value: Sendable>: Sendable {
-    private let storage = Mutex<[Value]>([])
-    func append(_ value: Value) { storage.withLock { $0.append(value) } }
-    var values: [Value] { storage.withLock { $0 } }
-    var count: Int { storage.withLock { $0.count } }
-}
