@@ -55,13 +55,15 @@ let package = Package(
         .target(
             name: "HorizonRoles",
             dependencies: [
-                "HorizonCore", "HorizonRadio", "HorizonLink", "HorizonSecureChannel", "HorizonProtocol", "HorizonStores",
+                "HorizonCore", "HorizonRadio", "HorizonLink", "HorizonSecureChannel", "HorizonProtocol",
+                "HorizonStores",
                 .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: strict),
         .testTarget(
             name: "HorizonRolesTests",
             dependencies: [
-                "HorizonRoles", "HorizonTestSupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonProtocol", "HorizonStores",
+                "HorizonRoles", "HorizonTestSupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio",
+                "HorizonProtocol", "HorizonStores",
                 "HorizonSecureChannel", .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: strict),
 
@@ -77,13 +79,16 @@ let package = Package(
         // Helpers shared by the test targets (not shipped in any product).
         .target(name: "HorizonTestSupport", path: "Tests/HorizonTestSupport", swiftSettings: strict),
 
-        .testTarget(name: "HorizonStoresTests", dependencies: ["HorizonStores", "HorizonProtocol", "HorizonCore"], swiftSettings: strict),
+        .testTarget(
+            name: "HorizonStoresTests", dependencies: ["HorizonStores", "HorizonProtocol", "HorizonCore"],
+            swiftSettings: strict),
         .testTarget(name: "HorizonCoreTests", dependencies: ["HorizonCore"], swiftSettings: strict),
         .testTarget(
             name: "HorizonSimulatedRadioTests",
             dependencies: ["HorizonCore", "HorizonRadio", "HorizonSimulatedRadio"], swiftSettings: strict),
         .testTarget(
-            name: "HorizonLinkTests", dependencies: ["HorizonCore", "HorizonRadio", "HorizonLink", "HorizonSimulatedRadio"],
+            name: "HorizonLinkTests",
+            dependencies: ["HorizonCore", "HorizonRadio", "HorizonLink", "HorizonSimulatedRadio"],
             swiftSettings: strict),
         .testTarget(
             name: "HorizonSecureChannelTests",
@@ -96,7 +101,8 @@ let package = Package(
         .testTarget(
             name: "HorizonIntegrationTests",
             dependencies: [
-                "HorizonTestSupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonLink", "HorizonSecureChannel",
+                "HorizonTestSupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonLink",
+                "HorizonSecureChannel",
                 "HorizonProtocol",
             ], swiftSettings: strict),
     ],

@@ -69,7 +69,8 @@ public final class MessageLink: Sendable {
         self.limits = limits
         let fragmenter = try Fragmenter(
             maximumFragmentSize: link.maximumPayloadSize, maximumMessageSize: limits.maximumMessageSize)
-        state = Mutex(State(fragmenter: fragmenter, reassembler: Reassembler(maximumMessageSize: limits.maximumMessageSize)))
+        state = Mutex(
+            State(fragmenter: fragmenter, reassembler: Reassembler(maximumMessageSize: limits.maximumMessageSize)))
     }
 
     public var peer: PeerAddress { link.peer }

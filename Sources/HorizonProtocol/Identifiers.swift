@@ -202,4 +202,3 @@ private func checkLength(_ bytes: [UInt8], _ expected: Int, field: String) throw
         throw .invalidValue(field: field, reason: "expected \(expected) bytes, got \(bytes.count)")
     }
 }
-

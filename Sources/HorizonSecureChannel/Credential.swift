@@ -38,7 +38,9 @@ public struct TerminalCredential: Sendable, Equatable {
         terminalKey: P256.Signing.PublicKey, notBefore: UnixTime, expiresAt: UnixTime
     ) throws(SecureChannelError) -> TerminalCredential {
         guard merchantID.utf8.count <= 64, merchantName.utf8.count <= 64 else {
-            throw .malformed(.fieldTooLong(field: "merchant", length: max(merchantID.utf8.count, merchantName.utf8.count), maximum: 64))
+            throw .malformed(
+                .fieldTooLong(
+                    field: "merchant", length: max(merchantID.utf8.count, merchantName.utf8.count), maximum: 64))
         }
         let unsigned = TerminalCredential(
             anchorKeyID: keyIdentifier(of: anchor.publicKey), merchantID: merchantID, merchantName: merchantName,

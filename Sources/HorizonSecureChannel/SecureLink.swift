@@ -115,7 +115,8 @@ public final class SecureLink: Sendable {
         let initiator = try HandshakeInitiator(
             trustAnchors: trustAnchors, expectedTerminalKeyID: expectedTerminalKeyID, context: context,
             startedAt: link.scheduler.now, timeout: configuration.handshakeTimeout)
-        let secure = SecureLink(link: link, phase: .initiating(initiator), configuration: configuration, handler: handler)
+        let secure = SecureLink(
+            link: link, phase: .initiating(initiator), configuration: configuration, handler: handler)
         secure.start()
         do {
             try link.send(initiator.clientHello)
@@ -132,7 +133,8 @@ public final class SecureLink: Sendable {
     ) -> SecureLink {
         let responder = HandshakeResponder(
             identity: identity, startedAt: link.scheduler.now, timeout: configuration.handshakeTimeout)
-        let secure = SecureLink(link: link, phase: .responding(responder), configuration: configuration, handler: handler)
+        let secure = SecureLink(
+            link: link, phase: .responding(responder), configuration: configuration, handler: handler)
         secure.start()
         return secure
     }
@@ -225,7 +227,8 @@ public final class SecureLink: Sendable {
                     } catch {
                         // A bad record is dropped; only a stream of them ends the link.
                         state.rejectedRecords += 1
-                        return state.rejectedRecords >= configuration.maximumRejectedRecords ? .fail(.rejected(error)) : .none
+                        return state.rejectedRecords >= configuration.maximumRejectedRecords
+                            ? .fail(.rejected(error)) : .none
                     }
                 }
             } catch {

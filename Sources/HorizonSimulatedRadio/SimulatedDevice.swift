@@ -87,7 +87,8 @@ public final class SimulatedDevice: PeripheralRadio, CentralRadio, Sendable {
                 guard rssi >= simulation.pathLoss.sensitivity else { continue }
                 let reported = state.devices[scanner].configuration.reportsRSSI ? Int(rssi.rounded()) : nil
                 if state.trace != nil {
-                    let line = "sighting \(name)->\(state.devices[scanner].name) rssi=\(reported.map(String.init) ?? "none")"
+                    let line =
+                        "sighting \(name)->\(state.devices[scanner].name) rssi=\(reported.map(String.init) ?? "none")"
                     simulation.record(line, in: &state)
                 }
                 deliveries.append(
@@ -156,26 +157,30 @@ public final class SimulatedDevice: PeripheralRadio, CentralRadio, Sendable {
         to peer: PeerAddress, timeout: Duration, setup: Duration,
         completion: @escaping @Sendable (Result<any ByteLink, RadioError>) -> Void
     ) {
-        let outcome: (central: SimulatedLinkEndpoint, peripheral: SimulatedLinkEndpoint, accept: @Sendable (any ByteLink) -> Void)? =
-            simulation.state.withLock { state in
-                guard state.devices[id].availability == .poweredOn,
-                    let target = state.devices.firstIndex(where: { $0.address == peer }),
-                    state.devices[target].availability == .poweredOn,
-                    !state.devices[target].advertising.isEmpty,
-                    let accept = state.devices[target].connectionHandler,
-                    simulation.inRange(id, target, in: state)
-                else {
-                    // A real central keeps trying until its timeout; the peer is not there.
-                    let remaining = max(timeout - setup, .zero)
-                    simulation.record("connect-failed \(name)->\(peer)", in: &state)
-                    simulation.push(at: state.now + remaining, in: &state) {
-                        completion(.failure(.connectionTimedOut(peer)))
+        let outcome:
+            (
+                central: SimulatedLinkEndpoint, peripheral: SimulatedLinkEndpoint,
+                accept: @Sendable (any ByteLink) -> Void
+            )? =
+                simulation.state.withLock { state in
+                    guard state.devices[id].availability == .poweredOn,
+                        let target = state.devices.firstIndex(where: { $0.address == peer }),
+                        state.devices[target].availability == .poweredOn,
+                        !state.devices[target].advertising.isEmpty,
+                        let accept = state.devices[target].connectionHandler,
+                        simulation.inRange(id, target, in: state)
+                    else {
+                        // A real central keeps trying until its timeout; the peer is not there.
+                        let remaining = max(timeout - setup, .zero)
+                        simulation.record("connect-failed \(name)->\(peer)", in: &state)
+                        simulation.push(at: state.now + remaining, in: &state) {
+                            completion(.failure(.connectionTimedOut(peer)))
+                        }
+                        return nil
                     }
-                    return nil
+                    let (central, peripheral) = simulation.openLink(central: id, peripheral: target, in: &state)
+                    return (central, peripheral, accept)
                 }
-                let (central, peripheral) = simulation.openLink(central: id, peripheral: target, in: &state)
-                return (central, peripheral, accept)
-            }
         guard let outcome else { return }
         outcome.accept(outcome.peripheral)
         completion(.success(outcome.central))

@@ -104,7 +104,8 @@ extension RadioSimulation {
                 plannedFaults: state.faultsForNextLink, randomFaults: state.randomFaults))
         state.faultsForNextLink = [:]
         if state.trace != nil {
-            let line = "link-open #\(linkID) \(state.devices[central].name)->\(state.devices[peripheral].name) mtu=\(mtu)"
+            let line =
+                "link-open #\(linkID) \(state.devices[central].name)->\(state.devices[peripheral].name) mtu=\(mtu)"
             record(line, in: &state)
         }
         let centralEnd = SimulatedLinkEndpoint(
@@ -130,7 +131,8 @@ extension RadioSimulation {
         if let fault { state.appliedFaults.append(AppliedFault(linkID: linkID, frameIndex: frameIndex, fault: fault)) }
         if state.trace != nil {
             let sender = state.devices[link.devices[side.rawValue]].name
-            let line = "frame #\(linkID).\(frameIndex) \(sender) \(payload.hexString)\(fault.map { " fault=\($0)" } ?? "")"
+            let line =
+                "frame #\(linkID).\(frameIndex) \(sender) \(payload.hexString)\(fault.map { " fault=\($0)" } ?? "")"
             record(line, in: &state)
         }
         switch fault {

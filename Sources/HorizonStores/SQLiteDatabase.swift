@@ -168,7 +168,8 @@ public final class SQLiteDatabase: Sendable {
                 case SQLITE_TEXT:
                     let count = Int(sqlite3_column_bytes(statement, column))
                     if let base = sqlite3_column_text(statement, column) {
-                        values[name] = .text(String(decoding: UnsafeBufferPointer(start: base, count: count), as: UTF8.self))
+                        values[name] = .text(
+                            String(decoding: UnsafeBufferPointer(start: base, count: count), as: UTF8.self))
                     } else {
                         values[name] = .text("")
                     }

@@ -51,10 +51,12 @@ public final class SandboxLedger: PaymentProcessor, Sendable {
         if case .onFirstContact(let startingBalance) = configuration.enrollment,
             !(0...Money.maximumMinorUnits).contains(startingBalance)
         {
-            throw DatabaseError(code: -1, message: "the starting balance must be 0 to 10^15", context: "ledger configuration")
+            throw DatabaseError(
+                code: -1, message: "the starting balance must be 0 to 10^15", context: "ledger configuration")
         }
         guard (0...1_000_000).contains(configuration.bonusPointsPerMajorUnit) else {
-            throw DatabaseError(code: -1, message: "bonus points per unit must be 0 to 1000000", context: "ledger configuration")
+            throw DatabaseError(
+                code: -1, message: "bonus points per unit must be 0 to 1000000", context: "ledger configuration")
         }
         database = try SQLiteDatabase(path: path)
         self.configuration = configuration
@@ -138,7 +140,9 @@ public final class SandboxLedger: PaymentProcessor, Sendable {
 
     public func result(for paymentID: PaymentID) throws(ProcessorError) -> SettlementResult? {
         do {
-            return try database.transaction { (db) throws(DatabaseError) in try Self.storedResult(paymentID, in: db)?.result }
+            return try database.transaction { (db) throws(DatabaseError) in
+                try Self.storedResult(paymentID, in: db)?.result
+            }
         } catch {
             throw .storage(error.description)
         }
@@ -180,7 +184,9 @@ public final class SandboxLedger: PaymentProcessor, Sendable {
         guard balance >= total.minorUnits else {
             return .declined(
                 code: .insufficientFunds,
-                reason: "insufficient funds: \(total) needed, \(Money.unchecked(balance, configuration.currency)) available")
+                reason:
+                    "insufficient funds: \(total) needed, \(Money.unchecked(balance, configuration.currency)) available"
+            )
         }
         var unit: Int64 = 1
         for _ in 0..<configuration.currency.exponent { unit *= 10 }
@@ -268,7 +274,8 @@ public final class SandboxLedger: PaymentProcessor, Sendable {
     // MARK: Accounts
 
     /// Enrols (or tops up to) a wallet with `balance`, for set-up and tests.
-    public func setBalance(_ balance: Int64, for walletKey: PublicKeyBytes, at time: UnixTime = 0) throws(DatabaseError) {
+    public func setBalance(_ balance: Int64, for walletKey: PublicKeyBytes, at time: UnixTime = 0) throws(DatabaseError)
+    {
         try database.query(
             """
             INSERT INTO wallets(wallet_key, currency, balance, bonus_points, enrolled_at) VALUES (?, ?, ?, 0, ?)

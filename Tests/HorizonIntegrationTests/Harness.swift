@@ -1,10 +1,10 @@
 import Crypto
 import HorizonCore
-import HorizonTestSupport
 import HorizonLink
 import HorizonRadio
 import HorizonSecureChannel
 import HorizonSimulatedRadio
+import HorizonTestSupport
 import Synchronization
 
 /// What one side of a secure link saw, with the virtual time of each event.
@@ -53,7 +53,8 @@ struct SecureLinkBench {
         let links = terminalLinks
         terminal.setConnectionHandler { link in
             guard let messageLink = try? MessageLink(link: link, scheduler: clock) else { return }
-            links.append(SecureLink.accept(over: messageLink, identity: accepted, handler: observer.handler(clock: clock)))
+            links.append(
+                SecureLink.accept(over: messageLink, identity: accepted, handler: observer.handler(clock: clock)))
         }
         _ = try terminal.startAdvertising(
             try AdvertisingData(structures: [AdvertisingData.flagsStructure]).encoded(), interval: .milliseconds(100))

@@ -1,10 +1,10 @@
 import Crypto
 import HorizonCore
-import HorizonTestSupport
 import HorizonLink
 import HorizonRadio
 import HorizonSecureChannel
 import HorizonSimulatedRadio
+import HorizonTestSupport
 import Testing
 
 @Suite("Secure link over the simulated radio")
@@ -74,7 +74,8 @@ struct SecureLinkTests {
 
         // A few forged records: dropped, counted, the link survives and still carries real ones.
         for counter in 1...3 {
-            try link.send([SecureFrameType.record] + [0, 0, 0, 0, 0, 0, 0, UInt8(counter)] + [UInt8](repeating: 9, count: 20))
+            try link.send(
+                [SecureFrameType.record] + [0, 0, 0, 0, 0, 0, 0, UInt8(counter)] + [UInt8](repeating: 9, count: 20))
         }
         try secure.send([42])
         bench.simulation.run(until: { bench.terminalSide.messages.count == 1 }, timeout: .seconds(2))
@@ -99,7 +100,8 @@ struct SecureLinkTests {
             handler: wallet.handler(clock: bench.wallet.scheduler))
         bench.simulation.run(until: { secure.isEstablished }, timeout: .seconds(2))
         // Capture the record the wallet seals by sealing through a raw tap: duplicate the next frame.
-        bench.simulation.injectFault(.duplicate, atFrame: bench.simulation.framesSent(on: try linkEndpoint(link)), on: try linkEndpoint(link))
+        bench.simulation.injectFault(
+            .duplicate, atFrame: bench.simulation.framesSent(on: try linkEndpoint(link)), on: try linkEndpoint(link))
         try secure.send([5])
         bench.simulation.run(for: .seconds(1))
         let terminalLink = try requireValue(bench.terminalLinks.last)

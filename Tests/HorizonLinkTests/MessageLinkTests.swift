@@ -6,7 +6,9 @@ import Testing
 
 @Suite("MessageLink over the simulated radio")
 struct MessageLinkTests {
-    static let sizes = [0, 1, 16, 17, 18, 19, 20, 100, 181, 182, 243, 244, 245, 1000, 4096, LinkLimits.defaultMaximumMessageSize]
+    static let sizes = [
+        0, 1, 16, 17, 18, 19, 20, 100, 181, 182, 243, 244, 245, 1000, 4096, LinkLimits.defaultMaximumMessageSize,
+    ]
 
     // MARK: Delivery
 

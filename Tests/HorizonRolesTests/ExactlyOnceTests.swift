@@ -87,6 +87,7 @@ struct ExactlyOnceTests {
         #expect(paymentIDs.count == 100)
         #expect(try terminal.ledger.transactions(limit: 1000).count == 100)
         #expect(try terminal.ledger.merchantBalance() == euros(expectedTotal))
-        #expect(try terminal.ledger.account(for: wallet.identity.publicKey)?.balance == euros(1_000_000 - expectedTotal))
+        #expect(
+            try terminal.ledger.account(for: wallet.identity.publicKey)?.balance == euros(1_000_000 - expectedTotal))
     }
 }

@@ -1,10 +1,10 @@
 import Foundation
 import HorizonCore
-import HorizonTestSupport
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
 import HorizonSimulatedRadio
+import HorizonTestSupport
 import Synchronization
 import Testing
 
@@ -29,7 +29,7 @@ struct ObservationTests {
                 if note.userInfo?["finishedPayment"] is WalletFinishedPayment { notified.append("client") }
             },
         ]
-        defer { observers.forEach { NotificationCenter.default.removeObserver($0) } }
+        defer { for observer in observers { NotificationCenter.default.removeObserver(observer) } }
         let app = ScriptedWalletApp(wallet, decision: .accept(tip: 25))
         _ = app
         #expect(terminal.host.start(amount: euros(400)))
@@ -77,7 +77,9 @@ struct ObservationTests {
         let candidate = try #require(wallet.decider.candidate)
         #expect(candidate.peripheralMetaData.transactionType == .payment)
         #expect(candidate.peripheralMetaData.sessionID == terminal.host.sessionID)
-        #expect(candidate.peripheralMetaData.additionalIdentifier == String(candidate.peripheralMetaData.sessionID.rawValue))
+        #expect(
+            candidate.peripheralMetaData.additionalIdentifier == String(candidate.peripheralMetaData.sessionID.rawValue)
+        )
         #expect((candidate.smoothedRSSI ?? 0) > -70)
         #expect(wallet.decider.startDeciding())
         #expect(!wallet.decider.startDeciding())
@@ -103,7 +105,10 @@ struct ObservationTests {
         #expect(collection.state == .waitingForCandidate)
         #expect(near.host.start(amount: euros(100)))
         #expect(far.host.start(amount: euros(200)))
-        #expect(world.run(until: { walletA.decider.state == .candidateAvailable && walletB.decider.state == .candidateAvailable }))
+        #expect(
+            world.run(until: {
+                walletA.decider.state == .candidateAvailable && walletB.decider.state == .candidateAvailable
+            }))
         // Each decider has a candidate near its own wallet; the collection shows the strongest.
         #expect(collection.state == .candidateAvailable)
         let shown = try #require(collection.candidate)

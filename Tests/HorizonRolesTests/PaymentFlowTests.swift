@@ -123,7 +123,8 @@ struct PaymentFlowTests {
         let app = ScriptedWalletApp(wallet, decision: .ignore)
         _ = app
         #expect(terminal.host.start(amount: euros(2000)))
-        #expect(world.run(until: { terminal.host.state == .awaitingUserDecision && wallet.client.state == .offerReceived }))
+        #expect(
+            world.run(until: { terminal.host.state == .awaitingUserDecision && wallet.client.state == .offerReceived }))
         terminal.host.cancel()
         #expect(terminal.host.state == .completedWithError)
         #expect(terminal.host.isCancelled)

@@ -1,13 +1,13 @@
 import Crypto
 import Foundation
-import HorizonStores
 import HorizonCore
-import HorizonTestSupport
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
 import HorizonSecureChannel
 import HorizonSimulatedRadio
+import HorizonStores
+import HorizonTestSupport
 import Testing
 
 @Suite("Candidates, conflicts and rogue terminals")
@@ -97,7 +97,9 @@ struct ProximityTests {
         let terminal = try world.terminal()
         let first = try world.wallet("first", at: Position(x: 0.3, y: 0))
         let second = try world.wallet("second", at: Position(x: -0.3, y: 0))
-        let apps = [ScriptedWalletApp(first, decision: .accept(tip: 0)), ScriptedWalletApp(second, decision: .accept(tip: 0))]
+        let apps = [
+            ScriptedWalletApp(first, decision: .accept(tip: 0)), ScriptedWalletApp(second, decision: .accept(tip: 0)),
+        ]
         _ = apps
         #expect(terminal.host.start(amount: euros(800)))
         #expect(world.run(until: { first.client.state.isFinished && second.client.state.isFinished }))

@@ -10,7 +10,8 @@ import Testing
 /// The README's "API in five minutes" example, verbatim apart from the assertions: if this
 /// stops compiling or paying, the README is wrong.
 @Test func readmeExamplePays() throws {
-    let ledgerPath = FileManager.default.temporaryDirectory.appendingPathComponent("readme-\(UUID().uuidString).sqlite").path
+    let ledgerPath = FileManager.default.temporaryDirectory.appendingPathComponent("readme-\(UUID().uuidString).sqlite")
+        .path
     defer { try? FileManager.default.removeItem(atPath: ledgerPath) }
 
     // --- README example starts ---

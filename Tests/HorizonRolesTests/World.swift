@@ -29,32 +29,40 @@ final class World: @unchecked Sendable {
     var anchors: [TrustAnchor] { [TrustAnchor(publicKey: anchorKey.publicKey)] }
 
     func terminal(
-        _ name: String = "terminal", at position: Position = .origin, ledger: LedgerConfiguration = LedgerConfiguration(),
+        _ name: String = "terminal", at position: Position = .origin,
+        ledger: LedgerConfiguration = LedgerConfiguration(),
         host: PaymentHostConfiguration = PaymentHostConfiguration(), link: LinkParameters = LinkParameters(),
         merchantName: String = "Café Horizon"
     ) throws -> TerminalRig {
-        let device = try simulation.addDevice(name: name, configuration: DeviceConfiguration(position: position, link: link))
+        let device = try simulation.addDevice(
+            name: name, configuration: DeviceConfiguration(position: position, link: link))
         let key = P256.Signing.PrivateKey()
         let identity = try TerminalIdentity(
             signingKey: key,
             credential: TerminalCredential.issue(
                 by: anchorKey, merchantID: "m-\(name)", merchantName: merchantName, terminalKey: key.publicKey,
                 notBefore: Self.wallClock - 3600, expiresAt: Self.wallClock + 86_400 * 30))
-        let ledger = try SandboxLedger(path: directory.appendingPathComponent("\(name).sqlite").path, configuration: ledger)
+        let ledger = try SandboxLedger(
+            path: directory.appendingPathComponent("\(name).sqlite").path, configuration: ledger)
         let service = TerminalRadioService(radio: device, identity: identity, processor: ledger)
         let paymentHost = PaymentHost(service: service, processor: ledger, configuration: host)
-        let observer = BluetoothConflictObserver(scanner: SightingHub(radio: device), ownTerminalKeyID: service.terminalKeyID)
-        return TerminalRig(device: device, identity: identity, ledger: ledger, service: service, host: paymentHost, conflicts: observer)
+        let observer = BluetoothConflictObserver(
+            scanner: SightingHub(radio: device), ownTerminalKeyID: service.terminalKeyID)
+        return TerminalRig(
+            device: device, identity: identity, ledger: ledger, service: service, host: paymentHost, conflicts: observer
+        )
     }
 
     func wallet(
-        _ name: String = "wallet", at position: Position = Position(x: 0.3, y: 0), link: LinkParameters = LinkParameters(),
+        _ name: String = "wallet", at position: Position = Position(x: 0.3, y: 0),
+        link: LinkParameters = LinkParameters(),
         configuration: PaymentClientConfiguration = PaymentClientConfiguration(), reportsRSSI: Bool = true
     ) throws -> WalletRig {
         let device = try simulation.addDevice(
             name: name, configuration: DeviceConfiguration(position: position, link: link, reportsRSSI: reportsRSSI))
         let identity = WalletIdentity()
-        let client = PaymentClient(radio: device, identity: identity, trustAnchors: anchors, configuration: configuration)
+        let client = PaymentClient(
+            radio: device, identity: identity, trustAnchors: anchors, configuration: configuration)
         try client.start()
         return WalletRig(device: device, identity: identity, client: client)
     }
@@ -88,7 +96,10 @@ struct WalletRig {
 /// The reference app's wallet screen, scripted: take the candidate, look at the offer, decide,
 /// connect, confirm with a tip in `onHostConnected`.
 final class ScriptedWalletApp: Sendable {
-    enum Decision: Sendable { case accept(tip: Int64), decline, ignore }
+    enum Decision: Sendable {
+        case accept(tip: Int64)
+        case decline, ignore
+    }
     let wallet: WalletRig
     let decision: Decision
 
@@ -99,7 +110,8 @@ final class ScriptedWalletApp: Sendable {
         let decider = wallet.decider
         if case .accept(let tip) = decision {
             client.onHostConnected = { [client] in
-                guard let currency = client.offer?.amount.currency, let money = try? Money(minorUnits: tip, currency: currency)
+                guard let currency = client.offer?.amount.currency,
+                    let money = try? Money(minorUnits: tip, currency: currency)
                 else { return }
                 client.setOrderConfirmedByUser(true, tip: money)
             }
@@ -124,4 +136,3 @@ final class ScriptedWalletApp: Sendable {
 }
 
 func euros(_ cents: Int64) -> Money { (try? Money(minorUnits: cents, currency: .eur)) ?? .zero(.eur) }
-

@@ -1,5 +1,6 @@
 import Crypto
 import HorizonCore
+
 @testable import HorizonSecureChannel
 
 /// A trust anchor, a terminal with a credential from it, and a wallet that trusts it.

@@ -1,7 +1,8 @@
 import Crypto
 import HorizonCore
-@testable import HorizonSecureChannel
 import Testing
+
+@testable import HorizonSecureChannel
 
 @Suite("Handshake")
 struct HandshakeTests {
@@ -54,7 +55,9 @@ struct HandshakeTests {
             identity: try TerminalIdentity(signingKey: pki.terminalKey, credential: rogueCredential), startedAt: .zero)
         var initiator = try pki.initiator()
         let (serverHello, _) = try responder.receiveClientHello(initiator.clientHello, now: .zero)
-        #expect(throws: SecureChannelError.unknownTrustAnchor(keyID: keyIdentifier(of: rogueAnchor.publicKey).hexString)) {
+        #expect(
+            throws: SecureChannelError.unknownTrustAnchor(keyID: keyIdentifier(of: rogueAnchor.publicKey).hexString)
+        ) {
             try initiator.receiveServerHello(serverHello, now: .zero, wallClock: PKI.now)
         }
     }

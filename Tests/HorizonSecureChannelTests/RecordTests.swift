@@ -1,6 +1,7 @@
 import HorizonCore
-@testable import HorizonSecureChannel
 import Testing
+
+@testable import HorizonSecureChannel
 
 @Suite("Records and replay window")
 struct RecordTests {

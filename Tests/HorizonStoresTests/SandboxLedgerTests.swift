@@ -424,7 +424,8 @@ struct SandboxLedgerTests {
                     message: "this ledger keeps EUR, not USD; use a new data directory for another currency",
                     context: "opening \(path)")
             ) {
-                try SandboxLedger(path: path, configuration: LedgerConfiguration(currency: .usd, enrollment: .refuseUnknown))
+                try SandboxLedger(
+                    path: path, configuration: LedgerConfiguration(currency: .usd, enrollment: .refuseUnknown))
             }
             // Reopened in its own currency, nothing changed.
             let euro = try SandboxLedger(path: path, configuration: Self.configuration)
@@ -539,9 +540,11 @@ struct LedgerConfigurationTests {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("cfg-\(UUID().uuidString).sqlite").path
         defer { try? FileManager.default.removeItem(atPath: path) }
         #expect(
-            throws: DatabaseError(code: -1, message: "the starting balance must be 0 to 10^15", context: "ledger configuration")
+            throws: DatabaseError(
+                code: -1, message: "the starting balance must be 0 to 10^15", context: "ledger configuration")
         ) {
-            try SandboxLedger(path: path, configuration: LedgerConfiguration(enrollment: .onFirstContact(startingBalance: -1)))
+            try SandboxLedger(
+                path: path, configuration: LedgerConfiguration(enrollment: .onFirstContact(startingBalance: -1)))
         }
         #expect(
             throws: DatabaseError(

@@ -48,7 +48,8 @@ struct HorizonDemo: ParsableCommand {
         let tip = try parse { try Money.parse(self.tip, currency: currency) }
         guard distance > 0, distance < 10 else { throw ValidationError("--distance must be between 0 and 10 metres") }
 
-        let directory = dataDir.map { URL(fileURLWithPath: $0) }
+        let directory =
+            dataDir.map { URL(fileURLWithPath: $0) }
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("horizon-demo-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let ledgerPath = directory.appendingPathComponent("ledger.sqlite").path

@@ -26,7 +26,9 @@ public struct ConflictObserverConfiguration: Sendable {
     public var window: Duration
     public var evaluationInterval: Duration
 
-    public init(rssiThreshold: Int = -80, window: Duration = .seconds(3), evaluationInterval: Duration = .milliseconds(500)) {
+    public init(
+        rssiThreshold: Int = -80, window: Duration = .seconds(3), evaluationInterval: Duration = .milliseconds(500)
+    ) {
         self.rssiThreshold = rssiThreshold
         self.window = window
         self.evaluationInterval = evaluationInterval

@@ -204,9 +204,11 @@ public final class PaymentHost: TerminalSessionHandler, Sendable {
                     sessionID: sessionID, transactionType: .payment, amount: amount,
                     registerUser: registerUser?.name ?? "", merchantPrograms: configuration.merchantPrograms,
                     offerNonce: Nonce.random(using: &random),
-                    expiresAt: service.scheduler.wallClock + configuration.userDecisionTimeout.nanoseconds / 1_000_000_000
+                    expiresAt: service.scheduler.wallClock + configuration.userDecisionTimeout.nanoseconds
+                        / 1_000_000_000
                         + 60)
-                offer = unsigned.withSignature(try signatureBytes(for: unsigned.signedBytes, with: service.identity.signingKey))
+                offer = unsigned.withSignature(
+                    try signatureBytes(for: unsigned.signedBytes, with: service.identity.signingKey))
             } catch {
                 return .processorFailure("could not sign the offer")
             }
@@ -260,7 +262,8 @@ public final class PaymentHost: TerminalSessionHandler, Sendable {
             return state.session?.activeConnection
         }
         if let connection, let sessionID = sessionID {
-            connection.send(.cancel(Cancel(sessionID: sessionID, reason: .terminalCancelled, message: "cancelled at the register")))
+            connection.send(
+                .cancel(Cancel(sessionID: sessionID, reason: .terminalCancelled, message: "cancelled at the register")))
             closeLater(connection)
         }
         finish(with: .cancelled)
@@ -335,7 +338,9 @@ public final class PaymentHost: TerminalSessionHandler, Sendable {
     }
 
     private func receiveCancel(_ cancel: Cancel, on connection: TerminalConnection) {
-        let isOwner = guarded.withLock { $0.session?.activeConnection?.id == connection.id && $0.session?.id == cancel.sessionID }
+        let isOwner = guarded.withLock {
+            $0.session?.activeConnection?.id == connection.id && $0.session?.id == cancel.sessionID
+        }
         guard isOwner, !observableState.value.isFinished else { return }
         closeLater(connection)
         finish(with: .customerDeclined)
@@ -353,8 +358,10 @@ public final class PaymentHost: TerminalSessionHandler, Sendable {
                             message: "this session no longer takes payments; nothing was charged",
                             paymentID: confirm.paymentID)))
             }
-            return Self.validate(confirm, for: session, on: connection, terminal: service, now: service.scheduler.wallClock)
-                .map { (session, $0) }
+            return Self.validate(
+                confirm, for: session, on: connection, terminal: service, now: service.scheduler.wallClock
+            )
+            .map { (session, $0) }
         }
         let (session, request): (Session, SettlementRequest)
         switch check {
@@ -368,7 +375,8 @@ public final class PaymentHost: TerminalSessionHandler, Sendable {
         do {
             result = try processor.settle(request, at: service.scheduler.wallClock)
         } catch {
-            let code: ErrorCode = if case .conflictingRetry = error { .duplicatePaymentConflict } else { .internalError }
+            let code: ErrorCode =
+                if case .conflictingRetry = error { .duplicatePaymentConflict } else { .internalError }
             connection.send(.error(ErrorMessage(code: code, message: error.description, paymentID: confirm.paymentID)))
             closeLater(connection)
             finish(with: .processorFailure(error.description))

@@ -188,7 +188,8 @@ public final class FusionTracker: Sendable {
         state.withLock { state in
             if var tracking = state.trackings[key] {
                 if let rssi = sighting.rssi {
-                    tracking.smoothedRSSI = tracking.smoothedRSSI.map { $0 + alpha * (Double(rssi) - $0) } ?? Double(rssi)
+                    tracking.smoothedRSSI =
+                        tracking.smoothedRSSI.map { $0 + alpha * (Double(rssi) - $0) } ?? Double(rssi)
                 }
                 tracking.lastRSSI = sighting.rssi
                 tracking.sightings += 1

@@ -93,7 +93,8 @@ public enum PaymentClientError: Error, Sendable, Equatable, CustomStringConverti
         switch self {
         case .notReady(let reason): "Not ready: \(reason)."
         case .connectionFailed(let reason): "Could not connect to the terminal: \(reason)."
-        case .terminalNotTrusted(let reason): "This terminal could not be verified (\(reason)); nothing was shown or paid."
+        case .terminalNotTrusted(let reason):
+            "This terminal could not be verified (\(reason)); nothing was shown or paid."
         case .invalidOffer(let reason): "The terminal's offer is invalid: \(reason)."
         case .sessionUnavailable(let reason): "The payment session is not available: \(reason)."
         case .connectionLost: "The connection to the terminal was lost before you confirmed; nothing was charged."
@@ -284,7 +285,8 @@ public final class PaymentClient: Sendable {
                     amount: offer.amount, tip: tip, paymentID: PaymentID.random(using: &random),
                     walletNonce: Nonce.random(using: &random), offerNonce: offer.offerNonce,
                     expiresAt: scheduler.wallClock + configuration.confirmationValidity.nanoseconds / 1_000_000_000)
-                let confirm = unsigned.withSignature(try signatureBytes(for: unsigned.signedBytes, with: identity.signingKey))
+                let confirm = unsigned.withSignature(
+                    try signatureBytes(for: unsigned.signedBytes, with: identity.signingKey))
                 let pending = PendingPayment(
                     confirm: confirm, terminalAddress: attempt.tracking.peripheralMetaData.address,
                     merchantName: credential.merchantName, createdAt: scheduler.wallClock)
@@ -383,13 +385,17 @@ public final class PaymentClient: Sendable {
     // MARK: Connection
 
     private func connect() {
-        guard let (address, generation) = guarded.withLock({ state -> (PeerAddress, Int)? in
-            guard var attempt = state.attempt else { return nil }
-            attempt.generation += 1
-            attempt.link = nil
-            state.attempt = attempt
-            return (attempt.pending?.terminalAddress ?? attempt.tracking.peripheralMetaData.address, attempt.generation)
-        }) else { return }
+        guard
+            let (address, generation) = guarded.withLock({ state -> (PeerAddress, Int)? in
+                guard var attempt = state.attempt else { return nil }
+                attempt.generation += 1
+                attempt.link = nil
+                state.attempt = attempt
+                return (
+                    attempt.pending?.terminalAddress ?? attempt.tracking.peripheralMetaData.address, attempt.generation
+                )
+            })
+        else { return }
         radio.connect(to: address, timeout: configuration.connectTimeout) { [weak self] result in
             self?.connected(result, generation: generation)
         }
@@ -633,7 +639,8 @@ public final class PaymentClient: Sendable {
 
     private func armReceiptTimer() {
         let timer = scheduler.schedule(after: configuration.receiptTimeout) { [weak self] in
-            guard let self, self.observable.value == .acquiringPaymentExecution || self.observable.value == .paymentPending
+            guard let self,
+                self.observable.value == .acquiringPaymentExecution || self.observable.value == .paymentPending
             else { return }
             self.closeLink()
         }
