@@ -32,16 +32,17 @@ final class World: @unchecked Sendable {
         _ name: String = "terminal", at position: Position = .origin,
         ledger: LedgerConfiguration = LedgerConfiguration(),
         host: PaymentHostConfiguration = PaymentHostConfiguration(), link: LinkParameters = LinkParameters(),
-        merchantName: String = "Café Horizon"
+        merchantName: String = "Café Horizon", radio: (any PeripheralRadio & CentralRadio)? = nil
     ) throws -> TerminalRig {
-        let device = try simulation.addDevice(
-            name: name, configuration: DeviceConfiguration(position: position, link: link))
+        let device: any PeripheralRadio & CentralRadio =
+            try radio
+            ?? simulation.addDevice(name: name, configuration: DeviceConfiguration(position: position, link: link))
         let key = P256.Signing.PrivateKey()
         let identity = try TerminalIdentity(
             signingKey: key,
             credential: TerminalCredential.issue(
                 by: anchorKey, merchantID: "m-\(name)", merchantName: merchantName, terminalKey: key.publicKey,
-                notBefore: Self.wallClock - 3600, expiresAt: Self.wallClock + 86_400 * 30))
+                notBefore: Self.wallClock - 86_400 * 365 * 5, expiresAt: Self.wallClock + 86_400 * 30))
         let ledger = try SandboxLedger(
             path: directory.appendingPathComponent("\(name).sqlite").path, configuration: ledger)
         let service = TerminalRadioService(radio: device, identity: identity, processor: ledger)
@@ -49,7 +50,7 @@ final class World: @unchecked Sendable {
         let observer = BluetoothConflictObserver(
             scanner: SightingHub(radio: device), ownTerminalKeyID: service.terminalKeyID)
         return TerminalRig(
-            device: device, identity: identity, ledger: ledger, service: service, host: paymentHost, conflicts: observer
+            radio: device, identity: identity, ledger: ledger, service: service, host: paymentHost, conflicts: observer
         )
     }
 
@@ -77,7 +78,12 @@ final class World: @unchecked Sendable {
 }
 
 struct TerminalRig {
-    let device: SimulatedDevice
+    let radio: any PeripheralRadio & CentralRadio
+    /// The in-process simulated device, for tests that move or switch off the terminal.
+    var device: SimulatedDevice {
+        guard let device = radio as? SimulatedDevice else { preconditionFailure("this terminal runs on another radio") }
+        return device
+    }
     let identity: TerminalIdentity
     let ledger: SandboxLedger
     let service: TerminalRadioService
@@ -100,14 +106,17 @@ final class ScriptedWalletApp: Sendable {
         case accept(tip: Int64)
         case decline, ignore
     }
-    let wallet: WalletRig
+    let client: PaymentClient
     let decision: Decision
 
-    init(_ wallet: WalletRig, decision: Decision) {
-        self.wallet = wallet
+    convenience init(_ wallet: WalletRig, decision: Decision) {
+        self.init(client: wallet.client, decision: decision)
+    }
+
+    init(client: PaymentClient, decision: Decision) {
+        self.client = client
         self.decision = decision
-        let client = wallet.client
-        let decider = wallet.decider
+        let decider = client.fusionTracker.manualConnectionDecider
         if case .accept(let tip) = decision {
             client.onHostConnected = { [client] in
                 guard let currency = client.offer?.amount.currency,
