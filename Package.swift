@@ -18,10 +18,13 @@ let package = Package(
         .library(name: "HorizonStores", targets: ["HorizonStores"]),
         .library(name: "HorizonRoles", targets: ["HorizonRoles"]),
         .executable(name: "horizon-demo", targets: ["horizon-demo"]),
+        .executable(name: "horizon-terminal", targets: ["horizon-terminal"]),
+        .executable(name: "horizon-wallet", targets: ["horizon-wallet"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
     ],
     targets: [
         // Shared vocabulary: bytes, time and scheduling, money, seeded randomness.
@@ -67,7 +70,30 @@ let package = Package(
                 "HorizonSecureChannel", .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: strict),
 
-        // Apps: command-line programs live under Tools/.
+        // Apps: command-line programs live under Tools/, with what they share.
+        .target(
+            name: "HorizonCLISupport",
+            dependencies: [
+                "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonSecureChannel", "HorizonProtocol",
+                "HorizonStores", "HorizonRoles", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ], path: "Tools/HorizonCLISupport", swiftSettings: strict),
+        .executableTarget(
+            name: "horizon-terminal",
+            dependencies: [
+                "HorizonCLISupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonProtocol",
+                "HorizonStores", "HorizonRoles", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ], path: "Tools/horizon-terminal", swiftSettings: strict),
+        .executableTarget(
+            name: "horizon-wallet",
+            dependencies: [
+                "HorizonCLISupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonProtocol",
+                "HorizonStores", "HorizonRoles", "HorizonSecureChannel",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ], path: "Tools/horizon-wallet", swiftSettings: strict),
         .executableTarget(
             name: "horizon-demo",
             dependencies: [

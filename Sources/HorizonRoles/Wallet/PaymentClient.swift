@@ -323,6 +323,34 @@ public final class PaymentClient: Sendable {
         return true
     }
 
+    /// Asks the terminal again for a payment confirmed earlier (by this or an earlier run of the
+    /// wallet) whose answer never arrived: the same signed confirmation, the same payment id.
+    /// The client goes to `paymentPending` and ends `completed` or `completedWithError` once the
+    /// terminal answers. Returns false if another payment is in progress.
+    @discardableResult
+    public func resume(_ pending: PendingPayment) -> Bool {
+        let tracking = PeripheralTracking(
+            peripheralMetaData: PeripheralMetaData(
+                address: pending.terminalAddress, transactionType: .payment, sessionID: pending.sessionID,
+                terminalKeyID: pending.terminalKeyID),
+            smoothedRSSI: nil, lastRSSI: nil, sightings: 0, firstSeen: scheduler.now, lastSeen: scheduler.now)
+        let started = guarded.withLock { state -> Bool in
+            guard state.attempt == nil else { return false }
+            var attempt = Attempt(tracking: tracking, reconnectDelay: configuration.reconnectDelay)
+            attempt.pending = pending
+            state.attempt = attempt
+            state.offer = nil
+            state.receipt = nil
+            state.error = nil
+            return true
+        }
+        guard started else { return false }
+        observable.set(.paymentPending)
+        retarget()
+        connect()
+        return true
+    }
+
     /// Clears the finished payment so the next one can start (call the decider's `restart()` too).
     public func restart() {
         let attempt = guarded.withLock { state -> Attempt? in

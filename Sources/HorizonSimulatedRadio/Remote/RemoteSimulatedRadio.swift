@@ -384,3 +384,12 @@ final class RemoteLink: ByteLink, Sendable {
         handler.onClose(reason)
     }
 }
+
+extension RemoteSimulatedRadio {
+    /// Whether a radio server answers at `socketPath` (connects and hangs up at once).
+    public static func probe(socketPath: String) throws(RadioError) -> Bool {
+        let descriptor = try UnixSocket.connect(to: socketPath)
+        UnixSocket.close(descriptor)
+        return true
+    }
+}

@@ -1,0 +1,125 @@
+import HorizonCore
+import HorizonProtocol
+
+/// A receipt as the wallet keeps it.
+public struct StoredReceipt: Sendable, Equatable, Codable {
+    public let paymentID: String
+    public let sessionID: String
+    public let merchantName: String
+    public let amountMinorUnits: Int64
+    public let tipMinorUnits: Int64
+    public let currency: String
+    public let reference: UInt64
+    public let settledAt: Int64
+    public let bonusPointsEarned: Int64
+    public let bonusPointsBalance: Int64
+
+    public init(
+        paymentID: String, sessionID: String, merchantName: String, amountMinorUnits: Int64, tipMinorUnits: Int64,
+        currency: String, reference: UInt64, settledAt: Int64, bonusPointsEarned: Int64, bonusPointsBalance: Int64
+    ) {
+        self.paymentID = paymentID
+        self.sessionID = sessionID
+        self.merchantName = merchantName
+        self.amountMinorUnits = amountMinorUnits
+        self.tipMinorUnits = tipMinorUnits
+        self.currency = currency
+        self.reference = reference
+        self.settledAt = settledAt
+        self.bonusPointsEarned = bonusPointsEarned
+        self.bonusPointsBalance = bonusPointsBalance
+    }
+}
+
+/// A confirmation the wallet sent without an answer yet, as stored bytes.
+public struct StoredPendingPayment: Sendable, Equatable {
+    public let paymentID: [UInt8]
+    /// The encoded `SessionMessage.confirm`, exactly as sent.
+    public let confirmation: [UInt8]
+    public let terminalAddress: String
+    public let merchantName: String
+    public let createdAt: Int64
+
+    public init(paymentID: [UInt8], confirmation: [UInt8], terminalAddress: String, merchantName: String, createdAt: Int64)
+    {
+        self.paymentID = paymentID
+        self.confirmation = confirmation
+        self.terminalAddress = terminalAddress
+        self.merchantName = merchantName
+        self.createdAt = createdAt
+    }
+}
+
+/// The wallet's own durable store: receipts and pending payments, in SQLite (synced commits), so a
+/// pending payment id survives the wallet program ending.
+public final class WalletStore: Sendable {
+    public let database: SQLiteDatabase
+
+    public init(path: String) throws(DatabaseError) {
+        database = try SQLiteDatabase(path: path)
+        try database.execute(
+            """
+            CREATE TABLE IF NOT EXISTS receipts(
+                payment_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, merchant TEXT NOT NULL,
+                amount INTEGER NOT NULL, tip INTEGER NOT NULL, currency TEXT NOT NULL, reference INTEGER NOT NULL,
+                settled_at INTEGER NOT NULL, bonus_earned INTEGER NOT NULL, bonus_balance INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS pending(
+                payment_id BLOB PRIMARY KEY, confirmation BLOB NOT NULL, terminal_address TEXT NOT NULL,
+                merchant TEXT NOT NULL, created_at INTEGER NOT NULL);
+            """)
+    }
+
+    public func savePending(_ payment: StoredPendingPayment) throws(DatabaseError) {
+        try database.query(
+            "INSERT OR REPLACE INTO pending(payment_id, confirmation, terminal_address, merchant, created_at) VALUES (?, ?, ?, ?, ?)",
+            [
+                .blob(payment.paymentID), .blob(payment.confirmation), .text(payment.terminalAddress),
+                .text(payment.merchantName), .integer(payment.createdAt),
+            ])
+    }
+
+    public func removePending(_ paymentID: [UInt8]) throws(DatabaseError) {
+        try database.query("DELETE FROM pending WHERE payment_id = ?", [.blob(paymentID)])
+    }
+
+    public func pending() throws(DatabaseError) -> [StoredPendingPayment] {
+        try database.query("SELECT * FROM pending ORDER BY created_at").compactMap { row in
+            guard let id = row["payment_id"].blob, let confirmation = row["confirmation"].blob,
+                let address = row["terminal_address"].text, let merchant = row["merchant"].text,
+                let created = row["created_at"].integer
+            else { return nil }
+            return StoredPendingPayment(
+                paymentID: id, confirmation: confirmation, terminalAddress: address, merchantName: merchant,
+                createdAt: created)
+        }
+    }
+
+    public func saveReceipt(_ receipt: StoredReceipt) throws(DatabaseError) {
+        try database.query(
+            """
+            INSERT OR REPLACE INTO receipts(payment_id, session_id, merchant, amount, tip, currency, reference,
+                settled_at, bonus_earned, bonus_balance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(receipt.paymentID), .text(receipt.sessionID), .text(receipt.merchantName),
+                .integer(receipt.amountMinorUnits), .integer(receipt.tipMinorUnits), .text(receipt.currency),
+                .integer(Int64(bitPattern: receipt.reference)), .integer(receipt.settledAt),
+                .integer(receipt.bonusPointsEarned), .integer(receipt.bonusPointsBalance),
+            ])
+    }
+
+    /// Receipts, newest first.
+    public func receipts() throws(DatabaseError) -> [StoredReceipt] {
+        try database.query("SELECT * FROM receipts ORDER BY settled_at DESC, rowid DESC").compactMap { row in
+            guard let id = row["payment_id"].text, let session = row["session_id"].text,
+                let merchant = row["merchant"].text, let currency = row["currency"].text
+            else { return nil }
+            return StoredReceipt(
+                paymentID: id, sessionID: session, merchantName: merchant,
+                amountMinorUnits: row["amount"].integer ?? 0, tipMinorUnits: row["tip"].integer ?? 0,
+                currency: currency, reference: UInt64(bitPattern: row["reference"].integer ?? 0),
+                settledAt: row["settled_at"].integer ?? 0, bonusPointsEarned: row["bonus_earned"].integer ?? 0,
+                bonusPointsBalance: row["bonus_balance"].integer ?? 0)
+        }
+    }
+}

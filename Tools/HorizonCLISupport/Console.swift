@@ -1,0 +1,78 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Output for people and for programs: one updating status line on a terminal, plain lines
+/// otherwise, and JSON when asked.
+public final class Console: @unchecked Sendable {
+    public let isTerminal: Bool
+    private let lock = NSLock()
+    private var statusShown = false
+
+    public init() { isTerminal = isatty(STDOUT_FILENO) == 1 }
+
+    /// Shows `text` as the current status: in place on a terminal, a new line otherwise.
+    public func status(_ text: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        if isTerminal {
+            FileHandle.standardOutput.write(Data(("\r\u{1B}[2K" + text).utf8))
+            statusShown = true
+        } else {
+            FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        }
+    }
+
+    /// Prints a line, ending any status line first.
+    public func line(_ text: String = "") {
+        lock.lock()
+        defer { lock.unlock() }
+        if statusShown {
+            FileHandle.standardOutput.write(Data("\n".utf8))
+            statusShown = false
+        }
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    /// Redraws a block of lines in place (the scan table) on a terminal; prints it otherwise.
+    public func redraw(_ lines: [String], previousLineCount: Int) {
+        lock.lock()
+        defer { lock.unlock() }
+        var output = ""
+        if isTerminal, previousLineCount > 0 { output += "\u{1B}[\(previousLineCount)A" }
+        for line in lines { output += (isTerminal ? "\u{1B}[2K" : "") + line + "\n" }
+        FileHandle.standardOutput.write(Data(output.utf8))
+    }
+
+    public func json<T: Encodable>(_ value: T) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let data = try encoder.encode(value)
+        line(String(decoding: data, as: UTF8.self))
+    }
+
+    /// Asks a yes/no question; anything but y/yes (or end of input) is no.
+    public func confirm(_ question: String) -> Bool {
+        line()
+        FileHandle.standardOutput.write(Data((question + " [y/N] ").utf8))
+        guard let answer = readLine() else { return false }
+        return ["y", "yes"].contains(answer.trimmingCharacters(in: .whitespaces).lowercased())
+    }
+}
+
+/// Runs `body` when SIGINT or SIGTERM arrives (instead of dying), once per signal.
+public final class InterruptHandler: @unchecked Sendable {
+    private var sources: [any DispatchSourceSignal] = []
+
+    public init(queue: DispatchQueue = .main, _ body: @escaping @Sendable (Int32) -> Void) {
+        for signalNumber in [SIGINT, SIGTERM] {
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
+            source.setEventHandler { body(signalNumber) }
+            source.resume()
+            sources.append(source)
+        }
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+
+/// Why a command could not do its job, as one line a person can act on.
+public struct CLIError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A program's data directory (keys, credential, ledger, wallet store): mode 0700, files 0600.
+public struct DataDirectory: Sendable {
+    public let url: URL
+
+    /// `--data-dir` if given, else `$XDG_DATA_HOME/horizon/<role>` (default `~/.local/share`).
+    public init(explicit: String?, role: String) {
+        if let explicit {
+            url = URL(fileURLWithPath: explicit, isDirectory: true)
+        } else {
+            url = Self.defaultBase.appendingPathComponent(role, isDirectory: true)
+        }
+    }
+
+    public static var defaultBase: URL {
+        let environment = ProcessInfo.processInfo.environment
+        if let xdg = environment["XDG_DATA_HOME"], !xdg.isEmpty {
+            return URL(fileURLWithPath: xdg, isDirectory: true).appendingPathComponent("horizon", isDirectory: true)
+        }
+        let home = environment["HOME"].map { URL(fileURLWithPath: $0, isDirectory: true) }
+            ?? FileManager.default.homeDirectoryForCurrentUser
+        return home.appendingPathComponent(".local/share/horizon", isDirectory: true)
+    }
+
+    public var path: String { url.path }
+
+    public func file(_ name: String) -> URL { url.appendingPathComponent(name) }
+
+    public func exists(_ name: String) -> Bool { FileManager.default.fileExists(atPath: file(name).path) }
+
+    /// Creates the directory (0700) if needed.
+    public func create() throws {
+        do {
+            try FileManager.default.createDirectory(
+                at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw CLIError("cannot create the data directory \(path): \(error.localizedDescription)")
+        }
+    }
+
+    /// Fails with a clear message unless `marker` (a file `init` writes) is present.
+    public func requireInitialized(marker: String, initCommand: String) throws {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw CLIError("no data directory at \(path); run `\(initCommand)` first (or pass --data-dir)")
+        }
+        guard exists(marker) else {
+            throw CLIError("\(path) is not initialised (no \(marker)); run `\(initCommand)` first")
+        }
+    }
+
+    /// Writes `data` to `name` with mode 0600, atomically.
+    public func write(_ data: Data, to name: String) throws {
+        let target = file(name)
+        let temporary = url.appendingPathComponent(".\(name).tmp")
+        FileManager.default.createFile(atPath: temporary.path, contents: nil, attributes: [.posixPermissions: 0o600])
+        do {
+            let handle = try FileHandle(forWritingTo: temporary)
+            try handle.write(contentsOf: data)
+            try handle.synchronize()
+            try handle.close()
+            if FileManager.default.fileExists(atPath: target.path) {
+                _ = try FileManager.default.replaceItemAt(target, withItemAt: temporary)
+            } else {
+                try FileManager.default.moveItem(at: temporary, to: target)
+            }
+        } catch {
+            try? FileManager.default.removeItem(at: temporary)
+            throw CLIError("cannot write \(target.path): \(error.localizedDescription)")
+        }
+    }
+
+    public func read(_ name: String) throws -> Data {
+        do {
+            return try Data(contentsOf: file(name))
+        } catch {
+            throw CLIError("cannot read \(file(name).path): \(error.localizedDescription)")
+        }
+    }
+}

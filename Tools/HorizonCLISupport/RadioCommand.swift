@@ -1,0 +1,58 @@
+import ArgumentParser
+import Foundation
+import HorizonSimulatedRadio
+
+/// `radio`: serves the simulated radio room that terminals and wallets in other processes join.
+public struct RadioCommand: ParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "radio",
+        abstract: "Run the simulated radio that lets a terminal and a wallet in different processes pay each other.",
+        discussion: """
+            Programs started with --radio simulated (the default) join this room through its Unix socket and \
+            start it themselves when it is not running. Positions (--position) set each device's place; RSSI \
+            follows distance. A program that exits is a device switched off.
+            """)
+
+    @Option(help: "The socket to listen on (default: as --radio-socket of the other commands).")
+    public var socket: String?
+
+    @Option(help: "Seed of the radio's noise (same seed, same noise).")
+    public var seed: UInt64 = 1
+
+    @Option(help: "Exit after this many seconds with no device connected (0: never).")
+    public var idleExit: Int = 0
+
+    public init() {}
+
+    public mutating func validate() throws {
+        guard idleExit >= 0 else { throw ValidationError("--idle-exit must be 0 or more seconds") }
+    }
+
+    public func run() throws {
+        var options = RadioOptions()
+        options.radioSocket = socket
+        let path = options.socketPath
+        let server: RadioServer
+        do {
+            server = try RadioServer(
+                socketPath: path, seed: seed, idleExit: idleExit > 0 ? .seconds(idleExit) : nil)
+        } catch {
+            throw CLIError("cannot listen on \(path): \(error)")
+        }
+        let stop = InterruptHandler(queue: DispatchQueue(label: "horizon.radio.signals")) { _ in server.stop() }
+        print("simulated radio listening on \(path)")
+        server.run()
+        withExtendedLifetime(stop) {}
+    }
+}
+
+/// Options every command has.
+public struct GlobalOptions: ParsableArguments {
+    @Option(help: "The data directory (default: $XDG_DATA_HOME/horizon/<program>, i.e. ~/.local/share/horizon/...).")
+    public var dataDir: String?
+
+    @Flag(help: "Log what happens underneath (radio, handshake, state changes) to standard error.")
+    public var verbose = false
+
+    public init() {}
+}

@@ -1,0 +1,136 @@
+import ArgumentParser
+import Foundation
+import HorizonRadio
+import HorizonSimulatedRadio
+import Logging
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+public enum RadioKind: String, ExpressibleByArgument, CaseIterable, Sendable {
+    case simulated
+    case bluez
+}
+
+/// The radio a command uses, shared by both programs.
+public struct RadioOptions: ParsableArguments {
+    @Option(help: "The radio: 'simulated' (a shared simulated room, no Bluetooth needed) or 'bluez'.")
+    public var radio: RadioKind = .simulated
+
+    @Option(help: "The simulated radio's socket (default: $XDG_RUNTIME_DIR/horizon-radio.sock or /tmp/horizon-radio-UID.sock).")
+    public var radioSocket: String?
+
+    @Option(help: "This device's place in the simulated room, in metres, as X,Y (e.g. 0.3,0).")
+    public var position: String?
+
+    @Option(help: "The ATT MTU this device asks for (23...517).")
+    public var mtu: Int = 247
+
+    public init() {}
+
+    public mutating func validate() throws {
+        guard (23...517).contains(mtu) else { throw ValidationError("--mtu must be between 23 and 517") }
+        if let position, Self.parsePosition(position) == nil {
+            throw ValidationError("--position must be two numbers in metres, X,Y (e.g. 0.3,0)")
+        }
+    }
+
+    public var socketPath: String {
+        if let radioSocket { return radioSocket }
+        if let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], !runtime.isEmpty {
+            return runtime + "/horizon-radio.sock"
+        }
+        return "/tmp/horizon-radio-\(getuid()).sock"
+    }
+
+    static func parsePosition(_ text: String) -> Position? {
+        let parts = text.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
+        guard parts.count == 2, let x = parts[0], let y = parts[1], x.isFinite, y.isFinite else { return nil }
+        return Position(x: x, y: y)
+    }
+
+    /// Joins the radio as `name`, starting the simulated radio server if none is running.
+    public func open(name: String, defaultPosition: Position, logger: Logger) throws -> RemoteSimulatedRadio {
+        switch radio {
+        case .bluez:
+            throw CLIError(
+                "the BlueZ radio is not built into this version yet; use --radio simulated (BlueZ support is issue 5)")
+        case .simulated:
+            let place = position.flatMap(Self.parsePosition) ?? defaultPosition
+            if let radio = try join(place: place, name: name) { return radio }
+            logger.info("no simulated radio at \(socketPath); starting one")
+            try RadioServerLauncher.start(socketPath: socketPath)
+            guard let radio = try join(place: place, name: name) else {
+                throw CLIError("cannot join the simulated radio at \(socketPath)")
+            }
+            return radio
+        }
+    }
+
+    /// The device in the room, or nil when no server listens at the socket.
+    private func join(place: Position, name: String) throws -> RemoteSimulatedRadio? {
+        let result: Result<RemoteSimulatedRadio, RadioError>
+        do {
+            result = .success(try RemoteSimulatedRadio(socketPath: socketPath, name: name, position: place, attMTU: mtu))
+        } catch {
+            result = .failure(error)
+        }
+        switch result {
+        case .success(let radio): return radio
+        case .failure(.adapterUnavailable(.serviceUnavailable)): return nil
+        case .failure(let error): throw CLIError("cannot join the simulated radio at \(socketPath): \(error)")
+        }
+    }
+}
+
+/// Starts `<this program> radio` in the background, in its own session so the user's Ctrl-C
+/// does not stop it, and waits until its socket answers.
+public enum RadioServerLauncher {
+    /// An auto-started server exits after this long without devices.
+    public static let idleExitSeconds = 60
+
+    public static func start(socketPath: String) throws {
+        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            ?? CommandLine.arguments[0]
+        let arguments = [executable, "radio", "--socket", socketPath, "--idle-exit", String(idleExitSeconds)]
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // glibc's POSIX_SPAWN_SETSID (0x80); Swift does not see it because it needs _GNU_SOURCE.
+        posix_spawnattr_setflags(&attributes, 0x80)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for descriptor in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] {
+            posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", O_RDWR, 0)
+        }
+        var cArguments = arguments.map { strdup($0) } + [nil]
+        defer { for pointer in cArguments { free(pointer) } }
+        var pid: pid_t = 0
+        let status = posix_spawn(&pid, executable, &actions, &attributes, &cArguments, environ)
+        guard status == 0 else {
+            throw CLIError("cannot start the simulated radio server (\(String(cString: strerror(status))))")
+        }
+        for _ in 0..<300 {
+            if let probe = try? RemoteSimulatedRadio.probe(socketPath: socketPath), probe { return }
+            usleep(10_000)
+        }
+        throw CLIError("the simulated radio server did not come up at \(socketPath)")
+    }
+}
+
+/// Sets up swift-log once: warnings by default, everything with --verbose, to standard error.
+public enum Logs {
+    nonisolated(unsafe) private static var bootstrapped = false
+
+    public static func logger(_ label: String, verbose: Bool) -> Logger {
+        if !bootstrapped {
+            bootstrapped = true
+            LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        }
+        var logger = Logger(label: label)
+        logger.logLevel = verbose ? .debug : .warning
+        return logger
+    }
+}

@@ -1,0 +1,169 @@
+import Crypto
+import Foundation
+import HorizonCore
+import HorizonRoles
+import HorizonSecureChannel
+import HorizonStores
+
+/// What `horizon-terminal init` decides once: who the merchant is and how the sandbox behaves.
+public struct TerminalSettings: Codable, Sendable {
+    public var merchantID: String
+    public var merchantName: String
+    public var currency: String
+    public var startingBalanceMinorUnits: Int64
+    public var userDecisionTimeoutSeconds: Int
+    public var bonusPointsPerMajorUnit: Int64
+
+    public init(
+        merchantID: String, merchantName: String, currency: String, startingBalanceMinorUnits: Int64,
+        userDecisionTimeoutSeconds: Int, bonusPointsPerMajorUnit: Int64
+    ) {
+        self.merchantID = merchantID
+        self.merchantName = merchantName
+        self.currency = currency
+        self.startingBalanceMinorUnits = startingBalanceMinorUnits
+        self.userDecisionTimeoutSeconds = userDecisionTimeoutSeconds
+        self.bonusPointsPerMajorUnit = bonusPointsPerMajorUnit
+    }
+}
+
+/// The terminal's data directory: sandbox trust anchor, terminal key, credential, ledger.
+public struct TerminalFiles {
+    public static let settings = "terminal.json"
+    public static let terminalKey = "terminal-key.pem"
+    public static let anchorKey = "anchor-key.pem"
+    /// Give this file to wallets (`horizon-wallet init --trust`): it is what they trust.
+    public static let anchorPublicKey = "anchor.pub"
+    public static let credential = "credential.bin"
+    public static let ledger = "ledger.sqlite"
+    public static let initCommand = "horizon-terminal init"
+
+    public let directory: DataDirectory
+
+    public init(directory: DataDirectory) { self.directory = directory }
+
+    /// Creates keys, a credential (valid one year) signed by a new sandbox anchor, and the ledger.
+    public func initialize(settings: TerminalSettings, force: Bool) throws {
+        if directory.exists(Self.settings), !force {
+            throw CLIError("\(directory.path) already holds a terminal; pass --force to replace its keys (the ledger is kept)")
+        }
+        guard let currency = try? Currency(code: settings.currency) else {
+            throw CLIError("unsupported currency '\(settings.currency)'; use an ISO 4217 code such as EUR, USD, JPY")
+        }
+        try directory.create()
+        let anchor = P256.Signing.PrivateKey()
+        let terminalKey = P256.Signing.PrivateKey()
+        let now = UnixTime(Date().timeIntervalSince1970)
+        let credential = try TerminalCredential.issue(
+            by: anchor, merchantID: settings.merchantID, merchantName: settings.merchantName,
+            terminalKey: terminalKey.publicKey, notBefore: now - 86_400, expiresAt: now + 365 * 86_400)
+        try KeyFiles.writePrivate(anchor, to: Self.anchorKey, in: directory)
+        try KeyFiles.writePublic(anchor.publicKey, to: Self.anchorPublicKey, in: directory)
+        try KeyFiles.writePrivate(terminalKey, to: Self.terminalKey, in: directory)
+        try directory.write(Data(credential.encoded()), to: Self.credential)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try directory.write(try encoder.encode(settings), to: Self.settings)
+        _ = try openLedger(settings: settings, currency: currency)
+    }
+
+    public func loadSettings() throws -> TerminalSettings {
+        try directory.requireInitialized(marker: Self.settings, initCommand: Self.initCommand)
+        do {
+            return try JSONDecoder().decode(TerminalSettings.self, from: try directory.read(Self.settings))
+        } catch let error as CLIError {
+            throw error
+        } catch {
+            throw CLIError("\(directory.file(Self.settings).path) is damaged: \(error)")
+        }
+    }
+
+    public func loadIdentity() throws -> TerminalIdentity {
+        try directory.requireInitialized(marker: Self.settings, initCommand: Self.initCommand)
+        let key = try KeyFiles.readPrivate(Self.terminalKey, in: directory)
+        do {
+            let credential = try TerminalCredential.decode(Array(try directory.read(Self.credential)))
+            return try TerminalIdentity(signingKey: key, credential: credential)
+        } catch let error as CLIError {
+            throw error
+        } catch {
+            throw CLIError("the terminal credential in \(directory.path) is unusable: \(error); run `horizon-terminal init --force`")
+        }
+    }
+
+    public func loadLedger() throws -> SandboxLedger {
+        let settings = try loadSettings()
+        guard let currency = try? Currency(code: settings.currency) else {
+            throw CLIError("\(directory.file(Self.settings).path) names an unsupported currency '\(settings.currency)'")
+        }
+        return try openLedger(settings: settings, currency: currency)
+    }
+
+    private func openLedger(settings: TerminalSettings, currency: Currency) throws -> SandboxLedger {
+        do {
+            return try SandboxLedger(
+                path: directory.file(Self.ledger).path,
+                configuration: LedgerConfiguration(
+                    currency: currency, enrollment: .onFirstContact(startingBalance: settings.startingBalanceMinorUnits),
+                    bonusPointsPerMajorUnit: settings.bonusPointsPerMajorUnit))
+        } catch {
+            throw CLIError("cannot open the ledger: \(error)")
+        }
+    }
+}
+
+/// The wallet's data directory: its key, the trust anchors it accepts, its store.
+public struct WalletFiles {
+    public static let walletKey = "wallet-key.pem"
+    public static let trustDirectory = "trust"
+    public static let store = "wallet.sqlite"
+    public static let initCommand = "horizon-wallet init"
+
+    public let directory: DataDirectory
+
+    public init(directory: DataDirectory) { self.directory = directory }
+
+    /// Creates the wallet key and store and trusts `anchors` (PEM files). Returns the anchors trusted.
+    public func initialize(trusting anchorFiles: [URL], force: Bool) throws -> [URL] {
+        if directory.exists(Self.walletKey), !force {
+            throw CLIError("\(directory.path) already holds a wallet; pass --force to replace its key")
+        }
+        try directory.create()
+        let keys = try anchorFiles.map { try KeyFiles.readPublic(at: $0) }
+        try KeyFiles.writePrivate(P256.Signing.PrivateKey(), to: Self.walletKey, in: directory)
+        let trust = DataDirectory(explicit: directory.file(Self.trustDirectory).path, role: "")
+        try trust.create()
+        for key in keys {
+            let name = keyIdentifier(of: key).hexString + ".pub"
+            try KeyFiles.writePublic(key, to: name, in: trust)
+        }
+        _ = try openStore()
+        return anchorFiles
+    }
+
+    public func loadIdentity() throws -> WalletIdentity {
+        try directory.requireInitialized(marker: Self.walletKey, initCommand: Self.initCommand)
+        return WalletIdentity(signingKey: try KeyFiles.readPrivate(Self.walletKey, in: directory))
+    }
+
+    public func loadTrustAnchors() throws -> [TrustAnchor] {
+        try directory.requireInitialized(marker: Self.walletKey, initCommand: Self.initCommand)
+        let folder = directory.file(Self.trustDirectory)
+        let files = (try? FileManager.default.contentsOfDirectory(at: folder, includingPropertiesForKeys: nil)) ?? []
+        let anchors = try files.filter { $0.pathExtension == "pub" }.sorted { $0.path < $1.path }
+            .map { TrustAnchor(publicKey: try KeyFiles.readPublic(at: $0)) }
+        guard !anchors.isEmpty else {
+            throw CLIError(
+                "this wallet trusts no terminal issuer; run `horizon-wallet init --force --trust <terminal data dir>/anchor.pub`")
+        }
+        return anchors
+    }
+
+    public func openStore() throws -> WalletStore {
+        do {
+            return try WalletStore(path: directory.file(Self.store).path)
+        } catch {
+            throw CLIError("cannot open the wallet store: \(error)")
+        }
+    }
+}

@@ -1,0 +1,430 @@
+import ArgumentParser
+import Foundation
+import HorizonCLISupport
+import HorizonCore
+import HorizonProtocol
+import HorizonRadio
+import HorizonRoles
+import HorizonSimulatedRadio
+import HorizonSecureChannel
+import HorizonStores
+import Logging
+
+@main
+enum Main {
+    static func main() { CommandRunner.main(HorizonWallet.self) }
+}
+
+struct HorizonWallet: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "horizon-wallet",
+        abstract: "A Bluetooth LE wallet: find the nearest terminal, check its offer, pay it with a tip.",
+        discussion: """
+            Start with `horizon-wallet init --trust <terminal data dir>/anchor.pub`, then `horizon-wallet pay`. \
+            The wallet trusts only terminals whose credential is signed by an anchor it was given.
+            """,
+        subcommands: [Init.self, Scan.self, Pay.self, History.self, Balance.self, RadioCommand.self])
+}
+
+extension GlobalOptions {
+    var walletFiles: WalletFiles { WalletFiles(directory: DataDirectory(explicit: dataDir, role: "wallet")) }
+}
+
+struct Init: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create the wallet's key and store, and choose which terminal issuers to trust.",
+        discussion: """
+            Without --trust, the wallet trusts the sandbox anchor of a terminal initialised on this machine \
+            (~/.local/share/horizon/terminal/anchor.pub), if there is one. The wallet is enrolled in a sandbox \
+            ledger on its first payment there.
+            """)
+
+    @Option(help: "A terminal issuer's public key (PEM) to trust; repeat for several.") var trust: [String] = []
+    @Flag(help: "Replace an existing wallet key.") var force = false
+    @Flag(help: "Print the result as JSON.") var json = false
+    @OptionGroup var global: GlobalOptions
+
+    func run() throws {
+        var anchors = trust.map { URL(fileURLWithPath: $0) }
+        var note = ""
+        if anchors.isEmpty {
+            let local = DataDirectory(explicit: nil, role: "terminal").file(TerminalFiles.anchorPublicKey)
+            if FileManager.default.fileExists(atPath: local.path) {
+                anchors = [local]
+                note = " (the sandbox terminal on this machine)"
+            }
+        }
+        let files = global.walletFiles
+        _ = try files.initialize(trusting: anchors, force: force)
+        let identity = try files.loadIdentity()
+        if json {
+            try Console().json([
+                "dataDirectory": files.directory.path, "walletKey": identity.publicKey.bytes.hexString,
+                "trusted": anchors.map(\.path).joined(separator: ","),
+            ])
+            return
+        }
+        print("Wallet ready in \(files.directory.path)")
+        print("  wallet key  \(identity.publicKey.bytes.prefix(8).hexString)…")
+        if anchors.isEmpty {
+            print("  trusts      nothing yet: run again with --force --trust <terminal data dir>/anchor.pub")
+        } else {
+            for anchor in anchors { print("  trusts      \(anchor.path)\(note)") }
+        }
+    }
+}
+
+struct Scan: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the terminals heard nearby, nearest first, refreshing in place.")
+
+    @Option(help: "Seconds to scan (0: until Ctrl-C).") var seconds = 10
+    @Flag(help: "Print the final list as JSON.") var json = false
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var radio: RadioOptions
+
+    func validate() throws {
+        guard (0...3600).contains(seconds) else { throw ValidationError("--seconds must be 0 to 3600") }
+    }
+
+    func run() throws {
+        let logger = Logs.logger("horizon.wallet", verbose: global.verbose)
+        let device = try radio.open(name: "wallet-scan", defaultPosition: Position(x: 0.3, y: 0), logger: logger)
+        let tracker = FusionTracker(scanner: SightingHub(radio: device), transactionTypes: Set(TransactionType.allCases))
+        try tracker.start()
+        let console = Console()
+        let stop = DispatchSemaphore(value: 0)
+        let interrupt = InterruptHandler(queue: DispatchQueue(label: "horizon.wallet.signals")) { _ in stop.signal() }
+        let deadline: DispatchTime = seconds == 0 ? .distantFuture : .now() + .seconds(seconds)
+        var shown = 0
+        repeat {
+            if !json {
+                let lines = Self.table(tracker.trackings)
+                console.redraw(lines, previousLineCount: console.isTerminal ? shown : 0)
+                shown = lines.count
+            }
+        } while stop.wait(timeout: min(deadline, .now() + .milliseconds(console.isTerminal ? 500 : 2000))) == .timedOut
+            && DispatchTime.now() < deadline
+        withExtendedLifetime(interrupt) {}
+        if json {
+            try console.json(
+                tracker.trackings.enumerated().map { rank, tracking in
+                    ScanRow(
+                        rank: rank + 1, sessionID: tracking.peripheralMetaData.sessionID.description,
+                        transactionType: tracking.peripheralMetaData.transactionType.description,
+                        smoothedRSSI: tracking.smoothedRSSI.map { ($0 * 10).rounded() / 10 },
+                        terminalKeyID: tracking.peripheralMetaData.terminalKeyID.description,
+                        address: tracking.peripheralMetaData.address.rawValue)
+                })
+        }
+    }
+
+    static func table(_ trackings: [PeripheralTracking]) -> [String] {
+        var lines = ["rank  session           type               RSSI      terminal key"]
+        for (rank, tracking) in trackings.enumerated() {
+            let meta = tracking.peripheralMetaData
+            let rssi = tracking.smoothedRSSI.map { String(format: "%5.1f dBm", $0) } ?? "  unknown"
+            lines.append(
+                String(format: "%4d  ", rank + 1) + meta.sessionID.description + "  "
+                    + meta.transactionType.description.padding(toLength: 17, withPad: " ", startingAt: 0) + "  " + rssi
+                    + "  " + meta.terminalKeyID.description)
+        }
+        if trackings.isEmpty { lines.append("      (no terminal heard yet)") }
+        return lines
+    }
+}
+
+struct ScanRow: Encodable {
+    let rank: Int
+    let sessionID: String
+    let transactionType: String
+    let smoothedRSSI: Double?
+    let terminalKeyID: String
+    let address: String
+}
+
+struct Pay: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Pay the nearest terminal: show its verified offer, confirm, add a tip.",
+        discussion: """
+            Ctrl-C before confirming declines the offer. Ctrl-C after confirming leaves the payment pending: \
+            it is kept in the wallet store and asked for again by the next `horizon-wallet pay`, and \
+            `horizon-wallet history` lists it meanwhile. Exit code 0 only when the payment completed.
+            """)
+
+    @Option(help: "The tip to add, e.g. 1.50 (in the offer's currency).") var tip = "0"
+    @Flag(name: .shortAndLong, help: "Confirm without asking.") var yes = false
+    @Option(help: "Seconds to wait for a terminal.") var timeout = 60
+    @Flag(help: "Print the result as JSON.") var json = false
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var radio: RadioOptions
+
+    func validate() throws {
+        guard (1...3600).contains(timeout) else { throw ValidationError("--timeout must be 1 to 3600 seconds") }
+    }
+
+    func run() throws {
+        let logger = Logs.logger("horizon.wallet", verbose: global.verbose)
+        let files = global.walletFiles
+        let identity = try files.loadIdentity()
+        let anchors = try files.loadTrustAnchors()
+        let store = try files.openStore()
+        let pendingStore = SQLitePendingPaymentStore(store: store)
+        let device = try radio.open(name: "wallet", defaultPosition: Position(x: 0.3, y: 0), logger: logger)
+        let client = PaymentClient(
+            radio: device, identity: identity, trustAnchors: anchors, pendingStore: pendingStore)
+        let console = Console()
+        let flow = PayFlow(client: client, console: console, store: store, json: json, yes: yes, tip: tip, logger: logger)
+        try client.start()
+        try flow.resolvePending(try pendingStore.all())
+        try flow.pay(timeout: timeout)
+    }
+}
+
+/// The interactive payment, step by step.
+final class PayFlow: @unchecked Sendable {
+    let client: PaymentClient
+    let console: Console
+    let store: WalletStore
+    let json: Bool
+    let yes: Bool
+    let tipText: String
+    let logger: Logger
+    private let changed = DispatchSemaphore(value: 0)
+    private var interrupted = false
+    private let lock = NSLock()
+
+    init(client: PaymentClient, console: Console, store: WalletStore, json: Bool, yes: Bool, tip: String, logger: Logger) {
+        self.client = client
+        self.console = console
+        self.store = store
+        self.json = json
+        self.yes = yes
+        self.tipText = tip
+        self.logger = logger
+        client.observeState { [weak self] state in
+            self?.logger.debug("wallet state: \(state)")
+            self?.changed.signal()
+        }
+        client.fusionTracker.manualConnectionDecider.observeState { [weak self] _ in self?.changed.signal() }
+    }
+
+    var decider: ManualConnectionDecider { client.fusionTracker.manualConnectionDecider }
+
+    private func wait(until condition: () -> Bool, seconds: Int) -> Bool {
+        let deadline = DispatchTime.now() + .seconds(seconds)
+        while !condition() {
+            if isInterrupted { return false }
+            if changed.wait(timeout: min(deadline, .now() + .milliseconds(200))) == .timedOut, DispatchTime.now() >= deadline {
+                return condition()
+            }
+        }
+        return true
+    }
+
+    var isInterrupted: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return interrupted
+    }
+
+    /// Payments an earlier run confirmed without an answer: asked for again first.
+    func resolvePending(_ pending: [PendingPayment]) throws {
+        for payment in pending {
+            if !json { console.line("Asking \(payment.merchantName) about pending payment \(payment.paymentID)…") }
+            guard client.resume(payment) else { continue }
+            _ = wait(until: { client.state.isFinished }, seconds: 15)
+            switch client.state {
+            case .completed:
+                if let receipt = client.receipt { try save(receipt) }
+                if !json { console.line("  it was paid: \(client.receipt.map { "\($0.total)" } ?? "")") }
+            case .completedWithError:
+                if !json { console.line("  it was not charged: \(client.humanizedError ?? "")") }
+            default:
+                if !json { console.line("  the terminal is not reachable; it stays pending") }
+            }
+            client.restart()
+        }
+    }
+
+    func pay(timeout: Int) throws {
+        let interrupt = InterruptHandler(queue: DispatchQueue(label: "horizon.wallet.signals")) { [weak self] _ in
+            guard let self else { return }
+            self.lock.lock()
+            self.interrupted = true
+            self.lock.unlock()
+            self.changed.signal()
+        }
+        defer { withExtendedLifetime(interrupt) {} }
+        if !json { console.status("Looking for the nearest terminal…") }
+        guard wait(until: { decider.state == .candidateAvailable }, seconds: timeout) else {
+            throw CommandFailure(isInterrupted ? "stopped before a terminal was found" : "no terminal found nearby within \(timeout) s")
+        }
+        decider.startDeciding()
+        if !json { console.status("Fetching the offer…") }
+        guard wait(until: { client.state == .offerReceived || client.state.isFinished }, seconds: 15),
+            let offer = client.offer
+        else {
+            if isInterrupted { decider.decideAgainstCandidate() }
+            throw CommandFailure(client.humanizedError ?? "the terminal did not send an offer")
+        }
+        let tip: Money
+        do {
+            tip = try Money.parse(tipText, currency: offer.amount.currency)
+        } catch {
+            decider.decideAgainstCandidate()
+            throw CLIError("--tip: \(error)")
+        }
+        if !json {
+            console.line("\(offer.merchantName) asks \(offer.amount)\(offer.registerUser.isEmpty ? "" : " (cashier \(offer.registerUser))")")
+            console.line("  terminal \(offer.terminalKeyID), merchant \(offer.merchantID), verified by your trust anchor")
+        }
+        let total = (try? offer.amount.adding(tip)) ?? offer.amount
+        guard !isInterrupted, yes || console.confirm("Pay \(offer.amount) + tip \(tip) = \(total)?") else {
+            decider.decideAgainstCandidate()
+            _ = wait(until: { client.state == .idle }, seconds: 2)
+            throw CommandFailure("declined; nothing was charged")
+        }
+        decider.decideForCandidate()
+        client.onHostConnected = { [client] in client.setOrderConfirmedByUser(true, tip: tip) }
+        client.connectToPaymentSession()
+        if !json { console.status("Paying…") }
+        _ = wait(until: { client.state.isFinished }, seconds: 30)
+        if client.state == .paymentPending || client.state == .acquiringPaymentExecution {
+            let id = client.pendingPayment?.paymentID.description ?? "?"
+            throw CommandFailure(
+                "payment \(id) is pending: the terminal may have charged it. It is kept and asked for again by the next `horizon-wallet pay`; `horizon-wallet history` lists it."
+            )
+        }
+        guard client.state == .completed, let receipt = client.receipt else {
+            throw CommandFailure(client.humanizedError ?? "the payment did not complete")
+        }
+        try save(receipt)
+        if json {
+            try console.json(StoredReceipt(receipt))
+        } else {
+            console.line("Paid \(receipt.merchantName): \(receipt.amount) + tip \(receipt.tip) = \(receipt.total)")
+            console.line("  payment \(receipt.paymentID)  reference \(receipt.reference)  bonus points +\(receipt.bonusPointsEarned) (now \(receipt.bonusPointsBalance))")
+        }
+    }
+
+    private func save(_ receipt: PaymentReceipt) throws {
+        do {
+            try store.saveReceipt(StoredReceipt(receipt))
+        } catch {
+            throw CLIError("the payment completed but its receipt could not be stored: \(error)")
+        }
+    }
+}
+
+extension StoredReceipt {
+    init(_ receipt: PaymentReceipt) {
+        self.init(
+            paymentID: receipt.paymentID.description, sessionID: receipt.sessionID.description,
+            merchantName: receipt.merchantName, amountMinorUnits: receipt.amount.minorUnits,
+            tipMinorUnits: receipt.tip.minorUnits, currency: receipt.amount.currency.code, reference: receipt.reference,
+            settledAt: receipt.settledAt, bonusPointsEarned: receipt.bonusPointsEarned,
+            bonusPointsBalance: receipt.bonusPointsBalance)
+    }
+}
+
+struct History: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List this wallet's receipts and pending payments.")
+
+    @Flag(help: "Print JSON.") var json = false
+    @OptionGroup var global: GlobalOptions
+
+    func run() throws {
+        let files = global.walletFiles
+        _ = try files.loadIdentity()
+        let store = try files.openStore()
+        let receipts = try store.receipts()
+        let pending = try SQLitePendingPaymentStore(store: store).all()
+        if json {
+            try Console().json(
+                HistoryReport(
+                    receipts: receipts,
+                    pending: pending.map {
+                        PendingRow(
+                            paymentID: $0.paymentID.description, merchantName: $0.merchantName,
+                            amount: $0.confirm.amount.formattedAmount, tip: $0.confirm.tip.formattedAmount,
+                            currency: $0.confirm.amount.currency.code, createdAt: $0.createdAt)
+                    }))
+            return
+        }
+        if receipts.isEmpty, pending.isEmpty { print("no payments yet") }
+        for payment in pending {
+            print("PENDING   \(payment.merchantName)  \(payment.confirm.amount) + tip \(payment.confirm.tip)  payment \(payment.paymentID)")
+        }
+        for receipt in receipts {
+            let currency = (try? Currency(code: receipt.currency)) ?? .eur
+            let amount = (try? Money(minorUnits: receipt.amountMinorUnits, currency: currency)) ?? .zero(currency)
+            let tip = (try? Money(minorUnits: receipt.tipMinorUnits, currency: currency)) ?? .zero(currency)
+            let time = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(receipt.settledAt)))
+            print("\(time)  \(receipt.merchantName)  \(amount) + tip \(tip)  payment \(receipt.paymentID)")
+        }
+    }
+}
+
+struct HistoryReport: Encodable {
+    let receipts: [StoredReceipt]
+    let pending: [PendingRow]
+}
+
+struct PendingRow: Encodable {
+    let paymentID: String
+    let merchantName: String
+    let amount: String
+    let tip: String
+    let currency: String
+    let createdAt: Int64
+}
+
+struct Balance: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show bonus points per merchant and, in the sandbox, the balance the ledger holds.",
+        discussion: """
+            Bonus points come from this wallet's receipts. The money balance lives in the terminal's sandbox \
+            ledger: given with --ledger, or found in a terminal data directory on this machine.
+            """)
+
+    @Option(help: "A sandbox ledger file (default: the local terminal's, if any).") var ledger: String?
+    @Flag(help: "Print JSON.") var json = false
+    @OptionGroup var global: GlobalOptions
+
+    func run() throws {
+        let files = global.walletFiles
+        let identity = try files.loadIdentity()
+        let receipts = try files.openStore().receipts()
+        var points: [String: Int64] = [:]
+        for receipt in receipts.reversed() { points[receipt.merchantName] = receipt.bonusPointsBalance }
+        let ledgerPath =
+            ledger
+            ?? DataDirectory(explicit: nil, role: "terminal").file(TerminalFiles.ledger).path
+        var balance: String?
+        if FileManager.default.fileExists(atPath: ledgerPath) {
+            let sandbox: SandboxLedger
+            do {
+                sandbox = try SandboxLedger(path: ledgerPath, configuration: LedgerConfiguration(enrollment: .refuseUnknown))
+            } catch {
+                throw CLIError("cannot read the ledger \(ledgerPath): \(error)")
+            }
+            balance = try sandbox.account(for: identity.publicKey).map { "\($0.balance)" } ?? "not enrolled yet"
+        } else if ledger != nil {
+            throw CLIError("no ledger at \(ledgerPath)")
+        }
+        if json {
+            try Console().json(BalanceReport(balance: balance, ledger: balance == nil ? nil : ledgerPath, bonusPoints: points))
+            return
+        }
+        print("balance       \(balance ?? "unknown (no sandbox ledger on this machine; pass --ledger)")")
+        if points.isEmpty { print("bonus points  none yet") }
+        for (merchant, value) in points.sorted(by: { $0.key < $1.key }) { print("bonus points  \(value) at \(merchant)") }
+    }
+}
+
+struct BalanceReport: Encodable {
+    let balance: String?
+    let ledger: String?
+    let bonusPoints: [String: Int64]
+}
