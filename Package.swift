@@ -105,6 +105,9 @@ let package = Package(
         // Helpers shared by the test targets (not shipped in any product).
         .target(name: "HorizonTestSupport", path: "Tests/HorizonTestSupport", swiftSettings: strict),
 
+        // Drives the built programs as processes; depending on them makes `swift build --build-tests` build them.
+        .testTarget(
+            name: "HorizonToolsTests", dependencies: ["horizon-terminal", "horizon-wallet"], swiftSettings: strict),
         .testTarget(
             name: "HorizonStoresTests", dependencies: ["HorizonStores", "HorizonProtocol", "HorizonCore"],
             swiftSettings: strict),

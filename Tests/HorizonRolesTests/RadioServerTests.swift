@@ -68,6 +68,23 @@ struct RadioServerTests {
         #expect(waitReal(seconds: 2) { running.server.clientCount == 1 })
     }
 
+    @Test func onlyOneServerServesASocket() throws {
+        let running = try RunningServer()
+        #expect(
+            throws: RadioError.backend(
+                name: "radio-server", message: "another simulated radio already serves \(running.path)")
+        ) {
+            try RadioServer(socketPath: running.path)
+        }
+        // The loser did not take the socket away: the first server still answers.
+        #expect(try RemoteSimulatedRadio.probe(socketPath: running.path))
+        running.server.stop()
+        running.server.stop()  // idempotent
+        // Once released, the path can be served again.
+        let again = try RadioServer(socketPath: running.path)
+        again.stop()
+    }
+
     @Test func requestsFailClearlyWithoutAServer() throws {
         #expect(throws: RadioError.adapterUnavailable(.serviceUnavailable)) {
             try RemoteSimulatedRadio(socketPath: "/nonexistent/radio.sock", name: "x", position: .origin)

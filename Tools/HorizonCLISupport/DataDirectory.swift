@@ -1,5 +1,9 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Why a command could not do its job, as one line a person can act on.
 public struct CLIError: Error, CustomStringConvertible {
     public let description: String
@@ -60,16 +64,15 @@ public struct DataDirectory: Sendable {
     public func write(_ data: Data, to name: String) throws {
         let target = file(name)
         let temporary = url.appendingPathComponent(".\(name).tmp")
-        FileManager.default.createFile(atPath: temporary.path, contents: nil, attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(atPath: temporary.path, contents: nil, attributes: [.posixPermissions: 0o600])
         do {
             let handle = try FileHandle(forWritingTo: temporary)
             try handle.write(contentsOf: data)
             try handle.synchronize()
             try handle.close()
-            if FileManager.default.fileExists(atPath: target.path) {
-                _ = try FileManager.default.replaceItemAt(target, withItemAt: temporary)
-            } else {
-                try FileManager.default.moveItem(at: temporary, to: target)
+            // rename(2) replaces the old file atomically: a reader sees the old or the new, never half.
+            guard rename(temporary.path, target.path) == 0 else {
+                throw CLIError("cannot replace \(target.path): \(String(cString: strerror(errno)))")
             }
         } catch {
             try? FileManager.default.removeItem(at: temporary)

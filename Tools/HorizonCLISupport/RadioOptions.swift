@@ -105,6 +105,8 @@ public enum RadioServerLauncher {
         for descriptor in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] {
             posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", O_RDWR, 0)
         }
+        // The server outlives this program: it must not hold this program's files or pipes open.
+        closeOnExecAboveStandardStreams()
         var cArguments = arguments.map { strdup($0) } + [nil]
         defer { for pointer in cArguments { free(pointer) } }
         var pid: pid_t = 0
@@ -117,6 +119,16 @@ public enum RadioServerLauncher {
             usleep(10_000)
         }
         throw CLIError("the simulated radio server did not come up at \(socketPath)")
+    }
+}
+
+/// Marks every descriptor above 2 close-on-exec, so a spawned program inherits none of them.
+private func closeOnExecAboveStandardStreams() {
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+    for name in names {
+        guard let descriptor = Int32(name), descriptor > 2 else { continue }
+        let flags = fcntl(descriptor, F_GETFD)
+        if flags >= 0 { _ = fcntl(descriptor, F_SETFD, flags | FD_CLOEXEC) }
     }
 }
 

@@ -32,16 +32,34 @@ public final class RadioServer: Sendable {
         var clients: [Int32: Client] = [:]
         var lastClientSeen = ContinuousClock.now
         var stopped = false
+        var released = false
     }
 
     private let state = Mutex(State())
     private let listener: Int32
+    private let lock: Int32
 
+    /// Serves at `socketPath`. Only one server may serve a path: the holder of an exclusive lock
+    /// on `<socketPath>.lock` binds the socket, so two programs starting a server at the same
+    /// moment cannot split the room in two.
     public init(socketPath: String, seed: UInt64 = 1, idleExit: Duration? = nil) throws(RadioError) {
         self.socketPath = socketPath
         self.idleExit = idleExit
         simulation = RadioSimulation(seed: seed, wallClockAtStart: UnixTime(Date().timeIntervalSince1970))
-        listener = try UnixSocket.listen(at: socketPath)
+        lock = open(socketPath + ".lock", O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
+        guard lock >= 0 else {
+            throw .backend(name: "radio-server", message: "cannot create \(socketPath).lock: \(String(cString: strerror(errno)))")
+        }
+        guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+            UnixSocket.close(lock)
+            throw .backend(name: "radio-server", message: "another simulated radio already serves \(socketPath)")
+        }
+        do {
+            listener = try UnixSocket.listen(at: socketPath)
+        } catch {
+            UnixSocket.close(lock)
+            throw error
+        }
     }
 
     /// Number of connected client devices.
@@ -60,15 +78,19 @@ public final class RadioServer: Sendable {
         stop()
     }
 
+    /// Stops serving and releases the socket and its lock. Safe to call more than once.
     public func stop() {
-        let descriptors = state.withLock { state -> [Int32] in
-            state.stopped = true
-            return Array(state.clients.keys)
+        let (first, descriptors) = state.withLock { state -> (Bool, [Int32]) in
+            defer { state.stopped = true }
+            return (!state.released, Array(state.clients.keys))
         }
+        guard first else { return }
+        state.withLock { $0.released = true }
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
         for descriptor in descriptors { shutdown(descriptor, Int32(SHUT_RDWR)) }
         unlink(socketPath)
+        UnixSocket.close(lock)
     }
 
     private func shouldExitIdle(after timeout: Duration) -> Bool {

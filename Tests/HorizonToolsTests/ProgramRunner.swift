@@ -1,0 +1,109 @@
+import Foundation
+
+/// Runs the built programs (`horizon-terminal`, `horizon-wallet`) as a person would.
+struct ProgramResult {
+    let status: Int32
+    let standardOutput: String
+    let standardError: String
+}
+
+enum Programs {
+    /// The directory holding the built executables (next to the test bundle).
+    static var binDirectory: URL {
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        var directory = executable.deletingLastPathComponent()
+        // The test binary may sit inside the .xctest bundle directory.
+        while !FileManager.default.fileExists(atPath: directory.appendingPathComponent("horizon-terminal").path),
+            directory.path != "/"
+        {
+            directory.deleteLastPathComponent()
+        }
+        return directory
+    }
+
+    static func url(_ name: String) -> URL { binDirectory.appendingPathComponent(name) }
+
+    /// Starts a program; read its result with `finish`.
+    static func start(_ name: String, _ arguments: [String], input: String? = nil) throws -> RunningProgram {
+        try RunningProgram(url(name), arguments, input: input)
+    }
+
+    static func run(_ name: String, _ arguments: [String], input: String? = nil) throws -> ProgramResult {
+        try start(name, arguments, input: input).finish()
+    }
+}
+
+final class RunningProgram: @unchecked Sendable {
+    let process = Process()
+    private let output = Pipe()
+    private let errors = Pipe()
+    private var outputData = Data()
+    private var errorData = Data()
+    private let group = DispatchGroup()
+
+    init(_ executable: URL, _ arguments: [String], input: String?) throws {
+        process.executableURL = executable
+        process.arguments = arguments
+        process.standardOutput = output
+        process.standardError = errors
+        let inputPipe = Pipe()
+        process.standardInput = inputPipe
+        try process.run()
+        if let input { inputPipe.fileHandleForWriting.write(Data(input.utf8)) }
+        try? inputPipe.fileHandleForWriting.close()
+        group.enter()
+        DispatchQueue.global().async { [self] in
+            outputData = output.fileHandleForReading.readDataToEndOfFile()
+            group.leave()
+        }
+        group.enter()
+        DispatchQueue.global().async { [self] in
+            errorData = errors.fileHandleForReading.readDataToEndOfFile()
+            group.leave()
+        }
+    }
+
+    func finish(timeout: TimeInterval = 120) -> ProgramResult {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        group.wait()
+        return ProgramResult(
+            status: process.terminationStatus, standardOutput: String(decoding: outputData, as: UTF8.self),
+            standardError: String(decoding: errorData, as: UTF8.self))
+    }
+
+    func interrupt() { kill(process.processIdentifier, SIGINT) }
+}
+
+/// A fresh folder per test, removed afterwards, with short socket paths (sockaddr_un is small).
+final class Sandbox {
+    let url: URL
+
+    init() throws {
+        url = URL(fileURLWithPath: "/tmp/hz-\(UUID().uuidString.prefix(8))", isDirectory: true)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    deinit {
+        // Stop a radio server a test may have auto-started on this sandbox's socket.
+        _ = try? Programs.runSystem("/usr/bin/pkill", ["-f", url.path])
+        try? FileManager.default.removeItem(at: url)
+    }
+
+    func path(_ name: String) -> String { url.appendingPathComponent(name).path }
+}
+
+extension Programs {
+    static func runSystem(_ path: String, _ arguments: [String]) throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}

@@ -1,0 +1,149 @@
+import Foundation
+import Testing
+
+@Suite("The command-line programs, run as processes", .serialized)
+struct ProgramTests {
+    @Test func aTerminalAndAWalletInTwoProcessesPayEachOther() throws {
+        let sandbox = try Sandbox()
+        let terminalDir = sandbox.path("terminal")
+        let walletDir = sandbox.path("wallet")
+        let socket = sandbox.path("radio.sock")
+        let initTerminal = try Programs.run("horizon-terminal", ["init", "--data-dir", terminalDir, "--merchant-name", "Test Bakery"])
+        #expect(initTerminal.status == 0, "\(initTerminal.standardError)")
+        let initWallet = try Programs.run(
+            "horizon-wallet", ["init", "--data-dir", walletDir, "--trust", terminalDir + "/anchor.pub"])
+        #expect(initWallet.status == 0, "\(initWallet.standardError)")
+        for file in ["terminal-key.pem", "anchor-key.pem", "ledger.sqlite", "credential.bin"] {
+            let mode = try FileManager.default.attributesOfItem(atPath: terminalDir + "/" + file)[.posixPermissions] as? NSNumber
+            #expect(mode?.intValue == 0o600, "\(file)")
+        }
+
+        // The terminal starts the shared radio itself; the wallet joins it.
+        let terminal = try Programs.start(
+            "horizon-terminal", ["pay", "12.50", "--data-dir", terminalDir, "--radio-socket", socket, "--json"])
+        let wallet = try Programs.run(
+            "horizon-wallet",
+            ["pay", "--tip", "1.50", "--yes", "--data-dir", walletDir, "--radio-socket", socket, "--timeout", "30"])
+        let terminalResult = terminal.finish()
+        #expect(wallet.status == 0, "wallet: \(wallet.standardOutput) \(wallet.standardError)")
+        #expect(terminalResult.status == 0, "terminal: \(terminalResult.standardOutput) \(terminalResult.standardError)")
+        #expect(wallet.standardOutput.contains("Test Bakery asks 12.50 EUR"))
+        #expect(wallet.standardOutput.contains("Paid Test Bakery: 12.50 EUR + tip 1.50 EUR = 14.00 EUR"))
+        let summary = try JSONSerialization.jsonObject(
+            with: Data(terminalResult.standardOutput.utf8.drop(while: { $0 != UInt8(ascii: "{") }))) as? [String: Any]
+        #expect(summary?["total"] as? String == "14.00")
+        #expect(summary?["tip"] as? String == "1.50")
+
+        let transactions = try Programs.run("horizon-terminal", ["transactions", "--json", "--data-dir", terminalDir])
+        #expect(transactions.status == 0)
+        let rows = try JSONSerialization.jsonObject(with: Data(transactions.standardOutput.utf8)) as? [[String: Any]]
+        #expect(rows?.count == 1)
+        #expect(rows?.first?["outcome"] as? String == "approved")
+        #expect(rows?.first?["amount"] as? String == "12.50")
+
+        let history = try Programs.run("horizon-wallet", ["history", "--json", "--data-dir", walletDir])
+        let report = try JSONSerialization.jsonObject(with: Data(history.standardOutput.utf8)) as? [String: Any]
+        #expect((report?["receipts"] as? [Any])?.count == 1)
+        #expect((report?["pending"] as? [Any])?.count == 0)
+
+        let balance = try Programs.run(
+            "horizon-wallet", ["balance", "--data-dir", walletDir, "--ledger", terminalDir + "/ledger.sqlite"])
+        #expect(balance.standardOutput.contains("balance       86.00 EUR"))
+        #expect(balance.standardOutput.contains("bonus points  12 at Test Bakery"))
+    }
+
+    @Test func aWalletAnsweringNoDeclinesAndBothSidesSaySo() throws {
+        let sandbox = try Sandbox()
+        let terminalDir = sandbox.path("terminal")
+        let walletDir = sandbox.path("wallet")
+        let socket = sandbox.path("radio.sock")
+        _ = try Programs.run("horizon-terminal", ["init", "--data-dir", terminalDir])
+        _ = try Programs.run("horizon-wallet", ["init", "--data-dir", walletDir, "--trust", terminalDir + "/anchor.pub"])
+        let terminal = try Programs.start(
+            "horizon-terminal", ["pay", "3", "--data-dir", terminalDir, "--radio-socket", socket])
+        let wallet = try Programs.run(
+            "horizon-wallet", ["pay", "--data-dir", walletDir, "--radio-socket", socket, "--timeout", "30"], input: "n\n")
+        let terminalResult = terminal.finish()
+        #expect(wallet.status == 1)
+        #expect(wallet.standardError.contains("error: declined; nothing was charged"))
+        #expect(terminalResult.status == 1)
+        #expect(terminalResult.standardError.contains("error: The customer declined the payment."))
+        let transactions = try Programs.run("horizon-terminal", ["transactions", "--data-dir", terminalDir])
+        #expect(transactions.standardOutput.contains("no transactions yet"))
+    }
+
+    @Test func badArgumentsExitWithCode2AndTheUsage() throws {
+        let missingAmount = try Programs.run("horizon-terminal", ["pay"])
+        #expect(missingAmount.status == 2)
+        #expect(missingAmount.standardError.contains("Missing expected argument '<amount>'"))
+        #expect(missingAmount.standardError.contains("Usage: horizon-terminal pay"))
+
+        let sandbox = try Sandbox()
+        _ = try Programs.run("horizon-terminal", ["init", "--data-dir", sandbox.path("t")])
+        let ambiguous = try Programs.run("horizon-terminal", ["pay", "12.505", "--data-dir", sandbox.path("t")])
+        #expect(ambiguous.status == 2)
+        #expect(ambiguous.standardError.contains("'12.505' has more decimals than EUR allows (2); amounts are never rounded"))
+
+        let unknownFlag = try Programs.run("horizon-wallet", ["scan", "--frobnicate"])
+        #expect(unknownFlag.status == 2)
+        #expect(unknownFlag.standardError.contains("Unknown option '--frobnicate'"))
+
+        let badPosition = try Programs.run("horizon-wallet", ["scan", "--position", "here"])
+        #expect(badPosition.status == 2)
+        #expect(badPosition.standardError.contains("--position must be two numbers in metres, X,Y (e.g. 0.3,0)"))
+
+        let help = try Programs.run("horizon-wallet", ["pay", "--help"])
+        #expect(help.status == 0)
+        #expect(help.standardOutput.contains("Ctrl-C before confirming declines the offer."))
+    }
+
+    @Test func aMissingDataDirectoryIsOneClearLine() throws {
+        let result = try Programs.run("horizon-terminal", ["transactions", "--data-dir", "/nonexistent/horizon"])
+        #expect(result.status == 1)
+        #expect(
+            result.standardError
+                == "error: no data directory at /nonexistent/horizon; run `horizon-terminal init` first (or pass --data-dir)\n"
+        )
+        let wallet = try Programs.run("horizon-wallet", ["history", "--data-dir", "/nonexistent/wallet"])
+        #expect(wallet.status == 1)
+        #expect(wallet.standardError.hasPrefix("error: no data directory at /nonexistent/wallet; run `horizon-wallet init` first"))
+    }
+
+    @Test func theBlueZRadioSaysClearlyThatItIsNotBuiltIn() throws {
+        let sandbox = try Sandbox()
+        _ = try Programs.run("horizon-terminal", ["init", "--data-dir", sandbox.path("t")])
+        let result = try Programs.run("horizon-terminal", ["pay", "1", "--radio", "bluez", "--data-dir", sandbox.path("t")])
+        #expect(result.status == 1)
+        #expect(result.standardError.contains("the BlueZ radio is not built into this version yet; use --radio simulated"))
+    }
+
+    @Test func registerUsersAreManagedAndCheckedBeforePaying() throws {
+        let sandbox = try Sandbox()
+        let dir = sandbox.path("t")
+        _ = try Programs.run("horizon-terminal", ["init", "--data-dir", dir])
+        #expect(try Programs.run("horizon-terminal", ["register-users", "add", "Ana", "--data-dir", dir]).status == 0)
+        #expect(try Programs.run("horizon-terminal", ["register-users", "add", "Ben", "--data-dir", dir]).status == 0)
+        let list = try Programs.run("horizon-terminal", ["register-users", "list", "--json", "--data-dir", dir])
+        #expect(try JSONSerialization.jsonObject(with: Data(list.standardOutput.utf8)) as? [String] == ["Ana", "Ben"])
+        #expect(try Programs.run("horizon-terminal", ["register-users", "remove", "Ben", "--data-dir", dir]).status == 0)
+        let again = try Programs.run("horizon-terminal", ["register-users", "remove", "Ben", "--data-dir", dir])
+        #expect(again.status == 1)
+        #expect(again.standardError == "error: no register user named 'Ben'\n")
+        let unknown = try Programs.run("horizon-terminal", ["pay", "5", "--register", "Zed", "--data-dir", dir])
+        #expect(unknown.status == 1)
+        #expect(unknown.standardError.contains("unknown register user 'Zed'; known: Ana"))
+    }
+
+    @Test func initRefusesToOverwriteWithoutForce() throws {
+        let sandbox = try Sandbox()
+        let dir = sandbox.path("t")
+        #expect(try Programs.run("horizon-terminal", ["init", "--data-dir", dir]).status == 0)
+        let again = try Programs.run("horizon-terminal", ["init", "--data-dir", dir])
+        #expect(again.status == 1)
+        #expect(again.standardError.contains("already holds a terminal; pass --force"))
+        #expect(try Programs.run("horizon-terminal", ["init", "--data-dir", dir, "--force"]).status == 0)
+        let badCurrency = try Programs.run("horizon-terminal", ["init", "--data-dir", sandbox.path("u"), "--currency", "XYZ"])
+        #expect(badCurrency.status == 2)
+        #expect(badCurrency.standardError.contains("unsupported currency 'XYZ'"))
+    }
+}
