@@ -40,8 +40,9 @@ public struct StoredPendingPayment: Sendable, Equatable {
     public let merchantName: String
     public let createdAt: Int64
 
-    public init(paymentID: [UInt8], confirmation: [UInt8], terminalAddress: String, merchantName: String, createdAt: Int64)
-    {
+    public init(
+        paymentID: [UInt8], confirmation: [UInt8], terminalAddress: String, merchantName: String, createdAt: Int64
+    ) {
         self.paymentID = paymentID
         self.confirmation = confirmation
         self.terminalAddress = terminalAddress

@@ -16,7 +16,10 @@ struct RadioServerTests {
         let thread: Thread
 
         init() throws {
-            path = FileManager.default.temporaryDirectory.appendingPathComponent("radio-\(UUID().uuidString.prefix(8)).sock")
+            path =
+                FileManager.default.temporaryDirectory.appendingPathComponent(
+                    "radio-\(UUID().uuidString.prefix(8)).sock"
+                )
                 .path
             server = try RadioServer(socketPath: path)
             let server = self.server

@@ -8,13 +8,16 @@ struct ProgramTests {
         let terminalDir = sandbox.path("terminal")
         let walletDir = sandbox.path("wallet")
         let socket = sandbox.path("radio.sock")
-        let initTerminal = try Programs.run("horizon-terminal", ["init", "--data-dir", terminalDir, "--merchant-name", "Test Bakery"])
+        let initTerminal = try Programs.run(
+            "horizon-terminal", ["init", "--data-dir", terminalDir, "--merchant-name", "Test Bakery"])
         #expect(initTerminal.status == 0, "\(initTerminal.standardError)")
         let initWallet = try Programs.run(
             "horizon-wallet", ["init", "--data-dir", walletDir, "--trust", terminalDir + "/anchor.pub"])
         #expect(initWallet.status == 0, "\(initWallet.standardError)")
         for file in ["terminal-key.pem", "anchor-key.pem", "ledger.sqlite", "credential.bin"] {
-            let mode = try FileManager.default.attributesOfItem(atPath: terminalDir + "/" + file)[.posixPermissions] as? NSNumber
+            let mode =
+                try FileManager.default.attributesOfItem(atPath: terminalDir + "/" + file)[.posixPermissions]
+                as? NSNumber
             #expect(mode?.intValue == 0o600, "\(file)")
         }
 
@@ -26,11 +29,14 @@ struct ProgramTests {
             ["pay", "--tip", "1.50", "--yes", "--data-dir", walletDir, "--radio-socket", socket, "--timeout", "30"])
         let terminalResult = terminal.finish()
         #expect(wallet.status == 0, "wallet: \(wallet.standardOutput) \(wallet.standardError)")
-        #expect(terminalResult.status == 0, "terminal: \(terminalResult.standardOutput) \(terminalResult.standardError)")
+        #expect(
+            terminalResult.status == 0, "terminal: \(terminalResult.standardOutput) \(terminalResult.standardError)")
         #expect(wallet.standardOutput.contains("Test Bakery asks 12.50 EUR"))
         #expect(wallet.standardOutput.contains("Paid Test Bakery: 12.50 EUR + tip 1.50 EUR = 14.00 EUR"))
-        let summary = try JSONSerialization.jsonObject(
-            with: Data(terminalResult.standardOutput.utf8.drop(while: { $0 != UInt8(ascii: "{") }))) as? [String: Any]
+        let summary =
+            try JSONSerialization.jsonObject(
+                with: Data(terminalResult.standardOutput.utf8.drop(while: { $0 != UInt8(ascii: "{") })))
+            as? [String: Any]
         #expect(summary?["total"] as? String == "14.00")
         #expect(summary?["tip"] as? String == "1.50")
 
@@ -58,11 +64,13 @@ struct ProgramTests {
         let walletDir = sandbox.path("wallet")
         let socket = sandbox.path("radio.sock")
         _ = try Programs.run("horizon-terminal", ["init", "--data-dir", terminalDir])
-        _ = try Programs.run("horizon-wallet", ["init", "--data-dir", walletDir, "--trust", terminalDir + "/anchor.pub"])
+        _ = try Programs.run(
+            "horizon-wallet", ["init", "--data-dir", walletDir, "--trust", terminalDir + "/anchor.pub"])
         let terminal = try Programs.start(
             "horizon-terminal", ["pay", "3", "--data-dir", terminalDir, "--radio-socket", socket])
         let wallet = try Programs.run(
-            "horizon-wallet", ["pay", "--data-dir", walletDir, "--radio-socket", socket, "--timeout", "30"], input: "n\n")
+            "horizon-wallet", ["pay", "--data-dir", walletDir, "--radio-socket", socket, "--timeout", "30"],
+            input: "n\n")
         let terminalResult = terminal.finish()
         #expect(wallet.status == 1)
         #expect(wallet.standardError.contains("error: declined; nothing was charged"))
@@ -70,6 +78,49 @@ struct ProgramTests {
         #expect(terminalResult.standardError.contains("error: The customer declined the payment."))
         let transactions = try Programs.run("horizon-terminal", ["transactions", "--data-dir", terminalDir])
         #expect(transactions.standardOutput.contains("no transactions yet"))
+    }
+
+    @Test func theTerminalServiceTakesPaymentsFromTheRegister() throws {
+        let sandbox = try Sandbox()
+        let terminalDir = sandbox.path("terminal")
+        let walletDir = sandbox.path("wallet")
+        let socket = sandbox.path("radio.sock")
+        let control = sandbox.path("control.sock")
+        _ = try Programs.run("horizon-terminal", ["init", "--data-dir", terminalDir])
+        _ = try Programs.run(
+            "horizon-wallet", ["init", "--data-dir", walletDir, "--trust", terminalDir + "/anchor.pub"])
+        let service = try Programs.start(
+            "horizon-terminal",
+            ["serve", "--data-dir", terminalDir, "--radio-socket", socket, "--control-socket", control])
+        defer { _ = service.finish(timeout: 0) }
+        let deadline = Date().addingTimeInterval(10)
+        while !FileManager.default.fileExists(atPath: control), Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+
+        // Two payments in a row through the same service.
+        for (amount, tip, total) in [("7.25", "0.75", "8.00"), ("2", "0", "2.00")] {
+            let register = try Programs.start(
+                "horizon-terminal", ["pay", amount, "--control-socket", control, "--json"])
+            let wallet = try Programs.run(
+                "horizon-wallet",
+                ["pay", "--tip", tip, "--yes", "--data-dir", walletDir, "--radio-socket", socket, "--timeout", "30"])
+            let result = register.finish()
+            #expect(wallet.status == 0, "\(wallet.standardError)")
+            #expect(result.status == 0, "\(result.standardError)")
+            let summary = try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: String]
+            #expect(summary?["total"] == total)
+        }
+        let refused = try Programs.run("horizon-terminal", ["pay", "abc", "--control-socket", control])
+        #expect(refused.status == 1)
+        #expect(refused.standardError.contains("'abc' is not an amount"))
+        let transactions = try Programs.run("horizon-terminal", ["transactions", "--json", "--data-dir", terminalDir])
+        #expect((try JSONSerialization.jsonObject(with: Data(transactions.standardOutput.utf8)) as? [Any])?.count == 2)
+
+        let noService = try Programs.run(
+            "horizon-terminal", ["pay", "1", "--control-socket", sandbox.path("none.sock")])
+        #expect(noService.status == 1)
+        #expect(noService.standardError.contains("no terminal service listens at"))
     }
 
     @Test func badArgumentsExitWithCode2AndTheUsage() throws {
@@ -82,7 +133,9 @@ struct ProgramTests {
         _ = try Programs.run("horizon-terminal", ["init", "--data-dir", sandbox.path("t")])
         let ambiguous = try Programs.run("horizon-terminal", ["pay", "12.505", "--data-dir", sandbox.path("t")])
         #expect(ambiguous.status == 2)
-        #expect(ambiguous.standardError.contains("'12.505' has more decimals than EUR allows (2); amounts are never rounded"))
+        #expect(
+            ambiguous.standardError.contains(
+                "'12.505' has more decimals than EUR allows (2); amounts are never rounded"))
 
         let unknownFlag = try Programs.run("horizon-wallet", ["scan", "--frobnicate"])
         #expect(unknownFlag.status == 2)
@@ -106,15 +159,19 @@ struct ProgramTests {
         )
         let wallet = try Programs.run("horizon-wallet", ["history", "--data-dir", "/nonexistent/wallet"])
         #expect(wallet.status == 1)
-        #expect(wallet.standardError.hasPrefix("error: no data directory at /nonexistent/wallet; run `horizon-wallet init` first"))
+        #expect(
+            wallet.standardError.hasPrefix(
+                "error: no data directory at /nonexistent/wallet; run `horizon-wallet init` first"))
     }
 
     @Test func theBlueZRadioSaysClearlyThatItIsNotBuiltIn() throws {
         let sandbox = try Sandbox()
         _ = try Programs.run("horizon-terminal", ["init", "--data-dir", sandbox.path("t")])
-        let result = try Programs.run("horizon-terminal", ["pay", "1", "--radio", "bluez", "--data-dir", sandbox.path("t")])
+        let result = try Programs.run(
+            "horizon-terminal", ["pay", "1", "--radio", "bluez", "--data-dir", sandbox.path("t")])
         #expect(result.status == 1)
-        #expect(result.standardError.contains("the BlueZ radio is not built into this version yet; use --radio simulated"))
+        #expect(
+            result.standardError.contains("the BlueZ radio is not built into this version yet; use --radio simulated"))
     }
 
     @Test func registerUsersAreManagedAndCheckedBeforePaying() throws {
@@ -125,7 +182,8 @@ struct ProgramTests {
         #expect(try Programs.run("horizon-terminal", ["register-users", "add", "Ben", "--data-dir", dir]).status == 0)
         let list = try Programs.run("horizon-terminal", ["register-users", "list", "--json", "--data-dir", dir])
         #expect(try JSONSerialization.jsonObject(with: Data(list.standardOutput.utf8)) as? [String] == ["Ana", "Ben"])
-        #expect(try Programs.run("horizon-terminal", ["register-users", "remove", "Ben", "--data-dir", dir]).status == 0)
+        #expect(
+            try Programs.run("horizon-terminal", ["register-users", "remove", "Ben", "--data-dir", dir]).status == 0)
         let again = try Programs.run("horizon-terminal", ["register-users", "remove", "Ben", "--data-dir", dir])
         #expect(again.status == 1)
         #expect(again.standardError == "error: no register user named 'Ben'\n")
@@ -142,7 +200,8 @@ struct ProgramTests {
         #expect(again.status == 1)
         #expect(again.standardError.contains("already holds a terminal; pass --force"))
         #expect(try Programs.run("horizon-terminal", ["init", "--data-dir", dir, "--force"]).status == 0)
-        let badCurrency = try Programs.run("horizon-terminal", ["init", "--data-dir", sandbox.path("u"), "--currency", "XYZ"])
+        let badCurrency = try Programs.run(
+            "horizon-terminal", ["init", "--data-dir", sandbox.path("u"), "--currency", "XYZ"])
         #expect(badCurrency.status == 2)
         #expect(badCurrency.standardError.contains("unsupported currency 'XYZ'"))
     }

@@ -28,7 +28,8 @@ public struct DataDirectory: Sendable {
         if let xdg = environment["XDG_DATA_HOME"], !xdg.isEmpty {
             return URL(fileURLWithPath: xdg, isDirectory: true).appendingPathComponent("horizon", isDirectory: true)
         }
-        let home = environment["HOME"].map { URL(fileURLWithPath: $0, isDirectory: true) }
+        let home =
+            environment["HOME"].map { URL(fileURLWithPath: $0, isDirectory: true) }
             ?? FileManager.default.homeDirectoryForCurrentUser
         return home.appendingPathComponent(".local/share/horizon", isDirectory: true)
     }
@@ -64,7 +65,8 @@ public struct DataDirectory: Sendable {
     public func write(_ data: Data, to name: String) throws {
         let target = file(name)
         let temporary = url.appendingPathComponent(".\(name).tmp")
-        _ = FileManager.default.createFile(atPath: temporary.path, contents: nil, attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(
+            atPath: temporary.path, contents: nil, attributes: [.posixPermissions: 0o600])
         do {
             let handle = try FileHandle(forWritingTo: temporary)
             try handle.write(contentsOf: data)

@@ -4,7 +4,8 @@ import HorizonSecureChannel
 
 /// PEM files for the keys each side keeps.
 public enum KeyFiles {
-    public static func writePrivate(_ key: P256.Signing.PrivateKey, to name: String, in directory: DataDirectory) throws {
+    public static func writePrivate(_ key: P256.Signing.PrivateKey, to name: String, in directory: DataDirectory) throws
+    {
         try directory.write(Data(key.pemRepresentation.utf8), to: name)
     }
 

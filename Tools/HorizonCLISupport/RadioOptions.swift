@@ -18,7 +18,10 @@ public struct RadioOptions: ParsableArguments {
     @Option(help: "The radio: 'simulated' (a shared simulated room, no Bluetooth needed) or 'bluez'.")
     public var radio: RadioKind = .simulated
 
-    @Option(help: "The simulated radio's socket (default: $XDG_RUNTIME_DIR/horizon-radio.sock or /tmp/horizon-radio-UID.sock).")
+    @Option(
+        help:
+            "The simulated radio's socket (default: $XDG_RUNTIME_DIR/horizon-radio.sock or /tmp/horizon-radio-UID.sock)."
+    )
     public var radioSocket: String?
 
     @Option(help: "This device's place in the simulated room, in metres, as X,Y (e.g. 0.3,0).")
@@ -72,7 +75,8 @@ public struct RadioOptions: ParsableArguments {
     private func join(place: Position, name: String) throws -> RemoteSimulatedRadio? {
         let result: Result<RemoteSimulatedRadio, RadioError>
         do {
-            result = .success(try RemoteSimulatedRadio(socketPath: socketPath, name: name, position: place, attMTU: mtu))
+            result = .success(
+                try RemoteSimulatedRadio(socketPath: socketPath, name: name, position: place, attMTU: mtu))
         } catch {
             result = .failure(error)
         }
@@ -91,7 +95,8 @@ public enum RadioServerLauncher {
     public static let idleExitSeconds = 60
 
     public static func start(socketPath: String) throws {
-        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        let executable =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
             ?? CommandLine.arguments[0]
         let arguments = [executable, "radio", "--socket", socketPath, "--idle-exit", String(idleExitSeconds)]
         var attributes = posix_spawnattr_t()

@@ -45,7 +45,8 @@ public struct TerminalFiles {
     /// Creates keys, a credential (valid one year) signed by a new sandbox anchor, and the ledger.
     public func initialize(settings: TerminalSettings, force: Bool) throws {
         if directory.exists(Self.settings), !force {
-            throw CLIError("\(directory.path) already holds a terminal; pass --force to replace its keys (the ledger is kept)")
+            throw CLIError(
+                "\(directory.path) already holds a terminal; pass --force to replace its keys (the ledger is kept)")
         }
         guard let currency = try? Currency(code: settings.currency) else {
             throw CLIError("unsupported currency '\(settings.currency)'; use an ISO 4217 code such as EUR, USD, JPY")
@@ -87,7 +88,9 @@ public struct TerminalFiles {
         } catch let error as CLIError {
             throw error
         } catch {
-            throw CLIError("the terminal credential in \(directory.path) is unusable: \(error); run `horizon-terminal init --force`")
+            throw CLIError(
+                "the terminal credential in \(directory.path) is unusable: \(error); run `horizon-terminal init --force`"
+            )
         }
     }
 
@@ -104,7 +107,8 @@ public struct TerminalFiles {
             return try SandboxLedger(
                 path: directory.file(Self.ledger).path,
                 configuration: LedgerConfiguration(
-                    currency: currency, enrollment: .onFirstContact(startingBalance: settings.startingBalanceMinorUnits),
+                    currency: currency,
+                    enrollment: .onFirstContact(startingBalance: settings.startingBalanceMinorUnits),
                     bonusPointsPerMajorUnit: settings.bonusPointsPerMajorUnit))
         } catch {
             throw CLIError("cannot open the ledger: \(error)")
@@ -154,7 +158,8 @@ public struct WalletFiles {
             .map { TrustAnchor(publicKey: try KeyFiles.readPublic(at: $0)) }
         guard !anchors.isEmpty else {
             throw CLIError(
-                "this wallet trusts no terminal issuer; run `horizon-wallet init --force --trust <terminal data dir>/anchor.pub`")
+                "this wallet trusts no terminal issuer; run `horizon-wallet init --force --trust <terminal data dir>/anchor.pub`"
+            )
         }
         return anchors
     }

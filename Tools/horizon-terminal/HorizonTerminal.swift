@@ -21,7 +21,9 @@ struct HorizonTerminal: ParsableCommand {
             Start with `horizon-terminal init`, then `horizon-terminal pay 12.50`. The sandbox ledger keeps \
             wallet accounts and every transaction in the data directory.
             """,
-        subcommands: [Init.self, Pay.self, Status.self, Transactions.self, RegisterUsers.self, RadioCommand.self])
+        subcommands: [
+            Init.self, Pay.self, Status.self, Transactions.self, RegisterUsers.self, Serve.self, RadioCommand.self,
+        ])
 }
 
 extension GlobalOptions {
@@ -43,12 +45,18 @@ struct Init: ParsableCommand {
     @Flag(help: "Print the result as JSON.") var json = false
 
     func validate() throws {
-        guard (5...3600).contains(decisionTimeout) else { throw ValidationError("--decision-timeout must be 5 to 3600 seconds") }
-        guard (0...1_000_000).contains(bonusPoints) else { throw ValidationError("--bonus-points must be 0 to 1000000") }
+        guard (5...3600).contains(decisionTimeout) else {
+            throw ValidationError("--decision-timeout must be 5 to 3600 seconds")
+        }
+        guard (0...1_000_000).contains(bonusPoints) else {
+            throw ValidationError("--bonus-points must be 0 to 1000000")
+        }
         guard !merchantName.isEmpty, merchantName.utf8.count <= 64 else {
             throw ValidationError("--merchant-name must be 1 to 64 bytes")
         }
-        guard !merchantID.isEmpty, merchantID.utf8.count <= 64 else { throw ValidationError("--merchant-id must be 1 to 64 bytes") }
+        guard !merchantID.isEmpty, merchantID.utf8.count <= 64 else {
+            throw ValidationError("--merchant-id must be 1 to 64 bytes")
+        }
     }
 
     func run() throws {
@@ -96,6 +104,8 @@ struct Pay: ParsableCommand {
     @Option(help: "Seconds the customer may take to decide (default: from init).") var timeout: Int?
     @Option(help: "Give up if no wallet pays within this many seconds.") var waitForWallet = 300
     @Flag(help: "Print the result as JSON.") var json = false
+    @Option(help: "Ask a running `horizon-terminal serve` at this control socket to take the payment.")
+    var controlSocket: String?
     @OptionGroup var global: GlobalOptions
     @OptionGroup var radio: RadioOptions
 
@@ -105,6 +115,7 @@ struct Pay: ParsableCommand {
     }
 
     func run() throws {
+        if let controlSocket { return try payThroughService(controlSocket) }
         let logger = Logs.logger("horizon.terminal", verbose: global.verbose)
         let files = global.terminalFiles
         let settings = try files.loadSettings()
@@ -159,6 +170,35 @@ struct Pay: ParsableCommand {
         try report(host, console: console)
     }
 
+    /// Relays the request to a running service and its answer back, line by line.
+    private func payThroughService(_ path: String) throws {
+        let connection = try LineConnection.connect(to: path)
+        connection.send("pay \(amount)" + (registerUser.map { " \($0)" } ?? ""))
+        let console = Console()
+        while let line = connection.readLine() {
+            if line.hasPrefix("state ") {
+                if !json { console.status("\(amount) — \(line.dropFirst(6))") }
+            } else if line.hasPrefix("paid ") {
+                let fields = line.split(separator: " ").map(String.init)
+                if json {
+                    try console.json([
+                        "state": "completed", "paymentID": fields[safe: 1] ?? "", "amount": fields[safe: 2] ?? "",
+                        "tip": fields[safe: 3] ?? "", "total": fields[safe: 4] ?? "",
+                    ])
+                } else {
+                    console.line(
+                        "Paid: \(fields[safe: 2] ?? "?") + tip \(fields[safe: 3] ?? "?") = \(fields[safe: 4] ?? "?")")
+                    console.line("  payment \(fields[safe: 1] ?? "?")  reference \(fields[safe: 5] ?? "?")")
+                }
+                return
+            } else if line.hasPrefix("failed ") {
+                if !json { console.line() }
+                throw CommandFailure(String(line.dropFirst(7)))
+            }
+        }
+        throw CLIError("the terminal service closed the connection without an answer")
+    }
+
     private func report(_ host: PaymentHost, console: Console) throws {
         guard host.state == .completed, let order = host.finalPaymentState?.paymentOrder else {
             let message = host.humanizedError ?? "the payment did not complete"
@@ -169,7 +209,9 @@ struct Pay: ParsableCommand {
             try console.json(PaymentSummary(order))
         } else {
             console.line("Paid: \(order.amount) + tip \(order.tip) = \(order.total)")
-            console.line("  payment \(order.paymentID)  reference \(order.reference)  cashier \(order.registerUser.isEmpty ? "-" : order.registerUser)")
+            console.line(
+                "  payment \(order.paymentID)  reference \(order.reference)  cashier \(order.registerUser.isEmpty ? "-" : order.registerUser)"
+            )
         }
     }
 }
@@ -241,7 +283,9 @@ struct Status: ParsableCommand {
             print("sessions  \(sessions.count) heard")
             for session in sessions {
                 let rssi = session.smoothedRSSI.map { String(format: "%.0f dBm", $0) } ?? "unknown"
-                print("  \(session.sessionID)  \(session.transactionType)  \(rssi)  key \(session.terminalKeyID)\(session.own ? "  (this terminal)" : "")")
+                print(
+                    "  \(session.sessionID)  \(session.transactionType)  \(rssi)  key \(session.terminalKeyID)\(session.own ? "  (this terminal)" : "")"
+                )
             }
         }
     }
@@ -284,7 +328,9 @@ struct Transactions: ParsableCommand {
         if transactions.isEmpty { print("no transactions yet") }
         for row in transactions {
             let time = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(row.settledAt)))
-            print("\(time)  \(row.outcome.padding(toLength: 8, withPad: " ", startingAt: 0))  \(row.amount) + \(row.tip) \(row.currency)  payment \(row.paymentID)\(row.reason.map { "  (\($0))" } ?? "")")
+            print(
+                "\(time)  \(row.outcome.padding(toLength: 8, withPad: " ", startingAt: 0))  \(row.amount) + \(row.tip) \(row.currency)  payment \(row.paymentID)\(row.reason.map { "  (\($0))" } ?? "")"
+            )
         }
     }
 }
@@ -332,8 +378,12 @@ struct RegisterUsers: ParsableCommand {
 
         func run() throws {
             let users = try global.terminalFiles.loadLedger().registerUsers()
-            if json { try Console().json(users) } else if users.isEmpty { print("no register users") } else {
-                users.forEach { print($0) }
+            if json {
+                try Console().json(users)
+            } else if users.isEmpty {
+                print("no register users")
+            } else {
+                for user in users { print(user) }
             }
         }
     }
@@ -365,4 +415,8 @@ struct RegisterUsers: ParsableCommand {
             print("removed \(name)")
         }
     }
+}
+
+extension Array {
+    subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }
 }

@@ -5,8 +5,8 @@ import HorizonCore
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
-import HorizonSimulatedRadio
 import HorizonSecureChannel
+import HorizonSimulatedRadio
 import HorizonStores
 import Logging
 
@@ -90,7 +90,8 @@ struct Scan: ParsableCommand {
     func run() throws {
         let logger = Logs.logger("horizon.wallet", verbose: global.verbose)
         let device = try radio.open(name: "wallet-scan", defaultPosition: Position(x: 0.3, y: 0), logger: logger)
-        let tracker = FusionTracker(scanner: SightingHub(radio: device), transactionTypes: Set(TransactionType.allCases))
+        let tracker = FusionTracker(
+            scanner: SightingHub(radio: device), transactionTypes: Set(TransactionType.allCases))
         try tracker.start()
         let console = Console()
         let stop = DispatchSemaphore(value: 0)
@@ -174,7 +175,8 @@ struct Pay: ParsableCommand {
         let client = PaymentClient(
             radio: device, identity: identity, trustAnchors: anchors, pendingStore: pendingStore)
         let console = Console()
-        let flow = PayFlow(client: client, console: console, store: store, json: json, yes: yes, tip: tip, logger: logger)
+        let flow = PayFlow(
+            client: client, console: console, store: store, json: json, yes: yes, tip: tip, logger: logger)
         try client.start()
         try flow.resolvePending(try pendingStore.all())
         try flow.pay(timeout: timeout)
@@ -194,7 +196,9 @@ final class PayFlow: @unchecked Sendable {
     private var interrupted = false
     private let lock = NSLock()
 
-    init(client: PaymentClient, console: Console, store: WalletStore, json: Bool, yes: Bool, tip: String, logger: Logger) {
+    init(
+        client: PaymentClient, console: Console, store: WalletStore, json: Bool, yes: Bool, tip: String, logger: Logger
+    ) {
         self.client = client
         self.console = console
         self.store = store
@@ -215,7 +219,9 @@ final class PayFlow: @unchecked Sendable {
         let deadline = DispatchTime.now() + .seconds(seconds)
         while !condition() {
             if isInterrupted { return false }
-            if changed.wait(timeout: min(deadline, .now() + .milliseconds(200))) == .timedOut, DispatchTime.now() >= deadline {
+            if changed.wait(timeout: min(deadline, .now() + .milliseconds(200))) == .timedOut,
+                DispatchTime.now() >= deadline
+            {
                 return condition()
             }
         }
@@ -258,7 +264,8 @@ final class PayFlow: @unchecked Sendable {
         defer { withExtendedLifetime(interrupt) {} }
         if !json { console.status("Looking for the nearest terminal…") }
         guard wait(until: { decider.state == .candidateAvailable }, seconds: timeout) else {
-            throw CommandFailure(isInterrupted ? "stopped before a terminal was found" : "no terminal found nearby within \(timeout) s")
+            throw CommandFailure(
+                isInterrupted ? "stopped before a terminal was found" : "no terminal found nearby within \(timeout) s")
         }
         decider.startDeciding()
         if !json { console.status("Fetching the offer…") }
@@ -276,8 +283,11 @@ final class PayFlow: @unchecked Sendable {
             throw CLIError("--tip: \(error)")
         }
         if !json {
-            console.line("\(offer.merchantName) asks \(offer.amount)\(offer.registerUser.isEmpty ? "" : " (cashier \(offer.registerUser))")")
-            console.line("  terminal \(offer.terminalKeyID), merchant \(offer.merchantID), verified by your trust anchor")
+            console.line(
+                "\(offer.merchantName) asks \(offer.amount)\(offer.registerUser.isEmpty ? "" : " (cashier \(offer.registerUser))")"
+            )
+            console.line(
+                "  terminal \(offer.terminalKeyID), merchant \(offer.merchantID), verified by your trust anchor")
         }
         let total = (try? offer.amount.adding(tip)) ?? offer.amount
         guard !isInterrupted, yes || console.confirm("Pay \(offer.amount) + tip \(tip) = \(total)?") else {
@@ -304,7 +314,9 @@ final class PayFlow: @unchecked Sendable {
             try console.json(StoredReceipt(receipt))
         } else {
             console.line("Paid \(receipt.merchantName): \(receipt.amount) + tip \(receipt.tip) = \(receipt.total)")
-            console.line("  payment \(receipt.paymentID)  reference \(receipt.reference)  bonus points +\(receipt.bonusPointsEarned) (now \(receipt.bonusPointsBalance))")
+            console.line(
+                "  payment \(receipt.paymentID)  reference \(receipt.reference)  bonus points +\(receipt.bonusPointsEarned) (now \(receipt.bonusPointsBalance))"
+            )
         }
     }
 
@@ -354,7 +366,9 @@ struct History: ParsableCommand {
         }
         if receipts.isEmpty, pending.isEmpty { print("no payments yet") }
         for payment in pending {
-            print("PENDING   \(payment.merchantName)  \(payment.confirm.amount) + tip \(payment.confirm.tip)  payment \(payment.paymentID)")
+            print(
+                "PENDING   \(payment.merchantName)  \(payment.confirm.amount) + tip \(payment.confirm.tip)  payment \(payment.paymentID)"
+            )
         }
         for receipt in receipts {
             let currency = (try? Currency(code: receipt.currency)) ?? .eur
@@ -405,7 +419,8 @@ struct Balance: ParsableCommand {
         if FileManager.default.fileExists(atPath: ledgerPath) {
             let sandbox: SandboxLedger
             do {
-                sandbox = try SandboxLedger(path: ledgerPath, configuration: LedgerConfiguration(enrollment: .refuseUnknown))
+                sandbox = try SandboxLedger(
+                    path: ledgerPath, configuration: LedgerConfiguration(enrollment: .refuseUnknown))
             } catch {
                 throw CLIError("cannot read the ledger \(ledgerPath): \(error)")
             }
@@ -414,12 +429,15 @@ struct Balance: ParsableCommand {
             throw CLIError("no ledger at \(ledgerPath)")
         }
         if json {
-            try Console().json(BalanceReport(balance: balance, ledger: balance == nil ? nil : ledgerPath, bonusPoints: points))
+            try Console().json(
+                BalanceReport(balance: balance, ledger: balance == nil ? nil : ledgerPath, bonusPoints: points))
             return
         }
         print("balance       \(balance ?? "unknown (no sandbox ledger on this machine; pass --ledger)")")
         if points.isEmpty { print("bonus points  none yet") }
-        for (merchant, value) in points.sorted(by: { $0.key < $1.key }) { print("bonus points  \(value) at \(merchant)") }
+        for (merchant, value) in points.sorted(by: { $0.key < $1.key }) {
+            print("bonus points  \(value) at \(merchant)")
+        }
     }
 }
 

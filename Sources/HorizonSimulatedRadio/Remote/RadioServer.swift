@@ -48,7 +48,8 @@ public final class RadioServer: Sendable {
         simulation = RadioSimulation(seed: seed, wallClockAtStart: UnixTime(Date().timeIntervalSince1970))
         lock = open(socketPath + ".lock", O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
         guard lock >= 0 else {
-            throw .backend(name: "radio-server", message: "cannot create \(socketPath).lock: \(String(cString: strerror(errno)))")
+            throw .backend(
+                name: "radio-server", message: "cannot create \(socketPath).lock: \(String(cString: strerror(errno)))")
         }
         guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
             UnixSocket.close(lock)

@@ -290,7 +290,9 @@ public final class RemoteSimulatedRadio: PeripheralRadio, CentralRadio, Sendable
             request.semaphore.signal()
         }
         for link in links { realTime.execute { link.closed(.connectionLost) } }
-        for completion in completions { realTime.execute { completion(.failure(.adapterUnavailable(.serviceUnavailable))) } }
+        for completion in completions {
+            realTime.execute { completion(.failure(.adapterUnavailable(.serviceUnavailable))) }
+        }
     }
 }
 
@@ -362,25 +364,29 @@ final class RemoteLink: ByteLink, Sendable {
     }
 
     func deliver(_ payload: [UInt8]) {
-        guard let handler = state.withLock({ state -> ByteLinkHandler? in
-            guard let handler = state.handler else {
-                state.pending.append(payload)
-                return nil
-            }
-            return handler
-        }) else { return }
+        guard
+            let handler = state.withLock({ state -> ByteLinkHandler? in
+                guard let handler = state.handler else {
+                    state.pending.append(payload)
+                    return nil
+                }
+                return handler
+            })
+        else { return }
         handler.onReceive(payload)
     }
 
     func closed(_ reason: LinkCloseReason) {
-        guard let handler = state.withLock({ state -> ByteLinkHandler? in
-            state.closed = true
-            guard let handler = state.handler else {
-                state.pendingClose = reason
-                return nil
-            }
-            return handler
-        }) else { return }
+        guard
+            let handler = state.withLock({ state -> ByteLinkHandler? in
+                state.closed = true
+                guard let handler = state.handler else {
+                    state.pendingClose = reason
+                    return nil
+                }
+                return handler
+            })
+        else { return }
         handler.onClose(reason)
     }
 }
