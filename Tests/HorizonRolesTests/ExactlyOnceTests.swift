@@ -91,3 +91,51 @@ struct ExactlyOnceTests {
             try terminal.ledger.account(for: wallet.identity.publicKey)?.balance == euros(1_000_000 - expectedTotal))
     }
 }
+
+@Suite("A pending payment survives the wallet program")
+struct PendingAcrossRunsTests {
+    @Test func aNewWalletRunResolvesThePaymentAnEarlierRunLeftPending() throws {
+        let world = try World(seed: 31)
+        let terminal = try world.terminal()
+        let storePath = world.directory.appendingPathComponent("wallet.sqlite").path
+        let identity = WalletIdentity()
+        let device = try world.simulation.addDevice(
+            name: "wallet", configuration: DeviceConfiguration(position: Position(x: 0.3, y: 0)))
+
+        // First run: confirms, then the radio contact breaks as the receipt is sent (the 7th of
+        // 7 frames at MTU 247), and the program ends while the payment is pending.
+        do {
+            let store = SQLitePendingPaymentStore(store: try WalletStore(path: storePath))
+            let client = PaymentClient(
+                radio: device, identity: identity, trustAnchors: world.anchors, pendingStore: store)
+            try client.start()
+            let app = ScriptedWalletApp(client: client, decision: .accept(tip: 20))
+            _ = app
+            world.simulation.injectFaultOnNextLink(.cut, atFrame: 6)
+            #expect(terminal.host.start(amount: euros(300)))
+            #expect(world.run(until: { client.state == .paymentPending }))
+            #expect(terminal.host.state == .completed)  // it was charged
+            #expect(try store.all().count == 1)
+            client.stop()
+        }
+        terminal.host.stop()
+        device.stopScanning()
+
+        // Second run, a new client on the same store: it asks again and gets the real outcome.
+        let store = SQLitePendingPaymentStore(store: try WalletStore(path: storePath))
+        let pending = try #require(try store.all().first)
+        let client = PaymentClient(radio: device, identity: identity, trustAnchors: world.anchors, pendingStore: store)
+        try client.start()
+        #expect(terminal.host.start(amount: euros(1)))  // the cashier's next session makes it reachable
+        #expect(client.resume(pending))
+        #expect(client.state == .paymentPending)
+        #expect(!client.resume(pending))  // one at a time
+        #expect(world.run(until: { client.state.isFinished }))
+        #expect(client.state == .completed)
+        #expect(client.receipt?.paymentID == pending.paymentID)
+        #expect(client.receipt?.total == euros(320))
+        #expect(try store.all().isEmpty)
+        #expect(try terminal.ledger.executionCount(of: pending.paymentID) == 1)
+        #expect(try terminal.ledger.merchantBalance() == euros(320))
+    }
+}

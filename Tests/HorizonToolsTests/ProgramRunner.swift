@@ -24,8 +24,10 @@ enum Programs {
     static func url(_ name: String) -> URL { binDirectory.appendingPathComponent(name) }
 
     /// Starts a program; read its result with `finish`.
-    static func start(_ name: String, _ arguments: [String], input: String? = nil) throws -> RunningProgram {
-        try RunningProgram(url(name), arguments, input: input)
+    static func start(_ name: String, _ arguments: [String], input: String? = nil, keepInputOpen: Bool = false)
+        throws -> RunningProgram
+    {
+        try RunningProgram(url(name), arguments, input: input, keepInputOpen: keepInputOpen)
     }
 
     static func run(_ name: String, _ arguments: [String], input: String? = nil) throws -> ProgramResult {
@@ -41,16 +43,17 @@ final class RunningProgram: @unchecked Sendable {
     private var errorData = Data()
     private let group = DispatchGroup()
 
-    init(_ executable: URL, _ arguments: [String], input: String?) throws {
+    private let inputPipe = Pipe()
+
+    init(_ executable: URL, _ arguments: [String], input: String?, keepInputOpen: Bool = false) throws {
         process.executableURL = executable
         process.arguments = arguments
         process.standardOutput = output
         process.standardError = errors
-        let inputPipe = Pipe()
         process.standardInput = inputPipe
         try process.run()
         if let input { inputPipe.fileHandleForWriting.write(Data(input.utf8)) }
-        try? inputPipe.fileHandleForWriting.close()
+        if !keepInputOpen { try? inputPipe.fileHandleForWriting.close() }
         group.enter()
         DispatchQueue.global().async { [self] in
             outputData = output.fileHandleForReading.readDataToEndOfFile()
@@ -68,6 +71,7 @@ final class RunningProgram: @unchecked Sendable {
         while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
         if process.isRunning { process.terminate() }
         process.waitUntilExit()
+        try? inputPipe.fileHandleForWriting.close()
         group.wait()
         return ProgramResult(
             status: process.terminationStatus, standardOutput: String(decoding: outputData, as: UTF8.self),

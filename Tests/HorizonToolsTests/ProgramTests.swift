@@ -123,6 +123,30 @@ struct ProgramTests {
         #expect(noService.standardError.contains("no terminal service listens at"))
     }
 
+    @Test func ctrlCAtTheWalletsPromptDeclines() throws {
+        let sandbox = try Sandbox()
+        let terminalDir = sandbox.path("terminal")
+        let walletDir = sandbox.path("wallet")
+        let socket = sandbox.path("radio.sock")
+        _ = try Programs.run("horizon-terminal", ["init", "--data-dir", terminalDir])
+        _ = try Programs.run(
+            "horizon-wallet", ["init", "--data-dir", walletDir, "--trust", terminalDir + "/anchor.pub"])
+        let terminal = try Programs.start(
+            "horizon-terminal", ["pay", "4", "--data-dir", terminalDir, "--radio-socket", socket])
+        let wallet = try Programs.start(
+            "horizon-wallet", ["pay", "--data-dir", walletDir, "--radio-socket", socket], keepInputOpen: true)
+        // The offer is on screen well within three seconds; the person presses Ctrl-C at the prompt.
+        Thread.sleep(forTimeInterval: 3)
+        wallet.interrupt()
+        let walletResult = wallet.finish(timeout: 10)
+        let terminalResult = terminal.finish(timeout: 10)
+        #expect(walletResult.standardOutput.contains("Pay 4.00 EUR + tip 0.00 EUR = 4.00 EUR? [y/N]"))
+        #expect(walletResult.status == 1)
+        #expect(walletResult.standardError == "error: declined; nothing was charged\n")
+        #expect(terminalResult.status == 1)
+        #expect(terminalResult.standardError.contains("error: The customer declined the payment."))
+    }
+
     @Test func badArgumentsExitWithCode2AndTheUsage() throws {
         let missingAmount = try Programs.run("horizon-terminal", ["pay"])
         #expect(missingAmount.status == 2)

@@ -194,6 +194,8 @@ final class PayFlow: @unchecked Sendable {
     let logger: Logger
     private let changed = DispatchSemaphore(value: 0)
     private var interrupted = false
+    /// Set once the person said yes: from then on Ctrl-C leaves the payment pending.
+    private var confirmed = false
     private let lock = NSLock()
 
     init(
@@ -258,7 +260,17 @@ final class PayFlow: @unchecked Sendable {
             guard let self else { return }
             self.lock.lock()
             self.interrupted = true
+            let confirmed = self.confirmed
             self.lock.unlock()
+            guard confirmed else {
+                // Before confirming nothing can be charged: decline (the terminal is told at once,
+                // the frames are on their way when this returns) and stop, even at the y/N prompt.
+                let declined = self.decider.decideAgainstCandidate()
+                self.console.line()
+                FileHandle.standardError.write(
+                    Data("error: \(declined ? "declined" : "stopped"); nothing was charged\n".utf8))
+                exit(1)
+            }
             self.changed.signal()
         }
         defer { withExtendedLifetime(interrupt) {} }
@@ -295,6 +307,9 @@ final class PayFlow: @unchecked Sendable {
             _ = wait(until: { client.state == .idle }, seconds: 2)
             throw CommandFailure("declined; nothing was charged")
         }
+        lock.lock()
+        confirmed = true
+        lock.unlock()
         decider.decideForCandidate()
         client.onHostConnected = { [client] in client.setOrderConfirmedByUser(true, tip: tip) }
         client.connectToPaymentSession()
