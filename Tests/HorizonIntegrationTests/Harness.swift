@@ -62,6 +62,18 @@ struct SecureLinkBench {
 
     var anchors: [TrustAnchor] { [TrustAnchor(publicKey: anchorKey.publicKey)] }
 
+    /// Connects the wallet and completes the handshake; returns the raw link, the secure link and
+    /// what the wallet's side observed.
+    func establish() throws -> (MessageLink, SecureLink, SecureLinkObserver) {
+        let wallet = SecureLinkObserver()
+        let link = try connectWallet()
+        let secure = try SecureLink.initiate(
+            over: link, trustAnchors: anchors, expectedTerminalKeyID: nil, context: [],
+            handler: wallet.handler(clock: self.wallet.scheduler))
+        simulation.run(until: { secure.isEstablished }, timeout: .seconds(2))
+        return (link, secure, wallet)
+    }
+
     /// Connects the wallet and returns its raw message link once the radio link is up.
     func connectWallet() throws -> MessageLink {
         let result = Recorder<Result<any ByteLink, RadioError>>()

@@ -64,12 +64,7 @@ struct SecureLinkTests {
 
     @Test func garbageRecordsAreDroppedAndAFloodEndsTheLink() throws {
         let bench = try SecureLinkBench()
-        let wallet = SecureLinkObserver()
-        let link = try bench.connectWallet()
-        let secure = try SecureLink.initiate(
-            over: link, trustAnchors: bench.anchors, expectedTerminalKeyID: nil, context: [],
-            handler: wallet.handler(clock: bench.wallet.scheduler))
-        bench.simulation.run(until: { secure.isEstablished }, timeout: .seconds(2))
+        let (link, secure, wallet) = try bench.establish()
         let terminalLink = try requireValue(bench.terminalLinks.last)
 
         // A few forged records: dropped, counted, the link survives and still carries real ones.
@@ -93,13 +88,8 @@ struct SecureLinkTests {
 
     @Test func replayedRecordOnTheLinkIsDropped() throws {
         let bench = try SecureLinkBench()
-        let wallet = SecureLinkObserver()
-        let link = try bench.connectWallet()
-        let secure = try SecureLink.initiate(
-            over: link, trustAnchors: bench.anchors, expectedTerminalKeyID: nil, context: [],
-            handler: wallet.handler(clock: bench.wallet.scheduler))
-        bench.simulation.run(until: { secure.isEstablished }, timeout: .seconds(2))
-        // Capture the record the wallet seals by sealing through a raw tap: duplicate the next frame.
+        let (link, secure, _) = try bench.establish()
+        // The radio repeats the next frame the wallet sends: a replay of a real record.
         bench.simulation.injectFault(
             .duplicate, atFrame: bench.simulation.framesSent(on: try linkEndpoint(link)), on: try linkEndpoint(link))
         try secure.send([5])

@@ -97,6 +97,24 @@ final class Sandbox {
     }
 
     func path(_ name: String) -> String { url.appendingPathComponent(name).path }
+
+    /// `init` for a terminal and a wallet that trusts it; returns their data directories and a
+    /// radio socket of this sandbox.
+    func initializeTerminalAndWallet() throws -> (terminal: String, wallet: String, socket: String) {
+        let terminal = path("terminal")
+        let wallet = path("wallet")
+        let initTerminal = try Programs.run("horizon-terminal", ["init", "--data-dir", terminal])
+        guard initTerminal.status == 0 else { throw SandboxError(initTerminal.standardError) }
+        let initWallet = try Programs.run(
+            "horizon-wallet", ["init", "--data-dir", wallet, "--trust", terminal + "/anchor.pub"])
+        guard initWallet.status == 0 else { throw SandboxError(initWallet.standardError) }
+        return (terminal, wallet, path("radio.sock"))
+    }
+}
+
+struct SandboxError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }
 
 extension Programs {

@@ -60,12 +60,7 @@ struct ProgramTests {
 
     @Test func aWalletAnsweringNoDeclinesAndBothSidesSaySo() throws {
         let sandbox = try Sandbox()
-        let terminalDir = sandbox.path("terminal")
-        let walletDir = sandbox.path("wallet")
-        let socket = sandbox.path("radio.sock")
-        _ = try Programs.run("horizon-terminal", ["init", "--data-dir", terminalDir])
-        _ = try Programs.run(
-            "horizon-wallet", ["init", "--data-dir", walletDir, "--trust", terminalDir + "/anchor.pub"])
+        let (terminalDir, walletDir, socket) = try sandbox.initializeTerminalAndWallet()
         let terminal = try Programs.start(
             "horizon-terminal", ["pay", "3", "--data-dir", terminalDir, "--radio-socket", socket])
         let wallet = try Programs.run(
@@ -82,13 +77,8 @@ struct ProgramTests {
 
     @Test func theTerminalServiceTakesPaymentsFromTheRegister() throws {
         let sandbox = try Sandbox()
-        let terminalDir = sandbox.path("terminal")
-        let walletDir = sandbox.path("wallet")
-        let socket = sandbox.path("radio.sock")
+        let (terminalDir, walletDir, socket) = try sandbox.initializeTerminalAndWallet()
         let control = sandbox.path("control.sock")
-        _ = try Programs.run("horizon-terminal", ["init", "--data-dir", terminalDir])
-        _ = try Programs.run(
-            "horizon-wallet", ["init", "--data-dir", walletDir, "--trust", terminalDir + "/anchor.pub"])
         let service = try Programs.start(
             "horizon-terminal",
             ["serve", "--data-dir", terminalDir, "--radio-socket", socket, "--control-socket", control])
@@ -125,12 +115,7 @@ struct ProgramTests {
 
     @Test func ctrlCAtTheWalletsPromptDeclines() throws {
         let sandbox = try Sandbox()
-        let terminalDir = sandbox.path("terminal")
-        let walletDir = sandbox.path("wallet")
-        let socket = sandbox.path("radio.sock")
-        _ = try Programs.run("horizon-terminal", ["init", "--data-dir", terminalDir])
-        _ = try Programs.run(
-            "horizon-wallet", ["init", "--data-dir", walletDir, "--trust", terminalDir + "/anchor.pub"])
+        let (terminalDir, walletDir, socket) = try sandbox.initializeTerminalAndWallet()
         let terminal = try Programs.start(
             "horizon-terminal", ["pay", "4", "--data-dir", terminalDir, "--radio-socket", socket])
         let wallet = try Programs.start(
