@@ -109,15 +109,19 @@ public struct DeviceConfiguration: Sendable, Equatable {
     public var reportsRSSI: Bool
     /// Offset of this device's wall clock from true time, to test skew between devices.
     public var wallClockSkew: Duration
+    /// How much stronger (positive) or weaker than the path-loss model's reference this device
+    /// transmits, in dB: every RSSI others measure from it moves by this much.
+    public var transmitPowerOffset: Double
 
     public init(
         position: Position = .origin, link: LinkParameters = LinkParameters(), reportsRSSI: Bool = true,
-        wallClockSkew: Duration = .zero
+        wallClockSkew: Duration = .zero, transmitPowerOffset: Double = 0
     ) {
         self.position = position
         self.link = link
         self.reportsRSSI = reportsRSSI
         self.wallClockSkew = wallClockSkew
+        self.transmitPowerOffset = transmitPowerOffset
     }
 }
 

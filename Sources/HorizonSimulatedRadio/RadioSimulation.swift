@@ -153,7 +153,7 @@ public final class RadioSimulation: Scheduler, Sendable {
     func readRSSI(from sender: Int, to receiver: Int, in state: inout SimulationState) -> Double {
         let distance = state.devices[sender].configuration.position.distance(
             to: state.devices[receiver].configuration.position)
-        let mean = pathLoss.meanRSSI(atDistance: distance)
+        let mean = pathLoss.meanRSSI(atDistance: distance) + state.devices[sender].configuration.transmitPowerOffset
         let deviation = pathLoss.noiseStandardDeviation
         return withGenerator("rssi/\(sender)/\(receiver)", in: &state) {
             $0.nextGaussian(mean: mean, standardDeviation: deviation)

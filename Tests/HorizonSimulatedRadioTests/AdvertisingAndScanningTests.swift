@@ -1,6 +1,7 @@
 import HorizonCore
 import HorizonRadio
 import HorizonSimulatedRadio
+import Synchronization
 import Testing
 
 @Suite("Advertising and scanning")
@@ -318,5 +319,27 @@ struct AdvertisingAndScanningTests {
                 == "connecting to 5E:1A:00:00:00:01 timed out; move closer and try again")
         #expect(LinkCloseReason.connectionLost.description == "radio contact lost")
         #expect(AdapterAvailability.serviceUnavailable.description == "Bluetooth service not running")
+    }
+}
+
+@Suite("Transmit power")
+struct TransmitPowerTests {
+    @Test func aStrongerTransmitterIsHeardLouderByExactlyItsOffset() throws {
+        let quiet = PathLossModel(noiseStandardDeviation: 0)
+        let simulation = RadioSimulation(seed: 3, pathLoss: quiet)
+        let normal = try simulation.addDevice(name: "normal", configuration: DeviceConfiguration(position: .origin))
+        let loud = try simulation.addDevice(
+            name: "loud", configuration: DeviceConfiguration(position: Position(x: 0, y: 2), transmitPowerOffset: 6))
+        let listener = try simulation.addDevice(
+            name: "listener", configuration: DeviceConfiguration(position: Position(x: 0, y: 1)))
+        let heard = Mutex<[PeerAddress: Int]>([:])
+        try listener.startScanning { sighting in heard.withLock { $0[sighting.address] = sighting.rssi } }
+        _ = try normal.startAdvertising([2, 1, 6], interval: .milliseconds(100))
+        _ = try loud.startAdvertising([2, 1, 6], interval: .milliseconds(100))
+        simulation.run(for: .seconds(1))
+        // Both are 1 m away: the same path loss, 6 dB apart.
+        let readings = heard.withLock { $0 }
+        #expect(readings[normal.address] == -59)
+        #expect(readings[loud.address] == -53)
     }
 }

@@ -30,10 +30,19 @@ public struct RadioOptions: ParsableArguments {
     @Option(help: "The ATT MTU this device asks for (23...517).")
     public var mtu: Int = 247
 
+    @Option(
+        help:
+            "This device's transmit power relative to a typical dongle, in dB (-40...40): raises or lowers the RSSI others measure."
+    )
+    public var txPower: Double = 0
+
     public init() {}
 
     public mutating func validate() throws {
         guard (23...517).contains(mtu) else { throw ValidationError("--mtu must be between 23 and 517") }
+        guard txPower.isFinite, (-40...40).contains(txPower) else {
+            throw ValidationError("--tx-power must be -40 to 40 dB")
+        }
         if let position, Self.parsePosition(position) == nil {
             throw ValidationError("--position must be two numbers in metres, X,Y (e.g. 0.3,0)")
         }

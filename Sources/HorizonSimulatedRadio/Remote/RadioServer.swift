@@ -132,11 +132,16 @@ public final class RadioServer: Sendable {
         let y = Double(bitPattern: try reader.read(UInt64.self, "y"))
         let mtu = Int(try reader.read(UInt16.self, "mtu"))
         let reportsRSSI = try reader.readUInt8("reportsRSSI") != 0
+        let power = Double(bitPattern: try reader.read(UInt64.self, "transmitPowerOffset"))
         guard x.isFinite, y.isFinite else { throw WireError.invalidValue(field: "position", reason: "not finite") }
+        guard power.isFinite, abs(power) <= 40 else {
+            throw WireError.invalidValue(field: "transmitPowerOffset", reason: "must be within ±40 dB")
+        }
         let device = try simulation.addDevice(
             name: name,
             configuration: DeviceConfiguration(
-                position: Position(x: x, y: y), link: LinkParameters(attMTU: mtu), reportsRSSI: reportsRSSI))
+                position: Position(x: x, y: y), link: LinkParameters(attMTU: mtu), reportsRSSI: reportsRSSI,
+                transmitPowerOffset: power))
         state.withLock { state in
             state.clients[descriptor] = Client(descriptor: descriptor, device: device, writeLock: WriteLock())
             state.lastClientSeen = ContinuousClock.now

@@ -36,8 +36,12 @@ public final class RemoteSimulatedRadio: PeripheralRadio, CentralRadio, Sendable
 
     /// Joins the room served at `socketPath` as a device named `name` at `position`.
     public init(
-        socketPath: String, name: String, position: Position, attMTU: Int = 247, reportsRSSI: Bool = true
+        socketPath: String, name: String, position: Position, attMTU: Int = 247, reportsRSSI: Bool = true,
+        transmitPowerOffset: Double = 0
     ) throws(RadioError) {
+        guard transmitPowerOffset.isFinite, abs(transmitPowerOffset) <= 40 else {
+            throw .invalidConfiguration("transmit power offset must be within ±40 dB")
+        }
         guard (23...517).contains(attMTU) else { throw .invalidConfiguration("ATT MTU \(attMTU) is outside 23...517") }
         descriptor = try UnixSocket.connect(to: socketPath)
         realTime = RealTimeScheduler(label: "horizon.radio.\(name)")
@@ -48,6 +52,7 @@ public final class RemoteSimulatedRadio: PeripheralRadio, CentralRadio, Sendable
         writer.write(position.y.bitPattern)
         writer.write(UInt16(attMTU))
         writer.write(UInt8(reportsRSSI ? 1 : 0))
+        writer.write(transmitPowerOffset.bitPattern)
         guard UnixSocket.writeFrame(writer.bytes, to: descriptor), let welcome = UnixSocket.readFrame(from: descriptor)
         else {
             UnixSocket.close(descriptor)
