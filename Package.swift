@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "HorizonSecureChannel", targets: ["HorizonSecureChannel"]),
         .library(name: "HorizonProtocol", targets: ["HorizonProtocol"]),
         .library(name: "HorizonStores", targets: ["HorizonStores"]),
+        .library(name: "HorizonDBus", targets: ["HorizonDBus"]),
         .library(name: "HorizonRoles", targets: ["HorizonRoles"]),
         .executable(name: "horizon-demo", targets: ["horizon-demo"]),
         .executable(name: "horizon-terminal", targets: ["horizon-terminal"]),
@@ -46,6 +47,12 @@ let package = Package(
             swiftSettings: strict),
         // Session protocol: typed messages, their binary codecs, and the advertisement payload.
         .target(name: "HorizonProtocol", dependencies: ["HorizonCore", "HorizonRadio"], swiftSettings: strict),
+
+        // libdbus, for the BlueZ radio (org.bluez on the system bus).
+        .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
+        // D-Bus over libdbus: typed values, calls, exported objects, signals (the BlueZ radio's base).
+        .target(name: "HorizonDBus", dependencies: ["CDBus", "HorizonCore"], swiftSettings: strict),
+        .testTarget(name: "HorizonDBusTests", dependencies: ["HorizonDBus", "HorizonCore"], swiftSettings: strict),
 
         // The system SQLite, for the stores.
         .systemLibrary(

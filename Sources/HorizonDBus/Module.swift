@@ -1,0 +1,1 @@
+// HorizonDBus: being written (issue 5, D-Bus layer).
