@@ -150,6 +150,8 @@ extension Offer {
         writer.write(transactionType.rawValue)
         writeMoney(amount, to: &writer)
         writer.write(string: registerUser)
+        writer.write(string: item)
+        writer.write(quantity)
         writer.write(merchantPrograms.wireValue)
         writer.write(raw: offerNonce.bytes)
         writer.write(expiresAt)
@@ -165,6 +167,8 @@ extension Offer {
         let transactionType = try TransactionType.read(from: &reader, field: "transactionType")
         let amount = try readMoney(from: &reader, field: "amount")
         let registerUser = try reader.readString("registerUser", maximumBytes: MessageLimits.shortText)
+        let item = try reader.readString("item", maximumBytes: MessageLimits.shortText)
+        let quantity = try reader.read(Int64.self, "quantity")
         let programs = try MerchantPrograms(
             wireValue: try reader.readUInt8("merchantPrograms"), field: "merchantPrograms")
         let offerNonce = try Nonce.read(from: &reader, field: "offerNonce")
@@ -172,7 +176,8 @@ extension Offer {
         let signature = try SignatureBytes.read(from: &reader, field: "signature")
         return try Offer(
             sessionID: sessionID, transactionType: transactionType, amount: amount, registerUser: registerUser,
-            merchantPrograms: programs, offerNonce: offerNonce, expiresAt: expiresAt, signature: signature)
+            item: item, quantity: quantity, merchantPrograms: programs, offerNonce: offerNonce, expiresAt: expiresAt,
+            signature: signature)
     }
 }
 

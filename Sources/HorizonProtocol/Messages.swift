@@ -155,24 +155,33 @@ public struct Offer: Hashable, Sendable {
     public let transactionType: TransactionType
     public let amount: Money
     public let registerUser: String
+    /// What a redemption offer is for: the reward a bonus redemption buys, the coupon or the gold
+    /// benefit asked for. Empty for payments.
+    public let item: String
+    /// Bonus points a bonus redemption costs; zero otherwise.
+    public let quantity: Int64
     public let merchantPrograms: MerchantPrograms
     public let offerNonce: Nonce
     public let expiresAt: UnixTime
     public let signature: SignatureBytes
 
-    /// Throws `fieldTooLong` for a register user over `MessageLimits.shortText` UTF-8 bytes.
-    /// Leave `signature` out to build the unsigned offer, sign its `signedBytes`, then call
-    /// `withSignature(_:)`.
+    /// Throws `fieldTooLong` for a register user or item over `MessageLimits.shortText` UTF-8
+    /// bytes, `negativeAmount` for a negative quantity. Leave `signature` out to build the unsigned
+    /// offer, sign its `signedBytes`, then call `withSignature(_:)`.
     public init(
         sessionID: SessionID, transactionType: TransactionType, amount: Money, registerUser: String,
-        merchantPrograms: MerchantPrograms, offerNonce: Nonce, expiresAt: UnixTime,
-        signature: SignatureBytes = .unsigned
+        item: String = "", quantity: Int64 = 0, merchantPrograms: MerchantPrograms, offerNonce: Nonce,
+        expiresAt: UnixTime, signature: SignatureBytes = .unsigned
     ) throws(WireError) {
         try checkText(registerUser, field: "registerUser", maximum: MessageLimits.shortText)
+        try checkText(item, field: "item", maximum: MessageLimits.shortText)
+        try checkNotNegative(quantity, field: "quantity")
         self.sessionID = sessionID
         self.transactionType = transactionType
         self.amount = amount
         self.registerUser = registerUser
+        self.item = item
+        self.quantity = quantity
         self.merchantPrograms = merchantPrograms
         self.offerNonce = offerNonce
         self.expiresAt = expiresAt
@@ -184,6 +193,8 @@ public struct Offer: Hashable, Sendable {
         transactionType = other.transactionType
         amount = other.amount
         registerUser = other.registerUser
+        item = other.item
+        quantity = other.quantity
         merchantPrograms = other.merchantPrograms
         offerNonce = other.offerNonce
         expiresAt = other.expiresAt

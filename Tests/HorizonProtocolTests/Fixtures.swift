@@ -79,6 +79,7 @@ struct Fixtures {
     func offer(registerUser: String = "Anna") throws -> Offer {
         try Offer(
             sessionID: sessionID, transactionType: .payment, amount: amount, registerUser: registerUser,
+            item: "Free coffee", quantity: 100,
             merchantPrograms: MerchantPrograms(hasBonusProgram: true, hasCouponProgram: true), offerNonce: offerNonce,
             expiresAt: 1_750_000_000, signature: signature)
     }
@@ -116,7 +117,8 @@ struct Fixtures {
                 name: "offer", message: .offer(try offer()),
                 layout: header + [
                     ("sessionID", 8), ("transactionType", 1), ("amount currency", 3), ("amount", 8),
-                    ("registerUser length", 2), ("registerUser", 4), ("merchantPrograms", 1), ("offerNonce", 16),
+                    ("registerUser length", 2), ("registerUser", 4), ("item length", 2), ("item", 11),
+                    ("quantity", 8), ("merchantPrograms", 1), ("offerNonce", 16),
                 ] + signedTail),
             Sample(
                 name: "confirm", message: .confirm(try confirm()),

@@ -33,7 +33,8 @@ struct MessageRoundTripTests {
         let f = try Fixtures()
         let expected: [UInt8] =
             [0x01, 0x02] + counting(8, from: 0x01) + [0x01] + Array("EUR".utf8) + bigEndian(Int64(1250))
-            + [0x00, 0x04] + Array("Anna".utf8) + [0x05] + counting(16, from: 0x40) + bigEndian(Int64(1_750_000_000))
+            + [0x00, 0x04] + Array("Anna".utf8) + [0x00, 0x0B] + Array("Free coffee".utf8) + bigEndian(Int64(100))
+            + [0x05] + counting(16, from: 0x40) + bigEndian(Int64(1_750_000_000))
             + counting(64, from: 0x50)
         #expect(SessionMessage.offer(try f.offer()).encoded() == expected)
     }
@@ -151,8 +152,8 @@ struct SignedBytesTests {
         let offer = try f.offer()
         let unsigned = try Offer(
             sessionID: offer.sessionID, transactionType: offer.transactionType, amount: offer.amount,
-            registerUser: offer.registerUser, merchantPrograms: offer.merchantPrograms, offerNonce: offer.offerNonce,
-            expiresAt: offer.expiresAt)
+            registerUser: offer.registerUser, item: offer.item, quantity: offer.quantity,
+            merchantPrograms: offer.merchantPrograms, offerNonce: offer.offerNonce, expiresAt: offer.expiresAt)
         #expect(unsigned.signature == .unsigned)
         #expect(unsigned.signedBytes == offer.signedBytes)
         #expect(unsigned.withSignature(f.signature) == offer)
@@ -170,5 +171,36 @@ struct SignedBytesTests {
         let redeem = try f.redeem()
         #expect(redeem.withSignature(.unsigned).signedBytes == redeem.signedBytes)
         #expect(try f.redeem(item: "WINTER-24").signedBytes != redeem.signedBytes)
+    }
+}
+
+@Suite("Redemption offers")
+struct RedemptionOfferTests {
+    @Test func itemAndQuantityAreSignedAndCheckedLikeEveryField() throws {
+        let f = try Fixtures()
+        let offer = try f.offer()
+        #expect(offer.item == "Free coffee")
+        #expect(offer.quantity == 100)
+        let cheaper = try Offer(
+            sessionID: offer.sessionID, transactionType: .bonusRedemption, amount: offer.amount,
+            registerUser: offer.registerUser, item: offer.item, quantity: 99, merchantPrograms: offer.merchantPrograms,
+            offerNonce: offer.offerNonce, expiresAt: offer.expiresAt)
+        #expect(cheaper.signedBytes != offer.withSignature(.unsigned).signedBytes)
+        #expect(throws: WireError.negativeAmount(field: "quantity")) {
+            try Offer(
+                sessionID: offer.sessionID, transactionType: .bonusRedemption, amount: offer.amount, registerUser: "",
+                quantity: -1, merchantPrograms: .none, offerNonce: offer.offerNonce, expiresAt: 0)
+        }
+        #expect(throws: WireError.fieldTooLong(field: "item", length: 65, maximum: 64)) {
+            try Offer(
+                sessionID: offer.sessionID, transactionType: .couponRedemption, amount: offer.amount, registerUser: "",
+                item: String(repeating: "x", count: 65), merchantPrograms: .none, offerNonce: offer.offerNonce,
+                expiresAt: 0)
+        }
+        // A negative quantity on the wire is refused by the decoder too.
+        var bytes = SessionMessage.offer(offer).encoded()
+        let quantityAt = 2 + 8 + 1 + 3 + 8 + 2 + 4 + 2 + 11
+        bytes[quantityAt] = 0xFF
+        #expect(throws: WireError.negativeAmount(field: "quantity")) { try SessionMessage.decode(bytes) }
     }
 }
