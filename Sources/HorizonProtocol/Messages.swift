@@ -40,6 +40,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let notFound = ErrorCode(rawValue: 16)
     public static let alreadyRedeemed = ErrorCode(rawValue: 17)
     public static let expired = ErrorCode(rawValue: 18)
+    public static let insufficientPoints = ErrorCode(rawValue: 19)
 
     /// The name of a known code, nil for a code this version does not know.
     public var name: String? {
@@ -62,6 +63,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
         case 16: "notFound"
         case 17: "alreadyRedeemed"
         case 18: "expired"
+        case 19: "insufficientPoints"
         default: nil
         }
     }

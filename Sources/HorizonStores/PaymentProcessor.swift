@@ -36,7 +36,7 @@ public enum SettlementOutcome: Sendable, Equatable {
     public var isApproved: Bool { if case .approved = self { true } else { false } }
 }
 
-/// The stored, final result for one payment id. A retry gets exactly this again.
+/// The stored, final result for one payment or redemption id. A retry gets exactly this again.
 public struct SettlementResult: Sendable, Equatable {
     public let paymentID: PaymentID
     public let sessionID: SessionID
@@ -44,10 +44,16 @@ public struct SettlementResult: Sendable, Equatable {
     public let tip: Money
     public let outcome: SettlementOutcome
     public let settledAt: UnixTime
+    /// `.payment`, or the kind of redemption.
+    public let transactionType: TransactionType
+    /// A redemption's coupon code, reward or membership; empty for payments.
+    public let item: String
+    /// Bonus points a redemption spent; zero otherwise.
+    public let quantity: Int64
 
     public init(
         paymentID: PaymentID, sessionID: SessionID, amount: Money, tip: Money, outcome: SettlementOutcome,
-        settledAt: UnixTime
+        settledAt: UnixTime, transactionType: TransactionType = .payment, item: String = "", quantity: Int64 = 0
     ) {
         self.paymentID = paymentID
         self.sessionID = sessionID
@@ -55,7 +61,47 @@ public struct SettlementResult: Sendable, Equatable {
         self.tip = tip
         self.outcome = outcome
         self.settledAt = settledAt
+        self.transactionType = transactionType
+        self.item = item
+        self.quantity = quantity
     }
+}
+
+/// What the terminal asks to execute for a redemption: spend points, use the gold benefit of
+/// this period, or redeem a coupon.
+public struct RedemptionRequest: Sendable, Equatable {
+    public let redemptionID: PaymentID
+    public let sessionID: SessionID
+    public let walletKey: PublicKeyBytes
+    public let terminalKeyID: TerminalKeyID
+    public let transactionType: TransactionType
+    public let item: String
+    public let quantity: Int64
+    /// The value of what is redeemed, as the offer stated it (informational; no money moves).
+    public let value: Money
+    public let contentDigest: [UInt8]
+
+    public init(
+        redemptionID: PaymentID, sessionID: SessionID, walletKey: PublicKeyBytes, terminalKeyID: TerminalKeyID,
+        transactionType: TransactionType, item: String, quantity: Int64, value: Money, contentDigest: [UInt8]
+    ) {
+        self.redemptionID = redemptionID
+        self.sessionID = sessionID
+        self.walletKey = walletKey
+        self.terminalKeyID = terminalKeyID
+        self.transactionType = transactionType
+        self.item = item
+        self.quantity = quantity
+        self.value = value
+        self.contentDigest = contentDigest
+    }
+}
+
+/// Where the terminal redeems loyalty: each redemption id at most once, a retry gets the stored
+/// result.
+public protocol RedemptionProcessor: Sendable {
+    func redeem(_ request: RedemptionRequest, at time: UnixTime) throws(ProcessorError) -> SettlementResult
+    func result(for id: PaymentID) throws(ProcessorError) -> SettlementResult?
 }
 
 /// Why a processor could not give a result at all (as opposed to declining the payment).

@@ -45,7 +45,7 @@ public struct WalletAccount: Sendable, Equatable {
 public final class SandboxLedger: PaymentProcessor, Sendable {
     public let database: SQLiteDatabase
     public let configuration: LedgerConfiguration
-    static let schemaVersion = 1
+    static let schemaVersion = 2
 
     public init(path: String, configuration: LedgerConfiguration = LedgerConfiguration()) throws(DatabaseError) {
         if case .onFirstContact(let startingBalance) = configuration.enrollment,
@@ -76,6 +76,9 @@ public final class SandboxLedger: PaymentProcessor, Sendable {
             CREATE TABLE IF NOT EXISTS transactions(
                 reference INTEGER PRIMARY KEY AUTOINCREMENT,
                 payment_id BLOB NOT NULL UNIQUE,
+                transaction_type INTEGER NOT NULL DEFAULT 1,
+                item TEXT NOT NULL DEFAULT '',
+                quantity INTEGER NOT NULL DEFAULT 0,
                 session_id INTEGER NOT NULL,
                 wallet_key BLOB NOT NULL,
                 terminal_key_id BLOB NOT NULL,
@@ -90,8 +93,31 @@ public final class SandboxLedger: PaymentProcessor, Sendable {
                 bonus_earned INTEGER NOT NULL DEFAULT 0,
                 bonus_balance INTEGER NOT NULL DEFAULT 0,
                 settled_at INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS gold_memberships(
+                wallet_key BLOB PRIMARY KEY,
+                tier TEXT NOT NULL,
+                valid_from INTEGER NOT NULL,
+                valid_until INTEGER NOT NULL,
+                benefit_period INTEGER NOT NULL CHECK (benefit_period > 0),
+                last_benefit_period INTEGER);
+            CREATE TABLE IF NOT EXISTS coupons(
+                code TEXT PRIMARY KEY,
+                wallet_key BLOB NOT NULL,
+                description TEXT NOT NULL,
+                value INTEGER NOT NULL CHECK (value >= 0),
+                expires_at INTEGER NOT NULL,
+                redeemed_at INTEGER,
+                redemption_id BLOB);
             INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '\(Self.schemaVersion)');
             """)
+        let version = try database.query("SELECT value FROM meta WHERE key = 'schema_version'").first?["value"].text
+        guard version == String(Self.schemaVersion) else {
+            throw DatabaseError(
+                code: -1,
+                message:
+                    "this ledger has schema \(version ?? "?") from a development version; use a new data directory (schema \(Self.schemaVersion))",
+                context: "opening \(path)")
+        }
         // A ledger keeps one currency for life: reopening it for another would relabel balances.
         try database.query(
             "INSERT OR IGNORE INTO meta(key, value) VALUES ('currency', ?)", [.text(configuration.currency.code)])
@@ -108,34 +134,20 @@ public final class SandboxLedger: PaymentProcessor, Sendable {
     // MARK: PaymentProcessor
 
     public func settle(_ request: SettlementRequest, at time: UnixTime) throws(ProcessorError) -> SettlementResult {
-        do {
-            return try database.transaction { (db) throws(DatabaseError) -> Result<SettlementResult, ProcessorError> in
-                if let stored = try Self.storedResult(request.paymentID, in: db) {
-                    // A retry must be the same payment in every term, not only the same digest.
-                    let same =
-                        stored.digest == request.contentDigest && stored.walletKey == request.walletKey.bytes
-                        && stored.result.sessionID == request.sessionID && stored.result.amount == request.amount
-                        && stored.result.tip == request.tip
-                    return same ? .success(stored.result) : .failure(.conflictingRetry(request.paymentID))
-                }
-                let outcome = try execute(request, at: time, in: db)
-                let reference = try Self.insert(request, outcome: outcome, at: time, in: db)
-                let final: SettlementOutcome
-                if case .approved(_, let earned, let balance) = outcome {
-                    final = .approved(reference: reference, bonusPointsEarned: earned, bonusPointsBalance: balance)
-                } else {
-                    final = outcome
-                }
-                return .success(
-                    SettlementResult(
-                        paymentID: request.paymentID, sessionID: request.sessionID, amount: request.amount,
-                        tip: request.tip, outcome: final, settledAt: time))
-            }.get()
-        } catch let error as ProcessorError {
-            throw error
-        } catch {
-            throw .storage(String(describing: error))
-        }
+        let record = TransactionRecord(
+            id: request.paymentID, sessionID: request.sessionID, walletKey: request.walletKey,
+            terminalKeyID: request.terminalKeyID, transactionType: .payment, item: "", quantity: 0,
+            amount: request.amount, tip: request.tip, registerUser: request.registerUser,
+            contentDigest: request.contentDigest)
+        return try executeOnce(
+            record, at: time,
+            sameTerms: { stored, digest, walletKey in
+                // A retry must be the same payment in every term, not only the same digest.
+                digest == request.contentDigest && walletKey == request.walletKey.bytes
+                    && stored.transactionType == .payment && stored.sessionID == request.sessionID
+                    && stored.amount == request.amount && stored.tip == request.tip
+            },
+            execute: { (db) throws(DatabaseError) in try self.execute(request, at: time, in: db) })
     }
 
     public func result(for paymentID: PaymentID) throws(ProcessorError) -> SettlementResult? {
@@ -207,9 +219,23 @@ public final class SandboxLedger: PaymentProcessor, Sendable {
         return .approved(reference: 0, bonusPointsEarned: earned, bonusPointsBalance: points)
     }
 
-    private static func insert(
-        _ request: SettlementRequest, outcome: SettlementOutcome, at time: UnixTime,
-        in db: SQLiteDatabase.Transaction
+    /// The columns every executed payment or redemption writes.
+    struct TransactionRecord {
+        let id: PaymentID
+        let sessionID: SessionID
+        let walletKey: PublicKeyBytes
+        let terminalKeyID: TerminalKeyID
+        let transactionType: TransactionType
+        let item: String
+        let quantity: Int64
+        let amount: Money
+        let tip: Money
+        let registerUser: String
+        let contentDigest: [UInt8]
+    }
+
+    static func insert(
+        _ record: TransactionRecord, outcome: SettlementOutcome, at time: UnixTime, in db: SQLiteDatabase.Transaction
     ) throws(DatabaseError) -> UInt64 {
         var code: DatabaseValue = .null
         var reason: DatabaseValue = .null
@@ -225,20 +251,55 @@ public final class SandboxLedger: PaymentProcessor, Sendable {
         }
         let rows = try db.query(
             """
-            INSERT INTO transactions(payment_id, session_id, wallet_key, terminal_key_id, amount, tip, currency,
-                register_user, content_digest, outcome, decline_code, decline_reason, bonus_earned, bonus_balance,
-                settled_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING reference
+            INSERT INTO transactions(payment_id, transaction_type, item, quantity, session_id, wallet_key,
+                terminal_key_id, amount, tip, currency, register_user, content_digest, outcome, decline_code,
+                decline_reason, bonus_earned, bonus_balance, settled_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING reference
             """,
             [
-                .blob(request.paymentID.bytes), .integer(Int64(bitPattern: request.sessionID.rawValue)),
-                .blob(request.walletKey.bytes), .blob(request.terminalKeyID.bytes),
-                .integer(request.amount.minorUnits), .integer(request.tip.minorUnits),
-                .text(request.amount.currency.code), .text(request.registerUser), .blob(request.contentDigest),
-                .text(outcome.isApproved ? "approved" : "declined"), code, reason, .integer(earned), .integer(balance),
-                .integer(time),
+                .blob(record.id.bytes), .integer(Int64(record.transactionType.rawValue)), .text(record.item),
+                .integer(record.quantity), .integer(Int64(bitPattern: record.sessionID.rawValue)),
+                .blob(record.walletKey.bytes), .blob(record.terminalKeyID.bytes), .integer(record.amount.minorUnits),
+                .integer(record.tip.minorUnits), .text(record.amount.currency.code), .text(record.registerUser),
+                .blob(record.contentDigest), .text(outcome.isApproved ? "approved" : "declined"), code, reason,
+                .integer(earned), .integer(balance), .integer(time),
             ])
         return UInt64(rows.first?["reference"].integer ?? 0)
+    }
+
+    /// Runs one exactly-once execution: a stored result is replayed (if `sameTerms` agrees it is
+    /// the same request) or refused as a conflicting retry; otherwise `execute` decides and the
+    /// outcome is stored, all in one transaction.
+    func executeOnce(
+        _ record: TransactionRecord, at time: UnixTime,
+        sameTerms: @escaping (SettlementResult, [UInt8], [UInt8]) -> Bool,
+        execute: @escaping (SQLiteDatabase.Transaction) throws(DatabaseError) -> SettlementOutcome
+    ) throws(ProcessorError) -> SettlementResult {
+        do {
+            return try database.transaction { (db) throws(DatabaseError) -> Result<SettlementResult, ProcessorError> in
+                if let stored = try Self.storedResult(record.id, in: db) {
+                    return sameTerms(stored.result, stored.digest, stored.walletKey)
+                        ? .success(stored.result) : .failure(.conflictingRetry(record.id))
+                }
+                let outcome = try execute(db)
+                let reference = try Self.insert(record, outcome: outcome, at: time, in: db)
+                let final: SettlementOutcome
+                if case .approved(_, let earned, let balance) = outcome {
+                    final = .approved(reference: reference, bonusPointsEarned: earned, bonusPointsBalance: balance)
+                } else {
+                    final = outcome
+                }
+                return .success(
+                    SettlementResult(
+                        paymentID: record.id, sessionID: record.sessionID, amount: record.amount, tip: record.tip,
+                        outcome: final, settledAt: time, transactionType: record.transactionType, item: record.item,
+                        quantity: record.quantity))
+            }.get()
+        } catch let error as ProcessorError {
+            throw error
+        } catch {
+            throw .storage(String(describing: error))
+        }
     }
 
     private static func storedResult(_ paymentID: PaymentID, in db: SQLiteDatabase.Transaction)
@@ -268,7 +329,10 @@ public final class SandboxLedger: PaymentProcessor, Sendable {
         }
         return SettlementResult(
             paymentID: paymentID, sessionID: sessionID, amount: amount, tip: tip, outcome: outcome,
-            settledAt: row["settled_at"].integer ?? 0)
+            settledAt: row["settled_at"].integer ?? 0,
+            transactionType: TransactionType(rawValue: UInt8(truncatingIfNeeded: row["transaction_type"].integer ?? 1))
+                ?? .payment,
+            item: row["item"].text ?? "", quantity: row["quantity"].integer ?? 0)
     }
 
     // MARK: Accounts

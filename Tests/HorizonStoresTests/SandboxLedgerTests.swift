@@ -355,7 +355,7 @@ struct SandboxLedgerTests {
                     return
                 }
                 // The failing statement (its first 60 characters), SQLite's message and code.
-                #expect(reason.hasPrefix("INSERT INTO transactions(payment_id, session_id, wallet_key"))
+                #expect(reason.hasPrefix("INSERT INTO transactions(payment_id, transaction_type, item,"))
                 #expect(reason.hasSuffix(": disk on fire (SQLite 19)"))
                 #expect(error.description == "the ledger could not be written: \(reason)")
             }
@@ -404,7 +404,7 @@ struct SandboxLedgerTests {
             #expect(try reopened.account(for: walletKey(1))?.balance == euros(206_00))
             #expect(
                 try reopened.database.query("SELECT value FROM meta WHERE key = 'schema_version'").first?["value"]
-                    == .text("1"))
+                    == .text("2"))
         }
     }
 

@@ -58,6 +58,7 @@ public struct TerminalServiceConfiguration: Sendable {
 public final class TerminalRadioService: Sendable {
     public let radio: any PeripheralRadio
     public let identity: TerminalIdentity
+    /// Where stored results come from, to answer a wallet retrying a request already executed.
     public let processor: any PaymentProcessor
     public let configuration: TerminalServiceConfiguration
 
@@ -148,8 +149,7 @@ public final class TerminalRadioService: Sendable {
         guard let handler else {
             // Naming the payment id makes this a definitive answer for a pending confirmation:
             // its session is over, so that payment id can never be executed here.
-            var paymentID: PaymentID?
-            if case .confirm(let confirm) = message { paymentID = confirm.paymentID }
+            let paymentID = SessionHost.requestID(of: message)
             connection.send(
                 .error(
                     ErrorMessage(
@@ -164,6 +164,7 @@ public final class TerminalRadioService: Sendable {
         let paymentID: PaymentID
         switch message {
         case .confirm(let confirm): paymentID = confirm.paymentID
+        case .redeem(let redeem): paymentID = redeem.redemptionID
         case .paymentStatusQuery(let query): paymentID = query.paymentID
         default: return nil
         }
@@ -175,7 +176,7 @@ public final class TerminalRadioService: Sendable {
             }
             return nil
         }
-        return ReceiptFactory.receipt(for: result, transactionType: .payment, identity: identity).map { .receipt($0) }
+        return ReceiptFactory.receipt(for: result, identity: identity).map { .receipt($0) }
     }
 
     private func ended(id: Int, box: ConnectionBox) {
@@ -206,9 +207,7 @@ private final class ConnectionBox: Sendable {
 
 /// Builds the terminal-signed receipt for a stored result.
 enum ReceiptFactory {
-    static func receipt(for result: SettlementResult, transactionType: TransactionType, identity: TerminalIdentity)
-        -> Receipt?
-    {
+    static func receipt(for result: SettlementResult, identity: TerminalIdentity) -> Receipt? {
         let outcome: ReceiptOutcome
         var reference: UInt64 = 0
         var earned: Int64 = 0
@@ -224,7 +223,7 @@ enum ReceiptFactory {
         }
         guard
             let unsigned = try? Receipt(
-                sessionID: result.sessionID, transactionType: transactionType, paymentID: result.paymentID,
+                sessionID: result.sessionID, transactionType: result.transactionType, paymentID: result.paymentID,
                 outcome: outcome, amount: result.amount, tip: result.tip, transactionReference: reference,
                 settledAt: result.settledAt, bonusPointsEarned: earned, bonusPointsBalance: balance),
             let signature = try? signatureBytes(for: unsigned.signedBytes, with: identity.signingKey)

@@ -1,0 +1,89 @@
+import HorizonCore
+import HorizonProtocol
+import HorizonStores
+
+/// A payment: the wallet's signed Confirm, settled through the `PaymentProcessor`.
+struct PaymentExecutor: SessionExecutor {
+    let processor: any PaymentProcessor
+    var transactionType: TransactionType { .payment }
+
+    func execute(
+        _ message: SessionMessage, session: HostedSession, owner: PublicKeyBytes, terminal: TerminalRadioService,
+        now: UnixTime
+    ) -> ExecutionOutcome {
+        guard case .confirm(let confirm) = message else { return .unexpected }
+        func refuse(_ code: ErrorCode, _ text: String) -> ExecutionOutcome {
+            .refused(ErrorMessage(code: code, message: text, paymentID: confirm.paymentID))
+        }
+        guard let keyID = terminal.terminalKeyID, confirm.terminalKeyID == keyID else {
+            return refuse(.badSignature, "the confirmation names another terminal")
+        }
+        guard confirm.offerNonce == session.offer.offerNonce else {
+            return refuse(.badSignature, "the confirmation is for another offer")
+        }
+        guard confirm.amount == session.terms.amount else {
+            return refuse(.invalidAmount, "the confirmed amount differs from the offer")
+        }
+        guard confirm.expiresAt >= now else { return refuse(.sessionExpired, "the confirmation has expired") }
+        guard verify(confirm.signature, over: confirm.signedBytes, publicKey: owner.bytes) else {
+            return refuse(.badSignature, "the confirmation's signature does not verify")
+        }
+        let request = SettlementRequest(
+            paymentID: confirm.paymentID, sessionID: session.id, walletKey: owner, terminalKeyID: keyID,
+            amount: confirm.amount, tip: confirm.tip, registerUser: session.terms.registerUser,
+            contentDigest: digest(confirm.signedBytes))
+        do {
+            return .executed(try processor.settle(request, at: now))
+        } catch {
+            return .failed(Self.errorMessage(for: error, id: confirm.paymentID), error)
+        }
+    }
+
+    static func errorMessage(for error: ProcessorError, id: PaymentID) -> ErrorMessage {
+        let code: ErrorCode = if case .conflictingRetry = error { .duplicatePaymentConflict } else { .internalError }
+        return ErrorMessage(code: code, message: error.description, paymentID: id)
+    }
+}
+
+/// A bonus, gold or coupon redemption: the wallet's signed Redeem, executed by the
+/// `RedemptionProcessor`.
+struct RedemptionExecutor: SessionExecutor {
+    let processor: any RedemptionProcessor
+    let transactionType: TransactionType
+
+    func execute(
+        _ message: SessionMessage, session: HostedSession, owner: PublicKeyBytes, terminal: TerminalRadioService,
+        now: UnixTime
+    ) -> ExecutionOutcome {
+        guard case .redeem(let redeem) = message else { return .unexpected }
+        func refuse(_ code: ErrorCode, _ text: String) -> ExecutionOutcome {
+            .refused(ErrorMessage(code: code, message: text, paymentID: redeem.redemptionID))
+        }
+        guard redeem.transactionType == transactionType else {
+            return refuse(.protocolViolation, "this session is a \(transactionType)")
+        }
+        guard redeem.offerNonce == session.offer.offerNonce else {
+            return refuse(.badSignature, "the redemption is for another offer")
+        }
+        // Bonus and gold redeem exactly what was offered; a coupon names the coupon the wallet holds.
+        if transactionType != .couponRedemption {
+            guard redeem.item == session.terms.item, redeem.quantity == session.terms.quantity else {
+                return refuse(.invalidAmount, "the redemption differs from the offer")
+            }
+        }
+        guard redeem.expiresAt >= now else { return refuse(.sessionExpired, "the redemption has expired") }
+        guard verify(redeem.signature, over: redeem.signedBytes, publicKey: owner.bytes) else {
+            return refuse(.badSignature, "the redemption's signature does not verify")
+        }
+        guard let keyID = terminal.terminalKeyID else { return refuse(.internalError, "no terminal key") }
+        let request = RedemptionRequest(
+            redemptionID: redeem.redemptionID, sessionID: session.id, walletKey: owner, terminalKeyID: keyID,
+            transactionType: transactionType, item: redeem.item, quantity: redeem.quantity, value: session.terms.amount,
+            contentDigest: digest(redeem.signedBytes))
+        do {
+            return .executed(try processor.redeem(request, at: now))
+        } catch {
+            return .failed(PaymentExecutor.errorMessage(for: error, id: redeem.redemptionID), error)
+        }
+    }
+}
