@@ -31,20 +31,24 @@ public struct StoredReceipt: Sendable, Equatable, Codable {
     }
 }
 
-/// A confirmation the wallet sent without an answer yet, as stored bytes.
+/// A signed request (a payment's confirmation, a redemption) the wallet sent without an answer
+/// yet, as stored bytes.
 public struct StoredPendingPayment: Sendable, Equatable {
     public let paymentID: [UInt8]
-    /// The encoded `SessionMessage.confirm`, exactly as sent.
-    public let confirmation: [UInt8]
+    /// The encoded `SessionMessage`, exactly as sent.
+    public let request: [UInt8]
+    public let terminalKeyID: [UInt8]
     public let terminalAddress: String
     public let merchantName: String
     public let createdAt: Int64
 
     public init(
-        paymentID: [UInt8], confirmation: [UInt8], terminalAddress: String, merchantName: String, createdAt: Int64
+        paymentID: [UInt8], request: [UInt8], terminalKeyID: [UInt8], terminalAddress: String, merchantName: String,
+        createdAt: Int64
     ) {
         self.paymentID = paymentID
-        self.confirmation = confirmation
+        self.request = request
+        self.terminalKeyID = terminalKeyID
         self.terminalAddress = terminalAddress
         self.merchantName = merchantName
         self.createdAt = createdAt
@@ -65,16 +69,20 @@ public final class WalletStore: Sendable {
                 amount INTEGER NOT NULL, tip INTEGER NOT NULL, currency TEXT NOT NULL, reference INTEGER NOT NULL,
                 settled_at INTEGER NOT NULL, bonus_earned INTEGER NOT NULL, bonus_balance INTEGER NOT NULL);
             CREATE TABLE IF NOT EXISTS pending(
-                payment_id BLOB PRIMARY KEY, confirmation BLOB NOT NULL, terminal_address TEXT NOT NULL,
-                merchant TEXT NOT NULL, created_at INTEGER NOT NULL);
+                payment_id BLOB PRIMARY KEY, request BLOB NOT NULL, terminal_key_id BLOB NOT NULL,
+                terminal_address TEXT NOT NULL, merchant TEXT NOT NULL, created_at INTEGER NOT NULL);
             """)
     }
 
     public func savePending(_ payment: StoredPendingPayment) throws(DatabaseError) {
         try database.query(
-            "INSERT OR REPLACE INTO pending(payment_id, confirmation, terminal_address, merchant, created_at) VALUES (?, ?, ?, ?, ?)",
+            """
+            INSERT OR REPLACE INTO pending(payment_id, request, terminal_key_id, terminal_address, merchant, created_at)
+            VALUES (?, ?, ?, ?, ?, ?)
+            """,
             [
-                .blob(payment.paymentID), .blob(payment.confirmation), .text(payment.terminalAddress),
+                .blob(payment.paymentID), .blob(payment.request), .blob(payment.terminalKeyID),
+                .text(payment.terminalAddress),
                 .text(payment.merchantName), .integer(payment.createdAt),
             ])
     }
@@ -85,13 +93,14 @@ public final class WalletStore: Sendable {
 
     public func pending() throws(DatabaseError) -> [StoredPendingPayment] {
         try database.query("SELECT * FROM pending ORDER BY created_at").compactMap { row in
-            guard let id = row["payment_id"].blob, let confirmation = row["confirmation"].blob,
+            guard let id = row["payment_id"].blob, let request = row["request"].blob,
+                let keyID = row["terminal_key_id"].blob,
                 let address = row["terminal_address"].text, let merchant = row["merchant"].text,
                 let created = row["created_at"].integer
             else { return nil }
             return StoredPendingPayment(
-                paymentID: id, confirmation: confirmation, terminalAddress: address, merchantName: merchant,
-                createdAt: created)
+                paymentID: id, request: request, terminalKeyID: keyID, terminalAddress: address,
+                merchantName: merchant, createdAt: created)
         }
     }
 

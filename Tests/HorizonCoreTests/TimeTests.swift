@@ -55,8 +55,8 @@ struct TimeTests {
         let first = scheduler.now
         try await Task.sleep(for: .milliseconds(5))
         let second = scheduler.now
+        // Only a lower bound: how long a busy machine takes to wake the task is not this test's business.
         #expect(second - first >= .milliseconds(5))
-        #expect(second - first < .seconds(5))
         #if canImport(Glibc)
             let system = Int64(time(nil))
             #expect(abs(scheduler.wallClock - system) <= 1)
@@ -72,8 +72,8 @@ struct TimeTests {
                 continuation.resume(returning: scheduler.now)
             }
         }
+        // Never early; how late a loaded machine runs it is not asserted.
         #expect(firedAt - scheduledAt >= .milliseconds(20))
-        #expect(firedAt - scheduledAt < .seconds(5))
     }
 
     @Test func executeRunsSoonAndInOrder() async {

@@ -33,7 +33,8 @@ struct ObservationTests {
         let app = ScriptedWalletApp(wallet, decision: .accept(tip: 25))
         _ = app
         #expect(terminal.host.start(amount: euros(400)))
-        #expect(world.run(until: { wallet.client.state == .completed && terminal.host.state == .completed }))
+        // Awaiting the streams below is safe only once both sides have completed.
+        try #require(world.run(until: { wallet.client.state == .completed && terminal.host.state == .completed }))
 
         var hostIterator = hostEvents.makeAsyncIterator()
         let hostEvent = try #require(await hostIterator.next())

@@ -22,7 +22,8 @@ struct HorizonTerminal: ParsableCommand {
             wallet accounts and every transaction in the data directory.
             """,
         subcommands: [
-            Init.self, Pay.self, Status.self, Transactions.self, RegisterUsers.self, Serve.self, RadioCommand.self,
+            Init.self, Pay.self, Redeem.self, Programs.self, Status.self, Transactions.self, RegisterUsers.self,
+            Serve.self, RadioCommand.self,
         ])
 }
 
@@ -147,26 +148,14 @@ struct Pay: ParsableCommand {
                 userDecisionTimeout: .seconds(timeout ?? settings.userDecisionTimeoutSeconds),
                 currency: ledger.configuration.currency))
         let console = Console()
-        let finished = DispatchSemaphore(value: 0)
-        let json = self.json
-        host.observeState { state in
-            logger.debug("terminal state: \(state)")
-            if !json { console.status("\(money) — \(state)") }
-            if state.isFinished { finished.signal() }
-        }
-        guard host.start(amount: money, registerUser: registerUser.map(RegisterUser.init(name:))) else {
-            throw CLIError(host.humanizedError ?? "the payment could not start")
-        }
-        logger.info("advertising session \(host.sessionID.map(String.init(describing:)) ?? "?") on \(device.address)")
-        let interrupt = InterruptHandler(queue: DispatchQueue(label: "horizon.terminal.signals")) { _ in host.cancel() }
-        if finished.wait(timeout: .now() + .seconds(waitForWallet)) == .timedOut {
-            host.cancel()
-            _ = finished.wait(timeout: .now() + .seconds(2))
-        }
-        // Let the wallet read the last message and hang up before this device leaves the air.
-        let lingerUntil = Date().addingTimeInterval(5)
-        while service.connectionCount > 0, Date() < lingerUntil { Thread.sleep(forTimeInterval: 0.02) }
-        withExtendedLifetime(interrupt) {}
+        try SessionRun(label: "\(money)", json: json, console: console, logger: logger, service: service)
+            .run(
+                observe: host.observeState, cancel: host.cancel, waitForWallet: waitForWallet
+            ) {
+                guard host.start(amount: money, registerUser: registerUser.map(RegisterUser.init(name:))) else {
+                    throw CLIError(host.humanizedError ?? "the payment could not start")
+                }
+            }
         try report(host, console: console)
     }
 

@@ -371,19 +371,12 @@ struct History: ParsableCommand {
             try Console().json(
                 HistoryReport(
                     receipts: receipts,
-                    pending: pending.map {
-                        PendingRow(
-                            paymentID: $0.paymentID.description, merchantName: $0.merchantName,
-                            amount: $0.confirm.amount.formattedAmount, tip: $0.confirm.tip.formattedAmount,
-                            currency: $0.confirm.amount.currency.code, createdAt: $0.createdAt)
-                    }))
+                    pending: pending.map(PendingRow.init)))
             return
         }
         if receipts.isEmpty, pending.isEmpty { print("no payments yet") }
         for payment in pending {
-            print(
-                "PENDING   \(payment.merchantName)  \(payment.confirm.amount) + tip \(payment.confirm.tip)  payment \(payment.paymentID)"
-            )
+            print("PENDING   \(payment.merchantName)  \(PendingRow(payment).what)  id \(payment.paymentID)")
         }
         for receipt in receipts {
             let currency = (try? Currency(code: receipt.currency)) ?? .eur
@@ -402,11 +395,27 @@ struct HistoryReport: Encodable {
 
 struct PendingRow: Encodable {
     let paymentID: String
+    let kind: String
     let merchantName: String
-    let amount: String
-    let tip: String
-    let currency: String
+    /// "12.50 + tip 1.50 EUR" for a payment, the coupon or reward for a redemption.
+    let what: String
     let createdAt: Int64
+
+    init(_ pending: PendingPayment) {
+        paymentID = pending.paymentID.description
+        merchantName = pending.merchantName
+        createdAt = pending.createdAt
+        if let confirm = pending.confirm {
+            kind = "payment"
+            what = "\(confirm.amount) + tip \(confirm.tip)"
+        } else if let redeem = pending.redeem {
+            kind = redeem.transactionType.description
+            what = redeem.quantity > 0 ? "\(redeem.item) for \(redeem.quantity) points" : redeem.item
+        } else {
+            kind = "request"
+            what = ""
+        }
+    }
 }
 
 struct Balance: ParsableCommand {

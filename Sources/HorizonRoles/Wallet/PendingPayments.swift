@@ -3,16 +3,48 @@ import HorizonProtocol
 import HorizonRadio
 import Synchronization
 
-/// A payment the wallet confirmed and has no final answer for yet.
+/// A payment or redemption the wallet signed and sent, with no final answer yet.
 public struct PendingPayment: Sendable, Equatable {
-    public let confirm: Confirm
+    /// The signed request exactly as sent: a `.confirm` or a `.redeem`.
+    public let request: SessionMessage
+    /// The payment id (or redemption id) the terminal executes at most once.
+    public let paymentID: PaymentID
+    public let sessionID: SessionID
+    public let terminalKeyID: TerminalKeyID
     public let terminalAddress: PeerAddress
     public let merchantName: String
     public let createdAt: UnixTime
 
-    public var paymentID: PaymentID { confirm.paymentID }
-    public var sessionID: SessionID { confirm.sessionID }
-    public var terminalKeyID: TerminalKeyID { confirm.terminalKeyID }
+    /// Nil unless `request` is a confirmation or a redemption request.
+    public init?(
+        request: SessionMessage, terminalKeyID: TerminalKeyID, terminalAddress: PeerAddress, merchantName: String,
+        createdAt: UnixTime
+    ) {
+        guard let paymentID = SessionHost.requestID(of: request), let sessionID = request.sessionID else { return nil }
+        self.request = request
+        self.paymentID = paymentID
+        self.sessionID = sessionID
+        self.terminalKeyID = terminalKeyID
+        self.terminalAddress = terminalAddress
+        self.merchantName = merchantName
+        self.createdAt = createdAt
+    }
+
+    public var confirm: Confirm? { if case .confirm(let confirm) = request { confirm } else { nil } }
+    public var redeem: Redeem? { if case .redeem(let redeem) = request { redeem } else { nil } }
+
+    /// The same request, to be asked for at another address of the same terminal.
+    func retargeted(to address: PeerAddress) -> PendingPayment { PendingPayment(copying: self, address: address) }
+
+    private init(copying other: PendingPayment, address: PeerAddress) {
+        request = other.request
+        paymentID = other.paymentID
+        sessionID = other.sessionID
+        terminalKeyID = other.terminalKeyID
+        terminalAddress = address
+        merchantName = other.merchantName
+        createdAt = other.createdAt
+    }
 }
 
 /// Where a wallet keeps its pending payments. The payment id is saved here before the

@@ -13,18 +13,21 @@ public final class SQLitePendingPaymentStore: PendingPaymentStore {
     public func save(_ payment: PendingPayment) throws {
         try store.savePending(
             StoredPendingPayment(
-                paymentID: payment.paymentID.bytes, confirmation: SessionMessage.confirm(payment.confirm).encoded(),
-                terminalAddress: payment.terminalAddress.rawValue, merchantName: payment.merchantName,
-                createdAt: payment.createdAt))
+                paymentID: payment.paymentID.bytes, request: payment.request.encoded(),
+                terminalKeyID: payment.terminalKeyID.bytes, terminalAddress: payment.terminalAddress.rawValue,
+                merchantName: payment.merchantName, createdAt: payment.createdAt))
     }
 
     public func remove(_ paymentID: PaymentID) throws { try store.removePending(paymentID.bytes) }
 
+    /// Every stored request that still decodes (a damaged row is skipped, never guessed at).
     public func all() throws -> [PendingPayment] {
         try store.pending().compactMap { stored in
-            guard case .confirm(let confirm)? = try? SessionMessage.decode(stored.confirmation) else { return nil }
+            guard let request = try? SessionMessage.decode(stored.request),
+                let keyID = try? TerminalKeyID(bytes: stored.terminalKeyID)
+            else { return nil }
             return PendingPayment(
-                confirm: confirm, terminalAddress: PeerAddress(stored.terminalAddress),
+                request: request, terminalKeyID: keyID, terminalAddress: PeerAddress(stored.terminalAddress),
                 merchantName: stored.merchantName, createdAt: stored.createdAt)
         }
     }

@@ -1,0 +1,740 @@
+import Foundation
+import HorizonCore
+import HorizonLink
+import HorizonProtocol
+import HorizonRadio
+import HorizonSecureChannel
+import Synchronization
+
+/// The wallet's payment states, as in the reference SDK, plus `paymentPending`: confirmed, link
+/// lost, outcome not known yet. The wallet never reports failure while a charge is possible.
+public enum PaymentClientState: Sendable, Equatable, CustomStringConvertible {
+    case idle
+    case connecting
+    case fetchingOffer
+    /// The verified offer is available in `offer`; the person decides.
+    case offerReceived
+    /// `connectToPaymentSession()` done: ready for `setOrderConfirmedByUser`.
+    case hostConnected
+    case acquiringPaymentExecution
+    case paymentPending
+    case completed
+    case completedWithError
+
+    public var description: String {
+        switch self {
+        case .idle: "idle"
+        case .connecting: "connecting"
+        case .fetchingOffer: "fetching the offer"
+        case .offerReceived: "offer received"
+        case .hostConnected: "connected to the terminal"
+        case .acquiringPaymentExecution: "executing the payment"
+        case .paymentPending: "payment pending"
+        case .completed: "completed"
+        case .completedWithError: "completed with error"
+        }
+    }
+
+    public var isFinished: Bool { self == .completed || self == .completedWithError }
+}
+
+/// A terminal's offer after verification: the merchant comes from the terminal's credential,
+/// signed by a trust anchor, never from the advertisement.
+public struct PaymentOffer: Sendable, Equatable {
+    public let sessionID: SessionID
+    public let terminalKeyID: TerminalKeyID
+    public let merchantID: String
+    public let merchantName: String
+    public let amount: Money
+    public let registerUser: String
+    /// What a redemption is for (the reward, the benefit, the coupon); empty for payments.
+    public let item: String
+    /// Bonus points a bonus redemption costs; zero otherwise.
+    public let quantity: Int64
+    public let merchantPrograms: MerchantPrograms
+    public let expiresAt: UnixTime
+}
+
+/// A verified receipt.
+public struct PaymentReceipt: Sendable, Equatable {
+    public let paymentID: PaymentID
+    public let sessionID: SessionID
+    public let transactionType: TransactionType
+    /// A redemption's coupon code, reward or benefit; empty for payments.
+    public let item: String
+    /// Bonus points a redemption spent; zero for payments.
+    public let quantity: Int64
+    public let merchantName: String
+    public let amount: Money
+    public let tip: Money
+    public let reference: UInt64
+    public let settledAt: UnixTime
+    public let bonusPointsEarned: Int64
+    public let bonusPointsBalance: Int64
+
+    public var total: Money { (try? amount.adding(tip)) ?? amount }
+}
+
+/// The bonus membership after a payment (`bonusProgramMembership` in the reference).
+public struct BonusProgramMembership: Sendable, Equatable {
+    public let merchantName: String
+    public let points: Int64
+    public let pointsEarnedWithLastPayment: Int64
+}
+
+/// Why a payment did not complete.
+public enum PaymentClientError: Error, Sendable, Equatable, CustomStringConvertible {
+    case notReady(String)
+    case connectionFailed(String)
+    /// The terminal failed authentication: not trusted, wrong key, expired credential.
+    case terminalNotTrusted(String)
+    case invalidOffer(String)
+    case sessionUnavailable(String)
+    case connectionLost
+    case declinedByUser
+    case cancelledByTerminal
+    case terminalTimedOut
+    /// The terminal refused or declined the payment; nothing was charged.
+    case declined(code: ErrorCode, reason: String)
+    case invalidTip(String)
+
+    public var description: String {
+        switch self {
+        case .notReady(let reason): "Not ready: \(reason)."
+        case .connectionFailed(let reason): "Could not connect to the terminal: \(reason)."
+        case .terminalNotTrusted(let reason):
+            "This terminal could not be verified (\(reason)); nothing was shown or paid."
+        case .invalidOffer(let reason): "The terminal's offer is invalid: \(reason)."
+        case .sessionUnavailable(let reason): "The payment session is not available: \(reason)."
+        case .connectionLost: "The connection to the terminal was lost before you confirmed; nothing was charged."
+        case .declinedByUser: "You declined the payment."
+        case .cancelledByTerminal: "The payment was cancelled at the register."
+        case .terminalTimedOut: "The terminal stopped waiting for your decision."
+        case .declined(_, let reason): "The payment was declined: \(reason). Nothing was charged."
+        case .invalidTip(let reason): "The tip is invalid: \(reason)."
+        }
+    }
+}
+
+/// A finished payment as the wallet announces it.
+public struct WalletFinishedPayment: Sendable, Equatable {
+    public let receipt: PaymentReceipt?
+    public let error: PaymentClientError?
+}
+
+extension Notification.Name {
+    /// Posted by a `PaymentClient` when a payment finishes; `userInfo["finishedPayment"]` is the
+    /// `WalletFinishedPayment`. The reference SDK's `PaymentClientFinishedAPaymentNotification`.
+    public static let paymentClientFinishedAPayment = Notification.Name("PaymentClientFinishedAPaymentNotification")
+}
+
+public struct PaymentClientConfiguration: Sendable {
+    public var connectTimeout: Duration
+    /// How long to wait for the receipt before treating the link as lost (payment pending).
+    public var receiptTimeout: Duration
+    /// How long a signed confirmation stays valid.
+    public var confirmationValidity: Duration
+    /// First delay between attempts to reach the terminal for a pending payment; it doubles up
+    /// to `maximumReconnectDelay`.
+    public var reconnectDelay: Duration
+    public var maximumReconnectDelay: Duration
+    public var secureLink: SecureLinkConfiguration
+    public var linkLimits: LinkLimits
+    public var tracker: FusionTrackerConfiguration
+
+    public init(
+        connectTimeout: Duration = .seconds(5), receiptTimeout: Duration = .seconds(10),
+        confirmationValidity: Duration = .seconds(120), reconnectDelay: Duration = .milliseconds(500),
+        maximumReconnectDelay: Duration = .seconds(5), secureLink: SecureLinkConfiguration = SecureLinkConfiguration(),
+        linkLimits: LinkLimits = LinkLimits(), tracker: FusionTrackerConfiguration = FusionTrackerConfiguration()
+    ) {
+        self.connectTimeout = connectTimeout
+        self.receiptTimeout = receiptTimeout
+        self.confirmationValidity = confirmationValidity
+        self.reconnectDelay = reconnectDelay
+        self.maximumReconnectDelay = maximumReconnectDelay
+        self.secureLink = secureLink
+        self.linkLimits = linkLimits
+        self.tracker = tracker
+    }
+}
+
+/// The wallet's session machinery, shared by `PaymentClient` and `RedemptionClient`: follows
+/// terminals of one transaction type through its `fusionTracker`, fetches and verifies the
+/// chosen terminal's offer when the app starts deciding, signs and sends the person's request
+/// (stored first), and reports the verified receipt — or keeps asking while the answer is unknown.
+final class SessionClient: Sendable {
+    let transactionType: TransactionType
+    public let fusionTracker: FusionTracker
+    public let identity: WalletIdentity
+    public let trustAnchors: [TrustAnchor]
+    public let configuration: PaymentClientConfiguration
+    public let pendingStore: any PendingPaymentStore
+    let radio: any CentralRadio
+
+    let observable = ObservableState<PaymentClientState>(.idle)
+    private let announce: @Sendable (WalletFinishedPayment) -> Void
+
+    private struct Attempt {
+        let tracking: PeripheralTracking
+        var generation = 0
+        var link: SecureLink?
+        var credential: TerminalCredential?
+        var offer: Offer?
+        var pending: PendingPayment?
+        var wantsHost = false
+        var receiptTimer: ScheduledAction?
+        var reconnectDelay: Duration
+    }
+
+    private struct State {
+        var attempt: Attempt?
+        var offer: PaymentOffer?
+        var receipt: PaymentReceipt?
+        var error: PaymentClientError?
+        var membership: BonusProgramMembership?
+        var onHostConnected: (@Sendable () -> Void)?
+    }
+
+    private let guarded = Mutex(State())
+
+    init(
+        transactionType: TransactionType, radio: any CentralRadio, identity: WalletIdentity,
+        trustAnchors: [TrustAnchor], configuration: PaymentClientConfiguration, pendingStore: any PendingPaymentStore,
+        scanner: SightingHub?, announce: @escaping @Sendable (WalletFinishedPayment) -> Void
+    ) {
+        self.transactionType = transactionType
+        self.announce = announce
+        self.radio = radio
+        self.identity = identity
+        self.trustAnchors = trustAnchors
+        self.configuration = configuration
+        self.pendingStore = pendingStore
+        fusionTracker = FusionTracker(
+            scanner: scanner ?? SightingHub(radio: radio), transactionTypes: [transactionType],
+            configuration: configuration.tracker)
+        fusionTracker.manualConnectionDecider.observeState { [weak self] state in self?.deciderChanged(state) }
+    }
+
+    var scheduler: any Scheduler { radio.scheduler }
+    var decider: ManualConnectionDecider { fusionTracker.manualConnectionDecider }
+
+    // MARK: Observation
+
+    public var state: PaymentClientState { observable.value }
+    public func states() -> AsyncStream<PaymentClientState> { observable.stream() }
+    public func observeState(_ observer: @escaping @Sendable (PaymentClientState) -> Void) {
+        observable.observe(observer)
+    }
+
+    public var offer: PaymentOffer? { guarded.withLock { $0.offer } }
+    public var receipt: PaymentReceipt? { guarded.withLock { $0.receipt } }
+    public var error: PaymentClientError? { guarded.withLock { $0.error } }
+    public var humanizedError: String? { error?.description }
+    public var bonusProgramMembership: BonusProgramMembership? { guarded.withLock { $0.membership } }
+    /// The payment confirmed and not yet answered, if any.
+    public var pendingPayment: PendingPayment? { guarded.withLock { $0.attempt?.pending } }
+
+    /// Called on the radio's scheduler when the terminal is connected and ready for the
+    /// confirmation (the reference's `onHostConnectedCallback`).
+    public var onHostConnected: (@Sendable () -> Void)? {
+        get { guarded.withLock { $0.onHostConnected } }
+        set { guarded.withLock { $0.onHostConnected = newValue } }
+    }
+
+    // MARK: Commands
+
+    /// Starts scanning and tracking terminals.
+    public func start() throws(RadioError) { try fusionTracker.start() }
+
+    public func stop() { fusionTracker.stop() }
+
+    /// After the decider accepted: make sure the terminal is connected, then call
+    /// `onHostConnected`. Returns false if there is no accepted offer.
+    @discardableResult
+    func connectToSession() -> Bool {
+        let ready: Bool? = guarded.withLock { state in
+            guard var attempt = state.attempt, attempt.pending == nil, attempt.offer != nil else { return nil }
+            attempt.wantsHost = true
+            state.attempt = attempt
+            return attempt.link?.isEstablished == true
+        }
+        guard let ready else { return false }
+        if ready {
+            becomeHostConnected()
+        } else {
+            observable.set(.connecting)
+            connect()
+        }
+        return true
+    }
+
+    /// What a facade needs to build its signed request.
+    struct RequestContext {
+        let offer: Offer
+        let terminalKeyID: TerminalKeyID
+        let requestID: PaymentID
+        let walletNonce: Nonce
+        let expiresAt: UnixTime
+    }
+
+    /// The person declines the offer: the terminal is told, nothing is executed.
+    func decline() {
+        declineCurrentOffer(reason: .userDeclined)
+        finish(error: .declinedByUser)
+    }
+
+    /// Signs the request `build` makes from the offer, stores it, then sends it. False (with
+    /// `error`) if no terminal is connected or the request is invalid.
+    func sendRequest(_ build: (RequestContext) throws(PaymentClientError) -> SessionMessage) -> Bool {
+        guard observable.value == .hostConnected || observable.value == .offerReceived else { return false }
+        var random = SystemRandomNumberGenerator()
+        let prepared: Result<(PendingPayment, SecureLink), PaymentClientError> = guarded.withLock { state in
+            guard var attempt = state.attempt, let offer = attempt.offer, let link = attempt.link,
+                let credential = attempt.credential
+            else { return .failure(.notReady("no terminal connected")) }
+            let keyID = attempt.tracking.peripheralMetaData.terminalKeyID
+            do throws(PaymentClientError) {
+                let unsigned = try build(
+                    RequestContext(
+                        offer: offer, terminalKeyID: keyID, requestID: PaymentID.random(using: &random),
+                        walletNonce: Nonce.random(using: &random),
+                        expiresAt: scheduler.wallClock + configuration.confirmationValidity.nanoseconds / 1_000_000_000))
+                guard
+                    let pending = PendingPayment(
+                        request: try sign(unsigned), terminalKeyID: keyID,
+                        terminalAddress: attempt.tracking.peripheralMetaData.address,
+                        merchantName: credential.merchantName, createdAt: scheduler.wallClock)
+                else { return .failure(.notReady("not a request a terminal executes")) }
+                attempt.pending = pending
+                state.attempt = attempt
+                return .success((pending, link))
+            } catch {
+                return .failure(error)
+            }
+        }
+        let pending: PendingPayment
+        let link: SecureLink
+        switch prepared {
+        case .failure(let error):
+            guarded.withLock { $0.error = error }
+            return false
+        case .success(let value): (pending, link) = value
+        }
+        // Stored before it is sent: from here on the wallet can always ask for this request.
+        do {
+            try pendingStore.save(pending)
+        } catch {
+            guarded.withLock {
+                $0.attempt?.pending = nil
+                $0.error = .notReady("could not store the request before sending it: \(error)")
+            }
+            return false
+        }
+        observable.set(.acquiringPaymentExecution)
+        try? link.send(pending.request.encoded())
+        armReceiptTimer()
+        return true
+    }
+
+    private func sign(_ message: SessionMessage) throws(PaymentClientError) -> SessionMessage {
+        do {
+            switch message {
+            case .confirm(let confirm):
+                return .confirm(confirm.withSignature(try signatureBytes(for: confirm.signedBytes, with: identity.signingKey)))
+            case .redeem(let redeem):
+                return .redeem(redeem.withSignature(try signatureBytes(for: redeem.signedBytes, with: identity.signingKey)))
+            default:
+                throw PaymentClientError.notReady("not a request a terminal executes")
+            }
+        } catch let error as PaymentClientError {
+            throw error
+        } catch {
+            throw .notReady("could not sign the request")
+        }
+    }
+
+    /// Asks the terminal again for a payment confirmed earlier (by this or an earlier run of the
+    /// wallet) whose answer never arrived: the same signed confirmation, the same payment id.
+    /// The client goes to `paymentPending` and ends `completed` or `completedWithError` once the
+    /// terminal answers. Returns false if another payment is in progress.
+    @discardableResult
+    public func resume(_ pending: PendingPayment) -> Bool {
+        let tracking = PeripheralTracking(
+            peripheralMetaData: PeripheralMetaData(
+                address: pending.terminalAddress, transactionType: transactionType, sessionID: pending.sessionID,
+                terminalKeyID: pending.terminalKeyID),
+            smoothedRSSI: nil, lastRSSI: nil, sightings: 0, firstSeen: scheduler.now, lastSeen: scheduler.now)
+        let started = guarded.withLock { state -> Bool in
+            guard state.attempt == nil else { return false }
+            var attempt = Attempt(tracking: tracking, reconnectDelay: configuration.reconnectDelay)
+            attempt.pending = pending
+            state.attempt = attempt
+            state.offer = nil
+            state.receipt = nil
+            state.error = nil
+            return true
+        }
+        guard started else { return false }
+        observable.set(.paymentPending)
+        retarget()
+        connect()
+        return true
+    }
+
+    /// Clears the finished payment so the next one can start (call the decider's `restart()` too).
+    public func restart() {
+        let attempt = guarded.withLock { state -> Attempt? in
+            guard state.attempt?.pending == nil else { return nil }
+            defer {
+                state.attempt = nil
+                state.offer = nil
+                state.receipt = nil
+                state.error = nil
+            }
+            return state.attempt
+        }
+        attempt?.link?.close()
+        attempt?.receiptTimer?.cancel()
+        if guarded.withLock({ $0.attempt == nil }) { observable.set(.idle) }
+    }
+
+    // MARK: Decider
+
+    private func deciderChanged(_ state: ManualConnectionDeciderState) {
+        switch state {
+        case .deciding:
+            guard let candidate = decider.candidate else { return }
+            let started = guarded.withLock { guarded -> Bool in
+                guard guarded.attempt == nil else { return false }
+                guarded.attempt = Attempt(tracking: candidate, reconnectDelay: configuration.reconnectDelay)
+                guarded.offer = nil
+                guarded.receipt = nil
+                guarded.error = nil
+                return true
+            }
+            guard started else { return }
+            observable.set(.connecting)
+            connect()
+        case .rejected:
+            let hasPending = guarded.withLock { $0.attempt?.pending != nil }
+            guard !hasPending else { return }
+            declineCurrentOffer(reason: .userDeclined)
+            let attempt = guarded.withLock { state -> Attempt? in
+                defer { state.attempt = nil }
+                return state.attempt
+            }
+            attempt?.receiptTimer?.cancel()
+            observable.set(.idle)
+        default:
+            break
+        }
+    }
+
+    private func declineCurrentOffer(reason: CancelReason) {
+        let target = guarded.withLock { state -> (SecureLink, SessionID)? in
+            guard let attempt = state.attempt, attempt.pending == nil, let link = attempt.link else { return nil }
+            return (link, attempt.tracking.peripheralMetaData.sessionID)
+        }
+        guard let (link, sessionID) = target else { return }
+        try? link.send(SessionMessage.cancel(Cancel(sessionID: sessionID, reason: reason)).encoded())
+        link.close()
+    }
+
+    // MARK: Connection
+
+    private func connect() {
+        guard
+            let (address, generation) = guarded.withLock({ state -> (PeerAddress, Int)? in
+                guard var attempt = state.attempt else { return nil }
+                attempt.generation += 1
+                attempt.link = nil
+                state.attempt = attempt
+                return (
+                    attempt.pending?.terminalAddress ?? attempt.tracking.peripheralMetaData.address, attempt.generation
+                )
+            })
+        else { return }
+        radio.connect(to: address, timeout: configuration.connectTimeout) { [weak self] result in
+            self?.connected(result, generation: generation)
+        }
+    }
+
+    private func isCurrent(_ generation: Int) -> Bool { guarded.withLock { $0.attempt?.generation == generation } }
+
+    private func connected(_ result: Result<any ByteLink, RadioError>, generation: Int) {
+        guard isCurrent(generation) else {
+            if case .success(let link) = result { link.close() }
+            return
+        }
+        let link: any ByteLink
+        switch result {
+        case .failure(let error):
+            linkFailed(generation: generation, reason: .connectionFailed(error.description))
+            return
+        case .success(let value): link = value
+        }
+        guard let attempt = guarded.withLock({ $0.attempt }),
+            let messageLink = try? MessageLink(link: link, scheduler: scheduler, limits: configuration.linkLimits)
+        else {
+            link.close()
+            return
+        }
+        let metaData = attempt.tracking.peripheralMetaData
+        let sessionID = attempt.pending?.sessionID ?? metaData.sessionID
+        do {
+            let secure = try SecureLink.initiate(
+                over: messageLink, trustAnchors: trustAnchors, expectedTerminalKeyID: metaData.terminalKeyID.bytes,
+                context: TerminalRadioService.context(for: sessionID), configuration: configuration.secureLink,
+                handler: SecureLinkHandler(
+                    onEstablished: { [weak self] info in self?.established(info, generation: generation) },
+                    onMessage: { [weak self] bytes in self?.received(bytes, generation: generation) },
+                    onEnd: { [weak self] end in self?.ended(end, generation: generation) }))
+            guarded.withLock { state in
+                if state.attempt?.generation == generation { state.attempt?.link = secure }
+            }
+        } catch {
+            link.close()
+            linkFailed(generation: generation, reason: .connectionFailed(error.description))
+        }
+    }
+
+    private func established(_ info: SecureLinkEstablished, generation: Int) {
+        let outgoing: (SecureLink, [SessionMessage])? = guarded.withLock { state in
+            guard var attempt = state.attempt, attempt.generation == generation, let link = attempt.link else {
+                return nil
+            }
+            attempt.credential = info.terminalCredential
+            state.attempt = attempt
+            let sessionID = attempt.pending?.sessionID ?? attempt.tracking.peripheralMetaData.sessionID
+            var messages: [SessionMessage] = [
+                .hello(Hello(sessionID: sessionID, transactionType: transactionType, walletKey: identity.publicKey))
+            ]
+            // Asking again for a pending payment: the same signed confirmation, same payment id.
+            if let pending = attempt.pending { messages.append(pending.request) }
+            return (link, messages)
+        }
+        guard let (link, messages) = outgoing else { return }
+        if observable.value == .connecting { observable.set(.fetchingOffer) }
+        for message in messages { try? link.send(message.encoded()) }
+        if messages.count > 1 { armReceiptTimer() }
+    }
+
+    private func received(_ bytes: [UInt8], generation: Int) {
+        guard isCurrent(generation) else { return }
+        let message: SessionMessage
+        do {
+            message = try SessionMessage.decode(bytes)
+        } catch {
+            return
+        }
+        switch message {
+        case .offer(let offer): receiveOffer(offer)
+        case .receipt(let receipt): receiveReceipt(receipt)
+        case .error(let error): receiveError(error)
+        case .cancel(let cancel): receiveCancel(cancel)
+        default: break
+        }
+    }
+
+    private func receiveOffer(_ offer: Offer) {
+        let outcome: Result<Bool, PaymentClientError>? = guarded.withLock { state in
+            guard var attempt = state.attempt, attempt.pending == nil, let credential = attempt.credential else {
+                return nil
+            }
+            let metaData = attempt.tracking.peripheralMetaData
+            guard offer.sessionID == metaData.sessionID, offer.transactionType == transactionType else {
+                return .failure(.invalidOffer("it is for another session"))
+            }
+            guard verify(offer.signature, over: offer.signedBytes, publicKey: credential.terminalKey) else {
+                return .failure(.invalidOffer("its signature does not verify"))
+            }
+            guard offer.expiresAt >= scheduler.wallClock else { return .failure(.invalidOffer("it has expired")) }
+            guard transactionType.isRedemption || offer.amount.minorUnits > 0 else {
+                return .failure(.invalidOffer("the amount is zero"))
+            }
+            attempt.offer = offer
+            state.attempt = attempt
+            state.offer = PaymentOffer(
+                sessionID: offer.sessionID, terminalKeyID: metaData.terminalKeyID, merchantID: credential.merchantID,
+                merchantName: credential.merchantName, amount: offer.amount, registerUser: offer.registerUser,
+                item: offer.item, quantity: offer.quantity,
+                merchantPrograms: offer.merchantPrograms, expiresAt: offer.expiresAt)
+            return .success(attempt.wantsHost)
+        }
+        switch outcome {
+        case nil: return
+        case .failure(let error):
+            closeLink()
+            finish(error: error)
+        case .success(let wantsHost):
+            if wantsHost { becomeHostConnected() } else { observable.set(.offerReceived) }
+        }
+    }
+
+    private func becomeHostConnected() {
+        observable.set(.hostConnected)
+        if let callback = onHostConnected { scheduler.execute(callback) }
+    }
+
+    private func receiveReceipt(_ receipt: Receipt) {
+        let verified: PaymentReceipt? = guarded.withLock { state in
+            guard let attempt = state.attempt, let pending = attempt.pending, receipt.paymentID == pending.paymentID,
+                let credential = attempt.credential,
+                verify(receipt.signature, over: receipt.signedBytes, publicKey: credential.terminalKey)
+            else { return nil }
+            guard case .approved = receipt.outcome else { return nil }
+            return PaymentReceipt(
+                paymentID: receipt.paymentID, sessionID: receipt.sessionID, transactionType: receipt.transactionType,
+                item: pending.redeem?.item ?? "", quantity: pending.redeem?.quantity ?? 0,
+                merchantName: credential.merchantName,
+                amount: receipt.amount, tip: receipt.tip, reference: receipt.transactionReference,
+                settledAt: receipt.settledAt, bonusPointsEarned: receipt.bonusPointsEarned,
+                bonusPointsBalance: receipt.bonusPointsBalance)
+        }
+        if case .declined(let code) = receipt.outcome, isSignedAnswerToPending(receipt) {
+            resolvePending()
+            closeLink()
+            finish(error: .declined(code: code, reason: code.description))
+            return
+        }
+        guard let verified else { return }
+        resolvePending()
+        guarded.withLock { state in
+            state.receipt = verified
+            state.membership = BonusProgramMembership(
+                merchantName: verified.merchantName, points: verified.bonusPointsBalance,
+                pointsEarnedWithLastPayment: verified.bonusPointsEarned)
+        }
+        closeLink()
+        finish(receipt: verified)
+    }
+
+    private func isSignedAnswerToPending(_ receipt: Receipt) -> Bool {
+        guarded.withLock { state in
+            guard let attempt = state.attempt, let pending = attempt.pending, let credential = attempt.credential else {
+                return false
+            }
+            return receipt.paymentID == pending.paymentID
+                && verify(receipt.signature, over: receipt.signedBytes, publicKey: credential.terminalKey)
+        }
+    }
+
+    private func receiveError(_ message: ErrorMessage) {
+        let pendingID = guarded.withLock { $0.attempt?.pending?.paymentID }
+        if let pendingID {
+            // Only an answer naming our payment settles it: the terminal sends an error instead
+            // of a receipt only when it did not, and never will, execute that payment id.
+            guard message.paymentID == pendingID else { return }
+            resolvePending()
+            closeLink()
+            finish(error: .declined(code: message.code, reason: message.message))
+            return
+        }
+        closeLink()
+        finish(error: .sessionUnavailable(message.message.isEmpty ? message.code.description : message.message))
+    }
+
+    private func receiveCancel(_ cancel: Cancel) {
+        // With a confirmation in flight only the answer to it counts (see receiveError).
+        guard guarded.withLock({ $0.attempt?.pending == nil }) else { return }
+        closeLink()
+        finish(error: cancel.reason == .timedOut ? .terminalTimedOut : .cancelledByTerminal)
+    }
+
+    private func ended(_ end: SecureLinkEnd, generation: Int) {
+        guard isCurrent(generation), !observable.value.isFinished else { return }
+        if case .rejected(let reason) = end {
+            // A terminal that cannot prove who it is: never offer this address's session again.
+            if guarded.withLock({ $0.attempt?.pending == nil }) {
+                if let key = guarded.withLock({ $0.attempt?.tracking.key }) { decider.ignore(key) }
+                finish(error: .terminalNotTrusted(reason.description))
+                return
+            }
+        }
+        linkFailed(generation: generation, reason: .connectionLost)
+    }
+
+    private func linkFailed(generation: Int, reason: PaymentClientError) {
+        guard isCurrent(generation) else { return }
+        let pending = guarded.withLock { state -> Bool in
+            state.attempt?.link = nil
+            state.attempt?.receiptTimer?.cancel()
+            return state.attempt?.pending != nil
+        }
+        if pending {
+            observable.set(.paymentPending)
+            scheduleReconnect()
+        } else {
+            finish(error: reason == .connectionLost ? .connectionLost : reason)
+        }
+    }
+
+    /// Tries again to reach the terminal for a pending payment, backing off.
+    private func scheduleReconnect() {
+        let delay = guarded.withLock { state -> Duration? in
+            guard var attempt = state.attempt, attempt.pending != nil else { return nil }
+            let delay = attempt.reconnectDelay
+            attempt.reconnectDelay = min(delay * 2, configuration.maximumReconnectDelay)
+            state.attempt = attempt
+            return delay
+        }
+        guard let delay else { return }
+        scheduler.schedule(after: delay) { [weak self] in
+            guard let self, self.observable.value == .paymentPending else { return }
+            self.retarget()
+            self.connect()
+        }
+    }
+
+    /// A pending payment may be answered through the terminal's current session, wherever it
+    /// advertises now.
+    private func retarget() {
+        guarded.withLock { state in
+            guard var attempt = state.attempt, let pending = attempt.pending,
+                let latest = fusionTracker.latestTracking(terminalKeyID: pending.terminalKeyID)
+            else { return }
+            attempt.pending = pending.retargeted(to: latest.peripheralMetaData.address)
+            state.attempt = attempt
+        }
+    }
+
+    private func armReceiptTimer() {
+        let timer = scheduler.schedule(after: configuration.receiptTimeout) { [weak self] in
+            guard let self,
+                self.observable.value == .acquiringPaymentExecution || self.observable.value == .paymentPending
+            else { return }
+            self.closeLink()
+        }
+        guarded.withLock { state in
+            state.attempt?.receiptTimer?.cancel()
+            state.attempt?.receiptTimer = timer
+        }
+    }
+
+    private func resolvePending() {
+        let paymentID = guarded.withLock { state -> PaymentID? in
+            state.attempt?.receiptTimer?.cancel()
+            defer { state.attempt?.pending = nil }
+            return state.attempt?.pending?.paymentID
+        }
+        if let paymentID { try? pendingStore.remove(paymentID) }
+    }
+
+    private func closeLink() { guarded.withLock { $0.attempt?.link }?.close() }
+
+    private func finish(receipt: PaymentReceipt? = nil, error: PaymentClientError? = nil) {
+        let sessionID = guarded.withLock { state -> SessionID? in
+            state.error = error
+            state.attempt?.generation += 1  // ignore whatever the old link still says
+            return state.attempt?.tracking.peripheralMetaData.sessionID
+        }
+        // A session is used once. Only a link lost before confirming leaves it worth another try.
+        switch error {
+        case .connectionLost?, .connectionFailed?: break
+        default: if let sessionID { decider.ignore(session: sessionID) }
+        }
+        observable.set(error == nil ? .completed : .completedWithError)
+        announce(WalletFinishedPayment(receipt: receipt, error: error))
+    }
+}
