@@ -132,6 +132,58 @@ struct ProgramTests {
         #expect(terminalResult.standardError.contains("error: The customer declined the payment."))
     }
 
+    @Test func loyaltyIsSetUpAndRedeemedFromTheCommandLine() throws {
+        let sandbox = try Sandbox()
+        let (terminalDir, walletDir, socket) = try sandbox.initializeTerminalAndWallet()
+        let ledger = terminalDir + "/ledger.sqlite"
+        func terminal(_ arguments: [String]) throws -> ProgramResult {
+            try Programs.run("horizon-terminal", arguments + ["--data-dir", terminalDir])
+        }
+        #expect(try terminal(["programs", "points", "150", "--wallet-dir", walletDir]).status == 0)
+        #expect(try terminal(["programs", "coupon", "SUMMER", "--value", "5", "--wallet-dir", walletDir]).status == 0)
+        let duplicate = try terminal(["programs", "coupon", "SUMMER", "--wallet-dir", walletDir])
+        #expect(duplicate.status == 1)
+        #expect(duplicate.standardError == "error: a coupon with code SUMMER already exists\n")
+        let noWallet = try terminal(["programs", "points", "5"])
+        #expect(noWallet.status == 2)
+        #expect(noWallet.standardError.contains("name the wallet with --wallet KEYHEX or --wallet-dir DIR"))
+
+        // A bonus redemption, then a coupon redemption, each as two processes.
+        for (terminalArguments, walletArguments, expected) in [
+            (["redeem", "bonus", "--points", "100", "--reward", "Free coffee"], [String](), "Free coffee for 100 points"),
+            (["redeem", "coupon"], ["--coupon", "SUMMER"], "SUMMER"),
+        ] {
+            let register = try Programs.start(
+                "horizon-terminal", terminalArguments + ["--data-dir", terminalDir, "--radio-socket", socket])
+            let wallet = try Programs.run(
+                "horizon-wallet",
+                ["redeem", "--yes", "--data-dir", walletDir, "--radio-socket", socket, "--timeout", "30"]
+                    + walletArguments)
+            let result = register.finish()
+            #expect(wallet.status == 0, "\(wallet.standardError)")
+            #expect(result.status == 0, "\(result.standardError)")
+            #expect(wallet.standardOutput.contains("Redeemed at Horizon Sandbox Café: \(expected)"))
+        }
+        let points = try Programs.run("horizon-wallet", ["points", "--data-dir", walletDir, "--ledger", ledger])
+        #expect(points.standardOutput == "50 bonus points\n")
+        let coupons = try Programs.run("horizon-wallet", ["coupons", "--json", "--data-dir", walletDir, "--ledger", ledger])
+        let list = try JSONSerialization.jsonObject(with: Data(coupons.standardOutput.utf8)) as? [[String: Any]]
+        #expect(list?.first?["code"] as? String == "SUMMER")
+        #expect(list?.first?["redeemedAt"] != nil)
+
+        // The same coupon again: refused, one clear line on both sides.
+        let register = try Programs.start(
+            "horizon-terminal", ["redeem", "coupon", "--data-dir", terminalDir, "--radio-socket", socket])
+        let again = try Programs.run(
+            "horizon-wallet",
+            ["redeem", "--yes", "--coupon", "SUMMER", "--data-dir", walletDir, "--radio-socket", socket])
+        let refused = register.finish()
+        #expect(again.status == 1)
+        #expect(again.standardError.contains("was declined"))
+        #expect(refused.status == 1)
+        #expect(refused.standardError.contains("The coupon redemption was declined: coupon SUMMER was already redeemed."))
+    }
+
     @Test func badArgumentsExitWithCode2AndTheUsage() throws {
         let missingAmount = try Programs.run("horizon-terminal", ["pay"])
         #expect(missingAmount.status == 2)

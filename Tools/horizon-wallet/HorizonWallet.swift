@@ -23,7 +23,10 @@ struct HorizonWallet: ParsableCommand {
             Start with `horizon-wallet init --trust <terminal data dir>/anchor.pub`, then `horizon-wallet pay`. \
             The wallet trusts only terminals whose credential is signed by an anchor it was given.
             """,
-        subcommands: [Init.self, Scan.self, Pay.self, History.self, Balance.self, RadioCommand.self])
+        subcommands: [
+            Init.self, Scan.self, Pay.self, Redeem.self, History.self, Balance.self, Coupons.self, Memberships.self,
+            Points.self, RadioCommand.self,
+        ])
 }
 
 extension GlobalOptions {
@@ -174,48 +177,88 @@ struct Pay: ParsableCommand {
         let device = try radio.open(name: "wallet", defaultPosition: Position(x: 0.3, y: 0), logger: logger)
         let client = PaymentClient(
             radio: device, identity: identity, trustAnchors: anchors, pendingStore: pendingStore)
-        let console = Console()
-        let flow = PayFlow(
-            client: client, console: console, store: store, json: json, yes: yes, tip: tip, logger: logger)
+        let flow = ConfirmFlow(
+            clients: [client], decider: client.manualConnectionDecider, console: Console(), store: store, json: json,
+            yes: yes, logger: logger)
         try client.start()
         try flow.resolvePending(try pendingStore.all())
-        try flow.pay(timeout: timeout)
+        let tipText = tip
+        try flow.run(
+            timeout: timeout,
+            script: ConfirmationScript(
+                describe: { offer in "asks \(offer.amount)" },
+                question: { offer, _ in
+                    let tip: Money
+                    do {
+                        tip = try Money.parse(tipText, currency: offer.amount.currency)
+                    } catch {
+                        throw CLIError("--tip: \(error)")
+                    }
+                    let total = (try? offer.amount.adding(tip)) ?? offer.amount
+                    return "Pay \(offer.amount) + tip \(tip) = \(total)?"
+                },
+                confirm: { client, offer in
+                    guard let payment = client as? PaymentClient,
+                        let tip = try? Money.parse(tipText, currency: offer.amount.currency)
+                    else { return }
+                    payment.setOrderConfirmedByUser(true, tip: tip)
+                },
+                success: { receipt in
+                    [
+                        "Paid \(receipt.merchantName): \(receipt.amount) + tip \(receipt.tip) = \(receipt.total)",
+                        "  payment \(receipt.paymentID)  reference \(receipt.reference)  bonus points +\(receipt.bonusPointsEarned) (now \(receipt.bonusPointsBalance))",
+                    ]
+                }))
     }
 }
 
-/// The interactive payment, step by step.
-final class PayFlow: @unchecked Sendable {
-    let client: PaymentClient
+/// What differs between paying and redeeming in the interactive flow.
+struct ConfirmationScript {
+    /// What the verified offer asks for, after the merchant's name ("asks 12.50 EUR").
+    let describe: (PaymentOffer) -> String
+    /// The question to ask about the verified offer (may refuse bad input such as a tip).
+    let question: (PaymentOffer, TransactionType) throws -> String
+    /// Sends the person's yes, once the terminal is connected.
+    let confirm: @Sendable (any TransactionClient, PaymentOffer) -> Void
+    /// What the finished receipt says, a line each.
+    let success: (PaymentReceipt) -> [String]
+}
+
+/// The interactive payment or redemption, step by step: the nearest candidate, its verified
+/// offer, the person's answer, the receipt — or a pending request kept for the next run.
+final class ConfirmFlow: @unchecked Sendable {
+    let clients: [any TransactionClient]
+    let decider: any ManualConnectionDeciderProtocol
     let console: Console
     let store: WalletStore
     let json: Bool
     let yes: Bool
-    let tipText: String
     let logger: Logger
     private let changed = DispatchSemaphore(value: 0)
     private var interrupted = false
-    /// Set once the person said yes: from then on Ctrl-C leaves the payment pending.
+    /// Set once the person said yes: from then on Ctrl-C leaves the request pending.
     private var confirmed = false
     private let lock = NSLock()
 
     init(
-        client: PaymentClient, console: Console, store: WalletStore, json: Bool, yes: Bool, tip: String, logger: Logger
+        clients: [any TransactionClient], decider: any ManualConnectionDeciderProtocol, console: Console,
+        store: WalletStore, json: Bool, yes: Bool, logger: Logger
     ) {
-        self.client = client
+        self.clients = clients
+        self.decider = decider
         self.console = console
         self.store = store
         self.json = json
         self.yes = yes
-        self.tipText = tip
         self.logger = logger
-        client.observeState { [weak self] state in
-            self?.logger.debug("wallet state: \(state)")
-            self?.changed.signal()
+        for client in clients {
+            client.observeState { [weak self] state in
+                self?.logger.debug("wallet state: \(state)")
+                self?.changed.signal()
+            }
         }
-        client.fusionTracker.manualConnectionDecider.observeState { [weak self] _ in self?.changed.signal() }
+        decider.observeState { [weak self] _ in self?.changed.signal() }
     }
-
-    var decider: ManualConnectionDecider { client.fusionTracker.manualConnectionDecider }
 
     private func wait(until condition: () -> Bool, seconds: Int) -> Bool {
         let deadline = DispatchTime.now() + .seconds(seconds)
@@ -236,18 +279,21 @@ final class PayFlow: @unchecked Sendable {
         return interrupted
     }
 
-    /// Payments an earlier run confirmed without an answer: asked for again first.
+    /// Requests an earlier run sent without an answer: asked for again first, each by the client
+    /// of its kind.
     func resolvePending(_ pending: [PendingPayment]) throws {
-        for payment in pending {
-            if !json { console.line("Asking \(payment.merchantName) about pending payment \(payment.paymentID)…") }
-            guard client.resume(payment) else { continue }
+        for request in pending {
+            let type = request.redeem?.transactionType ?? .payment
+            guard let client = clients.first(where: { $0.transactionType == type }) else { continue }
+            if !json { console.line("Asking \(request.merchantName) about pending request \(request.paymentID)…") }
+            guard client.resume(request) else { continue }
             _ = wait(until: { client.state.isFinished }, seconds: 15)
             switch client.state {
             case .completed:
                 if let receipt = client.receipt { try save(receipt) }
-                if !json { console.line("  it was paid: \(client.receipt.map { "\($0.total)" } ?? "")") }
+                if !json { console.line("  it went through: \(client.receipt.map { "\($0.total)" } ?? "")") }
             case .completedWithError:
-                if !json { console.line("  it was not charged: \(client.humanizedError ?? "")") }
+                if !json { console.line("  it was not executed: \(client.humanizedError ?? "")") }
             default:
                 if !json { console.line("  the terminal is not reachable; it stays pending") }
             }
@@ -255,7 +301,7 @@ final class PayFlow: @unchecked Sendable {
         }
     }
 
-    func pay(timeout: Int) throws {
+    func run(timeout: Int, script: ConfirmationScript) throws {
         let interrupt = InterruptHandler(queue: DispatchQueue(label: "horizon.wallet.signals")) { [weak self] _ in
             guard let self else { return }
             self.lock.lock()
@@ -263,7 +309,7 @@ final class PayFlow: @unchecked Sendable {
             let confirmed = self.confirmed
             self.lock.unlock()
             guard confirmed else {
-                // Before confirming nothing can be charged: decline (the terminal is told at once,
+                // Before confirming nothing can be executed: decline (the terminal is told at once,
                 // the frames are on their way when this returns) and stop, even at the y/N prompt.
                 let declined = self.decider.decideAgainstCandidate()
                 self.console.line()
@@ -280,6 +326,9 @@ final class PayFlow: @unchecked Sendable {
                 isInterrupted ? "stopped before a terminal was found" : "no terminal found nearby within \(timeout) s")
         }
         decider.startDeciding()
+        guard let client = clients.first(where: { $0.manualConnectionDecider.state == .deciding }) else {
+            throw CommandFailure("the candidate went away")
+        }
         if !json { console.status("Fetching the offer…") }
         guard wait(until: { client.state == .offerReceived || client.state.isFinished }, seconds: 15),
             let offer = client.offer
@@ -287,22 +336,19 @@ final class PayFlow: @unchecked Sendable {
             if isInterrupted { decider.decideAgainstCandidate() }
             throw CommandFailure(client.humanizedError ?? "the terminal did not send an offer")
         }
-        let tip: Money
+        let question: String
         do {
-            tip = try Money.parse(tipText, currency: offer.amount.currency)
+            question = try script.question(offer, client.transactionType)
         } catch {
             decider.decideAgainstCandidate()
-            throw CLIError("--tip: \(error)")
+            throw error
         }
         if !json {
-            console.line(
-                "\(offer.merchantName) asks \(offer.amount)\(offer.registerUser.isEmpty ? "" : " (cashier \(offer.registerUser))")"
-            )
-            console.line(
-                "  terminal \(offer.terminalKeyID), merchant \(offer.merchantID), verified by your trust anchor")
+            let cashier = offer.registerUser.isEmpty ? "" : " (cashier \(offer.registerUser))"
+            console.line("\(offer.merchantName) \(script.describe(offer))\(cashier)")
+            console.line("  terminal \(offer.terminalKeyID), merchant \(offer.merchantID), verified by your trust anchor")
         }
-        let total = (try? offer.amount.adding(tip)) ?? offer.amount
-        guard !isInterrupted, yes || console.confirm("Pay \(offer.amount) + tip \(tip) = \(total)?") else {
+        guard !isInterrupted, yes || console.confirm(question) else {
             decider.decideAgainstCandidate()
             _ = wait(until: { client.state == .idle }, seconds: 2)
             throw CommandFailure("declined; nothing was charged")
@@ -311,27 +357,25 @@ final class PayFlow: @unchecked Sendable {
         confirmed = true
         lock.unlock()
         decider.decideForCandidate()
-        client.onHostConnected = { [client] in client.setOrderConfirmedByUser(true, tip: tip) }
-        client.connectToPaymentSession()
-        if !json { console.status("Paying…") }
+        let confirm = script.confirm
+        client.onHostConnected = { [client] in confirm(client, offer) }
+        client.connectToSession()
+        if !json { console.status("Sending…") }
         _ = wait(until: { client.state.isFinished }, seconds: 30)
         if client.state == .paymentPending || client.state == .acquiringPaymentExecution {
-            let id = client.pendingPayment?.paymentID.description ?? "?"
+            let id = client.pendingRequest?.paymentID.description ?? "?"
             throw CommandFailure(
-                "payment \(id) is pending: the terminal may have charged it. It is kept and asked for again by the next `horizon-wallet pay`; `horizon-wallet history` lists it."
+                "request \(id) is pending: the terminal may have executed it. It is kept and asked for again by the next `horizon-wallet pay` or `redeem`; `horizon-wallet history` lists it."
             )
         }
         guard client.state == .completed, let receipt = client.receipt else {
-            throw CommandFailure(client.humanizedError ?? "the payment did not complete")
+            throw CommandFailure(client.humanizedError ?? "it did not complete")
         }
         try save(receipt)
         if json {
             try console.json(StoredReceipt(receipt))
         } else {
-            console.line("Paid \(receipt.merchantName): \(receipt.amount) + tip \(receipt.tip) = \(receipt.total)")
-            console.line(
-                "  payment \(receipt.paymentID)  reference \(receipt.reference)  bonus points +\(receipt.bonusPointsEarned) (now \(receipt.bonusPointsBalance))"
-            )
+            for line in script.success(receipt) { console.line(line) }
         }
     }
 
@@ -339,7 +383,7 @@ final class PayFlow: @unchecked Sendable {
         do {
             try store.saveReceipt(StoredReceipt(receipt))
         } catch {
-            throw CLIError("the payment completed but its receipt could not be stored: \(error)")
+            throw CLIError("it completed but its receipt could not be stored: \(error)")
         }
     }
 }
@@ -426,7 +470,7 @@ struct Balance: ParsableCommand {
             ledger: given with --ledger, or found in a terminal data directory on this machine.
             """)
 
-    @Option(help: "A sandbox ledger file (default: the local terminal's, if any).") var ledger: String?
+    @OptionGroup var ledger: LedgerChoice
     @Flag(help: "Print JSON.") var json = false
     @OptionGroup var global: GlobalOptions
 
@@ -436,32 +480,15 @@ struct Balance: ParsableCommand {
         let receipts = try files.openStore().receipts()
         var points: [String: Int64] = [:]
         for receipt in receipts.reversed() { points[receipt.merchantName] = receipt.bonusPointsBalance }
-        let ledgerPath =
-            ledger
-            ?? DataDirectory(explicit: nil, role: "terminal").file(TerminalFiles.ledger).path
-        var balance: String?
-        if FileManager.default.fileExists(atPath: ledgerPath) {
-            let sandbox: SandboxLedger
-            do {
-                sandbox = try SandboxLedger(
-                    path: ledgerPath, configuration: LedgerConfiguration(enrollment: .refuseUnknown))
-            } catch {
-                throw CLIError("cannot read the ledger \(ledgerPath): \(error)")
-            }
-            balance = try sandbox.account(for: identity.publicKey).map { "\($0.balance)" } ?? "not enrolled yet"
-        } else if ledger != nil {
-            throw CLIError("no ledger at \(ledgerPath)")
-        }
+        let sandbox = try ledger.open()
+        let balance = try sandbox.map { try $0.account(for: identity.publicKey).map { "\($0.balance)" } ?? "not enrolled yet" }
         if json {
-            try Console().json(
-                BalanceReport(balance: balance, ledger: balance == nil ? nil : ledgerPath, bonusPoints: points))
+            try Console().json(BalanceReport(balance: balance, ledger: sandbox == nil ? nil : ledger.path, bonusPoints: points))
             return
         }
         print("balance       \(balance ?? "unknown (no sandbox ledger on this machine; pass --ledger)")")
         if points.isEmpty { print("bonus points  none yet") }
-        for (merchant, value) in points.sorted(by: { $0.key < $1.key }) {
-            print("bonus points  \(value) at \(merchant)")
-        }
+        for (merchant, value) in points.sorted(by: { $0.key < $1.key }) { print("bonus points  \(value) at \(merchant)") }
     }
 }
 
