@@ -60,7 +60,8 @@ extension SandboxLedger: RedemptionProcessor {
                     reason: "not enough bonus points: \(request.quantity) needed, \(points) held")
             }
             try db.query(
-                "UPDATE wallets SET bonus_points = bonus_points - ? WHERE wallet_key = ?", [.integer(request.quantity), key])
+                "UPDATE wallets SET bonus_points = bonus_points - ? WHERE wallet_key = ?",
+                [.integer(request.quantity), key])
             return .approved(reference: 0, bonusPointsEarned: 0, bonusPointsBalance: points - request.quantity)
         case .goldRedemption:
             guard let row = try db.query("SELECT * FROM gold_memberships WHERE wallet_key = ?", [key]).first,
@@ -119,7 +120,9 @@ extension SandboxLedger: RedemptionProcessor {
         benefitPeriod: Int64 = 30 * 86_400
     ) throws(DatabaseError) {
         guard validUntil >= validFrom, benefitPeriod > 0 else {
-            throw DatabaseError(code: -1, message: "a membership needs a valid period and a positive benefit period", context: "gold membership")
+            throw DatabaseError(
+                code: -1, message: "a membership needs a valid period and a positive benefit period",
+                context: "gold membership")
         }
         try database.transaction { (db) throws(DatabaseError) in
             try db.query(
@@ -130,7 +133,10 @@ extension SandboxLedger: RedemptionProcessor {
                 INSERT OR REPLACE INTO gold_memberships(wallet_key, tier, valid_from, valid_until, benefit_period,
                     last_benefit_period) VALUES (?, ?, ?, ?, ?, NULL)
                 """,
-                [.blob(walletKey.bytes), .text(tier), .integer(validFrom), .integer(validUntil), .integer(benefitPeriod)])
+                [
+                    .blob(walletKey.bytes), .text(tier), .integer(validFrom), .integer(validUntil),
+                    .integer(benefitPeriod),
+                ])
         }
     }
 
@@ -148,7 +154,10 @@ extension SandboxLedger: RedemptionProcessor {
                 [.blob(walletKey.bytes), .text(configuration.currency.code), .integer(time)])
             try db.query(
                 "INSERT INTO coupons(code, wallet_key, description, value, expires_at) VALUES (?, ?, ?, ?, ?)",
-                [.text(code), .blob(walletKey.bytes), .text(description), .integer(value.minorUnits), .integer(expiresAt)])
+                [
+                    .text(code), .blob(walletKey.bytes), .text(description), .integer(value.minorUnits),
+                    .integer(expiresAt),
+                ])
         }
     }
 

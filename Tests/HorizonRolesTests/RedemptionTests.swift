@@ -14,7 +14,8 @@ struct RedemptionBench {
     let terminal: TerminalRig
     let host: RedemptionHost
 
-    init(_ type: TransactionType, seed: UInt64 = 11, at position: Position = .origin, name: String = "terminal") throws {
+    init(_ type: TransactionType, seed: UInt64 = 11, at position: Position = .origin, name: String = "terminal") throws
+    {
         world = try World(seed: seed)
         terminal = try world.terminal(name, at: position)
         host = try requireValue(
@@ -22,7 +23,9 @@ struct RedemptionBench {
                 transactionType: type, service: terminal.service, processor: terminal.ledger))
     }
 
-    func wallet(_ name: String = "wallet", at position: Position = Position(x: 0.3, y: 0)) throws -> WalletCoordinatorRig {
+    func wallet(_ name: String = "wallet", at position: Position = Position(x: 0.3, y: 0)) throws
+        -> WalletCoordinatorRig
+    {
         try WalletCoordinatorRig(world: world, name: name, position: position)
     }
 }
@@ -35,7 +38,8 @@ struct WalletCoordinatorRig {
     init(world: World, name: String, position: Position, identity: WalletIdentity = WalletIdentity()) throws {
         device = try world.simulation.addDevice(name: name, configuration: DeviceConfiguration(position: position))
         self.identity = identity
-        coordinator = PaymentAndRedemptionClientCoordinator(radio: device, identity: identity, trustAnchors: world.anchors)
+        coordinator = PaymentAndRedemptionClientCoordinator(
+            radio: device, identity: identity, trustAnchors: world.anchors)
         try coordinator.start()
     }
 
@@ -44,7 +48,9 @@ struct WalletCoordinatorRig {
     func acceptEverything(coupon: String? = nil, tip: Int64 = 0) {
         let coordinator = self.coordinator
         let collection = coordinator.manualConnectionDecider
-        for client in [coordinator.bonusRedemptionClient, coordinator.goldRedemptionClient, coordinator.couponRedemptionClient] {
+        for client in [
+            coordinator.bonusRedemptionClient, coordinator.goldRedemptionClient, coordinator.couponRedemptionClient,
+        ] {
             client.onHostConnected = { [client] in client.setRedemptionConfirmedByUser(true, coupon: coupon) }
             client.observeState { state in
                 if state == .offerReceived { client.manualConnectionDecider.decideForCandidate() }
@@ -111,8 +117,12 @@ struct RedemptionTests {
         #expect(bench.host.start(RedemptionOffer(item: "Free dessert", value: euros(600))))
         #expect(bench.world.run(until: { client.state.isFinished && bench.host.state.isFinished }))
         #expect(client.error == .declined(code: .alreadyRedeemed, reason: "alreadyRedeemed"))
-        #expect(bench.host.error == .declined(code: .alreadyRedeemed, reason: "the gold benefit was already used this period"))
-        #expect(bench.host.humanizedError == "The gold redemption was declined: the gold benefit was already used this period.")
+        #expect(
+            bench.host.error
+                == .declined(code: .alreadyRedeemed, reason: "the gold benefit was already used this period"))
+        #expect(
+            bench.host.humanizedError
+                == "The gold redemption was declined: the gold benefit was already used this period.")
     }
 
     @Test func aCouponIsRedeemedOnceAndRefusedWhenUsedExpiredOrUnknown() throws {
@@ -152,7 +162,9 @@ struct RedemptionTests {
         let client = wallet.coordinator.bonusRedemptionClient
         #expect(bench.world.run(until: { client.state.isFinished && bench.host.state.isFinished }))
         #expect(client.error == .declined(code: .insufficientPoints, reason: "insufficientPoints"))
-        #expect(bench.host.error == .declined(code: .insufficientPoints, reason: "not enough bonus points: 100 needed, 40 held"))
+        #expect(
+            bench.host.error
+                == .declined(code: .insufficientPoints, reason: "not enough bonus points: 100 needed, 40 held"))
         #expect(try bench.terminal.ledger.account(for: wallet.identity.publicKey)?.bonusPoints == 40)
     }
 
@@ -187,7 +199,9 @@ struct RedemptionTests {
         #expect(world.run(until: { clients.allSatisfy { $0.state.isFinished } }))
         #expect(clients.filter { $0.state == .completed }.count == 1)
         #expect(clients.compactMap(\.error) == [.declined(code: .alreadyRedeemed, reason: "alreadyRedeemed")])
-        let redeemed = try shop.ledger.transactions().filter { $0.transactionType == .couponRedemption && $0.outcome.isApproved }
+        let redeemed = try shop.ledger.transactions().filter {
+            $0.transactionType == .couponRedemption && $0.outcome.isApproved
+        }
         #expect(redeemed.count == 1)
     }
 
@@ -206,7 +220,8 @@ struct RedemptionTests {
             bench.world.simulation.injectFaultOnNextLink(.cut, atFrame: frameIndex)
             let offer =
                 type == .bonusRedemption
-                ? RedemptionOffer(item: "Mug", points: 100, value: euros(900)) : RedemptionOffer(item: "coupon", value: euros(0))
+                ? RedemptionOffer(item: "Mug", points: 100, value: euros(900))
+                : RedemptionOffer(item: "coupon", value: euros(0))
             #expect(bench.host.start(offer))
             let client = try requireValue(wallet.coordinator.redemptionClient(for: type))
             bench.world.run(until: { client.state.isFinished || client.state == .paymentPending })
@@ -294,7 +309,9 @@ struct RedemptionTests {
         let bench = try RedemptionBench(.bonusRedemption)
         #expect(!bench.host.start(RedemptionOffer(item: "Free", points: 0, value: euros(0))))
         #expect(bench.host.error == .invalidRedemption("a bonus redemption must cost at least one point"))
-        #expect(RedemptionHost.redemptionHost(transactionType: .payment, service: bench.terminal.service, processor: bench.terminal.ledger) == nil)
+        #expect(
+            RedemptionHost.redemptionHost(
+                transactionType: .payment, service: bench.terminal.service, processor: bench.terminal.ledger) == nil)
         let coupon = try requireValue(
             RedemptionHost.redemptionHost(
                 transactionType: .couponRedemption, service: bench.terminal.service, processor: bench.terminal.ledger))

@@ -150,7 +150,10 @@ struct ProgramTests {
 
         // A bonus redemption, then a coupon redemption, each as two processes.
         for (terminalArguments, walletArguments, expected) in [
-            (["redeem", "bonus", "--points", "100", "--reward", "Free coffee"], [String](), "Free coffee for 100 points"),
+            (
+                ["redeem", "bonus", "--points", "100", "--reward", "Free coffee"], [String](),
+                "Free coffee for 100 points"
+            ),
             (["redeem", "coupon"], ["--coupon", "SUMMER"], "SUMMER"),
         ] {
             let register = try Programs.start(
@@ -166,7 +169,8 @@ struct ProgramTests {
         }
         let points = try Programs.run("horizon-wallet", ["points", "--data-dir", walletDir, "--ledger", ledger])
         #expect(points.standardOutput == "50 bonus points\n")
-        let coupons = try Programs.run("horizon-wallet", ["coupons", "--json", "--data-dir", walletDir, "--ledger", ledger])
+        let coupons = try Programs.run(
+            "horizon-wallet", ["coupons", "--json", "--data-dir", walletDir, "--ledger", ledger])
         let list = try JSONSerialization.jsonObject(with: Data(coupons.standardOutput.utf8)) as? [[String: Any]]
         #expect(list?.first?["code"] as? String == "SUMMER")
         #expect(list?.first?["redeemedAt"] != nil)
@@ -181,7 +185,8 @@ struct ProgramTests {
         #expect(again.status == 1)
         #expect(again.standardError.contains("was declined"))
         #expect(refused.status == 1)
-        #expect(refused.standardError.contains("The coupon redemption was declined: coupon SUMMER was already redeemed."))
+        #expect(
+            refused.standardError.contains("The coupon redemption was declined: coupon SUMMER was already redeemed."))
     }
 
     @Test func badArgumentsExitWithCode2AndTheUsage() throws {

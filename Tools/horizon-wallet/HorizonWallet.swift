@@ -157,34 +157,17 @@ struct Pay: ParsableCommand {
             """)
 
     @Option(help: "The tip to add, e.g. 1.50 (in the offer's currency).") var tip = "0"
-    @Flag(name: .shortAndLong, help: "Confirm without asking.") var yes = false
-    @Option(help: "Seconds to wait for a terminal.") var timeout = 60
-    @Flag(help: "Print the result as JSON.") var json = false
-    @OptionGroup var global: GlobalOptions
-    @OptionGroup var radio: RadioOptions
-
-    func validate() throws {
-        guard (1...3600).contains(timeout) else { throw ValidationError("--timeout must be 1 to 3600 seconds") }
-    }
+    @OptionGroup var options: ConfirmOptions
 
     func run() throws {
-        let logger = Logs.logger("horizon.wallet", verbose: global.verbose)
-        let files = global.walletFiles
-        let identity = try files.loadIdentity()
-        let anchors = try files.loadTrustAnchors()
-        let store = try files.openStore()
-        let pendingStore = SQLitePendingPaymentStore(store: store)
-        let device = try radio.open(name: "wallet", defaultPosition: Position(x: 0.3, y: 0), logger: logger)
+        let wallet = try options.openWallet()
         let client = PaymentClient(
-            radio: device, identity: identity, trustAnchors: anchors, pendingStore: pendingStore)
-        let flow = ConfirmFlow(
-            clients: [client], decider: client.manualConnectionDecider, console: Console(), store: store, json: json,
-            yes: yes, logger: logger)
-        try client.start()
-        try flow.resolvePending(try pendingStore.all())
+            radio: wallet.radio, identity: wallet.identity, trustAnchors: wallet.anchors,
+            pendingStore: wallet.pendingStore)
+        let flow = try wallet.flow(clients: [client], decider: client.manualConnectionDecider)
         let tipText = tip
         try flow.run(
-            timeout: timeout,
+            timeout: options.timeout,
             script: ConfirmationScript(
                 describe: { offer in "asks \(offer.amount)" },
                 question: { offer, _ in
@@ -212,6 +195,52 @@ struct Pay: ParsableCommand {
     }
 }
 
+/// Options `pay` and `redeem` share.
+struct ConfirmOptions: ParsableArguments {
+    @Flag(name: .shortAndLong, help: "Confirm without asking.") var yes = false
+    @Option(help: "Seconds to wait for a terminal.") var timeout = 60
+    @Flag(help: "Print the result as JSON.") var json = false
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var radio: RadioOptions
+
+    func validate() throws {
+        guard (1...3600).contains(timeout) else { throw ValidationError("--timeout must be 1 to 3600 seconds") }
+    }
+
+    /// The wallet's identity, trust, durable store and radio, ready for a flow.
+    func openWallet() throws -> OpenWallet {
+        let logger = Logs.logger("horizon.wallet", verbose: global.verbose)
+        let files = global.walletFiles
+        let identity = try files.loadIdentity()
+        let anchors = try files.loadTrustAnchors()
+        let store = try files.openStore()
+        let radio = try self.radio.open(name: "wallet", defaultPosition: Position(x: 0.3, y: 0), logger: logger)
+        return OpenWallet(
+            identity: identity, anchors: anchors, store: store, pendingStore: SQLitePendingPaymentStore(store: store),
+            radio: radio, logger: logger, options: self)
+    }
+}
+
+struct OpenWallet {
+    let identity: WalletIdentity
+    let anchors: [TrustAnchor]
+    let store: WalletStore
+    let pendingStore: SQLitePendingPaymentStore
+    let radio: RemoteSimulatedRadio
+    let logger: Logger
+    let options: ConfirmOptions
+
+    /// Starts `clients` and first asks again for whatever an earlier run left pending.
+    func flow(clients: [TransactionClient], decider: any ManualConnectionDeciderProtocol) throws -> ConfirmFlow {
+        let flow = ConfirmFlow(
+            clients: clients, decider: decider, console: Console(), store: store, json: options.json, yes: options.yes,
+            logger: logger)
+        for client in clients { try client.start() }
+        try flow.resolvePending(try pendingStore.all())
+        return flow
+    }
+}
+
 /// What differs between paying and redeeming in the interactive flow.
 struct ConfirmationScript {
     /// What the verified offer asks for, after the merchant's name ("asks 12.50 EUR").
@@ -219,7 +248,7 @@ struct ConfirmationScript {
     /// The question to ask about the verified offer (may refuse bad input such as a tip).
     let question: (PaymentOffer, TransactionType) throws -> String
     /// Sends the person's yes, once the terminal is connected.
-    let confirm: @Sendable (any TransactionClient, PaymentOffer) -> Void
+    let confirm: @Sendable (TransactionClient, PaymentOffer) -> Void
     /// What the finished receipt says, a line each.
     let success: (PaymentReceipt) -> [String]
 }
@@ -227,7 +256,7 @@ struct ConfirmationScript {
 /// The interactive payment or redemption, step by step: the nearest candidate, its verified
 /// offer, the person's answer, the receipt — or a pending request kept for the next run.
 final class ConfirmFlow: @unchecked Sendable {
-    let clients: [any TransactionClient]
+    let clients: [TransactionClient]
     let decider: any ManualConnectionDeciderProtocol
     let console: Console
     let store: WalletStore
@@ -241,7 +270,7 @@ final class ConfirmFlow: @unchecked Sendable {
     private let lock = NSLock()
 
     init(
-        clients: [any TransactionClient], decider: any ManualConnectionDeciderProtocol, console: Console,
+        clients: [TransactionClient], decider: any ManualConnectionDeciderProtocol, console: Console,
         store: WalletStore, json: Bool, yes: Bool, logger: Logger
     ) {
         self.clients = clients
@@ -346,7 +375,8 @@ final class ConfirmFlow: @unchecked Sendable {
         if !json {
             let cashier = offer.registerUser.isEmpty ? "" : " (cashier \(offer.registerUser))"
             console.line("\(offer.merchantName) \(script.describe(offer))\(cashier)")
-            console.line("  terminal \(offer.terminalKeyID), merchant \(offer.merchantID), verified by your trust anchor")
+            console.line(
+                "  terminal \(offer.terminalKeyID), merchant \(offer.merchantID), verified by your trust anchor")
         }
         guard !isInterrupted, yes || console.confirm(question) else {
             decider.decideAgainstCandidate()
@@ -481,14 +511,19 @@ struct Balance: ParsableCommand {
         var points: [String: Int64] = [:]
         for receipt in receipts.reversed() { points[receipt.merchantName] = receipt.bonusPointsBalance }
         let sandbox = try ledger.open()
-        let balance = try sandbox.map { try $0.account(for: identity.publicKey).map { "\($0.balance)" } ?? "not enrolled yet" }
+        let balance = try sandbox.map {
+            try $0.account(for: identity.publicKey).map { "\($0.balance)" } ?? "not enrolled yet"
+        }
         if json {
-            try Console().json(BalanceReport(balance: balance, ledger: sandbox == nil ? nil : ledger.path, bonusPoints: points))
+            try Console().json(
+                BalanceReport(balance: balance, ledger: sandbox == nil ? nil : ledger.path, bonusPoints: points))
             return
         }
         print("balance       \(balance ?? "unknown (no sandbox ledger on this machine; pass --ledger)")")
         if points.isEmpty { print("bonus points  none yet") }
-        for (merchant, value) in points.sorted(by: { $0.key < $1.key }) { print("bonus points  \(value) at \(merchant)") }
+        for (merchant, value) in points.sorted(by: { $0.key < $1.key }) {
+            print("bonus points  \(value) at \(merchant)")
+        }
     }
 }
 

@@ -17,44 +17,28 @@ struct Redeem: ParsableCommand {
             """)
 
     @Option(help: "The coupon to redeem, for coupon terminals.") var coupon: String?
-    @Flag(name: .shortAndLong, help: "Confirm without asking.") var yes = false
-    @Option(help: "Seconds to wait for a terminal.") var timeout = 60
-    @Flag(help: "Print the result as JSON.") var json = false
-    @OptionGroup var global: GlobalOptions
-    @OptionGroup var radio: RadioOptions
+    @OptionGroup var options: ConfirmOptions
 
     func validate() throws {
-        guard (1...3600).contains(timeout) else { throw ValidationError("--timeout must be 1 to 3600 seconds") }
         if let coupon, coupon.isEmpty || coupon.utf8.count > 64 {
             throw ValidationError("--coupon must be 1 to 64 bytes")
         }
     }
 
     func run() throws {
-        let logger = Logs.logger("horizon.wallet", verbose: global.verbose)
-        let files = global.walletFiles
-        let identity = try files.loadIdentity()
-        let anchors = try files.loadTrustAnchors()
-        let store = try files.openStore()
-        let pendingStore = SQLitePendingPaymentStore(store: store)
-        let device = try radio.open(name: "wallet", defaultPosition: Position(x: 0.3, y: 0), logger: logger)
-        let hub = SightingHub(radio: device)
-        let clients: [RedemptionClient] = [
-            .redemptionClientForBonusRedemption(
-                radio: device, identity: identity, trustAnchors: anchors, pendingStore: pendingStore, scanner: hub),
-            .redemptionClientForGoldRedemption(
-                radio: device, identity: identity, trustAnchors: anchors, pendingStore: pendingStore, scanner: hub),
-            .redemptionClientForCouponRedemption(
-                radio: device, identity: identity, trustAnchors: anchors, pendingStore: pendingStore, scanner: hub),
-        ]
-        let decider = ManualConnectionDeciderCollection(deciders: clients.map(\.manualConnectionDecider))
-        let flow = ConfirmFlow(
-            clients: clients, decider: decider, console: Console(), store: store, json: json, yes: yes, logger: logger)
-        for client in clients { try client.start() }
-        try flow.resolvePending(try pendingStore.all())
+        let wallet = try options.openWallet()
+        let hub = SightingHub(radio: wallet.radio)
+        let clients: [RedemptionClient] = [.bonusRedemption, .goldRedemption, .couponRedemption].compactMap {
+            RedemptionClient.redemptionClient(
+                transactionType: $0, radio: wallet.radio, identity: wallet.identity, trustAnchors: wallet.anchors,
+                pendingStore: wallet.pendingStore, scanner: hub)
+        }
+        let flow = try wallet.flow(
+            clients: clients,
+            decider: ManualConnectionDeciderCollection(deciders: clients.map(\.manualConnectionDecider)))
         let coupon = self.coupon
         try flow.run(
-            timeout: timeout,
+            timeout: options.timeout,
             script: ConfirmationScript(
                 describe: { offer in
                     switch offer.quantity {
@@ -68,7 +52,8 @@ struct Redeem: ParsableCommand {
                     case .couponRedemption:
                         guard let coupon else {
                             throw CLIError(
-                                "this terminal redeems coupons: name yours with --coupon CODE (see `horizon-wallet coupons`)")
+                                "this terminal redeems coupons: name yours with --coupon CODE (see `horizon-wallet coupons`)"
+                            )
                         }
                         return "Redeem coupon \(coupon)?"
                     default: return "Use your gold benefit: \(offer.item)?"
@@ -102,7 +87,8 @@ struct LedgerChoice: ParsableArguments {
         }
         do {
             // The currency is read from the file itself: a ledger keeps one for life.
-            let currency = try SQLiteDatabase(path: path).query("SELECT value FROM meta WHERE key = 'currency'")
+            let currency =
+                try SQLiteDatabase(path: path).query("SELECT value FROM meta WHERE key = 'currency'")
                 .first?["value"].text.flatMap { try? Currency(code: $0) } ?? .eur
             return try SandboxLedger(
                 path: path, configuration: LedgerConfiguration(currency: currency, enrollment: .refuseUnknown))
@@ -131,14 +117,18 @@ struct Coupons: ParsableCommand {
         if json { return try Console().json(coupons) }
         if coupons.isEmpty { print("no coupons") }
         for coupon in coupons {
-            let expiry = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(coupon.expiresAt)))
-            print("\(coupon.code)  \(coupon.description)  \(coupon.redeemedAt == nil ? "valid until \(expiry)" : "redeemed")")
+            let expiry = ISO8601DateFormatter().string(
+                from: Date(timeIntervalSince1970: TimeInterval(coupon.expiresAt)))
+            print(
+                "\(coupon.code)  \(coupon.description)  \(coupon.redeemedAt == nil ? "valid until \(expiry)" : "redeemed")"
+            )
         }
     }
 }
 
 struct Memberships: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show this wallet's gold membership (from the sandbox ledger).")
+    static let configuration = CommandConfiguration(
+        abstract: "Show this wallet's gold membership (from the sandbox ledger).")
     @OptionGroup var ledger: LedgerChoice
     @Flag(help: "Print JSON.") var json = false
     @OptionGroup var global: GlobalOptions
@@ -147,19 +137,22 @@ struct Memberships: ParsableCommand {
         let membership = try ledger.require().goldMembership(for: try global.walletFiles.loadIdentity().publicKey)
         if json { return try Console().json(membership.map { [$0] } ?? []) }
         guard let membership else { return print("no gold membership") }
-        let until = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(membership.validUntil)))
+        let until = ISO8601DateFormatter().string(
+            from: Date(timeIntervalSince1970: TimeInterval(membership.validUntil)))
         print("\(membership.tier) until \(until), benefit once every \(membership.benefitPeriod / 86_400) days")
     }
 }
 
 struct Points: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show this wallet's bonus points (from the sandbox ledger).")
+    static let configuration = CommandConfiguration(
+        abstract: "Show this wallet's bonus points (from the sandbox ledger).")
     @OptionGroup var ledger: LedgerChoice
     @Flag(help: "Print JSON.") var json = false
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        let points = try ledger.require().account(for: try global.walletFiles.loadIdentity().publicKey)?.bonusPoints ?? 0
+        let points =
+            try ledger.require().account(for: try global.walletFiles.loadIdentity().publicKey)?.bonusPoints ?? 0
         if json { return try Console().json(["points": points]) }
         print("\(points) bonus points")
     }

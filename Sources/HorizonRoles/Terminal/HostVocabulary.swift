@@ -112,4 +112,3 @@ extension Notification.Name {
     /// `userInfo["finishedPayment"]` the `FinishedPayment`.
     public static let paymentHostFinishedAPayment = Notification.Name("PaymentHostFinishedAPaymentNotification")
 }
-

@@ -49,7 +49,8 @@ public final class PaymentHost: Sendable {
             lingerAfterReceipt: configuration.lingerAfterReceipt, merchantPrograms: configuration.merchantPrograms
         ) { session in
             let event = FinishedPayment(
-                sessionID: session.session.id, order: session.result.flatMap { PaymentHost.order(from: $0, session.session) },
+                sessionID: session.session.id,
+                order: session.result.flatMap { PaymentHost.order(from: $0, session.session) },
                 error: session.error)
             finished.send(event)
             NotificationCenter.default.post(
@@ -99,7 +100,8 @@ public final class PaymentHost: Sendable {
             core.setError(.unsupportedCurrency(amount.currency.code))
             return false
         }
-        return core.open(OfferTerms(amount: amount, registerUser: registerUser?.name ?? "", item: "", quantity: 0)) == nil
+        return core.open(OfferTerms(amount: amount, registerUser: registerUser?.name ?? "", item: "", quantity: 0))
+            == nil
     }
 
     /// Ends the session (advertising stops) and returns to idle. Returns false if idle already.

@@ -168,7 +168,8 @@ final class SessionHost: TerminalSessionHandler, Sendable {
         }
         if let session, let connection = session.activeConnection {
             connection.send(
-                .cancel(Cancel(sessionID: session.id, reason: .terminalCancelled, message: "cancelled at the register")))
+                .cancel(Cancel(sessionID: session.id, reason: .terminalCancelled, message: "cancelled at the register"))
+            )
             closeLater(connection)
         }
         finish(error: .cancelled)
@@ -192,7 +193,8 @@ final class SessionHost: TerminalSessionHandler, Sendable {
             guard hello.transactionType == executor.transactionType else {
                 return .failure(
                     Refusal(
-                        ErrorMessage(code: .protocolViolation, message: "this session is a \(executor.transactionType)")))
+                        ErrorMessage(code: .protocolViolation, message: "this session is a \(executor.transactionType)")
+                    ))
             }
             if let owner = session.owner, owner != hello.walletKey {
                 return .failure(
@@ -260,7 +262,8 @@ final class SessionHost: TerminalSessionHandler, Sendable {
                 return .failure(
                     Refusal(
                         ErrorMessage(
-                            code: .sessionExpired, message: "this session no longer takes requests; nothing was executed",
+                            code: .sessionExpired,
+                            message: "this session no longer takes requests; nothing was executed",
                             paymentID: requestID)))
             }
             guard let owner = session.owner, session.activeConnection?.id == connection.id else {

@@ -11,62 +11,25 @@ import HorizonSecureChannel
 /// Call order, as in the reference SDK: `fusionTracker.manualConnectionDecider.startDeciding()`
 /// → (`offer` arrives) → `decideForCandidate()` → `connectToPaymentSession()` → in
 /// `onHostConnected`, `setOrderConfirmedByUser(true, tip:)` → `completed` with `receipt`.
-public final class PaymentClient: Sendable {
-    let core: SessionClient
-    private let finished = EventBroadcaster<WalletFinishedPayment>()
-
+public final class PaymentClient: TransactionClient, @unchecked Sendable {
     public init(
         radio: any CentralRadio, identity: WalletIdentity, trustAnchors: [TrustAnchor],
         configuration: PaymentClientConfiguration = PaymentClientConfiguration(),
         pendingStore: any PendingPaymentStore = InMemoryPendingPaymentStore(), scanner: SightingHub? = nil
     ) {
-        let finished = self.finished
-        core = SessionClient(
+        super.init(
             transactionType: .payment, radio: radio, identity: identity, trustAnchors: trustAnchors,
-            configuration: configuration, pendingStore: pendingStore, scanner: scanner
-        ) { event in
-            finished.send(event)
-            NotificationCenter.default.post(
-                name: .paymentClientFinishedAPayment, object: nil, userInfo: ["finishedPayment": event])
-        }
+            configuration: configuration, pendingStore: pendingStore, scanner: scanner,
+            notification: .paymentClientFinishedAPayment, userInfoKey: "finishedPayment")
     }
 
-    public var fusionTracker: FusionTracker { core.fusionTracker }
-    public var identity: WalletIdentity { core.identity }
-    public var trustAnchors: [TrustAnchor] { core.trustAnchors }
-    public var configuration: PaymentClientConfiguration { core.configuration }
-    public var pendingStore: any PendingPaymentStore { core.pendingStore }
-
-    public var state: PaymentClientState { core.state }
-    public func states() -> AsyncStream<PaymentClientState> { core.states() }
-    public func observeState(_ observer: @escaping @Sendable (PaymentClientState) -> Void) {
-        core.observeState(observer)
-    }
     public func finishedPayments() -> AsyncStream<WalletFinishedPayment> { finished.stream() }
 
-    public var offer: PaymentOffer? { core.offer }
-    public var receipt: PaymentReceipt? { core.receipt }
-    public var error: PaymentClientError? { core.error }
-    public var humanizedError: String? { core.humanizedError }
-    public var bonusProgramMembership: BonusProgramMembership? { core.bonusProgramMembership }
     /// The payment confirmed and not yet answered, if any.
-    public var pendingPayment: PendingPayment? { core.pendingPayment }
+    public var pendingPayment: PendingPayment? { pendingRequest }
 
-    /// Called on the radio's scheduler when the terminal is connected and ready for the
-    /// confirmation (the reference's `onHostConnectedCallback`).
-    public var onHostConnected: (@Sendable () -> Void)? {
-        get { core.onHostConnected }
-        set { core.onHostConnected = newValue }
-    }
-
-    /// Starts scanning and tracking terminals.
-    public func start() throws(RadioError) { try core.start() }
-    public func stop() { core.stop() }
-
-    /// After the decider accepted: make sure the terminal is connected, then call
-    /// `onHostConnected`. Returns false if there is no accepted offer.
     @discardableResult
-    public func connectToPaymentSession() -> Bool { core.connectToSession() }
+    public func connectToPaymentSession() -> Bool { connectToSession() }
 
     /// The person's final word with the tip. `true` signs and sends the confirmation; `false`
     /// declines. Returns false if the terminal is not connected or the tip is invalid.
@@ -92,11 +55,4 @@ public final class PaymentClient: Sendable {
             }
         }
     }
-
-    /// Asks again for a payment whose answer never arrived (see `SessionClient.resume`).
-    @discardableResult
-    public func resume(_ pending: PendingPayment) -> Bool { core.resume(pending) }
-
-    /// Clears the finished payment so the next one can start (call the decider's `restart()` too).
-    public func restart() { core.restart() }
 }

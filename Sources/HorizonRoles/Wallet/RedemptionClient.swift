@@ -23,86 +23,69 @@ extension Notification.Name {
 /// Call order: `manualConnectionDecider.startDeciding()` → (`offer` arrives: what is asked for,
 /// and for bonus redemptions the points) → `decideForCandidate()` → `connectToRedemptionSession()`
 /// → in `onHostConnected`, `setRedemptionConfirmedByUser(true, coupon:)` → `completed`.
-public final class RedemptionClient: Sendable {
-    let core: SessionClient
-    public let transactionType: TransactionType
-    private let finished = EventBroadcaster<WalletFinishedPayment>()
+public final class RedemptionClient: TransactionClient, @unchecked Sendable {
+    /// A client for `transactionType` (bonus, gold or coupon redemption); nil for `.payment`.
+    public static func redemptionClient(
+        transactionType: TransactionType, radio: any CentralRadio, identity: WalletIdentity,
+        trustAnchors: [TrustAnchor], configuration: PaymentClientConfiguration = PaymentClientConfiguration(),
+        pendingStore: any PendingPaymentStore = InMemoryPendingPaymentStore(), scanner: SightingHub? = nil
+    ) -> RedemptionClient? {
+        guard transactionType.isRedemption else { return nil }
+        return RedemptionClient(
+            transactionType: transactionType, radio: radio, identity: identity, trustAnchors: trustAnchors,
+            configuration: configuration, pendingStore: pendingStore, scanner: scanner)
+    }
 
+    /// The reference SDK's `redemptionClientForBonusRedemption…`.
     public static func redemptionClientForBonusRedemption(
         radio: any CentralRadio, identity: WalletIdentity, trustAnchors: [TrustAnchor],
-        configuration: PaymentClientConfiguration = PaymentClientConfiguration(),
         pendingStore: any PendingPaymentStore = InMemoryPendingPaymentStore(), scanner: SightingHub? = nil
     ) -> RedemptionClient {
-        RedemptionClient(
-            transactionType: .bonusRedemption, radio: radio, identity: identity, trustAnchors: trustAnchors,
-            configuration: configuration, pendingStore: pendingStore, scanner: scanner)
+        RedemptionClient(.bonusRedemption, radio, identity, trustAnchors, pendingStore, scanner)
     }
 
+    /// The reference SDK's `redemptionClientForGoldRedemption…`.
     public static func redemptionClientForGoldRedemption(
         radio: any CentralRadio, identity: WalletIdentity, trustAnchors: [TrustAnchor],
-        configuration: PaymentClientConfiguration = PaymentClientConfiguration(),
         pendingStore: any PendingPaymentStore = InMemoryPendingPaymentStore(), scanner: SightingHub? = nil
     ) -> RedemptionClient {
-        RedemptionClient(
-            transactionType: .goldRedemption, radio: radio, identity: identity, trustAnchors: trustAnchors,
-            configuration: configuration, pendingStore: pendingStore, scanner: scanner)
+        RedemptionClient(.goldRedemption, radio, identity, trustAnchors, pendingStore, scanner)
     }
 
+    /// The reference SDK's `redemptionClientForCouponRedemption…`.
     public static func redemptionClientForCouponRedemption(
         radio: any CentralRadio, identity: WalletIdentity, trustAnchors: [TrustAnchor],
-        configuration: PaymentClientConfiguration = PaymentClientConfiguration(),
         pendingStore: any PendingPaymentStore = InMemoryPendingPaymentStore(), scanner: SightingHub? = nil
     ) -> RedemptionClient {
-        RedemptionClient(
-            transactionType: .couponRedemption, radio: radio, identity: identity, trustAnchors: trustAnchors,
-            configuration: configuration, pendingStore: pendingStore, scanner: scanner)
+        RedemptionClient(.couponRedemption, radio, identity, trustAnchors, pendingStore, scanner)
     }
 
-    private init(
+    private convenience init(
+        _ type: TransactionType, _ radio: any CentralRadio, _ identity: WalletIdentity, _ anchors: [TrustAnchor],
+        _ pendingStore: any PendingPaymentStore, _ scanner: SightingHub?
+    ) {
+        self.init(
+            transactionType: type, radio: radio, identity: identity, trustAnchors: anchors,
+            configuration: PaymentClientConfiguration(), pendingStore: pendingStore, scanner: scanner)
+    }
+
+    fileprivate init(
         transactionType: TransactionType, radio: any CentralRadio, identity: WalletIdentity,
         trustAnchors: [TrustAnchor], configuration: PaymentClientConfiguration, pendingStore: any PendingPaymentStore,
         scanner: SightingHub?
     ) {
-        self.transactionType = transactionType
-        let finished = self.finished
-        core = SessionClient(
+        super.init(
             transactionType: transactionType, radio: radio, identity: identity, trustAnchors: trustAnchors,
-            configuration: configuration, pendingStore: pendingStore, scanner: scanner
-        ) { event in
-            finished.send(event)
-            NotificationCenter.default.post(
-                name: .redemptionClientFinishedARedemption, object: nil, userInfo: ["finishedRedemption": event])
-        }
+            configuration: configuration, pendingStore: pendingStore, scanner: scanner,
+            notification: .redemptionClientFinishedARedemption, userInfoKey: "finishedRedemption")
     }
 
-    public var manualConnectionDecider: ManualConnectionDecider { core.fusionTracker.manualConnectionDecider }
-    public var fusionTracker: FusionTracker { core.fusionTracker }
-
-    public var state: RedemptionClientState { core.state }
-    public func states() -> AsyncStream<RedemptionClientState> { core.states() }
-    public func observeState(_ observer: @escaping @Sendable (RedemptionClientState) -> Void) {
-        core.observeState(observer)
-    }
     public func finishedRedemptions() -> AsyncStream<WalletFinishedPayment> { finished.stream() }
 
-    /// The verified offer: `item` is what is asked for, `quantity` the points (bonus).
-    public var offer: PaymentOffer? { core.offer }
-    public var receipt: RedemptionReceipt? { core.receipt }
-    public var error: RedemptionClientError? { core.error }
-    public var humanizedError: String? { core.humanizedError }
-    public var bonusProgramMembership: BonusProgramMembership? { core.bonusProgramMembership }
-    public var pendingRedemption: PendingPayment? { core.pendingPayment }
-
-    public var onHostConnected: (@Sendable () -> Void)? {
-        get { core.onHostConnected }
-        set { core.onHostConnected = newValue }
-    }
-
-    public func start() throws(RadioError) { try core.start() }
-    public func stop() { core.stop() }
+    public var pendingRedemption: PendingPayment? { pendingRequest }
 
     @discardableResult
-    public func connectToRedemptionSession() -> Bool { core.connectToSession() }
+    public func connectToRedemptionSession() -> Bool { connectToSession() }
 
     /// The person's final word. `true` signs and sends the redemption: bonus and gold redeem what
     /// the offer asks for; a coupon redemption names the coupon (`coupon`, the code the wallet
@@ -133,11 +116,6 @@ public final class RedemptionClient: Sendable {
             }
         }
     }
-
-    @discardableResult
-    public func resume(_ pending: PendingPayment) -> Bool { core.resume(pending) }
-
-    public func restart() { core.restart() }
 }
 
 /// Owns a wallet's payment client and its three redemption clients, sharing one radio scan, so an
@@ -175,15 +153,15 @@ public final class PaymentAndRedemptionClientCoordinator: Sendable {
             paymentClient: PaymentClient(
                 radio: radio, identity: identity, trustAnchors: trustAnchors, configuration: configuration,
                 pendingStore: pendingStore, scanner: scanner),
-            bonusRedemptionClient: .redemptionClientForBonusRedemption(
-                radio: radio, identity: identity, trustAnchors: trustAnchors, configuration: configuration,
-                pendingStore: pendingStore, scanner: scanner),
-            goldRedemptionClient: .redemptionClientForGoldRedemption(
-                radio: radio, identity: identity, trustAnchors: trustAnchors, configuration: configuration,
-                pendingStore: pendingStore, scanner: scanner),
-            couponRedemptionClient: .redemptionClientForCouponRedemption(
-                radio: radio, identity: identity, trustAnchors: trustAnchors, configuration: configuration,
-                pendingStore: pendingStore, scanner: scanner))
+            bonusRedemptionClient: RedemptionClient(
+                transactionType: .bonusRedemption, radio: radio, identity: identity, trustAnchors: trustAnchors,
+                configuration: configuration, pendingStore: pendingStore, scanner: scanner),
+            goldRedemptionClient: RedemptionClient(
+                transactionType: .goldRedemption, radio: radio, identity: identity, trustAnchors: trustAnchors,
+                configuration: configuration, pendingStore: pendingStore, scanner: scanner),
+            couponRedemptionClient: RedemptionClient(
+                transactionType: .couponRedemption, radio: radio, identity: identity, trustAnchors: trustAnchors,
+                configuration: configuration, pendingStore: pendingStore, scanner: scanner))
     }
 
     /// The redemption client for a type (nil for `.payment`: use `paymentClient`).

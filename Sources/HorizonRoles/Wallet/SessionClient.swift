@@ -299,7 +299,8 @@ final class SessionClient: Sendable {
                     RequestContext(
                         offer: offer, terminalKeyID: keyID, requestID: PaymentID.random(using: &random),
                         walletNonce: Nonce.random(using: &random),
-                        expiresAt: scheduler.wallClock + configuration.confirmationValidity.nanoseconds / 1_000_000_000))
+                        expiresAt: scheduler.wallClock + configuration.confirmationValidity.nanoseconds / 1_000_000_000)
+                )
                 guard
                     let pending = PendingPayment(
                         request: try sign(unsigned), terminalKeyID: keyID,
@@ -341,9 +342,11 @@ final class SessionClient: Sendable {
         do {
             switch message {
             case .confirm(let confirm):
-                return .confirm(confirm.withSignature(try signatureBytes(for: confirm.signedBytes, with: identity.signingKey)))
+                return .confirm(
+                    confirm.withSignature(try signatureBytes(for: confirm.signedBytes, with: identity.signingKey)))
             case .redeem(let redeem):
-                return .redeem(redeem.withSignature(try signatureBytes(for: redeem.signedBytes, with: identity.signingKey)))
+                return .redeem(
+                    redeem.withSignature(try signatureBytes(for: redeem.signedBytes, with: identity.signingKey)))
             default:
                 throw PaymentClientError.notReady("not a request a terminal executes")
             }
