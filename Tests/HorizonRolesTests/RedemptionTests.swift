@@ -305,6 +305,34 @@ struct RedemptionTests {
         #expect(notified.count >= 1)
     }
 
+    @Test func theLedgerSaysWhichProgramsTheMerchantRunsAndOffersCarryIt() throws {
+        let bench = try RedemptionBench(.couponRedemption)
+        let ledger = bench.terminal.ledger
+        let wallet = try bench.wallet()
+        #expect(try ledger.merchantPrograms() == MerchantPrograms(hasBonusProgram: true))
+        try ledger.issueCoupon(
+            code: "C", to: wallet.identity.publicKey, description: "", value: euros(0), expiresAt: World.wallClock + 99)
+        try ledger.grantGoldMembership(
+            to: wallet.identity.publicKey, tier: "Gold", validFrom: World.wallClock, validUntil: World.wallClock + 99)
+        let all = MerchantPrograms(hasBonusProgram: true, hasGoldProgram: true, hasCouponProgram: true)
+        #expect(try ledger.merchantPrograms() == all)
+        let noBonus = try SandboxLedger(
+            path: bench.world.directory.appendingPathComponent("nobonus.sqlite").path,
+            configuration: LedgerConfiguration(bonusPointsPerMajorUnit: 0))
+        #expect(try noBonus.merchantPrograms() == .none)
+        // A host configured with the ledger's programs advertises them in its signed offer.
+        let host = try requireValue(
+            RedemptionHost.redemptionHost(
+                transactionType: .goldRedemption, service: bench.terminal.service, processor: ledger,
+                configuration: PaymentHostConfiguration(merchantPrograms: try ledger.merchantPrograms())))
+        let client = wallet.coordinator.goldRedemptionClient
+        #expect(host.start(RedemptionOffer(item: "Lounge", value: euros(0))))
+        #expect(bench.world.run(until: { client.manualConnectionDecider.state == .candidateAvailable }))
+        client.manualConnectionDecider.startDeciding()
+        #expect(bench.world.run(until: { client.offer != nil }))
+        #expect(client.offer?.merchantPrograms == all)
+    }
+
     @Test func invalidRedemptionOffersCannotStart() throws {
         let bench = try RedemptionBench(.bonusRedemption)
         #expect(!bench.host.start(RedemptionOffer(item: "Free", points: 0, value: euros(0))))

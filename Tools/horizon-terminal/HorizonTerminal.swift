@@ -146,7 +146,7 @@ struct Pay: ParsableCommand {
             service: service, processor: ledger,
             configuration: PaymentHostConfiguration(
                 userDecisionTimeout: .seconds(timeout ?? settings.userDecisionTimeoutSeconds),
-                currency: ledger.configuration.currency))
+                currency: ledger.configuration.currency, merchantPrograms: try ledger.merchantPrograms()))
         let console = Console()
         try SessionRun(label: "\(money)", json: json, console: console, logger: logger, service: service)
             .run(

@@ -39,7 +39,7 @@ struct Serve: ParsableCommand {
             service: service, processor: ledger,
             configuration: PaymentHostConfiguration(
                 userDecisionTimeout: .seconds(settings.userDecisionTimeoutSeconds),
-                currency: ledger.configuration.currency))
+                currency: ledger.configuration.currency, merchantPrograms: try ledger.merchantPrograms()))
         let observer = BluetoothConflictObserver(
             scanner: SightingHub(radio: device), ownTerminalKeyID: service.terminalKeyID)
         try? observer.restart()
