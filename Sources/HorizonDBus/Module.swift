@@ -1,1 +1,0 @@
-// HorizonDBus: being written (issue 5, D-Bus layer).
