@@ -52,7 +52,9 @@ let package = Package(
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         // D-Bus over libdbus: typed values, calls, exported objects, signals (the BlueZ radio's base).
         .target(name: "HorizonDBus", dependencies: ["CDBus", "HorizonCore"], swiftSettings: strict),
-        .testTarget(name: "HorizonDBusTests", dependencies: ["HorizonDBus", "HorizonCore"], swiftSettings: strict),
+        .testTarget(
+            name: "HorizonDBusTests", dependencies: ["HorizonDBus", "HorizonCore", "HorizonTestSupport"],
+            swiftSettings: strict),
 
         // The system SQLite, for the stores.
         .systemLibrary(

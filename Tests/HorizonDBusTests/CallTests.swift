@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import HorizonDBus
+import HorizonTestSupport
 import Synchronization
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 import HorizonDBus
+import HorizonTestSupport
 import Testing
 
 /// Connecting, names, signal subscriptions and the connection's life cycle.

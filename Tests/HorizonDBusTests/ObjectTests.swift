@@ -1,5 +1,6 @@
 import FoundationXML
 import HorizonDBus
+import HorizonTestSupport
 import Synchronization
 import Testing
 

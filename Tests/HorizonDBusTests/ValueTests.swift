@@ -1,4 +1,5 @@
 import HorizonDBus
+import HorizonTestSupport
 import Testing
 
 /// DBusValue without a bus: signatures, accessors, builders, validation; DBusError.

@@ -1,7 +1,5 @@
 import Foundation
-import HorizonDBus
 import Synchronization
-import Testing
 
 #if canImport(Glibc)
     import Glibc
@@ -11,19 +9,19 @@ import Testing
 
 /// A private `dbus-daemon --session` on a socket in a fresh temporary directory: a real bus,
 /// one per test, so tests run in parallel without seeing each other's names and signals.
-final class TestBus: Sendable {
-    struct StartFailure: Error, CustomStringConvertible {
-        let description: String
+public final class TestBus: Sendable {
+    public struct StartFailure: Error, CustomStringConvertible {
+        public let description: String
     }
 
     /// The bus's address as dbus-daemon printed it (`unix:path=…,guid=…`).
-    let address: String
+    public let address: String
     /// The temporary directory holding the socket (removed by `stop`).
-    let directory: String
+    public let directory: String
     private let process: Process
     private let stopped = Atomic<Bool>(false)
 
-    init() throws {
+    public init() throws {
         var template = Array("/tmp/horizon-dbus-XXXXXX".utf8CString)
         guard
             let made = template.withUnsafeMutableBufferPointer({ buffer -> UnsafeMutablePointer<CChar>? in
@@ -73,7 +71,7 @@ final class TestBus: Sendable {
     ///
     /// SIGKILL rather than `terminate()`: Process spawns from a libdispatch worker thread, whose
     /// blocked signal mask the daemon inherits, so it never sees a SIGTERM.
-    func stop() {
+    public func stop() {
         guard !stopped.exchange(true, ordering: .relaxed) else { return }
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
@@ -82,75 +80,4 @@ final class TestBus: Sendable {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    func connect() throws(DBusError) -> DBusConnection {
-        try DBusConnection(.address(address))
-    }
-}
-
-/// Runs `body` with a fresh bus, stopping it afterwards whatever happens.
-func withBus<T>(_ body: (TestBus) async throws -> T) async throws -> T {
-    let bus = try TestBus()
-    defer { bus.stop() }
-    return try await body(bus)
-}
-
-/// Collects a signal stream in the background so a test can wait for what it expects.
-final class SignalRecorder: Sendable {
-    private final class Storage: Sendable {
-        let signals = Mutex<[DBusSignal]>([])
-        let finished = Atomic<Bool>(false)
-    }
-
-    private let storage = Storage()
-    private let task: Task<Void, Never>
-
-    init(_ stream: AsyncStream<DBusSignal>) {
-        let storage = storage
-        task = Task {
-            for await signal in stream { storage.signals.withLock { $0.append(signal) } }
-            storage.finished.store(true, ordering: .releasing)
-        }
-    }
-
-    deinit { task.cancel() }
-
-    var signals: [DBusSignal] { storage.signals.withLock { $0 } }
-
-    /// Whether the stream has ended.
-    var isFinished: Bool { storage.finished.load(ordering: .acquiring) }
-
-    /// The signals once there are at least `count` (or whatever came within `timeout`).
-    func wait(for count: Int, timeout: Duration = .seconds(3)) async -> [DBusSignal] {
-        let deadline = ContinuousClock.now + timeout
-        while signals.count < count, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return signals
-    }
-
-    /// Waits until the stream has ended (or `timeout`).
-    func waitUntilFinished(timeout: Duration = .seconds(3)) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while !isFinished, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(5)) }
-        return isFinished
-    }
-}
-
-/// Catches the `DBusError` an expression throws (or records an issue if it does not throw).
-func dbusError<T>(
-    sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws(DBusError) -> T
-) async -> DBusError? {
-    do {
-        let value = try await body()
-        Issue.record("expected a DBusError, got \(value)", sourceLocation: sourceLocation)
-        return nil
-    } catch {
-        return error
-    }
-}
-
-/// The interface the tests export.
-enum TestService {
-    static let interface = "org.horizon.Test"
-    static let path = "/org/horizon/test"
 }
