@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "HorizonProtocol", targets: ["HorizonProtocol"]),
         .library(name: "HorizonStores", targets: ["HorizonStores"]),
         .library(name: "HorizonDBus", targets: ["HorizonDBus"]),
+        .library(name: "HorizonBlueZ", targets: ["HorizonBlueZ"]),
         .library(name: "HorizonRoles", targets: ["HorizonRoles"]),
         .executable(name: "horizon-demo", targets: ["horizon-demo"]),
         .executable(name: "horizon-terminal", targets: ["horizon-terminal"]),
@@ -56,6 +57,13 @@ let package = Package(
             name: "HorizonDBusTests", dependencies: ["HorizonDBus", "HorizonCore", "HorizonTestSupport"],
             swiftSettings: strict),
 
+        // The BlueZ radio: bluetoothd over D-Bus (adapters first; advertising and GATT follow).
+        .target(
+            name: "HorizonBlueZ", dependencies: ["HorizonDBus", "HorizonRadio", "HorizonCore"], swiftSettings: strict),
+        .testTarget(
+            name: "HorizonBlueZTests",
+            dependencies: ["HorizonBlueZ", "HorizonDBus", "HorizonRadio", "HorizonTestSupport"], swiftSettings: strict),
+
         // The system SQLite, for the stores.
         .systemLibrary(
             name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
@@ -83,7 +91,7 @@ let package = Package(
         .target(
             name: "HorizonCLISupport",
             dependencies: [
-                "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonSecureChannel", "HorizonProtocol",
+                "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonBlueZ", "HorizonSecureChannel", "HorizonProtocol",
                 "HorizonStores", "HorizonRoles", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -30,8 +30,10 @@ enum Programs {
         try RunningProgram(url(name), arguments, input: input, keepInputOpen: keepInputOpen)
     }
 
-    static func run(_ name: String, _ arguments: [String], input: String? = nil) throws -> ProgramResult {
-        try start(name, arguments, input: input).finish()
+    static func run(_ name: String, _ arguments: [String], input: String? = nil, environment: [String: String] = [:])
+        throws -> ProgramResult
+    {
+        try RunningProgram(url(name), arguments, input: input, environment: environment).finish()
     }
 }
 
@@ -45,9 +47,15 @@ final class RunningProgram: @unchecked Sendable {
 
     private let inputPipe = Pipe()
 
-    init(_ executable: URL, _ arguments: [String], input: String?, keepInputOpen: Bool = false) throws {
+    init(
+        _ executable: URL, _ arguments: [String], input: String?, keepInputOpen: Bool = false,
+        environment: [String: String] = [:]
+    ) throws {
         process.executableURL = executable
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         process.standardOutput = output
         process.standardError = errors
         process.standardInput = inputPipe

@@ -237,7 +237,17 @@ struct ProgramTests {
             "horizon-terminal", ["pay", "1", "--radio", "bluez", "--data-dir", sandbox.path("t")])
         #expect(result.status == 1)
         #expect(
-            result.standardError.contains("the BlueZ radio is not built into this version yet; use --radio simulated"))
+            result.standardError.contains(
+                "the BlueZ radio is not built into this version yet (only `status` reads BlueZ); use --radio simulated")
+        )
+        // `status` asks bluetoothd; with no system bus (or no bluetoothd) it says so.
+        let status = try Programs.run(
+            "horizon-terminal", ["status", "--radio", "bluez", "--json"],
+            environment: ["DBUS_SYSTEM_BUS_ADDRESS": "unix:path=\(sandbox.path("no-bus"))"])
+        #expect(status.status == 0)
+        let report = try JSONSerialization.jsonObject(with: Data(status.standardOutput.utf8)) as? [String: String]
+        #expect(report?["availability"] == "Bluetooth service not running")
+        #expect(report?["radio"] == "bluez")
     }
 
     @Test func registerUsersAreManagedAndCheckedBeforePaying() throws {

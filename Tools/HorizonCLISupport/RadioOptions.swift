@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HorizonBlueZ
 import HorizonRadio
 import HorizonSimulatedRadio
 import Logging
@@ -26,6 +27,9 @@ public struct RadioOptions: ParsableArguments {
 
     @Option(help: "This device's place in the simulated room, in metres, as X,Y (e.g. 0.3,0).")
     public var position: String?
+
+    @Option(help: "The Bluetooth adapter to use with --radio bluez (default: the first powered one), e.g. hci1.")
+    public var adapter: String?
 
     @Option(help: "The ATT MTU this device asks for (23...517).")
     public var mtu: Int = 247
@@ -67,7 +71,7 @@ public struct RadioOptions: ParsableArguments {
         switch radio {
         case .bluez:
             throw CLIError(
-                "the BlueZ radio is not built into this version yet; use --radio simulated (BlueZ support is issue 5)")
+                "the BlueZ radio is not built into this version yet (only `status` reads BlueZ); use --radio simulated")
         case .simulated:
             let place = position.flatMap(Self.parsePosition) ?? defaultPosition
             if let radio = try join(place: place, name: name) { return radio }
@@ -93,6 +97,28 @@ public struct RadioOptions: ParsableArguments {
         case .success(let radio): return radio
         case .failure(.adapterUnavailable(.serviceUnavailable)): return nil
         case .failure(let error): throw CLIError("cannot join the simulated radio at \(socketPath): \(error)")
+        }
+    }
+}
+
+extension RadioOptions {
+    /// The adapter's availability as bluetoothd reports it (for `status --radio bluez`).
+    public static func blueZAvailability(adapter: String?) async -> (
+        adapter: String?, availability: AdapterAvailability
+    ) {
+        let bluez: BlueZ
+        do {
+            bluez = try BlueZ()
+        } catch {
+            if case .adapterUnavailable(let availability) = error { return (adapter, availability) }
+            return (adapter, .serviceUnavailable)
+        }
+        do {
+            let chosen = try await bluez.adapter(named: adapter)
+            return (chosen.name, chosen.availability)
+        } catch {
+            if case .adapterUnavailable(let availability) = error { return (adapter, availability) }
+            return (adapter, .unsupported)
         }
     }
 }

@@ -242,6 +242,7 @@ struct Status: ParsableCommand {
     }
 
     func run() throws {
+        if radio.radio == .bluez { return try blueZStatus() }
         let logger = Logs.logger("horizon.terminal", verbose: global.verbose)
         let ownKey = (try? global.terminalFiles.loadIdentity()).flatMap { try? TerminalKeyID(bytes: $0.keyID) }
         let device = try radio.open(name: "terminal-status", defaultPosition: .origin, logger: logger)
@@ -278,6 +279,35 @@ struct Status: ParsableCommand {
             }
         }
     }
+}
+
+extension Status {
+    /// With BlueZ: which adapter and whether it can be used (scanning arrives with the BlueZ radio).
+    func blueZStatus() throws {
+        let result = Box<(String?, AdapterAvailability)>((nil, .unsupported))
+        let done = DispatchSemaphore(value: 0)
+        let requested = radio.adapter
+        Task {
+            result.value = await RadioOptions.blueZAvailability(adapter: requested)
+            done.signal()
+        }
+        done.wait()
+        let (adapter, availability) = result.value
+        if json {
+            try Console().json(["adapter": adapter ?? "", "availability": "\(availability)", "radio": "bluez"])
+            return
+        }
+        print("adapter   \(adapter ?? "none") — \(availability) (bluez radio)")
+        if availability != .poweredOn {
+            print("          \(RadioError.adapterUnavailable(availability))")
+        }
+    }
+}
+
+/// A value handed from a task back to synchronous code.
+final class Box<Value>: @unchecked Sendable {
+    var value: Value
+    init(_ value: Value) { self.value = value }
 }
 
 struct NearbySession: Encodable {
