@@ -157,11 +157,6 @@ extension Offer {
         writer.write(expiresAt)
     }
 
-    func write(to writer: inout ByteWriter) {
-        writeSignedFields(to: &writer)
-        writer.write(raw: signature.bytes)
-    }
-
     static func read(from reader: inout ByteReader) throws(WireError) -> Offer {
         let sessionID = try SessionID.read(from: &reader, field: "sessionID")
         let transactionType = try TransactionType.read(from: &reader, field: "transactionType")
@@ -191,11 +186,6 @@ extension Confirm {
         writer.write(raw: walletNonce.bytes)
         writer.write(raw: offerNonce.bytes)
         writer.write(expiresAt)
-    }
-
-    func write(to writer: inout ByteWriter) {
-        writeSignedFields(to: &writer)
-        writer.write(raw: signature.bytes)
     }
 
     static func read(from reader: inout ByteReader) throws(WireError) -> Confirm {
@@ -238,11 +228,6 @@ extension Receipt {
         writer.write(bonusPointsBalance)
     }
 
-    func write(to writer: inout ByteWriter) {
-        writeSignedFields(to: &writer)
-        writer.write(raw: signature.bytes)
-    }
-
     static func read(from reader: inout ByteReader) throws(WireError) -> Receipt {
         let sessionID = try SessionID.read(from: &reader, field: "sessionID")
         let transactionType = try TransactionType.read(from: &reader, field: "transactionType")
@@ -280,11 +265,6 @@ extension Redeem {
         writer.write(raw: walletNonce.bytes)
         writer.write(raw: offerNonce.bytes)
         writer.write(expiresAt)
-    }
-
-    func write(to writer: inout ByteWriter) {
-        writeSignedFields(to: &writer)
-        writer.write(raw: signature.bytes)
     }
 
     static func read(from reader: inout ByteReader) throws(WireError) -> Redeem {
@@ -443,3 +423,30 @@ func truncatedText(_ text: String, maximum: Int) -> String {
     }
     return result
 }
+
+/// A message the sender signs: its signed fields, then the signature.
+protocol SignedFields {
+    static var signatureDomain: [UInt8] { get }
+    var signature: SignatureBytes { get }
+    func writeSignedFields(to writer: inout ByteWriter)
+}
+
+extension SignedFields {
+    func write(to writer: inout ByteWriter) {
+        writeSignedFields(to: &writer)
+        writer.write(raw: signature.bytes)
+    }
+
+    /// The domain label, then every field but the signature, exactly as on the wire.
+    var domainSeparatedSignedFields: [UInt8] {
+        var writer = ByteWriter(capacity: 160)
+        writer.write(raw: Self.signatureDomain)
+        writeSignedFields(to: &writer)
+        return writer.bytes
+    }
+}
+
+extension Offer: SignedFields {}
+extension Confirm: SignedFields {}
+extension Receipt: SignedFields {}
+extension Redeem: SignedFields {}

@@ -208,12 +208,7 @@ public struct Offer: Hashable, Sendable {
 
     /// What the terminal signs: the domain label, then every field but the signature, encoded
     /// exactly as on the wire.
-    public var signedBytes: [UInt8] {
-        var writer = ByteWriter(capacity: 128)
-        writer.write(raw: Self.signatureDomain)
-        writeSignedFields(to: &writer)
-        return writer.bytes
-    }
+    public var signedBytes: [UInt8] { domainSeparatedSignedFields }
 }
 
 /// Wallet → terminal: the person accepted, signed by the wallet over everything the ledger
@@ -265,12 +260,7 @@ public struct Confirm: Hashable, Sendable {
     public func withSignature(_ signature: SignatureBytes) -> Confirm { Confirm(self, signature: signature) }
 
     /// What the wallet signs: the domain label, then every field but the signature.
-    public var signedBytes: [UInt8] {
-        var writer = ByteWriter(capacity: 160)
-        writer.write(raw: Self.signatureDomain)
-        writeSignedFields(to: &writer)
-        return writer.bytes
-    }
+    public var signedBytes: [UInt8] { domainSeparatedSignedFields }
 }
 
 /// Terminal → wallet: the signed result of a payment or redemption.
@@ -330,12 +320,7 @@ public struct Receipt: Hashable, Sendable {
     public func withSignature(_ signature: SignatureBytes) -> Receipt { Receipt(self, signature: signature) }
 
     /// What the terminal signs: the domain label, then every field but the signature.
-    public var signedBytes: [UInt8] {
-        var writer = ByteWriter(capacity: 160)
-        writer.write(raw: Self.signatureDomain)
-        writeSignedFields(to: &writer)
-        return writer.bytes
-    }
+    public var signedBytes: [UInt8] { domainSeparatedSignedFields }
 }
 
 /// Wallet → terminal: spend bonus points, a gold membership or a coupon, signed by the wallet.
@@ -392,12 +377,7 @@ public struct Redeem: Hashable, Sendable {
     public func withSignature(_ signature: SignatureBytes) -> Redeem { Redeem(self, signature: signature) }
 
     /// What the wallet signs: the domain label, then every field but the signature.
-    public var signedBytes: [UInt8] {
-        var writer = ByteWriter(capacity: 160)
-        writer.write(raw: Self.signatureDomain)
-        writeSignedFields(to: &writer)
-        return writer.bytes
-    }
+    public var signedBytes: [UInt8] { domainSeparatedSignedFields }
 }
 
 /// Either way: the sender abandons the session.
