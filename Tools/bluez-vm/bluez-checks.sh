@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Checks against a real bluetoothd, run inside the throw-away VM by run-in-vm.sh (Tools/test.sh
+# does this after the unit tests). Argument: the directory holding the built programs.
+# Ends with "N passed, N failed"; exit status 0 only if nothing failed.
+set -u
+bin=${1:?usage: bluez-checks.sh BIN_DIR}
+passed=0
+failed=0
+
+check() {
+    local name=$1
+    shift
+    if "$@"; then
+        passed=$((passed + 1))
+        echo "ok    $name"
+    else
+        failed=$((failed + 1))
+        echo "FAIL  $name"
+    fi
+}
+
+status() { "$bin/horizon-terminal" status --radio bluez --json "$@" 2>&1; }
+says() {
+    local expected=$1
+    shift
+    local output
+    output=$(status "$@")
+    grep -q -- "$expected" <<<"$output" || {
+        echo "      expected $expected in: $output"
+        return 1
+    }
+}
+
+check "the first powered adapter is found and reported powered on" \
+    says '"availability" : "powered on"'
+check "an adapter chosen by name (hci1)" says '"adapter" : "hci1"' --adapter hci1
+btmgmt --index 0 power off >/dev/null 2>&1
+check "a powered-off adapter is reported powered off" says '"availability" : "powered off"' --adapter hci0
+check "with hci0 off, the default is the powered hci1" says '"adapter" : "hci1"'
+btmgmt --index 0 power on >/dev/null 2>&1
+check "powered on again" says '"availability" : "powered on"' --adapter hci0
+
+echo "bluez: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
