@@ -1,4 +1,6 @@
+import ArgumentParser
 import Foundation
+import HorizonCore
 
 #if canImport(Glibc)
     import Glibc
@@ -73,6 +75,26 @@ public final class InterruptHandler: @unchecked Sendable {
             source.setEventHandler { body(signalNumber) }
             source.resume()
             sources.append(source)
+        }
+    }
+}
+
+/// Amounts and currencies typed on the command line: bad input is a usage error (exit 2).
+public enum AmountArgument {
+    public static func currency(_ code: String) throws -> Currency {
+        guard let currency = try? Currency(code: code.uppercased()) else {
+            throw ValidationError("unsupported currency '\(code)'; use an ISO 4217 code such as EUR, USD, JPY")
+        }
+        return currency
+    }
+
+    /// `text` in `currency` (its ISO 4217 exponent; nothing is rounded). `option` names the flag
+    /// in the message, e.g. "--tip".
+    public static func money(_ text: String, in currency: Currency, option: String? = nil) throws -> Money {
+        do {
+            return try Money.parse(text, currency: currency)
+        } catch {
+            throw ValidationError((option.map { "\($0): " } ?? "") + "\(error)")
         }
     }
 }

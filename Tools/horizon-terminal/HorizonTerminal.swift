@@ -61,16 +61,9 @@ struct Init: ParsableCommand {
     }
 
     func run() throws {
-        let code = currency.uppercased()
-        guard let currencyValue = try? Currency(code: code) else {
-            throw ValidationError("unsupported currency '\(currency)'; use an ISO 4217 code such as EUR, USD, JPY")
-        }
-        let balance: Money
-        do {
-            balance = try Money.parse(startingBalance, currency: currencyValue)
-        } catch {
-            throw ValidationError("--starting-balance: \(error)")
-        }
+        let currencyValue = try AmountArgument.currency(currency)
+        let code = currencyValue.code
+        let balance = try AmountArgument.money(startingBalance, in: currencyValue, option: "--starting-balance")
         let files = global.terminalFiles
         try files.initialize(
             settings: TerminalSettings(
@@ -122,16 +115,7 @@ struct Pay: ParsableCommand {
         let settings = try files.loadSettings()
         let identity = try files.loadIdentity()
         let ledger = try files.loadLedger()
-        let code = (currency ?? settings.currency).uppercased()
-        guard let currencyValue = try? Currency(code: code) else {
-            throw ValidationError("unsupported currency '\(code)'")
-        }
-        let money: Money
-        do {
-            money = try Money.parse(amount, currency: currencyValue)
-        } catch {
-            throw ValidationError("\(error)")
-        }
+        let money = try AmountArgument.money(amount, in: try AmountArgument.currency(currency ?? settings.currency))
         if let registerUser {
             let known = try ledger.registerUsers()
             guard known.isEmpty || known.contains(registerUser) else {

@@ -66,12 +66,7 @@ struct Redeem: ParsableCommand {
         let settings = try files.loadSettings()
         let identity = try files.loadIdentity()
         let ledger = try files.loadLedger()
-        let worth: Money
-        do {
-            worth = try Money.parse(value, currency: ledger.configuration.currency)
-        } catch {
-            throw ValidationError("--value: \(error)")
-        }
+        let worth = try AmountArgument.money(value, in: ledger.configuration.currency, option: "--value")
         let item = reward ?? benefit ?? "coupon"
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         let service = TerminalRadioService(radio: device, identity: identity, processor: ledger)
@@ -206,12 +201,7 @@ struct Programs: ParsableCommand {
 
         func run() throws {
             let ledger = try global.terminalFiles.loadLedger()
-            let worth: Money
-            do {
-                worth = try Money.parse(value, currency: ledger.configuration.currency)
-            } catch {
-                throw ValidationError("--value: \(error)")
-            }
+            let worth = try AmountArgument.money(value, in: ledger.configuration.currency, option: "--value")
             let now = UnixTime(Date().timeIntervalSince1970)
             do {
                 try ledger.issueCoupon(
