@@ -71,8 +71,6 @@ public final class LineConnection: @unchecked Sendable {
             buffer.append(contentsOf: chunk[..<received])
         }
     }
-
-    public func shutdownBoth() { shutdown(descriptor, Int32(SHUT_RDWR)) }
 }
 
 /// A listening control socket (mode 0660: the owner and its group, e.g. the register's user).

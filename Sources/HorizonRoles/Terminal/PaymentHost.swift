@@ -88,20 +88,11 @@ public final class PaymentHost: Sendable {
     /// the radio is unavailable.
     @discardableResult
     public func start(amount: Money, registerUser: RegisterUser? = nil) -> Bool {
-        if core.session != nil, !core.state.isFinished {
-            core.setError(.alreadyRunning)
-            return false
+        core.start(OfferTerms(amount: amount, registerUser: registerUser?.name ?? "", item: "", quantity: 0)) {
+            guard amount.minorUnits > 0 else { return .invalidAmount }
+            guard amount.currency == configuration.currency else { return .unsupportedCurrency(amount.currency.code) }
+            return nil
         }
-        guard amount.minorUnits > 0 else {
-            core.setError(.invalidAmount)
-            return false
-        }
-        guard amount.currency == configuration.currency else {
-            core.setError(.unsupportedCurrency(amount.currency.code))
-            return false
-        }
-        return core.open(OfferTerms(amount: amount, registerUser: registerUser?.name ?? "", item: "", quantity: 0))
-            == nil
     }
 
     /// Ends the session (advertising stops) and returns to idle. Returns false if idle already.

@@ -97,22 +97,17 @@ public final class RedemptionHost: Sendable {
     /// is not valid for this type, or the radio is unavailable.
     @discardableResult
     public func start(_ offer: RedemptionOffer, registerUser: RegisterUser? = nil) -> Bool {
-        if core.session != nil, !core.state.isFinished {
-            core.setError(.alreadyRunning)
-            return false
+        let terms = OfferTerms(
+            amount: offer.value, registerUser: registerUser?.name ?? "", item: offer.item, quantity: offer.points)
+        return core.start(terms) {
+            if transactionType == .bonusRedemption, offer.points <= 0 {
+                return .invalidRedemption("a bonus redemption must cost at least one point")
+            }
+            if transactionType != .bonusRedemption, offer.points != 0 {
+                return .invalidRedemption("only bonus redemptions cost points")
+            }
+            return nil
         }
-        if transactionType == .bonusRedemption, offer.points <= 0 {
-            core.setError(.invalidRedemption("a bonus redemption must cost at least one point"))
-            return false
-        }
-        if transactionType != .bonusRedemption, offer.points != 0 {
-            core.setError(.invalidRedemption("only bonus redemptions cost points"))
-            return false
-        }
-        return core.open(
-            OfferTerms(
-                amount: offer.value, registerUser: registerUser?.name ?? "", item: offer.item, quantity: offer.points))
-            == nil
     }
 
     @discardableResult

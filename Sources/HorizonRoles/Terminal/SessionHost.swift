@@ -98,8 +98,22 @@ final class SessionHost: TerminalSessionHandler, Sendable {
 
     // MARK: Commands
 
+    /// Opens a session unless one is running or `validate` (the facade's own rules for the
+    /// terms) objects; on refusal `error` says why. The one entry point both hosts use.
+    func start(_ terms: OfferTerms, validate: () -> HostError?) -> Bool {
+        if session != nil, !observable.value.isFinished {
+            setError(.alreadyRunning)
+            return false
+        }
+        if let refusal = validate() {
+            setError(refusal)
+            return false
+        }
+        return open(terms) == nil
+    }
+
     /// Signs the offer for `terms` and advertises a new session. Nil on success, else why not.
-    func open(_ terms: OfferTerms) -> HostError? {
+    private func open(_ terms: OfferTerms) -> HostError? {
         var random = SystemRandomNumberGenerator()
         let sessionID = SessionID.random(using: &random)
         let failure: HostError? = guarded.withLock { state in
