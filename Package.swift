@@ -57,9 +57,12 @@ let package = Package(
             name: "HorizonDBusTests", dependencies: ["HorizonDBus", "HorizonCore", "HorizonTestSupport"],
             swiftSettings: strict),
 
-        // The BlueZ radio: bluetoothd over D-Bus (adapters first; advertising and GATT follow).
+        // The BlueZ radio: bluetoothd over D-Bus (adapters, advertising, the GATT server and client).
+        // libbluetooth, for the kernel's view of the controllers (adapter availability without bluetoothd).
+        .systemLibrary(name: "CBluetooth", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
         .target(
-            name: "HorizonBlueZ", dependencies: ["HorizonDBus", "HorizonRadio", "HorizonCore"], swiftSettings: strict),
+            name: "HorizonBlueZ", dependencies: ["HorizonDBus", "HorizonRadio", "HorizonCore", "CBluetooth"],
+            swiftSettings: strict),
         .testTarget(
             name: "HorizonBlueZTests",
             dependencies: ["HorizonBlueZ", "HorizonDBus", "HorizonRadio", "HorizonTestSupport"], swiftSettings: strict),
@@ -119,12 +122,36 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ], path: "Tools/horizon-demo", swiftSettings: strict),
 
+        // Benchmarks (issue 8): one release-built executable writing a JSON result and a table.
+        .executableTarget(
+            name: "horizon-bench",
+            dependencies: [
+                "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonLink", "HorizonSecureChannel",
+                "HorizonProtocol", "HorizonStores", "HorizonRoles", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ], path: "Benchmarks/horizon-bench", swiftSettings: strict),
+        // libFuzzer entry points for the decoders; without -DFUZZING it replays a corpus (regression runs).
+        .executableTarget(
+            name: "horizon-fuzz",
+            dependencies: [
+                "HorizonCore", "HorizonRadio", "HorizonLink", "HorizonSecureChannel", "HorizonProtocol",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ], path: "Tools/horizon-fuzz", swiftSettings: strict),
+
         // Helpers shared by the test targets (not shipped in any product).
         .target(name: "HorizonTestSupport", path: "Tests/HorizonTestSupport", swiftSettings: strict),
 
         // Drives the built programs as processes; depending on them makes `swift build --build-tests` build them.
         .testTarget(
             name: "HorizonToolsTests", dependencies: ["horizon-terminal", "horizon-wallet"], swiftSettings: strict),
+        // Seeded fault simulation and corpus replays: the exactly-once invariants under failure (issue 7).
+        .testTarget(
+            name: "HorizonFaultTests",
+            dependencies: [
+                "HorizonTestSupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonLink",
+                "HorizonSecureChannel", "HorizonProtocol", "HorizonStores", "HorizonRoles",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ], swiftSettings: strict),
         .testTarget(
             name: "HorizonStoresTests", dependencies: ["HorizonStores", "HorizonProtocol", "HorizonCore"],
             swiftSettings: strict),

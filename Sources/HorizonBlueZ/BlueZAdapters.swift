@@ -34,13 +34,30 @@ public final class BlueZ: Sendable {
 
     /// Every adapter bluetoothd manages, by name.
     public func adapters() async throws(RadioError) -> [BlueZAdapter] {
-        let objects: [String: [String: [String: DBusValue]]]
         do {
-            objects = try await connection.managedObjects(destination: BlueZName.service)
+            return Self.adapters(in: try await connection.managedObjects(destination: BlueZName.service))
         } catch {
             throw .bluez(error, doing: "listing adapters")
         }
-        return objects.compactMap { path, interfaces -> BlueZAdapter? in
+    }
+
+    /// Every adapter bluetoothd manages, by name (blocking; for synchronous start-up code).
+    public func adaptersBlocking() throws(RadioError) -> [BlueZAdapter] {
+        do throws(DBusError) {
+            let reply = try connection.call(
+                destination: BlueZName.service, path: "/", interface: DBusInterfaceName.objectManager,
+                method: "GetManagedObjects")
+            guard let objects = reply.first?.managedObjects else {
+                throw DBusError.failed("GetManagedObjects returned '\(reply)', not a{oa{sa{sv}}}")
+            }
+            return Self.adapters(in: objects)
+        } catch {
+            throw .bluez(error, doing: "listing adapters")
+        }
+    }
+
+    static func adapters(in objects: [String: [String: [String: DBusValue]]]) -> [BlueZAdapter] {
+        objects.compactMap { path, interfaces -> BlueZAdapter? in
             guard let adapter = interfaces[BlueZName.adapter] else { return nil }
             return BlueZAdapter(
                 path: path, address: adapter["Address"]?.unwrapped.string ?? "",
@@ -55,7 +72,15 @@ public final class BlueZ: Sendable {
     /// first). Throws `adapterUnavailable(.unsupported)` when there is none, and a clear error
     /// naming the adapters there are when `name` is not one of them.
     public func adapter(named name: String?) async throws(RadioError) -> BlueZAdapter {
-        let all = try await adapters()
+        try Self.choose(name, from: try await adapters())
+    }
+
+    /// `adapter(named:)`, blocking.
+    public func adapterBlocking(named name: String?) throws(RadioError) -> BlueZAdapter {
+        try Self.choose(name, from: try adaptersBlocking())
+    }
+
+    static func choose(_ name: String?, from all: [BlueZAdapter]) throws(RadioError) -> BlueZAdapter {
         guard !all.isEmpty else { throw .adapterUnavailable(.unsupported) }
         if let name {
             guard let adapter = all.first(where: { $0.name == name }) else {

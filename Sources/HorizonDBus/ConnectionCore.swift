@@ -619,6 +619,14 @@ final class ConnectionCore: Sendable {
         }
     }
 
+    /// Sends `message` (in call order: `perform` keeps it) and hands the unpacked reply to `completion`.
+    func callWithCompletion(
+        _ message: Message, timeout: Duration,
+        completion: @escaping @Sendable (Result<[DBusValue], DBusError>) -> Void
+    ) {
+        startCall(message, timeout: timeout) { reply in completion(Self.unpack(reply)) }
+    }
+
     /// A reply's arguments, or its error.
     private static func unpack(_ reply: Result<Message, DBusError>) -> Result<[DBusValue], DBusError> {
         switch reply {

@@ -79,6 +79,25 @@ public final class DBusConnection: Sendable {
         return try Self.values(of: await core.callAsync(message, timeout: timeout))
     }
 
+    /// Calls a method and hands its reply (or error, or `NoReply` after `timeout`) to `completion`,
+    /// on the connection's queue. Calls made one after another from one thread leave in that
+    /// order, which async calls started from separate tasks do not promise (BlueZ GATT writes
+    /// must keep their order).
+    public func call(
+        destination: String?, path: String, interface: String?, method: String, arguments: [DBusValue] = [],
+        timeout: Duration = defaultTimeout,
+        completion: @escaping @Sendable (Result<[DBusValue], DBusError>) -> Void
+    ) {
+        let message: Message
+        do {
+            message = try makeCall(destination, path, interface, method, arguments)
+        } catch {
+            completion(.failure(error))
+            return
+        }
+        core.callWithCompletion(message, timeout: timeout, completion: completion)
+    }
+
     /// Calls a method without waiting for (or wanting) a reply.
     public func send(
         destination: String?, path: String, interface: String?, method: String, arguments: [DBusValue] = []

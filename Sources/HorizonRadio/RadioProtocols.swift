@@ -125,3 +125,10 @@ public protocol CentralRadio: AnyObject, Sendable {
         to peer: PeerAddress, timeout: Duration,
         completion: @escaping @Sendable (Result<any ByteLink, RadioError>) -> Void)
 }
+
+/// A device's whole radio: the terminal advertises and serves, the wallet scans and connects, and
+/// both release what they hold in the backend (advertisements, GATT objects, connections) on
+/// `shutdown`, which the programs call on exit and on SIGINT/SIGTERM.
+public protocol DeviceRadio: PeripheralRadio, CentralRadio {
+    func shutdown()
+}

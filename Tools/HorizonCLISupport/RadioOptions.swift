@@ -66,12 +66,18 @@ public struct RadioOptions: ParsableArguments {
         return Position(x: x, y: y)
     }
 
-    /// Joins the radio as `name`, starting the simulated radio server if none is running.
-    public func open(name: String, defaultPosition: Position, logger: Logger) throws -> RemoteSimulatedRadio {
+    /// The radio chosen: the simulated room as `name` (starting its server if none is running),
+    /// or bluetoothd's adapter. Call `shutdown()` on it before exiting.
+    public func open(name: String, defaultPosition: Position, logger: Logger) throws -> any DeviceRadio {
         switch radio {
         case .bluez:
-            throw CLIError(
-                "the BlueZ radio is not built into this version yet (only `status` reads BlueZ); use --radio simulated")
+            do {
+                let radio = try BlueZRadio.open(adapter: adapter)
+                logger.info("BlueZ radio on \(radio.adapter.name) (\(radio.adapter.address))")
+                return radio
+            } catch {
+                throw CLIError("cannot use Bluetooth: \(error)")
+            }
         case .simulated:
             let place = position.flatMap(Self.parsePosition) ?? defaultPosition
             if let radio = try join(place: place, name: name) { return radio }
@@ -110,6 +116,10 @@ extension RadioOptions {
         do {
             bluez = try BlueZ()
         } catch {
+            if case .adapterUnavailable(.serviceUnavailable) = error {
+                // No bluetoothd: the kernel tells whether there is an adapter at all.
+                return (adapter, HCIDevices.availabilityWithoutBlueZ())
+            }
             if case .adapterUnavailable(let availability) = error { return (adapter, availability) }
             return (adapter, .serviceUnavailable)
         }

@@ -125,6 +125,7 @@ struct Pay: ParsableCommand {
             }
         }
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
+        defer { device.shutdown() }
         let service = TerminalRadioService(radio: device, identity: identity, processor: ledger)
         let host = PaymentHost(
             service: service, processor: ledger,
@@ -230,6 +231,7 @@ struct Status: ParsableCommand {
         let logger = Logs.logger("horizon.terminal", verbose: global.verbose)
         let ownKey = (try? global.terminalFiles.loadIdentity()).flatMap { try? TerminalKeyID(bytes: $0.keyID) }
         let device = try radio.open(name: "terminal-status", defaultPosition: .origin, logger: logger)
+        defer { device.shutdown() }
         let hub = SightingHub(radio: device)
         let observer = BluetoothConflictObserver(scanner: hub, ownTerminalKeyID: ownKey)
         let tracker = FusionTracker(scanner: hub, transactionTypes: Set(TransactionType.allCases))

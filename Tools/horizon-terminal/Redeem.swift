@@ -69,6 +69,7 @@ struct Redeem: ParsableCommand {
         let worth = try AmountArgument.money(value, in: ledger.configuration.currency, option: "--value")
         let item = reward ?? benefit ?? "coupon"
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
+        defer { device.shutdown() }
         let service = TerminalRadioService(radio: device, identity: identity, processor: ledger)
         guard
             let host = RedemptionHost.redemptionHost(

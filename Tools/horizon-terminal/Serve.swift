@@ -34,6 +34,7 @@ struct Serve: ParsableCommand {
         let identity = try files.loadIdentity()
         let ledger = try files.loadLedger()
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
+        defer { device.shutdown() }
         let service = TerminalRadioService(radio: device, identity: identity, processor: ledger)
         let host = PaymentHost(
             service: service, processor: ledger,

@@ -93,6 +93,7 @@ struct Scan: ParsableCommand {
     func run() throws {
         let logger = Logs.logger("horizon.wallet", verbose: global.verbose)
         let device = try radio.open(name: "wallet-scan", defaultPosition: Position(x: 0.3, y: 0), logger: logger)
+        defer { device.shutdown() }
         let tracker = FusionTracker(
             scanner: SightingHub(radio: device), transactionTypes: Set(TransactionType.allCases))
         try tracker.start()
@@ -161,6 +162,7 @@ struct Pay: ParsableCommand {
 
     func run() throws {
         let wallet = try options.openWallet()
+        defer { wallet.radio.shutdown() }
         let client = PaymentClient(
             radio: wallet.radio, identity: wallet.identity, trustAnchors: wallet.anchors,
             pendingStore: wallet.pendingStore)
@@ -226,7 +228,7 @@ struct OpenWallet {
     let anchors: [TrustAnchor]
     let store: WalletStore
     let pendingStore: SQLitePendingPaymentStore
-    let radio: RemoteSimulatedRadio
+    let radio: any DeviceRadio
     let logger: Logger
     let options: ConfirmOptions
 

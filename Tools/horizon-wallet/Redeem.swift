@@ -27,6 +27,7 @@ struct Redeem: ParsableCommand {
 
     func run() throws {
         let wallet = try options.openWallet()
+        defer { wallet.radio.shutdown() }
         let hub = SightingHub(radio: wallet.radio)
         let clients: [RedemptionClient] = [.bonusRedemption, .goldRedemption, .couponRedemption].compactMap {
             RedemptionClient.redemptionClient(

@@ -1,9 +1,9 @@
 # Shared set-up for the Tools/ scripts: checks the Swift toolchain and installs the Debian
 # packages the build needs when they are missing. Sourced, not run.
 
-# Debian packages the current targets link against or test with (dbus-daemon: the D-Bus tests
-# start a private bus). libbluetooth-dev joins when the BlueZ radio uses it.
-HORIZON_DEBIAN_PACKAGES=(pkg-config libsqlite3-dev libdbus-1-dev dbus-daemon)
+# Debian packages the targets link against or test with (dbus-daemon: the D-Bus tests start a
+# private bus; libbluetooth-dev: the kernel's controller list for adapter availability).
+HORIZON_DEBIAN_PACKAGES=(pkg-config libsqlite3-dev libdbus-1-dev dbus-daemon libbluetooth-dev)
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 

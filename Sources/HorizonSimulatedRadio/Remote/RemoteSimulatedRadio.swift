@@ -13,7 +13,7 @@ import Synchronization
 /// This process's device in a `RadioServer`'s shared simulated room. It implements the same
 /// radio protocols as every other radio, so terminals and wallets run on it unchanged; callbacks
 /// arrive on `scheduler`'s queue, one at a time.
-public final class RemoteSimulatedRadio: PeripheralRadio, CentralRadio, Sendable {
+public final class RemoteSimulatedRadio: DeviceRadio, Sendable {
     public let address: PeerAddress
     private let realTime: RealTimeScheduler
     private let descriptor: Int32
@@ -71,11 +71,14 @@ public final class RemoteSimulatedRadio: PeripheralRadio, CentralRadio, Sendable
     }
 
     deinit {
-        shutdown(descriptor, Int32(SHUT_RDWR))
+        disconnect()
     }
 
     /// Leaves the room (the server powers this device off).
-    public func disconnect() { shutdown(descriptor, Int32(SHUT_RDWR)) }
+    public func disconnect() { closeSocket(descriptor) }
+
+    /// Leaves the room (`DeviceRadio`).
+    public func shutdown() { disconnect() }
 
     public var scheduler: any Scheduler { realTime }
 
@@ -403,4 +406,9 @@ extension RemoteSimulatedRadio {
         UnixSocket.close(descriptor)
         return true
     }
+}
+
+/// Shuts the socket down both ways (outside the class, where `shutdown` is the C function).
+private func closeSocket(_ descriptor: Int32) {
+    shutdown(descriptor, Int32(SHUT_RDWR))
 }

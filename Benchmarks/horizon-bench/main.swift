@@ -1,0 +1,1 @@
+print("horizon-bench: not written yet")

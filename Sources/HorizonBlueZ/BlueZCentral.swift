@@ -1,0 +1,589 @@
+import HorizonCore
+import HorizonDBus
+import HorizonRadio
+import Synchronization
+
+/// The wallet's side of the BlueZ radio: discovery (`SetDiscoveryFilter` + `StartDiscovery`),
+/// sightings from `Device1` objects, and links to a terminal's Horizon GATT service.
+final class BlueZCentral: Sendable {
+    /// What bluetoothd tells of one device, as far as sightings need it.
+    struct DeviceRecord: Sendable {
+        var address: String
+        var rssi: Int?
+        var manufacturerData: [UInt16: [UInt8]] = [:]
+    }
+
+    private struct State {
+        var devices: [String: DeviceRecord] = [:]
+        var scanHandler: (@Sendable (Sighting) -> Void)?
+        var scanTask: Task<Void, Never>?
+        var refresh: ScheduledAction?
+        /// Discovery stopped for a connect (the kernel starts no LE connection while discovering).
+        var discoveryPausedForConnect = 0
+    }
+
+    let connection: DBusConnection
+    let adapterPath: String
+    let scheduler: any Scheduler
+    let retryPolicy: BlueZConnectRetryPolicy
+    private let state = Mutex(State())
+
+    /// bluetoothd reports a device's advertisement only when it changes (and virtual controllers
+    /// measure no RSSI), so the devices it still lists are reported again at this pace; a
+    /// terminal that stops advertising fades when bluetoothd drops its device object.
+    static let sightingRefresh: Duration = .milliseconds(250)
+    static let callTimeout: Duration = .seconds(10)
+
+    init(connection: DBusConnection, adapterPath: String, scheduler: any Scheduler, retryPolicy: BlueZConnectRetryPolicy)
+    {
+        self.connection = connection
+        self.adapterPath = adapterPath
+        self.scheduler = scheduler
+        self.retryPolicy = retryPolicy
+    }
+
+    // MARK: Scanning
+
+    /// Starts LE discovery with duplicates reported. Blocking (a few D-Bus calls).
+    func startScanning(_ handler: @escaping @Sendable (Sighting) -> Void) throws(RadioError) {
+        let already = state.withLock { state -> Bool in
+            guard state.scanHandler == nil else { return true }
+            state.scanHandler = handler
+            return false
+        }
+        guard !already else { throw .alreadyScanning }
+        do {
+            try beginDiscovery()
+        } catch {
+            state.withLock { $0.scanHandler = nil }
+            throw error
+        }
+    }
+
+    private func beginDiscovery() throws(RadioError) {
+        let streams: [AsyncStream<DBusSignal>]
+        let objects: [String: [String: [String: DBusValue]]]
+        do {
+            // Subscribe first, so that nothing changing between the listing and the subscription is lost.
+            streams = [
+                try connection.signals(matching: .interfacesAdded(sender: BlueZName.service, managerPath: "/")),
+                try connection.signals(matching: .interfacesRemoved(sender: BlueZName.service, managerPath: "/")),
+                try connection.signals(
+                    matching: .propertiesChanged(
+                        sender: BlueZName.service, pathNamespace: adapterPath, interface: BlueZName.device)),
+            ]
+            let reply = try connection.call(
+                destination: BlueZName.service, path: "/", interface: DBusInterfaceName.objectManager,
+                method: "GetManagedObjects", timeout: Self.callTimeout)
+            objects = reply.first?.managedObjects ?? [:]
+        } catch {
+            throw .bluez(error, doing: "listing devices")
+        }
+        removeStaleDevices(objects)
+        do {
+            _ = try connection.call(
+                destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
+                method: "SetDiscoveryFilter",
+                arguments: [
+                    .stringVariantDictionary(["Transport": .string("le"), "DuplicateData": .boolean(true)])
+                ], timeout: Self.callTimeout)
+            do {
+                _ = try connection.call(
+                    destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
+                    method: "StartDiscovery", timeout: Self.callTimeout)
+            } catch where error.name == "org.bluez.Error.InProgress" {
+                // Another client's discovery is running; ours joins it.
+            }
+        } catch {
+            throw .bluez(error, doing: "starting discovery")
+        }
+        let task = Task { [weak self] in
+            await withTaskGroup(of: Void.self) { group in
+                for stream in streams {
+                    group.addTask { [weak self] in
+                        for await signal in stream { self?.apply(signal) }
+                    }
+                }
+            }
+        }
+        state.withLock { $0.scanTask = task }
+        scheduleRefresh()
+    }
+
+    /// Forgets devices bluetoothd cached from earlier scans (not paired, trusted or connected), so
+    /// that only what is heard now is reported.
+    private func removeStaleDevices(_ objects: [String: [String: [String: DBusValue]]]) {
+        for (path, interfaces) in objects where path.hasPrefix(adapterPath + "/") {
+            guard let device = interfaces[BlueZName.device] else { continue }
+            let kept = ["Paired", "Trusted", "Connected"].contains { device[$0]?.boolean == true }
+            guard !kept else { continue }
+            connection.call(
+                destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
+                method: "RemoveDevice", arguments: [.objectPath(path)], timeout: .seconds(5)
+            ) { _ in }
+        }
+    }
+
+    func stopScanning() {
+        let (task, refresh, wasScanning) = state.withLock { state in
+            defer {
+                state.scanHandler = nil
+                state.scanTask = nil
+                state.refresh = nil
+                state.devices.removeAll()
+            }
+            return (state.scanTask, state.refresh, state.scanHandler != nil)
+        }
+        task?.cancel()
+        refresh?.cancel()
+        guard wasScanning else { return }
+        connection.call(
+            destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
+            method: "StopDiscovery", timeout: .seconds(5)
+        ) { _ in }
+    }
+
+    /// Folds a signal into the device table and reports the device if it advertises data.
+    private func apply(_ signal: DBusSignal) {
+        var report: (path: String, record: DeviceRecord)?
+        if let added = signal.interfacesAdded {
+            guard added.path.hasPrefix(adapterPath + "/"), let device = added.interfaces[BlueZName.device],
+                let address = device["Address"]?.string
+            else { return }
+            var record = DeviceRecord(address: address)
+            Self.update(&record, with: device)
+            state.withLock { $0.devices[added.path] = record }
+            report = (added.path, record)
+        } else if let removed = signal.interfacesRemoved {
+            guard removed.interfaces.contains(BlueZName.device) else { return }
+            _ = state.withLock { $0.devices.removeValue(forKey: removed.path) }
+        } else if let change = signal.propertiesChanged, change.interface == BlueZName.device {
+            report = state.withLock { state -> (String, DeviceRecord) in
+                // A device bluetoothd listed before scanning started is known from its path.
+                var record =
+                    state.devices[signal.path] ?? DeviceRecord(address: BlueZName.address(ofDevicePath: signal.path))
+                Self.update(&record, with: change.changed)
+                state.devices[signal.path] = record
+                return (signal.path, record)
+            }
+        }
+        if let report { deliver(report.record) }
+    }
+
+    static func update(_ record: inout DeviceRecord, with properties: [String: DBusValue]) {
+        if let rssi = properties["RSSI"]?.int16 {
+            // 127 is HCI's "RSSI not available" (virtual controllers report it).
+            record.rssi = rssi == 127 ? nil : Int(rssi)
+        }
+        if let data = properties["ManufacturerData"]?.uint16VariantDictionary {
+            record.manufacturerData = data.compactMapValues(\.bytes)
+        }
+    }
+
+    /// The advertising data a sighting carries, rebuilt from what bluetoothd parsed: the flags and
+    /// each manufacturer data structure (our terminals advertise nothing else).
+    static func advertisingData(of record: DeviceRecord) -> [UInt8]? {
+        guard !record.manufacturerData.isEmpty else { return nil }
+        var structures = [AdvertisingData.flagsStructure]
+        for (company, payload) in record.manufacturerData.sorted(by: { $0.key < $1.key }) {
+            structures.append(AdvertisingData.manufacturerStructure(companyID: company, payload: payload))
+        }
+        return try? AdvertisingData(structures: structures).encoded()
+    }
+
+    private func deliver(_ record: DeviceRecord) {
+        guard let data = Self.advertisingData(of: record),
+            let handler = state.withLock({ $0.scanHandler })
+        else { return }
+        scheduler.execute { [scheduler] in
+            handler(
+                Sighting(
+                    address: PeerAddress(record.address), advertisingData: data, rssi: record.rssi,
+                    receivedAt: scheduler.now))
+        }
+    }
+
+    private func scheduleRefresh() {
+        let action = scheduler.schedule(after: Self.sightingRefresh) { [weak self] in
+            guard let self else { return }
+            let records = state.withLock { $0.scanHandler == nil ? [] : Array($0.devices.values) }
+            guard state.withLock({ $0.scanHandler != nil }) else { return }
+            for record in records { deliver(record) }
+            scheduleRefresh()
+        }
+        state.withLock { state in
+            if state.scanHandler != nil { state.refresh = action } else { action.cancel() }
+        }
+    }
+
+    // MARK: Connecting
+
+    func connect(
+        to peer: PeerAddress, timeout: Duration,
+        completion: @escaping @Sendable (Result<any ByteLink, RadioError>) -> Void
+    ) {
+        let scheduler = scheduler
+        Task {
+            let result = await establish(peer, timeout: timeout)
+            scheduler.execute { completion(result) }
+        }
+    }
+
+    /// Connect, wait for service discovery, find the two characteristics, subscribe, register the
+    /// tag: retried while bluetoothd reports a transient failure and time remains.
+    private func establish(_ peer: PeerAddress, timeout: Duration) async -> Result<any ByteLink, RadioError> {
+        let devicePath = BlueZName.devicePath(adapterPath: adapterPath, address: peer.rawValue)
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        await pauseDiscovery(until: deadline)
+        defer { resumeDiscovery() }
+        var attempt = 0
+        while true {
+            attempt += 1
+            do throws(ConnectFailure) {
+                return .success(try await attemptLink(devicePath, peer: peer, deadline: deadline))
+            } catch {
+                let remaining = deadline - clock.now
+                let backoff = retryPolicy.backoff(afterAttempt: attempt)
+                if error.isTransient, attempt < retryPolicy.maximumAttempts, remaining > backoff {
+                    try? await Task.sleep(for: backoff)
+                    continue
+                }
+                disconnect(devicePath)
+                return .failure(error.radioError(peer: peer, attempts: attempt))
+            }
+        }
+    }
+
+    /// Stops our discovery and waits (within reason) until the adapter is not discovering: while
+    /// it is, the kernel queues an LE connect but never starts it (seen with kernel 6.1).
+    private func pauseDiscovery(until deadline: ContinuousClock.Instant) async {
+        let ours = state.withLock { state -> Bool in
+            state.discoveryPausedForConnect += 1
+            return state.scanHandler != nil && state.discoveryPausedForConnect == 1
+        }
+        if ours {
+            _ = try? await connection.call(
+                destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
+                method: "StopDiscovery", timeout: .seconds(5))
+        }
+        let clock = ContinuousClock()
+        let limit = min(deadline, clock.now + .seconds(2))
+        while clock.now < limit {
+            let discovering = try? await connection.property(
+                destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter, name: "Discovering",
+                timeout: .seconds(2))
+            if discovering?.boolean != true { return }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    /// Restarts discovery after the last connect in progress, if the owner still scans.
+    private func resumeDiscovery() {
+        let restart = state.withLock { state -> Bool in
+            state.discoveryPausedForConnect -= 1
+            return state.discoveryPausedForConnect == 0 && state.scanHandler != nil
+        }
+        guard restart else { return }
+        connection.call(
+            destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
+            method: "StartDiscovery", timeout: .seconds(5)
+        ) { _ in }
+    }
+
+    private func attemptLink(_ devicePath: String, peer: PeerAddress, deadline: ContinuousClock.Instant)
+        async throws(ConnectFailure) -> CentralLink
+    {
+        try await call(devicePath, BlueZName.device, "Connect", deadline: deadline, doing: "connecting")
+        let characteristics = try await resolvedCharacteristics(devicePath, deadline: deadline)
+        let tag = LinkTag.random()
+        let link: CentralLink
+        do {
+            let notifications = try await connection.signals(
+                matching: .propertiesChanged(
+                    sender: BlueZName.service, path: characteristics.notify, interface: BlueZName.gattCharacteristic))
+            let deviceChanges = try await connection.signals(
+                matching: .propertiesChanged(
+                    sender: BlueZName.service, path: devicePath, interface: BlueZName.device))
+            let mtu = try? await connection.property(
+                destination: BlueZName.service, path: characteristics.write,
+                interface: BlueZName.gattCharacteristic, name: "MTU", timeout: .seconds(2))
+            link = CentralLink(
+                central: self, peer: peer, devicePath: devicePath, writePath: characteristics.write, tag: tag,
+                attMTU: mtu?.uint16.map(Int.init) ?? 23, scheduler: scheduler)
+            link.follow(notifications: notifications, deviceChanges: deviceChanges)
+        } catch {
+            throw ConnectFailure(error, doing: "subscribing")
+        }
+        do throws(ConnectFailure) {
+            try await call(
+                characteristics.notify, BlueZName.gattCharacteristic, "StartNotify", deadline: deadline,
+                doing: "subscribing to notifications")
+            try await call(
+                characteristics.write, BlueZName.gattCharacteristic, "WriteValue",
+                arguments: [
+                    .byteArray(LinkFraming.registration(tag)),
+                    .stringVariantDictionary(["type": .string("request")]),
+                ], deadline: deadline, doing: "registering the link")
+        } catch {
+            link.abandon()
+            throw error
+        }
+        return link
+    }
+
+    /// Waits until bluetoothd has discovered the device's services, then finds ours.
+    private func resolvedCharacteristics(_ devicePath: String, deadline: ContinuousClock.Instant)
+        async throws(ConnectFailure) -> (write: String, notify: String)
+    {
+        let clock = ContinuousClock()
+        while true {
+            let device: [String: DBusValue]
+            do {
+                device = try await connection.properties(
+                    destination: BlueZName.service, path: devicePath, interface: BlueZName.device,
+                    timeout: .seconds(5))
+            } catch {
+                throw ConnectFailure(error, doing: "reading the device")
+            }
+            if device["Connected"]?.boolean != true {
+                // bluetoothd lost the link during discovery (it races the kernel on some connects).
+                throw .droppedDuringDiscovery
+            }
+            if device["ServicesResolved"]?.boolean == true { break }
+            guard clock.now + .milliseconds(50) < deadline else { throw .timedOut }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        let objects: [String: [String: [String: DBusValue]]]
+        do {
+            objects = try await connection.managedObjects(destination: BlueZName.service, timeout: .seconds(5))
+        } catch {
+            throw ConnectFailure(error, doing: "listing the device's services")
+        }
+        var write: String?
+        var notify: String?
+        for (path, interfaces) in objects where path.hasPrefix(devicePath + "/") {
+            guard let uuid = interfaces[BlueZName.gattCharacteristic]?["UUID"]?.string?.lowercased() else { continue }
+            if uuid == HorizonGATTService.walletToTerminal { write = path }
+            if uuid == HorizonGATTService.terminalToWallet { notify = path }
+        }
+        guard let write, let notify else { throw .notAHorizonTerminal }
+        return (write, notify)
+    }
+
+    private func call(
+        _ path: String, _ interface: String, _ method: String, arguments: [DBusValue] = [],
+        deadline: ContinuousClock.Instant, doing action: String
+    ) async throws(ConnectFailure) {
+        let remaining = deadline - ContinuousClock().now
+        guard remaining > .zero else { throw .timedOut }
+        do {
+            _ = try await connection.call(
+                destination: BlueZName.service, path: path, interface: interface, method: method,
+                arguments: arguments, timeout: remaining)
+        } catch {
+            throw ConnectFailure(error, doing: action)
+        }
+    }
+
+    func disconnect(_ devicePath: String) {
+        connection.call(
+            destination: BlueZName.service, path: devicePath, interface: BlueZName.device, method: "Disconnect",
+            timeout: .seconds(5)
+        ) { _ in }
+    }
+
+    func shutdown() {
+        stopScanning()
+    }
+}
+
+/// How often and how patiently the wallet retries a connect that bluetoothd failed transiently.
+public struct BlueZConnectRetryPolicy: Sendable {
+    public var maximumAttempts: Int
+    public var initialBackoff: Duration
+
+    public init(maximumAttempts: Int = 4, initialBackoff: Duration = .milliseconds(250)) {
+        self.maximumAttempts = maximumAttempts
+        self.initialBackoff = initialBackoff
+    }
+
+    /// Doubles after each attempt: 250 ms, 500 ms, 1 s by default.
+    func backoff(afterAttempt attempt: Int) -> Duration {
+        initialBackoff * (1 << min(max(attempt - 1, 0), 6))
+    }
+}
+
+/// Why one connect attempt failed, and whether another may succeed.
+enum ConnectFailure: Error {
+    case bluez(DBusError, doing: String)
+    case droppedDuringDiscovery
+    case notAHorizonTerminal
+    case timedOut
+
+    init(_ error: DBusError, doing action: String) { self = .bluez(error, doing: action) }
+
+    /// The failures a second attempt cured when they were measured: bluetoothd busy with
+    /// another connect, the controller aborting the connection, the link lost while services
+    /// were discovered.
+    var isTransient: Bool {
+        switch self {
+        case .droppedDuringDiscovery: return true
+        case .notAHorizonTerminal, .timedOut: return false
+        case .bluez(let error, _):
+            if error.name == "org.bluez.Error.InProgress" || error.name == "org.bluez.Error.NotConnected" {
+                return true
+            }
+            let transientMessages = [
+                "le-connection-abort-by-local", "Software caused connection abort", "Operation already in progress",
+                "Connection refused", "Input/output error",
+            ]
+            return error.name == "org.bluez.Error.Failed"
+                && transientMessages.contains { error.message.contains($0) }
+        }
+    }
+
+    func radioError(peer: PeerAddress, attempts: Int) -> RadioError {
+        switch self {
+        case .timedOut: return .connectionTimedOut(peer)
+        case .droppedDuringDiscovery:
+            return .backend(
+                name: "org.bluez.Error.Failed",
+                message: "the connection to \(peer) dropped during service discovery \(attempts) times; move closer and retry")
+        case .notAHorizonTerminal:
+            return .backend(
+                name: "org.horizon.Error.NotATerminal",
+                message: "\(peer) does not offer the Horizon payment service")
+        case .bluez(let error, let action):
+            if error.name == DBusError.Name.unknownObject || error.name == "org.bluez.Error.DoesNotExist" {
+                return .peerNotFound(peer)
+            }
+            if error.isTimeout { return .connectionTimedOut(peer) }
+            return .bluez(error, doing: action)
+        }
+    }
+}
+
+/// The wallet's link to one terminal: frames leave as acknowledged writes (in order, one D-Bus
+/// call each) and arrive as notifications bearing this link's tag.
+final class CentralLink: ByteLink, Sendable {
+    private struct State {
+        var pendingWrites = 0
+        var disconnectWhenDrained = false
+        var disconnected = false
+        var tasks: [Task<Void, Never>] = []
+    }
+
+    let peer: PeerAddress
+    let attMTU: Int
+    let devicePath: String
+    let writePath: String
+    let tag: LinkTag
+    let inbox: LinkInbox
+    private let scheduler: any Scheduler
+    private weak let central: BlueZCentral?
+    private let state = Mutex(State())
+    /// How long a close waits for writes still in flight before disconnecting anyway.
+    static let drainLimit: Duration = .seconds(2)
+
+    init(
+        central: BlueZCentral, peer: PeerAddress, devicePath: String, writePath: String, tag: LinkTag, attMTU: Int,
+        scheduler: any Scheduler
+    ) {
+        self.central = central
+        self.peer = peer
+        self.devicePath = devicePath
+        self.writePath = writePath
+        self.tag = tag
+        self.attMTU = min(517, max(23, attMTU))
+        self.scheduler = scheduler
+        inbox = LinkInbox(scheduler: scheduler)
+    }
+
+    func follow(notifications: AsyncStream<DBusSignal>, deviceChanges: AsyncStream<DBusSignal>) {
+        let tag = tag
+        let inbox = inbox
+        let receiving = Task {
+            for await signal in notifications {
+                guard let value = signal.propertiesChanged?.changed["Value"]?.bytes,
+                    let payload = LinkFraming.payload(ofNotification: value, for: tag)
+                else { continue }
+                inbox.receive(payload)
+            }
+        }
+        let watching = Task { [weak self] in
+            for await signal in deviceChanges where signal.propertiesChanged?.changed["Connected"]?.boolean == false {
+                self?.ended(.closedByPeer)
+                return
+            }
+        }
+        state.withLock { $0.tasks = [receiving, watching] }
+    }
+
+    func setHandler(_ handler: ByteLinkHandler) { inbox.setHandler(handler) }
+
+    func send(_ payload: [UInt8]) throws(RadioError) {
+        guard !inbox.isClosed, let central else { throw .linkClosed }
+        guard payload.count <= maximumPayloadSize else {
+            throw .payloadTooLarge(size: payload.count, maximum: maximumPayloadSize)
+        }
+        state.withLock { $0.pendingWrites += 1 }
+        central.connection.call(
+            destination: BlueZName.service, path: writePath, interface: BlueZName.gattCharacteristic,
+            method: "WriteValue",
+            arguments: [.byteArray(payload), .stringVariantDictionary(["type": .string("request")])],
+            timeout: .seconds(10)
+        ) { [weak self] result in
+            guard let self else { return }
+            let drained = state.withLock { state -> Bool in
+                state.pendingWrites -= 1
+                return state.pendingWrites == 0 && state.disconnectWhenDrained
+            }
+            if case .failure = result { ended(.connectionLost) }
+            if drained { disconnectNow() }
+        }
+    }
+
+    /// Closes the link; the connection goes once the writes already sent are acknowledged.
+    func close() {
+        guard inbox.close(.closedLocally) else { return }
+        stopFollowing()
+        let drained = state.withLock { state -> Bool in
+            state.disconnectWhenDrained = true
+            return state.pendingWrites == 0
+        }
+        if drained {
+            disconnectNow()
+        } else {
+            scheduler.schedule(after: Self.drainLimit) { [weak self] in self?.disconnectNow() }
+        }
+    }
+
+    /// A link that never reached its owner (the connect failed after it was made).
+    func abandon() {
+        inbox.close(.closedLocally)
+        stopFollowing()
+    }
+
+    private func ended(_ reason: LinkCloseReason) {
+        guard inbox.close(reason) else { return }
+        stopFollowing()
+        disconnectNow()
+    }
+
+    private func stopFollowing() {
+        let tasks = state.withLock { state in
+            defer { state.tasks.removeAll() }
+            return state.tasks
+        }
+        for task in tasks { task.cancel() }
+    }
+
+    private func disconnectNow() {
+        let first = state.withLock { state -> Bool in
+            defer { state.disconnected = true }
+            return !state.disconnected
+        }
+        if first { central?.disconnect(devicePath) }
+    }
+}

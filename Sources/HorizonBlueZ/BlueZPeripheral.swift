@@ -1,0 +1,411 @@
+import HorizonCore
+import HorizonDBus
+import HorizonRadio
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The terminal's side of the BlueZ radio: LE advertisements (`LEAdvertisement1` objects
+/// registered with `LEAdvertisingManager1`) and the Horizon GATT service (an application
+/// registered with `GattManager1`), with one link per wallet that registered its tag.
+final class BlueZPeripheral: Sendable {
+    private struct State {
+        var applicationRegistered = false
+        var connectionHandler: (@Sendable (any ByteLink) -> Void)?
+        var links: [String: PeripheralLink] = [:]
+        var advertisements: Set<String> = []
+        var nextAdvertisement = 0
+        var lastNotification: [UInt8] = []
+        var deviceWatch: Task<Void, Never>?
+        /// Writes from centrals that never registered (foreign software writing to our characteristic).
+        var foreignWrites = 0
+    }
+
+    let connection: DBusConnection
+    let adapterPath: String
+    let scheduler: any Scheduler
+    /// Our objects live under this path, unique per radio so that two radios can share a process.
+    let rootPath: String
+    private let state = Mutex(State())
+    /// How long a closed link keeps its connection so the last notification leaves first.
+    static let disconnectGrace: Duration = .milliseconds(1500)
+    static let callTimeout: Duration = .seconds(10)
+
+    init(connection: DBusConnection, adapterPath: String, scheduler: any Scheduler, instance: Int) {
+        self.connection = connection
+        self.adapterPath = adapterPath
+        self.scheduler = scheduler
+        rootPath = "/org/horizon/radio\(getpid())_\(instance)"
+    }
+
+    var servicePath: String { rootPath + "/service0" }
+    var writeCharacteristicPath: String { servicePath + "/char0" }
+    var notifyCharacteristicPath: String { servicePath + "/char1" }
+
+    var linkCount: Int { state.withLock { $0.links.count } }
+    var foreignWriteCount: Int { state.withLock { $0.foreignWrites } }
+
+    func setConnectionHandler(_ handler: @escaping @Sendable (any ByteLink) -> Void) {
+        state.withLock { $0.connectionHandler = handler }
+    }
+
+    // MARK: GATT application
+
+    /// Exports the service and registers it with bluetoothd, once. Blocking: call it off the
+    /// D-Bus queue (bluetoothd reads our objects before it answers).
+    func registerApplication() throws(RadioError) {
+        guard !state.withLock({ $0.applicationRegistered }) else { return }
+        do {
+            try exportApplication()
+        } catch {
+            throw .bluez(error, doing: "exporting the GATT service")
+        }
+        let register = { [connection, adapterPath, rootPath] () throws(DBusError) in
+            _ = try connection.call(
+                destination: BlueZName.service, path: adapterPath, interface: BlueZName.gattManager,
+                method: "RegisterApplication",
+                arguments: [.objectPath(rootPath), .stringVariantDictionary([:])], timeout: Self.callTimeout)
+        }
+        do {
+            do {
+                try register()
+            } catch where error.name == "org.bluez.Error.AlreadyExists" {
+                // A registration this connection left behind: withdraw it and register afresh.
+                unregisterApplicationCall()
+                try register()
+            }
+        } catch {
+            unexportApplication()
+            throw .bluez(error, doing: "registering the GATT service")
+        }
+        watchDevices()
+        state.withLock { $0.applicationRegistered = true }
+    }
+
+    private func exportApplication() throws(DBusError) {
+        try connection.export(path: rootPath, interfaces: [], isObjectManager: true)
+        try connection.export(
+            path: servicePath,
+            interfaces: [
+                DBusInterface(
+                    BlueZName.gattService,
+                    properties: [
+                        .constant("UUID", .string(HorizonGATTService.service)),
+                        .constant("Primary", .boolean(true)),
+                    ])
+            ])
+        try connection.export(
+            path: writeCharacteristicPath,
+            interfaces: [
+                DBusInterface(
+                    BlueZName.gattCharacteristic,
+                    methods: [
+                        DBusMethod("WriteValue", input: "aya{sv}", output: "") { [weak self] arguments throws(DBusError) in
+                            try self?.written(arguments)
+                            return []
+                        }
+                    ],
+                    properties: [
+                        .constant("UUID", .string(HorizonGATTService.walletToTerminal)),
+                        .constant("Service", .objectPath(servicePath)),
+                        .constant("Flags", .stringArray(["write"])),
+                    ])
+            ])
+        try connection.export(
+            path: notifyCharacteristicPath,
+            interfaces: [
+                DBusInterface(
+                    BlueZName.gattCharacteristic,
+                    methods: [
+                        // bluetoothd calls these when the first central subscribes and the last leaves.
+                        DBusMethod("StartNotify") { _ throws(DBusError) in [] },
+                        DBusMethod("StopNotify") { _ throws(DBusError) in [] },
+                    ],
+                    properties: [
+                        .constant("UUID", .string(HorizonGATTService.terminalToWallet)),
+                        .constant("Service", .objectPath(servicePath)),
+                        .constant("Flags", .stringArray(["notify"])),
+                        DBusProperty(
+                            "Value", signature: "ay", emitsChangedSignal: true,
+                            get: { [weak self] () throws(DBusError) in
+                                .byteArray(self?.state.withLock { $0.lastNotification } ?? [])
+                            }),
+                    ])
+            ])
+    }
+
+    private func unexportApplication() {
+        for path in [notifyCharacteristicPath, writeCharacteristicPath, servicePath, rootPath] {
+            connection.unexport(path: path)
+        }
+    }
+
+    private func unregisterApplicationCall() {
+        _ = try? connection.call(
+            destination: BlueZName.service, path: adapterPath, interface: BlueZName.gattManager,
+            method: "UnregisterApplication", arguments: [.objectPath(rootPath)], timeout: .seconds(3))
+    }
+
+    /// A write to the wallet-to-terminal characteristic (on the D-Bus queue).
+    private func written(_ arguments: [DBusValue]) throws(DBusError) {
+        guard arguments.count == 2, let value = arguments[0].bytes,
+            let options = arguments[1].stringVariantDictionary,
+            let device = options["device"]?.objectPath
+        else { throw DBusError(name: "org.bluez.Error.InvalidArguments", message: "expected value and device") }
+        if let link = state.withLock({ $0.links[device] }) {
+            link.inbox.receive(value)
+            return
+        }
+        guard let tag = LinkFraming.parseRegistration(value) else {
+            // Not a wallet of ours: answer the write (a foreign central should not hang) but ignore it.
+            state.withLock { $0.foreignWrites += 1 }
+            return
+        }
+        let mtu = options["mtu"]?.uint16.map(Int.init) ?? 23
+        let link = PeripheralLink(
+            peripheral: self, devicePath: device, tag: tag,
+            attMTU: max(23, mtu) - LinkTag.length, scheduler: scheduler)
+        let handler = state.withLock { state -> (@Sendable (any ByteLink) -> Void)? in
+            state.links[device] = link
+            return state.connectionHandler
+        }
+        guard let handler else {
+            close(link, reason: .closedLocally)
+            return
+        }
+        scheduler.execute { handler(link) }
+    }
+
+    /// Ends links whose central disconnected (Device1.Connected false, or the device removed).
+    private func watchDevices() {
+        let changes = DBusMatchRule.propertiesChanged(
+            sender: BlueZName.service, pathNamespace: adapterPath, interface: BlueZName.device)
+        guard let stream = try? connection.signals(matching: changes) else { return }
+        let task = Task { [weak self] in
+            for await signal in stream {
+                guard let self, let change = signal.propertiesChanged,
+                    change.changed["Connected"]?.boolean == false
+                else { continue }
+                if let link = state.withLock({ $0.links.removeValue(forKey: signal.path) }) {
+                    link.inbox.close(.closedByPeer)
+                }
+            }
+        }
+        state.withLock { $0.deviceWatch = task }
+    }
+
+    // MARK: Links
+
+    /// Sends one notification for `link` (in call order).
+    func notify(_ payload: [UInt8], for link: PeripheralLink) throws(RadioError) {
+        let bytes = LinkFraming.notification(payload, to: link.tag)
+        state.withLock { $0.lastNotification = bytes }
+        do {
+            try connection.emitPropertiesChanged(
+                path: notifyCharacteristicPath, interface: BlueZName.gattCharacteristic,
+                changed: ["Value": .byteArray(bytes)])
+        } catch {
+            throw .bluez(error, doing: "sending a notification")
+        }
+    }
+
+    /// Forgets `link` and, after a grace period that lets queued notifications leave, disconnects
+    /// its central (a wallet normally disconnects first).
+    func close(_ link: PeripheralLink, reason: LinkCloseReason) {
+        let removed = state.withLock { state -> Bool in
+            guard state.links[link.devicePath] === link else { return false }
+            state.links[link.devicePath] = nil
+            return true
+        }
+        link.inbox.close(reason)
+        guard removed, reason == .closedLocally else { return }
+        scheduler.schedule(after: Self.disconnectGrace) { [connection, weak self] in
+            // A new link from the same central since then keeps its connection.
+            guard self?.state.withLock({ $0.links[link.devicePath] }) == nil else { return }
+            connection.call(
+                destination: BlueZName.service, path: link.devicePath, interface: BlueZName.device,
+                method: "Disconnect", timeout: .seconds(5)
+            ) { _ in }
+        }
+    }
+
+    // MARK: Advertising
+
+    /// Registers an advertisement carrying `advertisingData`'s manufacturer data. Blocking.
+    func startAdvertising(_ advertisingData: [UInt8], interval: Duration) throws(RadioError) -> any AdvertisingSet {
+        let properties = try Self.advertisementProperties(advertisingData, interval: interval)
+        try registerApplication()
+        let path = state.withLock { state -> String in
+            defer { state.nextAdvertisement += 1 }
+            return rootPath + "/advertisement\(state.nextAdvertisement)"
+        }
+        do {
+            try connection.export(
+                path: path,
+                interfaces: [
+                    DBusInterface(
+                        BlueZName.advertisement,
+                        methods: [DBusMethod("Release") { _ throws(DBusError) in [] }],
+                        properties: properties.map { DBusProperty.constant($0.key, $0.value) })
+                ])
+        } catch {
+            throw .bluez(error, doing: "exporting the advertisement")
+        }
+        let register = { [connection, adapterPath] () throws(DBusError) in
+            _ = try connection.call(
+                destination: BlueZName.service, path: adapterPath, interface: BlueZName.advertisingManager,
+                method: "RegisterAdvertisement", arguments: [.objectPath(path), .stringVariantDictionary([:])],
+                timeout: Self.callTimeout)
+        }
+        do {
+            do {
+                try register()
+            } catch where error.name == "org.bluez.Error.AlreadyExists" {
+                unregisterAdvertisementCall(path) { _ in }
+                try register()
+            }
+        } catch {
+            connection.unexport(path: path)
+            throw .bluez(error, doing: "registering the advertisement")
+        }
+        state.withLock { _ = $0.advertisements.insert(path) }
+        return BlueZAdvertisingSet { [weak self] in self?.stopAdvertising(path) }
+    }
+
+    private func stopAdvertising(_ path: String) {
+        guard state.withLock({ $0.advertisements.remove(path) }) != nil else { return }
+        unregisterAdvertisementCall(path) { [connection] _ in connection.unexport(path: path) }
+    }
+
+    private func unregisterAdvertisementCall(
+        _ path: String, completion: @escaping @Sendable (Result<[DBusValue], DBusError>) -> Void
+    ) {
+        connection.call(
+            destination: BlueZName.service, path: adapterPath, interface: BlueZName.advertisingManager,
+            method: "UnregisterAdvertisement", arguments: [.objectPath(path)], timeout: .seconds(5),
+            completion: completion)
+    }
+
+    /// LEAdvertisement1's properties for legacy advertising data: BlueZ writes the flags itself
+    /// (Discoverable), so only manufacturer data is passed on; anything else is refused.
+    static func advertisementProperties(_ advertisingData: [UInt8], interval: Duration) throws(RadioError)
+        -> [String: DBusValue]
+    {
+        guard advertisingData.count <= AdvertisingData.legacyMaximumLength else {
+            throw .advertisementTooLarge(size: advertisingData.count, maximum: AdvertisingData.legacyMaximumLength)
+        }
+        guard let parsed = AdvertisingData.parse(advertisingData) else {
+            throw .invalidConfiguration("the advertising data does not parse as AD structures")
+        }
+        var manufacturerData: [UInt16: DBusValue] = [:]
+        for structure in parsed.structures {
+            switch structure.type {
+            case AdvertisingData.StructureType.flags:
+                continue
+            case AdvertisingData.StructureType.manufacturerSpecificData where structure.data.count >= 2:
+                let company = UInt16(structure.data[0]) | UInt16(structure.data[1]) << 8
+                manufacturerData[company] = .byteArray(structure.data.dropFirst(2))
+            default:
+                throw .invalidConfiguration(
+                    "the BlueZ radio advertises flags and manufacturer data only, not AD type \(structure.type)")
+            }
+        }
+        let milliseconds = UInt32(clamping: max(20, interval.nanoseconds / 1_000_000))
+        return [
+            "Type": .string("peripheral"),
+            "ManufacturerData": .uint16VariantDictionary(manufacturerData),
+            "Discoverable": .boolean(true),
+            "MinInterval": .uint32(milliseconds),
+            "MaxInterval": .uint32(milliseconds),
+        ]
+    }
+
+    // MARK: Shutdown
+
+    /// Withdraws every advertisement and the GATT service and disconnects every wallet. Blocking
+    /// (at most a few seconds), so that a program exiting leaves nothing registered.
+    func shutdown() {
+        let (advertisements, links, registered, watch) = state.withLock {
+            state -> (Set<String>, [PeripheralLink], Bool, Task<Void, Never>?) in
+            defer {
+                state.advertisements.removeAll()
+                state.links.removeAll()
+                state.applicationRegistered = false
+                state.deviceWatch = nil
+            }
+            return (state.advertisements, Array(state.links.values), state.applicationRegistered, state.deviceWatch)
+        }
+        watch?.cancel()
+        for path in advertisements {
+            _ = try? connection.call(
+                destination: BlueZName.service, path: adapterPath, interface: BlueZName.advertisingManager,
+                method: "UnregisterAdvertisement", arguments: [.objectPath(path)], timeout: .seconds(2))
+            connection.unexport(path: path)
+        }
+        for link in links {
+            link.inbox.close(.closedLocally)
+            _ = try? connection.call(
+                destination: BlueZName.service, path: link.devicePath, interface: BlueZName.device,
+                method: "Disconnect", timeout: .seconds(2))
+        }
+        if registered {
+            unregisterApplicationCall()
+            unexportApplication()
+        }
+    }
+}
+
+/// One wallet connected to the terminal: frames arrive as writes from its device, and leave as
+/// notifications bearing its tag.
+final class PeripheralLink: ByteLink, Sendable {
+    let peer: PeerAddress
+    let attMTU: Int
+    let devicePath: String
+    let tag: LinkTag
+    let inbox: LinkInbox
+    private weak let peripheral: BlueZPeripheral?
+
+    init(peripheral: BlueZPeripheral, devicePath: String, tag: LinkTag, attMTU: Int, scheduler: any Scheduler) {
+        self.peripheral = peripheral
+        self.devicePath = devicePath
+        self.tag = tag
+        self.attMTU = attMTU
+        self.peer = PeerAddress(BlueZName.address(ofDevicePath: devicePath))
+        self.inbox = LinkInbox(scheduler: scheduler)
+    }
+
+    func setHandler(_ handler: ByteLinkHandler) { inbox.setHandler(handler) }
+
+    func send(_ payload: [UInt8]) throws(RadioError) {
+        guard !inbox.isClosed, let peripheral else { throw .linkClosed }
+        guard payload.count <= maximumPayloadSize else {
+            throw .payloadTooLarge(size: payload.count, maximum: maximumPayloadSize)
+        }
+        try peripheral.notify(payload, for: self)
+    }
+
+    func close() {
+        if let peripheral {
+            peripheral.close(self, reason: .closedLocally)
+        } else {
+            inbox.close(.closedLocally)
+        }
+    }
+}
+
+/// An advertisement registered with bluetoothd; `stop` withdraws it.
+final class BlueZAdvertisingSet: AdvertisingSet, Sendable {
+    private let onStop: Mutex<(@Sendable () -> Void)?>
+
+    init(onStop: @escaping @Sendable () -> Void) { self.onStop = Mutex(onStop) }
+
+    func stop() {
+        let action = onStop.withLock { action in
+            defer { action = nil }
+            return action
+        }
+        action?()
+    }
+}

@@ -1,0 +1,127 @@
+import HorizonCore
+import HorizonDBus
+import HorizonRadio
+import Synchronization
+
+/// The radio of a real Bluetooth adapter, through bluetoothd: the terminal advertises sessions
+/// and serves the Horizon GATT service, the wallet scans and connects. It implements the same
+/// protocols as the simulated radio, so every role runs on it unchanged. Callbacks run on its own
+/// real-time scheduler.
+public final class BlueZRadio: DeviceRadio, Sendable {
+    public let adapter: BlueZAdapter
+    public let connection: DBusConnection
+    private let realTime: RealTimeScheduler
+    let peripheral: BlueZPeripheral
+    let central: BlueZCentral
+    private let currentAvailability: Mutex<AdapterAvailability>
+    private let powerWatch = Mutex<Task<Void, Never>?>(nil)
+    private static let instances = Atomic<Int>(0)
+
+    /// Connects to bluetoothd and takes the adapter named `adapterName` (default: the first
+    /// powered one). Blocking. Throws an error that says what to do when there is no adapter,
+    /// it is off, or bluetoothd is not running.
+    public static func open(
+        adapter adapterName: String? = nil, bus: DBusConnection.Bus = .system,
+        retryPolicy: BlueZConnectRetryPolicy = BlueZConnectRetryPolicy()
+    ) throws(RadioError) -> BlueZRadio {
+        let bluez: BlueZ
+        do {
+            bluez = try BlueZ(bus: bus)
+        } catch .adapterUnavailable(.serviceUnavailable) {
+            throw .adapterUnavailable(HCIDevices.availabilityWithoutBlueZ())
+        }
+        let adapter = try bluez.adapterBlocking(named: adapterName)
+        guard adapter.powered else { throw .adapterUnavailable(.poweredOff) }
+        return BlueZRadio(connection: bluez.connection, adapter: adapter, retryPolicy: retryPolicy)
+    }
+
+    init(connection: DBusConnection, adapter: BlueZAdapter, retryPolicy: BlueZConnectRetryPolicy) {
+        self.connection = connection
+        self.adapter = adapter
+        realTime = RealTimeScheduler(label: "horizon.bluez.\(adapter.name)")
+        let instance = Self.instances.wrappingAdd(1, ordering: .relaxed).oldValue
+        peripheral = BlueZPeripheral(
+            connection: connection, adapterPath: adapter.path, scheduler: realTime, instance: instance)
+        central = BlueZCentral(
+            connection: connection, adapterPath: adapter.path, scheduler: realTime, retryPolicy: retryPolicy)
+        currentAvailability = Mutex(adapter.availability)
+        watchPower()
+    }
+
+    public var scheduler: any Scheduler { realTime }
+
+    /// Powered on or off as bluetoothd last reported it.
+    public var availability: AdapterAvailability { currentAvailability.withLock { $0 } }
+
+    private func watchPower() {
+        let rule = DBusMatchRule.propertiesChanged(
+            sender: BlueZName.service, path: adapter.path, interface: BlueZName.adapter)
+        guard let stream = try? connection.signals(matching: rule) else { return }
+        let task = Task { [weak self] in
+            for await signal in stream {
+                guard let powered = signal.propertiesChanged?.changed["Powered"]?.boolean else { continue }
+                self?.currentAvailability.withLock { $0 = powered ? .poweredOn : .poweredOff }
+            }
+        }
+        powerWatch.withLock { $0 = task }
+    }
+
+    // MARK: PeripheralRadio
+
+    /// Registers the GATT service now rather than at the first advertisement (a terminal calls
+    /// this at start so a problem shows before the first sale). Blocking.
+    public func prepareToServe() throws(RadioError) { try peripheral.registerApplication() }
+
+    public func startAdvertising(_ advertisingData: [UInt8], interval: Duration) throws(RadioError)
+        -> any AdvertisingSet
+    {
+        try requirePowered()
+        return try peripheral.startAdvertising(advertisingData, interval: interval)
+    }
+
+    public func setConnectionHandler(_ handler: @escaping @Sendable (any ByteLink) -> Void) {
+        peripheral.setConnectionHandler(handler)
+    }
+
+    /// Wallets connected now (links with a registered tag).
+    public var connectedWalletCount: Int { peripheral.linkCount }
+    /// Writes to our characteristic from centrals that never registered (foreign software).
+    public var foreignWriteCount: Int { peripheral.foreignWriteCount }
+
+    // MARK: CentralRadio
+
+    public func startScanning(_ handler: @escaping @Sendable (Sighting) -> Void) throws(RadioError) {
+        try requirePowered()
+        try central.startScanning(handler)
+    }
+
+    public func stopScanning() { central.stopScanning() }
+
+    public func connect(
+        to peer: PeerAddress, timeout: Duration,
+        completion: @escaping @Sendable (Result<any ByteLink, RadioError>) -> Void
+    ) {
+        guard availability == .poweredOn else {
+            let availability = availability
+            realTime.execute { completion(.failure(.adapterUnavailable(availability))) }
+            return
+        }
+        central.connect(to: peer, timeout: timeout, completion: completion)
+    }
+
+    // MARK: Shutdown
+
+    /// Withdraws advertisements and the GATT service, stops discovery, disconnects, and closes the
+    /// D-Bus connection. Blocking for at most a few seconds.
+    public func shutdown() {
+        peripheral.shutdown()
+        central.shutdown()
+        powerWatch.withLock { $0 }?.cancel()
+        connection.close()
+    }
+
+    private func requirePowered() throws(RadioError) {
+        let availability = availability
+        guard availability == .poweredOn else { throw .adapterUnavailable(availability) }
+    }
+}

@@ -1,0 +1,1 @@
+print("horizon-fuzz: not written yet")
