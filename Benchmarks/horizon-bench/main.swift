@@ -1,1 +1,2 @@
-print("horizon-bench: not written yet")
+// The benchmark executable of issue 8: an ArgumentParser command, see HorizonBench.swift.
+HorizonBench.main()

@@ -11,9 +11,14 @@ public func keyIdentifier(of publicKey: P256.Signing.PublicKey) -> [UInt8] {
 /// A public key wallets trust to vouch for terminals (the merchant's, or the sandbox's own).
 public struct TrustAnchor: Sendable {
     public let publicKey: P256.Signing.PublicKey
-    public var keyID: [UInt8] { keyIdentifier(of: publicKey) }
+    /// Computed once: serialising the key and hashing it cost more than the lookup it serves
+    /// (every credential check looks its anchor up by key id).
+    public let keyID: [UInt8]
 
-    public init(publicKey: P256.Signing.PublicKey) { self.publicKey = publicKey }
+    public init(publicKey: P256.Signing.PublicKey) {
+        self.publicKey = publicKey
+        keyID = keyIdentifier(of: publicKey)
+    }
 }
 
 /// What a trust anchor says about a terminal: which merchant runs it, under which name, with
@@ -125,6 +130,9 @@ public struct TerminalCredential: Sendable, Equatable {
 public struct TerminalIdentity: Sendable {
     public let signingKey: P256.Signing.PrivateKey
     public let credential: TerminalCredential
+    /// Computed once: the terminal names itself by it several times per payment, and each
+    /// computation serialises the public key and hashes it.
+    public let keyID: [UInt8]
 
     public init(signingKey: P256.Signing.PrivateKey, credential: TerminalCredential) throws(SecureChannelError) {
         guard credential.terminalKey == Array(signingKey.publicKey.x963Representation) else {
@@ -132,9 +140,8 @@ public struct TerminalIdentity: Sendable {
         }
         self.signingKey = signingKey
         self.credential = credential
+        keyID = keyIdentifier(of: signingKey.publicKey)
     }
-
-    public var keyID: [UInt8] { keyIdentifier(of: signingKey.publicKey) }
 }
 
 /// Signs `bytes` (ECDSA P-256 over SHA-256) and returns the raw 64-byte signature.

@@ -2,6 +2,14 @@ import HorizonCore
 import HorizonRadio
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#else
+    import Foundation
+#endif
+
 /// A deterministic, in-process Bluetooth LE world: devices with positions, advertising, scanning,
 /// links with an MTU, a connection interval, latency and loss, and faults on demand.
 ///
@@ -128,6 +136,18 @@ public final class RadioSimulation: Scheduler, Sendable {
         state.withLock { $0.links[link.linkID].framesSent }
     }
 
+    // MARK: Traffic
+
+    /// What a link has carried so far, per direction (frames, bytes, turns).
+    public func traffic(on link: SimulatedLinkEndpoint) -> LinkTraffic {
+        state.withLock { $0.links[link.linkID].traffic }
+    }
+
+    /// What every link opened so far has carried, in the order they opened (index = link id).
+    /// Each names its two devices, so a caller finds a link without holding its endpoint (roles
+    /// keep their links to themselves).
+    public var linkTraffic: [LinkTraffic] { state.withLock { $0.links.map(\.traffic) } }
+
     // MARK: Trace
 
     /// Every radio event so far, one line each, if the simulation records a trace.
@@ -158,6 +178,25 @@ public final class RadioSimulation: Scheduler, Sendable {
         return withGenerator("rssi/\(sender)/\(receiver)", in: &state) {
             $0.nextGaussian(mean: mean, standardDeviation: deviation)
         }
+    }
+
+    /// How far away anything `sender` transmits can still be heard: where its mean RSSI falls
+    /// ten noise deviations below the sensitivity. The noise of `SeededRandom.nextGaussian`
+    /// (Box-Muller on 53-bit uniforms) stays within 8.6 standard deviations of the mean, except
+    /// for the one draw in 2^53 that is exactly zero, so a device further away is never heard and
+    /// its reading need not be drawn. What the simulation does is unchanged and a seed still
+    /// replays exactly; only that pair's noise generator is not advanced while it is out of reach.
+    /// Negative when nothing can be heard at any distance.
+    func audibleRange(of sender: Int, in state: SimulationState) -> Double {
+        let margin =
+            pathLoss.measuredPowerAtOneMetre + state.devices[sender].configuration.transmitPowerOffset
+            + 10 * pathLoss.noiseStandardDeviation - pathLoss.sensitivity
+        // A signal that does not fall with distance is never skipped.
+        guard pathLoss.exponent > 0 else { return .infinity }
+        // meanRSSI counts anything closer than 10 cm as 10 cm and falls by 10 * exponent dB per
+        // decade beyond: the strongest reading is 10 * exponent above the one-metre power.
+        guard margin + 10 * pathLoss.exponent >= 0 else { return -1 }
+        return pow(10, margin / (10 * pathLoss.exponent))
     }
 
     func inRange(_ first: Int, _ second: Int, in state: SimulationState) -> Bool {

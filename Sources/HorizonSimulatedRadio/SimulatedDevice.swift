@@ -81,8 +81,15 @@ public final class SimulatedDevice: PeripheralRadio, CentralRadio, Sendable {
         let deliveries: [(@Sendable (Sighting) -> Void, Sighting)] = simulation.state.withLock { state in
             guard let data = state.devices[id].advertising[setID] else { return [] }
             var deliveries: [(@Sendable (Sighting) -> Void, Sighting)] = []
+            // Scanners out of reach are skipped before their noise is drawn: in a simulation with
+            // many devices most pairs are far apart, and drawing (a string-keyed generator and a
+            // logarithm) for every one of them made each advertising event cost O(devices).
+            let reach = simulation.audibleRange(of: id, in: state)
+            let here = state.devices[id].configuration.position
             for scanner in state.devices.indices where scanner != id {
-                guard let handler = state.devices[scanner].scanHandler else { continue }
+                guard let handler = state.devices[scanner].scanHandler,
+                    state.devices[scanner].configuration.position.distance(to: here) <= reach
+                else { continue }
                 let rssi = simulation.readRSSI(from: id, to: scanner, in: &state)
                 guard rssi >= simulation.pathLoss.sensitivity else { continue }
                 let reported = state.devices[scanner].configuration.reportsRSSI ? Int(rssi.rounded()) : nil

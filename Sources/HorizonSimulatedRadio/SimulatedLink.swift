@@ -36,6 +36,8 @@ struct LinkState {
     /// A frame held back by a `reorder` fault, per sending side, sent after the next one.
     var heldFrame: [(payload: [UInt8], frame: Int)?] = [nil, nil]
     var framesSent = 0
+    /// Frames and bytes per direction, for benchmarks (see `LinkTraffic`).
+    var traffic: LinkTraffic
     var plannedFaults: [Int: FrameFault]
     let randomFaults: FaultProbabilities
 
@@ -101,6 +103,9 @@ extension RadioSimulation {
         state.links.append(
             LinkState(
                 devices: [central, peripheral], parameters: parameters, attMTU: mtu, anchor: state.now,
+                traffic: LinkTraffic(
+                    linkID: linkID, central: state.devices[central].address,
+                    peripheral: state.devices[peripheral].address, attMTU: mtu),
                 plannedFaults: state.faultsForNextLink, randomFaults: state.randomFaults))
         state.faultsForNextLink = [:]
         if state.trace != nil {
@@ -127,6 +132,7 @@ extension RadioSimulation {
         guard link.status == .open else { return nil }
         let frameIndex = link.framesSent
         state.links[linkID].framesSent += 1
+        state.links[linkID].traffic.count(payload.count, fromCentral: side == .central)
         let fault = link.plannedFaults[frameIndex] ?? drawRandomFault(linkID: linkID, in: &state)
         if let fault { state.appliedFaults.append(AppliedFault(linkID: linkID, frameIndex: frameIndex, fault: fault)) }
         if state.trace != nil {

@@ -1,0 +1,130 @@
+import ArgumentParser
+import Foundation
+
+/// The measurements `--only` can pick.
+enum MeasurementName: String, CaseIterable, ExpressibleByArgument, Sendable {
+    case paymentCPU = "payment-cpu"
+    case latency
+    case scaling
+    case terminalAtRest = "terminal-at-rest"
+    case bluez
+}
+
+extension WalletStoreKind: ExpressibleByArgument {}
+
+/// `horizon-bench`: the performance budget of DESIGN.md section 7, measured (issue 8).
+struct HorizonBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "horizon-bench",
+        abstract: "Measure Horizon against its performance budget; write a JSON result and print a table.",
+        discussion: """
+            Measurements (all on the simulated radio; see Benchmarks/README.md):
+              payment-cpu        CPU of one payment, both sides, against its cryptography alone; round trips; bytes
+              latency            acceptance to receipt with a 30 ms connection interval at MTU 23, 185 and 247
+              scaling            1, 10, 100 simultaneous pairs: CPU per payment, payments per second on one core
+              terminal-at-rest   horizon-terminal serve: start-up time to advertising, resident memory, idle CPU
+              bluez              placeholder: the real-bluetoothd part is not measured by this program yet
+            Build with -c release (Benchmarks/run.sh does); debug numbers mean nothing.
+            """)
+
+    @Option(help: "Where to write the JSON result.")
+    var output = "Benchmarks/results/latest.json"
+
+    @Flag(help: "A smoke test: few iterations, numbers not worth publishing.")
+    var quick = false
+
+    @Option(help: "Payments per median (default 200; 10 with --quick).")
+    var iterations: Int?
+
+    @Option(
+        help:
+            "Run only this measurement; repeat for several (\(MeasurementName.allCases.map(\.rawValue).joined(separator: ", ")))."
+    )
+    var only: [MeasurementName] = []
+
+    @Option(help: "Simultaneous pair counts for the scaling curve, comma-separated.")
+    var pairs = "1,10,100"
+
+    @Option(help: "Runs of the terminal program for terminal-at-rest (default 5; 2 with --quick).")
+    var terminalRuns: Int?
+
+    @Option(help: "The horizon-terminal program (default: the one next to this program).")
+    var terminalBinary: String?
+
+    @Option(
+        help:
+            "Where the benchmark's SQLite ledgers and wallet stores go (default: a new temporary directory). SQLite syncs every payment, so the file system matters."
+    )
+    var dataDir: String?
+
+    @Option(help: "The wallet's pending-payment store: sqlite (as horizon-wallet) or memory.")
+    var walletStore: WalletStoreKind = .sqlite
+
+    @Option(help: "Seed of the simulated radio.")
+    var seed: UInt64 = 1
+
+    @Option(help: "Distance between neighbouring terminal/wallet pairs in the scaling runs, metres.")
+    var spacing: Double = 500
+
+    mutating func validate() throws {
+        if let iterations, iterations < 1 { throw ValidationError("--iterations must be at least 1") }
+        if let terminalRuns, terminalRuns < 1 { throw ValidationError("--terminal-runs must be at least 1") }
+        guard !pairCounts.isEmpty, pairCounts.allSatisfy({ $0 >= 1 && $0 <= 1000 }) else {
+            throw ValidationError("--pairs must be comma-separated counts from 1 to 1000, e.g. 1,10,100")
+        }
+        guard spacing.isFinite, spacing > 1 else { throw ValidationError("--spacing must be more than 1 metre") }
+    }
+
+    var pairCounts: [Int] { pairs.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
+
+    func wants(_ name: MeasurementName) -> Bool { only.isEmpty || only.contains(name) }
+
+    func run() throws {
+        let count = iterations ?? (quick ? 10 : 200)
+        // A folder of our own under --data-dir (or the temporary directory), removed at the end.
+        let parent = dataDir.map { URL(fileURLWithPath: $0) } ?? FileManager.default.temporaryDirectory
+        let directory = parent.appendingPathComponent("horizon-bench-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let settings = BenchSettings(
+            iterations: count, quick: quick, seed: seed, spacing: spacing, directory: directory,
+            walletStore: walletStore)
+
+        let formatter = ISO8601DateFormatter()
+        var report = BenchmarkReport(
+            generatedAt: formatter.string(from: Date()), machine: .current(),
+            settings: .init(
+                iterations: count, quick: quick, seed: seed, only: only.map(\.rawValue),
+                walletStore: walletStore.rawValue,
+                dataDirectory: directory.deletingLastPathComponent().path,
+                dataFileSystem: fileSystemName(of: directory.path), pairSpacingMetres: spacing))
+        #if DEBUG
+            Progress.note("warning: this is a debug build; build with -c release for numbers that mean something")
+        #endif
+
+        if wants(.paymentCPU) { report.paymentCPU = try PaymentCPU.measure(settings) }
+        if wants(.latency) { report.latency = try Latency.measure(settings) }
+        if wants(.scaling) { report.scaling = try Scaling.measure(settings, pairCounts: pairCounts) }
+        if wants(.terminalAtRest) {
+            let binary = TerminalAtRest.locateBinary(terminalBinary)
+            report.terminalAtRest = try TerminalAtRest.measure(
+                binary: binary, runs: terminalRuns ?? (quick ? 2 : 5), settle: quick ? .milliseconds(500) : .seconds(2),
+                workDirectory: directory)
+        }
+        // The real-bluetoothd measurement plugs in here (see BlueZ.swift).
+        if wants(.bluez) { report.bluez = BlueZ.measure(settings) }
+        report.checkBudget()
+
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        // JSON has no NaN; a summary of nothing encodes its NaNs as null-like strings.
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(
+            positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        let outputURL = URL(fileURLWithPath: output)
+        try FileManager.default.createDirectory(
+            at: outputURL.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try encoder.encode(report).write(to: outputURL)
+        print(report.table())
+        Progress.note("wrote \(outputURL.path)")
+    }
+}

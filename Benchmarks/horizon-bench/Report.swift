@@ -1,0 +1,227 @@
+import Foundation
+
+/// One line of DESIGN.md section 7 against what this run measured.
+struct BudgetCheck: Codable {
+    let item: String
+    let measured: Double
+    let limit: Double
+    let unit: String
+    let met: Bool
+}
+
+/// Everything one run measured: the JSON result file.
+struct BenchmarkReport: Codable {
+    var schemaVersion = 1
+    let generatedAt: String
+    let machine: MachineDescription
+    let settings: SettingsDescription
+    var paymentCPU: PaymentCPUResult?
+    var latency: [LatencyResult]?
+    var scaling: [ScalingPoint]?
+    var terminalAtRest: TerminalAtRestResult?
+    var bluez: BlueZResult?
+    var budget: [BudgetCheck] = []
+
+    struct SettingsDescription: Codable {
+        let iterations: Int
+        let quick: Bool
+        let seed: UInt64
+        let only: [String]
+        let walletStore: String
+        let dataDirectory: String
+        let dataFileSystem: String
+        let pairSpacingMetres: Double
+        var radio = "simulated (HorizonSimulatedRadio, in process)"
+    }
+
+    /// The budget lines this run can speak to.
+    mutating func checkBudget() {
+        var checks: [BudgetCheck] = []
+        if let cpu = paymentCPU {
+            checks.append(
+                BudgetCheck(
+                    item: "CPU of a payment / CPU of its cryptography (1 pair)", measured: cpu.ratioOfMedians, limit: 3,
+                    unit: "x", met: cpu.ratioOfMedians <= 3))
+            checks.append(
+                BudgetCheck(
+                    item: "round trips, acceptance to receipt", measured: cpu.traffic.roundTripsFromAcceptance.max,
+                    limit: 3, unit: "", met: cpu.traffic.roundTripsFromAcceptance.max <= 3))
+            checks.append(
+                BudgetCheck(
+                    item: "round trips, whole link (link up to receipt)", measured: cpu.traffic.roundTripsWholeLink.max,
+                    limit: 3, unit: "", met: cpu.traffic.roundTripsWholeLink.max <= 3))
+        }
+        for point in scaling ?? [] {
+            checks.append(
+                BudgetCheck(
+                    item:
+                        "CPU of a payment / CPU of its cryptography (\(point.pairs == 1 ? "1 pair" : "\(point.pairs) simultaneous pairs"), scaling)",
+                    measured: point.ratioOfMedians, limit: 3, unit: "x", met: point.ratioOfMedians <= 3))
+        }
+        for result in latency ?? [] {
+            checks.append(
+                BudgetCheck(
+                    item:
+                        "acceptance to receipt, 30 ms interval, MTU \(result.link.attMTU) (median; max \(result.acceptanceToReceiptMilliseconds.max.formatted(1)) ms)",
+                    measured: result.acceptanceToReceiptMilliseconds.median, limit: 500, unit: "ms",
+                    met: result.acceptanceToReceiptMilliseconds.max < 500))
+        }
+        budget = checks
+    }
+
+    // MARK: The table
+
+    func table() -> String {
+        var out: [String] = []
+        out.append("Horizon benchmarks — \(generatedAt)")
+        out.append(
+            "machine: \(machine.processors) × \(machine.cpuModel), \(((Double(machine.memoryTotalKiB ?? 0)) / 1_048_576).formatted(1)) GiB, \(machine.operatingSystem), kernel \(machine.kernel), \(machine.build) build, load average \(machine.loadAverage) at the start"
+        )
+        out.append(
+            "settings: \(settings.iterations) iterations\(settings.quick ? " (quick)" : ""), seed \(settings.seed), wallet store \(settings.walletStore), SQLite files on \(settings.dataFileSystem)"
+        )
+        if let cpu = paymentCPU {
+            out.append("")
+            out.append("CPU of one complete payment, both sides (simulated radio, zero latency, MTU 247, 30 ms)")
+            out += Self.grid(
+                ["", "median µs", "p10", "p90", "n"],
+                [
+                    ["payment (terminal + wallet)"] + Self.row(cpu.paymentCPUMicroseconds, 0),
+                    ["its cryptography alone"] + Self.row(cpu.cryptoCPUMicroseconds, 0),
+                ])
+            out.append(
+                "ratio payment / crypto: \(cpu.ratioOfMedians.formatted(2))x (budget ≤ 3x); per-iteration median \(cpu.ratioPerIteration.median.formatted(2))x"
+            )
+            out.append(
+                "per payment: user \(cpu.userMicrosecondsPerPayment.formatted(0)) µs, system \(cpu.systemMicrosecondsPerPayment.formatted(0)) µs (getrusage, sampled split)"
+            )
+            out.append("")
+            out.append("Link traffic per payment (MTU 247)")
+            out += Self.trafficGrid(cpu.traffic)
+        }
+        if let latency, !latency.isEmpty {
+            out.append("")
+            out.append("Acceptance to receipt, simulated radio, 30 ms connection interval (budget < 500 ms)")
+            out += Self.grid(
+                [
+                    "MTU", "virtual ms", "max", "+compute ms", "≈ real ms", "link up→receipt", "start→receipt",
+                    "frames", "bytes",
+                ],
+                latency.map { result in
+                    [
+                        String(result.link.attMTU), result.acceptanceToReceiptMilliseconds.median.formatted(1),
+                        result.acceptanceToReceiptMilliseconds.max.formatted(1),
+                        result.computeBetweenAcceptanceAndReceiptMilliseconds.median.formatted(2),
+                        result.estimatedRealAcceptanceToReceiptMilliseconds.median.formatted(1),
+                        result.linkUpToReceiptMilliseconds.median.formatted(1),
+                        result.startToReceiptMilliseconds.median.formatted(1),
+                        result.traffic.framesPerPayment.median.formatted(0),
+                        result.traffic.bytesPerPayment.median.formatted(0),
+                    ]
+                })
+        }
+        if let scaling, !scaling.isEmpty {
+            out.append("")
+            out.append("Scaling: simultaneous terminal/wallet pairs on one simulation, one core")
+            out += Self.grid(
+                [
+                    "pairs", "payments", "CPU µs/payment", "crypto µs", "ratio", "payments/CPU-s", "payments/wall-s",
+                    "accept→receipt ms", "RSS MiB",
+                ],
+                scaling.map { point in
+                    [
+                        String(point.pairs), String(point.payments),
+                        point.cpuPerPaymentMicroseconds.median.formatted(0),
+                        point.cryptoPerPaymentMicroseconds.median.formatted(0), point.ratioOfMedians.formatted(2) + "x",
+                        point.paymentsPerCPUSecond.median.formatted(0), point.paymentsPerWallSecond.median.formatted(0),
+                        point.acceptanceToReceiptMilliseconds.median.formatted(1),
+                        point.benchResidentKiB.map { (Double($0) / 1024).formatted(1) } ?? "n/a",
+                    ]
+                })
+        }
+        if let rest = terminalAtRest {
+            out.append("")
+            out.append("Terminal at rest: horizon-terminal serve on the simulated radio (\(rest.status))")
+            if rest.status == "measured" {
+                out += Self.grid(
+                    ["", "median", "p10", "p90", "n"],
+                    [
+                        ["start-up to ready, ms"] + Self.row(rest.startupToReadyMilliseconds, 1),
+                        ["pay request to advertising, ms"] + Self.row(rest.payRequestToAdvertisingMilliseconds, 1),
+                        ["start-up to advertising, ms"] + Self.row(rest.startupToAdvertisingMilliseconds, 1),
+                        ["resident after start-up, MiB"] + Self.row(rest.residentAfterStartupKiB, 1, scale: 1024),
+                        ["resident while advertising, MiB"]
+                            + Self.row(rest.residentWhileAdvertisingKiB, 1, scale: 1024),
+                        ["peak resident (VmHWM), MiB"] + Self.row(rest.peakResidentKiB, 1, scale: 1024),
+                        ["idle CPU, % of a core"] + Self.row(rest.idleCPUPercent, 2),
+                    ])
+                out.append(
+                    "binary \(rest.binaryBytes.map { (Double($0) / 1_048_576).formatted(1) + " MiB" } ?? "n/a") (with debug information); simulated radio server (stands in for bluetoothd) \(rest.radioServerResidentKiB.map { ($0 / 1024).formatted(1) + " MiB" } ?? "n/a") resident"
+                )
+            }
+        }
+        if let bluez {
+            out.append("")
+            out.append(bluez.status)
+            out.append("  (\(bluez.reason))")
+            for (name, value) in bluez.measurements.sorted(by: { $0.key < $1.key }) {
+                out.append("  \(name): \(value.formatted(2))")
+            }
+        }
+        if !budget.isEmpty {
+            out.append("")
+            out.append("Budget (DESIGN.md section 7)")
+            out += Self.grid(
+                ["", "measured", "limit", "met"],
+                budget.map { check in
+                    [
+                        check.item, check.measured.formatted(check.unit == "x" ? 2 : 1) + check.unit,
+                        (check.unit == "ms" ? "< " : "≤ ") + check.limit.formatted(0) + check.unit,
+                        check.met ? "yes" : "NO",
+                    ]
+                })
+        }
+        return out.joined(separator: "\n")
+    }
+
+    private static func row(_ summary: Summary?, _ decimals: Int, scale: Double = 1) -> [String] {
+        guard let summary else { return ["n/a", "", "", ""] }
+        return [
+            (summary.median / scale).formatted(decimals), (summary.p10 / scale).formatted(decimals),
+            (summary.p90 / scale).formatted(decimals), String(summary.count),
+        ]
+    }
+
+    private static func trafficGrid(_ traffic: TrafficResult) -> [String] {
+        grid(
+            ["", "median", "min", "max"],
+            [
+                ["round trips, acceptance → receipt (budget ≤ 3)"] + minMax(traffic.roundTripsFromAcceptance),
+                ["round trips, whole link"] + minMax(traffic.roundTripsWholeLink),
+                ["frames"] + minMax(traffic.framesPerPayment),
+                ["bytes (ATT payload)"] + minMax(traffic.bytesPerPayment),
+                ["  wallet → terminal"] + minMax(traffic.walletToTerminalBytes),
+                ["  terminal → wallet"] + minMax(traffic.terminalToWalletBytes),
+                ["bytes with BLE headers (≈ +\(airOverheadPerFrame)/frame)"]
+                    + minMax(traffic.bytesWithHeadersPerPayment),
+            ])
+    }
+
+    private static func minMax(_ summary: Summary) -> [String] {
+        [summary.median.formatted(0), summary.min.formatted(0), summary.max.formatted(0)]
+    }
+
+    /// Left-aligned first column, right-aligned numbers.
+    static func grid(_ header: [String], _ rows: [[String]]) -> [String] {
+        let all = [header] + rows
+        let widths = header.indices.map { column in
+            all.map { $0.indices.contains(column) ? $0[column].count : 0 }.max() ?? 0
+        }
+        return all.map { cells in
+            cells.enumerated().map { column, cell in
+                let padding = String(repeating: " ", count: max(0, widths[column] - cell.count))
+                return column == 0 ? cell + padding : padding + cell
+            }.joined(separator: "  ")
+        }
+    }
+}

@@ -1,0 +1,329 @@
+import Crypto
+import Foundation
+import HorizonCore
+import HorizonProtocol
+import HorizonRadio
+import HorizonRoles
+import HorizonSecureChannel
+import HorizonSimulatedRadio
+import HorizonStores
+
+/// Where the wallet keeps its pending payments during the benchmark.
+enum WalletStoreKind: String, Codable, CaseIterable, Sendable {
+    /// `SQLitePendingPaymentStore`, as `horizon-wallet` runs: the confirmation is stored (and
+    /// synced) before it is sent, and removed when the receipt arrives.
+    case sqlite
+    /// `InMemoryPendingPaymentStore`, the library's default.
+    case memory
+}
+
+/// How a shop is built.
+struct ShopOptions {
+    var seed: UInt64
+    var pairCount: Int
+    /// The link both sides ask for (the central's timing wins; the MTU is the smaller one).
+    var link: LinkParameters
+    /// Distance between neighbouring pairs, metres. At the default path loss a device hears
+    /// nothing beyond about 45 m, so the default 500 m apart means separate shops, not one
+    /// crowded hall (see Benchmarks/README.md).
+    var spacing: Double
+    /// Where ledgers and wallet stores go (SQLite files).
+    var directory: URL
+    var walletStore: WalletStoreKind
+}
+
+/// What a payment costs and carries, read off one pair after its payment finished.
+struct PaymentRecord {
+    /// Virtual time (the simulation's clock), milliseconds.
+    let acceptanceToReceiptMilliseconds: Double
+    let linkUpToReceiptMilliseconds: Double
+    let startToReceiptMilliseconds: Double
+    /// Real time the process spent between acceptance and receipt. The simulation's clock does
+    /// not move while code runs, so this is the computing (and syncing) a real pair would add.
+    let computeBetweenAcceptanceAndReceiptMilliseconds: Double
+    let roundTripsFromAcceptance: Int
+    let roundTripsWholeLink: Int
+    let walletFrames: Int
+    let terminalFrames: Int
+    let walletBytes: Int
+    let terminalBytes: Int
+    let attMTU: Int
+
+    var frames: Int { walletFrames + terminalFrames }
+    var bytes: Int { walletBytes + terminalBytes }
+}
+
+/// A simulated shopping street: one trust anchor, `pairCount` terminals, each with its own
+/// ledger and conflict observer (as `horizon-terminal serve` runs them), and one wallet 30 cm in
+/// front of each, on one deterministic simulation. It is the set-up of the role tests
+/// (`Tests/HorizonRolesTests/World.swift`), written for repeated payments: the same terminals
+/// and wallets pay again and again, as in a shop.
+final class Shop {
+    static let wallClock: UnixTime = 1_800_000_000
+    static let amount = Money.euros(1250)
+    static let tip = Money.euros(150)
+
+    let simulation: RadioSimulation
+    let pairs: [Pair]
+    let tally: Tally
+
+    init(_ options: ShopOptions) throws {
+        simulation = RadioSimulation(seed: options.seed, wallClockAtStart: Self.wallClock)
+        let anchor = P256.Signing.PrivateKey()
+        let tally = Tally()
+        self.tally = tally
+        let simulation = simulation
+        let columns = Int(Double(options.pairCount).squareRoot().rounded(.up))
+        pairs = try (0..<options.pairCount).map { index in
+            let origin = Position(
+                x: Double(index % columns) * options.spacing, y: Double(index / columns) * options.spacing)
+            return try Pair(
+                index: index, at: origin, simulation: simulation, anchor: anchor, options: options, tally: tally)
+        }
+    }
+
+    /// One payment on every pair at once, run to its end: both sides finished, the terminal's
+    /// linger over and every link closed; then every pair is reset for the next payment.
+    /// Throws if any payment did not complete.
+    @discardableResult
+    func payOnce() throws -> [PaymentRecord] {
+        tally.reset()
+        for pair in pairs { try pair.begin() }
+        let finished = simulation.run(
+            until: { self.tally.finishedSides == 2 * self.pairs.count }, timeout: .seconds(60))
+        guard finished else {
+            let stuck = pairs.filter { !$0.isFinished }.prefix(3).map(\.stateDescription)
+            throw BenchmarkError("payments not finished after 60 s of virtual time: \(stuck.joined(separator: "; "))")
+        }
+        // The terminal keeps the link for `lingerAfterReceipt` (5 s); the close reaches the
+        // wallet at the next connection event. Both are part of the payment's cost.
+        simulation.run(for: PaymentHostConfiguration().lingerAfterReceipt + .seconds(1))
+        var records: [PaymentRecord] = []
+        records.reserveCapacity(pairs.count)
+        for pair in pairs {
+            records.append(try pair.finish())
+        }
+        return records
+    }
+}
+
+/// Counts finished sides, so the run loop's stop condition costs the same for 1 or 100 pairs.
+/// Every callback runs on the thread that calls `RadioSimulation.run`, one at a time.
+final class Tally: @unchecked Sendable {
+    private(set) var finishedSides = 0
+    func sideFinished() { finishedSides += 1 }
+    func reset() { finishedSides = 0 }
+}
+
+/// One terminal and the wallet in front of it.
+final class Pair {
+    let index: Int
+    let simulation: RadioSimulation
+    let terminalDevice: SimulatedDevice
+    let ledger: SandboxLedger
+    let service: TerminalRadioService
+    let host: PaymentHost
+    let conflicts: BluetoothConflictObserver
+    let walletDevice: SimulatedDevice
+    let client: PaymentClient
+    let probe: Probe
+
+    init(
+        index: Int, at origin: Position, simulation: RadioSimulation, anchor: P256.Signing.PrivateKey,
+        options: ShopOptions, tally: Tally
+    ) throws {
+        self.index = index
+        self.simulation = simulation
+        terminalDevice = try simulation.addDevice(
+            name: "terminal-\(index)", configuration: DeviceConfiguration(position: origin, link: options.link))
+        let key = P256.Signing.PrivateKey()
+        let identity = try TerminalIdentity(
+            signingKey: key,
+            credential: TerminalCredential.issue(
+                by: anchor, merchantID: "m-\(index)", merchantName: "Benchmark Café \(index)",
+                terminalKey: key.publicKey, notBefore: Shop.wallClock - 86_400, expiresAt: Shop.wallClock + 365 * 86_400
+            )
+        )
+        // Wallets start rich enough for any number of payments (a billion euros).
+        ledger = try SandboxLedger(
+            path: options.directory.appendingPathComponent("ledger-\(options.seed)-\(index).sqlite").path,
+            configuration: LedgerConfiguration(enrollment: .onFirstContact(startingBalance: 100_000_000_000)))
+        service = TerminalRadioService(radio: terminalDevice, identity: identity, processor: ledger)
+        host = PaymentHost(service: service, processor: ledger)
+        conflicts = BluetoothConflictObserver(
+            scanner: SightingHub(radio: terminalDevice), ownTerminalKeyID: service.terminalKeyID)
+        try conflicts.restart()
+
+        walletDevice = try simulation.addDevice(
+            name: "wallet-\(index)",
+            configuration: DeviceConfiguration(position: Position(x: origin.x + 0.3, y: origin.y), link: options.link))
+        let probe = Probe(simulation: simulation)
+        self.probe = probe
+        let pendingStore: any PendingPaymentStore
+        switch options.walletStore {
+        case .memory: pendingStore = InMemoryPendingPaymentStore()
+        case .sqlite:
+            pendingStore = SQLitePendingPaymentStore(
+                store: try WalletStore(
+                    path: options.directory.appendingPathComponent("wallet-\(options.seed)-\(index).sqlite").path))
+        }
+        client = PaymentClient(
+            radio: TappedCentralRadio(device: walletDevice, probe: probe),
+            identity: WalletIdentity(), trustAnchors: [TrustAnchor(publicKey: anchor.publicKey)],
+            pendingStore: pendingStore)
+        Self.script(client, probe: probe, tally: tally)
+        host.observeState { state in
+            if state.isFinished { tally.sideFinished() }
+        }
+        try client.start()
+    }
+
+    /// The reference app's wallet screen with a person who accepts at once: take the candidate,
+    /// look at the offer, accept, connect, confirm with the tip (as `ScriptedWalletApp` in the
+    /// role tests). The probe hears acceptance first, before the app acts on it.
+    private static func script(_ client: PaymentClient, probe: Probe, tally: Tally) {
+        let decider = client.fusionTracker.manualConnectionDecider
+        client.onHostConnected = { [weak client] in client?.setOrderConfirmedByUser(true, tip: Shop.tip) }
+        decider.observeState { [weak client] state in
+            switch state {
+            case .candidateAvailable: decider.startDeciding()
+            case .accepted:
+                probe.accepted()
+                client?.connectToPaymentSession()
+            default: break
+            }
+        }
+        client.observeState { state in
+            switch state {
+            case .offerReceived: decider.decideForCandidate()
+            case .completed, .completedWithError:
+                probe.finished()
+                tally.sideFinished()
+            default: break
+            }
+        }
+    }
+
+    /// Starts this pair's payment.
+    func begin() throws {
+        probe.reset()
+        guard host.start(amount: Shop.amount, registerUser: RegisterUser(name: "Ana")) else {
+            throw BenchmarkError("terminal \(index) did not start: \(host.humanizedError ?? "no reason given")")
+        }
+    }
+
+    var isFinished: Bool { host.state.isFinished && client.state.isFinished }
+
+    var stateDescription: String { "pair \(index): terminal \(host.state), wallet \(client.state)" }
+
+    /// Reads the finished payment's record, then resets both sides for the next one.
+    func finish() throws -> PaymentRecord {
+        defer {
+            host.stop()
+            client.restart()
+            client.fusionTracker.manualConnectionDecider.restart()
+        }
+        guard host.state == .completed, client.state == .completed, client.receipt != nil else {
+            throw BenchmarkError(
+                "\(stateDescription); terminal error: \(host.humanizedError ?? "none"), wallet error: \(client.humanizedError ?? "none")"
+            )
+        }
+        guard service.connectionCount == 0 else {
+            throw BenchmarkError("pair \(index): the terminal still holds \(service.connectionCount) link(s)")
+        }
+        return try probe.record()
+    }
+}
+
+/// Timestamps and link traffic of one payment, taken by the wallet's callbacks. Every callback
+/// runs on the thread that calls `RadioSimulation.run`, one at a time, so plain fields suffice.
+final class Probe: @unchecked Sendable {
+    let simulation: RadioSimulation
+    private var startedAt = Instant.zero
+    private var linkUpAt: Instant?
+    private var endpoint: SimulatedLinkEndpoint?
+    private var acceptedAt: Instant?
+    private var acceptedWall: Int64 = 0
+    private var turnsAtAcceptance = 0
+    private var receiptAt: Instant?
+    private var receiptWall: Int64 = 0
+
+    init(simulation: RadioSimulation) { self.simulation = simulation }
+
+    func reset() {
+        startedAt = simulation.now
+        linkUpAt = nil
+        endpoint = nil
+        acceptedAt = nil
+        receiptAt = nil
+    }
+
+    func linkUp(_ link: any ByteLink) {
+        endpoint = link as? SimulatedLinkEndpoint
+        linkUpAt = simulation.now
+    }
+
+    func accepted() {
+        acceptedAt = simulation.now
+        acceptedWall = Clocks.wall()
+        turnsAtAcceptance = endpoint.map { simulation.traffic(on: $0).turns } ?? 0
+    }
+
+    func finished() {
+        receiptAt = simulation.now
+        receiptWall = Clocks.wall()
+    }
+
+    func record() throws -> PaymentRecord {
+        guard let endpoint, let linkUpAt, let acceptedAt, let receiptAt else {
+            throw BenchmarkError("a payment finished without a link, an acceptance or a receipt")
+        }
+        let traffic = simulation.traffic(on: endpoint)
+        return PaymentRecord(
+            acceptanceToReceiptMilliseconds: (receiptAt - acceptedAt).milliseconds,
+            linkUpToReceiptMilliseconds: (receiptAt - linkUpAt).milliseconds,
+            startToReceiptMilliseconds: (receiptAt - startedAt).milliseconds,
+            computeBetweenAcceptanceAndReceiptMilliseconds: Double(receiptWall - acceptedWall) / 1_000_000,
+            // The wallet speaks first on a link and the terminal answers: two turns a round trip.
+            roundTripsFromAcceptance: (traffic.turns - turnsAtAcceptance + 1) / 2,
+            roundTripsWholeLink: (traffic.turns + 1) / 2,
+            walletFrames: traffic.centralFrames, terminalFrames: traffic.peripheralFrames,
+            walletBytes: traffic.centralBytes, terminalBytes: traffic.peripheralBytes, attMTU: traffic.attMTU)
+    }
+}
+
+/// The wallet's radio, passed through, except that the probe learns of each link it opens
+/// (the roles keep their links to themselves).
+final class TappedCentralRadio: CentralRadio {
+    let device: SimulatedDevice
+    let probe: Probe
+
+    init(device: SimulatedDevice, probe: Probe) {
+        self.device = device
+        self.probe = probe
+    }
+
+    var scheduler: any Scheduler { device.scheduler }
+    var availability: AdapterAvailability { device.availability }
+
+    func startScanning(_ handler: @escaping @Sendable (Sighting) -> Void) throws(RadioError) {
+        try device.startScanning(handler)
+    }
+
+    func stopScanning() { device.stopScanning() }
+
+    func connect(
+        to peer: PeerAddress, timeout: Duration,
+        completion: @escaping @Sendable (Result<any ByteLink, RadioError>) -> Void
+    ) {
+        device.connect(to: peer, timeout: timeout) { [probe] result in
+            if case .success(let link) = result { probe.linkUp(link) }
+            completion(result)
+        }
+    }
+}
+
+extension Money {
+    /// Cents of euros; the amounts here are constants well inside `Money`'s range.
+    static func euros(_ cents: Int64) -> Money { (try? Money(minorUnits: cents, currency: .eur)) ?? .zero(.eur) }
+}

@@ -1,0 +1,84 @@
+import Foundation
+import Testing
+
+@testable import HorizonStores
+
+/// Prepared statements are kept and reused by SQL text (issue 8's profile); reuse must never
+/// carry anything from one use to the next.
+@Suite("SQLite statement cache")
+struct StatementCacheTests {
+    func withDatabase<T>(_ body: (SQLiteDatabase) throws -> T) throws -> T {
+        try withTemporaryDirectory { directory in
+            let database = try SQLiteDatabase(path: directory.appendingPathComponent("cache.sqlite").path)
+            try database.execute("CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, size INTEGER)")
+            return try body(database)
+        }
+    }
+
+    @Test func theSameStatementIsPreparedOnceAndGivesFreshResultsEachTime() throws {
+        try withDatabase { database in
+            for index in 0..<5 {
+                try database.query(
+                    "INSERT INTO items(name, size) VALUES (?, ?)", [.text("item-\(index)"), .integer(Int64(index))])
+            }
+            for index in 0..<5 {
+                let rows = try database.query("SELECT name, size FROM items WHERE size = ?", [.integer(Int64(index))])
+                #expect(rows.map { $0["name"].text } == ["item-\(index)"])
+            }
+            #expect(database.cachedStatementCount == 2)
+        }
+    }
+
+    @Test func bindingsDoNotLeakIntoTheNextUse() throws {
+        try withDatabase { database in
+            let first = try database.query("SELECT ?1 AS a, ?2 AS b", [.integer(1), .integer(2)])
+            #expect(first.first?["a"] == .integer(1))
+            #expect(first.first?["b"] == .integer(2))
+            // Fewer values this time: the second parameter is NULL again, not the old 2.
+            let second = try database.query("SELECT ?1 AS a, ?2 AS b", [.integer(3)])
+            #expect(second.first?["a"] == .integer(3))
+            #expect(second.first?["b"] == .null)
+        }
+    }
+
+    @Test func aStatementThatFailedIsUsableAgain() throws {
+        try withDatabase { database in
+            let insert = "INSERT INTO items(name) VALUES (?)"
+            try database.query(insert, [.text("same")])
+            #expect(throws: DatabaseError.self) { try database.query(insert, [.text("same")]) }
+            try database.query(insert, [.text("other")])
+            #expect(try database.query("SELECT COUNT(*) AS n FROM items").first?["n"] == .integer(2))
+        }
+    }
+
+    @Test func statementsInsideTransactionsAreReusedAndARollbackLeavesThemUsable() throws {
+        try withDatabase { database in
+            let insert = "INSERT INTO items(name) VALUES (?)"
+            #expect(throws: DatabaseError.self) {
+                try database.transaction { (db) throws(DatabaseError) in
+                    try db.query(insert, [.text("rolled back")])
+                    try db.query(insert, [.text("rolled back")])
+                }
+            }
+            try database.transaction { (db) throws(DatabaseError) in
+                try db.query(insert, [.text("kept")])
+            }
+            try database.query(insert, [.text("outside")])
+            #expect(
+                try database.query("SELECT name FROM items ORDER BY id").map { $0["name"].text } == ["kept", "outside"])
+        }
+    }
+
+    @Test func atMostCapacityStatementsAreKept() throws {
+        try withDatabase { database in
+            for index in 0..<(StatementCache.capacity + 10) {
+                let rows = try database.query("SELECT \(index) AS n")
+                #expect(rows.first?["n"] == .integer(Int64(index)))
+            }
+            #expect(database.cachedStatementCount == StatementCache.capacity)
+            // Statements beyond the capacity still work; they are simply prepared each time.
+            let beyond = StatementCache.capacity + 5
+            #expect(try database.query("SELECT \(beyond) AS n").first?["n"] == .integer(Int64(beyond)))
+        }
+    }
+}
