@@ -34,8 +34,9 @@ final class BlueZCentral: Sendable {
     static let sightingRefresh: Duration = .milliseconds(250)
     static let callTimeout: Duration = .seconds(10)
 
-    init(connection: DBusConnection, adapterPath: String, scheduler: any Scheduler, retryPolicy: BlueZConnectRetryPolicy)
-    {
+    init(
+        connection: DBusConnection, adapterPath: String, scheduler: any Scheduler, retryPolicy: BlueZConnectRetryPolicy
+    ) {
         self.connection = connection
         self.adapterPath = adapterPath
         self.scheduler = scheduler
@@ -80,6 +81,7 @@ final class BlueZCentral: Sendable {
             throw .bluez(error, doing: "listing devices")
         }
         removeStaleDevices(objects)
+        BlueZTrace.log("scan: \(objects.count) objects listed; starting discovery on \(adapterPath)")
         do {
             _ = try connection.call(
                 destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
@@ -91,12 +93,13 @@ final class BlueZCentral: Sendable {
                 _ = try connection.call(
                     destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
                     method: "StartDiscovery", timeout: Self.callTimeout)
-            } catch where error.name == "org.bluez.Error.InProgress" {
+            } catch  where error.name == "org.bluez.Error.InProgress" {
                 // Another client's discovery is running; ours joins it.
             }
         } catch {
             throw .bluez(error, doing: "starting discovery")
         }
+        BlueZTrace.log("scan: discovery started")
         let task = Task { [weak self] in
             await withTaskGroup(of: Void.self) { group in
                 for stream in streams {
@@ -153,10 +156,14 @@ final class BlueZCentral: Sendable {
             var record = DeviceRecord(address: address)
             Self.update(&record, with: device)
             state.withLock { $0.devices[added.path] = record }
+            BlueZTrace.log(
+                "scan: added \(added.path) rssi \(record.rssi.map(String.init) ?? "-") data \(record.manufacturerData.keys.sorted())"
+            )
             report = (added.path, record)
         } else if let removed = signal.interfacesRemoved {
             guard removed.interfaces.contains(BlueZName.device) else { return }
             _ = state.withLock { $0.devices.removeValue(forKey: removed.path) }
+            BlueZTrace.log("scan: removed \(removed.path)")
         } else if let change = signal.propertiesChanged, change.interface == BlueZName.device {
             report = state.withLock { state -> (String, DeviceRecord) in
                 // A device bluetoothd listed before scanning started is known from its path.
@@ -164,6 +171,7 @@ final class BlueZCentral: Sendable {
                     state.devices[signal.path] ?? DeviceRecord(address: BlueZName.address(ofDevicePath: signal.path))
                 Self.update(&record, with: change.changed)
                 state.devices[signal.path] = record
+                BlueZTrace.log("scan: changed \(signal.path) \(change.changed.keys.sorted())")
                 return (signal.path, record)
             }
         }
@@ -245,6 +253,7 @@ final class BlueZCentral: Sendable {
             } catch {
                 let remaining = deadline - clock.now
                 let backoff = retryPolicy.backoff(afterAttempt: attempt)
+                BlueZTrace.log("connect: attempt \(attempt) to \(devicePath) failed: \(error)")
                 if error.isTransient, attempt < retryPolicy.maximumAttempts, remaining > backoff {
                     try? await Task.sleep(for: backoff)
                     continue
@@ -294,7 +303,9 @@ final class BlueZCentral: Sendable {
     private func attemptLink(_ devicePath: String, peer: PeerAddress, deadline: ContinuousClock.Instant)
         async throws(ConnectFailure) -> CentralLink
     {
+        BlueZTrace.log("connect: Connect \(devicePath)")
         try await call(devicePath, BlueZName.device, "Connect", deadline: deadline, doing: "connecting")
+        BlueZTrace.log("connect: connected; waiting for services")
         let characteristics = try await resolvedCharacteristics(devicePath, deadline: deadline)
         let tag = LinkTag.random()
         let link: CentralLink
@@ -329,6 +340,7 @@ final class BlueZCentral: Sendable {
             link.abandon()
             throw error
         }
+        BlueZTrace.log("connect: link up to \(devicePath), MTU \(link.attMTU), tag \(tag)")
         return link
     }
 
@@ -449,7 +461,9 @@ enum ConnectFailure: Error {
         case .droppedDuringDiscovery:
             return .backend(
                 name: "org.bluez.Error.Failed",
-                message: "the connection to \(peer) dropped during service discovery \(attempts) times; move closer and retry")
+                message:
+                    "the connection to \(peer) dropped during service discovery \(attempts) times; move closer and retry"
+            )
         case .notAHorizonTerminal:
             return .backend(
                 name: "org.horizon.Error.NotATerminal",

@@ -71,7 +71,7 @@ final class BlueZPeripheral: Sendable {
         do {
             do {
                 try register()
-            } catch where error.name == "org.bluez.Error.AlreadyExists" {
+            } catch  where error.name == "org.bluez.Error.AlreadyExists" {
                 // A registration this connection left behind: withdraw it and register afresh.
                 unregisterApplicationCall()
                 try register()
@@ -82,6 +82,7 @@ final class BlueZPeripheral: Sendable {
         }
         watchDevices()
         state.withLock { $0.applicationRegistered = true }
+        BlueZTrace.log("serve: GATT application registered at \(rootPath)")
     }
 
     private func exportApplication() throws(DBusError) {
@@ -102,7 +103,8 @@ final class BlueZPeripheral: Sendable {
                 DBusInterface(
                     BlueZName.gattCharacteristic,
                     methods: [
-                        DBusMethod("WriteValue", input: "aya{sv}", output: "") { [weak self] arguments throws(DBusError) in
+                        DBusMethod("WriteValue", input: "aya{sv}", output: "") {
+                            [weak self] arguments throws(DBusError) in
                             try self?.written(arguments)
                             return []
                         }
@@ -161,6 +163,7 @@ final class BlueZPeripheral: Sendable {
         guard let tag = LinkFraming.parseRegistration(value) else {
             // Not a wallet of ours: answer the write (a foreign central should not hang) but ignore it.
             state.withLock { $0.foreignWrites += 1 }
+            BlueZTrace.log("serve: ignored \(value.count) bytes from unregistered \(device)")
             return
         }
         let mtu = options["mtu"]?.uint16.map(Int.init) ?? 23
@@ -171,6 +174,7 @@ final class BlueZPeripheral: Sendable {
             state.links[device] = link
             return state.connectionHandler
         }
+        BlueZTrace.log("serve: link from \(device), MTU \(mtu), tag \(tag)")
         guard let handler else {
             close(link, reason: .closedLocally)
             return
@@ -262,7 +266,7 @@ final class BlueZPeripheral: Sendable {
         do {
             do {
                 try register()
-            } catch where error.name == "org.bluez.Error.AlreadyExists" {
+            } catch  where error.name == "org.bluez.Error.AlreadyExists" {
                 unregisterAdvertisementCall(path) { _ in }
                 try register()
             }
@@ -271,6 +275,7 @@ final class BlueZPeripheral: Sendable {
             throw .bluez(error, doing: "registering the advertisement")
         }
         state.withLock { _ = $0.advertisements.insert(path) }
+        BlueZTrace.log("serve: advertising \(path)")
         return BlueZAdvertisingSet { [weak self] in self?.stopAdvertising(path) }
     }
 

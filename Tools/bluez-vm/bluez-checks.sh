@@ -40,5 +40,19 @@ check "with hci0 off, the default is the powered hci1" says '"adapter" : "hci1"'
 btmgmt --index 0 power on >/dev/null 2>&1
 check "powered on again" says '"availability" : "powered on"' --adapter hci0
 
+# Payments between two processes, each on its own adapter.
+source "$(dirname "${BASH_SOURCE[0]}")/bluez-payments.sh"
+if setup_payments; then
+    check "a payment with tip completes (terminal on hci0, wallet on hci1)" check_payment_with_tip
+    check "the customer declines: nothing charged" check_rejection
+    check "the cashier cancels while the customer decides: nothing charged" check_cancel
+    check "terminal killed after settling, restarted: the pending payment resolves, charged once" \
+        check_terminal_killed_mid_payment
+    check "a foreign central (bluetoothctl) writes garbage; the terminal still takes a payment" \
+        check_foreign_central_writes_garbage
+else
+    check "terminal and wallet set up" false
+fi
+
 echo "bluez: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

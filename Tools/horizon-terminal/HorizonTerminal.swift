@@ -126,9 +126,10 @@ struct Pay: ParsableCommand {
         }
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
-        let service = TerminalRadioService(radio: device, identity: identity, processor: ledger)
+        let processor = CrashInjection.processor(wrapping: ledger)
+        let service = TerminalRadioService(radio: device, identity: identity, processor: processor)
         let host = PaymentHost(
-            service: service, processor: ledger,
+            service: service, processor: processor,
             configuration: PaymentHostConfiguration(
                 userDecisionTimeout: .seconds(timeout ?? settings.userDecisionTimeoutSeconds),
                 currency: ledger.configuration.currency, merchantPrograms: try ledger.merchantPrograms()))

@@ -1,0 +1,472 @@
+import HorizonCore
+import HorizonDBus
+import HorizonRadio
+import HorizonTestSupport
+import Synchronization
+import Testing
+
+@testable import HorizonBlueZ
+
+/// A stand-in bluetoothd that speaks the GATT, advertising and device parts of BlueZ's API the
+/// way bluetoothd does: it reads a registered application with GetManagedObjects and an
+/// advertisement with GetAll, calls the application's WriteValue as a remote central would, and
+/// exports remote devices with Connect, ServicesResolved and their characteristics. The real
+/// bluetoothd is exercised in the VM checks (Tools/bluez-vm); this pins our side of each exchange.
+final class FakeBluetoothd: Sendable {
+    struct Registrations: Sendable {
+        var applications: [String: [String: [String: [String: DBusValue]]]] = [:]
+        var advertisements: [String: [String: DBusValue]] = [:]
+        var unregisteredApplications: [String] = []
+        var unregisteredAdvertisements: [String] = []
+        var applicationAttempts = 0
+        var failNextApplicationWith: DBusError?
+        var discovery: [String] = []
+        var connectFailures: [DBusError] = []
+        var connectAttempts = 0
+        var connected = false
+        var writes: [(value: [UInt8], options: [String: DBusValue])] = []
+        var notifying = false
+    }
+
+    let bus: TestBus
+    let connection: DBusConnection
+    let state = Locked(Registrations())
+    static let adapterPath = "/org/bluez/hci0"
+
+    init() throws {
+        bus = try TestBus()
+        connection = try DBusConnection(.address(bus.address))
+        _ = try connection.requestName("org.bluez")
+        try connection.export(path: "/", interfaces: [], isObjectManager: true)
+        try connection.export(path: Self.adapterPath, interfaces: adapterInterfaces())
+    }
+
+    deinit {
+        connection.close()
+        bus.stop()
+    }
+
+    var address: DBusConnection.Bus { .address(bus.address) }
+
+    private func adapterInterfaces() -> [DBusInterface] {
+        let connection = connection
+        let state = state
+        return [
+            DBusInterface(
+                "org.bluez.Adapter1",
+                methods: [
+                    DBusMethod("SetDiscoveryFilter", input: "a{sv}") { arguments throws(DBusError) in
+                        let filter = arguments[0].stringVariantDictionary ?? [:]
+                        state.withLock {
+                            $0.discovery.append(
+                                "filter \(filter["Transport"]?.string ?? "-") \(filter["DuplicateData"]?.boolean ?? false)"
+                            )
+                        }
+                        return []
+                    },
+                    DBusMethod("StartDiscovery") { _ throws(DBusError) in
+                        state.withLock { $0.discovery.append("start") }
+                        return []
+                    },
+                    DBusMethod("StopDiscovery") { _ throws(DBusError) in
+                        state.withLock { $0.discovery.append("stop") }
+                        return []
+                    },
+                    DBusMethod("RemoveDevice", input: "o") { arguments throws(DBusError) in
+                        state.withLock { $0.discovery.append("remove \(arguments[0].objectPath ?? "")") }
+                        return []
+                    },
+                ],
+                properties: [
+                    .constant("Address", .string("00:AA:01:00:00:00")),
+                    .constant("Alias", .string("fake")),
+                    .constant("Powered", .boolean(true)),
+                    .constant("Discovering", .boolean(false)),
+                ]),
+            DBusInterface(
+                "org.bluez.GattManager1",
+                methods: [
+                    .asynchronous("RegisterApplication", input: "oa{sv}") { call throws(DBusError) in
+                        let root = call.arguments[0].objectPath ?? "/"
+                        if let failure = state.withLock({ state -> DBusError? in
+                            state.applicationAttempts += 1
+                            defer { state.failNextApplicationWith = nil }
+                            return state.failNextApplicationWith
+                        }) {
+                            throw failure
+                        }
+                        let objects = try await connection.managedObjects(
+                            destination: call.sender ?? "", path: root, timeout: .seconds(5))
+                        state.withLock { $0.applications[root] = objects }
+                        return []
+                    },
+                    DBusMethod("UnregisterApplication", input: "o") { arguments throws(DBusError) in
+                        state.withLock { $0.unregisteredApplications.append(arguments[0].objectPath ?? "") }
+                        return []
+                    },
+                ]),
+            DBusInterface(
+                "org.bluez.LEAdvertisingManager1",
+                methods: [
+                    .asynchronous("RegisterAdvertisement", input: "oa{sv}") { call throws(DBusError) in
+                        let path = call.arguments[0].objectPath ?? "/"
+                        let properties = try await connection.properties(
+                            destination: call.sender ?? "", path: path, interface: "org.bluez.LEAdvertisement1",
+                            timeout: .seconds(5))
+                        state.withLock { $0.advertisements[path] = properties }
+                        return []
+                    },
+                    DBusMethod("UnregisterAdvertisement", input: "o") { arguments throws(DBusError) in
+                        state.withLock { $0.unregisteredAdvertisements.append(arguments[0].objectPath ?? "") }
+                        return []
+                    },
+                ]),
+        ]
+    }
+
+    // MARK: A remote terminal, as the wallet's bluetoothd shows it
+
+    static let terminalAddress = "11:22:33:44:55:66"
+    static let devicePath = adapterPath + "/dev_11_22_33_44_55_66"
+    static var writePath: String { devicePath + "/service0010/char0011" }
+    static var notifyPath: String { devicePath + "/service0010/char0013" }
+
+    /// Exports the terminal's device object (InterfacesAdded) with its advertisement's data.
+    func addTerminalDevice(manufacturerData: [UInt16: [UInt8]], rssi: Int16) throws {
+        let state = state
+        let connection = connection
+        try connection.export(
+            path: Self.devicePath,
+            interfaces: [
+                DBusInterface(
+                    "org.bluez.Device1",
+                    methods: [
+                        .asynchronous("Connect") { _ throws(DBusError) in
+                            let failure = state.withLock { state -> DBusError? in
+                                state.connectAttempts += 1
+                                if !state.connectFailures.isEmpty { return state.connectFailures.removeFirst() }
+                                state.connected = true
+                                return nil
+                            }
+                            if let failure { throw failure }
+                            try Self.exportServices(on: connection, state: state)
+                            try connection.emitPropertiesChanged(
+                                path: Self.devicePath, interface: "org.bluez.Device1",
+                                changed: ["Connected": .boolean(true), "ServicesResolved": .boolean(true)])
+                            return []
+                        },
+                        DBusMethod("Disconnect") { _ throws(DBusError) in
+                            state.withLock { $0.connected = false }
+                            return []
+                        },
+                    ],
+                    properties: [
+                        .constant("Address", .string(Self.terminalAddress)),
+                        .constant("RSSI", .int16(rssi)),
+                        .constant(
+                            "ManufacturerData",
+                            .uint16VariantDictionary(manufacturerData.mapValues { .byteArray($0) })),
+                        DBusProperty("Connected", signature: "b") { .boolean(state.withLock { $0.connected }) },
+                        DBusProperty("ServicesResolved", signature: "b") {
+                            .boolean(state.withLock { $0.connected })
+                        },
+                    ])
+            ])
+    }
+
+    private static func exportServices(on connection: DBusConnection, state: Locked<Registrations>) throws(DBusError) {
+        guard !connection.exportedPaths.contains(writePath) else { return }
+        try connection.export(
+            path: devicePath + "/service0010",
+            interfaces: [
+                DBusInterface(
+                    "org.bluez.GattService1", properties: [.constant("UUID", .string(HorizonGATTService.service))])
+            ])
+        try connection.export(
+            path: writePath,
+            interfaces: [
+                DBusInterface(
+                    "org.bluez.GattCharacteristic1",
+                    methods: [
+                        DBusMethod("WriteValue", input: "aya{sv}") { arguments throws(DBusError) in
+                            state.withLock {
+                                $0.writes.append(
+                                    (arguments[0].bytes ?? [], arguments[1].stringVariantDictionary ?? [:]))
+                            }
+                            return []
+                        }
+                    ],
+                    properties: [
+                        .constant("UUID", .string(HorizonGATTService.walletToTerminal.uppercased())),
+                        .constant("MTU", .uint16(185)),
+                    ])
+            ])
+        try connection.export(
+            path: notifyPath,
+            interfaces: [
+                DBusInterface(
+                    "org.bluez.GattCharacteristic1",
+                    methods: [
+                        DBusMethod("StartNotify") { _ throws(DBusError) in
+                            state.withLock { $0.notifying = true }
+                            return []
+                        }
+                    ],
+                    properties: [.constant("UUID", .string(HorizonGATTService.terminalToWallet))])
+            ])
+    }
+
+    /// A notification from the remote terminal, as bluetoothd relays it (a change of `Value`).
+    func notify(_ value: [UInt8]) throws {
+        try connection.emitPropertiesChanged(
+            path: Self.notifyPath, interface: "org.bluez.GattCharacteristic1", changed: ["Value": .byteArray(value)])
+    }
+
+    /// The remote central dropping the link, as bluetoothd reports it.
+    func disconnectDevice(_ path: String) throws {
+        state.withLock { $0.connected = false }
+        try connection.emitPropertiesChanged(
+            path: path, interface: "org.bluez.Device1", changed: ["Connected": .boolean(false)])
+    }
+
+    /// A remote central writing to the terminal's characteristic, as bluetoothd relays it.
+    func write(_ value: [UInt8], from device: String, to radio: BlueZRadio, mtu: UInt16 = 247) async throws {
+        _ = try await connection.call(
+            destination: radio.connection.uniqueName, path: radio.peripheral.writeCharacteristicPath,
+            interface: "org.bluez.GattCharacteristic1", method: "WriteValue",
+            arguments: [
+                .byteArray(value),
+                .stringVariantDictionary(["device": .objectPath(device), "mtu": .uint16(mtu)]),
+            ], timeout: .seconds(5))
+    }
+}
+
+/// A value behind a lock that closures can share (a `Mutex` itself cannot be captured).
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<Result: Sendable>(_ body: (inout Value) -> Result) -> Result { mutex.withLock { body(&$0) } }
+}
+
+/// Waits (in real time) until `condition` holds, for callbacks that arrive on other queues.
+func eventually(_ seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
+    let clock = ContinuousClock()
+    let deadline = clock.now + .milliseconds(Int(seconds * 1000))
+    while clock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return condition()
+}
+
+/// A Horizon-like advertisement: flags and 20 bytes of manufacturer data for company 0xFFFF.
+let sampleAdvertisement: [UInt8] =
+    [0x02, 0x01, 0x06, 0x17, 0xFF, 0xFF, 0xFF] + Array("HZ".utf8) + [1, 1] + Array(repeating: 0xAB, count: 16)
+
+@Suite("BlueZ radio (against a stand-in bluetoothd on a private bus)")
+struct BlueZRadioTests {
+    @Test func theAdvertisementCarriesOnlyTheManufacturerDataAndBlueZWritesTheFlags() throws {
+        let properties = try BlueZPeripheral.advertisementProperties(sampleAdvertisement, interval: .milliseconds(100))
+        #expect(properties["Type"] == .string("peripheral"))
+        #expect(properties["Discoverable"] == .boolean(true))
+        #expect(properties["MinInterval"] == .uint32(100))
+        let manufacturer = properties["ManufacturerData"]?.uint16VariantDictionary
+        #expect(manufacturer?[0xFFFF]?.bytes == Array(sampleAdvertisement.dropFirst(7)))
+        #expect(sampleAdvertisement.count == 27)
+        #expect(throws: RadioError.advertisementTooLarge(size: 32, maximum: 31)) {
+            try BlueZPeripheral.advertisementProperties(
+                sampleAdvertisement + [0x04, 0x09, 0x41, 0x42, 0x43], interval: .milliseconds(100))
+        }
+        #expect(throws: RadioError.self) {
+            try BlueZPeripheral.advertisementProperties([0x03, 0x09, 0x41, 0x42], interval: .milliseconds(100))
+        }
+    }
+
+    @Test func tagsAddressNotificationsToOneWallet() throws {
+        let tag = try #require(LinkTag([1, 2, 3, 4]))
+        let other = try #require(LinkTag([1, 2, 3, 5]))
+        #expect(LinkFraming.parseRegistration(LinkFraming.registration(tag)) == tag)
+        #expect(LinkFraming.parseRegistration([0xDE, 0xAD, 0xBE, 0xEF, 0, 1, 2, 3]) == nil)
+        #expect(LinkFraming.parseRegistration(Array(LinkFraming.registration(tag).dropLast())) == nil)
+        let notification = LinkFraming.notification([9, 8, 7], to: tag)
+        #expect(LinkFraming.payload(ofNotification: notification, for: tag) == [9, 8, 7])
+        #expect(LinkFraming.payload(ofNotification: notification, for: other) == nil)
+        #expect(LinkFraming.payload(ofNotification: [1, 2], for: tag) == nil)
+        #expect(LinkTag.random() != LinkTag.random())
+    }
+
+    @Test func transientConnectFailuresAreRetriedAndTheRestAreNot() {
+        func failure(_ name: String, _ message: String = "") -> ConnectFailure {
+            .bluez(DBusError(name: name, message: message), doing: "connecting")
+        }
+        #expect(failure("org.bluez.Error.InProgress").isTransient)
+        #expect(failure("org.bluez.Error.Failed", "le-connection-abort-by-local").isTransient)
+        #expect(failure("org.bluez.Error.Failed", "Software caused connection abort").isTransient)
+        #expect(ConnectFailure.droppedDuringDiscovery.isTransient)
+        #expect(!failure("org.bluez.Error.Failed", "Operation failed").isTransient)
+        #expect(!failure("org.bluez.Error.NotPermitted").isTransient)
+        #expect(!ConnectFailure.notAHorizonTerminal.isTransient)
+        #expect(!ConnectFailure.timedOut.isTransient)
+        let peer = PeerAddress("11:22:33:44:55:66")
+        #expect(
+            failure("org.freedesktop.DBus.Error.UnknownObject").radioError(peer: peer, attempts: 1)
+                == .peerNotFound(peer))
+        #expect(ConnectFailure.timedOut.radioError(peer: peer, attempts: 3) == .connectionTimedOut(peer))
+        #expect(BlueZConnectRetryPolicy().backoff(afterAttempt: 1) == .milliseconds(250))
+        #expect(BlueZConnectRetryPolicy().backoff(afterAttempt: 3) == .seconds(1))
+    }
+
+    @Test func sightingsRebuildTheAdvertisingDataAndTreatRSSI127AsUnknown() {
+        var record = BlueZCentral.DeviceRecord(address: "11:22:33:44:55:66")
+        BlueZCentral.update(
+            &record,
+            with: ["RSSI": .int16(127), "ManufacturerData": .uint16VariantDictionary([0xFFFF: .byteArray([1, 2])])])
+        #expect(record.rssi == nil)
+        #expect(BlueZCentral.advertisingData(of: record) == [0x02, 0x01, 0x06, 0x05, 0xFF, 0xFF, 0xFF, 1, 2])
+        BlueZCentral.update(&record, with: ["RSSI": .int16(-58)])
+        #expect(record.rssi == -58)
+        #expect(BlueZCentral.advertisingData(of: BlueZCentral.DeviceRecord(address: "x")) == nil)
+    }
+
+    @Test func theTerminalRegistersItsServiceAndAdvertisementAndServesTaggedLinks() async throws {
+        let bluetoothd = try FakeBluetoothd()
+        // A registration a crashed run left behind on this connection: withdrawn, then done again.
+        bluetoothd.state.withLock {
+            $0.failNextApplicationWith = DBusError(name: "org.bluez.Error.AlreadyExists", message: "Already Exists")
+        }
+        let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
+        let links = Recorder<any ByteLink>()
+        radio.setConnectionHandler { links.append($0) }
+        let advertising = try radio.startAdvertising(sampleAdvertisement, interval: .milliseconds(100))
+
+        let registered = bluetoothd.state.withLock { $0 }
+        #expect(registered.applicationAttempts == 2)
+        #expect(registered.unregisteredApplications == [radio.peripheral.rootPath])
+        let objects = try #require(registered.applications[radio.peripheral.rootPath])
+        let uuids = Set(
+            objects.values.compactMap {
+                $0["org.bluez.GattCharacteristic1"]?["UUID"]?.string ?? $0["org.bluez.GattService1"]?["UUID"]?.string
+            })
+        #expect(
+            uuids
+                == [
+                    HorizonGATTService.service, HorizonGATTService.walletToTerminal,
+                    HorizonGATTService.terminalToWallet,
+                ])
+        let advertisement = try #require(registered.advertisements.values.first)
+        #expect(advertisement["ManufacturerData"]?.uint16VariantDictionary?[0xFFFF]?.bytes?.count == 20)
+
+        // A wallet registers its tag with its first write, then sends a frame.
+        let wallet = FakeBluetoothd.adapterPath + "/dev_AA_BB_CC_DD_EE_01"
+        let tag = try #require(LinkTag([7, 7, 7, 7]))
+        try await bluetoothd.write(LinkFraming.registration(tag), from: wallet, to: radio, mtu: 185)
+        #expect(await eventually { links.count == 1 })
+        let link = try #require(links.last)
+        #expect(link.peer == PeerAddress("AA:BB:CC:DD:EE:01"))
+        #expect(link.attMTU == 181)
+        let received = Recorder<[UInt8]>()
+        let closes = Recorder<LinkCloseReason>()
+        link.setHandler(ByteLinkHandler(onReceive: { received.append($0) }, onClose: { closes.append($0) }))
+        try await bluetoothd.write([0xC0, 1, 2, 3], from: wallet, to: radio)
+        #expect(await eventually { received.values == [[0xC0, 1, 2, 3]] })
+
+        // Its answers go out as notifications bearing its tag.
+        let notifications = try await bluetoothd.connection.signals(
+            matching: .propertiesChanged(
+                sender: radio.connection.uniqueName, path: radio.peripheral.notifyCharacteristicPath))
+        try link.send([0x40, 9, 9])
+        var iterator = notifications.makeAsyncIterator()
+        let notified = await iterator.next()
+        #expect(notified?.propertiesChanged?.changed["Value"]?.bytes == [7, 7, 7, 7, 0x40, 9, 9])
+        #expect(throws: RadioError.payloadTooLarge(size: 179, maximum: 178)) {
+            try link.send(Array(repeating: 0, count: 179))
+        }
+
+        // A foreign central's garbage is answered, ignored and counted; it makes no link.
+        try await bluetoothd.write([0xDE, 0xAD, 0xBE, 0xEF], from: FakeBluetoothd.adapterPath + "/dev_66", to: radio)
+        #expect(radio.foreignWriteCount == 1)
+        #expect(radio.connectedWalletCount == 1)
+
+        // The wallet's device disconnecting ends its link.
+        try bluetoothd.disconnectDevice(wallet)
+        #expect(await eventually { closes.values == [.closedByPeer] })
+        #expect(radio.connectedWalletCount == 0)
+
+        advertising.stop()
+        #expect(await eventually { bluetoothd.state.withLock { $0.unregisteredAdvertisements.count } == 1 })
+        radio.shutdown()
+        #expect(bluetoothd.state.withLock { $0.unregisteredApplications.count } == 2)
+    }
+
+    @Test func theWalletScansConnectsWithRetriesAndKeepsOnlyItsOwnNotifications() async throws {
+        let bluetoothd = try FakeBluetoothd()
+        let radio = try BlueZRadio.open(
+            adapter: "hci0", bus: bluetoothd.address,
+            retryPolicy: BlueZConnectRetryPolicy(maximumAttempts: 4, initialBackoff: .milliseconds(10)))
+        defer { radio.shutdown() }
+        let sightings = Recorder<Sighting>()
+        try radio.startScanning { sightings.append($0) }
+        #expect(throws: RadioError.alreadyScanning) { try radio.startScanning { _ in } }
+        #expect(bluetoothd.state.withLock { $0.discovery } == ["filter le true", "start"])
+
+        try bluetoothd.addTerminalDevice(manufacturerData: [0xFFFF: [1, 2, 3]], rssi: 127)
+        // Reported when added, then again at the refresh pace (bluetoothd reports changes only).
+        #expect(await eventually { sightings.count >= 3 })
+        let sighting = try #require(sightings.last)
+        #expect(sighting.address == PeerAddress(FakeBluetoothd.terminalAddress))
+        #expect(sighting.rssi == nil)
+        #expect(sighting.advertisingData == [0x02, 0x01, 0x06, 0x06, 0xFF, 0xFF, 0xFF, 1, 2, 3])
+
+        // bluetoothd is busy, then the controller aborts: the third attempt connects.
+        bluetoothd.state.withLock {
+            $0.connectFailures = [
+                DBusError(name: "org.bluez.Error.InProgress", message: "In Progress"),
+                DBusError(name: "org.bluez.Error.Failed", message: "le-connection-abort-by-local"),
+            ]
+        }
+        let result = Mutex<Result<any ByteLink, RadioError>?>(nil)
+        radio.connect(to: PeerAddress(FakeBluetoothd.terminalAddress), timeout: .seconds(10)) { outcome in
+            result.withLock { $0 = outcome }
+        }
+        #expect(await eventually(10) { result.withLock { $0 } != nil })
+        let link = try #require(try result.withLock { $0 }?.get())
+        let state = bluetoothd.state.withLock { $0 }
+        #expect(state.connectAttempts == 3)
+        #expect(state.notifying)
+        #expect(link.attMTU == 185)
+        // Discovery paused for the connect (the kernel does not start one while discovering).
+        #expect(state.discovery.contains("stop"))
+        let registration = try #require(state.writes.first)
+        #expect(registration.options["type"]?.string == "request")
+        let tag = try #require(LinkFraming.parseRegistration(registration.value))
+
+        let received = Recorder<[UInt8]>()
+        link.setHandler(ByteLinkHandler(onReceive: { received.append($0) }, onClose: { _ in }))
+        try bluetoothd.notify(LinkTag.random().bytes + [0xAA])  // another wallet's
+        try bluetoothd.notify(tag.bytes + [0xC0, 5])
+        #expect(await eventually { received.values == [[0xC0, 5]] })
+
+        try link.send([0x41, 1])
+        #expect(await eventually { bluetoothd.state.withLock { $0.writes.count } == 2 })
+        #expect(bluetoothd.state.withLock { $0.writes.last?.value } == [0x41, 1])
+        link.close()
+        #expect(await eventually { !bluetoothd.state.withLock { $0.connected } })
+    }
+
+    @Test func aConnectToADeviceThatIsNotATerminalFailsWithoutRetrying() async throws {
+        let bluetoothd = try FakeBluetoothd()
+        let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
+        defer { radio.shutdown() }
+        let result = Mutex<Result<any ByteLink, RadioError>?>(nil)
+        radio.connect(to: PeerAddress("99:99:99:99:99:99"), timeout: .seconds(5)) { outcome in
+            result.withLock { $0 = outcome }
+        }
+        #expect(await eventually { result.withLock { $0 } != nil })
+        let outcome = result.withLock { $0 }
+        guard case .failure(let error) = outcome else {
+            Issue.record("connected to a device that does not exist")
+            return
+        }
+        #expect(error == .peerNotFound(PeerAddress("99:99:99:99:99:99")))
+    }
+}

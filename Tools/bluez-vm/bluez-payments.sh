@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# Payment flows against a real bluetoothd, run inside the throw-away VM by bluez-checks.sh: the
+# terminal on $BLUEZ_VM_ADAPTER_A (hci0), the wallet on $BLUEZ_VM_ADAPTER_B (hci1), as separate
+# processes, each over its own BlueZ adapter. Defines check functions; bluez-checks.sh runs them.
+# Every check leaves its logs in $work (printed when a check fails).
+
+terminal_adapter=${BLUEZ_VM_ADAPTER_A:-hci0}
+wallet_adapter=${BLUEZ_VM_ADAPTER_B:-hci1}
+work=$(mktemp -d /tmp/horizon-bluez.XXXXXX)
+
+terminal() { "$bin/horizon-terminal" "$@" --data-dir "$work/terminal"; }
+wallet() { "$bin/horizon-wallet" "$@" --data-dir "$work/wallet"; }
+on_terminal_radio=(--radio bluez --adapter "$terminal_adapter" --verbose)
+on_wallet_radio=(--radio bluez --adapter "$wallet_adapter" --verbose)
+
+setup_payments() {
+    terminal init --merchant-name "VM Café" --decision-timeout 30 >/dev/null &&
+        wallet init --trust "$work/terminal/anchor.pub" >/dev/null
+}
+
+# Starts `horizon-terminal pay AMOUNT` in the background (log: $work/NAME.terminal).
+start_terminal() {
+    local name=$1 amount=$2
+    shift 2
+    terminal pay "$amount" --json --wait-for-wallet 60 "${on_terminal_radio[@]}" "$@" \
+        >"$work/$name.terminal.json" 2>"$work/$name.terminal" &
+    terminal_pid=$!
+    # Advertising starts within a second or two; the wallet's scan finds it either way.
+    wait_for_log "$work/$name.terminal" "waiting for a wallet" 20
+}
+
+# Waits for PID to exit, at most SECONDS (then kills it); returns its exit status (124 on timeout).
+wait_pid() {
+    local pid=$1 seconds=$2
+    for _ in $(seq $((seconds * 10))); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            wait "$pid"
+            return
+        fi
+        sleep 0.1
+    done
+    echo "      process $pid still running after ${seconds}s; killed"
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    return 124
+}
+
+# Every wallet run is bounded, so a hang fails its check instead of the whole VM.
+wallet_bounded() { timeout -k 5 90 "$bin/horizon-wallet" "$@" --data-dir "$work/wallet"; }
+
+wait_for_log() {
+    local file=$1 text=$2 seconds=$3
+    for _ in $(seq $((seconds * 10))); do
+        grep -q -- "$text" "$file" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "      '$text' did not appear in $file within ${seconds}s"
+    return 1
+}
+
+show() {
+    local name=$1
+    for file in "$work/$name".*; do
+        echo "      --- $file"
+        sed 's/^/      /' "$file" | tail -15
+    done
+}
+
+ledger_total() { terminal transactions --json | grep -c '"paymentID"'; }
+
+check_payment_with_tip() {
+    start_terminal tip 12.50 || return 1
+    wallet_bounded pay --tip 1.50 --yes --json --timeout 60 "${on_wallet_radio[@]}" \
+        >"$work/tip.wallet.json" 2>"$work/tip.wallet" || {
+        show tip
+        return 1
+    }
+    wait_pid "$terminal_pid" 60 || {
+        show tip
+        return 1
+    }
+    grep -q '"state" : "completed"' "$work/tip.terminal.json" && grep -q '"tip" : "1.50' "$work/tip.terminal.json" &&
+        terminal transactions | grep -q "12.50 + 1.50" || {
+        show tip
+        terminal transactions
+        return 1
+    }
+}
+
+check_rejection() {
+    local before
+    before=$(ledger_total)
+    start_terminal reject 3.00 || return 1
+    local status=0
+    echo n | wallet_bounded pay "${on_wallet_radio[@]}" --timeout 60 >"$work/reject.wallet.out" 2>"$work/reject.wallet" || status=$?
+    wait_pid "$terminal_pid" 60
+    [ "$status" -ne 0 ] && grep -q "declined" "$work/reject.wallet" &&
+        grep -qi "declin" "$work/reject.terminal.json" && [ "$(ledger_total)" = "$before" ] || {
+        show reject
+        return 1
+    }
+}
+
+check_cancel() {
+    local before
+    before=$(ledger_total)
+    start_terminal cancel 4.00 || return 1
+    # The wallet waits at its question (its input never answers) while the cashier cancels.
+    mkfifo "$work/cancel.input"
+    sleep 120 >"$work/cancel.input" &
+    local holder=$!
+    wallet_bounded pay "${on_wallet_radio[@]}" --timeout 60 <"$work/cancel.input" >"$work/cancel.wallet.out" \
+        2>"$work/cancel.wallet" &
+    local wallet_pid=$!
+    wait_for_log "$work/cancel.terminal" "awaiting the customer" 60 || {
+        kill "$wallet_pid" "$holder" "$terminal_pid" 2>/dev/null
+        show cancel
+        return 1
+    }
+    # SIGTERM, as systemd stops the service (a background job may ignore SIGINT).
+    kill -TERM "$terminal_pid"
+    wait_pid "$terminal_pid" 30
+    # The wallet hears the cancel; it sits at its question until stopped, which declines.
+    sleep 2
+    kill -TERM "$wallet_pid" "$holder" 2>/dev/null
+    wait_pid "$wallet_pid" 30
+    grep -qi "cancel" "$work/cancel.terminal.json" && [ "$(ledger_total)" = "$before" ] || {
+        show cancel
+        return 1
+    }
+}
+
+check_terminal_killed_mid_payment() {
+    # The terminal settles 6.00 and dies (SIGKILL) before its receipt leaves: the wallet must keep
+    # the payment pending, and resolve it with the restarted terminal, charged exactly once.
+    HORIZON_CRASH_AFTER_SETTLE=1 start_terminal crash 6.00 || return 1
+    local status=0
+    wallet_bounded pay --yes --json --timeout 60 "${on_wallet_radio[@]}" >"$work/crash.wallet.json" \
+        2>"$work/crash.wallet" || status=$?
+    wait_pid "$terminal_pid" 60
+    local terminal_status=$?
+    local id
+    id=$(wallet history | sed -n 's/^PENDING .* id \([0-9a-f]*\)$/\1/p' | head -n1)
+    [ "$status" -ne 0 ] && [ "$terminal_status" -eq 137 ] && [ -n "$id" ] || {
+        echo "      wallet exit $status, terminal exit $terminal_status, pending id '$id'"
+        show crash
+        return 1
+    }
+    # The restarted terminal's next session; the wallet first asks again for its pending payment.
+    start_terminal resume 1.00 || return 1
+    wallet_bounded pay --yes --json --timeout 30 "${on_wallet_radio[@]}" >"$work/resume.wallet.json" \
+        2>"$work/resume.wallet"
+    kill -TERM "$terminal_pid" 2>/dev/null
+    wait_pid "$terminal_pid" 30
+    local charged pending
+    charged=$(terminal transactions --json | grep -c "\"paymentID\" : \"$id\"")
+    pending=$(wallet history | grep -c '^PENDING')
+    [ "$charged" = 1 ] && [ "$pending" = 0 ] && wallet history | grep -q "payment $id" || {
+        echo "      payment $id charged $charged time(s); $pending pending after the restart"
+        show resume
+        wallet history
+        return 1
+    }
+}
+
+check_foreign_central_writes_garbage() {
+    # bluetoothctl (software nobody here wrote) connects to the terminal from the wallet's adapter,
+    # writes garbage to the wallet-to-terminal characteristic and leaves; the terminal then takes
+    # an honest payment as usual.
+    start_terminal foreign 2.00 || return 1
+    local terminal_address wallet_address
+    terminal_address=$(cat "/sys/class/bluetooth/$terminal_adapter/address" 2>/dev/null ||
+        busctl get-property org.bluez "/org/bluez/$terminal_adapter" org.bluez.Adapter1 Address | cut -d'"' -f2)
+    wallet_address=$(busctl get-property org.bluez "/org/bluez/$wallet_adapter" org.bluez.Adapter1 Address | cut -d'"' -f2)
+    local characteristic
+    {
+        echo "select $wallet_address"
+        echo "scan on"
+        sleep 4
+        echo "scan off"
+        sleep 1
+        echo "connect $terminal_address"
+        sleep 6
+        echo "menu gatt"
+        echo "list-attributes $terminal_address"
+        sleep 2
+        echo "select-attribute 4a5a0002-6f72-697a-6f6e-2d4c696e7578"
+        sleep 1
+        echo "write \"0xde 0xad 0xbe 0xef 0x00 0x01 0x02\""
+        sleep 2
+        echo "write \"0x01 0x02\""
+        sleep 2
+        echo "back"
+        echo "disconnect $terminal_address"
+        sleep 2
+        echo "quit"
+    } | timeout -k 5 60 bluetoothctl >"$work/foreign.bluetoothctl" 2>&1
+    grep -q "4a5a0002-6f72-697a-6f6e-2d4c696e7578" "$work/foreign.bluetoothctl" &&
+        grep -q "Attempting to write" "$work/foreign.bluetoothctl" || {
+        echo "      bluetoothctl did not reach the characteristic"
+        show foreign
+        kill -TERM "$terminal_pid" 2>/dev/null
+        return 1
+    }
+    wallet_bounded pay --yes --json --timeout 60 "${on_wallet_radio[@]}" >"$work/foreign.wallet.json" \
+        2>"$work/foreign.wallet" && wait_pid "$terminal_pid" 60 && grep -q '"state" : "completed"' "$work/foreign.terminal.json" || {
+        show foreign
+        return 1
+    }
+}
