@@ -32,6 +32,8 @@ final class BlueZCentral: Sendable {
     /// measure no RSSI), so the devices it still lists are reported again at this pace; a
     /// terminal that stops advertising fades when bluetoothd drops its device object.
     static let sightingRefresh: Duration = .milliseconds(250)
+    /// Discovery restarts every 12 refreshes (3 s), for fresh reports and RSSI.
+    static let refreshesPerDiscoveryRestart = 12
     static let callTimeout: Duration = .seconds(10)
 
     init(
@@ -114,15 +116,36 @@ final class BlueZCentral: Sendable {
     }
 
     /// Forgets devices bluetoothd cached from earlier scans (not paired, trusted or connected), so
-    /// that only what is heard now is reported.
+    /// that only what is heard now is reported. Blocking: a removal still under way when discovery
+    /// starts would swallow the device's first report, and the controller reports each advertiser
+    /// once per scan.
     private func removeStaleDevices(_ objects: [String: [String: [String: DBusValue]]]) {
         for (path, interfaces) in objects where path.hasPrefix(adapterPath + "/") {
             guard let device = interfaces[BlueZName.device] else { continue }
             let kept = ["Paired", "Trusted", "Connected"].contains { device[$0]?.boolean == true }
             guard !kept else { continue }
+            BlueZTrace.log("scan: removing cached \(path)")
+            _ = try? connection.call(
+                destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
+                method: "RemoveDevice", arguments: [.objectPath(path)], timeout: .seconds(5))
+        }
+    }
+
+    /// Stops and starts discovery again: controllers filter duplicate advertisements per scan,
+    /// so without a restart a device is reported once (and its RSSI never again). Skipped while
+    /// a connect has discovery paused.
+    private func restartDiscovery() {
+        guard state.withLock({ $0.scanHandler != nil && $0.discoveryPausedForConnect == 0 }) else { return }
+        connection.call(
+            destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
+            method: "StopDiscovery", timeout: .seconds(5)
+        ) { [weak self] _ in
+            guard let self,
+                state.withLock({ $0.scanHandler != nil && $0.discoveryPausedForConnect == 0 })
+            else { return }
             connection.call(
                 destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
-                method: "RemoveDevice", arguments: [.objectPath(path)], timeout: .seconds(5)
+                method: "StartDiscovery", timeout: .seconds(5)
             ) { _ in }
         }
     }
@@ -211,13 +234,14 @@ final class BlueZCentral: Sendable {
         }
     }
 
-    private func scheduleRefresh() {
+    private func scheduleRefresh(tick: Int = 1) {
         let action = scheduler.schedule(after: Self.sightingRefresh) { [weak self] in
             guard let self else { return }
             let records = state.withLock { $0.scanHandler == nil ? [] : Array($0.devices.values) }
             guard state.withLock({ $0.scanHandler != nil }) else { return }
             for record in records { deliver(record) }
-            scheduleRefresh()
+            if tick % Self.refreshesPerDiscoveryRestart == 0 { restartDiscovery() }
+            scheduleRefresh(tick: tick + 1)
         }
         state.withLock { state in
             if state.scanHandler != nil { state.refresh = action } else { action.cancel() }
@@ -561,6 +585,7 @@ final class CentralLink: ByteLink, Sendable {
     /// Closes the link; the connection goes once the writes already sent are acknowledged.
     func close() {
         guard inbox.close(.closedLocally) else { return }
+        BlueZTrace.log("link: closed by this side; disconnecting \(devicePath)")
         stopFollowing()
         let drained = state.withLock { state -> Bool in
             state.disconnectWhenDrained = true
@@ -581,6 +606,7 @@ final class CentralLink: ByteLink, Sendable {
 
     private func ended(_ reason: LinkCloseReason) {
         guard inbox.close(reason) else { return }
+        BlueZTrace.log("link: to \(devicePath) ended (\(reason))")
         stopFollowing()
         disconnectNow()
     }

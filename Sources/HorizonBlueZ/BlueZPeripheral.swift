@@ -19,6 +19,9 @@ final class BlueZPeripheral: Sendable {
         var nextAdvertisement = 0
         var lastNotification: [UInt8] = []
         var deviceWatch: Task<Void, Never>?
+        /// Disconnects scheduled after a local close, by device; cancelled when that connection
+        /// ends or the device registers a new link (it must not cut the device's next connection).
+        var pendingDisconnects: [String: ScheduledAction] = [:]
         /// Writes from centrals that never registered (foreign software writing to our characteristic).
         var foreignWrites = 0
     }
@@ -172,6 +175,7 @@ final class BlueZPeripheral: Sendable {
             attMTU: max(23, mtu) - LinkTag.length, scheduler: scheduler)
         let handler = state.withLock { state -> (@Sendable (any ByteLink) -> Void)? in
             state.links[device] = link
+            state.pendingDisconnects.removeValue(forKey: device)?.cancel()
             return state.connectionHandler
         }
         BlueZTrace.log("serve: link from \(device), MTU \(mtu), tag \(tag)")
@@ -192,7 +196,12 @@ final class BlueZPeripheral: Sendable {
                 guard let self, let change = signal.propertiesChanged,
                     change.changed["Connected"]?.boolean == false
                 else { continue }
-                if let link = state.withLock({ $0.links.removeValue(forKey: signal.path) }) {
+                let link = state.withLock { state -> PeripheralLink? in
+                    state.pendingDisconnects.removeValue(forKey: signal.path)?.cancel()
+                    return state.links.removeValue(forKey: signal.path)
+                }
+                if let link {
+                    BlueZTrace.log("serve: \(signal.path) disconnected; its link ends")
                     link.inbox.close(.closedByPeer)
                 }
             }
@@ -224,15 +233,19 @@ final class BlueZPeripheral: Sendable {
             return true
         }
         link.inbox.close(reason)
+        BlueZTrace.log("serve: link from \(link.devicePath) closed (\(reason))")
         guard removed, reason == .closedLocally else { return }
-        scheduler.schedule(after: Self.disconnectGrace) { [connection, weak self] in
-            // A new link from the same central since then keeps its connection.
-            guard self?.state.withLock({ $0.links[link.devicePath] }) == nil else { return }
+        let disconnect = scheduler.schedule(after: Self.disconnectGrace) { [connection, weak self] in
+            guard self?.state.withLock({ $0.pendingDisconnects.removeValue(forKey: link.devicePath) }) != nil else {
+                return
+            }
+            BlueZTrace.log("serve: disconnecting \(link.devicePath) after a local close")
             connection.call(
                 destination: BlueZName.service, path: link.devicePath, interface: BlueZName.device,
                 method: "Disconnect", timeout: .seconds(5)
             ) { _ in }
         }
+        state.withLock { $0.pendingDisconnects.updateValue(disconnect, forKey: link.devicePath)?.cancel() }
     }
 
     // MARK: Advertising

@@ -22,8 +22,9 @@ setup_payments() {
 start_terminal() {
     local name=$1 amount=$2
     shift 2
-    terminal pay "$amount" --json --wait-for-wallet 60 "${on_terminal_radio[@]}" "$@" \
-        >"$work/$name.terminal.json" 2>"$work/$name.terminal" &
+    # The program itself in the background (not a shell function), so that $! is its PID.
+    "$bin/horizon-terminal" pay "$amount" --data-dir "$work/terminal" --json --wait-for-wallet 60 \
+        "${on_terminal_radio[@]}" "$@" >"$work/$name.terminal.json" 2>"$work/$name.terminal" &
     terminal_pid=$!
     # Advertising starts within a second or two; the wallet's scan finds it either way.
     wait_for_log "$work/$name.terminal" "waiting for a wallet" 20
@@ -61,8 +62,9 @@ wait_for_log() {
 show() {
     local name=$1
     for file in "$work/$name".*; do
+        [ -f "$file" ] || continue # not the fifo a check reads from
         echo "      --- $file"
-        sed 's/^/      /' "$file" | tail -15
+        sed 's/^/      /' "$file" | tail -40
     done
 }
 
@@ -106,11 +108,11 @@ check_cancel() {
     before=$(ledger_total)
     start_terminal cancel 4.00 || return 1
     # The wallet waits at its question (its input never answers) while the cashier cancels.
-    mkfifo "$work/cancel.input"
-    sleep 120 >"$work/cancel.input" &
+    mkfifo "$work/cancel-input.fifo"
+    sleep 120 >"$work/cancel-input.fifo" &
     local holder=$!
-    wallet_bounded pay "${on_wallet_radio[@]}" --timeout 60 <"$work/cancel.input" >"$work/cancel.wallet.out" \
-        2>"$work/cancel.wallet" &
+    timeout -k 5 90 "$bin/horizon-wallet" pay --data-dir "$work/wallet" "${on_wallet_radio[@]}" --timeout 60 \
+        <"$work/cancel-input.fifo" >"$work/cancel.wallet.out" 2>"$work/cancel.wallet" &
     local wallet_pid=$!
     wait_for_log "$work/cancel.terminal" "awaiting the customer" 60 || {
         kill "$wallet_pid" "$holder" "$terminal_pid" 2>/dev/null
@@ -174,14 +176,18 @@ check_foreign_central_writes_garbage() {
     wallet_address=$(busctl get-property org.bluez "/org/bluez/$wallet_adapter" org.bluez.Adapter1 Address | cut -d'"' -f2)
     local characteristic
     {
+        # Each command waits for the last: bluetoothctl reads ahead and a `scan` before `select`
+        # has taken effect would scan with the terminal's own adapter.
         echo "select $wallet_address"
-        echo "scan on"
-        sleep 4
+        sleep 1
+        echo "scan le"
+        sleep 5
         echo "scan off"
         sleep 1
         echo "connect $terminal_address"
-        sleep 6
+        sleep 8
         echo "menu gatt"
+        sleep 1
         echo "list-attributes $terminal_address"
         sleep 2
         echo "select-attribute 4a5a0002-6f72-697a-6f6e-2d4c696e7578"
@@ -191,10 +197,11 @@ check_foreign_central_writes_garbage() {
         echo "write \"0x01 0x02\""
         sleep 2
         echo "back"
+        sleep 1
         echo "disconnect $terminal_address"
         sleep 2
         echo "quit"
-    } | timeout -k 5 60 bluetoothctl >"$work/foreign.bluetoothctl" 2>&1
+    } | timeout -k 5 60 bluetoothctl 2>&1 | sed 's/\x1b\[[0-9;]*[a-zA-Z]//g' >"$work/foreign.bluetoothctl"
     grep -q "4a5a0002-6f72-697a-6f6e-2d4c696e7578" "$work/foreign.bluetoothctl" &&
         grep -q "Attempting to write" "$work/foreign.bluetoothctl" || {
         echo "      bluetoothctl did not reach the characteristic"
