@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole Horizon test suite on a fresh Debian machine: installs what the build needs
 # (when missing), builds the package and its tests, runs every test, then runs the BlueZ checks
-# against a real bluetoothd in a throw-away VM (Tools/bluez-vm; about 30-90 s).
+# against a real bluetoothd in a throw-away VM (Tools/bluez-vm: adapters and five payment flows
+# between two processes; about 5 minutes, at most 14).
 #
 #   Tools/test.sh              build and run everything
 #   Tools/test.sh --filter X   pass-through to `swift test` (a subset; the VM step is skipped)
@@ -25,7 +26,7 @@ fi
 
 step "BlueZ checks against a real bluetoothd in a VM (QEMU, two virtual controllers from btvirt)"
 status=0
-Tools/bluez-vm/run-in-vm.sh -- Tools/bluez-vm/bluez-checks.sh "$(swift build --show-bin-path)" || status=$?
+Tools/bluez-vm/run-in-vm.sh --timeout 840 -- Tools/bluez-vm/bluez-checks.sh "$(swift build --show-bin-path)" || status=$?
 case "$status" in
 0) ;;
 3 | 124 | 125)

@@ -20,6 +20,8 @@ final class BlueZCentral: Sendable {
         var refresh: ScheduledAction?
         /// Discovery stopped for a connect (the kernel starts no LE connection while discovering).
         var discoveryPausedForConnect = 0
+        /// Devices our open links use, disconnected on shutdown.
+        var linkedDevices: Set<String> = []
     }
 
     let connection: DBusConnection
@@ -327,6 +329,7 @@ final class BlueZCentral: Sendable {
     private func attemptLink(_ devicePath: String, peer: PeerAddress, deadline: ContinuousClock.Instant)
         async throws(ConnectFailure) -> CentralLink
     {
+        await dropLeftoverConnection(devicePath, until: deadline)
         BlueZTrace.log("connect: Connect \(devicePath)")
         try await call(devicePath, BlueZName.device, "Connect", deadline: deadline, doing: "connecting")
         BlueZTrace.log("connect: connected; waiting for services")
@@ -365,7 +368,31 @@ final class BlueZCentral: Sendable {
             throw error
         }
         BlueZTrace.log("connect: link up to \(devicePath), MTU \(link.attMTU), tag \(tag)")
+        state.withLock { _ = $0.linkedDevices.insert(devicePath) }
         return link
+    }
+
+    /// A connection to the device that no link of ours uses (left by an earlier run that exited,
+    /// or kept by bluetoothd after the terminal restarted) is dropped first: its GATT view may be
+    /// stale, and the terminal expects each wallet to register on a fresh connection.
+    private func dropLeftoverConnection(_ devicePath: String, until deadline: ContinuousClock.Instant) async {
+        let connected = try? await connection.property(
+            destination: BlueZName.service, path: devicePath, interface: BlueZName.device, name: "Connected",
+            timeout: .seconds(2))
+        guard connected?.boolean == true else { return }
+        BlueZTrace.log("connect: \(devicePath) is still connected from before; disconnecting first")
+        _ = try? await connection.call(
+            destination: BlueZName.service, path: devicePath, interface: BlueZName.device, method: "Disconnect",
+            timeout: .seconds(5))
+        let clock = ContinuousClock()
+        let limit = min(deadline, clock.now + .seconds(3))
+        while clock.now < limit {
+            let still = try? await connection.property(
+                destination: BlueZName.service, path: devicePath, interface: BlueZName.device, name: "Connected",
+                timeout: .seconds(2))
+            if still?.boolean != true { return }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
     }
 
     /// Waits until bluetoothd has discovered the device's services, then finds ours.
@@ -423,14 +450,26 @@ final class BlueZCentral: Sendable {
     }
 
     func disconnect(_ devicePath: String) {
+        state.withLock { _ = $0.linkedDevices.remove(devicePath) }
         connection.call(
             destination: BlueZName.service, path: devicePath, interface: BlueZName.device, method: "Disconnect",
             timeout: .seconds(5)
         ) { _ in }
     }
 
+    /// Stops discovery and disconnects every device a link still uses, waiting for bluetoothd's
+    /// answers (a program about to exit would otherwise leave the connections up).
     func shutdown() {
         stopScanning()
+        let devices = state.withLock { state in
+            defer { state.linkedDevices.removeAll() }
+            return state.linkedDevices
+        }
+        for devicePath in devices {
+            _ = try? connection.call(
+                destination: BlueZName.service, path: devicePath, interface: BlueZName.device, method: "Disconnect",
+                timeout: .seconds(2))
+        }
     }
 }
 
@@ -502,11 +541,15 @@ enum ConnectFailure: Error {
     }
 }
 
-/// The wallet's link to one terminal: frames leave as acknowledged writes (in order, one D-Bus
-/// call each) and arrive as notifications bearing this link's tag.
+/// The wallet's link to one terminal: frames leave as acknowledged writes, one at a time and in
+/// order (bluetoothd refuses a second write request on a characteristic while one is under way:
+/// `InProgress`), and arrive as notifications bearing this link's tag.
 final class CentralLink: ByteLink, Sendable {
     private struct State {
-        var pendingWrites = 0
+        /// Frames waiting for the write in flight to be acknowledged.
+        var queued: [[UInt8]] = []
+        var writing = false
+        var pendingWrites: Int { queued.count + (writing ? 1 : 0) }
         var disconnectWhenDrained = false
         var disconnected = false
         var tasks: [Task<Void, Never>] = []
@@ -565,7 +608,18 @@ final class CentralLink: ByteLink, Sendable {
         guard payload.count <= maximumPayloadSize else {
             throw .payloadTooLarge(size: payload.count, maximum: maximumPayloadSize)
         }
-        state.withLock { $0.pendingWrites += 1 }
+        let startNow = state.withLock { state -> Bool in
+            guard !state.writing else {
+                state.queued.append(payload)
+                return false
+            }
+            state.writing = true
+            return true
+        }
+        if startNow { write(payload, through: central) }
+    }
+
+    private func write(_ payload: [UInt8], through central: BlueZCentral) {
         central.connection.call(
             destination: BlueZName.service, path: writePath, interface: BlueZName.gattCharacteristic,
             method: "WriteValue",
@@ -573,12 +627,27 @@ final class CentralLink: ByteLink, Sendable {
             timeout: .seconds(10)
         ) { [weak self] result in
             guard let self else { return }
-            let drained = state.withLock { state -> Bool in
-                state.pendingWrites -= 1
-                return state.pendingWrites == 0 && state.disconnectWhenDrained
+            if case .failure(let error) = result {
+                BlueZTrace.log("link: write to \(writePath) failed: \(error)")
+                state.withLock { state in
+                    state.writing = false
+                    state.queued.removeAll()
+                }
+                ended(.connectionLost)
+                return
             }
-            if case .failure = result { ended(.connectionLost) }
-            if drained { disconnectNow() }
+            let (next, drained) = state.withLock { state -> ([UInt8]?, Bool) in
+                guard !state.queued.isEmpty else {
+                    state.writing = false
+                    return (nil, state.disconnectWhenDrained)
+                }
+                return (state.queued.removeFirst(), false)
+            }
+            if let next, let central = self.central {
+                write(next, through: central)
+            } else if drained {
+                disconnectNow()
+            }
         }
     }
 

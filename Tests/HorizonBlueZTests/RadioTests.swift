@@ -26,6 +26,7 @@ final class FakeBluetoothd: Sendable {
         var connected = false
         var writes: [(value: [UInt8], options: [String: DBusValue])] = []
         var notifying = false
+        var writeInFlight = false
     }
 
     let bus: TestBus
@@ -188,10 +189,21 @@ final class FakeBluetoothd: Sendable {
                 DBusInterface(
                     "org.bluez.GattCharacteristic1",
                     methods: [
-                        DBusMethod("WriteValue", input: "aya{sv}") { arguments throws(DBusError) in
+                        // As bluetoothd does: a write request takes a round trip, and a second
+                        // one while the first is under way is refused with InProgress.
+                        .asynchronous("WriteValue", input: "aya{sv}") { call throws(DBusError) in
+                            let busy = state.withLock { state -> Bool in
+                                defer { state.writeInFlight = true }
+                                return state.writeInFlight
+                            }
+                            guard !busy else {
+                                throw DBusError(name: "org.bluez.Error.InProgress", message: "In Progress")
+                            }
+                            try? await Task.sleep(for: .milliseconds(20))
                             state.withLock {
+                                $0.writeInFlight = false
                                 $0.writes.append(
-                                    (arguments[0].bytes ?? [], arguments[1].stringVariantDictionary ?? [:]))
+                                    (call.arguments[0].bytes ?? [], call.arguments[1].stringVariantDictionary ?? [:]))
                             }
                             return []
                         }
@@ -446,9 +458,13 @@ struct BlueZRadioTests {
         try bluetoothd.notify(tag.bytes + [0xC0, 5])
         #expect(await eventually { received.values == [[0xC0, 5]] })
 
+        // Frames sent back to back leave one write at a time, in order (no InProgress).
         try link.send([0x41, 1])
-        #expect(await eventually { bluetoothd.state.withLock { $0.writes.count } == 2 })
-        #expect(bluetoothd.state.withLock { $0.writes.last?.value } == [0x41, 1])
+        try link.send([0x01, 2])
+        try link.send([0x82, 3])
+        #expect(await eventually { bluetoothd.state.withLock { $0.writes.count } == 4 })
+        #expect(
+            bluetoothd.state.withLock { $0.writes.dropFirst().map(\.value) } == [[0x41, 1], [0x01, 2], [0x82, 3]])
         link.close()
         #expect(await eventually { !bluetoothd.state.withLock { $0.connected } })
     }

@@ -7,6 +7,8 @@
 terminal_adapter=${BLUEZ_VM_ADAPTER_A:-hci0}
 wallet_adapter=${BLUEZ_VM_ADAPTER_B:-hci1}
 work=$(mktemp -d /tmp/horizon-bluez.XXXXXX)
+# Every BlueZ step goes to the logs, which a failing check prints.
+export HORIZON_BLUEZ_TRACE=1
 
 terminal() { "$bin/horizon-terminal" "$@" --data-dir "$work/terminal"; }
 wallet() { "$bin/horizon-wallet" "$@" --data-dir "$work/wallet"; }
