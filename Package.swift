@@ -127,7 +127,8 @@ let package = Package(
             name: "horizon-bench",
             dependencies: [
                 "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonLink", "HorizonSecureChannel",
-                "HorizonProtocol", "HorizonStores", "HorizonRoles", .product(name: "Crypto", package: "swift-crypto"),
+                "HorizonProtocol", "HorizonStores", "HorizonRoles", "HorizonBlueZ",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ], path: "Benchmarks/horizon-bench", swiftSettings: strict),
         // libFuzzer entry points for the decoders; without -DFUZZING it replays a corpus (regression runs).
@@ -136,7 +137,7 @@ let package = Package(
             dependencies: [
                 "HorizonCore", "HorizonRadio", "HorizonLink", "HorizonSecureChannel", "HorizonProtocol",
                 .product(name: "Crypto", package: "swift-crypto"),
-            ], path: "Tools/horizon-fuzz", swiftSettings: strict),
+            ], path: "Tools/horizon-fuzz", exclude: ["README.md", "corpus"], swiftSettings: strict),
 
         // Helpers shared by the test targets (not shipped in any product).
         .target(name: "HorizonTestSupport", path: "Tests/HorizonTestSupport", swiftSettings: strict),
@@ -149,7 +150,7 @@ let package = Package(
             name: "HorizonFaultTests",
             dependencies: [
                 "HorizonTestSupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonLink",
-                "HorizonSecureChannel", "HorizonProtocol", "HorizonStores", "HorizonRoles",
+                "HorizonSecureChannel", "HorizonProtocol", "HorizonStores", "HorizonRoles", "horizon-fuzz",
                 .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: strict),
         .testTarget(

@@ -153,10 +153,14 @@ public final class MessageLink: Sendable {
     }
 
     /// Marks the link ended; returns the handler to tell, or nil if it was already told.
+    ///
+    /// The handler is forgotten here: its callbacks hold the layer above (a `SecureLink`), which
+    /// holds this link, and only breaking that cycle lets an ended link be freed.
     private func markEnded() -> MessageLinkHandler? {
         state.withLock { state in
             guard !state.ended else { return nil }
             state.ended = true
+            defer { state.handler = nil }
             return state.handler
         }
     }

@@ -105,7 +105,21 @@ public final class WalletStore: Sendable {
     }
 
     public func saveReceipt(_ receipt: StoredReceipt) throws(DatabaseError) {
-        try database.query(
+        try database.transaction { (db) throws(DatabaseError) in try Self.insert(receipt, in: db) }
+    }
+
+    /// Ends a pending request: its receipt (if it went through) is stored and the request removed
+    /// in one transaction, so no crash can leave an executed payment with neither a pending
+    /// request nor a receipt on record.
+    public func resolvePending(_ paymentID: [UInt8], receipt: StoredReceipt?) throws(DatabaseError) {
+        try database.transaction { (db) throws(DatabaseError) in
+            if let receipt { try Self.insert(receipt, in: db) }
+            try db.query("DELETE FROM pending WHERE payment_id = ?", [.blob(paymentID)])
+        }
+    }
+
+    private static func insert(_ receipt: StoredReceipt, in db: SQLiteDatabase.Transaction) throws(DatabaseError) {
+        try db.query(
             """
             INSERT OR REPLACE INTO receipts(payment_id, session_id, merchant, amount, tip, currency, reference,
                 settled_at, bonus_earned, bonus_balance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

@@ -181,7 +181,14 @@ public final class TerminalRadioService: Sendable {
 
     private func ended(id: Int, box: ConnectionBox) {
         _ = state.withLock { $0.connections.removeValue(forKey: id) }
-        guard let connection = box.connection.withLock({ $0 }), let sessionID = connection.sessionID,
+        // The box is captured by the secure link's own callbacks and holds that link: emptying it
+        // once the link has ended breaks the cycle, so the connection is freed.
+        let connection = box.connection.withLock { connection in
+            defer { connection = nil }
+            return connection
+        }
+        box.secureLink.withLock { $0 = nil }
+        guard let connection, let sessionID = connection.sessionID,
             let handler = state.withLock({ $0.handlers[sessionID] })
         else { return }
         handler.connectionEnded(connection)

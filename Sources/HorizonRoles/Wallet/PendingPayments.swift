@@ -53,6 +53,15 @@ public protocol PendingPaymentStore: Sendable {
     func save(_ payment: PendingPayment) throws
     func remove(_ paymentID: PaymentID) throws
     func all() throws -> [PendingPayment]
+    /// Ends a pending payment with its final answer: the verified receipt if it went through, nil
+    /// if it was declined or never executed. A durable store records the receipt and drops the
+    /// payment in one step, so a crash in between cannot lose a payment that was charged.
+    func resolve(_ paymentID: PaymentID, receipt: PaymentReceipt?) throws
+}
+
+extension PendingPaymentStore {
+    /// Stores that keep no receipts just forget the payment.
+    public func resolve(_ paymentID: PaymentID, receipt: PaymentReceipt?) throws { try remove(paymentID) }
 }
 
 /// A pending-payment store in memory, for tests and embedded use.

@@ -20,6 +20,12 @@ public final class SQLitePendingPaymentStore: PendingPaymentStore {
 
     public func remove(_ paymentID: PaymentID) throws { try store.removePending(paymentID.bytes) }
 
+    /// The receipt goes into the wallet's receipts in the same transaction that removes the
+    /// pending payment: an executed payment is always on record, pending or receipted.
+    public func resolve(_ paymentID: PaymentID, receipt: PaymentReceipt?) throws {
+        try store.resolvePending(paymentID.bytes, receipt: receipt.map(StoredReceipt.init(recording:)))
+    }
+
     /// Every stored request that still decodes (a damaged row is skipped, never guessed at).
     public func all() throws -> [PendingPayment] {
         try store.pending().compactMap { stored in
@@ -30,5 +36,17 @@ public final class SQLitePendingPaymentStore: PendingPaymentStore {
                 request: request, terminalKeyID: keyID, terminalAddress: PeerAddress(stored.terminalAddress),
                 merchantName: stored.merchantName, createdAt: stored.createdAt)
         }
+    }
+}
+
+extension StoredReceipt {
+    /// A verified receipt as the wallet's store keeps it.
+    init(recording receipt: PaymentReceipt) {
+        self.init(
+            paymentID: receipt.paymentID.description, sessionID: receipt.sessionID.description,
+            merchantName: receipt.merchantName, amountMinorUnits: receipt.amount.minorUnits,
+            tipMinorUnits: receipt.tip.minorUnits, currency: receipt.amount.currency.code, reference: receipt.reference,
+            settledAt: receipt.settledAt, bonusPointsEarned: receipt.bonusPointsEarned,
+            bonusPointsBalance: receipt.bonusPointsBalance)
     }
 }

@@ -132,6 +132,9 @@ public struct PaymentClientConfiguration: Sendable {
     public var connectTimeout: Duration
     /// How long to wait for the receipt before treating the link as lost (payment pending).
     public var receiptTimeout: Duration
+    /// How long to wait for the terminal's offer after saying hello before giving the link up
+    /// (nothing was signed yet, so the session may simply be tried again).
+    public var offerTimeout: Duration
     /// How long a signed confirmation stays valid.
     public var confirmationValidity: Duration
     /// First delay between attempts to reach the terminal for a pending payment; it doubles up
@@ -144,12 +147,14 @@ public struct PaymentClientConfiguration: Sendable {
 
     public init(
         connectTimeout: Duration = .seconds(5), receiptTimeout: Duration = .seconds(10),
-        confirmationValidity: Duration = .seconds(120), reconnectDelay: Duration = .milliseconds(500),
-        maximumReconnectDelay: Duration = .seconds(5), secureLink: SecureLinkConfiguration = SecureLinkConfiguration(),
+        offerTimeout: Duration = .seconds(10), confirmationValidity: Duration = .seconds(120),
+        reconnectDelay: Duration = .milliseconds(500), maximumReconnectDelay: Duration = .seconds(5),
+        secureLink: SecureLinkConfiguration = SecureLinkConfiguration(),
         linkLimits: LinkLimits = LinkLimits(), tracker: FusionTrackerConfiguration = FusionTrackerConfiguration()
     ) {
         self.connectTimeout = connectTimeout
         self.receiptTimeout = receiptTimeout
+        self.offerTimeout = offerTimeout
         self.confirmationValidity = confirmationValidity
         self.reconnectDelay = reconnectDelay
         self.maximumReconnectDelay = maximumReconnectDelay
@@ -520,7 +525,7 @@ final class SessionClient: Sendable {
         guard let (link, messages) = outgoing else { return }
         if observable.value == .connecting { observable.set(.fetchingOffer) }
         for message in messages { try? link.send(message.encoded()) }
-        if messages.count > 1 { armReceiptTimer() }
+        if messages.count > 1 { armReceiptTimer() } else { armOfferTimer(for: link) }
     }
 
     private func received(_ bytes: [UInt8], generation: Int) {
@@ -602,7 +607,7 @@ final class SessionClient: Sendable {
             return
         }
         guard let verified else { return }
-        resolvePending()
+        resolvePending(receipt: verified)
         guarded.withLock { state in
             state.receipt = verified
             state.membership = BonusProgramMembership(
@@ -702,6 +707,18 @@ final class SessionClient: Sendable {
         }
     }
 
+    /// Bounds the wait for the offer: a Hello or an Offer lost on the way would otherwise leave
+    /// the wallet fetching forever, on a link that stays up with nobody speaking.
+    /// The link itself identifies the wait: generations restart with every attempt.
+    private func armOfferTimer(for link: SecureLink) {
+        scheduler.schedule(after: configuration.offerTimeout) { [weak self, weak link] in
+            guard let self, let link, self.observable.value == .fetchingOffer,
+                self.guarded.withLock({ $0.attempt?.link === link })
+            else { return }
+            link.close()
+        }
+    }
+
     private func armReceiptTimer() {
         let timer = scheduler.schedule(after: configuration.receiptTimeout) { [weak self] in
             guard let self,
@@ -715,13 +732,15 @@ final class SessionClient: Sendable {
         }
     }
 
-    private func resolvePending() {
+    /// Ends the pending request; an approved one's receipt is recorded with its removal (see
+    /// `PendingPaymentStore.resolve`).
+    private func resolvePending(receipt: PaymentReceipt? = nil) {
         let paymentID = guarded.withLock { state -> PaymentID? in
             state.attempt?.receiptTimer?.cancel()
             defer { state.attempt?.pending = nil }
             return state.attempt?.pending?.paymentID
         }
-        if let paymentID { try? pendingStore.remove(paymentID) }
+        if let paymentID { try? pendingStore.resolve(paymentID, receipt: receipt) }
     }
 
     private func closeLink() { guarded.withLock { $0.attempt?.link }?.close() }

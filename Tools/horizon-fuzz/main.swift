@@ -1,1 +1,0 @@
-print("horizon-fuzz: not written yet")
