@@ -32,7 +32,8 @@ final class World: @unchecked Sendable {
         _ name: String = "terminal", at position: Position = .origin,
         ledger: LedgerConfiguration = LedgerConfiguration(),
         host: PaymentHostConfiguration = PaymentHostConfiguration(), link: LinkParameters = LinkParameters(),
-        merchantName: String = "Café Horizon", radio: (any PeripheralRadio & CentralRadio)? = nil
+        merchantName: String = "Café Horizon", radio: (any PeripheralRadio & CentralRadio)? = nil,
+        service serviceConfiguration: TerminalServiceConfiguration = TerminalServiceConfiguration()
     ) throws -> TerminalRig {
         let device: any PeripheralRadio & CentralRadio =
             try radio
@@ -45,7 +46,8 @@ final class World: @unchecked Sendable {
                 notBefore: Self.wallClock - 86_400 * 365 * 5, expiresAt: Self.wallClock + 86_400 * 30))
         let ledger = try SandboxLedger(
             path: directory.appendingPathComponent("\(name).sqlite").path, configuration: ledger)
-        let service = TerminalRadioService(radio: device, identity: identity, processor: ledger)
+        let service = TerminalRadioService(
+            radio: device, identity: identity, processor: ledger, configuration: serviceConfiguration)
         let paymentHost = PaymentHost(service: service, processor: ledger, configuration: host)
         let observer = BluetoothConflictObserver(
             scanner: SightingHub(radio: device), ownTerminalKeyID: service.terminalKeyID)

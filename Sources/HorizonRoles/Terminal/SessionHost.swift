@@ -309,6 +309,7 @@ final class SessionHost: TerminalSessionHandler, Sendable {
             finish(error: .processorFailure(processorError.description))
         case .executed(let result):
             observable.set(.acquiringPaymentExecution)
+            service.sessionExecuted(session.id, by: owner)
             if let receipt = ReceiptFactory.receipt(for: result, identity: service.identity) {
                 connection.send(.receipt(receipt))
             }
@@ -338,6 +339,14 @@ final class SessionHost: TerminalSessionHandler, Sendable {
         // The wallet may come back (same key) while the decision timer runs.
         if wasActive, observable.value == .walletConnected || observable.value == .awaitingUserDecision {
             observable.set(.waitingForWallet)
+        }
+    }
+
+    func isAwaitingWallet(on connection: TerminalConnection) -> Bool {
+        let owns = guarded.withLock { $0.session?.activeConnection?.id == connection.id }
+        switch observable.value {
+        case .walletConnected, .awaitingUserDecision, .acquiringPaymentExecution: return owns
+        default: return false
         }
     }
 

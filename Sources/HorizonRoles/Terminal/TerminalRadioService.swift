@@ -12,17 +12,28 @@ public final class TerminalConnection: Sendable {
     /// The session the wallet bound into its handshake (nil: none, e.g. a status query).
     public let sessionID: SessionID?
     let secureLink: SecureLink
+    /// When a message last went either way; the idle timeout is measured from it.
+    private let lastActivity: Mutex<Instant>
 
     init(id: Int, sessionID: SessionID?, secureLink: SecureLink) {
         self.id = id
         self.sessionID = sessionID
         self.secureLink = secureLink
+        self.lastActivity = Mutex(secureLink.link.scheduler.now)
     }
 
     public var peer: PeerAddress { secureLink.link.peer }
 
+    var lastActivityAt: Instant { lastActivity.withLock { $0 } }
+
+    func noteActivity() {
+        let now = secureLink.link.scheduler.now
+        lastActivity.withLock { $0 = now }
+    }
+
     /// Sends a message; a failure means the link is gone, which its end callback reports.
     func send(_ message: SessionMessage) {
+        noteActivity()
         try? secureLink.send(message.encoded())
     }
 
@@ -33,21 +44,57 @@ public final class TerminalConnection: Sendable {
 protocol TerminalSessionHandler: AnyObject, Sendable {
     func connection(_ connection: TerminalConnection, received message: SessionMessage)
     func connectionEnded(_ connection: TerminalConnection)
+    /// Whether the session waits on this connection's wallet (the person deciding, or the
+    /// request being executed): silence is expected then, so the idle timeout does not run.
+    func isAwaitingWallet(on connection: TerminalConnection) -> Bool
 }
 
-/// Limits the terminal enforces on wallets' connections.
+/// Limits the terminal enforces on wallets' connections, so that a crowd of idle or hostile
+/// devices cannot keep an honest wallet from paying (issue 7, limits against floods).
 public struct TerminalServiceConfiguration: Sendable {
+    /// Includes the handshake deadline (5 s by default): a connection that has not completed the
+    /// handshake by then is closed.
     public var secureLink: SecureLinkConfiguration
     public var linkLimits: LinkLimits
     public var advertisingInterval: Duration
+    /// Connections that have not completed the secure handshake, at most, at once (default 8).
+    /// One more arriving closes the *oldest* of them at once. Evicting the oldest rather than
+    /// refusing the newest keeps the terminal open to an honest wallet while squatters hold every
+    /// slot: an honest handshake takes a couple of connection intervals, so it is always among the
+    /// newest, and only `maximumPendingHandshakes` new arrivals during those few tens of
+    /// milliseconds could push it out. Refusing new ones instead would lock an honest wallet out
+    /// for a whole handshake deadline per round of squatters. Values below 1 count as 1.
+    public var maximumPendingHandshakes: Int
+    /// An authenticated connection on which no message went either way for this long is closed
+    /// (default 30 s). It does not run while the connection's session waits on its wallet (the
+    /// offer is on the person's screen, or the request is executing): the session's own
+    /// `userDecisionTimeout` bounds that time instead, so a customer who takes longer than this to
+    /// decide is never cut off. Forged records that fail authentication are not activity.
+    public var idleTimeout: Duration
+    /// Different sessions one wallet key may open *and leave without a payment* within
+    /// `sessionRateWindow` (default 6 per minute); a Hello for one more is answered with a
+    /// `rateLimited` error and reaches no session. What this stops is a wallet taking the
+    /// cashier's sessions over and over (each Hello makes it the session's owner) and walking
+    /// away; a session in which the wallet's request was executed stops counting, so a customer
+    /// who pays many times in a row is never limited. Reconnecting to a session the wallet
+    /// already opened does not count again. The key is the one the wallet names in its Hello, the
+    /// key its confirmation must be signed with.
+    public var maximumSessionsPerWallet: Int
+    public var sessionRateWindow: Duration
 
     public init(
         secureLink: SecureLinkConfiguration = SecureLinkConfiguration(), linkLimits: LinkLimits = LinkLimits(),
-        advertisingInterval: Duration = .milliseconds(100)
+        advertisingInterval: Duration = .milliseconds(100), maximumPendingHandshakes: Int = 8,
+        idleTimeout: Duration = .seconds(30), maximumSessionsPerWallet: Int = 6,
+        sessionRateWindow: Duration = .seconds(60)
     ) {
         self.secureLink = secureLink
         self.linkLimits = linkLimits
         self.advertisingInterval = advertisingInterval
+        self.maximumPendingHandshakes = maximumPendingHandshakes
+        self.idleTimeout = idleTimeout
+        self.maximumSessionsPerWallet = maximumSessionsPerWallet
+        self.sessionRateWindow = sessionRateWindow
     }
 }
 
@@ -66,6 +113,16 @@ public final class TerminalRadioService: Sendable {
         var handlers: [SessionID: any TerminalSessionHandler] = [:]
         var connections: [Int: TerminalConnection] = [:]
         var nextConnectionID = 0
+        /// Connections still in the handshake, oldest first.
+        var pendingHandshakes: [Int] = []
+        var idleTimers: [Int: ScheduledAction] = [:]
+        /// Sessions each wallet key opened within the rate window, with when.
+        var sessionsOpened: [PublicKeyBytes: [(session: SessionID, at: Instant)]] = [:]
+        /// Rate-limited Hellos so far, for tests and diagnostics.
+        var rateLimitedHellos = 0
+        /// Connections closed for each limit, for tests and diagnostics.
+        var evictedHandshakes = 0
+        var idleClosures = 0
     }
 
     private let state = Mutex(State())
@@ -88,6 +145,18 @@ public final class TerminalRadioService: Sendable {
     /// Connections open now, authenticated or not.
     public var connectionCount: Int { state.withLock { $0.connections.count } }
 
+    /// Connections open now that have not completed the handshake.
+    public var pendingHandshakeCount: Int { state.withLock { $0.pendingHandshakes.count } }
+
+    /// Connections closed so far because a newer one needed their handshake slot.
+    public var evictedHandshakeCount: Int { state.withLock { $0.evictedHandshakes } }
+
+    /// Connections closed so far for saying nothing for `idleTimeout`.
+    public var idleClosureCount: Int { state.withLock { $0.idleClosures } }
+
+    /// Hellos refused so far because their wallet opened too many sessions.
+    public var rateLimitedHelloCount: Int { state.withLock { $0.rateLimitedHellos } }
+
     func register(_ sessionID: SessionID, handler: any TerminalSessionHandler) {
         state.withLock { $0.handlers[sessionID] = handler }
     }
@@ -106,10 +175,21 @@ public final class TerminalRadioService: Sendable {
             link.close()
             return
         }
-        let id = state.withLock { state in
-            defer { state.nextConnectionID += 1 }
-            return state.nextConnectionID
+        // Make room before this one counts: the oldest handshakes still pending go, so the cap
+        // holds at every instant (see `maximumPendingHandshakes` for why the oldest).
+        let (id, evicted) = state.withLock { state in
+            let id = state.nextConnectionID
+            state.nextConnectionID += 1
+            var evicted: [TerminalConnection] = []
+            while state.pendingHandshakes.count >= max(1, configuration.maximumPendingHandshakes) {
+                let oldest = state.pendingHandshakes.removeFirst()
+                if let connection = state.connections.removeValue(forKey: oldest) { evicted.append(connection) }
+                state.evictedHandshakes += 1
+            }
+            state.pendingHandshakes.append(id)
+            return (id, evicted)
         }
+        for connection in evicted { connection.close() }
         let box = ConnectionBox()
         let secure = SecureLink.accept(
             over: messageLink, identity: identity, configuration: configuration.secureLink,
@@ -118,19 +198,109 @@ public final class TerminalRadioService: Sendable {
                 onMessage: { [weak self] bytes in self?.received(bytes, box: box) },
                 onEnd: { [weak self] _ in self?.ended(id: id, box: box) }))
         box.secureLink.withLock { $0 = secure }
-        state.withLock { $0.connections[id] = TerminalConnection(id: id, sessionID: nil, secureLink: secure) }
+        let placeholder = TerminalConnection(id: id, sessionID: nil, secureLink: secure)
+        state.withLock { state in
+            // Not if it already ended (or was evicted) while starting.
+            guard state.pendingHandshakes.contains(id) else { return }
+            state.connections[id] = placeholder
+        }
     }
 
     private func established(id: Int, info: SecureLinkEstablished, box: ConnectionBox) {
         guard let secure = box.secureLink.withLock({ $0 }) else { return }
         let sessionID = Self.sessionID(fromContext: info.context)
         let connection = TerminalConnection(id: id, sessionID: sessionID, secureLink: secure)
+        let stillOpen = state.withLock { state in
+            state.pendingHandshakes.removeAll { $0 == id }
+            // Evicted while its last handshake message was on the way: it stays closed.
+            guard state.connections[id] != nil else { return false }
+            state.connections[id] = connection
+            return true
+        }
+        guard stillOpen else {
+            secure.close()
+            return
+        }
         box.connection.withLock { $0 = connection }
-        state.withLock { $0.connections[id] = connection }
+        armIdleTimer(for: connection, after: configuration.idleTimeout)
+    }
+
+    // MARK: Idle timeout
+
+    private func armIdleTimer(for connection: TerminalConnection, after delay: Duration) {
+        let id = connection.id
+        let timer = scheduler.schedule(after: delay) { [weak self, weak connection] in
+            guard let self, let connection else { return }
+            self.checkIdle(connection)
+        }
+        let previous = state.withLock { state -> ScheduledAction? in
+            // An ended connection keeps no timer (its end already ran).
+            guard state.connections[id] != nil else { return timer }
+            defer { state.idleTimers[id] = timer }
+            return state.idleTimers[id]
+        }
+        previous?.cancel()
+    }
+
+    private func checkIdle(_ connection: TerminalConnection) {
+        let (isOpen, handler) = state.withLock { state -> (Bool, (any TerminalSessionHandler)?) in
+            (state.connections[connection.id] === connection, connection.sessionID.flatMap { state.handlers[$0] })
+        }
+        guard isOpen else { return }
+        let timeout = configuration.idleTimeout
+        if let handler, handler.isAwaitingWallet(on: connection) {
+            // The person is deciding: that time is not idleness. Start counting afresh from now,
+            // so the wallet has the full idle timeout after the session stops waiting on it.
+            connection.noteActivity()
+            armIdleTimer(for: connection, after: timeout)
+            return
+        }
+        let idleFor = scheduler.now - connection.lastActivityAt
+        if idleFor >= timeout {
+            state.withLock { $0.idleClosures += 1 }
+            connection.close()
+        } else {
+            armIdleTimer(for: connection, after: timeout - idleFor)
+        }
+    }
+
+    // MARK: Session rate
+
+    /// The wallet's request in `sessionID` was executed: that session no longer counts against
+    /// its rate (see `maximumSessionsPerWallet`).
+    func sessionExecuted(_ sessionID: SessionID, by walletKey: PublicKeyBytes) {
+        state.withLock { state in
+            state.sessionsOpened[walletKey]?.removeAll { $0.session == sessionID }
+            if state.sessionsOpened[walletKey]?.isEmpty == true { state.sessionsOpened[walletKey] = nil }
+        }
+    }
+
+    /// Whether `walletKey` may open `sessionID` now; records it if so.
+    private func admitSession(_ sessionID: SessionID, for walletKey: PublicKeyBytes) -> Bool {
+        let now = scheduler.now
+        let window = configuration.sessionRateWindow
+        return state.withLock { state in
+            // Forget what left the window, for every key, so the table stays as small as the
+            // wallets seen within one window.
+            for (key, opened) in state.sessionsOpened {
+                let recent = opened.filter { now - $0.at < window }
+                state.sessionsOpened[key] = recent.isEmpty ? nil : recent
+            }
+            var opened = state.sessionsOpened[walletKey] ?? []
+            if opened.contains(where: { $0.session == sessionID }) { return true }
+            guard opened.count < configuration.maximumSessionsPerWallet else {
+                state.rateLimitedHellos += 1
+                return false
+            }
+            opened.append((sessionID, now))
+            state.sessionsOpened[walletKey] = opened
+            return true
+        }
     }
 
     private func received(_ bytes: [UInt8], box: ConnectionBox) {
         guard let connection = box.connection.withLock({ $0 }) else { return }
+        connection.noteActivity()
         let message: SessionMessage
         do {
             message = try SessionMessage.decode(bytes)
@@ -157,6 +327,16 @@ public final class TerminalRadioService: Sendable {
                         paymentID: paymentID)))
             return
         }
+        if case .hello(let hello) = message, !admitSession(hello.sessionID, for: hello.walletKey) {
+            connection.send(
+                .error(
+                    ErrorMessage(
+                        code: .rateLimited,
+                        message:
+                            "this wallet opened \(configuration.maximumSessionsPerWallet) sessions in the last \(configuration.sessionRateWindow); try again later"
+                    )))
+            return
+        }
         handler.connection(connection, received: message)
     }
 
@@ -180,7 +360,12 @@ public final class TerminalRadioService: Sendable {
     }
 
     private func ended(id: Int, box: ConnectionBox) {
-        _ = state.withLock { $0.connections.removeValue(forKey: id) }
+        let timer = state.withLock { state in
+            _ = state.connections.removeValue(forKey: id)
+            state.pendingHandshakes.removeAll { $0 == id }
+            return state.idleTimers.removeValue(forKey: id)
+        }
+        timer?.cancel()
         // The box is captured by the secure link's own callbacks and holds that link: emptying it
         // once the link has ended breaks the cycle, so the connection is freed.
         let connection = box.connection.withLock { connection in
