@@ -43,13 +43,15 @@ check "powered on again" says '"availability" : "powered on"' --adapter hci0
 # Payments between two processes, each on its own adapter.
 source "$(dirname "${BASH_SOURCE[0]}")/bluez-payments.sh"
 if setup_payments; then
+    # The foreign central first: after the cancel check the wallet's controller sometimes hears
+    # no advertisement at all for a minute (seen only under emulation; see the README there).
+    check "a foreign central (bluetoothctl) writes garbage; the terminal still takes a payment" \
+        check_foreign_central_writes_garbage
     check "a payment with tip completes (terminal on hci0, wallet on hci1)" check_payment_with_tip
     check "the customer declines: nothing charged" check_rejection
     check "the cashier cancels while the customer decides: nothing charged" check_cancel
     check "terminal killed after settling, restarted: the pending payment resolves, charged once" \
         check_terminal_killed_mid_payment
-    check "a foreign central (bluetoothctl) writes garbage; the terminal still takes a payment" \
-        check_foreign_central_writes_garbage
 else
     check "terminal and wallet set up" false
 fi

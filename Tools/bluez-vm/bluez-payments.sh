@@ -20,10 +20,37 @@ setup_payments() {
         wallet init --trust "$work/terminal/anchor.pub" >/dev/null
 }
 
+# Gives each check a clean slate: whatever connections and cached devices earlier checks left
+# in bluetoothd (a killed program's connection stays up) are dropped first.
+reset_radios() {
+    local path
+    for path in $(busctl tree org.bluez --list 2>/dev/null | grep -E '^/org/bluez/hci[0-9]+/dev_[0-9A-F_]+$'); do
+        busctl call org.bluez "$path" org.bluez.Device1 Disconnect >/dev/null 2>&1
+        busctl call org.bluez "${path%/dev_*}" org.bluez.Adapter1 RemoveDevice o "$path" >/dev/null 2>&1
+    done
+}
+
+# Power-cycles an adapter and waits until bluetoothd reports it powered again. In these checks
+# one controller plays two different devices in turn (a foreign central, then a wallet); a
+# power cycle makes it a new device for the second, as a real second device would be.
+fresh_adapter() {
+    local adapter=$1
+    btmgmt --index "${adapter#hci}" power off >/dev/null 2>&1
+    btmgmt --index "${adapter#hci}" power on >/dev/null 2>&1
+    for _ in $(seq 100); do
+        busctl get-property org.bluez "/org/bluez/$adapter" org.bluez.Adapter1 Powered 2>/dev/null | grep -q true &&
+            return 0
+        sleep 0.1
+    done
+    echo "      $adapter did not power on again"
+    return 1
+}
+
 # Starts `horizon-terminal pay AMOUNT` in the background (log: $work/NAME.terminal).
 start_terminal() {
     local name=$1 amount=$2
     shift 2
+    [ "${KEEP_RADIOS:-}" = 1 ] || reset_radios
     # The program itself in the background (not a shell function), so that $! is its PID.
     "$bin/horizon-terminal" pay "$amount" --data-dir "$work/terminal" --json --wait-for-wallet 60 \
         "${on_terminal_radio[@]}" "$@" >"$work/$name.terminal.json" 2>"$work/$name.terminal" &
@@ -151,7 +178,8 @@ check_terminal_killed_mid_payment() {
         return 1
     }
     # The restarted terminal's next session; the wallet first asks again for its pending payment.
-    start_terminal resume 1.00 || return 1
+    # Not reset: the wallet must cope with what the crash left (its connection may still be up).
+    KEEP_RADIOS=1 start_terminal resume 1.00 || return 1
     wallet_bounded pay --yes --json --timeout 30 "${on_wallet_radio[@]}" >"$work/resume.wallet.json" \
         2>"$work/resume.wallet"
     kill -TERM "$terminal_pid" 2>/dev/null
@@ -176,7 +204,7 @@ check_foreign_central_writes_garbage() {
     terminal_address=$(cat "/sys/class/bluetooth/$terminal_adapter/address" 2>/dev/null ||
         busctl get-property org.bluez "/org/bluez/$terminal_adapter" org.bluez.Adapter1 Address | cut -d'"' -f2)
     wallet_address=$(busctl get-property org.bluez "/org/bluez/$wallet_adapter" org.bluez.Adapter1 Address | cut -d'"' -f2)
-    local characteristic
+    fresh_adapter "$wallet_adapter" || return 1
     {
         # Each command waits for the last: bluetoothctl reads ahead and a `scan` before `select`
         # has taken effect would scan with the terminal's own adapter.
@@ -211,6 +239,7 @@ check_foreign_central_writes_garbage() {
         kill -TERM "$terminal_pid" 2>/dev/null
         return 1
     }
+    fresh_adapter "$wallet_adapter" || return 1
     wallet_bounded pay --yes --json --timeout 60 "${on_wallet_radio[@]}" >"$work/foreign.wallet.json" \
         2>"$work/foreign.wallet" && wait_pid "$terminal_pid" 60 && grep -q '"state" : "completed"' "$work/foreign.terminal.json" || {
         show foreign
