@@ -17,10 +17,24 @@ ensure_debian_packages
 step "building package and tests (a first build compiles swift-crypto: 1-3 minutes on 2 cores)"
 swift build --build-tests 2>&1 | filter_build_output
 
-step "running tests"
-swift test --skip-build "$@"
+if [ $# -gt 0 ]; then
+    step "running tests ($*)"
+    swift test --skip-build "$@"
+    exit 0
+fi
 
-if [ $# -gt 0 ] || [ -n "${HORIZON_SKIP_VM:-}" ]; then
+# Three runs, each its own process: many tests wait synchronously (programs run as processes, the
+# seeded fault simulation computes for half a minute) and so hold Swift's cooperative threads,
+# of which a 2-core machine has two; the D-Bus and BlueZ tests get their replies through tasks
+# on those threads and would miss their timeouts behind them.
+step "running the D-Bus and BlueZ tests (private dbus-daemons)"
+swift test --skip-build --filter "HorizonDBusTests|HorizonBlueZTests"
+step "running the other tests"
+swift test --skip-build --skip "HorizonDBusTests|HorizonBlueZTests|HorizonFaultTests"
+step "running the seeded fault simulation and the fuzz corpus replay"
+swift test --skip-build --filter HorizonFaultTests
+
+if [ -n "${HORIZON_SKIP_VM:-}" ]; then
     exit 0
 fi
 

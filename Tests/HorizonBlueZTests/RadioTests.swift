@@ -1,3 +1,4 @@
+import Dispatch
 import HorizonCore
 import HorizonDBus
 import HorizonRadio
@@ -87,19 +88,31 @@ final class FakeBluetoothd: Sendable {
             DBusInterface(
                 "org.bluez.GattManager1",
                 methods: [
-                    .asynchronous("RegisterApplication", input: "oa{sv}") { call throws(DBusError) in
+                    // Deferred and answered from D-Bus callbacks, not tasks: a test blocked in a
+                    // registration must not wait for a cooperative thread it may itself hold.
+                    .deferred("RegisterApplication", input: "oa{sv}") { call in
                         let root = call.arguments[0].objectPath ?? "/"
                         if let failure = state.withLock({ state -> DBusError? in
                             state.applicationAttempts += 1
                             defer { state.failNextApplicationWith = nil }
                             return state.failNextApplicationWith
                         }) {
-                            throw failure
+                            call.fail(failure)
+                            return
                         }
-                        let objects = try await connection.managedObjects(
-                            destination: call.sender ?? "", path: root, timeout: .seconds(5))
-                        state.withLock { $0.applications[root] = objects }
-                        return []
+                        connection.call(
+                            destination: call.sender ?? "", path: root,
+                            interface: "org.freedesktop.DBus.ObjectManager", method: "GetManagedObjects",
+                            timeout: .seconds(5)
+                        ) { result in
+                            switch result {
+                            case .success(let reply):
+                                state.withLock { $0.applications[root] = reply.first?.managedObjects ?? [:] }
+                                call.reply()
+                            case .failure(let error):
+                                call.fail(error)
+                            }
+                        }
                     },
                     DBusMethod("UnregisterApplication", input: "o") { arguments throws(DBusError) in
                         state.withLock { $0.unregisteredApplications.append(arguments[0].objectPath ?? "") }
@@ -109,13 +122,21 @@ final class FakeBluetoothd: Sendable {
             DBusInterface(
                 "org.bluez.LEAdvertisingManager1",
                 methods: [
-                    .asynchronous("RegisterAdvertisement", input: "oa{sv}") { call throws(DBusError) in
+                    .deferred("RegisterAdvertisement", input: "oa{sv}") { call in
                         let path = call.arguments[0].objectPath ?? "/"
-                        let properties = try await connection.properties(
-                            destination: call.sender ?? "", path: path, interface: "org.bluez.LEAdvertisement1",
-                            timeout: .seconds(5))
-                        state.withLock { $0.advertisements[path] = properties }
-                        return []
+                        connection.call(
+                            destination: call.sender ?? "", path: path,
+                            interface: "org.freedesktop.DBus.Properties", method: "GetAll",
+                            arguments: [.string("org.bluez.LEAdvertisement1")], timeout: .seconds(5)
+                        ) { result in
+                            switch result {
+                            case .success(let reply):
+                                state.withLock { $0.advertisements[path] = reply.first?.stringVariantDictionary ?? [:] }
+                                call.reply()
+                            case .failure(let error):
+                                call.fail(error)
+                            }
+                        }
                     },
                     DBusMethod("UnregisterAdvertisement", input: "o") { arguments throws(DBusError) in
                         state.withLock { $0.unregisteredAdvertisements.append(arguments[0].objectPath ?? "") }
@@ -142,7 +163,7 @@ final class FakeBluetoothd: Sendable {
                 DBusInterface(
                     "org.bluez.Device1",
                     methods: [
-                        .asynchronous("Connect") { _ throws(DBusError) in
+                        DBusMethod("Connect") { _ throws(DBusError) in
                             let failure = state.withLock { state -> DBusError? in
                                 state.connectAttempts += 1
                                 if !state.connectFailures.isEmpty { return state.connectFailures.removeFirst() }
@@ -191,21 +212,26 @@ final class FakeBluetoothd: Sendable {
                     methods: [
                         // As bluetoothd does: a write request takes a round trip, and a second
                         // one while the first is under way is refused with InProgress.
-                        .asynchronous("WriteValue", input: "aya{sv}") { call throws(DBusError) in
+                        .deferred("WriteValue", input: "aya{sv}") { call in
                             let busy = state.withLock { state -> Bool in
                                 defer { state.writeInFlight = true }
                                 return state.writeInFlight
                             }
                             guard !busy else {
-                                throw DBusError(name: "org.bluez.Error.InProgress", message: "In Progress")
+                                call.fail(DBusError(name: "org.bluez.Error.InProgress", message: "In Progress"))
+                                return
                             }
-                            try? await Task.sleep(for: .milliseconds(20))
-                            state.withLock {
-                                $0.writeInFlight = false
-                                $0.writes.append(
-                                    (call.arguments[0].bytes ?? [], call.arguments[1].stringVariantDictionary ?? [:]))
+                            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(20)) {
+                                state.withLock {
+                                    $0.writeInFlight = false
+                                    $0.writes.append(
+                                        (
+                                            call.arguments[0].bytes ?? [],
+                                            call.arguments[1].stringVariantDictionary ?? [:]
+                                        ))
+                                }
+                                call.reply()
                             }
-                            return []
                         }
                     ],
                     properties: [

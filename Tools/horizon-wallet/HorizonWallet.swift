@@ -405,7 +405,7 @@ final class ConfirmFlow: @unchecked Sendable {
         }
         try save(receipt)
         if json {
-            try console.json(StoredReceipt(receipt))
+            try console.json(StoredReceipt(recording: receipt))
         } else {
             for line in script.success(receipt) { console.line(line) }
         }
@@ -413,21 +413,10 @@ final class ConfirmFlow: @unchecked Sendable {
 
     private func save(_ receipt: PaymentReceipt) throws {
         do {
-            try store.saveReceipt(StoredReceipt(receipt))
+            try store.saveReceipt(StoredReceipt(recording: receipt))
         } catch {
             throw CLIError("it completed but its receipt could not be stored: \(error)")
         }
-    }
-}
-
-extension StoredReceipt {
-    init(_ receipt: PaymentReceipt) {
-        self.init(
-            paymentID: receipt.paymentID.description, sessionID: receipt.sessionID.description,
-            merchantName: receipt.merchantName, amountMinorUnits: receipt.amount.minorUnits,
-            tipMinorUnits: receipt.tip.minorUnits, currency: receipt.amount.currency.code, reference: receipt.reference,
-            settledAt: receipt.settledAt, bonusPointsEarned: receipt.bonusPointsEarned,
-            bonusPointsBalance: receipt.bonusPointsBalance)
     }
 }
 

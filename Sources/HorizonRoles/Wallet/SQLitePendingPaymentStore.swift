@@ -41,7 +41,7 @@ public final class SQLitePendingPaymentStore: PendingPaymentStore {
 
 extension StoredReceipt {
     /// A verified receipt as the wallet's store keeps it.
-    init(recording receipt: PaymentReceipt) {
+    public init(recording receipt: PaymentReceipt) {
         self.init(
             paymentID: receipt.paymentID.description, sessionID: receipt.sessionID.description,
             merchantName: receipt.merchantName, amountMinorUnits: receipt.amount.minorUnits,
