@@ -18,12 +18,14 @@ struct HorizonBench: ParsableCommand {
         commandName: "horizon-bench",
         abstract: "Measure Horizon against its performance budget; write a JSON result and print a table.",
         discussion: """
-            Measurements (all on the simulated radio; see Benchmarks/README.md):
+            Measurements (all but bluez on the simulated radio; see Benchmarks/README.md):
               payment-cpu        CPU of one payment, both sides, against its cryptography alone; round trips; bytes
               latency            acceptance to receipt with a 30 ms connection interval at MTU 23, 185 and 247
               scaling            1, 10, 100 simultaneous pairs: CPU per payment, payments per second on one core
               terminal-at-rest   horizon-terminal serve: start-up time to advertising, resident memory, idle CPU
-              bluez              placeholder: the real-bluetoothd part is not measured by this program yet
+              bluez              on a real bluetoothd with two adapters (only when asked: --only bluez; Benchmarks/bluez-vm.sh
+                                 runs it in the Tools/bluez-vm VM): raw write→notification round trip, payments from
+                                 acceptance to receipt, connect time, and their ratio (budget ≤ 3.5)
             Build with -c release (Benchmarks/run.sh does); debug numbers mean nothing.
             """)
 
@@ -66,7 +68,35 @@ struct HorizonBench: ParsableCommand {
     @Option(help: "Distance between neighbouring terminal/wallet pairs in the scaling runs, metres.")
     var spacing: Double = 500
 
+    @Option(help: "bluez: the terminal's adapter.")
+    var bluezTerminalAdapter = "hci0"
+
+    @Option(help: "bluez: the wallet's adapter (another adapter next to the terminal's).")
+    var bluezWalletAdapter = "hci1"
+
+    @Option(help: "bluez: raw round trips per series (default 200; 10 with --quick).")
+    var bluezRoundTrips: Int?
+
+    @Option(help: "bluez: payments measured (default 20; 3 with --quick).")
+    var bluezPayments: Int?
+
+    @Option(help: "bluez: bytes per raw round trip payload (at most what the link carries).")
+    var bluezPayloadBytes = 20
+
+    @Option(
+        help: "bluez: raw round trips and payments alternate in this many blocks (the load of a shared host drifts).")
+    var bluezBlocks = 4
+
+    @Option(help: "bluez: a description of the machine outside the VM, for the result (bluez-vm.sh sets it).")
+    var bluezHost: String?
+
     mutating func validate() throws {
+        if let bluezRoundTrips, bluezRoundTrips < 1 { throw ValidationError("--bluez-round-trips must be at least 1") }
+        if let bluezPayments, bluezPayments < 1 { throw ValidationError("--bluez-payments must be at least 1") }
+        guard (1...100).contains(bluezBlocks) else { throw ValidationError("--bluez-blocks must be 1 to 100") }
+        guard (2...512).contains(bluezPayloadBytes) else {
+            throw ValidationError("--bluez-payload-bytes must be 2 to 512")
+        }
         if let iterations, iterations < 1 { throw ValidationError("--iterations must be at least 1") }
         if let terminalRuns, terminalRuns < 1 { throw ValidationError("--terminal-runs must be at least 1") }
         guard !pairCounts.isEmpty, pairCounts.allSatisfy({ $0 >= 1 && $0 <= 1000 }) else {
@@ -97,7 +127,12 @@ struct HorizonBench: ParsableCommand {
                 iterations: count, quick: quick, seed: seed, only: only.map(\.rawValue),
                 walletStore: walletStore.rawValue,
                 dataDirectory: directory.deletingLastPathComponent().path,
-                dataFileSystem: fileSystemName(of: directory.path), pairSpacingMetres: spacing))
+                dataFileSystem: fileSystemName(of: directory.path), pairSpacingMetres: spacing,
+                radio: only == [.bluez]
+                    ? "BlueZ (bluetoothd over D-Bus, two adapters, one process)"
+                    : only.contains(.bluez)
+                        ? "simulated (HorizonSimulatedRadio, in process); the bluez section on BlueZ"
+                        : "simulated (HorizonSimulatedRadio, in process)"))
         #if DEBUG
             Progress.note("warning: this is a debug build; build with -c release for numbers that mean something")
         #endif
@@ -111,8 +146,16 @@ struct HorizonBench: ParsableCommand {
                 binary: binary, runs: terminalRuns ?? (quick ? 2 : 5), settle: quick ? .milliseconds(500) : .seconds(2),
                 workDirectory: directory)
         }
-        // The real-bluetoothd measurement plugs in here (see BlueZ.swift).
-        if wants(.bluez) { report.bluez = BlueZ.measure(settings) }
+        // The real-bluetoothd measurement (BlueZ.swift): only when asked for by name.
+        if wants(.bluez) {
+            report.bluez = BlueZ.measure(
+                settings,
+                options: BlueZOptions(
+                    terminalAdapter: bluezTerminalAdapter, walletAdapter: bluezWalletAdapter,
+                    roundTrips: bluezRoundTrips ?? (quick ? 10 : 200), payments: bluezPayments ?? (quick ? 3 : 20),
+                    payloadBytes: bluezPayloadBytes, blocks: bluezBlocks, host: bluezHost,
+                    requested: only.contains(.bluez)))
+        }
         report.checkBudget()
 
         let encoder = JSONEncoder()
@@ -126,5 +169,10 @@ struct HorizonBench: ParsableCommand {
         try encoder.encode(report).write(to: outputURL)
         print(report.table())
         Progress.note("wrote \(outputURL.path)")
+        // Asked for by name and not measured: say so in the exit code too (Benchmarks/bluez-vm.sh).
+        if only.contains(.bluez), let bluez = report.bluez, bluez.status != "measured" {
+            Progress.note("error: \(bluez.status): \(bluez.reason)")
+            throw ExitCode.failure
+        }
     }
 }

@@ -31,7 +31,7 @@ struct BenchmarkReport: Codable {
         let dataDirectory: String
         let dataFileSystem: String
         let pairSpacingMetres: Double
-        var radio = "simulated (HorizonSimulatedRadio, in process)"
+        var radio: String
     }
 
     /// The budget lines this run can speak to.
@@ -66,6 +66,22 @@ struct BenchmarkReport: Codable {
                     measured: result.acceptanceToReceiptMilliseconds.median, limit: 500, unit: "ms",
                     met: result.acceptanceToReceiptMilliseconds.max < 500))
         }
+        if let bluez, let ratio = bluez.ratioAcceptanceToReceiptOverRawRoundTrip,
+            let acceptance = bluez.payments?.acceptanceToReceiptMilliseconds.median,
+            let raw = bluez.rawRoundTrip?.roundTripMilliseconds.median
+        {
+            checks.append(
+                BudgetCheck(
+                    item:
+                        "BlueZ: acceptance to receipt / raw write→notification round trip (\(acceptance.formatted(1)) / \(raw.formatted(1)) ms)",
+                    measured: ratio, limit: BlueZ.ratioLimit, unit: "x", met: ratio <= BlueZ.ratioLimit))
+        }
+        if let paired = bluez?.pairedRatioMedian {
+            checks.append(
+                BudgetCheck(
+                    item: "BlueZ: the same, each payment against round trips on its own link just after (median)",
+                    measured: paired, limit: BlueZ.ratioLimit, unit: "x", met: paired <= BlueZ.ratioLimit))
+        }
         budget = checks
     }
 
@@ -77,9 +93,15 @@ struct BenchmarkReport: Codable {
         out.append(
             "machine: \(machine.processors) × \(machine.cpuModel), \(((Double(machine.memoryTotalKiB ?? 0)) / 1_048_576).formatted(1)) GiB, \(machine.operatingSystem), kernel \(machine.kernel), \(machine.build) build, load average \(machine.loadAverage) at the start"
         )
-        out.append(
-            "settings: \(settings.iterations) iterations\(settings.quick ? " (quick)" : ""), seed \(settings.seed), wallet store \(settings.walletStore), SQLite files on \(settings.dataFileSystem)"
-        )
+        if settings.only == [MeasurementName.bluez.rawValue] {
+            out.append(
+                "settings: BlueZ only\(settings.quick ? " (quick)" : ""), wallet store \(settings.walletStore), SQLite files on \(settings.dataFileSystem)"
+            )
+        } else {
+            out.append(
+                "settings: \(settings.iterations) iterations\(settings.quick ? " (quick)" : ""), seed \(settings.seed), wallet store \(settings.walletStore), SQLite files on \(settings.dataFileSystem)"
+            )
+        }
         if let cpu = paymentCPU {
             out.append("")
             out.append("CPU of one complete payment, both sides (simulated radio, zero latency, MTU 247, 30 ms)")
@@ -162,11 +184,7 @@ struct BenchmarkReport: Codable {
         }
         if let bluez {
             out.append("")
-            out.append(bluez.status)
-            out.append("  (\(bluez.reason))")
-            for (name, value) in bluez.measurements.sorted(by: { $0.key < $1.key }) {
-                out.append("  \(name): \(value.formatted(2))")
-            }
+            out += bluez.tableLines()
         }
         if !budget.isEmpty {
             out.append("")
@@ -176,7 +194,8 @@ struct BenchmarkReport: Codable {
                 budget.map { check in
                     [
                         check.item, check.measured.formatted(check.unit == "x" ? 2 : 1) + check.unit,
-                        (check.unit == "ms" ? "< " : "≤ ") + check.limit.formatted(0) + check.unit,
+                        (check.unit == "ms" ? "< " : "≤ ")
+                            + check.limit.formatted(check.limit == check.limit.rounded() ? 0 : 1) + check.unit,
                         check.met ? "yes" : "NO",
                     ]
                 })

@@ -3,6 +3,10 @@ import HorizonDBus
 import HorizonRadio
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The wallet's side of the BlueZ radio: discovery (`SetDiscoveryFilter` + `StartDiscovery`),
 /// sightings from `Device1` objects, and links to a terminal's Horizon GATT service.
 final class BlueZCentral: Sendable {
@@ -93,13 +97,7 @@ final class BlueZCentral: Sendable {
                 arguments: [
                     .stringVariantDictionary(["Transport": .string("le"), "DuplicateData": .boolean(true)])
                 ], timeout: Self.callTimeout)
-            do {
-                _ = try connection.call(
-                    destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
-                    method: "StartDiscovery", timeout: Self.callTimeout)
-            } catch  where error.name == "org.bluez.Error.InProgress" {
-                // Another client's discovery is running; ours joins it.
-            }
+            try startDiscoveryCall()
         } catch {
             throw .bluez(error, doing: "starting discovery")
         }
@@ -116,6 +114,26 @@ final class BlueZCentral: Sendable {
         state.withLock { $0.scanTask = task }
         scheduleRefresh()
     }
+
+    /// `StartDiscovery`, retried while bluetoothd is still stopping an earlier discovery of ours
+    /// (a `StopDiscovery` sent without waiting makes an immediate start answer `InProgress`, and
+    /// the adapter would stay deaf until the next restart). A lasting `InProgress` is another
+    /// client's discovery, which ours joins.
+    private func startDiscoveryCall() throws(DBusError) {
+        for attempt in 1...Self.startDiscoveryAttempts {
+            do {
+                _ = try connection.call(
+                    destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
+                    method: "StartDiscovery", timeout: Self.callTimeout)
+                return
+            } catch  where error.name == "org.bluez.Error.InProgress" {
+                BlueZTrace.log("scan: StartDiscovery in progress (attempt \(attempt))")
+                if attempt < Self.startDiscoveryAttempts { usleep(100_000) }
+            }
+        }
+    }
+
+    static let startDiscoveryAttempts = 5
 
     /// Forgets devices bluetoothd cached from earlier scans (not paired, trusted or connected), so
     /// that only what is heard now is reported. Blocking: a removal still under way when discovery

@@ -28,6 +28,7 @@ final class FakeBluetoothd: Sendable {
         var writes: [(value: [UInt8], options: [String: DBusValue])] = []
         var notifying = false
         var writeInFlight = false
+        var startDiscoveryBusy = 0
     }
 
     let bus: TestBus
@@ -67,6 +68,15 @@ final class FakeBluetoothd: Sendable {
                         return []
                     },
                     DBusMethod("StartDiscovery") { _ throws(DBusError) in
+                        // As bluetoothd answers while an earlier StopDiscovery is still under way.
+                        if state.withLock({ state -> Bool in
+                            guard state.startDiscoveryBusy > 0 else { return false }
+                            state.startDiscoveryBusy -= 1
+                            return true
+                        }) {
+                            throw DBusError(
+                                name: "org.bluez.Error.InProgress", message: "Operation already in progress")
+                        }
                         state.withLock { $0.discovery.append("start") }
                         return []
                     },
@@ -443,6 +453,8 @@ struct BlueZRadioTests {
             retryPolicy: BlueZConnectRetryPolicy(maximumAttempts: 4, initialBackoff: .milliseconds(10)))
         defer { radio.shutdown() }
         let sightings = Recorder<Sighting>()
+        // bluetoothd still stopping an earlier discovery: the start is retried, not taken as joined.
+        bluetoothd.state.withLock { $0.startDiscoveryBusy = 2 }
         try radio.startScanning { sightings.append($0) }
         #expect(throws: RadioError.alreadyScanning) { try radio.startScanning { _ in } }
         #expect(bluetoothd.state.withLock { $0.discovery } == ["filter le true", "start"])
