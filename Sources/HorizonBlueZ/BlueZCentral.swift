@@ -156,18 +156,22 @@ final class BlueZCentral: Sendable {
     /// a connect has discovery paused.
     private func restartDiscovery() {
         guard state.withLock({ $0.scanHandler != nil && $0.discoveryPausedForConnect == 0 }) else { return }
-        connection.call(
-            destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
-            method: "StopDiscovery", timeout: .seconds(5)
-        ) { [weak self] _ in
+        callAdapter("StopDiscovery") { [weak self] _ in
             guard let self,
                 state.withLock({ $0.scanHandler != nil && $0.discoveryPausedForConnect == 0 })
             else { return }
-            connection.call(
-                destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
-                method: "StartDiscovery", timeout: .seconds(5)
-            ) { _ in }
+            callAdapter("StartDiscovery")
         }
+    }
+
+    /// An `Adapter1` method whose answer only matters to `completion`; calls leave in call order.
+    private func callAdapter(
+        _ method: String,
+        then completion: @escaping @Sendable (Result<[DBusValue], DBusError>) -> Void = { _ in }
+    ) {
+        connection.call(
+            destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter, method: method,
+            timeout: .seconds(5), completion: completion)
     }
 
     func stopScanning() {
@@ -183,10 +187,7 @@ final class BlueZCentral: Sendable {
         task?.cancel()
         refresh?.cancel()
         guard wasScanning else { return }
-        connection.call(
-            destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
-            method: "StopDiscovery", timeout: .seconds(5)
-        ) { _ in }
+        callAdapter("StopDiscovery")
     }
 
     /// Folds a signal into the device table and reports the device if it advertises data.
@@ -320,13 +321,22 @@ final class BlueZCentral: Sendable {
                 destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
                 method: "StopDiscovery", timeout: .seconds(5))
         }
+        await waitWhileTrue("Discovering", of: BlueZName.adapter, at: adapterPath, for: .seconds(2), until: deadline)
+    }
+
+    /// Polls a boolean property every 50 ms until it is not true (or cannot be read), for at most
+    /// `patience` and never past `deadline`.
+    private func waitWhileTrue(
+        _ property: String, of interface: String, at path: String, for patience: Duration,
+        until deadline: ContinuousClock.Instant
+    ) async {
         let clock = ContinuousClock()
-        let limit = min(deadline, clock.now + .seconds(2))
+        let limit = min(deadline, clock.now + patience)
         while clock.now < limit {
-            let discovering = try? await connection.property(
-                destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter, name: "Discovering",
+            let value = try? await connection.property(
+                destination: BlueZName.service, path: path, interface: interface, name: property,
                 timeout: .seconds(2))
-            if discovering?.boolean != true { return }
+            if value?.boolean != true { return }
             try? await Task.sleep(for: .milliseconds(50))
         }
     }
@@ -338,10 +348,7 @@ final class BlueZCentral: Sendable {
             return state.discoveryPausedForConnect == 0 && state.scanHandler != nil
         }
         guard restart else { return }
-        connection.call(
-            destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
-            method: "StartDiscovery", timeout: .seconds(5)
-        ) { _ in }
+        callAdapter("StartDiscovery")
     }
 
     private func attemptLink(_ devicePath: String, peer: PeerAddress, deadline: ContinuousClock.Instant)
@@ -402,15 +409,7 @@ final class BlueZCentral: Sendable {
         _ = try? await connection.call(
             destination: BlueZName.service, path: devicePath, interface: BlueZName.device, method: "Disconnect",
             timeout: .seconds(5))
-        let clock = ContinuousClock()
-        let limit = min(deadline, clock.now + .seconds(3))
-        while clock.now < limit {
-            let still = try? await connection.property(
-                destination: BlueZName.service, path: devicePath, interface: BlueZName.device, name: "Connected",
-                timeout: .seconds(2))
-            if still?.boolean != true { return }
-            try? await Task.sleep(for: .milliseconds(50))
-        }
+        await waitWhileTrue("Connected", of: BlueZName.device, at: devicePath, for: .seconds(3), until: deadline)
     }
 
     /// Waits until bluetoothd has discovered the device's services, then finds ours.

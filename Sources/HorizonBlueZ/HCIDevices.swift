@@ -1,4 +1,5 @@
 import CBluetooth
+import HorizonCore
 import HorizonRadio
 
 #if canImport(Glibc)
@@ -40,7 +41,7 @@ public enum HCIDevices {
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
             let address = withUnsafeBytes(of: &info.bdaddr) { raw in
-                raw.reversed().map { String($0, radix: 16, uppercase: true).leftPadded(to: 2) }.joined(separator: ":")
+                raw.reversed().map { [$0].hexString.uppercased() }.joined(separator: ":")
             }
             let isUp = info.flags & (1 << UInt32(HCI_UP)) != 0
             devices.append(HCIDevice(index: index, name: name, address: address, isUp: isUp))

@@ -1,3 +1,4 @@
+import HorizonCore
 import HorizonRadio
 
 /// The terminal's GATT service: one primary service with a characteristic the wallet writes link
@@ -35,7 +36,7 @@ public struct LinkTag: Hashable, Sendable, CustomStringConvertible {
 
     private init(unchecked bytes: [UInt8]) { self.bytes = bytes }
 
-    public var description: String { bytes.map { String($0, radix: 16).leftPadded(to: 2) }.joined() }
+    public var description: String { bytes.hexString }
 }
 
 /// The bytes the BlueZ radio adds around link frames on the two characteristics.
@@ -58,11 +59,5 @@ public enum LinkFraming {
     public static func payload(ofNotification bytes: [UInt8], for tag: LinkTag) -> [UInt8]? {
         guard bytes.count >= LinkTag.length, bytes.starts(with: tag.bytes) else { return nil }
         return Array(bytes.dropFirst(LinkTag.length))
-    }
-}
-
-extension String {
-    func leftPadded(to width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }
