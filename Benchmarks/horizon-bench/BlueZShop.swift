@@ -115,7 +115,15 @@ final class BlueZShop {
         terminalHub = SightingHub(radio: terminal)
         conflicts = BluetoothConflictObserver(scanner: terminalHub, ownTerminalKeyID: service.terminalKeyID)
         let store = try WalletStore(path: directory.appendingPathComponent("wallet-bluez.sqlite").path)
-        let walletRadio = TappedBlueZCentral(radio: wallet, probe: probe)
+        // The probe times each connect and logs the link it opens.
+        let probe = probe
+        let walletRadio = TappedCentralRadio(
+            radio: wallet, connectRequested: { probe.connectRequested() },
+            linkOpened: { link in
+                let log = LinkLog()
+                probe.walletLinkOpened(log, attMTU: link.attMTU)
+                return LoggedLink(link, log: log, side: .wallet, echo: probe.echo)
+            })
         walletHub = SightingHub(radio: walletRadio)
         client = PaymentClient(
             radio: walletRadio, identity: WalletIdentity(), trustAnchors: [TrustAnchor(publicKey: anchor.publicKey)],
@@ -529,45 +537,6 @@ final class TappedBlueZPeripheral: PeripheralRadio {
     /// New links go to `handler` instead of the terminal service (nil: to the service again).
     func divert(_ handler: (@Sendable (any ByteLink) -> Void)?) {
         routes.withLock { $0.diverted = handler }
-    }
-}
-
-/// The wallet's BlueZ radio, passed through, except that the probe times each connect and logs
-/// the link it opens.
-final class TappedBlueZCentral: CentralRadio {
-    let radio: BlueZRadio
-    let probe: BlueZProbe
-
-    init(radio: BlueZRadio, probe: BlueZProbe) {
-        self.radio = radio
-        self.probe = probe
-    }
-
-    var scheduler: any Scheduler { radio.scheduler }
-    var availability: AdapterAvailability { radio.availability }
-
-    func startScanning(_ handler: @escaping @Sendable (Sighting) -> Void) throws(RadioError) {
-        try radio.startScanning(handler)
-    }
-
-    func stopScanning() { radio.stopScanning() }
-
-    func connect(
-        to peer: PeerAddress, timeout: Duration,
-        completion: @escaping @Sendable (Result<any ByteLink, RadioError>) -> Void
-    ) {
-        let probe = probe
-        probe.connectRequested()
-        radio.connect(to: peer, timeout: timeout) { result in
-            switch result {
-            case .success(let link):
-                let log = LinkLog()
-                probe.walletLinkOpened(log, attMTU: link.attMTU)
-                completion(.success(LoggedLink(link, log: log, side: .wallet, echo: probe.echo)))
-            case .failure(let error):
-                completion(.failure(error))
-            }
-        }
     }
 }
 

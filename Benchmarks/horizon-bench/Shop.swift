@@ -168,7 +168,12 @@ final class Pair {
                     path: options.directory.appendingPathComponent("wallet-\(options.seed)-\(index).sqlite").path))
         }
         client = PaymentClient(
-            radio: TappedCentralRadio(device: walletDevice, probe: probe),
+            radio: TappedCentralRadio(
+                radio: walletDevice,
+                linkOpened: { link in
+                    probe.linkUp(link)
+                    return link
+                }),
             identity: WalletIdentity(), trustAnchors: [TrustAnchor(publicKey: anchor.publicKey)],
             pendingStore: pendingStore)
         Self.script(client, probe: probe, tally: tally)
@@ -292,33 +297,39 @@ final class Probe: @unchecked Sendable {
     }
 }
 
-/// The wallet's radio, passed through, except that the probe learns of each link it opens
-/// (the roles keep their links to themselves).
+/// The wallet's radio, passed through, except that the benchmark hears of each connect and sees
+/// (and may wrap) each link it opens: the roles keep their links to themselves. One tap serves
+/// the simulated and the BlueZ radio.
 final class TappedCentralRadio: CentralRadio {
-    let device: SimulatedDevice
-    let probe: Probe
+    let radio: any CentralRadio
+    let connectRequested: @Sendable () -> Void
+    let linkOpened: @Sendable (any ByteLink) -> any ByteLink
 
-    init(device: SimulatedDevice, probe: Probe) {
-        self.device = device
-        self.probe = probe
+    init(
+        radio: any CentralRadio, connectRequested: @escaping @Sendable () -> Void = {},
+        linkOpened: @escaping @Sendable (any ByteLink) -> any ByteLink
+    ) {
+        self.radio = radio
+        self.connectRequested = connectRequested
+        self.linkOpened = linkOpened
     }
 
-    var scheduler: any Scheduler { device.scheduler }
-    var availability: AdapterAvailability { device.availability }
+    var scheduler: any Scheduler { radio.scheduler }
+    var availability: AdapterAvailability { radio.availability }
 
     func startScanning(_ handler: @escaping @Sendable (Sighting) -> Void) throws(RadioError) {
-        try device.startScanning(handler)
+        try radio.startScanning(handler)
     }
 
-    func stopScanning() { device.stopScanning() }
+    func stopScanning() { radio.stopScanning() }
 
     func connect(
         to peer: PeerAddress, timeout: Duration,
         completion: @escaping @Sendable (Result<any ByteLink, RadioError>) -> Void
     ) {
-        device.connect(to: peer, timeout: timeout) { [probe] result in
-            if case .success(let link) = result { probe.linkUp(link) }
-            completion(result)
+        connectRequested()
+        radio.connect(to: peer, timeout: timeout) { [linkOpened] result in
+            completion(result.map(linkOpened))
         }
     }
 }
