@@ -12,6 +12,7 @@ public enum SessionMessageType: UInt8, CaseIterable, Hashable, Sendable, CustomS
     case paymentStatusQuery = 0x08
     case proxyRequest = 0x09
     case proxyResponse = 0x0A
+    case receiptAcknowledgement = 0x0B
 
     public var description: String {
         switch self {
@@ -25,6 +26,7 @@ public enum SessionMessageType: UInt8, CaseIterable, Hashable, Sendable, CustomS
         case .paymentStatusQuery: "payment status query"
         case .proxyRequest: "proxy request"
         case .proxyResponse: "proxy response"
+        case .receiptAcknowledgement: "receipt acknowledgement"
         }
     }
 }
@@ -46,6 +48,7 @@ public enum SessionMessage: Hashable, Sendable {
     case paymentStatusQuery(PaymentStatusQuery)
     case proxyRequest(ProxyEnvelope)
     case proxyResponse(ProxyEnvelope)
+    case receiptAcknowledgement(ReceiptAcknowledgement)
 
     /// The protocol version this code speaks.
     public static let version: UInt8 = 1
@@ -66,6 +69,7 @@ public enum SessionMessage: Hashable, Sendable {
         case .paymentStatusQuery: .paymentStatusQuery
         case .proxyRequest: .proxyRequest
         case .proxyResponse: .proxyResponse
+        case .receiptAcknowledgement: .receiptAcknowledgement
         }
     }
 
@@ -78,7 +82,7 @@ public enum SessionMessage: Hashable, Sendable {
         case .receipt(let message): message.sessionID
         case .redeem(let message): message.sessionID
         case .cancel(let message): message.sessionID
-        case .error, .paymentStatusQuery, .proxyRequest, .proxyResponse: nil
+        case .error, .paymentStatusQuery, .proxyRequest, .proxyResponse, .receiptAcknowledgement: nil
         }
     }
 
@@ -96,6 +100,7 @@ public enum SessionMessage: Hashable, Sendable {
         case .error(let message): message.write(to: &writer)
         case .paymentStatusQuery(let message): message.write(to: &writer)
         case .proxyRequest(let message), .proxyResponse(let message): message.write(to: &writer)
+        case .receiptAcknowledgement(let message): message.write(to: &writer)
         }
         return writer.bytes
     }
@@ -121,6 +126,8 @@ public enum SessionMessage: Hashable, Sendable {
         case .paymentStatusQuery: message = .paymentStatusQuery(try PaymentStatusQuery.read(from: &reader))
         case .proxyRequest: message = .proxyRequest(try ProxyEnvelope.read(from: &reader))
         case .proxyResponse: message = .proxyResponse(try ProxyEnvelope.read(from: &reader))
+        case .receiptAcknowledgement:
+            message = .receiptAcknowledgement(try ReceiptAcknowledgement.read(from: &reader))
         }
         try reader.expectEnd()
         return message
@@ -334,6 +341,14 @@ extension PaymentStatusQuery {
 
     static func read(from reader: inout ByteReader) throws(WireError) -> PaymentStatusQuery {
         PaymentStatusQuery(paymentID: try PaymentID.read(from: &reader, field: "paymentID"))
+    }
+}
+
+extension ReceiptAcknowledgement {
+    func write(to writer: inout ByteWriter) { writer.write(raw: paymentID.bytes) }
+
+    static func read(from reader: inout ByteReader) throws(WireError) -> ReceiptAcknowledgement {
+        ReceiptAcknowledgement(paymentID: try PaymentID.read(from: &reader, field: "paymentID"))
     }
 }
 

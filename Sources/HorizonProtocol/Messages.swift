@@ -418,6 +418,15 @@ public struct PaymentStatusQuery: Hashable, Sendable {
     public init(paymentID: PaymentID) { self.paymentID = paymentID }
 }
 
+/// Wallet → terminal: the wallet has stored the receipt (or the final answer) for this payment or
+/// redemption id, so the terminal's journal can mark it acknowledged. Losing it costs nothing:
+/// the terminal keeps answering that id from its journal.
+public struct ReceiptAcknowledgement: Hashable, Sendable {
+    public let paymentID: PaymentID
+
+    public init(paymentID: PaymentID) { self.paymentID = paymentID }
+}
+
 /// A backend request or response the terminal relays for a wallet without network. The bytes
 /// are sealed (HPKE) between wallet and backend elsewhere; the terminal cannot read or alter them.
 public struct ProxyEnvelope: Hashable, Sendable {

@@ -172,6 +172,10 @@ struct Fixtures {
             Sample(
                 name: "proxy response", message: .proxyResponse(try ProxyEnvelope(requestID: 0xFFFF_FFFF, sealed: [])),
                 layout: header + [("requestID", 4), ("sealed length", 2), ("sealed", 0)]),
+            Sample(
+                name: "receipt acknowledgement",
+                message: .receiptAcknowledgement(ReceiptAcknowledgement(paymentID: paymentID)),
+                layout: header + [("paymentID", 16)]),
         ]
     }
 }

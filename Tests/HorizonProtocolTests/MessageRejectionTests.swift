@@ -36,7 +36,7 @@ struct MessageRejectionTests {
 
     @Test func unknownTypeTags() {
         expectRefused([0x01, 0x00], .unknownType(0x00))
-        expectRefused([0x01, 0x0B], .unknownType(0x0B))
+        expectRefused([0x01, 0x0C], .unknownType(0x0C))
         expectRefused([0x01, 0xFF, 0x00, 0x00], .unknownType(0xFF))
     }
 

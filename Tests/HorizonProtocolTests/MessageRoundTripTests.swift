@@ -26,7 +26,7 @@ struct MessageRoundTripTests {
 
     @Test func typeTagsAreTheDocumentedOnes() {
         let tags = SessionMessageType.allCases.map(\.rawValue)
-        #expect(tags == [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A])
+        #expect(tags == [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B])
     }
 
     @Test func offerBytesAreTheDocumentedLayout() throws {
@@ -112,7 +112,8 @@ struct MessageRoundTripTests {
         let f = try Fixtures()
         for sample in try f.samples() {
             switch sample.message.type {
-            case .error, .paymentStatusQuery, .proxyRequest, .proxyResponse: #expect(sample.message.sessionID == nil)
+            case .error, .paymentStatusQuery, .proxyRequest, .proxyResponse, .receiptAcknowledgement:
+                #expect(sample.message.sessionID == nil)
             default: #expect(sample.message.sessionID == f.sessionID)
             }
         }

@@ -97,6 +97,7 @@ final class FuzzWorld: Sendable {
                 .error(ErrorMessage(code: .sessionNotFound, message: "nothing was charged", paymentID: paymentID)),
                 .error(ErrorMessage(code: .sessionTaken, message: "taken")),
                 .paymentStatusQuery(PaymentStatusQuery(paymentID: paymentID)),
+                .receiptAcknowledgement(ReceiptAcknowledgement(paymentID: paymentID)),
                 .proxyRequest(try ProxyEnvelope(requestID: 7, sealed: Array(0..<40))),
                 .proxyResponse(try ProxyEnvelope(requestID: 7, sealed: [])),
             ]

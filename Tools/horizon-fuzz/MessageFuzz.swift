@@ -32,7 +32,8 @@ enum MessageFuzz {
             case .confirm(let confirm): (Confirm.signatureDomain, confirm.signedBytes)
             case .receipt(let receipt): (Receipt.signatureDomain, receipt.signedBytes)
             case .redeem(let redeem): (Redeem.signatureDomain, redeem.signedBytes)
-            case .hello, .cancel, .error, .paymentStatusQuery, .proxyRequest, .proxyResponse: nil
+            case .hello, .cancel, .error, .paymentStatusQuery, .proxyRequest, .proxyResponse, .receiptAcknowledgement:
+                nil
             }
         if let signed {
             let body = Array(input[2..<(input.count - SignatureBytes.byteCount)])
