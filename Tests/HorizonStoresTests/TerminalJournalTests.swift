@@ -1,0 +1,108 @@
+import Foundation
+import HorizonCore
+import HorizonProtocol
+import HorizonStores
+import Testing
+
+/// The terminal journal (DESIGN.md section 5): every step on disk when `write` returns, steps only
+/// forward, the answer kept for retries, and what recovery must settle listed after a reopen.
+@Suite("Terminal journal")
+struct TerminalJournalTests {
+    func journalPath(in directory: URL) -> String { directory.appendingPathComponent("journal.sqlite").path }
+
+    func answer(_ id: Int) -> SessionMessage {
+        .error(ErrorMessage(code: .insufficientFunds, message: "stand-in answer \(id)", paymentID: paymentID(id)))
+    }
+
+    @Test func eachStepIsOnDiskForTheNextProgramAndOnlyUnansweredRequestsAreUnsettled() throws {
+        try withTemporaryDirectory { directory in
+            do {
+                let journal = try SQLiteTerminalJournal(path: journalPath(in: directory))
+                try journal.write(
+                    .offered(sessionID: session, transactionType: .payment, walletKey: walletKey(1)), at: 1)
+                try journal.write(.confirmed(.payment(request(1, amount: euros(500)))), at: 2)
+                try journal.write(.confirmed(.payment(request(2, amount: euros(700), tip: euros(100)))), at: 3)
+                try journal.write(.submitted(paymentID(2)), at: 4)
+                try journal.write(.confirmed(.payment(request(3, amount: euros(900)))), at: 5)
+                try journal.write(.submitted(paymentID(3)), at: 6)
+                try journal.write(.result(paymentID(3), answer: answer(3)), at: 7)
+                try journal.write(.acknowledged(paymentID(3)), at: 8)
+            }
+            // A new program over the same file, as after a crash.
+            let journal = try SQLiteTerminalJournal(path: journalPath(in: directory))
+            let unsettled = try journal.unsettled()
+            #expect(unsettled.map(\.request.id) == [paymentID(1), paymentID(2)])
+            #expect(unsettled.map(\.step) == [.confirmed, .submitted])
+            #expect(unsettled.last?.request == .payment(request(2, amount: euros(700), tip: euros(100))))
+            let done = try #require(try journal.record(for: paymentID(3)))
+            #expect(done.step == .acknowledged)
+            #expect(done.answer == answer(3))
+            #expect(try journal.record(for: paymentID(4)) == nil)
+            let history = try journal.history()
+            #expect(
+                history.map(\.step) == [
+                    .offered, .confirmed, .confirmed, .submitted, .confirmed, .submitted, .result, .acknowledged,
+                ])
+        }
+    }
+
+    @Test func aRedemptionComesBackWithItsItemQuantityAndValue() throws {
+        let journal = try SQLiteTerminalJournal(path: ":memory:")
+        let redemption = RedemptionRequest(
+            redemptionID: paymentID(9), sessionID: session, walletKey: walletKey(2), terminalKeyID: terminalKey,
+            transactionType: .bonusRedemption, item: "Free coffee", quantity: 40, value: euros(320),
+            contentDigest: digest(9))
+        try journal.write(.confirmed(.redemption(redemption)), at: 1)
+        #expect(try journal.record(for: paymentID(9))?.request == .redemption(redemption))
+    }
+
+    @Test func stepsOnlyMoveForwardAndARetriedStepChangesNothing() throws {
+        let journal = try SQLiteTerminalJournal(path: ":memory:")
+        let confirmed = JournalRequest.payment(request(1, amount: euros(500)))
+        // Nothing before the confirmation.
+        #expect(throws: JournalError.self) { try journal.write(.submitted(paymentID(1)), at: 1) }
+        #expect(throws: JournalError.self) { try journal.write(.result(paymentID(1), answer: answer(1)), at: 1) }
+        try journal.write(.confirmed(confirmed), at: 2)
+        // No acknowledgement without a result.
+        #expect(throws: JournalError.self) { try journal.write(.acknowledged(paymentID(1)), at: 3) }
+        try journal.write(.result(paymentID(1), answer: answer(1)), at: 4)
+        // A late `submitted` or a second result does not move it back or replace the answer.
+        try journal.write(.submitted(paymentID(1)), at: 5)
+        try journal.write(.result(paymentID(1), answer: answer(2)), at: 6)
+        try journal.write(.confirmed(confirmed), at: 7)
+        let record = try #require(try journal.record(for: paymentID(1)))
+        #expect(record.step == .result)
+        #expect(record.answer == answer(1))
+        #expect(try journal.history().map(\.step) == [.confirmed, .result])
+    }
+
+    @Test func theSameIDWithOtherTermsIsRefused() throws {
+        let journal = try SQLiteTerminalJournal(path: ":memory:")
+        try journal.write(.confirmed(.payment(request(1, amount: euros(500)))), at: 1)
+        #expect(throws: JournalError.self) {
+            try journal.write(.confirmed(.payment(request(1, amount: euros(5_000)))), at: 2)
+        }
+        #expect(try journal.record(for: paymentID(1))?.request == .payment(request(1, amount: euros(500))))
+    }
+
+    @Test func aJournalFromAnotherSchemaIsRefusedWithAClearError() throws {
+        try withTemporaryDirectory { directory in
+            let path = journalPath(in: directory)
+            do {
+                let journal = try SQLiteTerminalJournal(path: path)
+                try journal.database.query("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+            }
+            let error = databaseError { _ = try SQLiteTerminalJournal(path: path) }
+            #expect(error?.message == "this journal has schema 99; this program reads 1")
+        }
+    }
+
+    @Test func theFileIsPrivateToItsOwner() throws {
+        try withTemporaryDirectory { directory in
+            let path = journalPath(in: directory)
+            _ = try SQLiteTerminalJournal(path: path)
+            let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+            #expect(mode == 0o600)
+        }
+    }
+}
