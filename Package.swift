@@ -86,7 +86,7 @@ let package = Package(
             name: "HorizonRolesTests",
             dependencies: [
                 "HorizonRoles", "HorizonTestSupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio",
-                "HorizonProtocol", "HorizonStores",
+                "HorizonProtocol", "HorizonStores", "HorizonLink",
                 "HorizonSecureChannel", .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: strict),
 
@@ -94,7 +94,8 @@ let package = Package(
         .target(
             name: "HorizonCLISupport",
             dependencies: [
-                "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonBlueZ", "HorizonSecureChannel", "HorizonProtocol",
+                "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonBlueZ", "HorizonSecureChannel",
+                "HorizonProtocol",
                 "HorizonStores", "HorizonRoles", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -144,7 +145,8 @@ let package = Package(
 
         // Drives the built programs as processes; depending on them makes `swift build --build-tests` build them.
         .testTarget(
-            name: "HorizonToolsTests", dependencies: ["horizon-terminal", "horizon-wallet"], swiftSettings: strict),
+            name: "HorizonToolsTests", dependencies: ["horizon-terminal", "horizon-wallet", "HorizonStores"],
+            swiftSettings: strict),
         // Seeded fault simulation and corpus replays: the exactly-once invariants under failure (issue 7).
         .testTarget(
             name: "HorizonFaultTests",

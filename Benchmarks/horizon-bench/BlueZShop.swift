@@ -110,7 +110,9 @@ final class BlueZShop {
             path: directory.appendingPathComponent("ledger-bluez.sqlite").path,
             configuration: LedgerConfiguration(enrollment: .onFirstContact(startingBalance: 100_000_000_000)))
         terminalTap = TappedBlueZPeripheral(radio: terminal, probe: probe)
-        service = TerminalRadioService(radio: terminalTap, identity: identity, processor: ledger)
+        service = TerminalRadioService(
+            radio: terminalTap, identity: identity, processor: ledger,
+            journal: try SQLiteTerminalJournal(path: directory.appendingPathComponent("journal-bluez.sqlite").path))
         host = PaymentHost(service: service, processor: ledger)
         terminalHub = SightingHub(radio: terminal)
         conflicts = BluetoothConflictObserver(scanner: terminalHub, ownTerminalKeyID: service.terminalKeyID)

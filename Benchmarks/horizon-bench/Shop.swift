@@ -148,7 +148,10 @@ final class Pair {
         ledger = try SandboxLedger(
             path: options.directory.appendingPathComponent("ledger-\(options.seed)-\(index).sqlite").path,
             configuration: LedgerConfiguration(enrollment: .onFirstContact(startingBalance: 100_000_000_000)))
-        service = TerminalRadioService(radio: terminalDevice, identity: identity, processor: ledger)
+        service = TerminalRadioService(
+            radio: terminalDevice, identity: identity, processor: ledger,
+            journal: try SQLiteTerminalJournal(
+                path: options.directory.appendingPathComponent("journal-\(options.seed)-\(index).sqlite").path))
         host = PaymentHost(service: service, processor: ledger)
         conflicts = BluetoothConflictObserver(
             scanner: SightingHub(radio: terminalDevice), ownTerminalKeyID: service.terminalKeyID)

@@ -61,6 +61,8 @@ struct FaultTally: Sendable, CustomStringConvertible {
     /// Sessions a wallet started on (fetching a terminal's offer), and requests asked for again.
     var walletAttempts = 0
     var resumedRequests = 0
+    /// Requests a restarted terminal settled from its journal (confirmed before its crash).
+    var recoveredRequests = 0
     var terminalSessions = 0
     var executedPayments = 0
     var approvedPayments = 0
@@ -84,6 +86,7 @@ struct FaultTally: Sendable, CustomStringConvertible {
         wallets += other.wallets
         walletAttempts += other.walletAttempts
         resumedRequests += other.resumedRequests
+        recoveredRequests += other.recoveredRequests
         terminalSessions += other.terminalSessions
         executedPayments += other.executedPayments
         approvedPayments += other.approvedPayments
@@ -108,7 +111,7 @@ struct FaultTally: Sendable, CustomStringConvertible {
         }
         return """
             runs \(runs) (\(terminals) terminals, \(wallets) wallets, \(Int(virtualSeconds)) s of virtual time)
-            wallet attempts \(walletAttempts), requests asked for again after a crash \(resumedRequests), terminal sessions \(terminalSessions)
+            wallet attempts \(walletAttempts), requests asked for again after a crash \(resumedRequests), settled by journal recovery \(recoveredRequests), terminal sessions \(terminalSessions)
             ledger: payments \(executedPayments) executed / \(approvedPayments) approved, redemptions \(executedRedemptions) executed / \(approvedRedemptions) approved
             wallet outcomes: \(list(walletOutcomes))
             terminal outcomes: \(list(terminalOutcomes))

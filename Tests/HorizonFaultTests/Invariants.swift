@@ -164,6 +164,44 @@ struct Invariants {
             violations.append("wallet \(shown.wallet) showed a receipt for \(id), which the ledger did not approve")
         }
 
+        // The journals: nothing executed that its terminal had not journaled as confirmed first;
+        // every confirmed request settled by the end (recovery after each restart); the answer a
+        // journal keeps agrees with the ledger.
+        let rowsByID = Dictionary(rows.map { ($0.paymentID, $0) }, uniquingKeysWith: { first, _ in first })
+        var journaled: Set<PaymentID> = []
+        for terminal in run.terminals {
+            let journal = try SQLiteTerminalJournal(path: terminal.journalPath)
+            for record in try journal.unsettled() {
+                violations.append("\(terminal.name)'s journal still owes \(record.request.id) an execution")
+            }
+            let history = try journal.history()
+            var order: [PaymentID: [JournalStep]] = [:]
+            for (step, id) in history { if let id { order[id, default: []].append(step) } }
+            for (id, steps) in order {
+                journaled.insert(id)
+                if steps != steps.sorted() || steps.first != .confirmed {
+                    violations.append("\(terminal.name)'s journal has \(id)'s steps out of order: \(steps)")
+                }
+                guard let record = try journal.record(for: id) else { continue }
+                switch record.answer {
+                case .receipt(let receipt)?:
+                    guard let row = rowsByID[id], row.approved == (receipt.outcome == .approved) else {
+                        violations.append("\(terminal.name)'s journal answers \(id) with a receipt the ledger lacks")
+                        continue
+                    }
+                case .error?:
+                    if let row = rowsByID[id], row.approved {
+                        violations.append(
+                            "\(terminal.name)'s journal answers \(id) with an error; the ledger charged it")
+                    }
+                default: break
+                }
+            }
+        }
+        for row in rows where !journaled.contains(row.paymentID) {
+            violations.append("\(row.type) \(row.paymentID) was executed without a journaled confirmation")
+        }
+
         // No wallet showed failure for a request that was executed and approved.
         for failure in run.book.failures where approvedIDs.contains(failure.requestID.description) {
             violations.append(

@@ -89,7 +89,8 @@ struct LinkLifetimeTests {
                 expiresAt: 2_000_000_000))
         let radio = HandOverRadio()
         let ledger = try SandboxLedger(path: ":memory:")
-        let service = TerminalRadioService(radio: radio, identity: identity, processor: ledger)
+        let service = TerminalRadioService(
+            radio: radio, identity: identity, processor: ledger, journal: try SQLiteTerminalJournal(path: ":memory:"))
         weak var weakLink: ForgetfulLink?
         do {
             let link = ForgetfulLink()

@@ -17,8 +17,8 @@ import Synchronization
 // objects), exactly as after a real crash.
 //
 // Every durable write is reported as a `DurableStep`, and the simulation may crash the process right
-// after it ("crash after journal step N"). The terminal's step journal (issue 7, item 1) plugs in
-// the same way: report each journal write as a new `DurableStep` case.
+// after it ("crash after journal step N"): each step of the terminal's journal, the ledger's
+// commit, and the wallet's writes.
 
 /// A write that has reached disk, after which the process may crash.
 enum DurableStep: Sendable, Equatable, Hashable, CustomStringConvertible {
@@ -30,6 +30,8 @@ enum DurableStep: Sendable, Equatable, Hashable, CustomStringConvertible {
     case walletStoredReceipt
     /// The terminal's ledger committed a payment or redemption (before the receipt leaves).
     case terminalExecuted
+    /// The terminal's journal recorded a step.
+    case terminalJournal(JournalStep)
 
     var description: String {
         switch self {
@@ -37,6 +39,7 @@ enum DurableStep: Sendable, Equatable, Hashable, CustomStringConvertible {
         case .walletResolvedRequest: "wallet resolved request"
         case .walletStoredReceipt: "wallet stored receipt"
         case .terminalExecuted: "terminal executed"
+        case .terminalJournal(let step): "terminal journal \(step)"
         }
     }
 }
@@ -264,6 +267,33 @@ final class JournaledLedger: PaymentProcessor, RedemptionProcessor {
     func result(for paymentID: PaymentID) throws(ProcessorError) -> SettlementResult? {
         guard process.isAlive else { throw .storage("the terminal process has crashed") }
         return try ledger.result(for: paymentID)
+    }
+}
+
+/// The terminal's journal as a terminal process reaches it: each write is a durable step.
+final class ProcessJournal: TerminalJournal {
+    let journal: SQLiteTerminalJournal
+    let process: SimulatedProcess
+
+    init(journal: SQLiteTerminalJournal, process: SimulatedProcess) {
+        self.journal = journal
+        self.process = process
+    }
+
+    func write(_ write: JournalWrite, at time: UnixTime) throws(JournalError) {
+        guard process.isAlive else { throw JournalError("the terminal process has crashed") }
+        try journal.write(write, at: time)
+        process.reportDurableStep(.terminalJournal(write.step))
+    }
+
+    func record(for id: PaymentID) throws(JournalError) -> JournalRecord? {
+        guard process.isAlive else { throw JournalError("the terminal process has crashed") }
+        return try journal.record(for: id)
+    }
+
+    func unsettled() throws(JournalError) -> [JournalRecord] {
+        guard process.isAlive else { throw JournalError("the terminal process has crashed") }
+        return try journal.unsettled()
     }
 }
 

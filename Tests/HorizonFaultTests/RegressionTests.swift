@@ -39,7 +39,8 @@ final class PaymentRig: @unchecked Sendable {
             path: directory.appendingPathComponent("ledger.sqlite").path,
             configuration: FaultSimulation.ledgerConfiguration)
         let service = TerminalRadioService(
-            radio: try simulation.addDevice(name: "terminal"), identity: identity, processor: ledger)
+            radio: try simulation.addDevice(name: "terminal"), identity: identity, processor: ledger,
+            journal: try SQLiteTerminalJournal(path: directory.appendingPathComponent("journal.sqlite").path))
         host = PaymentHost(service: service, processor: ledger)
         client = PaymentClient(
             radio: try simulation.addDevice(

@@ -68,6 +68,8 @@ final class TerminalActor: @unchecked Sendable {
     let device: SimulatedDevice
     let identity: TerminalIdentity
     let ledgerPath: String
+    /// The terminal's own journal (the ledger is shared, as a processor would be).
+    let journalPath: String
     unowned let run: FaultSimulation
     private var random: SeededRandom
 
@@ -87,6 +89,9 @@ final class TerminalActor: @unchecked Sendable {
         self.device = device
         self.identity = identity
         self.ledgerPath = ledgerPath
+        self.journalPath =
+            URL(fileURLWithPath: ledgerPath).deletingLastPathComponent()
+            .appendingPathComponent("journal-\(index).sqlite").path
         self.run = run
         random = SeededRandom(seed: run.configuration.seed, label: "terminal-\(index)")
     }
@@ -110,7 +115,12 @@ final class TerminalActor: @unchecked Sendable {
         let ledger = JournaledLedger(
             ledger: try SandboxLedger(path: ledgerPath, configuration: FaultSimulation.ledgerConfiguration),
             process: process)
-        let service = TerminalRadioService(radio: radio, identity: identity, processor: ledger)
+        let journal = ProcessJournal(journal: try SQLiteTerminalJournal(path: journalPath), process: process)
+        let service = TerminalRadioService(radio: radio, identity: identity, processor: ledger, journal: journal)
+        // What the last run left confirmed but unanswered is settled before any session opens.
+        let recovery = try service.recoverJournal(redemptions: ledger)
+        run.tally.recoveredRequests += recovery.settled.count + recovery.refused.count
+        guard process.isAlive else { return }
         let configuration = PaymentHostConfiguration(
             userDecisionTimeout: .seconds(10),
             merchantPrograms: MerchantPrograms(hasBonusProgram: true, hasGoldProgram: true, hasCouponProgram: true))

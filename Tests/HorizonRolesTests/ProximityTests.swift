@@ -139,7 +139,9 @@ struct ProximityTests {
                 by: rogueAnchor, merchantID: "evil", merchantName: "Café Horizon", terminalKey: rogueKey.publicKey,
                 notBefore: World.wallClock - 10, expiresAt: World.wallClock + 1000))
         let rogueLedger = try SandboxLedgerFactory.make(in: world)
-        _ = TerminalRadioService(radio: rogueDevice, identity: rogueIdentity, processor: rogueLedger)
+        _ = TerminalRadioService(
+            radio: rogueDevice, identity: rogueIdentity, processor: rogueLedger,
+            journal: try SQLiteTerminalJournal(path: ":memory:"))
         let copied = try HorizonAdvertisement(transactionType: .payment, sessionID: sessionID, terminalKeyID: keyID)
             .advertisingData()
         _ = try rogueDevice.startAdvertising(copied, interval: .milliseconds(50))

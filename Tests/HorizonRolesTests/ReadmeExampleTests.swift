@@ -12,7 +12,11 @@ import Testing
 @Test func readmeExamplePays() throws {
     let ledgerPath = FileManager.default.temporaryDirectory.appendingPathComponent("readme-\(UUID().uuidString).sqlite")
         .path
-    defer { try? FileManager.default.removeItem(atPath: ledgerPath) }
+    let journalPath = ledgerPath + "-journal"
+    defer {
+        try? FileManager.default.removeItem(atPath: ledgerPath)
+        try? FileManager.default.removeItem(atPath: journalPath)
+    }
 
     // --- README example starts ---
     let simulation = RadioSimulation(seed: 1)
@@ -26,8 +30,9 @@ import Testing
             by: anchor, merchantID: "m-1", merchantName: "Corner Café", terminalKey: terminalKey.publicKey,
             notBefore: simulation.wallClock - 60, expiresAt: simulation.wallClock + 86_400))
     let ledger = try SandboxLedger(path: ledgerPath)
+    let journal = try SQLiteTerminalJournal(path: journalPath)
     let service = TerminalRadioService(
-        radio: try simulation.addDevice(name: "terminal"), identity: identity, processor: ledger)
+        radio: try simulation.addDevice(name: "terminal"), identity: identity, processor: ledger, journal: journal)
     let host = PaymentHost(service: service, processor: ledger)
 
     // The wallet, 30 cm away, trusting the anchor.

@@ -175,7 +175,8 @@ struct RedemptionTests {
         let shop = try world.terminal("left", at: Position(x: -3, y: 0))
         let secondDevice = try world.simulation.addDevice(
             name: "right", configuration: DeviceConfiguration(position: Position(x: 3, y: 0)))
-        let secondService = TerminalRadioService(radio: secondDevice, identity: shop.identity, processor: shop.ledger)
+        let secondService = TerminalRadioService(
+            radio: secondDevice, identity: shop.identity, processor: shop.ledger, journal: shop.journal)
         let hosts = try [
             requireValue(
                 RedemptionHost.redemptionHost(

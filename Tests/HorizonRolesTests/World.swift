@@ -46,13 +46,15 @@ final class World: @unchecked Sendable {
                 notBefore: Self.wallClock - 86_400 * 365 * 5, expiresAt: Self.wallClock + 86_400 * 30))
         let ledger = try SandboxLedger(
             path: directory.appendingPathComponent("\(name).sqlite").path, configuration: ledger)
+        let journal = try SQLiteTerminalJournal(path: directory.appendingPathComponent("\(name)-journal.sqlite").path)
         let service = TerminalRadioService(
-            radio: device, identity: identity, processor: ledger, configuration: serviceConfiguration)
+            radio: device, identity: identity, processor: ledger, journal: journal, configuration: serviceConfiguration)
         let paymentHost = PaymentHost(service: service, processor: ledger, configuration: host)
         let observer = BluetoothConflictObserver(
             scanner: SightingHub(radio: device), ownTerminalKeyID: service.terminalKeyID)
         return TerminalRig(
-            radio: device, identity: identity, ledger: ledger, service: service, host: paymentHost, conflicts: observer
+            radio: device, identity: identity, ledger: ledger, journal: journal, service: service, host: paymentHost,
+            conflicts: observer
         )
     }
 
@@ -88,6 +90,7 @@ struct TerminalRig {
     }
     let identity: TerminalIdentity
     let ledger: SandboxLedger
+    let journal: SQLiteTerminalJournal
     let service: TerminalRadioService
     let host: PaymentHost
     let conflicts: BluetoothConflictObserver

@@ -70,7 +70,9 @@ struct HorizonDemo: ParsableCommand {
         let terminalRadio = try simulation.addDevice(name: "terminal")
         let walletRadio = try simulation.addDevice(
             name: "wallet", configuration: DeviceConfiguration(position: Position(x: distance, y: 0)))
-        let service = TerminalRadioService(radio: terminalRadio, identity: identity, processor: ledger)
+        let service = TerminalRadioService(
+            radio: terminalRadio, identity: identity, processor: ledger,
+            journal: try SQLiteTerminalJournal(path: ":memory:"))
         let host = PaymentHost(
             service: service, processor: ledger, configuration: PaymentHostConfiguration(currency: currency))
         let client = PaymentClient(

@@ -7,12 +7,12 @@ struct PaymentExecutor: SessionExecutor {
     let processor: any PaymentProcessor
     var transactionType: TransactionType { .payment }
 
-    func execute(
+    func check(
         _ message: SessionMessage, session: HostedSession, owner: PublicKeyBytes, terminal: TerminalRadioService,
         now: UnixTime
-    ) -> ExecutionOutcome {
+    ) -> RequestCheck {
         guard case .confirm(let confirm) = message else { return .unexpected }
-        func refuse(_ code: ErrorCode, _ text: String) -> ExecutionOutcome {
+        func refuse(_ code: ErrorCode, _ text: String) -> RequestCheck {
             .refused(ErrorMessage(code: code, message: text, paymentID: confirm.paymentID))
         }
         guard let keyID = terminal.terminalKeyID, confirm.terminalKeyID == keyID else {
@@ -28,15 +28,17 @@ struct PaymentExecutor: SessionExecutor {
         guard verify(confirm.signature, over: confirm.signedBytes, publicKey: owner.bytes) else {
             return refuse(.badSignature, "the confirmation's signature does not verify")
         }
-        let request = SettlementRequest(
-            paymentID: confirm.paymentID, sessionID: session.id, walletKey: owner, terminalKeyID: keyID,
-            amount: confirm.amount, tip: confirm.tip, registerUser: session.terms.registerUser,
-            contentDigest: digest(confirm.signedBytes))
-        do {
-            return .executed(try processor.settle(request, at: now))
-        } catch {
-            return .failed(Self.errorMessage(for: error, id: confirm.paymentID), error)
-        }
+        return .accepted(
+            .payment(
+                SettlementRequest(
+                    paymentID: confirm.paymentID, sessionID: session.id, walletKey: owner, terminalKeyID: keyID,
+                    amount: confirm.amount, tip: confirm.tip, registerUser: session.terms.registerUser,
+                    contentDigest: digest(confirm.signedBytes))))
+    }
+
+    func execute(_ request: JournalRequest, at now: UnixTime) throws(ProcessorError) -> SettlementResult {
+        guard case .payment(let payment) = request else { throw .storage("a redemption is not a payment") }
+        return try processor.settle(payment, at: now)
     }
 
     static func errorMessage(for error: ProcessorError, id: PaymentID) -> ErrorMessage {
@@ -51,12 +53,12 @@ struct RedemptionExecutor: SessionExecutor {
     let processor: any RedemptionProcessor
     let transactionType: TransactionType
 
-    func execute(
+    func check(
         _ message: SessionMessage, session: HostedSession, owner: PublicKeyBytes, terminal: TerminalRadioService,
         now: UnixTime
-    ) -> ExecutionOutcome {
+    ) -> RequestCheck {
         guard case .redeem(let redeem) = message else { return .unexpected }
-        func refuse(_ code: ErrorCode, _ text: String) -> ExecutionOutcome {
+        func refuse(_ code: ErrorCode, _ text: String) -> RequestCheck {
             .refused(ErrorMessage(code: code, message: text, paymentID: redeem.redemptionID))
         }
         guard redeem.transactionType == transactionType else {
@@ -76,14 +78,16 @@ struct RedemptionExecutor: SessionExecutor {
             return refuse(.badSignature, "the redemption's signature does not verify")
         }
         guard let keyID = terminal.terminalKeyID else { return refuse(.internalError, "no terminal key") }
-        let request = RedemptionRequest(
-            redemptionID: redeem.redemptionID, sessionID: session.id, walletKey: owner, terminalKeyID: keyID,
-            transactionType: transactionType, item: redeem.item, quantity: redeem.quantity, value: session.terms.amount,
-            contentDigest: digest(redeem.signedBytes))
-        do {
-            return .executed(try processor.redeem(request, at: now))
-        } catch {
-            return .failed(PaymentExecutor.errorMessage(for: error, id: redeem.redemptionID), error)
-        }
+        return .accepted(
+            .redemption(
+                RedemptionRequest(
+                    redemptionID: redeem.redemptionID, sessionID: session.id, walletKey: owner, terminalKeyID: keyID,
+                    transactionType: transactionType, item: redeem.item, quantity: redeem.quantity,
+                    value: session.terms.amount, contentDigest: digest(redeem.signedBytes))))
+    }
+
+    func execute(_ request: JournalRequest, at now: UnixTime) throws(ProcessorError) -> SettlementResult {
+        guard case .redemption(let redemption) = request else { throw .storage("a payment is not a redemption") }
+        return try processor.redeem(redemption, at: now)
     }
 }

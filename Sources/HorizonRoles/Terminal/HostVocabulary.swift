@@ -74,6 +74,10 @@ public enum HostError: Error, Sendable, Equatable, CustomStringConvertible {
     case cancelled
     case declined(code: ErrorCode, reason: String)
     case processorFailure(String)
+    /// The request was confirmed but its outcome could not be recorded (the journal or the
+    /// signing failed after the processor was asked): it may be charged. The terminal settles it
+    /// for good when it restarts, and the wallet keeps it pending until then.
+    case outcomeUnknown(String)
 
     /// A sentence for the cashier about a payment.
     public var description: String { humanized(noun: "payment") }
@@ -92,6 +96,8 @@ public enum HostError: Error, Sendable, Equatable, CustomStringConvertible {
         case .cancelled: "The \(noun) was cancelled at the register."
         case .declined(_, let reason): "The \(noun) was declined: \(reason)."
         case .processorFailure(let reason): "The \(noun) could not be processed: \(reason). Nothing was charged."
+        case .outcomeUnknown(let reason):
+            "The \(noun)'s outcome could not be recorded: \(reason). It may be charged; restart the terminal to settle it, and do not take it again before that."
         }
     }
 }

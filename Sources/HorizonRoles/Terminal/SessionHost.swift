@@ -25,26 +25,26 @@ struct HostedSession: Sendable {
     var decisionTimer: ScheduledAction?
 }
 
-/// What happened to a wallet's request (a payment's Confirm, a redemption's Redeem).
-enum ExecutionOutcome: Sendable {
+/// What checking a wallet's request (a payment's Confirm, a redemption's Redeem) found.
+enum RequestCheck: Sendable {
     /// Not a request this kind of session takes.
     case unexpected
     /// Refused before anything was executed; the session goes on.
     case refused(ErrorMessage)
-    /// Executed (approved or declined) and stored.
-    case executed(SettlementResult)
-    /// The processor could not record a result; nothing was executed.
-    case failed(ErrorMessage, ProcessorError)
+    /// Signed by the session's wallet and true to its offer: to be executed.
+    case accepted(JournalRequest)
 }
 
 /// The part that differs between a payment and the redemptions: checking the wallet's signed
-/// request against the session, and executing it exactly once.
+/// request against the session, and executing it through its processor (exactly once per id, by
+/// the processor's contract; the journal steps around it are the service's).
 protocol SessionExecutor: Sendable {
     var transactionType: TransactionType { get }
-    func execute(
+    func check(
         _ message: SessionMessage, session: HostedSession, owner: PublicKeyBytes, terminal: TerminalRadioService,
         now: UnixTime
-    ) -> ExecutionOutcome
+    ) -> RequestCheck
+    func execute(_ request: JournalRequest, at now: UnixTime) throws(ProcessorError) -> SettlementResult
 }
 
 /// A finished session as a host reports it to its facade.
@@ -229,6 +229,17 @@ final class SessionHost: TerminalSessionHandler, Sendable {
             connection.send(.error(refusal.message))
             closeLater(connection)
         case .success(let offer):
+            do {
+                try service.journal.write(
+                    .offered(
+                        sessionID: offer.sessionID, transactionType: offer.transactionType, walletKey: hello.walletKey),
+                    at: service.scheduler.wallClock)
+            } catch {
+                // No offer leaves unless it is on record; the wallet may try again.
+                connection.send(
+                    .error(ErrorMessage(code: .internalError, message: "the terminal cannot record the session now")))
+                return
+            }
             observable.set(.walletConnected)
             connection.send(.offer(offer))
             observable.set(.awaitingUserDecision)
@@ -296,23 +307,34 @@ final class SessionHost: TerminalSessionHandler, Sendable {
         case .success(let value): (session, owner) = value
         }
         let now = service.scheduler.wallClock
-        switch executor.execute(message, session: session, owner: owner, terminal: service, now: now) {
+        let request: JournalRequest
+        switch executor.check(message, session: session, owner: owner, terminal: service, now: now) {
         case .unexpected:
             connection.send(
                 .error(ErrorMessage(code: .protocolViolation, message: "unexpected \(message.type) in this session")))
+            return
         case .refused(let error):
             connection.send(.error(error))
-        case .failed(let error, let processorError):
-            observable.set(.acquiringPaymentExecution)
+            return
+        case .accepted(let accepted): request = accepted
+        }
+        observable.set(.acquiringPaymentExecution)
+        let executor = executor
+        let outcome = service.executeJournaled(request, at: now) { (request) throws(ProcessorError) in
+            try executor.execute(request, at: now)
+        }
+        switch outcome {
+        case .refused(let error, let reason):
             connection.send(.error(error))
             closeLater(connection)
-            finish(error: .processorFailure(processorError.description))
-        case .executed(let result):
-            observable.set(.acquiringPaymentExecution)
+            finish(error: .processorFailure(reason))
+        case .undecided(let error, let reason):
+            connection.send(.error(error))
+            closeLater(connection)
+            finish(error: .outcomeUnknown(reason))
+        case .executed(let result, let answer):
             service.sessionExecuted(session.id, by: owner)
-            if let receipt = ReceiptFactory.receipt(for: result, identity: service.identity) {
-                connection.send(.receipt(receipt))
-            }
+            connection.send(answer)
             closeLater(connection)
             guarded.withLock { $0.result = result }
             switch result.outcome {

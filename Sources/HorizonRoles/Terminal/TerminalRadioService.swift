@@ -14,6 +14,8 @@ public final class TerminalConnection: Sendable {
     let secureLink: SecureLink
     /// When a message last went either way; the idle timeout is measured from it.
     private let lastActivity: Mutex<Instant>
+    /// The key the wallet named in its last Hello on this connection.
+    private let helloKey = Mutex<PublicKeyBytes?>(nil)
 
     init(id: Int, sessionID: SessionID?, secureLink: SecureLink) {
         self.id = id
@@ -25,6 +27,11 @@ public final class TerminalConnection: Sendable {
     public var peer: PeerAddress { secureLink.link.peer }
 
     var lastActivityAt: Instant { lastActivity.withLock { $0 } }
+
+    var walletKey: PublicKeyBytes? {
+        get { helloKey.withLock { $0 } }
+        set { helloKey.withLock { $0 = newValue } }
+    }
 
     func noteActivity() {
         let now = secureLink.link.scheduler.now
@@ -100,13 +107,17 @@ public struct TerminalServiceConfiguration: Sendable {
 
 /// The terminal's radio side, shared by its payment host and redemption hosts: advertises their
 /// sessions, accepts wallets, runs the secure handshake, and routes each connection to the host
-/// whose session the wallet named. It also answers a wallet that retries a payment already
-/// settled, whatever session it connects through, so a receipt is never lost with a link.
+/// whose session the wallet named. Every step of a payment or redemption goes to its `journal`
+/// before the next message leaves; a wallet that retries a request already confirmed is answered
+/// from the journal, whatever session it connects through, so a receipt is never lost with a link.
 public final class TerminalRadioService: Sendable {
     public let radio: any PeripheralRadio
     public let identity: TerminalIdentity
-    /// Where stored results come from, to answer a wallet retrying a request already executed.
+    /// Executes payments; recovery settles through it, and it answers retries of payments
+    /// executed before the journal kept their answers.
     public let processor: any PaymentProcessor
+    /// The durable record of each step (see `JournalStep`).
+    public let journal: any TerminalJournal
     public let configuration: TerminalServiceConfiguration
 
     private struct State {
@@ -129,11 +140,12 @@ public final class TerminalRadioService: Sendable {
 
     public init(
         radio: any PeripheralRadio, identity: TerminalIdentity, processor: any PaymentProcessor,
-        configuration: TerminalServiceConfiguration = TerminalServiceConfiguration()
+        journal: any TerminalJournal, configuration: TerminalServiceConfiguration = TerminalServiceConfiguration()
     ) {
         self.radio = radio
         self.identity = identity
         self.processor = processor
+        self.journal = journal
         self.configuration = configuration
         radio.setConnectionHandler { [weak self] link in self?.accept(link) }
     }
@@ -309,8 +321,13 @@ public final class TerminalRadioService: Sendable {
             connection.close()
             return
         }
-        // A retry of a payment that was already settled is answered from the ledger, whichever
-        // session the wallet reached us through.
+        if case .hello(let hello) = message { connection.walletKey = hello.walletKey }
+        if case .receiptAcknowledgement(let acknowledgement) = message {
+            acknowledge(acknowledgement.paymentID, from: connection)
+            return
+        }
+        // A retry of a request already confirmed is answered from the journal (or the ledger),
+        // whichever session the wallet reached us through.
         if let answer = settledAnswer(to: message) {
             connection.send(answer)
             return
@@ -348,6 +365,18 @@ public final class TerminalRadioService: Sendable {
         case .paymentStatusQuery(let query): paymentID = query.paymentID
         default: return nil
         }
+        do {
+            if let record = try journal.record(for: paymentID) {
+                if let answer = record.answer { return answer }
+                // Confirmed and owed an execution that is under way or was interrupted: no
+                // answer naming the id (that would be final); the wallet asks again.
+                return .error(
+                    ErrorMessage(code: .internalError, message: "this request is still being settled; ask again"))
+            }
+        } catch {
+            return .error(ErrorMessage(code: .internalError, message: "the terminal cannot read its journal now"))
+        }
+        // Executed before the journal kept answers: the ledger's stored result.
         guard let result = try? processor.result(for: paymentID) else {
             if case .paymentStatusQuery = message {
                 return .error(
@@ -357,6 +386,16 @@ public final class TerminalRadioService: Sendable {
             return nil
         }
         return ReceiptFactory.receipt(for: result, identity: identity).map { .receipt($0) }
+    }
+
+    /// The wallet stored the answer for `paymentID`: the journal's last step for it. Only the
+    /// wallet the request came from can acknowledge it; anything else is ignored.
+    private func acknowledge(_ paymentID: PaymentID, from connection: TerminalConnection) {
+        guard let walletKey = connection.walletKey,
+            let record = try? journal.record(for: paymentID), record.request.walletKey == walletKey,
+            record.answer != nil
+        else { return }
+        try? journal.write(.acknowledged(paymentID), at: scheduler.wallClock)
     }
 
     private func ended(id: Int, box: ConnectionBox) {

@@ -601,13 +601,13 @@ final class SessionClient: Sendable {
                 bonusPointsBalance: receipt.bonusPointsBalance)
         }
         if case .declined(let code) = receipt.outcome, isSignedAnswerToPending(receipt) {
-            resolvePending()
+            if resolvePending() { acknowledge(receipt.paymentID) }
             closeLink()
             finish(error: .declined(code: code, reason: code.description))
             return
         }
         guard let verified else { return }
-        resolvePending(receipt: verified)
+        if resolvePending(receipt: verified) { acknowledge(receipt.paymentID) }
         guarded.withLock { state in
             state.receipt = verified
             state.membership = BonusProgramMembership(
@@ -734,16 +734,31 @@ final class SessionClient: Sendable {
 
     /// Ends the pending request; an approved one's receipt is recorded with its removal (see
     /// `PendingPaymentStore.resolve`).
-    private func resolvePending(receipt: PaymentReceipt? = nil) {
+    /// Ends the pending request with its final answer; true once that is stored.
+    @discardableResult
+    private func resolvePending(receipt: PaymentReceipt? = nil) -> Bool {
         let paymentID = guarded.withLock { state -> PaymentID? in
             state.attempt?.receiptTimer?.cancel()
             defer { state.attempt?.pending = nil }
             return state.attempt?.pending?.paymentID
         }
-        if let paymentID { try? pendingStore.resolve(paymentID, receipt: receipt) }
+        guard let paymentID else { return false }
+        do {
+            try pendingStore.resolve(paymentID, receipt: receipt)
+            return true
+        } catch {
+            // Still pending on disk: the next run asks again, and only then acknowledges.
+            return false
+        }
     }
 
     private func closeLink() { guarded.withLock { $0.attempt?.link }?.close() }
+
+    /// Tells the terminal the answer is stored, so its journal can mark the request acknowledged.
+    private func acknowledge(_ paymentID: PaymentID) {
+        let link = guarded.withLock { $0.attempt?.link }
+        try? link?.send(SessionMessage.receiptAcknowledgement(ReceiptAcknowledgement(paymentID: paymentID)).encoded())
+    }
 
     private func finish(receipt: PaymentReceipt? = nil, error: PaymentClientError? = nil) {
         let sessionID = guarded.withLock { state -> SessionID? in

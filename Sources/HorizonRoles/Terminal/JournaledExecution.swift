@@ -1,0 +1,122 @@
+import HorizonCore
+import HorizonProtocol
+import HorizonStores
+
+/// How a confirmed request ended, as the terminal's journal has it.
+enum JournaledOutcome: Sendable {
+    /// Executed (approved or declined); `answer` (the signed receipt) is journaled and goes out.
+    case executed(SettlementResult, answer: SessionMessage)
+    /// Not executed, and never will be: the error names the id and is journaled as its answer.
+    case refused(ErrorMessage, reason: String)
+    /// The outcome is not on record yet (a journal write failed): the error does *not* name the
+    /// id, so the wallet keeps the payment pending and asks again; recovery settles it.
+    case undecided(ErrorMessage, reason: String)
+}
+
+/// What recovery did at start.
+public struct JournalRecoveryReport: Sendable, Equatable, CustomStringConvertible {
+    /// Confirmed requests that now have their final answer (executed, or found executed).
+    public var settled: [PaymentID] = []
+    /// Confirmed requests the processor refused (their error is now the journaled answer).
+    public var refused: [PaymentID] = []
+    /// Requests still without an answer (the journal or the processor failed again; or a
+    /// redemption with no redemption processor given), with why.
+    public var unresolved: [Unresolved] = []
+
+    public init() {}
+
+    public struct Unresolved: Sendable, Equatable {
+        public let id: PaymentID
+        public let reason: String
+    }
+
+    public var description: String {
+        if settled.isEmpty, refused.isEmpty, unresolved.isEmpty { return "journal: nothing to recover" }
+        var parts = ["journal: \(settled.count) confirmed request(s) settled after a restart"]
+        if !refused.isEmpty { parts.append("\(refused.count) refused by the processor") }
+        for item in unresolved { parts.append("\(item.id) still unresolved: \(item.reason)") }
+        return parts.joined(separator: "; ")
+    }
+}
+
+extension TerminalRadioService {
+    /// Executes a checked request with every step journaled before the next leaves: confirmed
+    /// (from here on the terminal owes it an execution), submitted, the processor, the result
+    /// (the answer the wallet gets, now and on every retry). Used by live sessions and recovery.
+    func executeJournaled(
+        _ request: JournalRequest, at now: UnixTime,
+        execute: (JournalRequest) throws(ProcessorError) -> SettlementResult
+    ) -> JournaledOutcome {
+        let id = request.id
+        do {
+            try journal.write(.confirmed(request), at: now)
+        } catch {
+            // Not on record, so never executed: a definitive "not charged".
+            return .refused(
+                ErrorMessage(
+                    code: .internalError, message: "the terminal could not record the request; nothing was charged",
+                    paymentID: id), reason: error.description)
+        }
+        let undecided = ErrorMessage(
+            code: .internalError, message: "the terminal could not record the outcome yet; ask again later")
+        do {
+            try journal.write(.submitted(id), at: now)
+        } catch {
+            return .undecided(undecided, reason: error.description)
+        }
+        let answer: SessionMessage
+        let result: SettlementResult?
+        do {
+            let settled = try execute(request)
+            guard let receipt = ReceiptFactory.receipt(for: settled, identity: identity) else {
+                return .undecided(undecided, reason: "the receipt could not be signed")
+            }
+            answer = .receipt(receipt)
+            result = settled
+        } catch {
+            // The processor executed nothing (its contract: a result, or nothing at all).
+            answer = .error(PaymentExecutor.errorMessage(for: error, id: id))
+            result = nil
+        }
+        do {
+            try journal.write(.result(id, answer: answer), at: now)
+        } catch {
+            return .undecided(undecided, reason: error.description)
+        }
+        if let result { return .executed(result, answer: answer) }
+        guard case .error(let message) = answer else { return .undecided(undecided, reason: "no answer") }
+        return .refused(message, reason: message.message)
+    }
+
+    /// Settles, once and with the same id, every request the journal has confirmed but without a
+    /// final answer: what a crash left between the confirmation and the receipt. A request the
+    /// processor already executed (the crash came after its commit) gets the stored result back,
+    /// so nothing is charged twice. Call it at start, before sessions open; it throws only if
+    /// the journal cannot be read at all.
+    public func recoverJournal(redemptions: (any RedemptionProcessor)?) throws(JournalError) -> JournalRecoveryReport {
+        var report = JournalRecoveryReport()
+        let unsettled = try journal.unsettled()
+        let now = scheduler.wallClock
+        for record in unsettled {
+            let request = record.request
+            if case .redemption = request, redemptions == nil {
+                report.unresolved.append(.init(id: request.id, reason: "no redemption processor to settle it with"))
+                continue
+            }
+            let outcome = executeJournaled(request, at: now) { (request) throws(ProcessorError) -> SettlementResult in
+                switch request {
+                case .payment(let payment): return try processor.settle(payment, at: now)
+                case .redemption(let redemption):
+                    guard let redemptions else { throw .storage("no redemption processor") }
+                    return try redemptions.redeem(redemption, at: now)
+                }
+            }
+            switch outcome {
+            case .executed: report.settled.append(request.id)
+            case .refused: report.refused.append(request.id)
+            case .undecided(_, let reason): report.unresolved.append(.init(id: request.id, reason: reason))
+            }
+        }
+        return report
+    }
+}

@@ -1,0 +1,264 @@
+import Foundation
+import HorizonCore
+import HorizonLink
+import HorizonProtocol
+import HorizonRadio
+import HorizonRoles
+import HorizonSecureChannel
+import HorizonSimulatedRadio
+import HorizonStores
+import Synchronization
+import Testing
+
+/// A journal over SQLite that logs each write to a shared event list and, once told to, fails
+/// every write of one step (a full disk, a dying SSD) until healed.
+final class FaultyJournal: TerminalJournal {
+    let journal: SQLiteTerminalJournal
+    let events: EventLog
+    private let failing = Mutex<JournalStep?>(nil)
+
+    init(path: String, events: EventLog) throws {
+        journal = try SQLiteTerminalJournal(path: path)
+        self.events = events
+    }
+
+    func fail(at step: JournalStep?) { failing.withLock { $0 = step } }
+
+    func write(_ write: JournalWrite, at time: UnixTime) throws(JournalError) {
+        if failing.withLock({ $0 }) == write.step {
+            events.append("journal \(write.step) failed")
+            throw JournalError("disk full (test)")
+        }
+        try journal.write(write, at: time)
+        events.append("journal \(write.step)")
+    }
+
+    func record(for id: PaymentID) throws(JournalError) -> JournalRecord? { try journal.record(for: id) }
+    func unsettled() throws(JournalError) -> [JournalRecord] { try journal.unsettled() }
+}
+
+final class EventLog: Sendable {
+    private let events = Mutex<[String]>([])
+    func append(_ event: String) { events.withLock { $0.append(event) } }
+    var all: [String] { events.withLock { $0 } }
+
+    /// Where `event` first happened; fails the test if it never did.
+    func index(of event: String, sourceLocation: SourceLocation = #_sourceLocation) -> Int {
+        guard let index = all.firstIndex(of: event) else {
+            Issue.record("\(event) never happened; events: \(all)", sourceLocation: sourceLocation)
+            return Int.max
+        }
+        return index
+    }
+}
+
+/// The ledger, logging each settlement to the shared event list.
+struct LoggingProcessor: PaymentProcessor {
+    let ledger: SandboxLedger
+    let events: EventLog
+
+    func settle(_ request: SettlementRequest, at time: UnixTime) throws(ProcessorError) -> SettlementResult {
+        let result = try ledger.settle(request, at: time)
+        events.append("ledger settled")
+        return result
+    }
+
+    func result(for paymentID: PaymentID) throws(ProcessorError) -> SettlementResult? {
+        try ledger.result(for: paymentID)
+    }
+}
+
+/// One terminal program over a ledger and a journal file; a new one over the same files is the
+/// program after a restart.
+struct TerminalProgram {
+    let service: TerminalRadioService
+    let host: PaymentHost
+    let journal: FaultyJournal
+
+    init(world: World, rig: TerminalRig, events: EventLog) throws {
+        journal = try FaultyJournal(
+            path: world.directory.appendingPathComponent("journal-under-test.sqlite").path, events: events)
+        let processor = LoggingProcessor(ledger: rig.ledger, events: events)
+        service = TerminalRadioService(radio: rig.radio, identity: rig.identity, processor: processor, journal: journal)
+        host = PaymentHost(service: service, processor: processor)
+    }
+}
+
+@Suite("Terminal journal: every step on record before the next message, recovery after a crash")
+struct JournalTests {
+    @Test func eachStepIsJournaledBeforeWhatFollowsItAndTheWalletAcknowledges() throws {
+        let world = try World(seed: 41)
+        let rig = try world.terminal()
+        rig.host.stop()
+        let events = EventLog()
+        let terminal = try TerminalProgram(world: world, rig: rig, events: events)
+        let wallet = try world.wallet()
+        wallet.client.observeState { state in events.append("wallet \(state)") }
+        let app = ScriptedWalletApp(wallet, decision: .accept(tip: 75))
+        _ = app
+        #expect(terminal.host.start(amount: euros(1_250)))
+        #expect(world.run(until: { wallet.client.state == .completed && terminal.host.state == .completed }))
+        world.run(for: .seconds(2))
+
+        // The offer cannot reach the wallet before it is on record, nor the receipt before the
+        // result; the ledger is asked only after the request was confirmed and submitted.
+        #expect(events.index(of: "journal offered") < events.index(of: "wallet offer received"))
+        #expect(events.index(of: "journal confirmed") < events.index(of: "journal submitted"))
+        #expect(events.index(of: "journal submitted") < events.index(of: "ledger settled"))
+        #expect(events.index(of: "ledger settled") < events.index(of: "journal result"))
+        #expect(events.index(of: "journal result") < events.index(of: "wallet completed"))
+        #expect(events.index(of: "wallet completed") < events.index(of: "journal acknowledged"))
+        let receipt = try #require(wallet.client.receipt)
+        let record = try #require(try terminal.journal.record(for: receipt.paymentID))
+        #expect(record.step == .acknowledged)
+        guard case .receipt(let stored)? = record.answer else {
+            Issue.record("the journal keeps no receipt: \(String(describing: record.answer))")
+            return
+        }
+        #expect(stored.paymentID == receipt.paymentID)
+        #expect(stored.tip == euros(75))
+        #expect(try terminal.journal.unsettled().isEmpty)
+    }
+
+    /// A journal write that fails stops what follows it: no offer, no execution, or no receipt,
+    /// and never an answer that would tell the wallet "not charged" for something that may be.
+    @Test(arguments: [JournalStep.offered, .confirmed, .submitted, .result, .acknowledged])
+    func aFailedJournalWriteStopsWhatFollowsAndARestartSettlesWhatWasOwed(step: JournalStep) throws {
+        let world = try World(seed: 50 + UInt64(JournalStep.allCases.firstIndex(of: step) ?? 0))
+        let rig = try world.terminal()
+        rig.host.stop()
+        let events = EventLog()
+        let first = try TerminalProgram(world: world, rig: rig, events: events)
+        let wallet = try world.wallet()
+        let app = ScriptedWalletApp(wallet, decision: .accept(tip: 0))
+        _ = app
+        first.journal.fail(at: step)
+        #expect(first.host.start(amount: euros(400)))
+        world.run(until: { wallet.client.state.isFinished || wallet.client.state == .paymentPending })
+        world.run(until: { first.host.state.isFinished }, timeout: .seconds(40))
+        let charged = { try rig.ledger.transactions().filter { $0.outcome.isApproved }.count }
+
+        switch step {
+        case .offered:
+            #expect(wallet.client.state != .completed)
+            #expect(wallet.client.offer == nil, "an offer left without being on record")
+            #expect(try charged() == 0)
+            return
+        case .confirmed:
+            // Not on record, so never executed: a final "not charged" is true and allowed.
+            #expect(wallet.client.state == .completedWithError)
+            #expect(try charged() == 0)
+            #expect(try first.journal.unsettled().isEmpty)
+            #expect(first.host.error == .processorFailure("the terminal journal: disk full (test)"))
+            return
+        case .acknowledged:
+            #expect(wallet.client.state == .completed)
+            #expect(try charged() == 1)
+            return
+        case .submitted:
+            #expect(try charged() == 0)  // never reached the ledger
+        case .result:
+            #expect(try charged() == 1)  // charged, but the receipt may not leave unrecorded
+        }
+        // The outcome is not on record: the wallet must not show failure.
+        #expect(wallet.client.state == .paymentPending)
+        guard case .outcomeUnknown? = first.host.error else {
+            Issue.record("the register was told \(String(describing: first.host.error))")
+            return
+        }
+        let pendingID = try #require(wallet.client.pendingPayment?.paymentID)
+        #expect(try first.journal.unsettled().map(\.request.id) == [pendingID])
+
+        // The program restarts over the same files: recovery settles the request once.
+        first.host.stop()
+        let second = try TerminalProgram(world: world, rig: rig, events: events)
+        let report = try second.service.recoverJournal(redemptions: nil)
+        #expect(report.settled == [pendingID])
+        #expect(try rig.ledger.executionCount(of: pendingID) == 1)
+        #expect(try second.journal.unsettled().isEmpty)
+        #expect(try second.service.recoverJournal(redemptions: nil) == JournalRecoveryReport())
+
+        // The wallet finds the terminal's next session and gets its receipt from the journal.
+        #expect(second.host.start(amount: euros(1)))
+        #expect(world.run(until: { wallet.client.state.isFinished }, timeout: .seconds(90)))
+        #expect(wallet.client.state == .completed)
+        #expect(wallet.client.receipt?.paymentID == pendingID)
+        #expect(try rig.ledger.executionCount(of: pendingID) == 1)
+        #expect(try charged() == 1)
+    }
+
+    @Test func recoverySettlesARedemptionConfirmedBeforeACrash() throws {
+        let world = try World(seed: 61)
+        let rig = try world.terminal()
+        let walletKey = WalletIdentity().publicKey
+        try rig.ledger.addBonusPoints(100, for: walletKey)
+        let redemption = RedemptionRequest(
+            redemptionID: try PaymentID(bytes: [UInt8](repeating: 9, count: 16)), sessionID: SessionID(rawValue: 77)!,
+            walletKey: walletKey,
+            terminalKeyID: try TerminalKeyID(bytes: rig.identity.keyID), transactionType: .bonusRedemption,
+            item: "Free coffee", quantity: 40, value: euros(320), contentDigest: [UInt8](repeating: 7, count: 32))
+        try rig.journal.write(.confirmed(.redemption(redemption)), at: World.wallClock)
+
+        // Without a redemption processor it stays owed, and says so.
+        let report = try rig.service.recoverJournal(redemptions: nil)
+        #expect(report.unresolved.map(\.id) == [redemption.redemptionID])
+        #expect(try rig.journal.unsettled().count == 1)
+
+        let settled = try rig.service.recoverJournal(redemptions: rig.ledger)
+        #expect(settled.settled == [redemption.redemptionID])
+        #expect(try rig.ledger.account(for: walletKey)?.bonusPoints == 60)
+        #expect(try rig.journal.record(for: redemption.redemptionID)?.step == .result)
+    }
+
+    @Test func onlyTheWalletThatPaidCanMarkItsReceiptAcknowledged() throws {
+        let world = try World(seed: 62)
+        let rig = try world.terminal()
+        rig.host.stop()
+        let events = EventLog()
+        let terminal = try TerminalProgram(world: world, rig: rig, events: events)
+        let wallet = try world.wallet()
+        let app = ScriptedWalletApp(wallet, decision: .accept(tip: 0))
+        _ = app
+        // The wallet's own acknowledgement is lost (the write fails), so the id stays at `result`.
+        terminal.journal.fail(at: .acknowledged)
+        #expect(terminal.host.start(amount: euros(200)))
+        #expect(world.run(until: { wallet.client.state == .completed }))
+        world.run(for: .seconds(2))
+        terminal.journal.fail(at: nil)
+        let id = try #require(wallet.client.receipt?.paymentID)
+        #expect(try terminal.journal.record(for: id)?.step == .result)
+
+        /// A raw connection that says hello as `key` and acknowledges `id`.
+        func acknowledge(as key: PublicKeyBytes, name: String) throws {
+            let device = try world.simulation.addDevice(
+                name: name, configuration: DeviceConfiguration(position: Position(x: 0.5, y: 0)))
+            let held = Mutex<SecureLink?>(nil)
+            let sessionID = try #require(terminal.host.sessionID)
+            let context = (0..<8).map { UInt8(truncatingIfNeeded: sessionID.rawValue >> (56 - 8 * $0)) }
+            device.connect(to: rig.device.address, timeout: .seconds(2)) { result in
+                guard case .success(let link) = result,
+                    let messageLink = try? MessageLink(link: link, scheduler: device.scheduler)
+                else { return }
+                let secure = try? SecureLink.initiate(
+                    over: messageLink, trustAnchors: world.anchors, expectedTerminalKeyID: nil, context: context,
+                    handler: SecureLinkHandler(
+                        onEstablished: { _ in
+                            guard let link = held.withLock({ $0 }) else { return }
+                            let hello = Hello(sessionID: sessionID, transactionType: .payment, walletKey: key)
+                            try? link.send(SessionMessage.hello(hello).encoded())
+                            try? link.send(
+                                SessionMessage.receiptAcknowledgement(ReceiptAcknowledgement(paymentID: id)).encoded())
+                        }, onMessage: { _ in }, onEnd: { _ in }))
+                held.withLock { $0 = secure }
+            }
+            world.run(for: .seconds(3))
+            held.withLock { $0?.close() }
+        }
+
+        #expect(terminal.host.start(amount: euros(1)))  // a session to connect through
+        try acknowledge(as: WalletIdentity().publicKey, name: "stranger")
+        #expect(try terminal.journal.record(for: id)?.step == .result)
+        try acknowledge(as: wallet.identity.publicKey, name: "the wallet again")
+        #expect(try terminal.journal.record(for: id)?.step == .acknowledged)
+    }
+}
