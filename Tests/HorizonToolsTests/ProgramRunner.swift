@@ -24,10 +24,11 @@ enum Programs {
     static func url(_ name: String) -> URL { binDirectory.appendingPathComponent(name) }
 
     /// Starts a program; read its result with `finish`.
-    static func start(_ name: String, _ arguments: [String], input: String? = nil, keepInputOpen: Bool = false)
-        throws -> RunningProgram
-    {
-        try RunningProgram(url(name), arguments, input: input, keepInputOpen: keepInputOpen)
+    static func start(
+        _ name: String, _ arguments: [String], input: String? = nil, keepInputOpen: Bool = false,
+        environment: [String: String] = [:]
+    ) throws -> RunningProgram {
+        try RunningProgram(url(name), arguments, input: input, keepInputOpen: keepInputOpen, environment: environment)
     }
 
     static func run(_ name: String, _ arguments: [String], input: String? = nil, environment: [String: String] = [:])

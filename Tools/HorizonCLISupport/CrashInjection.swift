@@ -1,32 +1,105 @@
 import Foundation
 import HorizonCore
 import HorizonProtocol
+import HorizonRoles
 import HorizonStores
 
-/// Crash tests' way to stop a terminal at a chosen step, as a power cut would: with
-/// `HORIZON_CRASH_AFTER_SETTLE=1` in its environment, the terminal kills itself (SIGKILL, no
-/// clean-up) right after the ledger committed a payment and before the receipt leaves. Without
-/// the variable the ledger is used as it is.
+/// Crash tests' way to stop a program at a chosen durable step, as a power cut would: with
+/// `HORIZON_CRASH_AFTER=STEP` in its environment, the program kills itself (SIGKILL, no clean-up)
+/// right after STEP reached the disk and before anything that follows it leaves.
+///
+/// Terminal steps: the journal's `offered`, `confirmed`, `submitted`, `result`, `acknowledged`,
+/// and `settle` (the ledger's commit, between `submitted` and `result`). Wallet steps:
+/// `stored-request` (the signed request is stored, before it is sent) and `resolved-request`
+/// (its final answer is stored). Without the variable the stores are used as they are.
 public enum CrashInjection {
-    public static let afterSettleVariable = "HORIZON_CRASH_AFTER_SETTLE"
+    public static let variable = "HORIZON_CRASH_AFTER"
+    public static let settleStep = "settle"
+    public static let walletSteps = ["stored-request", "resolved-request"]
+    public static var terminalSteps: [String] { JournalStep.allCases.map(\.rawValue) + [settleStep] }
 
-    public static func processor(wrapping ledger: any PaymentProcessor) -> any PaymentProcessor {
-        guard ProcessInfo.processInfo.environment[afterSettleVariable] == "1" else { return ledger }
-        return CrashAfterSettle(ledger: ledger)
+    static var requestedStep: String? { ProcessInfo.processInfo.environment[variable] }
+
+    /// Refuses an unknown step name at start rather than never crashing.
+    public static func validate(for role: String) throws {
+        guard let step = requestedStep else { return }
+        let known = role == "wallet" ? walletSteps : terminalSteps
+        guard known.contains(step) else {
+            throw CLIError("\(variable)=\(step) is not a \(role) step; use one of \(known.joined(separator: ", "))")
+        }
+    }
+
+    public static func processor(wrapping ledger: SandboxLedger) -> any PaymentProcessor & RedemptionProcessor {
+        requestedStep == settleStep ? CrashAfterSettle(ledger: ledger) : ledger
+    }
+
+    public static func journal(wrapping journal: any TerminalJournal) -> any TerminalJournal {
+        guard let step = requestedStep.flatMap(JournalStep.init(rawValue:)) else { return journal }
+        return CrashingJournal(journal: journal, step: step)
+    }
+
+    public static func pendingStore(wrapping store: any PendingPaymentStore) -> any PendingPaymentStore {
+        guard let step = requestedStep, walletSteps.contains(step) else { return store }
+        return CrashingPendingStore(store: store, step: step)
+    }
+
+    static func die(after what: String) -> Never {
+        FileHandle.standardError.write(Data("crash injection: killed after \(what)\n".utf8))
+        kill(getpid(), SIGKILL)
+        // SIGKILL cannot be caught; this only satisfies the compiler.
+        exit(137)
     }
 }
 
-private struct CrashAfterSettle: PaymentProcessor {
-    let ledger: any PaymentProcessor
+private struct CrashAfterSettle: PaymentProcessor, RedemptionProcessor {
+    let ledger: SandboxLedger
 
     func settle(_ request: SettlementRequest, at time: UnixTime) throws(ProcessorError) -> SettlementResult {
-        let result = try ledger.settle(request, at: time)
-        FileHandle.standardError.write(Data("crash injection: killed after settling \(request.paymentID)\n".utf8))
-        kill(getpid(), SIGKILL)
-        return result
+        _ = try ledger.settle(request, at: time)
+        CrashInjection.die(after: "settling \(request.paymentID)")
+    }
+
+    func redeem(_ request: RedemptionRequest, at time: UnixTime) throws(ProcessorError) -> SettlementResult {
+        _ = try ledger.redeem(request, at: time)
+        CrashInjection.die(after: "redeeming \(request.redemptionID)")
     }
 
     func result(for paymentID: PaymentID) throws(ProcessorError) -> SettlementResult? {
         try ledger.result(for: paymentID)
     }
+}
+
+private struct CrashingJournal: TerminalJournal {
+    let journal: any TerminalJournal
+    let step: JournalStep
+
+    func write(_ write: JournalWrite, at time: UnixTime) throws(JournalError) {
+        try journal.write(write, at: time)
+        if write.step == step { CrashInjection.die(after: "journal step \(step)") }
+    }
+
+    func record(for id: PaymentID) throws(JournalError) -> JournalRecord? { try journal.record(for: id) }
+    func unsettled() throws(JournalError) -> [JournalRecord] { try journal.unsettled() }
+}
+
+private struct CrashingPendingStore: PendingPaymentStore {
+    let store: any PendingPaymentStore
+    let step: String
+
+    func save(_ payment: PendingPayment) throws {
+        try store.save(payment)
+        if step == "stored-request" { CrashInjection.die(after: "storing request \(payment.paymentID)") }
+    }
+
+    func remove(_ paymentID: PaymentID) throws {
+        try store.remove(paymentID)
+        if step == "resolved-request" { CrashInjection.die(after: "resolving request \(paymentID)") }
+    }
+
+    func resolve(_ paymentID: PaymentID, receipt: PaymentReceipt?) throws {
+        try store.resolve(paymentID, receipt: receipt)
+        if step == "resolved-request" { CrashInjection.die(after: "resolving request \(paymentID)") }
+    }
+
+    func all() throws -> [PendingPayment] { try store.all() }
 }

@@ -1,9 +1,11 @@
 import Crypto
 import Foundation
 import HorizonCore
+import HorizonRadio
 import HorizonRoles
 import HorizonSecureChannel
 import HorizonStores
+import Logging
 
 /// What `horizon-terminal init` decides once: who the merchant is and how the sandbox behaves.
 public struct TerminalSettings: Codable, Sendable {
@@ -36,6 +38,8 @@ public struct TerminalFiles {
     public static let anchorPublicKey = "anchor.pub"
     public static let credential = "credential.bin"
     public static let ledger = "ledger.sqlite"
+    /// Every step of every payment and redemption (see `JournalStep`).
+    public static let journal = "journal.sqlite"
     public static let initCommand = "horizon-terminal init"
 
     public let directory: DataDirectory
@@ -113,6 +117,49 @@ public struct TerminalFiles {
         } catch {
             throw CLIError("cannot open the ledger: \(error)")
         }
+    }
+}
+
+/// What a terminal command runs on: its ledger (behind crash injection when asked for), its
+/// journal, and the radio service, with whatever a crash left in the journal settled.
+public struct TerminalRuntime {
+    public let ledger: SandboxLedger
+    public let processor: any PaymentProcessor & RedemptionProcessor
+    public let service: TerminalRadioService
+    public let recovery: JournalRecoveryReport
+}
+
+extension TerminalFiles {
+    public func openJournal() throws -> SQLiteTerminalJournal {
+        try directory.requireInitialized(marker: Self.settings, initCommand: Self.initCommand)
+        do {
+            return try SQLiteTerminalJournal(path: directory.file(Self.journal).path)
+        } catch {
+            throw CLIError("cannot open the journal: \(error)")
+        }
+    }
+
+    /// Opens the journal, builds the radio service and recovers: every request a crash left
+    /// confirmed but unanswered is settled (once, same id) before any session opens.
+    public func startTerminal(
+        radio: any PeripheralRadio, identity: TerminalIdentity, ledger: SandboxLedger, logger: Logger
+    ) throws -> TerminalRuntime {
+        try CrashInjection.validate(for: "terminal")
+        let processor = CrashInjection.processor(wrapping: ledger)
+        let journal = CrashInjection.journal(wrapping: try openJournal())
+        let service = TerminalRadioService(radio: radio, identity: identity, processor: processor, journal: journal)
+        let recovery: JournalRecoveryReport
+        do {
+            recovery = try service.recoverJournal(redemptions: processor)
+        } catch {
+            throw CLIError("cannot recover from the journal: \(error)")
+        }
+        if recovery.settled.isEmpty, recovery.refused.isEmpty, recovery.unresolved.isEmpty {
+            logger.debug("\(recovery)")
+        } else {
+            logger.notice("\(recovery)")
+        }
+        return TerminalRuntime(ledger: ledger, processor: processor, service: service, recovery: recovery)
     }
 }
 

@@ -88,6 +88,13 @@ wait_for_log() {
     return 1
 }
 
+# btmgmt prints nothing when its stdin is at EOF (it quits before the reply): a FIFO opened
+# read-write is a stdin that never ends.
+btmgmt_q() {
+    [ -p "$work/btmgmt-input.fifo" ] || mkfifo "$work/btmgmt-input.fifo"
+    timeout 10 btmgmt "$@" 0<>"$work/btmgmt-input.fifo" 2>&1
+}
+
 show() {
     local name=$1
     for file in "$work/$name".*; do
@@ -164,7 +171,7 @@ check_cancel() {
 check_terminal_killed_mid_payment() {
     # The terminal settles 6.00 and dies (SIGKILL) before its receipt leaves: the wallet must keep
     # the payment pending, and resolve it with the restarted terminal, charged exactly once.
-    HORIZON_CRASH_AFTER_SETTLE=1 start_terminal crash 6.00 || return 1
+    HORIZON_CRASH_AFTER=settle start_terminal crash 6.00 || return 1
     local status=0
     wallet_bounded pay --yes --json --timeout 60 "${on_wallet_radio[@]}" >"$work/crash.wallet.json" \
         2>"$work/crash.wallet" || status=$?
@@ -195,54 +202,106 @@ check_terminal_killed_mid_payment() {
     }
 }
 
-# bluetoothctl on WALLET_ADDRESS's adapter: scan, connect to TERMINAL_ADDRESS, list its
-# attributes, write garbage to the wallet-to-terminal characteristic twice, disconnect.
-foreign_central_session() {
-    local wallet_address=$1 terminal_address=$2
-    {
-        # Each command waits for the last: bluetoothctl reads ahead and a `scan` before `select`
-        # has taken effect would scan with the terminal's own adapter.
-        echo "select $wallet_address"
-        sleep 1
-        echo "scan le"
-        sleep 5
-        echo "scan off"
-        sleep 1
-        echo "connect $terminal_address"
-        sleep 8
-        echo "menu gatt"
-        sleep 1
-        echo "list-attributes $terminal_address"
-        sleep 2
-        echo "select-attribute 4a5a0002-6f72-697a-6f6e-2d4c696e7578"
-        sleep 1
-        echo "write \"0xde 0xad 0xbe 0xef 0x00 0x01 0x02\""
-        sleep 2
-        echo "write \"0x01 0x02\""
-        sleep 2
-        echo "back"
-        sleep 1
-        echo "disconnect $terminal_address"
-        sleep 2
-        echo "quit"
-    } | timeout -k 5 60 bluetoothctl 2>&1 | sed 's/\x1b\[[0-9;]*[a-zA-Z]//g'
+# True once TEXT is in FILE, polling for at most SECONDS; quiet (callers decide what to report).
+appears() {
+    local file=$1 text=$2 seconds=$3
+    for _ in $(seq $((seconds * 10))); do
+        grep -q -- "$text" "$file" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
 }
+
+# bluetoothctl on WALLET_ADDRESS's adapter, driven step by step (each command waits for what the
+# last one printed, not for a fixed time): scan until bluetoothd knows TERMINAL_ADDRESS, connect
+# (again if bluetoothd's connect races the kernel), list the attributes, write garbage to the
+# wallet-to-terminal characteristic twice, disconnect. Its output goes to OUT.
+foreign_central_session() (
+    # A subshell that ignores SIGPIPE: should bluetoothctl end early, a command sent to it fails
+    # (and is logged below) instead of killing the whole check script.
+    trap '' PIPE
+    local wallet_address=$1 terminal_address=$2 out=$3
+    local device="/org/bluez/$wallet_adapter/dev_${terminal_address//:/_}"
+    local fifo="$work/bluetoothctl-input.fifo"
+    rm -f "$fifo" && mkfifo "$fifo"
+    timeout -k 5 120 bluetoothctl <"$fifo" 2>&1 | sed -u 's/\x1b\[[0-9;]*[a-zA-Z]//g' >"$out" &
+    local session=$!
+    local input
+    exec {input}>"$fifo"
+    send() { echo "$*" >&"$input" 2>/dev/null || echo "(horizon check: bluetoothctl had quit before: $*)" >>"$out"; }
+    # (busctl introspect succeeds for a path bluetoothd has no object at; a property read does not)
+    known() { busctl get-property org.bluez "$device" org.bluez.Device1 Address >/dev/null 2>&1; }
+    local ok=1 attempt
+    send "select $wallet_address"
+    appears "$out" "Controller $wallet_address" 5 || sleep 1
+    send "scan le"
+    # The controller reports an advertiser once per scan; a scan that missed the terminal is
+    # restarted, as the wallet's own central does.
+    for attempt in 1 2 3 4; do
+        for _ in $(seq 60); do
+            known && break
+            sleep 0.1
+        done
+        known && break
+        send "scan off"
+        sleep 1
+        send "scan le"
+    done
+    send "scan off"
+    if known; then
+        for attempt in 1 2 3; do
+            local mark # where this attempt's output starts
+            mark=$(wc -l <"$out")
+            send "connect $terminal_address"
+            for _ in $(seq 150); do
+                tail -n +"$((mark + 1))" "$out" | grep -qE "ServicesResolved: yes|Failed to connect" && break
+                sleep 0.1
+            done
+            tail -n +"$((mark + 1))" "$out" | grep -q "ServicesResolved: yes" && break
+            sleep 1
+        done
+        send "menu gatt"
+        send "list-attributes $terminal_address"
+        appears "$out" "4a5a0002-6f72-697a-6f6e-2d4c696e7578" 5
+        send "select-attribute 4a5a0002-6f72-697a-6f6e-2d4c696e7578"
+        sleep 1
+        send "write \"0xde 0xad 0xbe 0xef 0x00 0x01 0x02\""
+        appears "$out" "Attempting to write" 5
+        sleep 1
+        send "write \"0x01 0x02\""
+        sleep 2
+        send "back"
+        send "disconnect $terminal_address"
+        appears "$out" "Successful disconnected\|Connected: no" 5
+    else
+        ok=0
+        echo "(horizon check: bluetoothd on $wallet_adapter never listed $terminal_address in 4 scans)" >>"$out"
+    fi
+    send "quit"
+    exec {input}>&-
+    wait "$session"
+    rm -f "$fifo"
+    [ "$ok" = 1 ]
+)
 
 check_foreign_central_writes_garbage() {
     # bluetoothctl (software nobody here wrote) connects to the terminal from the wallet's adapter,
     # writes garbage to the wallet-to-terminal characteristic and leaves; the terminal then takes
     # an honest payment as usual.
     start_terminal foreign 2.00 || return 1
+    # What the controller advertises once the terminal says it waits (printed if the check fails).
+    btmgmt_q --index "${terminal_adapter#hci}" advinfo | grep -i instance >"$work/foreign.advertising-at-start"
     local terminal_address wallet_address
     terminal_address=$(cat "/sys/class/bluetooth/$terminal_adapter/address" 2>/dev/null ||
         busctl get-property org.bluez "/org/bluez/$terminal_adapter" org.bluez.Adapter1 Address | cut -d'"' -f2)
     wallet_address=$(busctl get-property org.bluez "/org/bluez/$wallet_adapter" org.bluez.Adapter1 Address | cut -d'"' -f2)
-    # bluetoothctl's own scan sometimes hears nothing in its 5 s on a controller just powered on
-    # (seen under emulation, also as the first check): it gets a second go on a fresh adapter.
+    # bluetoothctl's scan sometimes hears nothing on a controller just powered on (seen under
+    # emulation, also as the first check): its session restarts the scan, then gets a second go
+    # on a fresh adapter.
     local attempt
     for attempt in 1 2; do
         fresh_adapter "$wallet_adapter" || return 1
-        foreign_central_session "$wallet_address" "$terminal_address" >"$work/foreign.bluetoothctl"
+        foreign_central_session "$wallet_address" "$terminal_address" "$work/foreign.bluetoothctl"
         grep -q "Attempting to write" "$work/foreign.bluetoothctl" && break
         cp "$work/foreign.bluetoothctl" "$work/foreign.bluetoothctl-attempt-$attempt"
     done
@@ -251,6 +310,11 @@ check_foreign_central_writes_garbage() {
         grep -q "Attempting to write" "$work/foreign.bluetoothctl" &&
         grep -q "ignored 7 bytes from unregistered" "$work/foreign.terminal" || {
         echo "      bluetoothctl did not reach the characteristic, or the terminal did not ignore its writes"
+        echo "      --- btmgmt advinfo on $terminal_adapter (the terminal's advertising instances)"
+        btmgmt_q --index "${terminal_adapter#hci}" advinfo | sed 's/^/      /'
+        echo "      --- dmesg (bluetooth), bluetoothd's log"
+        dmesg | grep -iE 'bluetooth|hci' | tail -15 | sed 's/^/      /'
+        tail -25 "${BLUEZ_VM_LOGDIR:-/run/bluez-vm}/bluetoothd.log" 2>/dev/null | sed 's/^/      /'
         grep -E "Discovery|NEW|Failed|not available|Connection successful" "$work"/foreign.bluetoothctl* | head -20 |
             sed 's/^/      /'
         show foreign

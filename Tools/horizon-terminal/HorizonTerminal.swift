@@ -22,8 +22,8 @@ struct HorizonTerminal: ParsableCommand {
             wallet accounts and every transaction in the data directory.
             """,
         subcommands: [
-            Init.self, Pay.self, Redeem.self, Programs.self, Status.self, Transactions.self, RegisterUsers.self,
-            Serve.self, RadioCommand.self,
+            Init.self, Pay.self, Redeem.self, Programs.self, Status.self, Transactions.self, JournalCommand.self,
+            RegisterUsers.self, Serve.self, RadioCommand.self,
         ])
 }
 
@@ -126,10 +126,10 @@ struct Pay: ParsableCommand {
         }
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
-        let processor = CrashInjection.processor(wrapping: ledger)
-        let service = TerminalRadioService(radio: device, identity: identity, processor: processor)
+        let runtime = try files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
+        let service = runtime.service
         let host = PaymentHost(
-            service: service, processor: processor,
+            service: service, processor: runtime.processor,
             configuration: PaymentHostConfiguration(
                 userDecisionTimeout: .seconds(timeout ?? settings.userDecisionTimeoutSeconds),
                 currency: ledger.configuration.currency, merchantPrograms: try ledger.merchantPrograms()))
@@ -337,6 +337,75 @@ struct Transactions: ParsableCommand {
             print(
                 "\(time)  \(row.outcome.padding(toLength: 8, withPad: " ", startingAt: 0))  \(row.amount) + \(row.tip) \(row.currency)  payment \(row.paymentID)\(row.reason.map { "  (\($0))" } ?? "")"
             )
+        }
+    }
+}
+
+struct JournalCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "journal",
+        abstract: "List the journal: each confirmed payment or redemption and the last step on record.",
+        discussion: """
+            Steps: confirmed (the terminal owes it an execution), submitted (handed to the ledger), result (the \
+            answer is stored), acknowledged (the wallet stored it). A request left at confirmed or submitted by a \
+            crash is settled, once and with the same id, the next time a terminal command starts.
+            """)
+
+    @Option(help: "How many to show.") var limit = 20
+    @Flag(help: "Only requests still owed an execution.") var unsettled = false
+    @Flag(help: "Print JSON.") var json = false
+    @OptionGroup var global: GlobalOptions
+
+    func validate() throws {
+        guard (1...100_000).contains(limit) else { throw ValidationError("--limit must be 1 to 100000") }
+    }
+
+    func run() throws {
+        let journal = try global.terminalFiles.openJournal()
+        let records = try unsettled ? Array(journal.unsettled().prefix(limit)) : journal.records(limit: limit)
+        let rows = records.map(JournalRow.init)
+        if json {
+            try Console().json(rows)
+            return
+        }
+        if rows.isEmpty { print(unsettled ? "nothing unsettled" : "the journal is empty") }
+        for row in rows {
+            print(
+                "\(row.step.padding(toLength: 12, withPad: " ", startingAt: 0))  \(row.type)  \(row.amount) + \(row.tip)  \(row.id)  \(row.answer ?? "no answer yet")"
+            )
+        }
+    }
+}
+
+struct JournalRow: Encodable {
+    let id: String
+    let type: String
+    let step: String
+    let amount: String
+    let tip: String
+    let answer: String?
+
+    init(_ record: JournalRecord) {
+        id = record.request.id.description
+        type = "\(record.request.transactionType)"
+        step = record.step.rawValue
+        switch record.request {
+        case .payment(let payment):
+            amount = payment.amount.description
+            tip = payment.tip.description
+        case .redemption(let redemption):
+            amount = redemption.value.description
+            tip = Money.zero(redemption.value.currency).description
+        }
+        switch record.answer {
+        case .receipt(let receipt)?:
+            if case .declined(let code) = receipt.outcome {
+                answer = "receipt: declined (\(code))"
+            } else {
+                answer = "receipt: approved"
+            }
+        case .error(let error)?: answer = "error: \(error.code)"
+        default: answer = nil
         }
     }
 }

@@ -70,10 +70,11 @@ struct Redeem: ParsableCommand {
         let item = reward ?? benefit ?? "coupon"
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
-        let service = TerminalRadioService(radio: device, identity: identity, processor: ledger)
+        let runtime = try files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
+        let service = runtime.service
         guard
             let host = RedemptionHost.redemptionHost(
-                transactionType: kind.transactionType, service: service, processor: ledger,
+                transactionType: kind.transactionType, service: service, processor: runtime.processor,
                 configuration: PaymentHostConfiguration(
                     userDecisionTimeout: .seconds(settings.userDecisionTimeoutSeconds),
                     currency: ledger.configuration.currency, merchantPrograms: try ledger.merchantPrograms()))

@@ -35,9 +35,10 @@ struct Serve: ParsableCommand {
         let ledger = try files.loadLedger()
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
-        let service = TerminalRadioService(radio: device, identity: identity, processor: ledger)
+        let runtime = try files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
+        let service = runtime.service
         let host = PaymentHost(
-            service: service, processor: ledger,
+            service: service, processor: runtime.processor,
             configuration: PaymentHostConfiguration(
                 userDecisionTimeout: .seconds(settings.userDecisionTimeoutSeconds),
                 currency: ledger.configuration.currency, merchantPrograms: try ledger.merchantPrograms()))

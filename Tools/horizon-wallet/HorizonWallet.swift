@@ -211,6 +211,7 @@ struct ConfirmOptions: ParsableArguments {
 
     /// The wallet's identity, trust, durable store and radio, ready for a flow.
     func openWallet() throws -> OpenWallet {
+        try CrashInjection.validate(for: "wallet")
         let logger = Logs.logger("horizon.wallet", verbose: global.verbose)
         let files = global.walletFiles
         let identity = try files.loadIdentity()
@@ -218,7 +219,8 @@ struct ConfirmOptions: ParsableArguments {
         let store = try files.openStore()
         let radio = try self.radio.open(name: "wallet", defaultPosition: Position(x: 0.3, y: 0), logger: logger)
         return OpenWallet(
-            identity: identity, anchors: anchors, store: store, pendingStore: SQLitePendingPaymentStore(store: store),
+            identity: identity, anchors: anchors, store: store,
+            pendingStore: CrashInjection.pendingStore(wrapping: SQLitePendingPaymentStore(store: store)),
             radio: radio, logger: logger, options: self)
     }
 }
@@ -227,7 +229,7 @@ struct OpenWallet {
     let identity: WalletIdentity
     let anchors: [TrustAnchor]
     let store: WalletStore
-    let pendingStore: SQLitePendingPaymentStore
+    let pendingStore: any PendingPaymentStore
     let radio: any DeviceRadio
     let logger: Logger
     let options: ConfirmOptions
