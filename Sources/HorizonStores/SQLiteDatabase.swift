@@ -103,10 +103,19 @@ public final class SQLiteDatabase: Sendable {
     }
 
     /// Runs `body` in one IMMEDIATE transaction: all of it is committed and synced, or none.
-    public func transaction<T>(_ body: (Transaction) throws(DatabaseError) -> T) throws(DatabaseError) -> T {
+    /// With `synced: false` the commit is atomic but not synced (WAL with `synchronous = NORMAL`):
+    /// it reaches the disk with the next synced commit or checkpoint, and a power cut before that
+    /// loses it whole. Only for writes whose loss costs nothing.
+    public func transaction<T>(synced: Bool = true, _ body: (Transaction) throws(DatabaseError) -> T)
+        throws(DatabaseError) -> T
+    {
         try connection.withLock { (connection) throws(DatabaseError) -> T in
             let handle = connection.handle
             let statements = connection.statements
+            if !synced { _ = try Self.run("PRAGMA synchronous = NORMAL", [], on: handle, statements: statements) }
+            defer {
+                if !synced { _ = try? Self.run("PRAGMA synchronous = FULL", [], on: handle, statements: statements) }
+            }
             _ = try Self.run("BEGIN IMMEDIATE", [], on: handle, statements: statements)
             do throws(DatabaseError) {
                 let result = try body(Transaction(handle: handle, statements: statements))

@@ -110,6 +110,9 @@ public protocol TerminalJournal: Sendable {
     /// Commits and syncs one step. Steps of one id only move forward: a step the id already
     /// passed is a no-op (a retry), a step out of order (a result before a confirmation) is an error.
     func write(_ write: JournalWrite, at time: UnixTime) throws(JournalError)
+    /// Commits and syncs several steps at once, all or none: for steps with nothing in between
+    /// them that could leave (a confirmation handed straight to a local processor).
+    func write(_ writes: [JournalWrite], at time: UnixTime) throws(JournalError)
     /// Where this id stands; nil if it was never confirmed here.
     func record(for id: PaymentID) throws(JournalError) -> JournalRecord?
     /// Every id confirmed but without a final answer, oldest first: what recovery settles.
@@ -117,9 +120,10 @@ public protocol TerminalJournal: Sendable {
 }
 
 /// The journal in its own SQLite file (WAL, `synchronous = FULL`: each step is on disk when
-/// `write` returns). Two tables: `steps`, append-only, one row per write (the history, for audits
-/// and tests), and `requests`, one row per confirmed id with its latest step and answer, which
-/// recovery and retries read. Both change in one transaction.
+/// `write` returns). One append-only table, one row per step: a `confirmed` row carries the
+/// request's terms, a `result` row the answer; where a request stands is its rows read in order.
+/// Appending touches two pages per commit (the table's last leaf and one index leaf), which keeps
+/// a synced step cheap; nothing is ever updated in place.
 public final class SQLiteTerminalJournal: TerminalJournal {
     public let database: SQLiteDatabase
     static let schemaVersion = 1
@@ -130,31 +134,27 @@ public final class SQLiteTerminalJournal: TerminalJournal {
             """
             CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
             CREATE TABLE IF NOT EXISTS steps(
-                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                seq INTEGER PRIMARY KEY,
                 step TEXT NOT NULL CHECK (step IN ('offered', 'confirmed', 'submitted', 'result', 'acknowledged')),
                 session_id INTEGER NOT NULL,
                 request_id BLOB,
                 transaction_type INTEGER NOT NULL,
                 wallet_key BLOB NOT NULL,
-                recorded_at INTEGER NOT NULL);
-            CREATE TABLE IF NOT EXISTS requests(
-                request_id BLOB PRIMARY KEY,
-                step TEXT NOT NULL CHECK (step IN ('confirmed', 'submitted', 'result', 'acknowledged')),
-                session_id INTEGER NOT NULL,
-                transaction_type INTEGER NOT NULL,
-                wallet_key BLOB NOT NULL,
-                terminal_key_id BLOB NOT NULL,
-                amount INTEGER NOT NULL,
-                tip INTEGER NOT NULL,
-                currency TEXT NOT NULL,
-                register_user TEXT NOT NULL,
-                item TEXT NOT NULL,
-                quantity INTEGER NOT NULL,
-                content_digest BLOB NOT NULL,
+                terminal_key_id BLOB,
+                amount INTEGER,
+                tip INTEGER,
+                currency TEXT,
+                register_user TEXT,
+                item TEXT,
+                quantity INTEGER,
+                content_digest BLOB,
                 answer BLOB,
-                confirmed_at INTEGER NOT NULL,
-                updated_at INTEGER NOT NULL);
-            CREATE INDEX IF NOT EXISTS requests_unsettled ON requests(confirmed_at) WHERE answer IS NULL;
+                recorded_at INTEGER NOT NULL,
+                CHECK ((step = 'offered') = (request_id IS NULL)),
+                CHECK (step != 'confirmed' OR (terminal_key_id IS NOT NULL AND amount IS NOT NULL
+                    AND tip IS NOT NULL AND currency IS NOT NULL AND content_digest IS NOT NULL)),
+                CHECK ((step = 'result') = (answer IS NOT NULL)));
+            CREATE INDEX IF NOT EXISTS steps_by_request ON steps(request_id, seq) WHERE request_id IS NOT NULL;
             INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '\(Self.schemaVersion)');
             """)
         let version = try database.query("SELECT value FROM meta WHERE key = 'schema_version'").first?["value"].text
@@ -167,40 +167,31 @@ public final class SQLiteTerminalJournal: TerminalJournal {
     }
 
     public func write(_ write: JournalWrite, at time: UnixTime) throws(JournalError) {
+        try self.write([write], at: time)
+    }
+
+    public func write(_ writes: [JournalWrite], at time: UnixTime) throws(JournalError) {
+        // An acknowledgement alone is committed but not synced: no message follows it, so the
+        // rule (synced before the next message leaves) asks nothing of it, and losing it costs
+        // nothing (the request keeps its answer). The next step's sync takes it to disk.
+        let synced = !writes.allSatisfy { $0.step == .acknowledged }
         do {
-            try database.transaction { (db) throws(DatabaseError) -> Result<Void, JournalError> in
-                switch write {
-                case .offered(let sessionID, let type, let walletKey):
-                    try Self.appendStep(
-                        .offered, sessionID: sessionID, id: nil, type: type, walletKey: walletKey, at: time, in: db)
-                    return .success(())
-                case .confirmed(let request):
-                    if let stored = try Self.read(request.id, in: db) {
-                        // A retry of the same request is fine; the same id with other terms is not.
-                        return stored.request == request
-                            ? .success(()) : .failure(JournalError("\(request.id) was confirmed with other terms"))
-                    }
-                    try Self.insert(request, at: time, in: db)
-                    try Self.appendStep(
-                        .confirmed, sessionID: request.sessionID, id: request.id, type: request.transactionType,
-                        walletKey: request.walletKey, at: time, in: db)
-                    return .success(())
-                case .submitted(let id), .acknowledged(let id):
-                    return try Self.advance(id, to: write.step, answer: nil, at: time, in: db)
-                case .result(let id, let answer):
-                    return try Self.advance(id, to: .result, answer: answer, at: time, in: db)
+            try database.transaction(synced: synced) { (db) throws(DatabaseError) -> Result<Void, JournalError> in
+                for write in writes {
+                    if case .failure(let error) = try Self.apply(write, at: time, in: db) { return .failure(error) }
                 }
+                return .success(())
             }.get()
         } catch let error as JournalError {
             throw error
         } catch {
-            throw JournalError("could not write \(write.step): \(error)")
+            throw JournalError("could not write \(writes.map(\.step)): \(error)")
         }
     }
 
     public func record(for id: PaymentID) throws(JournalError) -> JournalRecord? {
         do {
-            return try database.transaction { (db) throws(DatabaseError) in try Self.read(id, in: db) }
+            return try Self.record(for: id, rows: rowsQuery(id))
         } catch {
             throw JournalError("could not read \(id): \(error)")
         }
@@ -208,8 +199,14 @@ public final class SQLiteTerminalJournal: TerminalJournal {
 
     public func unsettled() throws(JournalError) -> [JournalRecord] {
         do {
-            return try database.query("SELECT * FROM requests WHERE answer IS NULL ORDER BY confirmed_at, rowid")
-                .compactMap(Self.decode)
+            let ids = try database.query(
+                """
+                SELECT request_id FROM steps AS confirmed WHERE step = 'confirmed' AND NOT EXISTS (
+                    SELECT 1 FROM steps AS answered WHERE answered.request_id = confirmed.request_id
+                        AND answered.step = 'result')
+                ORDER BY seq
+                """)
+            return try records(of: ids)
         } catch {
             throw JournalError("could not read the unsettled requests: \(error)")
         }
@@ -217,10 +214,24 @@ public final class SQLiteTerminalJournal: TerminalJournal {
 
     /// Confirmed requests, the most recently changed first.
     public func records(limit: Int) throws(DatabaseError) -> [JournalRecord] {
-        try database.query(
-            "SELECT * FROM requests ORDER BY updated_at DESC, rowid DESC LIMIT ?", [.integer(Int64(limit))]
-        )
-        .compactMap(Self.decode)
+        let ids = try database.query(
+            """
+            SELECT request_id, MAX(seq) AS last FROM steps WHERE request_id IS NOT NULL
+            GROUP BY request_id ORDER BY last DESC LIMIT ?
+            """, [.integer(Int64(limit))])
+        return try records(of: ids)
+    }
+
+    /// The records of the ids in `rows` (a `request_id` column), in their order.
+    private func records(of rows: [DatabaseRow]) throws(DatabaseError) -> [JournalRecord] {
+        var records: [JournalRecord] = []
+        for row in rows {
+            guard let bytes = row["request_id"].blob, let id = try? PaymentID(bytes: bytes),
+                let record = Self.record(for: id, rows: try rowsQuery(id))
+            else { continue }
+            records.append(record)
+        }
+        return records
     }
 
     /// The history of writes, oldest first, as (step, request id) pairs; for audits and tests.
@@ -233,11 +244,47 @@ public final class SQLiteTerminalJournal: TerminalJournal {
 
     // MARK: Rows
 
+    private static let rowsSQL = "SELECT * FROM steps WHERE request_id = ? ORDER BY seq"
+
+    private func rowsQuery(_ id: PaymentID) throws(DatabaseError) -> [DatabaseRow] {
+        try database.query(Self.rowsSQL, [.blob(id.bytes)])
+    }
+
+    private static func apply(_ write: JournalWrite, at time: UnixTime, in db: SQLiteDatabase.Transaction)
+        throws(DatabaseError) -> Result<Void, JournalError>
+    {
+        switch write {
+        case .offered(let sessionID, let type, let walletKey):
+            try db.query(
+                """
+                INSERT INTO steps(step, session_id, transaction_type, wallet_key, recorded_at)
+                VALUES ('offered', ?, ?, ?, ?)
+                """,
+                [
+                    .integer(Int64(bitPattern: sessionID.rawValue)), .integer(Int64(type.rawValue)),
+                    .blob(walletKey.bytes), .integer(time),
+                ])
+            return .success(())
+        case .confirmed(let request):
+            if let stored = record(for: request.id, rows: try db.query(rowsSQL, [.blob(request.id.bytes)])) {
+                // A retry of the same request is fine; the same id with other terms is not.
+                return stored.request == request
+                    ? .success(()) : .failure(JournalError("\(request.id) was confirmed with other terms"))
+            }
+            try insertConfirmation(request, at: time, in: db)
+            return .success(())
+        case .submitted(let id), .acknowledged(let id):
+            return try advance(id, to: write.step, answer: nil, at: time, in: db)
+        case .result(let id, let answer):
+            return try advance(id, to: .result, answer: answer, at: time, in: db)
+        }
+    }
+
     private static func advance(
         _ id: PaymentID, to step: JournalStep, answer: SessionMessage?, at time: UnixTime,
         in db: SQLiteDatabase.Transaction
     ) throws(DatabaseError) -> Result<Void, JournalError> {
-        guard let stored = try read(id, in: db) else {
+        guard let stored = record(for: id, rows: try db.query(rowsSQL, [.blob(id.bytes)])) else {
             return .failure(JournalError("\(step) for \(id), which was never confirmed"))
         }
         // Already there or past it: a retry of the step, nothing to write.
@@ -245,40 +292,22 @@ public final class SQLiteTerminalJournal: TerminalJournal {
         if step == .acknowledged, stored.answer == nil {
             return .failure(JournalError("acknowledged for \(id), which has no result"))
         }
-        if let answer {
-            try db.query(
-                "UPDATE requests SET step = ?, answer = ?, updated_at = ? WHERE request_id = ?",
-                [.text(step.rawValue), .blob(answer.encoded()), .integer(time), .blob(id.bytes)])
-        } else {
-            try db.query(
-                "UPDATE requests SET step = ?, updated_at = ? WHERE request_id = ?",
-                [.text(step.rawValue), .integer(time), .blob(id.bytes)])
-        }
-        try appendStep(
-            step, sessionID: stored.request.sessionID, id: id, type: stored.request.transactionType,
-            walletKey: stored.request.walletKey, at: time, in: db)
+        try db.query(
+            """
+            INSERT INTO steps(step, session_id, request_id, transaction_type, wallet_key, answer, recorded_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(step.rawValue), .integer(Int64(bitPattern: stored.request.sessionID.rawValue)), .blob(id.bytes),
+                .integer(Int64(stored.request.transactionType.rawValue)), .blob(stored.request.walletKey.bytes),
+                answer.map { .blob($0.encoded()) } ?? .null, .integer(time),
+            ])
         return .success(())
     }
 
-    private static func appendStep(
-        _ step: JournalStep, sessionID: SessionID, id: PaymentID?, type: TransactionType, walletKey: PublicKeyBytes,
-        at time: UnixTime, in db: SQLiteDatabase.Transaction
+    private static func insertConfirmation(
+        _ request: JournalRequest, at time: UnixTime, in db: SQLiteDatabase.Transaction
     ) throws(DatabaseError) {
-        try db.query(
-            """
-            INSERT INTO steps(step, session_id, request_id, transaction_type, wallet_key, recorded_at)
-            VALUES (?, ?, ?, ?, ?, ?)
-            """,
-            [
-                .text(step.rawValue), .integer(Int64(bitPattern: sessionID.rawValue)),
-                id.map { .blob($0.bytes) } ?? .null,
-                .integer(Int64(type.rawValue)), .blob(walletKey.bytes), .integer(time),
-            ])
-    }
-
-    private static func insert(_ request: JournalRequest, at time: UnixTime, in db: SQLiteDatabase.Transaction)
-        throws(DatabaseError)
-    {
         let terminalKeyID: TerminalKeyID
         let amount: Money
         let tip: Money
@@ -303,29 +332,33 @@ public final class SQLiteTerminalJournal: TerminalJournal {
         }
         try db.query(
             """
-            INSERT INTO requests(request_id, step, session_id, transaction_type, wallet_key, terminal_key_id, amount,
-                tip, currency, register_user, item, quantity, content_digest, answer, confirmed_at, updated_at)
-            VALUES (?, 'confirmed', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)
+            INSERT INTO steps(step, session_id, request_id, transaction_type, wallet_key, terminal_key_id, amount, tip,
+                currency, register_user, item, quantity, content_digest, recorded_at)
+            VALUES ('confirmed', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
-                .blob(request.id.bytes), .integer(Int64(bitPattern: request.sessionID.rawValue)),
+                .integer(Int64(bitPattern: request.sessionID.rawValue)), .blob(request.id.bytes),
                 .integer(Int64(request.transactionType.rawValue)), .blob(request.walletKey.bytes),
                 .blob(terminalKeyID.bytes), .integer(amount.minorUnits), .integer(tip.minorUnits),
                 .text(amount.currency.code), .text(registerUser), .text(item), .integer(quantity), .blob(digest),
-                .integer(time), .integer(time),
+                .integer(time),
             ])
     }
 
-    private static func read(_ id: PaymentID, in db: SQLiteDatabase.Transaction) throws(DatabaseError)
-        -> JournalRecord?
-    {
-        try db.query("SELECT * FROM requests WHERE request_id = ?", [.blob(id.bytes)]).first.flatMap(decode)
+    /// Where a request stands, from its rows in order: the terms from its `confirmed` row, the
+    /// answer from its `result` row, the step from its last row. Nil if it was never confirmed.
+    private static func record(for id: PaymentID, rows: [DatabaseRow]) -> JournalRecord? {
+        guard let confirmed = rows.first(where: { $0["step"].text == JournalStep.confirmed.rawValue }),
+            let request = decodeRequest(id, confirmed)
+        else { return nil }
+        let step = rows.compactMap { $0["step"].text.flatMap(JournalStep.init(rawValue:)) }.max() ?? .confirmed
+        let answer = rows.first(where: { $0["step"].text == JournalStep.result.rawValue })?["answer"].blob
+            .flatMap { try? SessionMessage.decode($0) }
+        return JournalRecord(request: request, step: step, answer: answer)
     }
 
-    private static func decode(_ row: DatabaseRow) -> JournalRecord? {
-        guard let idBytes = row["request_id"].blob, let id = try? PaymentID(bytes: idBytes),
-            let step = row["step"].text.flatMap(JournalStep.init(rawValue:)),
-            let session = row["session_id"].integer, let sessionID = SessionID(rawValue: UInt64(bitPattern: session)),
+    private static func decodeRequest(_ id: PaymentID, _ row: DatabaseRow) -> JournalRequest? {
+        guard let session = row["session_id"].integer, let sessionID = SessionID(rawValue: UInt64(bitPattern: session)),
             let typeValue = row["transaction_type"].integer,
             let type = TransactionType(rawValue: UInt8(truncatingIfNeeded: typeValue)),
             let keyBytes = row["wallet_key"].blob, let walletKey = try? PublicKeyBytes(bytes: keyBytes),
@@ -335,20 +368,16 @@ public final class SQLiteTerminalJournal: TerminalJournal {
             let tip = try? Money(minorUnits: row["tip"].integer ?? -1, currency: currency),
             let digest = row["content_digest"].blob
         else { return nil }
-        let request: JournalRequest
         if type == .payment {
-            request = .payment(
+            return .payment(
                 SettlementRequest(
                     paymentID: id, sessionID: sessionID, walletKey: walletKey, terminalKeyID: terminalKeyID,
                     amount: amount, tip: tip, registerUser: row["register_user"].text ?? "", contentDigest: digest))
-        } else {
-            request = .redemption(
-                RedemptionRequest(
-                    redemptionID: id, sessionID: sessionID, walletKey: walletKey, terminalKeyID: terminalKeyID,
-                    transactionType: type, item: row["item"].text ?? "", quantity: row["quantity"].integer ?? 0,
-                    value: amount, contentDigest: digest))
         }
-        let answer = row["answer"].blob.flatMap { try? SessionMessage.decode($0) }
-        return JournalRecord(request: request, step: step, answer: answer)
+        return .redemption(
+            RedemptionRequest(
+                redemptionID: id, sessionID: sessionID, walletKey: walletKey, terminalKeyID: terminalKeyID,
+                transactionType: type, item: row["item"].text ?? "", quantity: row["quantity"].integer ?? 0,
+                value: amount, contentDigest: digest))
     }
 }

@@ -280,10 +280,12 @@ final class ProcessJournal: TerminalJournal {
         self.process = process
     }
 
-    func write(_ write: JournalWrite, at time: UnixTime) throws(JournalError) {
+    func write(_ write: JournalWrite, at time: UnixTime) throws(JournalError) { try self.write([write], at: time) }
+
+    func write(_ writes: [JournalWrite], at time: UnixTime) throws(JournalError) {
         guard process.isAlive else { throw JournalError("the terminal process has crashed") }
-        try journal.write(write, at: time)
-        process.reportDurableStep(.terminalJournal(write.step))
+        try journal.write(writes, at: time)
+        for write in writes { process.reportDurableStep(.terminalJournal(write.step)) }
     }
 
     func record(for id: PaymentID) throws(JournalError) -> JournalRecord? {

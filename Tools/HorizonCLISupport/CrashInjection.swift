@@ -73,9 +73,11 @@ private struct CrashingJournal: TerminalJournal {
     let journal: any TerminalJournal
     let step: JournalStep
 
-    func write(_ write: JournalWrite, at time: UnixTime) throws(JournalError) {
-        try journal.write(write, at: time)
-        if write.step == step { CrashInjection.die(after: "journal step \(step)") }
+    func write(_ write: JournalWrite, at time: UnixTime) throws(JournalError) { try self.write([write], at: time) }
+
+    func write(_ writes: [JournalWrite], at time: UnixTime) throws(JournalError) {
+        try journal.write(writes, at: time)
+        if writes.contains(where: { $0.step == step }) { CrashInjection.die(after: "journal step \(step)") }
     }
 
     func record(for id: PaymentID) throws(JournalError) -> JournalRecord? { try journal.record(for: id) }

@@ -48,8 +48,10 @@ extension TerminalRadioService {
         execute: (JournalRequest) throws(ProcessorError) -> SettlementResult
     ) -> JournaledOutcome {
         let id = request.id
+        // Confirmed and submitted in one synced write: nothing leaves between them when the
+        // processor is local, and one commit instead of two keeps a payment's CPU in budget.
         do {
-            try journal.write(.confirmed(request), at: now)
+            try journal.write([.confirmed(request), .submitted(id)], at: now)
         } catch {
             // Not on record, so never executed: a definitive "not charged".
             return .refused(
@@ -59,11 +61,6 @@ extension TerminalRadioService {
         }
         let undecided = ErrorMessage(
             code: .internalError, message: "the terminal could not record the outcome yet; ask again later")
-        do {
-            try journal.write(.submitted(id), at: now)
-        } catch {
-            return .undecided(undecided, reason: error.description)
-        }
         let answer: SessionMessage
         let result: SettlementResult?
         do {
