@@ -255,6 +255,9 @@ final class Probe: @unchecked Sendable {
     private var turnsAtAcceptance = 0
     private var receiptAt: Instant?
     private var receiptWall: Int64 = 0
+    /// The link's traffic as the receipt is taken. The wallet's acknowledgement, which it sends
+    /// as it takes the receipt, is its last frame then: it is not part of acceptance → receipt.
+    private var trafficAtReceipt: LinkTraffic?
 
     init(simulation: RadioSimulation) { self.simulation = simulation }
 
@@ -280,21 +283,24 @@ final class Probe: @unchecked Sendable {
     func finished() {
         receiptAt = simulation.now
         receiptWall = Clocks.wall()
+        trafficAtReceipt = endpoint.map { simulation.traffic(on: $0) }
     }
 
     func record() throws -> PaymentRecord {
         guard let endpoint, let linkUpAt, let acceptedAt, let receiptAt else {
             throw BenchmarkError("a payment finished without a link, an acceptance or a receipt")
         }
-        let traffic = simulation.traffic(on: endpoint)
+        let traffic = trafficAtReceipt ?? simulation.traffic(on: endpoint)
+        // A wallet frame after the receipt's last frame is the acknowledgement: not a turn toward it.
+        let turns = traffic.turns - (traffic.lastFrameWasFromCentral == true ? 1 : 0)
         return PaymentRecord(
             acceptanceToReceiptMilliseconds: (receiptAt - acceptedAt).milliseconds,
             linkUpToReceiptMilliseconds: (receiptAt - linkUpAt).milliseconds,
             startToReceiptMilliseconds: (receiptAt - startedAt).milliseconds,
             computeBetweenAcceptanceAndReceiptMilliseconds: Double(receiptWall - acceptedWall) / 1_000_000,
             // The wallet speaks first on a link and the terminal answers: two turns a round trip.
-            roundTripsFromAcceptance: (traffic.turns - turnsAtAcceptance + 1) / 2,
-            roundTripsWholeLink: (traffic.turns + 1) / 2,
+            roundTripsFromAcceptance: (turns - turnsAtAcceptance + 1) / 2,
+            roundTripsWholeLink: (turns + 1) / 2,
             walletFrames: traffic.centralFrames, terminalFrames: traffic.peripheralFrames,
             walletBytes: traffic.centralBytes, terminalBytes: traffic.peripheralBytes, attMTU: traffic.attMTU)
     }

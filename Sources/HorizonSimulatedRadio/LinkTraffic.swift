@@ -37,6 +37,9 @@ public struct LinkTraffic: Sendable, Equatable {
         self.attMTU = attMTU
     }
 
+    /// Whether the last frame so far came from the central (nil before the first).
+    public var lastFrameWasFromCentral: Bool? { lastSenderWasCentral }
+
     public var frames: Int { centralFrames + peripheralFrames }
     public var bytes: Int { centralBytes + peripheralBytes }
 
