@@ -24,6 +24,8 @@ final class BlueZPeripheral: Sendable {
         var pendingDisconnects: [String: ScheduledAction] = [:]
         /// Writes from centrals that never registered (foreign software writing to our characteristic).
         var foreignWrites = 0
+        /// Advertisements bluetoothd released and gave back again, for tests and diagnostics.
+        var reregistrations = 0
     }
 
     let connection: DBusConnection
@@ -49,6 +51,7 @@ final class BlueZPeripheral: Sendable {
 
     var linkCount: Int { state.withLock { $0.links.count } }
     var foreignWriteCount: Int { state.withLock { $0.foreignWrites } }
+    var advertisementReregistrationCount: Int { state.withLock { $0.reregistrations } }
 
     func setConnectionHandler(_ handler: @escaping @Sendable (any ByteLink) -> Void) {
         state.withLock { $0.connectionHandler = handler }
@@ -264,7 +267,12 @@ final class BlueZPeripheral: Sendable {
                 interfaces: [
                     DBusInterface(
                         BlueZName.advertisement,
-                        methods: [DBusMethod("Release") { _ throws(DBusError) in [] }],
+                        methods: [
+                            DBusMethod("Release") { [weak self] _ throws(DBusError) in
+                                self?.released(path)
+                                return []
+                            }
+                        ],
                         properties: properties.map { DBusProperty.constant($0.key, $0.value) })
                 ])
         } catch {
@@ -290,6 +298,48 @@ final class BlueZPeripheral: Sendable {
         state.withLock { _ = $0.advertisements.insert(path) }
         BlueZTrace.log("serve: advertising \(path)")
         return BlueZAdvertisingSet { [weak self] in self?.stopAdvertising(path) }
+    }
+
+    /// bluetoothd dropped the advertisement: it calls Release when the advertisement can no
+    /// longer be served (the adapter went away, e.g. a dongle unplugged; a power cycle keeps it),
+    /// and it is then already unregistered. A session still advertising must not go silent: the
+    /// GATT application (which went with the adapter) and the advertisement are registered again,
+    /// retried every second for two minutes while the adapter comes back.
+    private func released(_ path: String, attempt: Int = 0) {
+        guard state.withLock({ $0.advertisements.contains(path) }) else { return }
+        BlueZTrace.log("serve: bluetoothd released \(path); registering it again (attempt \(attempt + 1))")
+        // Off the D-Bus queue, which this Release call is on, and after a moment for the adapter.
+        scheduler.schedule(after: .milliseconds(attempt == 0 ? 200 : 1_000)) { [weak self] in
+            guard let self, self.state.withLock({ $0.advertisements.contains(path) }) else { return }
+            @Sendable func retry(_ doing: String, _ error: DBusError) {
+                BlueZTrace.log("serve: \(doing) again failed: \(error)")
+                if attempt < 120 { self.released(path, attempt: attempt + 1) }
+            }
+            self.callAdvertisingOrGATTManager(BlueZName.gattManager, "RegisterApplication", self.rootPath) { result in
+                if case .failure(let error) = result, error.name != "org.bluez.Error.AlreadyExists" {
+                    return retry("registering the GATT application", error)
+                }
+                self.callAdvertisingOrGATTManager(BlueZName.advertisingManager, "RegisterAdvertisement", path) {
+                    result in
+                    if case .failure(let error) = result, error.name != "org.bluez.Error.AlreadyExists" {
+                        return retry("registering \(path)", error)
+                    }
+                    self.state.withLock { $0.reregistrations += 1 }
+                    BlueZTrace.log("serve: advertising \(path) again")
+                }
+            }
+        }
+    }
+
+    /// `method(path, {})` on the adapter's GattManager1 or LEAdvertisingManager1, answered later.
+    private func callAdvertisingOrGATTManager(
+        _ interface: String, _ method: String, _ path: String,
+        completion: @escaping @Sendable (Result<[DBusValue], DBusError>) -> Void
+    ) {
+        connection.call(
+            destination: BlueZName.service, path: adapterPath, interface: interface, method: method,
+            arguments: [.objectPath(path), .stringVariantDictionary([:])], timeout: Self.callTimeout,
+            completion: completion)
     }
 
     private func stopAdvertising(_ path: String) {

@@ -87,6 +87,8 @@ public final class BlueZRadio: DeviceRadio, Sendable {
     public var connectedWalletCount: Int { peripheral.linkCount }
     /// Writes to our characteristic from centrals that never registered (foreign software).
     public var foreignWriteCount: Int { peripheral.foreignWriteCount }
+    /// Advertisements bluetoothd released (adapter reset or powered off) that were registered again.
+    public var advertisementReregistrationCount: Int { peripheral.advertisementReregistrationCount }
 
     // MARK: CentralRadio
 

@@ -446,6 +446,39 @@ struct BlueZRadioTests {
         #expect(bluetoothd.state.withLock { $0.unregisteredApplications.count } == 2)
     }
 
+    /// bluetoothd calls Release on an advertisement it dropped (the adapter went away): a session
+    /// still advertising registers its GATT application and advertisement again.
+    @Test func anAdvertisementBluetoothdReleasesIsRegisteredAgainWhileItsSessionLasts() async throws {
+        let bluetoothd = try FakeBluetoothd()
+        let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
+        let advertising = try radio.startAdvertising(sampleAdvertisement, interval: .milliseconds(100))
+        let path = try #require(bluetoothd.state.withLock { $0.advertisements.keys.first })
+        func release() async throws {
+            bluetoothd.state.withLock { _ = $0.advertisements.removeValue(forKey: path) }
+            _ = try await withCheckedThrowingContinuation { continuation in
+                bluetoothd.connection.call(
+                    destination: radio.connection.uniqueName ?? "", path: path, interface: "org.bluez.LEAdvertisement1",
+                    method: "Release", timeout: .seconds(5)
+                ) { continuation.resume(with: $0) }
+            }
+        }
+        let applicationAttempts = bluetoothd.state.withLock { $0.applicationAttempts }
+        try await release()
+        #expect(await eventually { bluetoothd.state.withLock { $0.advertisements[path] } != nil })
+        #expect(radio.advertisementReregistrationCount == 1)
+        // The GATT application is offered again too (bluetoothd answers AlreadyExists if it kept it).
+        #expect(bluetoothd.state.withLock { $0.applicationAttempts } == applicationAttempts + 1)
+
+        // Once its session stops advertising, a late Release (if it still reaches us) changes nothing.
+        advertising.stop()
+        #expect(await eventually { bluetoothd.state.withLock { $0.unregisteredAdvertisements } == [path] })
+        try? await release()
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(bluetoothd.state.withLock { $0.advertisements[path] } == nil)
+        #expect(radio.advertisementReregistrationCount == 1)
+        radio.shutdown()
+    }
+
     @Test func theWalletScansConnectsWithRetriesAndKeepsOnlyItsOwnNotifications() async throws {
         let bluetoothd = try FakeBluetoothd()
         let radio = try BlueZRadio.open(

@@ -50,6 +50,8 @@ if setup_payments; then
     check "a payment with tip completes (terminal on hci0, wallet on hci1)" check_payment_with_tip
     check "the customer declines: nothing charged" check_rejection
     check "the cashier cancels while the customer decides: nothing charged" check_cancel
+    check "the terminal's adapter is power-cycled while it waits: it advertises again and is paid" \
+        check_terminal_adapter_power_cycle
     check "terminal killed after settling, restarted: the pending payment resolves, charged once" \
         check_terminal_killed_mid_payment
 else

@@ -212,6 +212,22 @@ appears() {
     return 1
 }
 
+check_terminal_adapter_power_cycle() {
+    # The terminal's adapter goes off and on while the session waits (a dongle reset): the
+    # session must be advertised again (bluetoothd restores it, or the terminal registers it again
+    # when bluetoothd releases it) and a wallet pays.
+    start_terminal cycle 2.50 || return 1
+    btmgmt_q --index "${terminal_adapter#hci}" advinfo | grep -i "instances list" >"$work/cycle.advertising-before"
+    fresh_adapter "$terminal_adapter" || return 1
+    sleep 2
+    btmgmt_q --index "${terminal_adapter#hci}" advinfo | grep -i "instances list" >"$work/cycle.advertising-after"
+    wallet_bounded pay --yes --json --timeout 60 "${on_wallet_radio[@]}" >"$work/cycle.wallet.json" \
+        2>"$work/cycle.wallet" && wait_pid "$terminal_pid" 60 && grep -q '"state" : "completed"' "$work/cycle.terminal.json" || {
+        show cycle
+        return 1
+    }
+}
+
 # bluetoothctl on WALLET_ADDRESS's adapter, driven step by step (each command waits for what the
 # last one printed, not for a fixed time): scan until bluetoothd knows TERMINAL_ADDRESS, connect
 # (again if bluetoothd's connect races the kernel), list the attributes, write garbage to the
