@@ -64,7 +64,8 @@ public enum JournalWrite: Sendable, Equatable {
     case submitted(PaymentID)
     /// The final answer for the id, exactly as it is sent (a receipt or an error).
     case result(PaymentID, answer: SessionMessage)
-    case acknowledged(PaymentID)
+    /// Only the wallet that made the request (its key) can acknowledge it.
+    case acknowledged(PaymentID, by: PublicKeyBytes)
 
     public var step: JournalStep {
         switch self {
@@ -273,24 +274,40 @@ public final class SQLiteTerminalJournal: TerminalJournal {
             }
             try insertConfirmation(request, at: time, in: db)
             return .success(())
-        case .submitted(let id), .acknowledged(let id):
-            return try advance(id, to: write.step, answer: nil, at: time, in: db)
+        case .submitted(let id):
+            return try advance(id, to: .submitted, answer: nil, by: nil, at: time, in: db)
+        case .acknowledged(let id, let walletKey):
+            return try advance(id, to: .acknowledged, answer: nil, by: walletKey, at: time, in: db)
         case .result(let id, let answer):
-            return try advance(id, to: .result, answer: answer, at: time, in: db)
+            return try advance(id, to: .result, answer: answer, by: nil, at: time, in: db)
         }
     }
 
+    /// The columns `advance` needs: the request's steps so far, without decoding its terms.
+    private static let progressSQL = """
+        SELECT step, answer IS NOT NULL AS answered, session_id, transaction_type, wallet_key FROM steps
+        WHERE request_id = ? ORDER BY seq
+        """
+
     private static func advance(
-        _ id: PaymentID, to step: JournalStep, answer: SessionMessage?, at time: UnixTime,
+        _ id: PaymentID, to step: JournalStep, answer: SessionMessage?, by walletKey: PublicKeyBytes?,
+        at time: UnixTime,
         in db: SQLiteDatabase.Transaction
     ) throws(DatabaseError) -> Result<Void, JournalError> {
-        guard let stored = record(for: id, rows: try db.query(rowsSQL, [.blob(id.bytes)])) else {
+        let rows = try db.query(progressSQL, [.blob(id.bytes)])
+        guard let confirmed = rows.first(where: { $0["step"].text == JournalStep.confirmed.rawValue }) else {
             return .failure(JournalError("\(step) for \(id), which was never confirmed"))
         }
+        let latest = rows.compactMap { $0["step"].text.flatMap(JournalStep.init(rawValue:)) }.max() ?? .confirmed
         // Already there or past it: a retry of the step, nothing to write.
-        if stored.step >= step { return .success(()) }
-        if step == .acknowledged, stored.answer == nil {
-            return .failure(JournalError("acknowledged for \(id), which has no result"))
+        if latest >= step { return .success(()) }
+        if step == .acknowledged {
+            guard rows.contains(where: { $0["answered"].integer == 1 }) else {
+                return .failure(JournalError("acknowledged for \(id), which has no result"))
+            }
+            guard let walletKey, confirmed["wallet_key"].blob == walletKey.bytes else {
+                return .failure(JournalError("\(id) can only be acknowledged by the wallet that made it"))
+            }
         }
         try db.query(
             """
@@ -298,9 +315,8 @@ public final class SQLiteTerminalJournal: TerminalJournal {
             VALUES (?, ?, ?, ?, ?, ?, ?)
             """,
             [
-                .text(step.rawValue), .integer(Int64(bitPattern: stored.request.sessionID.rawValue)), .blob(id.bytes),
-                .integer(Int64(stored.request.transactionType.rawValue)), .blob(stored.request.walletKey.bytes),
-                answer.map { .blob($0.encoded()) } ?? .null, .integer(time),
+                .text(step.rawValue), confirmed["session_id"], .blob(id.bytes), confirmed["transaction_type"],
+                confirmed["wallet_key"], answer.map { .blob($0.encoded()) } ?? .null, .integer(time),
             ])
         return .success(())
     }

@@ -26,7 +26,7 @@ struct TerminalJournalTests {
                 try journal.write(.confirmed(.payment(request(3, amount: euros(900)))), at: 5)
                 try journal.write(.submitted(paymentID(3)), at: 6)
                 try journal.write(.result(paymentID(3), answer: answer(3)), at: 7)
-                try journal.write(.acknowledged(paymentID(3)), at: 8)
+                try journal.write(.acknowledged(paymentID(3), by: walletKey(1)), at: 8)
             }
             // A new program over the same file, as after a crash.
             let journal = try SQLiteTerminalJournal(path: journalPath(in: directory))
@@ -64,8 +64,10 @@ struct TerminalJournalTests {
         #expect(throws: JournalError.self) { try journal.write(.result(paymentID(1), answer: answer(1)), at: 1) }
         try journal.write(.confirmed(confirmed), at: 2)
         // No acknowledgement without a result.
-        #expect(throws: JournalError.self) { try journal.write(.acknowledged(paymentID(1)), at: 3) }
+        #expect(throws: JournalError.self) { try journal.write(.acknowledged(paymentID(1), by: walletKey(1)), at: 3) }
         try journal.write(.result(paymentID(1), answer: answer(1)), at: 4)
+        // Only the wallet that made the request acknowledges it.
+        #expect(throws: JournalError.self) { try journal.write(.acknowledged(paymentID(1), by: walletKey(2)), at: 4) }
         // A late `submitted` or a second result does not move it back or replace the answer.
         try journal.write(.submitted(paymentID(1)), at: 5)
         try journal.write(.result(paymentID(1), answer: answer(2)), at: 6)
