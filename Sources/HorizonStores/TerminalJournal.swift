@@ -91,9 +91,6 @@ public struct JournalRecord: Sendable, Equatable {
         self.step = step
         self.answer = answer
     }
-
-    /// Confirmed but without a final answer: the terminal still owes it an execution.
-    public var isUnsettled: Bool { answer == nil }
 }
 
 /// Why the journal could not be written or read. A terminal that cannot journal a step does not
@@ -108,16 +105,22 @@ public struct JournalError: Error, Equatable, Sendable, CustomStringConvertible 
 
 /// The terminal's durable record of every step of every payment and redemption.
 public protocol TerminalJournal: Sendable {
-    /// Commits and syncs one step. Steps of one id only move forward: a step the id already
-    /// passed is a no-op (a retry), a step out of order (a result before a confirmation) is an error.
-    func write(_ write: JournalWrite, at time: UnixTime) throws(JournalError)
-    /// Commits and syncs several steps at once, all or none: for steps with nothing in between
-    /// them that could leave (a confirmation handed straight to a local processor).
+    /// Commits and syncs steps, all or none (several at once for steps with nothing in between
+    /// them that could leave: a confirmation handed straight to a local processor). Steps of one
+    /// id only move forward: a step the id already passed is a no-op (a retry), a step out of
+    /// order (a result before a confirmation) is an error.
     func write(_ writes: [JournalWrite], at time: UnixTime) throws(JournalError)
     /// Where this id stands; nil if it was never confirmed here.
     func record(for id: PaymentID) throws(JournalError) -> JournalRecord?
     /// Every id confirmed but without a final answer, oldest first: what recovery settles.
     func unsettled() throws(JournalError) -> [JournalRecord]
+}
+
+extension TerminalJournal {
+    /// Commits and syncs one step.
+    public func write(_ write: JournalWrite, at time: UnixTime) throws(JournalError) {
+        try self.write([write], at: time)
+    }
 }
 
 /// The journal in its own SQLite file (WAL, `synchronous = FULL`: each step is on disk when
@@ -165,10 +168,6 @@ public final class SQLiteTerminalJournal: TerminalJournal {
                 message: "this journal has schema \(version ?? "?"); this program reads \(Self.schemaVersion)",
                 context: "opening \(path)")
         }
-    }
-
-    public func write(_ write: JournalWrite, at time: UnixTime) throws(JournalError) {
-        try self.write([write], at: time)
     }
 
     public func write(_ writes: [JournalWrite], at time: UnixTime) throws(JournalError) {

@@ -280,8 +280,6 @@ final class ProcessJournal: TerminalJournal {
         self.process = process
     }
 
-    func write(_ write: JournalWrite, at time: UnixTime) throws(JournalError) { try self.write([write], at: time) }
-
     func write(_ writes: [JournalWrite], at time: UnixTime) throws(JournalError) {
         guard process.isAlive else { throw JournalError("the terminal process has crashed") }
         try journal.write(writes, at: time)

@@ -24,8 +24,6 @@ final class FaultyJournal: TerminalJournal {
 
     func fail(at step: JournalStep?) { failing.withLock { $0 = step } }
 
-    func write(_ write: JournalWrite, at time: UnixTime) throws(JournalError) { try self.write([write], at: time) }
-
     func write(_ writes: [JournalWrite], at time: UnixTime) throws(JournalError) {
         if let failing = failing.withLock({ $0 }), writes.contains(where: { $0.step == failing }) {
             events.append("journal \(failing) failed")

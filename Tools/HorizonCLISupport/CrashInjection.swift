@@ -15,7 +15,9 @@ import HorizonStores
 public enum CrashInjection {
     public static let variable = "HORIZON_CRASH_AFTER"
     public static let settleStep = "settle"
-    public static let walletSteps = ["stored-request", "resolved-request"]
+    public static let storedRequestStep = "stored-request"
+    public static let resolvedRequestStep = "resolved-request"
+    public static let walletSteps = [storedRequestStep, resolvedRequestStep]
     public static var terminalSteps: [String] { JournalStep.allCases.map(\.rawValue) + [settleStep] }
 
     static var requestedStep: String? { ProcessInfo.processInfo.environment[variable] }
@@ -73,8 +75,6 @@ private struct CrashingJournal: TerminalJournal {
     let journal: any TerminalJournal
     let step: JournalStep
 
-    func write(_ write: JournalWrite, at time: UnixTime) throws(JournalError) { try self.write([write], at: time) }
-
     func write(_ writes: [JournalWrite], at time: UnixTime) throws(JournalError) {
         try journal.write(writes, at: time)
         if writes.contains(where: { $0.step == step }) { CrashInjection.die(after: "journal step \(step)") }
@@ -90,17 +90,19 @@ private struct CrashingPendingStore: PendingPaymentStore {
 
     func save(_ payment: PendingPayment) throws {
         try store.save(payment)
-        if step == "stored-request" { CrashInjection.die(after: "storing request \(payment.paymentID)") }
+        if step == CrashInjection.storedRequestStep {
+            CrashInjection.die(after: "storing request \(payment.paymentID)")
+        }
     }
 
     func remove(_ paymentID: PaymentID) throws {
         try store.remove(paymentID)
-        if step == "resolved-request" { CrashInjection.die(after: "resolving request \(paymentID)") }
+        if step == CrashInjection.resolvedRequestStep { CrashInjection.die(after: "resolving request \(paymentID)") }
     }
 
     func resolve(_ paymentID: PaymentID, receipt: PaymentReceipt?) throws {
         try store.resolve(paymentID, receipt: receipt)
-        if step == "resolved-request" { CrashInjection.die(after: "resolving request \(paymentID)") }
+        if step == CrashInjection.resolvedRequestStep { CrashInjection.die(after: "resolving request \(paymentID)") }
     }
 
     func all() throws -> [PendingPayment] { try store.all() }

@@ -120,13 +120,11 @@ public struct TerminalFiles {
     }
 }
 
-/// What a terminal command runs on: its ledger (behind crash injection when asked for), its
-/// journal, and the radio service, with whatever a crash left in the journal settled.
+/// What a terminal command runs on: its processor (the ledger, behind crash injection when asked
+/// for) and the radio service over its journal, with whatever a crash left in the journal settled.
 public struct TerminalRuntime {
-    public let ledger: SandboxLedger
     public let processor: any PaymentProcessor & RedemptionProcessor
     public let service: TerminalRadioService
-    public let recovery: JournalRecoveryReport
 }
 
 extension TerminalFiles {
@@ -154,12 +152,12 @@ extension TerminalFiles {
         } catch {
             throw CLIError("cannot recover from the journal: \(error)")
         }
-        if recovery.settled.isEmpty, recovery.refused.isEmpty, recovery.unresolved.isEmpty {
+        if recovery.isEmpty {
             logger.debug("\(recovery)")
         } else {
             logger.notice("\(recovery)")
         }
-        return TerminalRuntime(ledger: ledger, processor: processor, service: service, recovery: recovery)
+        return TerminalRuntime(processor: processor, service: service)
     }
 }
 

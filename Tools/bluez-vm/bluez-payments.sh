@@ -78,14 +78,31 @@ wait_pid() {
 # Every wallet run is bounded, so a hang fails its check instead of the whole VM.
 wallet_bounded() { timeout -k 5 90 "$bin/horizon-wallet" "$@" --data-dir "$work/wallet"; }
 
-wait_for_log() {
+# True once TEXT is in FILE, polling for at most SECONDS; quiet (callers decide what to report).
+appears() {
     local file=$1 text=$2 seconds=$3
     for _ in $(seq $((seconds * 10))); do
         grep -q -- "$text" "$file" 2>/dev/null && return 0
         sleep 0.1
     done
-    echo "      '$text' did not appear in $file within ${seconds}s"
     return 1
+}
+
+wait_for_log() {
+    appears "$@" && return 0
+    echo "      '$2' did not appear in $1 within ${3}s"
+    return 1
+}
+
+# An honest wallet pays the terminal check NAME started; the terminal must end completed.
+honest_payment_completes() {
+    local name=$1
+    wallet_bounded pay --yes --json --timeout 60 "${on_wallet_radio[@]}" >"$work/$name.wallet.json" \
+        2>"$work/$name.wallet" && wait_pid "$terminal_pid" 60 &&
+        grep -q '"state" : "completed"' "$work/$name.terminal.json" || {
+        show "$name"
+        return 1
+    }
 }
 
 # btmgmt prints nothing when its stdin is at EOF (it quits before the reply): a FIFO opened
@@ -202,16 +219,6 @@ check_terminal_killed_mid_payment() {
     }
 }
 
-# True once TEXT is in FILE, polling for at most SECONDS; quiet (callers decide what to report).
-appears() {
-    local file=$1 text=$2 seconds=$3
-    for _ in $(seq $((seconds * 10))); do
-        grep -q -- "$text" "$file" 2>/dev/null && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
 check_terminal_adapter_power_cycle() {
     # The terminal's adapter goes off and on while the session waits (a dongle reset): the
     # session must be advertised again (bluetoothd restores it, or the terminal registers it again
@@ -221,11 +228,7 @@ check_terminal_adapter_power_cycle() {
     fresh_adapter "$terminal_adapter" || return 1
     sleep 2
     btmgmt_q --index "${terminal_adapter#hci}" advinfo | grep -i "instances list" >"$work/cycle.advertising-after"
-    wallet_bounded pay --yes --json --timeout 60 "${on_wallet_radio[@]}" >"$work/cycle.wallet.json" \
-        2>"$work/cycle.wallet" && wait_pid "$terminal_pid" 60 && grep -q '"state" : "completed"' "$work/cycle.terminal.json" || {
-        show cycle
-        return 1
-    }
+    honest_payment_completes cycle
 }
 
 # bluetoothctl on WALLET_ADDRESS's adapter, driven step by step (each command waits for what the
@@ -338,9 +341,5 @@ check_foreign_central_writes_garbage() {
         return 1
     }
     fresh_adapter "$wallet_adapter" || return 1
-    wallet_bounded pay --yes --json --timeout 60 "${on_wallet_radio[@]}" >"$work/foreign.wallet.json" \
-        2>"$work/foreign.wallet" && wait_pid "$terminal_pid" 60 && grep -q '"state" : "completed"' "$work/foreign.terminal.json" || {
-        show foreign
-        return 1
-    }
+    honest_payment_completes foreign
 }

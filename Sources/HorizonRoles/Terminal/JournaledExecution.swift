@@ -30,8 +30,11 @@ public struct JournalRecoveryReport: Sendable, Equatable, CustomStringConvertibl
         public let reason: String
     }
 
+    /// Nothing was owed.
+    public var isEmpty: Bool { settled.isEmpty && refused.isEmpty && unresolved.isEmpty }
+
     public var description: String {
-        if settled.isEmpty, refused.isEmpty, unresolved.isEmpty { return "journal: nothing to recover" }
+        if isEmpty { return "journal: nothing to recover" }
         var parts = ["journal: \(settled.count) confirmed request(s) settled after a restart"]
         if !refused.isEmpty { parts.append("\(refused.count) refused by the processor") }
         for item in unresolved { parts.append("\(item.id) still unresolved: \(item.reason)") }
@@ -62,27 +65,26 @@ extension TerminalRadioService {
         let undecided = ErrorMessage(
             code: .internalError, message: "the terminal could not record the outcome yet; ask again later")
         let answer: SessionMessage
-        let result: SettlementResult?
+        let outcome: JournaledOutcome
         do {
             let settled = try execute(request)
             guard let receipt = ReceiptFactory.receipt(for: settled, identity: identity) else {
                 return .undecided(undecided, reason: "the receipt could not be signed")
             }
             answer = .receipt(receipt)
-            result = settled
+            outcome = .executed(settled, answer: answer)
         } catch {
             // The processor executed nothing (its contract: a result, or nothing at all).
-            answer = .error(PaymentExecutor.errorMessage(for: error, id: id))
-            result = nil
+            let refusal = PaymentExecutor.errorMessage(for: error, id: id)
+            answer = .error(refusal)
+            outcome = .refused(refusal, reason: refusal.message)
         }
         do {
             try journal.write(.result(id, answer: answer), at: now)
         } catch {
             return .undecided(undecided, reason: error.description)
         }
-        if let result { return .executed(result, answer: answer) }
-        guard case .error(let message) = answer else { return .undecided(undecided, reason: "no answer") }
-        return .refused(message, reason: message.message)
+        return outcome
     }
 
     /// Settles, once and with the same id, every request the journal has confirmed but without a

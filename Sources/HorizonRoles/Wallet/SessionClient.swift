@@ -732,9 +732,8 @@ final class SessionClient: Sendable {
         }
     }
 
-    /// Ends the pending request; an approved one's receipt is recorded with its removal (see
-    /// `PendingPaymentStore.resolve`).
-    /// Ends the pending request with its final answer; true once that is stored.
+    /// Ends the pending request with its final answer (an approved one's receipt is recorded with
+    /// its removal, see `PendingPaymentStore.resolve`); true once that is stored.
     @discardableResult
     private func resolvePending(receipt: PaymentReceipt? = nil) -> Bool {
         let paymentID = guarded.withLock { state -> PaymentID? in
