@@ -13,19 +13,19 @@ import HorizonSecureChannel
 ///
 /// | operation | count | where in a payment |
 /// |---|---|---|
-/// | ECDSA P-256 sign | 4 | offer, handshake transcript, confirmation, receipt |
-/// | ECDSA P-256 verify | 5 | credential, transcript, offer (wallet); confirmation (terminal); receipt (wallet) |
-/// | P-256 key generation | 2 | one ephemeral key each side |
+/// | ECDSA P-256 sign | 5 | offer, handshake transcript, Hello proof, confirmation, receipt |
+/// | ECDSA P-256 verify | 6 | credential, transcript, offer (wallet); Hello proof, confirmation (terminal); receipt (wallet) |
+/// | P-256 key generation | 3 | one ephemeral key each side, the wallet's session key |
 /// | ECDH P-256 | 2 | one key agreement each side |
 /// | HKDF-SHA256 | 4 | two direction keys each side |
 /// | AES-256-GCM seal / open | 4 / 4 | Hello, Offer, Confirm, Receipt records |
-/// | SHA-256 | 3 | transcript hash each side, the ledger's content digest |
-/// | public key decoding | 4 | both ephemeral keys, the terminal's and the wallet's signing keys |
+/// | SHA-256 | 7 | transcript hash and confirmation code each side, the offer digest (terminal at open, wallet on receipt), the ledger's content digest |
+/// | public key decoding | 5 | both ephemeral keys, the terminal's, the session and the wallet's signing keys |
 /// | secure random | 2 × 32 bytes | the handshake nonces |
 final class CryptoBaseline {
     static let inventory: [String: Int] = [
-        "ecdsaSign": 4, "ecdsaVerify": 5, "keyGeneration": 2, "keyAgreement": 2, "hkdf": 4, "aeadSeal": 4,
-        "aeadOpen": 4, "sha256": 3, "publicKeyDecoding": 4,
+        "ecdsaSign": 5, "ecdsaVerify": 6, "keyGeneration": 3, "keyAgreement": 2, "hkdf": 4, "aeadSeal": 4,
+        "aeadOpen": 4, "sha256": 7, "publicKeyDecoding": 5,
     ]
 
     private let anchorKey = P256.Signing.PrivateKey()
@@ -38,6 +38,7 @@ final class CryptoBaseline {
     private let credentialBytes: [UInt8]
     private let contextBytes: [UInt8]
     private let offerSignedBytes: [UInt8]
+    private let helloFields: Hello
     private let confirmSignedBytes: [UInt8]
     private let receiptSignedBytes: [UInt8]
     /// Plaintexts of the four records, as the roles encode them.
@@ -52,7 +53,7 @@ final class CryptoBaseline {
             notBefore: Shop.wallClock - 86_400, expiresAt: Shop.wallClock + 365 * 86_400)
         credentialBytes = credential.encoded()
         // The credential signs its label and body: the encoding without the trailing signature.
-        credentialSignedBytes = Array("horizon/credential/v1".utf8) + credentialBytes.dropLast(64)
+        credentialSignedBytes = Array("horizon/credential/v2".utf8) + credentialBytes.dropLast(64)
         credentialSignature = try P256.Signing.ECDSASignature(rawRepresentation: credential.signature)
         guard anchorKey.publicKey.isValidSignature(credentialSignature, for: credentialSignedBytes) else {
             throw BenchmarkError("the credential's signed bytes were not rebuilt correctly")
@@ -63,7 +64,7 @@ final class CryptoBaseline {
         var random = SystemRandomNumberGenerator()
         let sessionID = SessionID.random(using: &random)
         contextBytes = (0..<8).map { UInt8(truncatingIfNeeded: sessionID.rawValue >> (56 - 8 * $0)) }
-        let keyID = try TerminalKeyID(bytes: Array(SHA256.hash(data: terminalKeyBytes).prefix(8)))
+        let keyDigest = try DigestBytes(bytes: Array(SHA256.hash(data: terminalKeyBytes)))
         let walletKey = try PublicKeyBytes(bytes: walletKeyBytes)
         let anySignature = try SignatureBytes(bytes: [UInt8](repeating: 7, count: 64))
         let offerMessage = try Offer(
@@ -71,9 +72,10 @@ final class CryptoBaseline {
             merchantPrograms: MerchantPrograms(hasBonusProgram: true), offerNonce: Nonce.random(using: &random),
             expiresAt: Shop.wallClock + 120)
         let confirmMessage = try Confirm(
-            sessionID: sessionID, terminalKeyID: keyID, amount: Shop.amount, tip: Shop.tip,
+            sessionID: sessionID, terminalKeyDigest: keyDigest, walletKey: walletKey,
+            offerDigest: try DigestBytes(bytes: [UInt8](repeating: 3, count: 32)), amount: Shop.amount, tip: Shop.tip,
             paymentID: PaymentID.random(using: &random), walletNonce: Nonce.random(using: &random),
-            offerNonce: offerMessage.offerNonce, expiresAt: Shop.wallClock + 120)
+            expiresAt: Shop.wallClock + 120)
         let receiptMessage = try Receipt(
             sessionID: sessionID, transactionType: .payment, paymentID: confirmMessage.paymentID, outcome: .approved,
             amount: Shop.amount, tip: Shop.tip, transactionReference: 42, settledAt: Shop.wallClock,
@@ -81,8 +83,8 @@ final class CryptoBaseline {
         offerSignedBytes = offerMessage.signedBytes
         confirmSignedBytes = confirmMessage.signedBytes
         receiptSignedBytes = receiptMessage.signedBytes
-        hello = SessionMessage.hello(Hello(sessionID: sessionID, transactionType: .payment, walletKey: walletKey))
-            .encoded()
+        helloFields = Hello(sessionID: sessionID, transactionType: .payment, sessionKey: walletKey)
+        hello = SessionMessage.hello(helloFields.withProof(anySignature)).encoded()
         offer = SessionMessage.offer(offerMessage.withSignature(anySignature)).encoded()
         confirm = SessionMessage.confirm(confirmMessage.withSignature(anySignature)).encoded()
         receipt = SessionMessage.receipt(receiptMessage.withSignature(anySignature)).encoded()
@@ -101,7 +103,7 @@ final class CryptoBaseline {
 
         // Wallet, on connecting: ephemeral key and ClientHello.
         let walletEphemeral = P256.KeyAgreement.PrivateKey()
-        var clientHello: [UInt8] = [0x01, 1]
+        var clientHello: [UInt8] = [0x01, 2]
         clientHello += walletEphemeral.publicKey.x963Representation
         clientHello += Self.randomBytes(32)
         clientHello += [0, UInt8(contextBytes.count)] + contextBytes
@@ -110,7 +112,7 @@ final class CryptoBaseline {
         let walletEphemeralPublic = try P256.KeyAgreement.PublicKey(
             x963Representation: clientHello[2..<(2 + 65)])
         let terminalEphemeral = P256.KeyAgreement.PrivateKey()
-        var serverHello: [UInt8] = [0x02, 1]
+        var serverHello: [UInt8] = [0x02, 2]
         serverHello += terminalEphemeral.publicKey.x963Representation
         serverHello += Self.randomBytes(32)
         serverHello += terminalKeyBytes
@@ -131,13 +133,26 @@ final class CryptoBaseline {
         let terminalEphemeralPublic = try P256.KeyAgreement.PublicKey(
             x963Representation: serverHello[2..<(2 + 65)])
         let walletKeys = try Self.deriveKeys(walletEphemeral, terminalEphemeralPublic, walletTranscript)
+        _ = Self.confirmationCode(walletTranscript)
 
-        // Hello (wallet → terminal), Offer (terminal → wallet) and its signature.
+        // Hello (wallet → terminal) with a fresh session key and its proof over the transcript;
+        // the terminal decodes the key, checks the proof, shows its code.
+        let sessionKey = P256.Signing.PrivateKey()
+        let proofBytes = helloFields.proofBytes(transcriptHash: walletTranscript)
+        let proof = try sessionKey.signature(for: proofBytes)
         _ = try Self.open(Self.seal(hello, walletKeys.walletToTerminal, counter: 1), terminalKeys.walletToTerminal)
+        let sessionPublic = try P256.Signing.PublicKey(x963Representation: sessionKey.publicKey.x963Representation)
+        guard sessionPublic.isValidSignature(proof, for: proofBytes) else { throw BenchmarkError("hello proof") }
+        _ = Self.confirmationCode(terminalTranscript)
+
+        // Offer (terminal → wallet): its signature, and its digest, which the confirmation binds
+        // (the terminal computed its own when it opened the session).
+        _ = SHA256.hash(data: offer)
         _ = try Self.open(Self.seal(offer, terminalKeys.terminalToWallet, counter: 1), walletKeys.terminalToWallet)
         guard terminalPublic.isValidSignature(offerSignature, for: offerSignedBytes) else {
             throw BenchmarkError("offer signature")
         }
+        _ = SHA256.hash(data: offer)
 
         // Confirm: the wallet signs and seals; the terminal opens, verifies, digests for the ledger.
         let confirmSignature = try walletKey.signature(for: confirmSignedBytes)
@@ -165,10 +180,17 @@ final class CryptoBaseline {
 
     private static func transcript(_ clientHello: [UInt8], _ serverHello: [UInt8]) -> [UInt8] {
         var hasher = SHA256()
-        hasher.update(data: Array("horizon/handshake/v1".utf8))
+        hasher.update(data: Array("horizon/handshake/v2".utf8))
         hasher.update(data: clientHello)
         hasher.update(data: serverHello)
         return Array(hasher.finalize())
+    }
+
+    private static func confirmationCode(_ transcript: [UInt8]) -> [UInt8] {
+        var hasher = SHA256()
+        hasher.update(data: Array("horizon/confirmation-code/v2".utf8))
+        hasher.update(data: transcript)
+        return Array(hasher.finalize().prefix(4))
     }
 
     /// ECDH, then HKDF-SHA256 salted with the transcript hash, one key per direction, exactly

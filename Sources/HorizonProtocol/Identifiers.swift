@@ -137,6 +137,25 @@ public struct Nonce: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+/// A SHA-256 digest (of a terminal's key, of an offer): computed in the crypto layer, carried here.
+public struct DigestBytes: Hashable, Sendable, CustomStringConvertible {
+    public static let byteCount = 32
+    public let bytes: [UInt8]
+
+    public init(bytes: [UInt8]) throws(WireError) {
+        try checkLength(bytes, Self.byteCount, field: "digest")
+        self.bytes = bytes
+    }
+
+    private init(unchecked bytes: [UInt8]) { self.bytes = bytes }
+
+    public var description: String { bytes.hexString }
+
+    static func read(from reader: inout ByteReader, field: String) throws(WireError) -> DigestBytes {
+        DigestBytes(unchecked: try reader.readBytes(byteCount, field))
+    }
+}
+
 /// A raw P-256 ECDSA signature, r || s, 32 bytes each. This layer only carries it: signing and
 /// verifying happen in the crypto layer, over a message's `signedBytes`.
 public struct SignatureBytes: Hashable, Sendable, CustomStringConvertible {

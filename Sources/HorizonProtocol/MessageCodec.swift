@@ -33,7 +33,7 @@ public enum SessionMessageType: UInt8, CaseIterable, Hashable, Sendable, CustomS
 
 /// One message of the session protocol, as carried inside the secure channel.
 ///
-/// Envelope: `[version u8 = 1][type u8][body]`. Integers are big endian, strings and byte
+/// Envelope: `[version u8 = 2][type u8][body]`. Integers are big endian, strings and byte
 /// strings carry a 16-bit length, amounts are a 3-letter currency code and an Int64 of minor
 /// units. Decoding is strict (no trailing bytes, no unknown values), so each message has exactly
 /// one encoding and what is signed is exactly what was sent.
@@ -50,8 +50,11 @@ public enum SessionMessage: Hashable, Sendable {
     case proxyResponse(ProxyEnvelope)
     case receiptAcknowledgement(ReceiptAcknowledgement)
 
-    /// The protocol version this code speaks.
-    public static let version: UInt8 = 1
+    /// The protocol version this code speaks. Version 2 (issue 12): Hello carries a per-attempt
+    /// session key with proof of possession; Confirm and Redeem bind the terminal's full key
+    /// digest, the wallet's long-term key and the offer's digest; status queries are signed.
+    /// Version 1 peers are refused as `unsupportedVersion`, never half understood.
+    public static let version: UInt8 = 2
 
     /// Inputs above this are refused before any parsing; the largest message (a full proxy
     /// envelope) is about half of it.
@@ -140,14 +143,16 @@ extension Hello {
     func write(to writer: inout ByteWriter) {
         sessionID.write(to: &writer)
         writer.write(transactionType.rawValue)
-        writer.write(raw: walletKey.bytes)
+        writer.write(raw: sessionKey.bytes)
+        writer.write(raw: proof.bytes)
     }
 
     static func read(from reader: inout ByteReader) throws(WireError) -> Hello {
         let sessionID = try SessionID.read(from: &reader, field: "sessionID")
         let transactionType = try TransactionType.read(from: &reader, field: "transactionType")
-        let walletKey = try PublicKeyBytes.read(from: &reader, field: "walletKey")
-        return Hello(sessionID: sessionID, transactionType: transactionType, walletKey: walletKey)
+        let sessionKey = try PublicKeyBytes.read(from: &reader, field: "sessionKey")
+        let proof = try SignatureBytes.read(from: &reader, field: "proof")
+        return Hello(sessionID: sessionID, transactionType: transactionType, sessionKey: sessionKey, proof: proof)
     }
 }
 
@@ -186,29 +191,32 @@ extension Offer {
 extension Confirm {
     func writeSignedFields(to writer: inout ByteWriter) {
         sessionID.write(to: &writer)
-        writer.write(raw: terminalKeyID.bytes)
+        writer.write(raw: terminalKeyDigest.bytes)
+        writer.write(raw: walletKey.bytes)
+        writer.write(raw: offerDigest.bytes)
         writeMoney(amount, to: &writer)
         writeMoney(tip, to: &writer)
         writer.write(raw: paymentID.bytes)
         writer.write(raw: walletNonce.bytes)
-        writer.write(raw: offerNonce.bytes)
         writer.write(expiresAt)
     }
 
     static func read(from reader: inout ByteReader) throws(WireError) -> Confirm {
         let sessionID = try SessionID.read(from: &reader, field: "sessionID")
-        let terminalKeyID = try TerminalKeyID.read(from: &reader, field: "terminalKeyID")
+        let terminalKeyDigest = try DigestBytes.read(from: &reader, field: "terminalKeyDigest")
+        let walletKey = try PublicKeyBytes.read(from: &reader, field: "walletKey")
+        let offerDigest = try DigestBytes.read(from: &reader, field: "offerDigest")
         let amount = try readMoney(from: &reader, field: "amount")
         let tip = try readMoney(from: &reader, field: "tip")
         try checkTip(amount: amount, tip: tip)
         let paymentID = try PaymentID.read(from: &reader, field: "paymentID")
         let walletNonce = try Nonce.read(from: &reader, field: "walletNonce")
-        let offerNonce = try Nonce.read(from: &reader, field: "offerNonce")
         let expiresAt = try reader.read(Int64.self, "expiresAt")
         let signature = try SignatureBytes.read(from: &reader, field: "signature")
         return try Confirm(
-            sessionID: sessionID, terminalKeyID: terminalKeyID, amount: amount, tip: tip, paymentID: paymentID,
-            walletNonce: walletNonce, offerNonce: offerNonce, expiresAt: expiresAt, signature: signature)
+            sessionID: sessionID, terminalKeyDigest: terminalKeyDigest, walletKey: walletKey,
+            offerDigest: offerDigest, amount: amount, tip: tip, paymentID: paymentID, walletNonce: walletNonce,
+            expiresAt: expiresAt, signature: signature)
     }
 }
 
@@ -266,11 +274,13 @@ extension Redeem {
     func writeSignedFields(to writer: inout ByteWriter) {
         sessionID.write(to: &writer)
         writer.write(transactionType.rawValue)
+        writer.write(raw: terminalKeyDigest.bytes)
+        writer.write(raw: walletKey.bytes)
+        writer.write(raw: offerDigest.bytes)
         writer.write(raw: redemptionID.bytes)
         writer.write(string: item)
         writer.write(quantity)
         writer.write(raw: walletNonce.bytes)
-        writer.write(raw: offerNonce.bytes)
         writer.write(expiresAt)
     }
 
@@ -278,18 +288,20 @@ extension Redeem {
         let sessionID = try SessionID.read(from: &reader, field: "sessionID")
         let transactionType = try TransactionType.read(from: &reader, field: "transactionType")
         try checkRedemption(transactionType, field: "transactionType")
+        let terminalKeyDigest = try DigestBytes.read(from: &reader, field: "terminalKeyDigest")
+        let walletKey = try PublicKeyBytes.read(from: &reader, field: "walletKey")
+        let offerDigest = try DigestBytes.read(from: &reader, field: "offerDigest")
         let redemptionID = try PaymentID.read(from: &reader, field: "redemptionID")
         let item = try reader.readString("item", maximumBytes: MessageLimits.shortText)
         let quantity = try reader.read(Int64.self, "quantity")
         try checkNotNegative(quantity, field: "quantity")
         let walletNonce = try Nonce.read(from: &reader, field: "walletNonce")
-        let offerNonce = try Nonce.read(from: &reader, field: "offerNonce")
         let expiresAt = try reader.read(Int64.self, "expiresAt")
         let signature = try SignatureBytes.read(from: &reader, field: "signature")
         return try Redeem(
-            sessionID: sessionID, transactionType: transactionType, redemptionID: redemptionID, item: item,
-            quantity: quantity, walletNonce: walletNonce, offerNonce: offerNonce, expiresAt: expiresAt,
-            signature: signature)
+            sessionID: sessionID, transactionType: transactionType, terminalKeyDigest: terminalKeyDigest,
+            walletKey: walletKey, offerDigest: offerDigest, redemptionID: redemptionID, item: item,
+            quantity: quantity, walletNonce: walletNonce, expiresAt: expiresAt, signature: signature)
     }
 }
 
@@ -337,10 +349,17 @@ extension ErrorMessage {
 }
 
 extension PaymentStatusQuery {
-    func write(to writer: inout ByteWriter) { writer.write(raw: paymentID.bytes) }
+    func write(to writer: inout ByteWriter) {
+        writer.write(raw: paymentID.bytes)
+        writer.write(raw: walletKey.bytes)
+        writer.write(raw: proof.bytes)
+    }
 
     static func read(from reader: inout ByteReader) throws(WireError) -> PaymentStatusQuery {
-        PaymentStatusQuery(paymentID: try PaymentID.read(from: &reader, field: "paymentID"))
+        PaymentStatusQuery(
+            paymentID: try PaymentID.read(from: &reader, field: "paymentID"),
+            walletKey: try PublicKeyBytes.read(from: &reader, field: "walletKey"),
+            proof: try SignatureBytes.read(from: &reader, field: "proof"))
     }
 }
 

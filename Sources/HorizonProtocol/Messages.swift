@@ -135,23 +135,54 @@ public enum CancelReason: UInt8, CaseIterable, Hashable, Sendable, CustomStringC
 // MARK: - Messages
 
 /// Wallet → terminal, the first message after the secure handshake: which session the wallet
-/// means to join, and the key it will sign with.
+/// means to join, with a key it made for this attempt alone and proof that it holds it.
+///
+/// The session key is fresh for every attempt, so nothing in a Hello identifies the wallet
+/// across sessions or terminals (the long-term key travels first in the signed request, after
+/// the person accepted). The proof signs this connection's handshake transcript, so a Hello
+/// cannot be replayed on another connection, and a key the sender does not hold (or a point off
+/// the curve) never gets an offer.
 public struct Hello: Hashable, Sendable {
+    public static let proofDomain: [UInt8] = Array("horizon/hello/v2".utf8)
+
     public let sessionID: SessionID
     public let transactionType: TransactionType
-    public let walletKey: PublicKeyBytes
+    public let sessionKey: PublicKeyBytes
+    /// The session key's signature over `proofBytes(transcriptHash:)`.
+    public let proof: SignatureBytes
 
-    public init(sessionID: SessionID, transactionType: TransactionType, walletKey: PublicKeyBytes) {
+    public init(
+        sessionID: SessionID, transactionType: TransactionType, sessionKey: PublicKeyBytes,
+        proof: SignatureBytes = .unsigned
+    ) {
         self.sessionID = sessionID
         self.transactionType = transactionType
-        self.walletKey = walletKey
+        self.sessionKey = sessionKey
+        self.proof = proof
+    }
+
+    /// What the session key signs: the domain label, the connection's transcript hash, then the
+    /// Hello's fields.
+    public func proofBytes(transcriptHash: [UInt8]) -> [UInt8] {
+        var writer = ByteWriter(capacity: 128)
+        writer.write(raw: Self.proofDomain)
+        writer.write(raw: transcriptHash)
+        sessionID.write(to: &writer)
+        writer.write(transactionType.rawValue)
+        writer.write(raw: sessionKey.bytes)
+        return writer.bytes
+    }
+
+    /// The same Hello carrying `proof`.
+    public func withProof(_ proof: SignatureBytes) -> Hello {
+        Hello(sessionID: sessionID, transactionType: transactionType, sessionKey: sessionKey, proof: proof)
     }
 }
 
 /// Terminal → wallet: what the person is asked to pay, signed by the terminal.
 public struct Offer: Hashable, Sendable {
     /// Prefixed to `signedBytes` so an offer signature can never pass for another message's.
-    public static let signatureDomain: [UInt8] = Array("horizon/offer/v1".utf8)
+    public static let signatureDomain: [UInt8] = Array("horizon/offer/v2".utf8)
 
     public let sessionID: SessionID
     public let transactionType: TransactionType
@@ -212,46 +243,55 @@ public struct Offer: Hashable, Sendable {
 }
 
 /// Wallet → terminal: the person accepted, signed by the wallet over everything the ledger
-/// needs to execute the payment exactly once.
+/// needs to execute the payment exactly once, and over the offer the person was shown.
 public struct Confirm: Hashable, Sendable {
-    public static let signatureDomain: [UInt8] = Array("horizon/confirm/v1".utf8)
+    public static let signatureDomain: [UInt8] = Array("horizon/confirm/v2".utf8)
 
     public let sessionID: SessionID
-    public let terminalKeyID: TerminalKeyID
+    /// SHA-256 of the terminal's full public key: a confirmation binds one terminal, not a
+    /// 64-bit id another key could share.
+    public let terminalKeyDigest: DigestBytes
+    /// The wallet's long-term key, which signs this and which the ledger knows it by. First
+    /// revealed here, after the person accepted.
+    public let walletKey: PublicKeyBytes
+    /// SHA-256 of the offer the person was shown, exactly as it arrived.
+    public let offerDigest: DigestBytes
     public let amount: Money
     public let tip: Money
     public let paymentID: PaymentID
     public let walletNonce: Nonce
-    public let offerNonce: Nonce
     public let expiresAt: UnixTime
     public let signature: SignatureBytes
 
     /// Throws if the tip's currency differs from the amount's, or amount plus tip exceeds
     /// `Money.maximumMinorUnits`.
     public init(
-        sessionID: SessionID, terminalKeyID: TerminalKeyID, amount: Money, tip: Money, paymentID: PaymentID,
-        walletNonce: Nonce, offerNonce: Nonce, expiresAt: UnixTime, signature: SignatureBytes = .unsigned
+        sessionID: SessionID, terminalKeyDigest: DigestBytes, walletKey: PublicKeyBytes, offerDigest: DigestBytes,
+        amount: Money, tip: Money, paymentID: PaymentID, walletNonce: Nonce, expiresAt: UnixTime,
+        signature: SignatureBytes = .unsigned
     ) throws(WireError) {
         try checkTip(amount: amount, tip: tip)
         self.sessionID = sessionID
-        self.terminalKeyID = terminalKeyID
+        self.terminalKeyDigest = terminalKeyDigest
+        self.walletKey = walletKey
+        self.offerDigest = offerDigest
         self.amount = amount
         self.tip = tip
         self.paymentID = paymentID
         self.walletNonce = walletNonce
-        self.offerNonce = offerNonce
         self.expiresAt = expiresAt
         self.signature = signature
     }
 
     private init(_ other: Confirm, signature: SignatureBytes) {
         sessionID = other.sessionID
-        terminalKeyID = other.terminalKeyID
+        terminalKeyDigest = other.terminalKeyDigest
+        walletKey = other.walletKey
+        offerDigest = other.offerDigest
         amount = other.amount
         tip = other.tip
         paymentID = other.paymentID
         walletNonce = other.walletNonce
-        offerNonce = other.offerNonce
         expiresAt = other.expiresAt
         self.signature = signature
     }
@@ -265,7 +305,7 @@ public struct Confirm: Hashable, Sendable {
 
 /// Terminal → wallet: the signed result of a payment or redemption.
 public struct Receipt: Hashable, Sendable {
-    public static let signatureDomain: [UInt8] = Array("horizon/receipt/v1".utf8)
+    public static let signatureDomain: [UInt8] = Array("horizon/receipt/v2".utf8)
 
     public let sessionID: SessionID
     public let transactionType: TransactionType
@@ -323,40 +363,48 @@ public struct Receipt: Hashable, Sendable {
     public var signedBytes: [UInt8] { domainSeparatedSignedFields }
 }
 
-/// Wallet → terminal: spend bonus points, a gold membership or a coupon, signed by the wallet.
+/// Wallet → terminal: spend bonus points, a gold membership or a coupon, signed by the wallet
+/// over the offer the person was shown, like `Confirm`.
 public struct Redeem: Hashable, Sendable {
-    public static let signatureDomain: [UInt8] = Array("horizon/redeem/v1".utf8)
+    public static let signatureDomain: [UInt8] = Array("horizon/redeem/v2".utf8)
 
     public let sessionID: SessionID
     /// Always a redemption type.
     public let transactionType: TransactionType
+    /// SHA-256 of the terminal's full public key.
+    public let terminalKeyDigest: DigestBytes
+    /// The wallet's long-term key, which signs this.
+    public let walletKey: PublicKeyBytes
+    /// SHA-256 of the offer the person was shown.
+    public let offerDigest: DigestBytes
     public let redemptionID: PaymentID
     /// The coupon code or membership id; may be empty for bonus points.
     public let item: String
     /// Points for a bonus redemption; a count otherwise.
     public let quantity: Int64
     public let walletNonce: Nonce
-    public let offerNonce: Nonce
     public let expiresAt: UnixTime
     public let signature: SignatureBytes
 
     /// Throws for a payment type, an item over `MessageLimits.shortText` bytes, or a negative
     /// quantity.
     public init(
-        sessionID: SessionID, transactionType: TransactionType, redemptionID: PaymentID, item: String,
-        quantity: Int64, walletNonce: Nonce, offerNonce: Nonce, expiresAt: UnixTime,
-        signature: SignatureBytes = .unsigned
+        sessionID: SessionID, transactionType: TransactionType, terminalKeyDigest: DigestBytes,
+        walletKey: PublicKeyBytes, offerDigest: DigestBytes, redemptionID: PaymentID, item: String, quantity: Int64,
+        walletNonce: Nonce, expiresAt: UnixTime, signature: SignatureBytes = .unsigned
     ) throws(WireError) {
         try checkRedemption(transactionType, field: "transactionType")
         try checkText(item, field: "item", maximum: MessageLimits.shortText)
         try checkNotNegative(quantity, field: "quantity")
         self.sessionID = sessionID
         self.transactionType = transactionType
+        self.terminalKeyDigest = terminalKeyDigest
+        self.walletKey = walletKey
+        self.offerDigest = offerDigest
         self.redemptionID = redemptionID
         self.item = item
         self.quantity = quantity
         self.walletNonce = walletNonce
-        self.offerNonce = offerNonce
         self.expiresAt = expiresAt
         self.signature = signature
     }
@@ -364,11 +412,13 @@ public struct Redeem: Hashable, Sendable {
     private init(_ other: Redeem, signature: SignatureBytes) {
         sessionID = other.sessionID
         transactionType = other.transactionType
+        terminalKeyDigest = other.terminalKeyDigest
+        walletKey = other.walletKey
+        offerDigest = other.offerDigest
         redemptionID = other.redemptionID
         item = other.item
         quantity = other.quantity
         walletNonce = other.walletNonce
-        offerNonce = other.offerNonce
         expiresAt = other.expiresAt
         self.signature = signature
     }
@@ -412,10 +462,31 @@ public struct ErrorMessage: Hashable, Sendable {
 
 /// Wallet → terminal: the stored result of a payment the wallet confirmed before the link
 /// broke, so a "pending" payment resolves without risking a second charge.
+///
+/// Only the wallet that signed the request gets its answer: the query carries that wallet's key
+/// and its signature over this connection's transcript and the id, so naming an id is not enough.
 public struct PaymentStatusQuery: Hashable, Sendable {
-    public let paymentID: PaymentID
+    public static let proofDomain: [UInt8] = Array("horizon/status/v2".utf8)
 
-    public init(paymentID: PaymentID) { self.paymentID = paymentID }
+    public let paymentID: PaymentID
+    public let walletKey: PublicKeyBytes
+    public let proof: SignatureBytes
+
+    public init(paymentID: PaymentID, walletKey: PublicKeyBytes, proof: SignatureBytes = .unsigned) {
+        self.paymentID = paymentID
+        self.walletKey = walletKey
+        self.proof = proof
+    }
+
+    /// What the wallet key signs: the domain label, the connection's transcript hash, the id.
+    public func proofBytes(transcriptHash: [UInt8]) -> [UInt8] {
+        Self.proofDomain + transcriptHash + paymentID.bytes + walletKey.bytes
+    }
+
+    /// The same query carrying `proof`.
+    public func withProof(_ proof: SignatureBytes) -> PaymentStatusQuery {
+        PaymentStatusQuery(paymentID: paymentID, walletKey: walletKey, proof: proof)
+    }
 }
 
 /// Wallet → terminal: the wallet has stored the receipt (or the final answer) for this payment or

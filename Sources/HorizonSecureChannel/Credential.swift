@@ -14,24 +14,41 @@ public struct TrustAnchor: Sendable {
     /// Computed once: serialising the key and hashing it cost more than the lookup it serves
     /// (every credential check looks its anchor up by key id).
     public let keyID: [UInt8]
+    /// Who this anchor is, as the wallet shows it next to the merchant ("vouched for by …"): a
+    /// wallet that trusts several anchors says which one vouched.
+    public let name: String
+    /// The merchant ids this anchor may vouch for; nil for any. A credential from this anchor
+    /// for another merchant id is refused, so a merchant's own anchor cannot vouch for a shop
+    /// pretending to be another.
+    public let merchantIDs: Set<String>?
 
-    public init(publicKey: P256.Signing.PublicKey) {
+    public init(publicKey: P256.Signing.PublicKey, name: String = "Horizon", merchantIDs: Set<String>? = nil) {
         self.publicKey = publicKey
         keyID = keyIdentifier(of: publicKey)
+        self.name = name
+        self.merchantIDs = merchantIDs
     }
+
+    /// Whether this anchor may vouch for `merchantID`.
+    public func covers(merchantID: String) -> Bool { merchantIDs?.contains(merchantID) ?? true }
 }
 
-/// What a trust anchor says about a terminal: which merchant runs it, under which name, with
-/// which key, until when. The wallet shows the merchant name from here, never from the
-/// advertisement.
+/// What a trust anchor says about a terminal: which merchant runs it, under which name, which
+/// till it is (its label, e.g. "Till 2, Market St"), with which key, until when. The wallet shows
+/// the merchant name and the label from here, never from the advertisement, so a look-alike
+/// terminal of the same merchant elsewhere is told apart by its label.
 public struct TerminalCredential: Sendable, Equatable {
-    public static let version: UInt8 = 1
+    /// 2 since the terminal label (issue 12).
+    public static let version: UInt8 = 2
     public static let maximumEncodedSize = 512
-    static let signatureLabel = Array("horizon/credential/v1".utf8)
+    /// Merchant ids, names and terminal labels: short labels for a small screen.
+    public static let maximumTextBytes = 64
+    static let signatureLabel = Array("horizon/credential/v2".utf8)
 
     public let anchorKeyID: [UInt8]
     public let merchantID: String
     public let merchantName: String
+    public let terminalLabel: String
     public let terminalKey: [UInt8]  // X9.63, 65 bytes
     public let notBefore: UnixTime
     public let expiresAt: UnixTime
@@ -40,21 +57,22 @@ public struct TerminalCredential: Sendable, Equatable {
     /// Issues a credential signed by `anchor`.
     public static func issue(
         by anchor: P256.Signing.PrivateKey, merchantID: String, merchantName: String,
-        terminalKey: P256.Signing.PublicKey, notBefore: UnixTime, expiresAt: UnixTime
+        terminalLabel: String = "Terminal", terminalKey: P256.Signing.PublicKey, notBefore: UnixTime,
+        expiresAt: UnixTime
     ) throws(SecureChannelError) -> TerminalCredential {
-        guard merchantID.utf8.count <= 64, merchantName.utf8.count <= 64 else {
-            throw .malformed(
-                .fieldTooLong(
-                    field: "merchant", length: max(merchantID.utf8.count, merchantName.utf8.count), maximum: 64))
+        for (field, text) in [("merchant id", merchantID), ("merchant name", merchantName), ("terminal label", terminalLabel)]
+        where text.utf8.count > maximumTextBytes {
+            throw .malformed(.fieldTooLong(field: field, length: text.utf8.count, maximum: maximumTextBytes))
         }
         let unsigned = TerminalCredential(
             anchorKeyID: keyIdentifier(of: anchor.publicKey), merchantID: merchantID, merchantName: merchantName,
-            terminalKey: Array(terminalKey.x963Representation), notBefore: notBefore, expiresAt: expiresAt,
-            signature: [])
+            terminalLabel: terminalLabel, terminalKey: Array(terminalKey.x963Representation), notBefore: notBefore,
+            expiresAt: expiresAt, signature: [])
         let signature = try sign(unsigned.signedBytes, with: anchor)
         return TerminalCredential(
             anchorKeyID: unsigned.anchorKeyID, merchantID: merchantID, merchantName: merchantName,
-            terminalKey: unsigned.terminalKey, notBefore: notBefore, expiresAt: expiresAt, signature: signature)
+            terminalLabel: terminalLabel, terminalKey: unsigned.terminalKey, notBefore: notBefore,
+            expiresAt: expiresAt, signature: signature)
     }
 
     public var terminalKeyID: [UInt8] { Array(SHA256.hash(data: terminalKey).prefix(8)) }
@@ -71,6 +89,7 @@ public struct TerminalCredential: Sendable, Equatable {
         writer.write(raw: anchorKeyID)
         writer.write(string: merchantID)
         writer.write(string: merchantName)
+        writer.write(string: terminalLabel)
         writer.write(raw: terminalKey)
         writer.write(notBefore)
         writer.write(expiresAt)
@@ -93,8 +112,9 @@ public struct TerminalCredential: Sendable, Equatable {
         return try wire { () throws(WireError) -> TerminalCredential in
             let credential = TerminalCredential(
                 anchorKeyID: try reader.readBytes(8, "anchor key id"),
-                merchantID: try reader.readString("merchant id", maximumBytes: 64),
-                merchantName: try reader.readString("merchant name", maximumBytes: 64),
+                merchantID: try reader.readString("merchant id", maximumBytes: maximumTextBytes),
+                merchantName: try reader.readString("merchant name", maximumBytes: maximumTextBytes),
+                terminalLabel: try reader.readString("terminal label", maximumBytes: maximumTextBytes),
                 terminalKey: try reader.readBytes(65, "terminal key"),
                 notBefore: try reader.read(Int64.self, "not before"),
                 expiresAt: try reader.read(Int64.self, "expires at"),
@@ -104,17 +124,26 @@ public struct TerminalCredential: Sendable, Equatable {
         }
     }
 
-    /// Checks the anchor's signature and the validity period.
-    public func verify(trusting anchors: [TrustAnchor], at now: UnixTime) throws(SecureChannelError) {
+    /// Checks the anchor's signature, its scope and the validity period; returns the anchor that
+    /// vouched.
+    @discardableResult
+    public func verify(trusting anchors: [TrustAnchor], at now: UnixTime) throws(SecureChannelError) -> TrustAnchor {
         guard let anchor = anchors.first(where: { $0.keyID == anchorKeyID }) else {
             throw .unknownTrustAnchor(keyID: anchorKeyID.hexString)
         }
         guard verifySignature(signature, over: signedBytes, with: anchor.publicKey) else {
             throw .credentialSignatureInvalid
         }
+        guard anchor.covers(merchantID: merchantID) else {
+            throw .merchantOutsideAnchorScope(merchantID: merchantID, anchor: anchor.name)
+        }
         guard now >= notBefore else { throw .credentialNotYetValid(notBefore: notBefore, now: now) }
         guard now <= expiresAt else { throw .credentialExpired(expiresAt: expiresAt, now: now) }
+        return anchor
     }
+
+    /// SHA-256 of the full terminal key, which confirmations bind.
+    public var terminalKeyDigest: [UInt8] { Array(SHA256.hash(data: terminalKey)) }
 
     /// The terminal key as a verifying key.
     public func terminalPublicKey() throws(SecureChannelError) -> P256.Signing.PublicKey {
@@ -133,6 +162,8 @@ public struct TerminalIdentity: Sendable {
     /// Computed once: the terminal names itself by it several times per payment, and each
     /// computation serialises the public key and hashes it.
     public let keyID: [UInt8]
+    /// SHA-256 of the full key, which every confirmation binds: computed once, as `keyID`.
+    public let keyDigest: [UInt8]
 
     public init(signingKey: P256.Signing.PrivateKey, credential: TerminalCredential) throws(SecureChannelError) {
         guard credential.terminalKey == Array(signingKey.publicKey.x963Representation) else {
@@ -141,6 +172,7 @@ public struct TerminalIdentity: Sendable {
         self.signingKey = signingKey
         self.credential = credential
         keyID = keyIdentifier(of: signingKey.publicKey)
+        keyDigest = credential.terminalKeyDigest
     }
 }
 

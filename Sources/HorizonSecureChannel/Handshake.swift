@@ -20,13 +20,14 @@ public enum SecureFrameType {
 /// breaks the signature. ECDH of the ephemeral keys, through HKDF-SHA256 salted with that
 /// transcript hash, gives one AES-256-GCM key per direction.
 public enum HandshakeFormat {
-    public static let version: UInt8 = 1
+    /// 2 since credentials carry the terminal label (issue 12).
+    public static let version: UInt8 = 2
     public static let nonceSize = 32
     public static let publicKeySize = 65
     public static let maximumContextSize = 64
-    static let transcriptLabel = Array("horizon/handshake/v1".utf8)
-    static let walletToTerminalInfo = Array("horizon/v1 wallet-to-terminal".utf8)
-    static let terminalToWalletInfo = Array("horizon/v1 terminal-to-wallet".utf8)
+    static let transcriptLabel = Array("horizon/handshake/v2".utf8)
+    static let walletToTerminalInfo = Array("horizon/v2 wallet-to-terminal".utf8)
+    static let terminalToWalletInfo = Array("horizon/v2 terminal-to-wallet".utf8)
 }
 
 /// Time allowed for a handshake, measured from the link coming up.
@@ -79,7 +80,7 @@ public struct HandshakeInitiator: Sendable {
         guard now <= deadline else { throw .handshakeTimedOut }
         let hello = try ServerHello.decode(bytes)
         let credential = try TerminalCredential.decode(hello.credential)
-        try credential.verify(trusting: trustAnchors, at: wallClock)
+        let anchor = try credential.verify(trusting: trustAnchors, at: wallClock)
         guard credential.terminalKey == hello.terminalKey else { throw .credentialKeyMismatch }
         let terminalKey = try credential.terminalPublicKey()
         if let expected = expectedTerminalKeyID, expected != credential.terminalKeyID {
@@ -99,7 +100,7 @@ public struct HandshakeInitiator: Sendable {
         finished = true
         return SecureChannel(
             sendKey: keys.walletToTerminal, receiveKey: keys.terminalToWallet, transcriptHash: transcript,
-            context: context, terminalCredential: credential)
+            context: context, terminalCredential: credential, vouchingAnchor: anchor)
     }
 }
 
@@ -141,7 +142,7 @@ public struct HandshakeResponder: Sendable {
         finished = true
         let channel = SecureChannel(
             sendKey: keys.terminalToWallet, receiveKey: keys.walletToTerminal, transcriptHash: transcript,
-            context: hello.context, terminalCredential: nil)
+            context: hello.context, terminalCredential: nil, vouchingAnchor: nil)
         return (writer.bytes, channel)
     }
 }

@@ -56,6 +56,8 @@ public struct SecureChannel: Sendable {
     public let context: [UInt8]
     /// The terminal's verified credential (on the wallet's side; nil on the terminal's).
     public let terminalCredential: TerminalCredential?
+    /// The trust anchor that vouched for the terminal (on the wallet's side; nil on the terminal's).
+    public let vouchingAnchor: TrustAnchor?
     private let sendKey: SymmetricKey
     private let receiveKey: SymmetricKey
     private var sendCounter: UInt64 = 0
@@ -63,8 +65,9 @@ public struct SecureChannel: Sendable {
 
     init(
         sendKey: SymmetricKey, receiveKey: SymmetricKey, transcriptHash: [UInt8], context: [UInt8],
-        terminalCredential: TerminalCredential?, replayWindowSize: Int = 1
+        terminalCredential: TerminalCredential?, vouchingAnchor: TrustAnchor?, replayWindowSize: Int = 1
     ) {
+        self.vouchingAnchor = vouchingAnchor
         self.sendKey = sendKey
         self.receiveKey = receiveKey
         self.transcriptHash = transcriptHash

@@ -8,6 +8,8 @@ public enum SecureChannelError: Error, Equatable, Sendable, CustomStringConverti
     case invalidPublicKey(field: String)
     case unknownTrustAnchor(keyID: String)
     case credentialSignatureInvalid
+    /// The anchor that signed the credential may not vouch for that merchant id.
+    case merchantOutsideAnchorScope(merchantID: String, anchor: String)
     case credentialExpired(expiresAt: UnixTime, now: UnixTime)
     case credentialNotYetValid(notBefore: UnixTime, now: UnixTime)
     /// The credential names a different terminal key than the one the terminal presented.
@@ -38,6 +40,8 @@ public enum SecureChannelError: Error, Equatable, Sendable, CustomStringConverti
         case .unknownTrustAnchor(let keyID):
             "terminal credential is signed by unknown trust anchor \(keyID); this wallet does not trust that issuer"
         case .credentialSignatureInvalid: "terminal credential signature does not verify"
+        case .merchantOutsideAnchorScope(let merchantID, let anchor):
+            "trust anchor \(anchor) may not vouch for merchant \(merchantID)"
         case .credentialExpired(let expiresAt, let now):
             "terminal credential expired at \(expiresAt) (now \(now)); the merchant must renew it"
         case .credentialNotYetValid(let notBefore, let now):

@@ -44,7 +44,33 @@ public struct SecureLinkEstablished: Sendable {
     public let context: [UInt8]
     /// The terminal's verified credential; nil on the terminal's own side.
     public let terminalCredential: TerminalCredential?
+    /// The anchor that vouched for the terminal; nil on the terminal's own side.
+    public let vouchingAnchor: TrustAnchor?
     public let transcriptHash: [UInt8]
+
+    /// The short code both sides show, from this connection's transcript (see `ConfirmationCode`).
+    public var confirmationCode: ConfirmationCode { ConfirmationCode(transcriptHash: transcriptHash) }
+}
+
+/// Six digits both the wallet and the terminal derive from the handshake transcript and show
+/// to the person. A relay that presents a distant terminal runs two handshakes, one with each
+/// side, whose transcripts (and so codes) differ; every connection gets a new code.
+public struct ConfirmationCode: Hashable, Sendable, CustomStringConvertible {
+    static let label = Array("horizon/confirmation-code/v2".utf8)
+    /// Six decimal digits, zero-padded.
+    public let digits: String
+
+    public init(transcriptHash: [UInt8]) {
+        var hasher = SHA256()
+        hasher.update(data: Self.label)
+        hasher.update(data: transcriptHash)
+        let value = hasher.finalize().prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        let number = String(value % 1_000_000)
+        digits = String(repeating: "0", count: 6 - number.count) + number
+    }
+
+    /// "123 456": two groups of three read more easily off a screen.
+    public var description: String { "\(digits.prefix(3)) \(digits.suffix(3))" }
 }
 
 public struct SecureLinkHandler: Sendable {
@@ -255,7 +281,7 @@ public final class SecureLink: Sendable {
     private static func info(_ channel: SecureChannel) -> SecureLinkEstablished {
         SecureLinkEstablished(
             context: channel.context, terminalCredential: channel.terminalCredential,
-            transcriptHash: channel.transcriptHash)
+            vouchingAnchor: channel.vouchingAnchor, transcriptHash: channel.transcriptHash)
     }
 
     private func end(_ end: SecureLinkEnd, closeLink: Bool) {

@@ -49,6 +49,14 @@ public enum JournalRequest: Sendable, Equatable {
         }
     }
 
+    /// SHA-256 of the signed request's signed bytes: what makes two requests with one id "the same".
+    public var contentDigest: [UInt8] {
+        switch self {
+        case .payment(let request): request.contentDigest
+        case .redemption(let request): request.contentDigest
+        }
+    }
+
     public var transactionType: TransactionType {
         switch self {
         case .payment: .payment

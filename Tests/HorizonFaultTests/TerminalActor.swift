@@ -253,7 +253,6 @@ final class TerminalActor: @unchecked Sendable {
         } else {
             switch current.host.error {
             case .cancelled?: outcome = "cancelled"
-            case .customerDeclined?: outcome = "customer declined"
             case .decisionTimedOut?: outcome = "decision timed out"
             case .declined(let code, _)?: outcome = "declined: \(code)"
             case .processorFailure?: outcome = "processor failure"

@@ -279,6 +279,7 @@ final class WalletActor: @unchecked Sendable {
         case .terminalTimedOut?: return "terminal timed out"
         case .notReady?: return "not ready"
         case .invalidTip?: return "invalid tip"
+        case .receiptMismatch?: return "receipt mismatch"
         }
     }
 

@@ -19,7 +19,7 @@ struct AdvertisementTests {
             0x02, 0x01, 0x06,  // flags: LE general discoverable, no BR/EDR
             0x17, 0xFF, 0xFF, 0xFF,  // manufacturer data, 23 bytes, company 0xFFFF (little endian)
             0x48, 0x5A,  // "HZ"
-            0x01,  // version
+            0x02,  // version
             0x01,  // payment
             0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,  // session id, big endian
             0xA0, 0xA1, 0xA2, 0xA3, 0xA4, 0xA5, 0xA6, 0xA7,  // terminal key id
@@ -80,15 +80,15 @@ struct AdvertisementTests {
     }
 
     @Test func otherVersions() throws {
-        for version: UInt8 in [0, 2, 0xFF] {
+        for version: UInt8 in [0, 1, 3, 0xFF] {
             let ad = HorizonAdvertisement(
                 version: version, transactionType: .payment, sessionID: f.sessionID, terminalKeyID: f.terminalKeyID)
             #expect(HorizonAdvertisement.parse(try ad.advertisingData()) == .unsupportedVersion(version))
         }
         // A newer version may change the layout: only magic and version are read.
-        #expect(HorizonAdvertisement.parse(manufacturerPayload: [0x48, 0x5A, 0x02]) == .unsupportedVersion(2))
+        #expect(HorizonAdvertisement.parse(manufacturerPayload: [0x48, 0x5A, 0x03]) == .unsupportedVersion(3))
         #expect(
-            HorizonAdvertisement.parse(manufacturerPayload: [0x48, 0x5A, 0x02, 0x00, 0x00]) == .unsupportedVersion(2))
+            HorizonAdvertisement.parse(manufacturerPayload: [0x48, 0x5A, 0x03, 0x00, 0x00]) == .unsupportedVersion(3))
     }
 
     @Test func malformedPayloads() {

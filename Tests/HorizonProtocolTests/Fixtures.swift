@@ -56,6 +56,8 @@ struct Fixtures {
     let paymentID: PaymentID
     let walletNonce: Nonce
     let offerNonce: Nonce
+    let terminalKeyDigest: DigestBytes
+    let offerDigest: DigestBytes
     let signature: SignatureBytes
     let amount: Money
     let tip: Money
@@ -67,6 +69,8 @@ struct Fixtures {
         paymentID = try PaymentID(bytes: counting(16, from: 0x20))
         walletNonce = try Nonce(bytes: counting(16, from: 0x30))
         offerNonce = try Nonce(bytes: counting(16, from: 0x40))
+        terminalKeyDigest = try DigestBytes(bytes: counting(32, from: 0x70))
+        offerDigest = try DigestBytes(bytes: counting(32, from: 0x90))
         signature = try SignatureBytes(bytes: counting(64, from: 0x50))
         amount = try Money(minorUnits: 1250, currency: .eur)
         tip = try Money(minorUnits: 200, currency: .eur)
@@ -74,7 +78,9 @@ struct Fixtures {
 
     static let envelope: [(field: String, size: Int)] = [("version", 1), ("type", 1)]
 
-    var hello: Hello { Hello(sessionID: sessionID, transactionType: .payment, walletKey: walletKey) }
+    var hello: Hello {
+        Hello(sessionID: sessionID, transactionType: .payment, sessionKey: walletKey, proof: signature)
+    }
 
     func offer(registerUser: String = "Anna") throws -> Offer {
         try Offer(
@@ -86,9 +92,9 @@ struct Fixtures {
 
     func confirm(amount: Money? = nil, tip: Money? = nil) throws -> Confirm {
         try Confirm(
-            sessionID: sessionID, terminalKeyID: terminalKeyID, amount: amount ?? self.amount, tip: tip ?? self.tip,
-            paymentID: paymentID, walletNonce: walletNonce, offerNonce: offerNonce, expiresAt: 1_750_000_060,
-            signature: signature)
+            sessionID: sessionID, terminalKeyDigest: terminalKeyDigest, walletKey: walletKey, offerDigest: offerDigest,
+            amount: amount ?? self.amount, tip: tip ?? self.tip, paymentID: paymentID, walletNonce: walletNonce,
+            expiresAt: 1_750_000_060, signature: signature)
     }
 
     func receipt(outcome: ReceiptOutcome = .approved) throws -> Receipt {
@@ -100,9 +106,9 @@ struct Fixtures {
 
     func redeem(item: String = "SUMMER-24") throws -> Redeem {
         try Redeem(
-            sessionID: sessionID, transactionType: .couponRedemption, redemptionID: paymentID, item: item,
-            quantity: 1, walletNonce: walletNonce, offerNonce: offerNonce, expiresAt: 1_750_000_060,
-            signature: signature)
+            sessionID: sessionID, transactionType: .couponRedemption, terminalKeyDigest: terminalKeyDigest,
+            walletKey: walletKey, offerDigest: offerDigest, redemptionID: paymentID, item: item, quantity: 1,
+            walletNonce: walletNonce, expiresAt: 1_750_000_060, signature: signature)
     }
 
     /// One sample of every message type (and both shapes of the optional and the outcome).
@@ -112,7 +118,7 @@ struct Fixtures {
         return [
             Sample(
                 name: "hello", message: .hello(hello),
-                layout: header + [("sessionID", 8), ("transactionType", 1), ("walletKey", 65)]),
+                layout: header + [("sessionID", 8), ("transactionType", 1), ("sessionKey", 65), ("proof", 64)]),
             Sample(
                 name: "offer", message: .offer(try offer()),
                 layout: header + [
@@ -123,8 +129,9 @@ struct Fixtures {
             Sample(
                 name: "confirm", message: .confirm(try confirm()),
                 layout: header + [
-                    ("sessionID", 8), ("terminalKeyID", 8), ("amount currency", 3), ("amount", 8),
-                    ("tip currency", 3), ("tip", 8), ("paymentID", 16), ("walletNonce", 16), ("offerNonce", 16),
+                    ("sessionID", 8), ("terminalKeyDigest", 32), ("walletKey", 65), ("offerDigest", 32),
+                    ("amount currency", 3), ("amount", 8), ("tip currency", 3), ("tip", 8), ("paymentID", 16),
+                    ("walletNonce", 16),
                 ] + signedTail),
             Sample(
                 name: "receipt approved", message: .receipt(try receipt()),
@@ -145,8 +152,9 @@ struct Fixtures {
             Sample(
                 name: "redeem", message: .redeem(try redeem()),
                 layout: header + [
-                    ("sessionID", 8), ("transactionType", 1), ("redemptionID", 16), ("item length", 2), ("item", 9),
-                    ("quantity", 8), ("walletNonce", 16), ("offerNonce", 16),
+                    ("sessionID", 8), ("transactionType", 1), ("terminalKeyDigest", 32), ("walletKey", 65),
+                    ("offerDigest", 32), ("redemptionID", 16), ("item length", 2), ("item", 9), ("quantity", 8),
+                    ("walletNonce", 16),
                 ] + signedTail),
             Sample(
                 name: "cancel",
@@ -163,8 +171,10 @@ struct Fixtures {
                 message: .error(ErrorMessage(code: .sessionTaken, message: "taken")),
                 layout: header + [("code", 2), ("message length", 2), ("message", 5), ("paymentID flag", 1)]),
             Sample(
-                name: "payment status query", message: .paymentStatusQuery(PaymentStatusQuery(paymentID: paymentID)),
-                layout: header + [("paymentID", 16)]),
+                name: "payment status query",
+                message: .paymentStatusQuery(
+                    PaymentStatusQuery(paymentID: paymentID, walletKey: walletKey, proof: signature)),
+                layout: header + [("paymentID", 16), ("walletKey", 65), ("proof", 64)]),
             Sample(
                 name: "proxy request",
                 message: .proxyRequest(try ProxyEnvelope(requestID: 7, sealed: counting(10, from: 0x60))),

@@ -35,15 +35,18 @@ struct MessageRejectionTests {
     }
 
     @Test func unknownTypeTags() {
-        expectRefused([0x01, 0x00], .unknownType(0x00))
-        expectRefused([0x01, 0x0C], .unknownType(0x0C))
-        expectRefused([0x01, 0xFF, 0x00, 0x00], .unknownType(0xFF))
+        expectRefused([0x02, 0x00], .unknownType(0x00))
+        expectRefused([0x02, 0x0C], .unknownType(0x0C))
+        expectRefused([0x02, 0xFF, 0x00, 0x00], .unknownType(0xFF))
     }
 
     @Test func unknownVersions() throws {
+        // Version 1 (before issue 12's hardening) is refused outright, never half understood.
         var bytes = try sample("hello").encoded
-        bytes[0] = 2
-        expectRefused(bytes, .unsupportedVersion(2))
+        bytes[0] = 1
+        expectRefused(bytes, .unsupportedVersion(1))
+        bytes[0] = 3
+        expectRefused(bytes, .unsupportedVersion(3))
         expectRefused([0x00], .unsupportedVersion(0))
         expectRefused([0xFF, 0x01], .unsupportedVersion(0xFF))
     }
@@ -216,9 +219,9 @@ struct MessageRejectionTests {
         let hello = try sample("hello")
         for prefix: UInt8 in [0x00, 0x02, 0x03, 0x05] {
             expectRefused(
-                hello.bytes(replacing: ["walletKey": [prefix] + counting(64, from: 0x10)]),
+                hello.bytes(replacing: ["sessionKey": [prefix] + counting(64, from: 0x10)]),
                 .invalidValue(
-                    field: "walletKey",
+                    field: "sessionKey",
                     reason: "not an uncompressed P-256 point (first byte \(hexByte(prefix)), expected 04)"))
         }
     }
@@ -304,13 +307,15 @@ struct MessageInitialiserTests {
         #expect(throws: WireError.amountOutOfRange(field: "tip")) { try f.confirm(amount: maximum) }
         #expect(throws: WireError.invalidValue(field: "transactionType", reason: "payment is not a redemption")) {
             try Redeem(
-                sessionID: f.sessionID, transactionType: .payment, redemptionID: f.paymentID, item: "",
-                quantity: 1, walletNonce: f.walletNonce, offerNonce: f.offerNonce, expiresAt: 0)
+                sessionID: f.sessionID, transactionType: .payment, terminalKeyDigest: f.terminalKeyDigest,
+                walletKey: f.walletKey, offerDigest: f.offerDigest, redemptionID: f.paymentID, item: "",
+                quantity: 1, walletNonce: f.walletNonce, expiresAt: 0)
         }
         #expect(throws: WireError.negativeAmount(field: "quantity")) {
             try Redeem(
-                sessionID: f.sessionID, transactionType: .bonusRedemption, redemptionID: f.paymentID, item: "",
-                quantity: -1, walletNonce: f.walletNonce, offerNonce: f.offerNonce, expiresAt: 0)
+                sessionID: f.sessionID, transactionType: .bonusRedemption, terminalKeyDigest: f.terminalKeyDigest,
+                walletKey: f.walletKey, offerDigest: f.offerDigest, redemptionID: f.paymentID, item: "",
+                quantity: -1, walletNonce: f.walletNonce, expiresAt: 0)
         }
         #expect(throws: WireError.negativeAmount(field: "bonusPointsBalance")) {
             try Receipt(

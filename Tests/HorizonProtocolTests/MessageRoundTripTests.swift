@@ -9,7 +9,7 @@ struct MessageRoundTripTests {
         let bytes = sample.encoded
         #expect(try SessionMessage.decode(bytes) == sample.message)
         #expect(bytes.count == sample.layout.reduce(0) { $0 + $1.size }, "layout documents every byte")
-        #expect(bytes[0] == 1)
+        #expect(bytes[0] == 2)
         #expect(bytes[1] == sample.message.type.rawValue)
     }
 
@@ -32,7 +32,7 @@ struct MessageRoundTripTests {
     @Test func offerBytesAreTheDocumentedLayout() throws {
         let f = try Fixtures()
         let expected: [UInt8] =
-            [0x01, 0x02] + counting(8, from: 0x01) + [0x01] + Array("EUR".utf8) + bigEndian(Int64(1250))
+            [0x02, 0x02] + counting(8, from: 0x01) + [0x01] + Array("EUR".utf8) + bigEndian(Int64(1250))
             + [0x00, 0x04] + Array("Anna".utf8) + [0x00, 0x0B] + Array("Free coffee".utf8) + bigEndian(Int64(100))
             + [0x05] + counting(16, from: 0x40) + bigEndian(Int64(1_750_000_000))
             + counting(64, from: 0x50)
@@ -49,7 +49,7 @@ struct MessageRoundTripTests {
         let longMessage = String(repeating: "ab", count: 128)
         var messages: [SessionMessage] = []
         for type in TransactionType.allCases {
-            messages.append(.hello(Hello(sessionID: maxSession, transactionType: type, walletKey: f.walletKey)))
+            messages.append(.hello(Hello(sessionID: maxSession, transactionType: type, sessionKey: f.walletKey)))
         }
         for bits in 0..<8 {
             let programs = MerchantPrograms(
@@ -86,8 +86,9 @@ struct MessageRoundTripTests {
             messages.append(
                 .redeem(
                     try Redeem(
-                        sessionID: f.sessionID, transactionType: type, redemptionID: f.paymentID, item: "",
-                        quantity: 0, walletNonce: f.walletNonce, offerNonce: f.offerNonce, expiresAt: 0)))
+                        sessionID: f.sessionID, transactionType: type, terminalKeyDigest: f.terminalKeyDigest,
+                        walletKey: f.walletKey, offerDigest: f.offerDigest, redemptionID: f.paymentID, item: "",
+                        quantity: 0, walletNonce: f.walletNonce, expiresAt: 0)))
         }
         messages.append(.redeem(try f.redeem(item: longUser)))
         for reason in CancelReason.allCases {
@@ -139,8 +140,9 @@ struct SignedBytesTests {
     @Test func domainsAreDistinctAndNoneIsAPrefixOfAnother() {
         let domains = [
             Offer.signatureDomain, Confirm.signatureDomain, Receipt.signatureDomain, Redeem.signatureDomain,
+            Hello.proofDomain, PaymentStatusQuery.proofDomain,
         ]
-        #expect(Offer.signatureDomain == Array("horizon/offer/v1".utf8))
+        #expect(Offer.signatureDomain == Array("horizon/offer/v2".utf8))
         for (i, a) in domains.enumerated() {
             for (j, b) in domains.enumerated() where i != j {
                 #expect(!b.starts(with: a))

@@ -102,8 +102,9 @@ struct PendingAcrossRunsTests {
         let device = try world.simulation.addDevice(
             name: "wallet", configuration: DeviceConfiguration(position: Position(x: 0.3, y: 0)))
 
-        // First run: confirms, then the radio contact breaks as the receipt is sent (the 7th of
-        // 7 frames at MTU 247), and the program ends while the payment is pending.
+        // First run: confirms, then the radio contact breaks as the receipt is sent (the 8th of
+        // 8 frames at MTU 247: the confirmation takes two since it binds keys and the offer), and the
+        // program ends while the payment is pending.
         do {
             let store = SQLitePendingPaymentStore(store: try WalletStore(path: storePath))
             let client = PaymentClient(
@@ -111,7 +112,7 @@ struct PendingAcrossRunsTests {
             try client.start()
             let app = ScriptedWalletApp(client: client, decision: .accept(tip: 20))
             _ = app
-            world.simulation.injectFaultOnNextLink(.cut, atFrame: 6)
+            world.simulation.injectFaultOnNextLink(.cut, atFrame: 7)
             #expect(terminal.host.start(amount: euros(300)))
             #expect(world.run(until: { client.state == .paymentPending }))
             #expect(terminal.host.state == .completed)  // it was charged

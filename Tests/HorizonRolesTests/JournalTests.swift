@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HorizonCore
 import HorizonLink
@@ -227,37 +228,27 @@ struct JournalTests {
         let id = try #require(wallet.client.receipt?.paymentID)
         #expect(try terminal.journal.record(for: id)?.step == .result)
 
-        /// A raw connection that says hello as `key` and acknowledges `id`.
-        func acknowledge(as key: PublicKeyBytes, name: String) throws {
-            let device = try world.simulation.addDevice(
-                name: name, configuration: DeviceConfiguration(position: Position(x: 0.5, y: 0)))
-            let held = Mutex<SecureLink?>(nil)
-            let sessionID = try #require(terminal.host.sessionID)
-            let context = (0..<8).map { UInt8(truncatingIfNeeded: sessionID.rawValue >> (56 - 8 * $0)) }
-            device.connect(to: rig.device.address, timeout: .seconds(2)) { result in
-                guard case .success(let link) = result,
-                    let messageLink = try? MessageLink(link: link, scheduler: device.scheduler)
-                else { return }
-                let secure = try? SecureLink.initiate(
-                    over: messageLink, trustAnchors: world.anchors, expectedTerminalKeyID: nil, context: context,
-                    handler: SecureLinkHandler(
-                        onEstablished: { _ in
-                            guard let link = held.withLock({ $0 }) else { return }
-                            let hello = Hello(sessionID: sessionID, transactionType: .payment, walletKey: key)
-                            try? link.send(SessionMessage.hello(hello).encoded())
-                            try? link.send(
-                                SessionMessage.receiptAcknowledgement(ReceiptAcknowledgement(paymentID: id)).encoded())
-                        }, onMessage: { _ in }, onEnd: { _ in }))
-                held.withLock { $0 = secure }
+        /// A raw connection that says hello, proves `key` with a status query for `id`, and
+        /// acknowledges `id`; returns what the terminal answered.
+        func acknowledge(as key: P256.Signing.PrivateKey, name: String) throws -> [SessionMessage] {
+            let central = try ScriptedCentral(
+                world: world, name: name, terminal: rig.device.address, session: try #require(terminal.host.sessionID)
+            ) { connection in
+                connection.send(.hello(connection.hello()))
+                connection.send(.paymentStatusQuery(connection.statusQuery(id, signedBy: key)))
+                connection.send(.receiptAcknowledgement(ReceiptAcknowledgement(paymentID: id)))
             }
             world.run(for: .seconds(3))
-            held.withLock { $0?.close() }
+            central.close()
+            return central.received.values
         }
 
         #expect(terminal.host.start(amount: euros(1)))  // a session to connect through
-        try acknowledge(as: WalletIdentity().publicKey, name: "stranger")
+        let strangerHeard = try acknowledge(as: P256.Signing.PrivateKey(), name: "stranger")
         #expect(try terminal.journal.record(for: id)?.step == .result)
-        try acknowledge(as: wallet.identity.publicKey, name: "the wallet again")
+        #expect(!strangerHeard.contains { if case .receipt = $0 { true } else { false } }, "no receipt for a stranger")
+        let walletHeard = try acknowledge(as: wallet.identity.signingKey, name: "the wallet again")
+        #expect(walletHeard.contains { if case .receipt(let receipt) = $0 { receipt.paymentID == id } else { false } })
         #expect(try terminal.journal.record(for: id)?.step == .acknowledged)
     }
 }

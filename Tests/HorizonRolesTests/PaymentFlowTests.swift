@@ -4,6 +4,7 @@ import HorizonProtocol
 import HorizonRoles
 import HorizonSimulatedRadio
 import HorizonStores
+import HorizonTestSupport
 import Testing
 
 @Suite("Payment flow on the simulated radio")
@@ -46,17 +47,25 @@ struct PaymentFlowTests {
 
     }
 
-    @Test func decidingAgainstEndsTheTerminalAndIgnoresThatSessionButNotTheNextOne() throws {
+    /// A decline ends the wallet's attempt, not the sale: any central could send one (issue 12),
+    /// so the register hears of it (with the wallet's confirmation code) and the session stays
+    /// open for the customer's wallet until the cashier stops it or the decision time runs out.
+    @Test func decidingAgainstIsReportedLeavesTheSessionOpenAndIgnoresItButNotTheNextOne() throws {
         let world = try World()
         let terminal = try world.terminal()
         let wallet = try world.wallet()
         let app = ScriptedWalletApp(wallet, decision: .decline)
         _ = app
+        let notices = Recorder<WalletNotice>()
+        terminal.host.observeWallets { notices.append($0) }
         #expect(terminal.host.start(amount: euros(500)))
         let firstSession = try #require(terminal.host.sessionID)
-        #expect(world.run(until: { terminal.host.state == .completedWithError }))
-        #expect(terminal.host.error == .customerDeclined)
-        #expect(terminal.host.humanizedError == "The customer declined the payment.")
+        #expect(world.run(until: { notices.count == 2 }))
+        let code = try #require(wallet.client.offer?.confirmationCode)
+        #expect(notices.values == [.offered(code), .declined(code)])
+        world.run(for: .seconds(1))
+        #expect(terminal.host.state == .waitingForWallet)
+        #expect(terminal.host.error == nil)
         #expect(wallet.decider.state == .rejected)
         #expect(try terminal.ledger.transactions().isEmpty)
 
@@ -66,7 +75,7 @@ struct PaymentFlowTests {
         world.run(for: .seconds(1))
         #expect(wallet.decider.candidate?.peripheralMetaData.sessionID != firstSession)
 
-        // A new session from the same terminal is offered again.
+        // The cashier gives up on this sale; a new session from the same terminal is offered again.
         #expect(terminal.host.stop())
         #expect(terminal.host.start(amount: euros(700)))
         let secondSession = try #require(terminal.host.sessionID)

@@ -106,12 +106,15 @@ struct ProximityTests {
         let outcomes = [first.client, second.client].map(\.state)
         #expect(outcomes.filter { $0 == .completed }.count == 1)
         #expect(outcomes.filter { $0 == .completedWithError }.count == 1)
+        // Both were shown the offer (a Hello takes no session); the first valid confirmation took
+        // it, and the other wallet was told the session is over, or that its own confirmation
+        // was refused: either way nothing of its was charged.
         let loser = first.client.state == .completed ? second.client : first.client
-        guard case .sessionUnavailable(let reason) = loser.error else {
-            Issue.record("expected a clear refusal, got \(String(describing: loser.error))")
-            return
+        switch loser.error {
+        case .cancelledByTerminal?: break
+        case .declined(let code, _)? where code == .sessionTaken || code == .sessionNotFound: break
+        default: Issue.record("expected a clear refusal, got \(String(describing: loser.error))")
         }
-        #expect(reason == "another wallet is already paying this session")
         #expect(try terminal.ledger.transactions().count == 1)
         #expect(try terminal.ledger.merchantBalance() == euros(800))
         #expect(terminal.host.state == .completed)

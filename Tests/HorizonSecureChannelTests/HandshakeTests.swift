@@ -254,8 +254,8 @@ struct HandshakeTests {
         #expect(throws: SecureChannelError.malformed(.trailingBytes(count: 2))) {
             try TerminalCredential.decode(encoded + [0, 0])
         }
-        #expect(throws: SecureChannelError.unsupportedVersion(2)) {
-            try TerminalCredential.decode([2] + encoded.dropFirst())
+        #expect(throws: SecureChannelError.unsupportedVersion(1)) {
+            try TerminalCredential.decode([1] + encoded.dropFirst())
         }
         #expect(throws: SecureChannelError.malformed(.oversized(size: 600, maximum: 512))) {
             try TerminalCredential.decode([UInt8](repeating: 1, count: 600))

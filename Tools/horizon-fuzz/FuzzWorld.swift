@@ -62,6 +62,9 @@ final class FuzzWorld: Sendable {
             let paymentID = try PaymentID(bytes: Array(0x20..<0x30))
             let walletNonce = try Nonce(bytes: Array(0x30..<0x40))
             let offerNonce = try Nonce(bytes: Array(0x40..<0x50))
+            let offerDigest = try DigestBytes(bytes: Array(0x60..<0x80))
+            let terminalKeyDigest = try DigestBytes(
+                bytes: Array(SHA256.hash(data: terminalKey.publicKey.x963Representation)))
             let offer = try Offer(
                 sessionID: sessionID, transactionType: .payment, amount: amount, registerUser: "Ana",
                 merchantPrograms: MerchantPrograms(hasBonusProgram: true), offerNonce: offerNonce,
@@ -72,8 +75,9 @@ final class FuzzWorld: Sendable {
                 merchantPrograms: MerchantPrograms(hasBonusProgram: true, hasGoldProgram: true, hasCouponProgram: true),
                 offerNonce: offerNonce, expiresAt: Self.wallClock + 120)
             let confirm = try Confirm(
-                sessionID: sessionID, terminalKeyID: terminalKeyID, amount: amount, tip: tip, paymentID: paymentID,
-                walletNonce: walletNonce, offerNonce: offerNonce, expiresAt: Self.wallClock + 120)
+                sessionID: sessionID, terminalKeyDigest: terminalKeyDigest, walletKey: walletPublic,
+                offerDigest: offerDigest, amount: amount, tip: tip, paymentID: paymentID, walletNonce: walletNonce,
+                expiresAt: Self.wallClock + 120)
             let receipt = try Receipt(
                 sessionID: sessionID, transactionType: .payment, paymentID: paymentID, outcome: .approved,
                 amount: amount, tip: tip, transactionReference: 42, settledAt: Self.wallClock, bonusPointsEarned: 12,
@@ -83,10 +87,14 @@ final class FuzzWorld: Sendable {
                 outcome: .declined(.insufficientFunds), amount: amount, tip: tip, transactionReference: 0,
                 settledAt: Self.wallClock, bonusPointsEarned: 0, bonusPointsBalance: 0)
             let redeem = try Redeem(
-                sessionID: sessionID, transactionType: .couponRedemption, redemptionID: paymentID, item: "SUMMER-24",
-                quantity: 1, walletNonce: walletNonce, offerNonce: offerNonce, expiresAt: Self.wallClock + 120)
+                sessionID: sessionID, transactionType: .couponRedemption, terminalKeyDigest: terminalKeyDigest,
+                walletKey: walletPublic, offerDigest: offerDigest, redemptionID: paymentID, item: "SUMMER-24",
+                quantity: 1, walletNonce: walletNonce, expiresAt: Self.wallClock + 120)
+            let hello = Hello(sessionID: sessionID, transactionType: .payment, sessionKey: walletPublic)
+            let transcript = [UInt8](repeating: 0x5A, count: 32)
+            let query = PaymentStatusQuery(paymentID: paymentID, walletKey: walletPublic)
             return [
-                .hello(Hello(sessionID: sessionID, transactionType: .payment, walletKey: walletPublic)),
+                .hello(hello.withProof(signature(hello.proofBytes(transcriptHash: transcript), with: walletKey))),
                 .offer(offer.withSignature(signature(offer.signedBytes, with: terminalKey))),
                 .offer(redemptionOffer.withSignature(signature(redemptionOffer.signedBytes, with: terminalKey))),
                 .confirm(confirm.withSignature(signature(confirm.signedBytes, with: walletKey))),
@@ -96,7 +104,8 @@ final class FuzzWorld: Sendable {
                 .cancel(Cancel(sessionID: sessionID, reason: .timedOut, message: "no decision in time")),
                 .error(ErrorMessage(code: .sessionNotFound, message: "nothing was charged", paymentID: paymentID)),
                 .error(ErrorMessage(code: .sessionTaken, message: "taken")),
-                .paymentStatusQuery(PaymentStatusQuery(paymentID: paymentID)),
+                .paymentStatusQuery(
+                    query.withProof(signature(query.proofBytes(transcriptHash: transcript), with: walletKey))),
                 .receiptAcknowledgement(ReceiptAcknowledgement(paymentID: paymentID)),
                 .proxyRequest(try ProxyEnvelope(requestID: 7, sealed: Array(0..<40))),
                 .proxyResponse(try ProxyEnvelope(requestID: 7, sealed: [])),

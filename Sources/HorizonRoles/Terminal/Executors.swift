@@ -7,31 +7,31 @@ struct PaymentExecutor: SessionExecutor {
     let processor: any PaymentProcessor
     var transactionType: TransactionType { .payment }
 
-    func check(
-        _ message: SessionMessage, session: HostedSession, owner: PublicKeyBytes, terminal: TerminalRadioService,
-        now: UnixTime
-    ) -> RequestCheck {
+    func check(_ message: SessionMessage, session: HostedSession, terminal: TerminalRadioService, now: UnixTime)
+        -> RequestCheck
+    {
         guard case .confirm(let confirm) = message else { return .unexpected }
         func refuse(_ code: ErrorCode, _ text: String) -> RequestCheck {
             .refused(ErrorMessage(code: code, message: text, paymentID: confirm.paymentID))
         }
-        guard let keyID = terminal.terminalKeyID, confirm.terminalKeyID == keyID else {
+        guard let keyID = terminal.terminalKeyID, confirm.terminalKeyDigest == terminal.identity.keyDigestBytes else {
             return refuse(.badSignature, "the confirmation names another terminal")
         }
-        guard confirm.offerNonce == session.offer.offerNonce else {
+        guard confirm.offerDigest == session.offerDigest else {
             return refuse(.badSignature, "the confirmation is for another offer")
         }
         guard confirm.amount == session.terms.amount else {
             return refuse(.invalidAmount, "the confirmed amount differs from the offer")
         }
         guard confirm.expiresAt >= now else { return refuse(.sessionExpired, "the confirmation has expired") }
-        guard verify(confirm.signature, over: confirm.signedBytes, publicKey: owner.bytes) else {
+        guard SignedRequest(message)?.verifies == true else {
             return refuse(.badSignature, "the confirmation's signature does not verify")
         }
         return .accepted(
             .payment(
                 SettlementRequest(
-                    paymentID: confirm.paymentID, sessionID: session.id, walletKey: owner, terminalKeyID: keyID,
+                    paymentID: confirm.paymentID, sessionID: session.id, walletKey: confirm.walletKey,
+                    terminalKeyID: keyID,
                     amount: confirm.amount, tip: confirm.tip, registerUser: session.terms.registerUser,
                     contentDigest: digest(confirm.signedBytes))))
     }
@@ -53,10 +53,9 @@ struct RedemptionExecutor: SessionExecutor {
     let processor: any RedemptionProcessor
     let transactionType: TransactionType
 
-    func check(
-        _ message: SessionMessage, session: HostedSession, owner: PublicKeyBytes, terminal: TerminalRadioService,
-        now: UnixTime
-    ) -> RequestCheck {
+    func check(_ message: SessionMessage, session: HostedSession, terminal: TerminalRadioService, now: UnixTime)
+        -> RequestCheck
+    {
         guard case .redeem(let redeem) = message else { return .unexpected }
         func refuse(_ code: ErrorCode, _ text: String) -> RequestCheck {
             .refused(ErrorMessage(code: code, message: text, paymentID: redeem.redemptionID))
@@ -64,7 +63,10 @@ struct RedemptionExecutor: SessionExecutor {
         guard redeem.transactionType == transactionType else {
             return refuse(.protocolViolation, "this session is a \(transactionType)")
         }
-        guard redeem.offerNonce == session.offer.offerNonce else {
+        guard redeem.terminalKeyDigest == terminal.identity.keyDigestBytes else {
+            return refuse(.badSignature, "the redemption names another terminal")
+        }
+        guard redeem.offerDigest == session.offerDigest else {
             return refuse(.badSignature, "the redemption is for another offer")
         }
         // Bonus and gold redeem exactly what was offered; a coupon names the coupon the wallet holds.
@@ -74,14 +76,15 @@ struct RedemptionExecutor: SessionExecutor {
             }
         }
         guard redeem.expiresAt >= now else { return refuse(.sessionExpired, "the redemption has expired") }
-        guard verify(redeem.signature, over: redeem.signedBytes, publicKey: owner.bytes) else {
+        guard SignedRequest(message)?.verifies == true else {
             return refuse(.badSignature, "the redemption's signature does not verify")
         }
         guard let keyID = terminal.terminalKeyID else { return refuse(.internalError, "no terminal key") }
         return .accepted(
             .redemption(
                 RedemptionRequest(
-                    redemptionID: redeem.redemptionID, sessionID: session.id, walletKey: owner, terminalKeyID: keyID,
+                    redemptionID: redeem.redemptionID, sessionID: session.id, walletKey: redeem.walletKey,
+                    terminalKeyID: keyID,
                     transactionType: transactionType, item: redeem.item, quantity: redeem.quantity,
                     value: session.terms.amount, contentDigest: digest(redeem.signedBytes))))
     }

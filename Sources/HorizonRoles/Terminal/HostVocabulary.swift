@@ -69,7 +69,6 @@ public enum HostError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidRedemption(String)
     case unsupportedCurrency(String)
     case radio(RadioError)
-    case customerDeclined
     case decisionTimedOut(Duration)
     case cancelled
     case declined(code: ErrorCode, reason: String)
@@ -90,7 +89,6 @@ public enum HostError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidRedemption(let reason): "This \(noun) cannot start: \(reason)."
         case .unsupportedCurrency(let code): "This terminal does not accept \(code)."
         case .radio(let error): "Bluetooth is not available: \(error)."
-        case .customerDeclined: "The customer declined the \(noun)."
         case .decisionTimedOut(let timeout):
             "The customer did not decide within \(Int(timeout.milliseconds / 1000)) seconds."
         case .cancelled: "The \(noun) was cancelled at the register."

@@ -63,6 +63,13 @@ public final class PaymentHost: Sendable {
     public var state: PaymentHostState { core.state }
     /// The current state, then each change.
     public func states() -> AsyncStream<PaymentHostState> { core.observable.stream() }
+    /// The latest wallet in the session: offered (with the confirmation code both sides show) or
+    /// declined. A decline does not end the session: any central could send one.
+    public var lastWalletNotice: WalletNotice? { core.walletNotices.value }
+    /// Runs `observer` on every wallet notice (a wallet offered, a wallet declined).
+    public func observeWallets(_ observer: @escaping @Sendable (WalletNotice) -> Void) {
+        core.walletNotices.observe { notice in if let notice { observer(notice) } }
+    }
     /// Runs `observer` on every state change (on the radio's scheduler, or the caller's thread).
     public func observeState(_ observer: @escaping @Sendable (PaymentHostState) -> Void) {
         core.observable.observe(observer)

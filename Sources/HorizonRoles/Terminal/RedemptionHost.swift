@@ -80,6 +80,13 @@ public final class RedemptionHost: Sendable {
 
     public var state: RedemptionHostState { core.state }
     public func states() -> AsyncStream<RedemptionHostState> { core.observable.stream() }
+    /// The latest wallet in the session: offered (with the confirmation code both sides show) or
+    /// declined. A decline does not end the session: any central could send one.
+    public var lastWalletNotice: WalletNotice? { core.walletNotices.value }
+    /// Runs `observer` on every wallet notice (a wallet offered, a wallet declined).
+    public func observeWallets(_ observer: @escaping @Sendable (WalletNotice) -> Void) {
+        core.walletNotices.observe { notice in if let notice { observer(notice) } }
+    }
     public func observeState(_ observer: @escaping @Sendable (RedemptionHostState) -> Void) {
         core.observable.observe(observer)
     }

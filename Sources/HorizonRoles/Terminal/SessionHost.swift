@@ -15,14 +15,36 @@ struct OfferTerms: Sendable, Equatable {
 }
 
 /// The session a host runs now.
+///
+/// Nobody owns a session by saying hello: every wallet that proves its session key gets the
+/// offer, and the session is taken only by the first signed request that checks out. So a
+/// central that completes the handshake and says hello (with any key, as often as it likes)
+/// can neither take, nor end, nor block the session for the customer in front of the till.
 struct HostedSession: Sendable {
     let id: SessionID
     let terms: OfferTerms
     let offer: Offer
+    /// What a request must bind: the offer exactly as it went out.
+    let offerDigest: DigestBytes
     var advertising: (any AdvertisingSet)?
-    var owner: PublicKeyBytes?
-    var activeConnection: TerminalConnection?
+    /// Connections that proved a session key and were sent the offer, by connection id.
+    var wallets: [Int: TerminalConnection] = [:]
+    /// The connection whose request is being executed: from then on the session is taken.
+    var executing: Int?
+    /// The `offered` step is journaled once per session, whatever the number of wallets.
+    var offerJournaled = false
     var decisionTimer: ScheduledAction?
+
+    var executingConnection: TerminalConnection? { executing.flatMap { wallets[$0] } }
+}
+
+/// What the register hears about wallets in its session: each shows the confirmation code the
+/// wallet shows, so the cashier and the customer can compare them.
+public enum WalletNotice: Sendable, Equatable {
+    /// A wallet proved its session key and was sent the offer.
+    case offered(ConfirmationCode)
+    /// A wallet declined. The session stays open: any wallet can decline for itself only.
+    case declined(ConfirmationCode)
 }
 
 /// What checking a wallet's request (a payment's Confirm, a redemption's Redeem) found.
@@ -40,10 +62,8 @@ enum RequestCheck: Sendable {
 /// the processor's contract; the journal steps around it are the service's).
 protocol SessionExecutor: Sendable {
     var transactionType: TransactionType { get }
-    func check(
-        _ message: SessionMessage, session: HostedSession, owner: PublicKeyBytes, terminal: TerminalRadioService,
-        now: UnixTime
-    ) -> RequestCheck
+    func check(_ message: SessionMessage, session: HostedSession, terminal: TerminalRadioService, now: UnixTime)
+        -> RequestCheck
     func execute(_ request: JournalRequest, at now: UnixTime) throws(ProcessorError) -> SettlementResult
 }
 
@@ -55,7 +75,8 @@ struct FinishedSession: Sendable {
 }
 
 /// The session machinery shared by `PaymentHost` and `RedemptionHost`: advertise a signed offer,
-/// let one wallet own the session, bound the customer's decision in time, take cancellations,
+/// offer it to every wallet that proves a session key, let the first valid signed request take
+/// the session, bound the customer's decision in time, take cancellations,
 /// hand the wallet's request to the executor, answer with a signed receipt, end and announce.
 final class SessionHost: TerminalSessionHandler, Sendable {
     let service: TerminalRadioService
@@ -64,6 +85,8 @@ final class SessionHost: TerminalSessionHandler, Sendable {
     let lingerAfterReceipt: Duration
     let merchantPrograms: MerchantPrograms
     let observable = ObservableState<HostState>(.idle)
+    /// The latest wallet notice (nil before the first), for the register's display.
+    let walletNotices = ObservableState<WalletNotice?>(nil)
     private let onFinish: @Sendable (FinishedSession) -> Void
 
     private struct State {
@@ -141,7 +164,8 @@ final class SessionHost: TerminalSessionHandler, Sendable {
             } catch {
                 return .radio(error)
             }
-            state.session = HostedSession(id: sessionID, terms: terms, offer: offer, advertising: advertising)
+            state.session = HostedSession(
+                id: sessionID, terms: terms, offer: offer, offerDigest: offerDigest(offer), advertising: advertising)
             state.result = nil
             state.error = nil
             state.isCancelled = false
@@ -168,7 +192,7 @@ final class SessionHost: TerminalSessionHandler, Sendable {
             return true
         }
         release(session)
-        session.activeConnection?.close()
+        for connection in session.wallets.values { connection.close() }
         observable.set(.idle)
         return true
     }
@@ -176,16 +200,7 @@ final class SessionHost: TerminalSessionHandler, Sendable {
     /// Cancels a running session at the register; the wallet is told, nothing is executed.
     func cancel() {
         guard !observable.value.isFinished, observable.value != .idle else { return }
-        let session = guarded.withLock { state -> HostedSession? in
-            state.isCancelled = true
-            return state.session
-        }
-        if let session, let connection = session.activeConnection {
-            connection.send(
-                .cancel(Cancel(sessionID: session.id, reason: .terminalCancelled, message: "cancelled at the register"))
-            )
-            closeLater(connection)
-        }
+        guarded.withLock { $0.isCancelled = true }
         finish(error: .cancelled)
     }
 
@@ -199,8 +214,11 @@ final class SessionHost: TerminalSessionHandler, Sendable {
         }
     }
 
+    /// A Hello whose session key the service has verified: the wallet gets the offer, unless the
+    /// session is over or already taken. The first offer of a session is journaled before it
+    /// leaves; later wallets add no row.
     private func receiveHello(_ hello: Hello, on connection: TerminalConnection) {
-        let outcome: Result<Offer, Refusal> = guarded.withLock { state in
+        let outcome: Result<(offer: Offer, journal: Bool), Refusal> = guarded.withLock { state in
             guard var session = state.session, hello.sessionID == session.id, !observable.value.isFinished else {
                 return .failure(Refusal(ErrorMessage(code: .sessionNotFound, message: "this session is over")))
             }
@@ -210,7 +228,7 @@ final class SessionHost: TerminalSessionHandler, Sendable {
                         ErrorMessage(code: .protocolViolation, message: "this session is a \(executor.transactionType)")
                     ))
             }
-            if let owner = session.owner, owner != hello.walletKey {
+            guard session.executing == nil else {
                 return .failure(
                     Refusal(
                         ErrorMessage(
@@ -219,30 +237,38 @@ final class SessionHost: TerminalSessionHandler, Sendable {
                                 "another wallet is already \(executor.transactionType == .payment ? "paying" : "redeeming") this session"
                         )))
             }
-            session.owner = hello.walletKey
-            session.activeConnection = connection
+            session.wallets[connection.id] = connection
+            let journal = !session.offerJournaled
+            session.offerJournaled = true
             state.session = session
-            return .success(session.offer)
+            return .success((session.offer, journal))
         }
         switch outcome {
         case .failure(let refusal):
             connection.send(.error(refusal.message))
             closeLater(connection)
-        case .success(let offer):
-            do {
-                try service.journal.write(
-                    .offered(
-                        sessionID: offer.sessionID, transactionType: offer.transactionType, walletKey: hello.walletKey),
-                    at: service.scheduler.wallClock)
-            } catch {
-                // No offer leaves unless it is on record; the wallet may try again.
-                connection.send(
-                    .error(ErrorMessage(code: .internalError, message: "the terminal cannot record the session now")))
-                return
+        case .success(let (offer, journal)):
+            if journal {
+                do {
+                    try service.journal.write(
+                        .offered(
+                            sessionID: offer.sessionID, transactionType: offer.transactionType,
+                            walletKey: hello.sessionKey), at: service.scheduler.wallClock)
+                } catch {
+                    // No offer leaves unless it is on record; the wallet may try again.
+                    guarded.withLock { state in
+                        state.session?.offerJournaled = false
+                        state.session?.wallets[connection.id] = nil
+                    }
+                    connection.send(
+                        .error(ErrorMessage(code: .internalError, message: "the terminal cannot record the session now")))
+                    return
+                }
             }
-            observable.set(.walletConnected)
+            if observable.value == .waitingForWallet { observable.set(.walletConnected) }
             connection.send(.offer(offer))
-            observable.set(.awaitingUserDecision)
+            if observable.value == .walletConnected { observable.set(.awaitingUserDecision) }
+            walletNotices.set(.offered(connection.confirmationCode))
             armDecisionTimer()
         }
     }
@@ -262,25 +288,31 @@ final class SessionHost: TerminalSessionHandler, Sendable {
         guard let session, session.id == sessionID, !observable.value.isFinished,
             observable.value != .acquiringPaymentExecution
         else { return }
-        if let connection = session.activeConnection {
-            connection.send(.cancel(Cancel(sessionID: sessionID, reason: .timedOut, message: "no decision in time")))
-            closeLater(connection)
-        }
         finish(error: .decisionTimedOut(userDecisionTimeout))
     }
 
+    /// A wallet declines for itself only: its connection leaves the session, which stays open
+    /// for the customer's wallet (a decline is unauthenticated as far as the sale is concerned:
+    /// any central can send one). The register hears of it with the wallet's code.
     private func receiveCancel(_ cancel: Cancel, on connection: TerminalConnection) {
-        let isOwner = guarded.withLock {
-            $0.session?.activeConnection?.id == connection.id && $0.session?.id == cancel.sessionID
+        let left: Bool? = guarded.withLock { state in
+            guard var session = state.session, session.id == cancel.sessionID, session.executing == nil,
+                session.wallets.removeValue(forKey: connection.id) != nil
+            else { return nil }
+            state.session = session
+            return session.wallets.isEmpty
         }
-        guard isOwner, !observable.value.isFinished else { return }
+        guard let left, !observable.value.isFinished else { return }
         closeLater(connection)
-        finish(error: .customerDeclined)
+        walletNotices.set(.declined(connection.confirmationCode))
+        if left, observable.value == .walletConnected || observable.value == .awaitingUserDecision {
+            observable.set(.waitingForWallet)
+        }
     }
 
     private func receiveRequest(_ message: SessionMessage, on connection: TerminalConnection) {
         let requestID = Self.requestID(of: message)
-        let ready: Result<(HostedSession, PublicKeyBytes), Refusal> = guarded.withLock { state in
+        let ready: Result<HostedSession, Refusal> = guarded.withLock { state in
             guard let session = state.session, message.sessionID == session.id,
                 observable.value == .awaitingUserDecision || observable.value == .walletConnected
             else {
@@ -291,24 +323,23 @@ final class SessionHost: TerminalSessionHandler, Sendable {
                             message: "this session no longer takes requests; nothing was executed",
                             paymentID: requestID)))
             }
-            guard let owner = session.owner, session.activeConnection?.id == connection.id else {
+            guard session.wallets[connection.id] != nil else {
                 return .failure(
                     Refusal(
                         ErrorMessage(code: .protocolViolation, message: "say hello first", paymentID: requestID)))
             }
-            return .success((session, owner))
+            return .success(session)
         }
         let session: HostedSession
-        let owner: PublicKeyBytes
         switch ready {
         case .failure(let refusal):
             connection.send(.error(refusal.message))
             return
-        case .success(let value): (session, owner) = value
+        case .success(let value): session = value
         }
         let now = service.scheduler.wallClock
         let request: JournalRequest
-        switch executor.check(message, session: session, owner: owner, terminal: service, now: now) {
+        switch executor.check(message, session: session, terminal: service, now: now) {
         case .unexpected:
             connection.send(
                 .error(ErrorMessage(code: .protocolViolation, message: "unexpected \(message.type) in this session")))
@@ -318,6 +349,22 @@ final class SessionHost: TerminalSessionHandler, Sendable {
             return
         case .accepted(let accepted): request = accepted
         }
+        // The first valid request takes the session; a second one (another wallet, or the same
+        // racing itself with another id) is refused, never executed.
+        let taken = guarded.withLock { state -> Bool in
+            guard state.session?.id == session.id, state.session?.executing == nil else { return true }
+            state.session?.executing = connection.id
+            return false
+        }
+        guard !taken else {
+            connection.send(
+                .error(
+                    ErrorMessage(
+                        code: .sessionTaken, message: "another request is already being executed in this session",
+                        paymentID: request.id)))
+            return
+        }
+        connection.proved(request.id)
         observable.set(.acquiringPaymentExecution)
         let executor = executor
         let outcome = service.executeJournaled(request, at: now) { (request) throws(ProcessorError) in
@@ -333,7 +380,7 @@ final class SessionHost: TerminalSessionHandler, Sendable {
             closeLater(connection)
             finish(error: .outcomeUnknown(reason))
         case .executed(let result, let answer):
-            service.sessionExecuted(session.id, by: owner)
+            if let sessionKey = connection.sessionKey { service.sessionExecuted(session.id, by: sessionKey) }
             connection.send(answer)
             closeLater(connection)
             guarded.withLock { $0.result = result }
@@ -353,21 +400,22 @@ final class SessionHost: TerminalSessionHandler, Sendable {
     }
 
     func connectionEnded(_ connection: TerminalConnection) {
-        let wasActive = guarded.withLock { state -> Bool in
-            guard state.session?.activeConnection?.id == connection.id else { return false }
-            state.session?.activeConnection = nil
-            return true
+        let noneLeft = guarded.withLock { state -> Bool? in
+            guard state.session?.executing != connection.id,
+                state.session?.wallets.removeValue(forKey: connection.id) != nil
+            else { return nil }
+            return state.session?.wallets.isEmpty ?? true
         }
-        // The wallet may come back (same key) while the decision timer runs.
-        if wasActive, observable.value == .walletConnected || observable.value == .awaitingUserDecision {
+        // A wallet may come back (a new connection) while the decision timer runs.
+        if noneLeft == true, observable.value == .walletConnected || observable.value == .awaitingUserDecision {
             observable.set(.waitingForWallet)
         }
     }
 
     func isAwaitingWallet(on connection: TerminalConnection) -> Bool {
-        let owns = guarded.withLock { $0.session?.activeConnection?.id == connection.id }
+        let inSession = guarded.withLock { $0.session?.wallets[connection.id] != nil }
         switch observable.value {
-        case .walletConnected, .awaitingUserDecision, .acquiringPaymentExecution: return owns
+        case .walletConnected, .awaitingUserDecision, .acquiringPaymentExecution: return inSession
         default: return false
         }
     }
@@ -381,6 +429,18 @@ final class SessionHost: TerminalSessionHandler, Sendable {
         }
         guard let session else { return }
         release(session)
+        // Wallets still looking at the offer are told why the session is over.
+        let why: Cancel
+        switch error {
+        case .cancelled?:
+            why = Cancel(sessionID: session.id, reason: .terminalCancelled, message: "cancelled at the register")
+        case .decisionTimedOut?: why = Cancel(sessionID: session.id, reason: .timedOut, message: "no decision in time")
+        default: why = Cancel(sessionID: session.id, reason: .terminalCancelled, message: "the session is over")
+        }
+        for (id, connection) in session.wallets where id != session.executing {
+            connection.send(.cancel(why))
+            closeLater(connection)
+        }
         observable.set(error == nil ? .completed : .completedWithError)
         onFinish(FinishedSession(session: session, result: error == nil ? result : nil, error: error))
     }

@@ -11,31 +11,77 @@ public final class TerminalConnection: Sendable {
     public let id: Int
     /// The session the wallet bound into its handshake (nil: none, e.g. a status query).
     public let sessionID: SessionID?
+    /// This connection's handshake transcript: Hello and status proofs sign it, so neither can
+    /// be replayed on another connection.
+    let transcriptHash: [UInt8]
+    /// The code the wallet shows for this connection; the terminal shows the same.
+    public let confirmationCode: ConfirmationCode
     let secureLink: SecureLink
-    /// When a message last went either way; the idle timeout is measured from it.
-    private let lastActivity: Mutex<Instant>
-    /// The key the wallet named in its last Hello on this connection.
-    private let helloKey = Mutex<PublicKeyBytes?>(nil)
 
-    init(id: Int, sessionID: SessionID?, secureLink: SecureLink) {
+    private struct State {
+        /// When a message last went either way; the idle timeout is measured from it.
+        var lastActivity: Instant
+        /// The session key the wallet proved it holds in its Hello (one Hello per connection).
+        var sessionKey: PublicKeyBytes?
+        var saidHello = false
+        /// Request ids this connection proved it may ask about (it sent the signed request, or
+        /// a status query signed by the request's wallet key): only these can be acknowledged.
+        var provenRequests: Set<PaymentID> = []
+        /// Messages received in the current rate window, and when that window began.
+        var windowStart: Instant
+        var messagesInWindow = 0
+    }
+
+    private let state: Mutex<State>
+
+    init(id: Int, sessionID: SessionID?, transcriptHash: [UInt8], secureLink: SecureLink) {
         self.id = id
         self.sessionID = sessionID
+        self.transcriptHash = transcriptHash
+        confirmationCode = ConfirmationCode(transcriptHash: transcriptHash)
         self.secureLink = secureLink
-        self.lastActivity = Mutex(secureLink.link.scheduler.now)
+        let now = secureLink.link.scheduler.now
+        state = Mutex(State(lastActivity: now, windowStart: now))
     }
 
     public var peer: PeerAddress { secureLink.link.peer }
 
-    var lastActivityAt: Instant { lastActivity.withLock { $0 } }
+    var lastActivityAt: Instant { state.withLock { $0.lastActivity } }
 
-    var walletKey: PublicKeyBytes? {
-        get { helloKey.withLock { $0 } }
-        set { helloKey.withLock { $0 = newValue } }
+    /// The proven session key from this connection's Hello, if it said one.
+    var sessionKey: PublicKeyBytes? { state.withLock { $0.sessionKey } }
+
+    /// Marks the connection as having said hello; false if it already had (a repeat is ignored).
+    func takeHello() -> Bool {
+        state.withLock { state in
+            defer { state.saidHello = true }
+            return !state.saidHello
+        }
+    }
+
+    func setSessionKey(_ key: PublicKeyBytes) { state.withLock { $0.sessionKey = key } }
+
+    func proved(_ id: PaymentID) { _ = state.withLock { $0.provenRequests.insert(id) } }
+
+    func hasProved(_ id: PaymentID) -> Bool { state.withLock { $0.provenRequests.contains(id) } }
+
+    /// Counts one received message; false once the connection sent more than `limit` within one
+    /// `window`.
+    func admitMessage(limit: Int, window: Duration) -> Bool {
+        let now = secureLink.link.scheduler.now
+        return state.withLock { state in
+            if now - state.windowStart >= window {
+                state.windowStart = now
+                state.messagesInWindow = 0
+            }
+            state.messagesInWindow += 1
+            return state.messagesInWindow <= limit
+        }
     }
 
     func noteActivity() {
         let now = secureLink.link.scheduler.now
-        lastActivity.withLock { $0 = now }
+        state.withLock { $0.lastActivity = now }
     }
 
     /// Sends a message; a failure means the link is gone, which its end callback reports.
@@ -80,21 +126,27 @@ public struct TerminalServiceConfiguration: Sendable {
     public var idleTimeout: Duration
     /// Different sessions one wallet key may open *and leave without a payment* within
     /// `sessionRateWindow` (default 6 per minute); a Hello for one more is answered with a
-    /// `rateLimited` error and reaches no session. What this stops is a wallet taking the
-    /// cashier's sessions over and over (each Hello makes it the session's owner) and walking
-    /// away; a session in which the wallet's request was executed stops counting, so a customer
-    /// who pays many times in a row is never limited. Reconnecting to a session the wallet
-    /// already opened does not count again. The key is the one the wallet names in its Hello, the
-    /// key its confirmation must be signed with.
+    /// `rateLimited` error and reaches no session. The key is the session key the wallet proved
+    /// in its Hello; an honest wallet makes a new one for every attempt, so this bounds only a
+    /// client that keeps one key (a Hello no longer takes a session, so rotating keys gains a
+    /// rogue nothing). A session in which the wallet's request was executed stops counting.
     public var maximumSessionsPerWallet: Int
     public var sessionRateWindow: Duration
+    /// Messages one connection may send within `messageRateWindow` (default 20 a second, several
+    /// times what an honest payment sends in its whole life); one more closes the connection, so
+    /// a flood on one connection costs the terminal a bounded amount of work and nothing durable.
+    public var maximumMessagesPerWindow: Int
+    public var messageRateWindow: Duration
 
     public init(
         secureLink: SecureLinkConfiguration = SecureLinkConfiguration(), linkLimits: LinkLimits = LinkLimits(),
         advertisingInterval: Duration = .milliseconds(100), maximumPendingHandshakes: Int = 8,
         idleTimeout: Duration = .seconds(30), maximumSessionsPerWallet: Int = 6,
-        sessionRateWindow: Duration = .seconds(60)
+        sessionRateWindow: Duration = .seconds(60), maximumMessagesPerWindow: Int = 20,
+        messageRateWindow: Duration = .seconds(1)
     ) {
+        self.maximumMessagesPerWindow = maximumMessagesPerWindow
+        self.messageRateWindow = messageRateWindow
         self.secureLink = secureLink
         self.linkLimits = linkLimits
         self.advertisingInterval = advertisingInterval
@@ -134,6 +186,8 @@ public final class TerminalRadioService: Sendable {
         /// Connections closed for each limit, for tests and diagnostics.
         var evictedHandshakes = 0
         var idleClosures = 0
+        var rateClosures = 0
+        var refusedHellos = 0
     }
 
     private let state = Mutex(State())
@@ -165,6 +219,12 @@ public final class TerminalRadioService: Sendable {
 
     /// Connections closed so far for saying nothing for `idleTimeout`.
     public var idleClosureCount: Int { state.withLock { $0.idleClosures } }
+
+    /// Connections closed so far for sending more messages than `maximumMessagesPerWindow`.
+    public var messageRateClosureCount: Int { state.withLock { $0.rateClosures } }
+
+    /// Hellos refused so far for a key off the curve or a proof that does not verify.
+    public var refusedHelloCount: Int { state.withLock { $0.refusedHellos } }
 
     /// Hellos refused so far because their wallet opened too many sessions.
     public var rateLimitedHelloCount: Int { state.withLock { $0.rateLimitedHellos } }
@@ -210,7 +270,7 @@ public final class TerminalRadioService: Sendable {
                 onMessage: { [weak self] bytes in self?.received(bytes, box: box) },
                 onEnd: { [weak self] _ in self?.ended(id: id, box: box) }))
         box.secureLink.withLock { $0 = secure }
-        let placeholder = TerminalConnection(id: id, sessionID: nil, secureLink: secure)
+        let placeholder = TerminalConnection(id: id, sessionID: nil, transcriptHash: [], secureLink: secure)
         state.withLock { state in
             // Not if it already ended (or was evicted) while starting.
             guard state.pendingHandshakes.contains(id) else { return }
@@ -221,7 +281,8 @@ public final class TerminalRadioService: Sendable {
     private func established(id: Int, info: SecureLinkEstablished, box: ConnectionBox) {
         guard let secure = box.secureLink.withLock({ $0 }) else { return }
         let sessionID = Self.sessionID(fromContext: info.context)
-        let connection = TerminalConnection(id: id, sessionID: sessionID, secureLink: secure)
+        let connection = TerminalConnection(
+            id: id, sessionID: sessionID, transcriptHash: info.transcriptHash, secureLink: secure)
         let stillOpen = state.withLock { state in
             state.pendingHandshakes.removeAll { $0 == id }
             // Evicted while its last handshake message was on the way: it stays closed.
@@ -313,6 +374,14 @@ public final class TerminalRadioService: Sendable {
     private func received(_ bytes: [UInt8], box: ConnectionBox) {
         guard let connection = box.connection.withLock({ $0 }) else { return }
         connection.noteActivity()
+        guard
+            connection.admitMessage(
+                limit: configuration.maximumMessagesPerWindow, window: configuration.messageRateWindow)
+        else {
+            state.withLock { $0.rateClosures += 1 }
+            connection.close()
+            return
+        }
         let message: SessionMessage
         do {
             message = try SessionMessage.decode(bytes)
@@ -321,17 +390,66 @@ public final class TerminalRadioService: Sendable {
             connection.close()
             return
         }
-        if case .hello(let hello) = message { connection.walletKey = hello.walletKey }
-        if case .receiptAcknowledgement(let acknowledgement) = message {
+        switch message {
+        case .hello(let hello):
+            receiveHello(hello, on: connection)
+        case .receiptAcknowledgement(let acknowledgement):
             acknowledge(acknowledgement.paymentID, from: connection)
+        default:
+            // A retry of a request already confirmed is answered from the journal, whichever
+            // session the wallet reached us through; a status query only from the journal.
+            if let answer = settledAnswer(to: message, on: connection) {
+                connection.send(answer)
+                return
+            }
+            route(message, on: connection)
+        }
+    }
+
+    /// One Hello per connection: its session key must be a point on the curve and the proof
+    /// must sign this connection's transcript. Only then does it reach the session. Repeats are
+    /// ignored: they cost no journal row and no second offer.
+    private func receiveHello(_ hello: Hello, on connection: TerminalConnection) {
+        guard connection.takeHello() else { return }
+        guard hello.sessionID == connection.sessionID else {
+            refuseHello(on: connection, ErrorMessage(code: .protocolViolation, message: "hello for another session"))
             return
         }
-        // A retry of a request already confirmed is answered from the journal (or the ledger),
-        // whichever session the wallet reached us through.
-        if let answer = settledAnswer(to: message) {
-            connection.send(answer)
+        guard let key = validatedKey(hello.sessionKey) else {
+            refuseHello(
+                on: connection, ErrorMessage(code: .badSignature, message: "the session key is not a P-256 point"))
             return
         }
+        guard
+            verifySignature(hello.proof.bytes, over: hello.proofBytes(transcriptHash: connection.transcriptHash), with: key)
+        else {
+            refuseHello(
+                on: connection,
+                ErrorMessage(code: .badSignature, message: "the hello's proof of key possession does not verify"))
+            return
+        }
+        connection.setSessionKey(hello.sessionKey)
+        if !admitSession(hello.sessionID, for: hello.sessionKey) {
+            connection.send(
+                .error(
+                    ErrorMessage(
+                        code: .rateLimited,
+                        message:
+                            "this wallet opened \(configuration.maximumSessionsPerWallet) sessions in the last \(configuration.sessionRateWindow); try again later"
+                    )))
+            return
+        }
+        route(.hello(hello), on: connection)
+    }
+
+    private func refuseHello(on connection: TerminalConnection, _ error: ErrorMessage) {
+        state.withLock { $0.refusedHellos += 1 }
+        connection.send(.error(error))
+        connection.close()
+    }
+
+    /// Hands a message to the host whose session the connection named.
+    private func route(_ message: SessionMessage, on connection: TerminalConnection) {
         let handler = connection.sessionID.flatMap { id in state.withLock { $0.handlers[id] } }
         guard let handler else {
             // Naming the payment id makes this a definitive answer for a pending confirmation:
@@ -344,20 +462,15 @@ public final class TerminalRadioService: Sendable {
                         paymentID: paymentID)))
             return
         }
-        if case .hello(let hello) = message, !admitSession(hello.sessionID, for: hello.walletKey) {
-            connection.send(
-                .error(
-                    ErrorMessage(
-                        code: .rateLimited,
-                        message:
-                            "this wallet opened \(configuration.maximumSessionsPerWallet) sessions in the last \(configuration.sessionRateWindow); try again later"
-                    )))
-            return
-        }
         handler.connection(connection, received: message)
     }
 
-    private func settledAnswer(to message: SessionMessage) -> SessionMessage? {
+    /// The journaled answer for a retried request or a status query, if the terminal has one for
+    /// this sender. A request's answer goes only to the wallet that signed it: a retried Confirm
+    /// or Redeem must carry a valid signature of the same terms (the same id with other terms is
+    /// a conflict, never the old receipt), and a status query must be signed over this
+    /// connection's transcript by the request's wallet key.
+    private func settledAnswer(to message: SessionMessage, on connection: TerminalConnection) -> SessionMessage? {
         let paymentID: PaymentID
         switch message {
         case .confirm(let confirm): paymentID = confirm.paymentID
@@ -365,35 +478,56 @@ public final class TerminalRadioService: Sendable {
         case .paymentStatusQuery(let query): paymentID = query.paymentID
         default: return nil
         }
+        let record: JournalRecord?
         do {
-            if let record = try journal.record(for: paymentID) {
-                if let answer = record.answer { return answer }
-                // Confirmed and owed an execution that is under way or was interrupted: no
-                // answer naming the id (that would be final); the wallet asks again.
-                return .error(
-                    ErrorMessage(code: .internalError, message: "this request is still being settled; ask again"))
-            }
+            record = try journal.record(for: paymentID)
         } catch {
             return .error(ErrorMessage(code: .internalError, message: "the terminal cannot read its journal now"))
         }
-        // Executed before the journal kept answers: the ledger's stored result.
-        guard let result = try? processor.result(for: paymentID) else {
-            if case .paymentStatusQuery = message {
+        if case .paymentStatusQuery(let query) = message {
+            guard let key = validatedKey(query.walletKey),
+                verifySignature(
+                    query.proof.bytes, over: query.proofBytes(transcriptHash: connection.transcriptHash), with: key)
+            else {
+                return .error(
+                    ErrorMessage(code: .badSignature, message: "the status query's proof does not verify"))
+            }
+            // Not here, or not this wallet's: the same answer, so a stranger learns nothing.
+            guard let record, record.request.walletKey == query.walletKey else {
                 return .error(
                     ErrorMessage(
-                        code: .notFound, message: "no payment with this id was executed here", paymentID: paymentID))
+                        code: .notFound, message: "no payment with this id was made here by this wallet",
+                        paymentID: paymentID))
             }
-            return nil
+            connection.proved(paymentID)
+            return record.answer ?? Self.stillSettling
         }
-        return ReceiptFactory.receipt(for: result, identity: identity).map { .receipt($0) }
+        guard let record else { return nil }
+        guard let signed = SignedRequest(message), signed.verifies else {
+            return .error(ErrorMessage(code: .badSignature, message: "the request's signature does not verify"))
+        }
+        guard signed.walletKey == record.request.walletKey, signed.contentDigest == record.request.contentDigest else {
+            return .error(
+                ErrorMessage(
+                    code: .duplicatePaymentConflict,
+                    message: "this id was already used with other terms; these terms were not executed",
+                    paymentID: paymentID))
+        }
+        connection.proved(paymentID)
+        return record.answer ?? Self.stillSettling
     }
 
-    /// The wallet stored the answer for `paymentID`: the journal's last step for it. Only the
-    /// wallet the request came from can acknowledge it; anything else is ignored.
+    /// Confirmed and owed an execution that is under way or was interrupted: no answer naming
+    /// the id (that would be final); the wallet asks again.
+    static let stillSettling = SessionMessage.error(
+        ErrorMessage(code: .internalError, message: "this request is still being settled; ask again"))
+
+    /// The wallet stored the answer for `paymentID`: the journal's last step for it. Only a
+    /// connection that proved it made the request (see `settledAnswer`, and the live request in
+    /// `SessionHost`) can acknowledge it; anything else is ignored.
     private func acknowledge(_ paymentID: PaymentID, from connection: TerminalConnection) {
-        guard let walletKey = connection.walletKey else { return }
-        // The journal refuses it unless this wallet made the request and it has its answer.
-        try? journal.write(.acknowledged(paymentID, by: walletKey), at: scheduler.wallClock)
+        guard connection.hasProved(paymentID), let record = try? journal.record(for: paymentID) else { return }
+        try? journal.write(.acknowledged(paymentID, by: record.request.walletKey), at: scheduler.wallClock)
     }
 
     private func ended(id: Int, box: ConnectionBox) {

@@ -32,23 +32,25 @@ public final class PaymentClient: TransactionClient, @unchecked Sendable {
     public func connectToPaymentSession() -> Bool { connectToSession() }
 
     /// The person's final word with the tip. `true` signs and sends the confirmation; `false`
-    /// declines. Returns false if the terminal is not connected or the tip is invalid.
+    /// declines. Returns false if the terminal is not connected or the tip is invalid. With
+    /// `offer` (the one the app displayed), a confirmation is refused unless it is the offer the
+    /// attempt received (an attempt has one offer; a second one ends it).
     @discardableResult
-    public func setOrderConfirmedByUser(_ confirmed: Bool, tip: Money) -> Bool {
+    public func setOrderConfirmedByUser(_ confirmed: Bool, tip: Money, for offer: PaymentOffer? = nil) -> Bool {
         guard confirmed else {
             core.decline()
             return true
         }
-        return core.sendRequest { (context) throws(PaymentClientError) in
+        return core.sendRequest(confirming: offer) { (context) throws(PaymentClientError) in
             guard tip.currency == context.offer.amount.currency else {
                 throw .invalidTip("the tip must be in \(context.offer.amount.currency.code)")
             }
             do {
                 return .confirm(
                     try Confirm(
-                        sessionID: context.offer.sessionID, terminalKeyID: context.terminalKeyID,
-                        amount: context.offer.amount, tip: tip, paymentID: context.requestID,
-                        walletNonce: context.walletNonce, offerNonce: context.offer.offerNonce,
+                        sessionID: context.offer.sessionID, terminalKeyDigest: context.terminalKeyDigest,
+                        walletKey: context.walletKey, offerDigest: context.offerDigest, amount: context.offer.amount,
+                        tip: tip, paymentID: context.requestID, walletNonce: context.walletNonce,
                         expiresAt: context.expiresAt))
             } catch {
                 throw .invalidTip(String(describing: error))

@@ -91,13 +91,15 @@ public final class RedemptionClient: TransactionClient, @unchecked Sendable {
     /// the offer asks for; a coupon redemption names the coupon (`coupon`, the code the wallet
     /// holds). `false` declines. Returns false if not connected or the coupon is missing.
     @discardableResult
-    public func setRedemptionConfirmedByUser(_ confirmed: Bool, coupon: String? = nil) -> Bool {
+    public func setRedemptionConfirmedByUser(_ confirmed: Bool, coupon: String? = nil, for offer: PaymentOffer? = nil)
+        -> Bool
+    {
         guard confirmed else {
             core.decline()
             return true
         }
         let type = transactionType
-        return core.sendRequest { (context) throws(PaymentClientError) in
+        return core.sendRequest(confirming: offer) { (context) throws(PaymentClientError) in
             let item: String
             if type == .couponRedemption {
                 guard let coupon, !coupon.isEmpty else { throw .notReady("name the coupon to redeem") }
@@ -108,9 +110,11 @@ public final class RedemptionClient: TransactionClient, @unchecked Sendable {
             do {
                 return .redeem(
                     try Redeem(
-                        sessionID: context.offer.sessionID, transactionType: type, redemptionID: context.requestID,
-                        item: item, quantity: context.offer.quantity, walletNonce: context.walletNonce,
-                        offerNonce: context.offer.offerNonce, expiresAt: context.expiresAt))
+                        sessionID: context.offer.sessionID, transactionType: type,
+                        terminalKeyDigest: context.terminalKeyDigest, walletKey: context.walletKey,
+                        offerDigest: context.offerDigest, redemptionID: context.requestID, item: item,
+                        quantity: context.offer.quantity, walletNonce: context.walletNonce,
+                        expiresAt: context.expiresAt))
             } catch {
                 throw .notReady("invalid redemption: \(error)")
             }

@@ -38,13 +38,21 @@ public enum PaymentClientState: Sendable, Equatable, CustomStringConvertible {
     public var isFinished: Bool { self == .completed || self == .completedWithError }
 }
 
-/// A terminal's offer after verification: the merchant comes from the terminal's credential,
-/// signed by a trust anchor, never from the advertisement.
+/// A terminal's offer after verification: the merchant and the till come from the terminal's
+/// credential, signed by a trust anchor, never from the advertisement.
 public struct PaymentOffer: Sendable, Equatable {
     public let sessionID: SessionID
     public let terminalKeyID: TerminalKeyID
     public let merchantID: String
     public let merchantName: String
+    /// Which till this is ("Till 2, Market St"), from the credential.
+    public let terminalLabel: String
+    /// The trust anchor that vouched for the terminal (shown when the wallet trusts several).
+    public let vouchedBy: String
+    /// The code the terminal shows too; a relay or a look-alike shows another.
+    public let confirmationCode: ConfirmationCode
+    /// SHA-256 of the signed offer as it arrived: a confirmation binds exactly this offer.
+    public let digest: DigestBytes
     public let amount: Money
     public let registerUser: String
     /// What a redemption is for (the reward, the benefit, the coupon); empty for payments.
@@ -97,6 +105,9 @@ public enum PaymentClientError: Error, Sendable, Equatable, CustomStringConverti
     /// The terminal refused or declined the payment; nothing was charged.
     case declined(code: ErrorCode, reason: String)
     case invalidTip(String)
+    /// The signed receipt does not match what was confirmed (amount, tip, session or terminal):
+    /// it is not stored, and the request stays pending until a matching answer arrives.
+    case receiptMismatch(String)
 
     public var description: String {
         switch self {
@@ -112,6 +123,7 @@ public enum PaymentClientError: Error, Sendable, Equatable, CustomStringConverti
         case .terminalTimedOut: "The terminal stopped waiting for your decision."
         case .declined(_, let reason): "The payment was declined: \(reason). Nothing was charged."
         case .invalidTip(let reason): "The tip is invalid: \(reason)."
+        case .receiptMismatch(let reason): "The terminal's receipt does not match the confirmation: \(reason)."
         }
     }
 }
@@ -185,7 +197,12 @@ final class SessionClient: Sendable {
         var generation = 0
         var link: SecureLink?
         var credential: TerminalCredential?
+        var anchor: TrustAnchor?
+        var transcriptHash: [UInt8] = []
         var offer: Offer?
+        /// Addresses that failed the handshake while a request was pending: a clone of the
+        /// terminal's advertisement. The next retry tries the terminal's other addresses first.
+        var rejectedAddresses: Set<PeerAddress> = []
         var pending: PendingPayment?
         var wantsHost = false
         var receiptTimer: ScheduledAction?
@@ -277,7 +294,9 @@ final class SessionClient: Sendable {
     /// What a facade needs to build its signed request.
     struct RequestContext {
         let offer: Offer
-        let terminalKeyID: TerminalKeyID
+        let offerDigest: DigestBytes
+        let terminalKeyDigest: DigestBytes
+        let walletKey: PublicKeyBytes
         let requestID: PaymentID
         let walletNonce: Nonce
         let expiresAt: UnixTime
@@ -290,19 +309,27 @@ final class SessionClient: Sendable {
     }
 
     /// Signs the request `build` makes from the offer, stores it, then sends it. False (with
-    /// `error`) if no terminal is connected or the request is invalid.
-    func sendRequest(_ build: (RequestContext) throws(PaymentClientError) -> SessionMessage) -> Bool {
+    /// `error`) if no terminal is connected or the request is invalid. With `shown`, the offer the
+    /// person saw must be the one the request binds (it always is: an attempt has one offer).
+    func sendRequest(
+        confirming shown: PaymentOffer? = nil, _ build: (RequestContext) throws(PaymentClientError) -> SessionMessage
+    ) -> Bool {
         guard observable.value == .hostConnected || observable.value == .offerReceived else { return false }
         var random = SystemRandomNumberGenerator()
         let prepared: Result<(PendingPayment, SecureLink), PaymentClientError> = guarded.withLock { state in
             guard var attempt = state.attempt, let offer = attempt.offer, let link = attempt.link,
                 let credential = attempt.credential
             else { return .failure(.notReady("no terminal connected")) }
+            let digest = offerDigest(offer)
+            if let shown, shown.digest != digest {
+                return .failure(.invalidOffer("it is not the offer that was shown; nothing was signed"))
+            }
             let keyID = attempt.tracking.peripheralMetaData.terminalKeyID
             do throws(PaymentClientError) {
                 let unsigned = try build(
                     RequestContext(
-                        offer: offer, terminalKeyID: keyID, requestID: PaymentID.random(using: &random),
+                        offer: offer, offerDigest: digest, terminalKeyDigest: credential.keyDigestBytes,
+                        walletKey: identity.publicKey, requestID: PaymentID.random(using: &random),
                         walletNonce: Nonce.random(using: &random),
                         expiresAt: scheduler.wallClock + configuration.confirmationValidity.nanoseconds / 1_000_000_000)
                 )
@@ -508,16 +535,22 @@ final class SessionClient: Sendable {
     }
 
     private func established(_ info: SecureLinkEstablished, generation: Int) {
+        // A key for this connection alone: the Hello proves the wallet holds it (for the terminal's
+        // rate limits) without anything that identifies the wallet across sessions.
+        let (sessionKey, sessionKeyBytes) = WalletIdentity.sessionKey()
         let outgoing: (SecureLink, [SessionMessage])? = guarded.withLock { state in
             guard var attempt = state.attempt, attempt.generation == generation, let link = attempt.link else {
                 return nil
             }
             attempt.credential = info.terminalCredential
+            attempt.anchor = info.vouchingAnchor
+            attempt.transcriptHash = info.transcriptHash
             state.attempt = attempt
             let sessionID = attempt.pending?.sessionID ?? attempt.tracking.peripheralMetaData.sessionID
-            var messages: [SessionMessage] = [
-                .hello(Hello(sessionID: sessionID, transactionType: transactionType, walletKey: identity.publicKey))
-            ]
+            let hello = Hello(sessionID: sessionID, transactionType: transactionType, sessionKey: sessionKeyBytes)
+            guard let proof = try? signatureBytes(for: hello.proofBytes(transcriptHash: info.transcriptHash), with: sessionKey)
+            else { return nil }
+            var messages: [SessionMessage] = [.hello(hello.withProof(proof))]
             // Asking again for a pending payment: the same signed confirmation, same payment id.
             if let pending = attempt.pending { messages.append(pending.request) }
             return (link, messages)
@@ -545,10 +578,16 @@ final class SessionClient: Sendable {
         }
     }
 
+    /// One offer per attempt: the first verified one is what the person is shown and what a
+    /// confirmation binds. The same offer again is ignored; a different one (a terminal re-pricing
+    /// behind the person's back) ends the attempt before anything is signed.
     private func receiveOffer(_ offer: Offer) {
-        let outcome: Result<Bool, PaymentClientError>? = guarded.withLock { state in
+        let outcome: Result<Bool, PaymentClientError>?? = guarded.withLock { state in
             guard var attempt = state.attempt, attempt.pending == nil, let credential = attempt.credential else {
                 return nil
+            }
+            if let shown = attempt.offer {
+                return shown == offer ? .some(nil) : .failure(.invalidOffer("the terminal sent a second, different offer"))
             }
             let metaData = attempt.tracking.peripheralMetaData
             guard offer.sessionID == metaData.sessionID, offer.transactionType == transactionType else {
@@ -565,17 +604,19 @@ final class SessionClient: Sendable {
             state.attempt = attempt
             state.offer = PaymentOffer(
                 sessionID: offer.sessionID, terminalKeyID: metaData.terminalKeyID, merchantID: credential.merchantID,
-                merchantName: credential.merchantName, amount: offer.amount, registerUser: offer.registerUser,
+                merchantName: credential.merchantName, terminalLabel: credential.terminalLabel,
+                vouchedBy: attempt.anchor?.name ?? "", confirmationCode: ConfirmationCode(transcriptHash: attempt.transcriptHash),
+                digest: offerDigest(offer), amount: offer.amount, registerUser: offer.registerUser,
                 item: offer.item, quantity: offer.quantity,
                 merchantPrograms: offer.merchantPrograms, expiresAt: offer.expiresAt)
             return .success(attempt.wantsHost)
         }
         switch outcome {
-        case nil: return
-        case .failure(let error):
+        case nil, .some(nil): return
+        case .some(.failure(let error))?:
             closeLink()
             finish(error: error)
-        case .success(let wantsHost):
+        case .some(.success(let wantsHost))?:
             if wantsHost { becomeHostConnected() } else { observable.set(.offerReceived) }
         }
     }
@@ -585,47 +626,69 @@ final class SessionClient: Sendable {
         if let callback = onHostConnected { scheduler.execute(callback) }
     }
 
+    /// A receipt counts only if the terminal the request bound signed it and it matches the
+    /// request: same id, session, type, amount and tip. Anything else is not stored (the request
+    /// stays pending and is asked for again).
     private func receiveReceipt(_ receipt: Receipt) {
-        let verified: PaymentReceipt? = guarded.withLock { state in
+        let checked: Result<PaymentReceipt?, PaymentClientError>? = guarded.withLock { state in
             guard let attempt = state.attempt, let pending = attempt.pending, receipt.paymentID == pending.paymentID,
                 let credential = attempt.credential,
                 verify(receipt.signature, over: receipt.signedBytes, publicKey: credential.terminalKey)
             else { return nil }
-            guard case .approved = receipt.outcome else { return nil }
-            return PaymentReceipt(
-                paymentID: receipt.paymentID, sessionID: receipt.sessionID, transactionType: receipt.transactionType,
-                item: pending.redeem?.item ?? "", quantity: pending.redeem?.quantity ?? 0,
-                merchantName: credential.merchantName,
-                amount: receipt.amount, tip: receipt.tip, reference: receipt.transactionReference,
-                settledAt: receipt.settledAt, bonusPointsEarned: receipt.bonusPointsEarned,
-                bonusPointsBalance: receipt.bonusPointsBalance)
+            if let mismatch = Self.mismatch(of: receipt, with: pending, signedBy: credential) {
+                return .failure(.receiptMismatch(mismatch))
+            }
+            guard case .approved = receipt.outcome else { return .success(nil) }
+            return .success(
+                PaymentReceipt(
+                    paymentID: receipt.paymentID, sessionID: receipt.sessionID,
+                    transactionType: receipt.transactionType,
+                    item: pending.redeem?.item ?? "", quantity: pending.redeem?.quantity ?? 0,
+                    merchantName: credential.merchantName,
+                    amount: receipt.amount, tip: receipt.tip, reference: receipt.transactionReference,
+                    settledAt: receipt.settledAt, bonusPointsEarned: receipt.bonusPointsEarned,
+                    bonusPointsBalance: receipt.bonusPointsBalance))
         }
-        if case .declined(let code) = receipt.outcome, isSignedAnswerToPending(receipt) {
+        switch checked {
+        case nil: return
+        case .failure(let error)?:
+            guarded.withLock { $0.error = error }
+            closeLink()
+        case .success(nil)?:
+            guard case .declined(let code) = receipt.outcome else { return }
             if resolvePending() { acknowledge(receipt.paymentID) }
             closeLink()
             finish(error: .declined(code: code, reason: code.description))
-            return
+        case .success(let verified?)?:
+            if resolvePending(receipt: verified) { acknowledge(receipt.paymentID) }
+            guarded.withLock { state in
+                state.receipt = verified
+                state.membership = BonusProgramMembership(
+                    merchantName: verified.merchantName, points: verified.bonusPointsBalance,
+                    pointsEarnedWithLastPayment: verified.bonusPointsEarned)
+            }
+            closeLink()
+            finish(receipt: verified)
         }
-        guard let verified else { return }
-        if resolvePending(receipt: verified) { acknowledge(receipt.paymentID) }
-        guarded.withLock { state in
-            state.receipt = verified
-            state.membership = BonusProgramMembership(
-                merchantName: verified.merchantName, points: verified.bonusPointsBalance,
-                pointsEarnedWithLastPayment: verified.bonusPointsEarned)
-        }
-        closeLink()
-        finish(receipt: verified)
     }
 
-    private func isSignedAnswerToPending(_ receipt: Receipt) -> Bool {
-        guarded.withLock { state in
-            guard let attempt = state.attempt, let pending = attempt.pending, let credential = attempt.credential else {
-                return false
-            }
-            return receipt.paymentID == pending.paymentID
-                && verify(receipt.signature, over: receipt.signedBytes, publicKey: credential.terminalKey)
+    /// Why `receipt` does not answer `pending` as signed, or nil if it does.
+    static func mismatch(of receipt: Receipt, with pending: PendingPayment, signedBy credential: TerminalCredential)
+        -> String?
+    {
+        guard receipt.sessionID == pending.sessionID else { return "another session" }
+        switch pending.request {
+        case .confirm(let confirm):
+            guard credential.keyDigestBytes == confirm.terminalKeyDigest else { return "signed by another terminal" }
+            guard receipt.transactionType == .payment else { return "not a payment receipt" }
+            guard receipt.amount == confirm.amount else { return "amount \(receipt.amount), confirmed \(confirm.amount)" }
+            guard receipt.tip == confirm.tip else { return "tip \(receipt.tip), confirmed \(confirm.tip)" }
+        case .redeem(let redeem):
+            guard credential.keyDigestBytes == redeem.terminalKeyDigest else { return "signed by another terminal" }
+            guard receipt.transactionType == redeem.transactionType else { return "another kind of redemption" }
+        default: return "not a request"
         }
+        return nil
     }
 
     private func receiveError(_ message: ErrorMessage) {
@@ -654,11 +717,17 @@ final class SessionClient: Sendable {
         guard isCurrent(generation), !observable.value.isFinished else { return }
         if case .rejected(let reason) = end {
             // A terminal that cannot prove who it is: never offer this address's session again.
-            if guarded.withLock({ $0.attempt?.pending == nil }) {
-                if let key = guarded.withLock({ $0.attempt?.tracking.key }) { decider.ignore(key) }
+            // Only this address: a nearer clone of a real advertisement must not hide the real
+            // terminal, which advertises the same session from its own address.
+            let (pending, key, address) = guarded.withLock { state in
+                (state.attempt?.pending != nil, state.attempt?.tracking.key, state.attempt?.pending?.terminalAddress)
+            }
+            if !pending {
+                if let key { decider.ignore(key) }
                 finish(error: .terminalNotTrusted(reason.description))
                 return
             }
+            if let address { guarded.withLock { _ = $0.attempt?.rejectedAddresses.insert(address) } }
         }
         linkFailed(generation: generation, reason: .connectionLost)
     }
@@ -696,12 +765,21 @@ final class SessionClient: Sendable {
     }
 
     /// A pending payment may be answered through the terminal's current session, wherever it
-    /// advertises now.
+    /// advertises now: the latest address advertising its key id that has not failed the
+    /// handshake (once every one has, they all get another turn).
     private func retarget() {
         guarded.withLock { state in
-            guard var attempt = state.attempt, let pending = attempt.pending,
-                let latest = fusionTracker.latestTracking(terminalKeyID: pending.terminalKeyID)
-            else { return }
+            guard var attempt = state.attempt, let pending = attempt.pending else { return }
+            var latest = fusionTracker.latestTracking(
+                terminalKeyID: pending.terminalKeyID, excluding: attempt.rejectedAddresses)
+            if latest == nil, !attempt.rejectedAddresses.isEmpty {
+                attempt.rejectedAddresses = []
+                latest = fusionTracker.latestTracking(terminalKeyID: pending.terminalKeyID)
+            }
+            guard let latest else {
+                state.attempt = attempt
+                return
+            }
             attempt.pending = pending.retargeted(to: latest.peripheralMetaData.address)
             state.attempt = attempt
         }
@@ -765,9 +843,11 @@ final class SessionClient: Sendable {
             state.attempt?.generation += 1  // ignore whatever the old link still says
             return state.attempt?.tracking.peripheralMetaData.sessionID
         }
-        // A session is used once. Only a link lost before confirming leaves it worth another try.
+        // A session is used once. Only a link lost before confirming leaves it worth another try,
+        // or a handshake refused at one address (its tracking is ignored instead: the session
+        // may be a clone's, and the real terminal advertises it too).
         switch error {
-        case .connectionLost?, .connectionFailed?: break
+        case .connectionLost?, .connectionFailed?, .terminalNotTrusted?: break
         default: if let sessionID { decider.ignore(session: sessionID) }
         }
         observable.set(error == nil ? .completed : .completedWithError)
