@@ -60,7 +60,9 @@ public struct TerminalCredential: Sendable, Equatable {
         terminalLabel: String = "Terminal", terminalKey: P256.Signing.PublicKey, notBefore: UnixTime,
         expiresAt: UnixTime
     ) throws(SecureChannelError) -> TerminalCredential {
-        for (field, text) in [("merchant id", merchantID), ("merchant name", merchantName), ("terminal label", terminalLabel)]
+        for (field, text) in [
+            ("merchant id", merchantID), ("merchant name", merchantName), ("terminal label", terminalLabel),
+        ]
         where text.utf8.count > maximumTextBytes {
             throw .malformed(.fieldTooLong(field: field, length: text.utf8.count, maximum: maximumTextBytes))
         }

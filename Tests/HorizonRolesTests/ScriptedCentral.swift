@@ -38,9 +38,9 @@ final class ScriptedCentral: Sendable {
 
     let device: SimulatedDevice
     let received = Recorder<SessionMessage>()
-    private let established = Mutex(false)
     private let ended = Mutex(false)
     private let held = Mutex<SecureLink?>(nil)
+    private let established = Mutex<Connection?>(nil)
 
     /// Connects to `terminal` naming `session` and runs `script` once the handshake is done.
     init(
@@ -59,8 +59,9 @@ final class ScriptedCentral: Sendable {
                 handler: SecureLinkHandler(
                     onEstablished: { [self] info in
                         guard let link = held.withLock({ $0 }) else { return }
-                        established.withLock { $0 = true }
-                        script(Connection(link: link, sessionID: session, transcriptHash: info.transcriptHash))
+                        let connection = Connection(link: link, sessionID: session, transcriptHash: info.transcriptHash)
+                        established.withLock { $0 = connection }
+                        script(connection)
                     },
                     onMessage: { [self] bytes in
                         if let message = try? SessionMessage.decode(bytes) { received.append(message) }
@@ -70,7 +71,9 @@ final class ScriptedCentral: Sendable {
         }
     }
 
-    var isEstablished: Bool { established.withLock { $0 } }
+    var isEstablished: Bool { connection != nil }
+    /// The established connection, for tests that send more after the script.
+    var connection: Connection? { established.withLock { $0 } }
     var hasEnded: Bool { ended.withLock { $0 } }
 
     func close() { held.withLock { $0 }?.close() }

@@ -32,7 +32,8 @@ final class World: @unchecked Sendable {
         _ name: String = "terminal", at position: Position = .origin,
         ledger: LedgerConfiguration = LedgerConfiguration(),
         host: PaymentHostConfiguration = PaymentHostConfiguration(), link: LinkParameters = LinkParameters(),
-        merchantName: String = "Café Horizon", radio: (any PeripheralRadio & CentralRadio)? = nil,
+        merchantName: String = "Café Horizon", label: String = "Till 1",
+        radio: (any PeripheralRadio & CentralRadio)? = nil,
         service serviceConfiguration: TerminalServiceConfiguration = TerminalServiceConfiguration()
     ) throws -> TerminalRig {
         let device: any PeripheralRadio & CentralRadio =
@@ -42,7 +43,8 @@ final class World: @unchecked Sendable {
         let identity = try TerminalIdentity(
             signingKey: key,
             credential: TerminalCredential.issue(
-                by: anchorKey, merchantID: "m-\(name)", merchantName: merchantName, terminalKey: key.publicKey,
+                by: anchorKey, merchantID: "m-\(name)", merchantName: merchantName, terminalLabel: label,
+                terminalKey: key.publicKey,
                 notBefore: Self.wallClock - 86_400 * 365 * 5, expiresAt: Self.wallClock + 86_400 * 30))
         let ledger = try SandboxLedger(
             path: directory.appendingPathComponent("\(name).sqlite").path, configuration: ledger)
@@ -61,13 +63,14 @@ final class World: @unchecked Sendable {
     func wallet(
         _ name: String = "wallet", at position: Position = Position(x: 0.3, y: 0),
         link: LinkParameters = LinkParameters(),
-        configuration: PaymentClientConfiguration = PaymentClientConfiguration(), reportsRSSI: Bool = true
+        configuration: PaymentClientConfiguration = PaymentClientConfiguration(), reportsRSSI: Bool = true,
+        anchors: [TrustAnchor]? = nil
     ) throws -> WalletRig {
         let device = try simulation.addDevice(
             name: name, configuration: DeviceConfiguration(position: position, link: link, reportsRSSI: reportsRSSI))
         let identity = WalletIdentity()
         let client = PaymentClient(
-            radio: device, identity: identity, trustAnchors: anchors, configuration: configuration)
+            radio: device, identity: identity, trustAnchors: anchors ?? self.anchors, configuration: configuration)
         try client.start()
         return WalletRig(device: device, identity: identity, client: client)
     }

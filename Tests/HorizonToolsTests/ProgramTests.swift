@@ -66,11 +66,17 @@ struct ProgramTests {
         let wallet = try Programs.run(
             "horizon-wallet", ["pay", "--data-dir", walletDir, "--radio-socket", socket, "--timeout", "30"],
             input: "n\n")
+        // A decline is one wallet's word (any central could send one): the register shows it with
+        // the wallet's code and keeps the session open until the cashier cancels.
+        Thread.sleep(forTimeInterval: 1)
+        terminal.interrupt()
         let terminalResult = terminal.finish()
         #expect(wallet.status == 1)
         #expect(wallet.standardError.contains("error: declined; nothing was charged"))
+        #expect(terminalResult.standardOutput.contains("wallet connected: confirmation code "))
+        #expect(terminalResult.standardOutput.contains("declined; the session stays open (Ctrl-C cancels)"))
         #expect(terminalResult.status == 1)
-        #expect(terminalResult.standardError.contains("error: The customer declined the payment."))
+        #expect(terminalResult.standardError.contains("error: The payment was cancelled at the register."))
         let transactions = try Programs.run("horizon-terminal", ["transactions", "--data-dir", terminalDir])
         #expect(transactions.standardOutput.contains("no transactions yet"))
     }
@@ -124,12 +130,15 @@ struct ProgramTests {
         Thread.sleep(forTimeInterval: 3)
         wallet.interrupt()
         let walletResult = wallet.finish(timeout: 10)
+        Thread.sleep(forTimeInterval: 1)
+        terminal.interrupt()
         let terminalResult = terminal.finish(timeout: 10)
         #expect(walletResult.standardOutput.contains("Pay 4.00 EUR + tip 0.00 EUR = 4.00 EUR? [y/N]"))
         #expect(walletResult.status == 1)
         #expect(walletResult.standardError == "error: declined; nothing was charged\n")
+        #expect(terminalResult.standardOutput.contains("declined; the session stays open"))
         #expect(terminalResult.status == 1)
-        #expect(terminalResult.standardError.contains("error: The customer declined the payment."))
+        #expect(terminalResult.standardError.contains("error: The payment was cancelled at the register."))
     }
 
     @Test func loyaltyIsSetUpAndRedeemedFromTheCommandLine() throws {

@@ -11,21 +11,44 @@ import Logging
 public struct TerminalSettings: Codable, Sendable {
     public var merchantID: String
     public var merchantName: String
+    /// Which till this is ("Till 2, Market St"): in the credential, shown by wallets.
+    public var terminalLabel: String
     public var currency: String
     public var startingBalanceMinorUnits: Int64
     public var userDecisionTimeoutSeconds: Int
     public var bonusPointsPerMajorUnit: Int64
 
+    public static let defaultTerminalLabel = "Till 1"
+
     public init(
-        merchantID: String, merchantName: String, currency: String, startingBalanceMinorUnits: Int64,
-        userDecisionTimeoutSeconds: Int, bonusPointsPerMajorUnit: Int64
+        merchantID: String, merchantName: String, terminalLabel: String = defaultTerminalLabel, currency: String,
+        startingBalanceMinorUnits: Int64, userDecisionTimeoutSeconds: Int, bonusPointsPerMajorUnit: Int64
     ) {
         self.merchantID = merchantID
         self.merchantName = merchantName
+        self.terminalLabel = terminalLabel
         self.currency = currency
         self.startingBalanceMinorUnits = startingBalanceMinorUnits
         self.userDecisionTimeoutSeconds = userDecisionTimeoutSeconds
         self.bonusPointsPerMajorUnit = bonusPointsPerMajorUnit
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case merchantID, merchantName, terminalLabel, currency, startingBalanceMinorUnits, userDecisionTimeoutSeconds
+        case bonusPointsPerMajorUnit
+    }
+
+    /// Settings written before terminal labels existed get the default label (migrated, not refused).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        merchantID = try container.decode(String.self, forKey: .merchantID)
+        merchantName = try container.decode(String.self, forKey: .merchantName)
+        terminalLabel =
+            try container.decodeIfPresent(String.self, forKey: .terminalLabel) ?? Self.defaultTerminalLabel
+        currency = try container.decode(String.self, forKey: .currency)
+        startingBalanceMinorUnits = try container.decode(Int64.self, forKey: .startingBalanceMinorUnits)
+        userDecisionTimeoutSeconds = try container.decode(Int.self, forKey: .userDecisionTimeoutSeconds)
+        bonusPointsPerMajorUnit = try container.decode(Int64.self, forKey: .bonusPointsPerMajorUnit)
     }
 }
 
@@ -58,10 +81,7 @@ public struct TerminalFiles {
         try directory.create()
         let anchor = P256.Signing.PrivateKey()
         let terminalKey = P256.Signing.PrivateKey()
-        let now = UnixTime(Date().timeIntervalSince1970)
-        let credential = try TerminalCredential.issue(
-            by: anchor, merchantID: settings.merchantID, merchantName: settings.merchantName,
-            terminalKey: terminalKey.publicKey, notBefore: now - 86_400, expiresAt: now + 365 * 86_400)
+        let credential = try Self.issueCredential(by: anchor, for: terminalKey, settings: settings)
         try KeyFiles.writePrivate(anchor, to: Self.anchorKey, in: directory)
         try KeyFiles.writePublic(anchor.publicKey, to: Self.anchorPublicKey, in: directory)
         try KeyFiles.writePrivate(terminalKey, to: Self.terminalKey, in: directory)
@@ -83,11 +103,31 @@ public struct TerminalFiles {
         }
     }
 
+    /// A credential valid for a year, signed by the sandbox anchor.
+    static func issueCredential(
+        by anchor: P256.Signing.PrivateKey, for terminalKey: P256.Signing.PrivateKey, settings: TerminalSettings
+    ) throws -> TerminalCredential {
+        let now = UnixTime(Date().timeIntervalSince1970)
+        return try TerminalCredential.issue(
+            by: anchor, merchantID: settings.merchantID, merchantName: settings.merchantName,
+            terminalLabel: settings.terminalLabel, terminalKey: terminalKey.publicKey, notBefore: now - 86_400,
+            expiresAt: now + 365 * 86_400)
+    }
+
     public func loadIdentity() throws -> TerminalIdentity {
         try directory.requireInitialized(marker: Self.settings, initCommand: Self.initCommand)
         let key = try KeyFiles.readPrivate(Self.terminalKey, in: directory)
         do {
-            let credential = try TerminalCredential.decode(Array(try directory.read(Self.credential)))
+            let credential: TerminalCredential
+            do {
+                credential = try TerminalCredential.decode(Array(try directory.read(Self.credential)))
+            } catch SecureChannelError.unsupportedVersion(let version) where version < TerminalCredential.version {
+                // A credential from before terminal labels: the sandbox anchor issues it anew,
+                // with the label from the settings, so an older data directory keeps working.
+                credential = try Self.issueCredential(
+                    by: try KeyFiles.readPrivate(Self.anchorKey, in: directory), for: key, settings: try loadSettings())
+                try directory.write(Data(credential.encoded()), to: Self.credential)
+            }
             return try TerminalIdentity(signingKey: key, credential: credential)
         } catch let error as CLIError {
             throw error
@@ -200,7 +240,10 @@ public struct WalletFiles {
         let folder = directory.file(Self.trustDirectory)
         let files = (try? FileManager.default.contentsOfDirectory(at: folder, includingPropertiesForKeys: nil)) ?? []
         let anchors = try files.filter { $0.pathExtension == "pub" }.sorted { $0.path < $1.path }
-            .map { TrustAnchor(publicKey: try KeyFiles.readPublic(at: $0)) }
+            .map {
+                TrustAnchor(
+                    publicKey: try KeyFiles.readPublic(at: $0), name: $0.deletingPathExtension().lastPathComponent)
+            }
         guard !anchors.isEmpty else {
             throw CLIError(
                 "this wallet trusts no terminal issuer; run `horizon-wallet init --force --trust <terminal data dir>/anchor.pub`"

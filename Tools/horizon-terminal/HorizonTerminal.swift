@@ -38,6 +38,8 @@ struct Init: ParsableCommand {
     @OptionGroup var global: GlobalOptions
     @Option(help: "The merchant name wallets show (from the credential).") var merchantName = "Horizon Sandbox Café"
     @Option(help: "The merchant's identifier.") var merchantID = "sandbox-merchant"
+    @Option(help: "Which till this is, shown by wallets next to the merchant name (e.g. \"Till 2, Market St\").")
+    var label = TerminalSettings.defaultTerminalLabel
     @Option(help: "ISO 4217 currency the terminal charges in.") var currency = "EUR"
     @Option(help: "Balance a new wallet gets on first contact, e.g. 100.00.") var startingBalance = "100.00"
     @Option(help: "Seconds the customer may take to decide.") var decisionTimeout = 60
@@ -58,6 +60,7 @@ struct Init: ParsableCommand {
         guard !merchantID.isEmpty, merchantID.utf8.count <= 64 else {
             throw ValidationError("--merchant-id must be 1 to 64 bytes")
         }
+        guard !label.isEmpty, label.utf8.count <= 64 else { throw ValidationError("--label must be 1 to 64 bytes") }
     }
 
     func run() throws {
@@ -67,7 +70,7 @@ struct Init: ParsableCommand {
         let files = global.terminalFiles
         try files.initialize(
             settings: TerminalSettings(
-                merchantID: merchantID, merchantName: merchantName, currency: code,
+                merchantID: merchantID, merchantName: merchantName, terminalLabel: label, currency: code,
                 startingBalanceMinorUnits: balance.minorUnits, userDecisionTimeoutSeconds: decisionTimeout,
                 bonusPointsPerMajorUnit: bonusPoints),
             force: force)
@@ -136,7 +139,8 @@ struct Pay: ParsableCommand {
         let console = Console()
         try SessionRun(label: "\(money)", json: json, console: console, logger: logger, service: service)
             .run(
-                observe: host.observeState, cancel: host.cancel, waitForWallet: waitForWallet
+                observe: host.observeState, observeWallets: host.observeWallets, cancel: host.cancel,
+                waitForWallet: waitForWallet
             ) {
                 guard host.start(amount: money, registerUser: registerUser.map(RegisterUser.init(name:))) else {
                     throw CLIError(host.humanizedError ?? "the payment could not start")

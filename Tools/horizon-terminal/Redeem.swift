@@ -82,7 +82,10 @@ struct Redeem: ParsableCommand {
         let console = Console()
         let offer = RedemptionOffer(item: item, points: points ?? 0, value: worth)
         try SessionRun(label: "\(kind) redemption", json: json, console: console, logger: logger, service: service)
-            .run(observe: host.observeState, cancel: host.cancel, waitForWallet: waitForWallet) {
+            .run(
+                observe: host.observeState, observeWallets: host.observeWallets, cancel: host.cancel,
+                waitForWallet: waitForWallet
+            ) {
                 guard host.start(offer, registerUser: registerUser.map(RegisterUser.init(name:))) else {
                     throw CLIError(host.humanizedError ?? "the redemption could not start")
                 }

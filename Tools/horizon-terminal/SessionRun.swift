@@ -13,11 +13,26 @@ struct SessionRun {
     let service: TerminalRadioService
 
     func run(
-        observe: (@escaping @Sendable (HostState) -> Void) -> Void, cancel: @escaping @Sendable () -> Void,
+        observe: (@escaping @Sendable (HostState) -> Void) -> Void,
+        observeWallets: (@escaping @Sendable (WalletNotice) -> Void) -> Void, cancel: @escaping @Sendable () -> Void,
         waitForWallet: Int, start: () throws -> Void
     ) throws {
         let finished = DispatchSemaphore(value: 0)
         let (label, json, console, logger) = (self.label, self.json, self.console, self.logger)
+        // The code lets the cashier and the customer check they see the same session; a decline
+        // is one wallet's word, so the session stays open (any central could send one).
+        observeWallets { notice in
+            switch notice {
+            case .offered(let code):
+                logger.info("wallet shown the offer", metadata: ["code": "\(code)"])
+                if !json { console.line("wallet connected: confirmation code \(code) (the customer sees the same)") }
+            case .declined(let code):
+                logger.info("a wallet declined", metadata: ["code": "\(code)"])
+                if !json {
+                    console.line("the wallet with code \(code) declined; the session stays open (Ctrl-C cancels)")
+                }
+            }
+        }
         observe { state in
             logger.debug("terminal state: \(state)")
             if !json { console.status("\(label) — \(state)") }

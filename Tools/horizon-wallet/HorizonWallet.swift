@@ -186,7 +186,7 @@ struct Pay: ParsableCommand {
                     guard let payment = client as? PaymentClient,
                         let tip = try? Money.parse(tipText, currency: offer.amount.currency)
                     else { return }
-                    payment.setOrderConfirmedByUser(true, tip: tip)
+                    payment.setOrderConfirmedByUser(true, tip: tip, for: offer)
                 },
                 success: { receipt in
                     [
@@ -380,7 +380,9 @@ final class ConfirmFlow: @unchecked Sendable {
             let cashier = offer.registerUser.isEmpty ? "" : " (cashier \(offer.registerUser))"
             console.line("\(offer.merchantName) \(script.describe(offer))\(cashier)")
             console.line(
-                "  terminal \(offer.terminalKeyID), merchant \(offer.merchantID), verified by your trust anchor")
+                "  \(offer.terminalLabel), terminal \(offer.terminalKeyID), merchant \(offer.merchantID), vouched for by \(offer.vouchedBy)"
+            )
+            console.line("  confirmation code \(offer.confirmationCode): the register shows the same")
         }
         guard !isInterrupted, yes || console.confirm(question) else {
             decider.decideAgainstCandidate()

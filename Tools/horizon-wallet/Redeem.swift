@@ -60,9 +60,9 @@ struct Redeem: ParsableCommand {
                     default: return "Use your gold benefit: \(offer.item)?"
                     }
                 },
-                confirm: { client, _ in
+                confirm: { client, offer in
                     guard let redemption = client as? RedemptionClient else { return }
-                    redemption.setRedemptionConfirmedByUser(true, coupon: coupon)
+                    redemption.setRedemptionConfirmedByUser(true, coupon: coupon, for: offer)
                 },
                 success: { receipt in
                     let what = receipt.quantity > 0 ? "\(receipt.item) for \(receipt.quantity) points" : receipt.item

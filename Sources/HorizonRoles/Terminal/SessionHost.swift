@@ -261,7 +261,8 @@ final class SessionHost: TerminalSessionHandler, Sendable {
                         state.session?.wallets[connection.id] = nil
                     }
                     connection.send(
-                        .error(ErrorMessage(code: .internalError, message: "the terminal cannot record the session now")))
+                        .error(
+                            ErrorMessage(code: .internalError, message: "the terminal cannot record the session now")))
                     return
                 }
             }

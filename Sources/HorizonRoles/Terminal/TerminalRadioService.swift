@@ -421,7 +421,8 @@ public final class TerminalRadioService: Sendable {
             return
         }
         guard
-            verifySignature(hello.proof.bytes, over: hello.proofBytes(transcriptHash: connection.transcriptHash), with: key)
+            verifySignature(
+                hello.proof.bytes, over: hello.proofBytes(transcriptHash: connection.transcriptHash), with: key)
         else {
             refuseHello(
                 on: connection,

@@ -180,7 +180,8 @@ public final class FusionTracker: Sendable {
     func latestTracking(terminalKeyID: TerminalKeyID, excluding: Set<PeerAddress> = []) -> PeripheralTracking? {
         state.withLock { state in
             state.trackings.values.filter {
-                $0.peripheralMetaData.terminalKeyID == terminalKeyID && !excluding.contains($0.peripheralMetaData.address)
+                $0.peripheralMetaData.terminalKeyID == terminalKeyID
+                    && !excluding.contains($0.peripheralMetaData.address)
             }
             .max { $0.lastSeen < $1.lastSeen }
         }

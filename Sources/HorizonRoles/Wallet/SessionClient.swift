@@ -275,6 +275,9 @@ final class SessionClient: Sendable {
     /// `onHostConnected`. Returns false if there is no accepted offer.
     @discardableResult
     func connectToSession() -> Bool {
+        // A finished attempt (declined, or ended by a second offer) is over: its offer is not
+        // confirmed through a link that may not have noticed yet that it was closed.
+        guard !observable.value.isFinished else { return false }
         let ready: Bool? = guarded.withLock { state in
             guard var attempt = state.attempt, attempt.pending == nil, attempt.offer != nil else { return nil }
             attempt.wantsHost = true
@@ -548,7 +551,9 @@ final class SessionClient: Sendable {
             state.attempt = attempt
             let sessionID = attempt.pending?.sessionID ?? attempt.tracking.peripheralMetaData.sessionID
             let hello = Hello(sessionID: sessionID, transactionType: transactionType, sessionKey: sessionKeyBytes)
-            guard let proof = try? signatureBytes(for: hello.proofBytes(transcriptHash: info.transcriptHash), with: sessionKey)
+            guard
+                let proof = try? signatureBytes(
+                    for: hello.proofBytes(transcriptHash: info.transcriptHash), with: sessionKey)
             else { return nil }
             var messages: [SessionMessage] = [.hello(hello.withProof(proof))]
             // Asking again for a pending payment: the same signed confirmation, same payment id.
@@ -587,7 +592,8 @@ final class SessionClient: Sendable {
                 return nil
             }
             if let shown = attempt.offer {
-                return shown == offer ? .some(nil) : .failure(.invalidOffer("the terminal sent a second, different offer"))
+                return shown == offer
+                    ? .some(nil) : .failure(.invalidOffer("the terminal sent a second, different offer"))
             }
             let metaData = attempt.tracking.peripheralMetaData
             guard offer.sessionID == metaData.sessionID, offer.transactionType == transactionType else {
@@ -605,7 +611,8 @@ final class SessionClient: Sendable {
             state.offer = PaymentOffer(
                 sessionID: offer.sessionID, terminalKeyID: metaData.terminalKeyID, merchantID: credential.merchantID,
                 merchantName: credential.merchantName, terminalLabel: credential.terminalLabel,
-                vouchedBy: attempt.anchor?.name ?? "", confirmationCode: ConfirmationCode(transcriptHash: attempt.transcriptHash),
+                vouchedBy: attempt.anchor?.name ?? "",
+                confirmationCode: ConfirmationCode(transcriptHash: attempt.transcriptHash),
                 digest: offerDigest(offer), amount: offer.amount, registerUser: offer.registerUser,
                 item: offer.item, quantity: offer.quantity,
                 merchantPrograms: offer.merchantPrograms, expiresAt: offer.expiresAt)
@@ -681,7 +688,9 @@ final class SessionClient: Sendable {
         case .confirm(let confirm):
             guard credential.keyDigestBytes == confirm.terminalKeyDigest else { return "signed by another terminal" }
             guard receipt.transactionType == .payment else { return "not a payment receipt" }
-            guard receipt.amount == confirm.amount else { return "amount \(receipt.amount), confirmed \(confirm.amount)" }
+            guard receipt.amount == confirm.amount else {
+                return "amount \(receipt.amount), confirmed \(confirm.amount)"
+            }
             guard receipt.tip == confirm.tip else { return "tip \(receipt.tip), confirmed \(confirm.tip)" }
         case .redeem(let redeem):
             guard credential.keyDigestBytes == redeem.terminalKeyDigest else { return "signed by another terminal" }
