@@ -122,6 +122,23 @@ public protocol TerminalJournal: Sendable {
     func record(for id: PaymentID) throws(JournalError) -> JournalRecord?
     /// Every id confirmed but without a final answer, oldest first: what recovery settles.
     func unsettled() throws(JournalError) -> [JournalRecord]
+    /// Confirmed requests whose rows cannot be decoded (a damaged or hand-edited file), each as
+    /// its id in hex and why: recovery reports them rather than skipping them in silence.
+    func unreadable() throws(JournalError) -> [UnreadableRequest]
+}
+
+/// A confirmed request the journal holds but cannot decode.
+public struct UnreadableRequest: Sendable, Equatable, CustomStringConvertible {
+    /// The request id's bytes in hex (the id itself may be what is damaged).
+    public let id: String
+    public let reason: String
+
+    public init(id: String, reason: String) {
+        self.id = id
+        self.reason = reason
+    }
+
+    public var description: String { "\(id): \(reason)" }
 }
 
 extension TerminalJournal {
@@ -217,6 +234,26 @@ public final class SQLiteTerminalJournal: TerminalJournal {
             return try records(of: ids)
         } catch {
             throw JournalError("could not read the unsettled requests: \(error)")
+        }
+    }
+
+    public func unreadable() throws(JournalError) -> [UnreadableRequest] {
+        do {
+            var unreadable: [UnreadableRequest] = []
+            for row in try database.query("SELECT request_id FROM steps WHERE step = 'confirmed' ORDER BY seq") {
+                let bytes = row["request_id"].blob ?? []
+                guard let id = try? PaymentID(bytes: bytes) else {
+                    unreadable.append(UnreadableRequest(id: bytes.hexString, reason: "the request id is damaged"))
+                    continue
+                }
+                if Self.record(for: id, rows: try rowsQuery(id)) == nil {
+                    unreadable.append(
+                        UnreadableRequest(id: bytes.hexString, reason: "its confirmed terms cannot be decoded"))
+                }
+            }
+            return unreadable
+        } catch {
+            throw JournalError("could not read the confirmed requests: \(error)")
         }
     }
 

@@ -295,6 +295,11 @@ final class ProcessJournal: TerminalJournal {
         guard process.isAlive else { throw JournalError("the terminal process has crashed") }
         return try journal.unsettled()
     }
+
+    func unreadable() throws(JournalError) -> [UnreadableRequest] {
+        guard process.isAlive else { throw JournalError("the terminal process has crashed") }
+        return try journal.unreadable()
+    }
 }
 
 /// The wallet's pending requests as a wallet process reaches them: saving and resolving are

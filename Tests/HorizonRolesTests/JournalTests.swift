@@ -17,17 +17,24 @@ final class FaultyJournal: TerminalJournal {
     let journal: SQLiteTerminalJournal
     let events: EventLog
     private let failing = Mutex<JournalStep?>(nil)
+    /// When set, the failing write reaches the file before the error (a commit or sync that
+    /// reports failure after writing): what makes a storage error ambiguous.
+    private let failAfterWriting = Mutex(false)
 
     init(path: String, events: EventLog) throws {
         journal = try SQLiteTerminalJournal(path: path)
         self.events = events
     }
 
-    func fail(at step: JournalStep?) { failing.withLock { $0 = step } }
+    func fail(at step: JournalStep?, afterWriting: Bool = false) {
+        failing.withLock { $0 = step }
+        failAfterWriting.withLock { $0 = afterWriting }
+    }
 
     func write(_ writes: [JournalWrite], at time: UnixTime) throws(JournalError) {
         if let failing = failing.withLock({ $0 }), writes.contains(where: { $0.step == failing }) {
             events.append("journal \(failing) failed")
+            if failAfterWriting.withLock({ $0 }) { try journal.write(writes, at: time) }
             throw JournalError("disk full (test)")
         }
         try journal.write(writes, at: time)
@@ -36,6 +43,7 @@ final class FaultyJournal: TerminalJournal {
 
     func record(for id: PaymentID) throws(JournalError) -> JournalRecord? { try journal.record(for: id) }
     func unsettled() throws(JournalError) -> [JournalRecord] { try journal.unsettled() }
+    func unreadable() throws(JournalError) -> [UnreadableRequest] { try journal.unreadable() }
 }
 
 final class EventLog: Sendable {
@@ -250,5 +258,56 @@ struct JournalTests {
         let walletHeard = try acknowledge(as: wallet.identity.signingKey, name: "the wallet again")
         #expect(walletHeard.contains { if case .receipt(let receipt) = $0 { receipt.paymentID == id } else { false } })
         #expect(try terminal.journal.record(for: id)?.step == .acknowledged)
+    }
+
+    /// Issue 12, item 8: a confirmation whose journal write reported failure *after* reaching the
+    /// file is not answered "nothing was charged": the terminal re-reads, finds it on record, and
+    /// answers without the id (the wallet keeps it pending); recovery settles it once.
+    @Test func aWriteThatFailedAfterReachingTheDiskIsNeverAnsweredAsNotCharged() throws {
+        let world = try World(seed: 58)
+        let rig = try world.terminal()
+        rig.host.stop()
+        let events = EventLog()
+        let first = try TerminalProgram(world: world, rig: rig, events: events)
+        let wallet = try world.wallet()
+        let app = ScriptedWalletApp(wallet, decision: .accept(tip: 0))
+        _ = app
+        first.journal.fail(at: .confirmed, afterWriting: true)
+        #expect(first.host.start(amount: euros(400)))
+        #expect(world.run(until: { first.host.state.isFinished }))
+        guard case .outcomeUnknown? = first.host.error else {
+            Issue.record("the register was told \(String(describing: first.host.error))")
+            return
+        }
+        // The error without the id settles nothing: the wallet waits out its receipt timeout and
+        // keeps the request pending.
+        #expect(world.run(until: { wallet.client.state == .paymentPending }, timeout: .seconds(15)))
+        #expect(wallet.client.error == nil, "no final 'not charged' for a request on record")
+        let pendingID = try #require(wallet.client.pendingPayment?.paymentID)
+        #expect(try first.journal.unsettled().map(\.request.id) == [pendingID])
+        first.journal.fail(at: nil)
+        let report = try first.service.recoverJournal(redemptions: nil)
+        #expect(report.settled == [pendingID])
+        #expect(try rig.ledger.executionCount(of: pendingID) == 1)
+    }
+
+    /// Recovery reports a confirmed request whose row cannot be decoded instead of skipping it.
+    @Test func recoveryReportsARowItCannotDecode() throws {
+        let world = try World(seed: 59)
+        let rig = try world.terminal()
+        let wallet = try world.wallet()
+        let app = ScriptedWalletApp(wallet, decision: .accept(tip: 0))
+        _ = app
+        #expect(rig.host.start(amount: euros(300)))
+        #expect(world.run(until: { wallet.client.state == .completed }))
+        let id = try #require(wallet.client.receipt?.paymentID)
+        try rig.journal.database.execute("UPDATE steps SET currency = 'X!' WHERE step = 'confirmed'")
+        let report = try rig.service.recoverJournal(redemptions: nil)
+        #expect(
+            report.unreadable == [
+                UnreadableRequest(id: id.description, reason: "its confirmed terms cannot be decoded")
+            ])
+        #expect(!report.isEmpty)
+        #expect(report.description.contains("journal.sqlite is damaged"))
     }
 }

@@ -82,6 +82,7 @@ private struct CrashingJournal: TerminalJournal {
 
     func record(for id: PaymentID) throws(JournalError) -> JournalRecord? { try journal.record(for: id) }
     func unsettled() throws(JournalError) -> [JournalRecord] { try journal.unsettled() }
+    func unreadable() throws(JournalError) -> [UnreadableRequest] { try journal.unreadable() }
 }
 
 private struct CrashingPendingStore: PendingPaymentStore {

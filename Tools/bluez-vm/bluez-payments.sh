@@ -148,9 +148,14 @@ check_rejection() {
     start_terminal reject 3.00 || return 1
     local status=0
     echo n | wallet_bounded pay "${on_wallet_radio[@]}" --timeout 60 >"$work/reject.wallet.out" 2>"$work/reject.wallet" || status=$?
-    wait_pid "$terminal_pid" 60
-    [ "$status" -ne 0 ] && grep -q "declined" "$work/reject.wallet" &&
-        grep -qi "declin" "$work/reject.terminal.json" && [ "$(ledger_total)" = "$before" ] || {
+    # A decline is one wallet's word (any central could send one, issue 12): the register logs it
+    # and keeps the session open until the cashier stops it.
+    local declined=0
+    wait_for_log "$work/reject.terminal" "a wallet declined" 20 || declined=1
+    kill -TERM "$terminal_pid"
+    wait_pid "$terminal_pid" 30
+    [ "$status" -ne 0 ] && [ "$declined" -eq 0 ] && grep -q "declined" "$work/reject.wallet" &&
+        grep -qi "cancel" "$work/reject.terminal.json" && [ "$(ledger_total)" = "$before" ] || {
         show reject
         return 1
     }

@@ -22,6 +22,9 @@ public struct JournalRecoveryReport: Sendable, Equatable, CustomStringConvertibl
     /// Requests still without an answer (the journal or the processor failed again; or a
     /// redemption with no redemption processor given), with why.
     public var unresolved: [Unresolved] = []
+    /// Confirmed requests the journal holds but cannot decode: never settled automatically (their
+    /// terms are unknown), reported so an operator looks at them.
+    public var unreadable: [UnreadableRequest] = []
 
     public init() {}
 
@@ -31,13 +34,16 @@ public struct JournalRecoveryReport: Sendable, Equatable, CustomStringConvertibl
     }
 
     /// Nothing was owed.
-    public var isEmpty: Bool { settled.isEmpty && refused.isEmpty && unresolved.isEmpty }
+    public var isEmpty: Bool { settled.isEmpty && refused.isEmpty && unresolved.isEmpty && unreadable.isEmpty }
 
     public var description: String {
         if isEmpty { return "journal: nothing to recover" }
         var parts = ["journal: \(settled.count) confirmed request(s) settled after a restart"]
         if !refused.isEmpty { parts.append("\(refused.count) refused by the processor") }
         for item in unresolved { parts.append("\(item.id) still unresolved: \(item.reason)") }
+        for item in unreadable {
+            parts.append("confirmed request \(item) (journal.sqlite is damaged; it may have been charged)")
+        }
         return parts.joined(separator: "; ")
     }
 }
@@ -53,17 +59,20 @@ extension TerminalRadioService {
         let id = request.id
         // Confirmed and submitted in one synced write: nothing leaves between them when the
         // processor is local, and one commit instead of two keeps a payment's CPU in budget.
+        let undecided = ErrorMessage(
+            code: .internalError, message: "the terminal could not record the outcome yet; ask again later")
         do {
             try journal.write([.confirmed(request), .submitted(id)], at: now)
         } catch {
-            // Not on record, so never executed: a definitive "not charged".
+            // A failed write may still have reached the disk (a commit or sync that reported an
+            // error after writing): "nothing was charged" only once a re-read of the journal and
+            // the ledger proves the id never executed; otherwise the answer stays open.
+            guard provablyNeverExecuted(id) else { return .undecided(undecided, reason: error.description) }
             return .refused(
                 ErrorMessage(
                     code: .internalError, message: "the terminal could not record the request; nothing was charged",
                     paymentID: id), reason: error.description)
         }
-        let undecided = ErrorMessage(
-            code: .internalError, message: "the terminal could not record the outcome yet; ask again later")
         let answer: SessionMessage
         let outcome: JournaledOutcome
         do {
@@ -74,7 +83,11 @@ extension TerminalRadioService {
             answer = .receipt(receipt)
             outcome = .executed(settled, answer: answer)
         } catch {
-            // The processor executed nothing (its contract: a result, or nothing at all).
+            // A conflicting retry executed nothing (the processor's contract). A storage failure
+            // may have come after the ledger's commit: final only if the ledger has no result.
+            if case .storage = error, !provablyNeverExecuted(id, journalRecorded: true) {
+                return .undecided(undecided, reason: error.description)
+            }
             let refusal = PaymentExecutor.errorMessage(for: error, id: id)
             answer = .error(refusal)
             outcome = .refused(refusal, reason: refusal.message)
@@ -87,6 +100,18 @@ extension TerminalRadioService {
         return outcome
     }
 
+    /// Whether re-reading proves `id` never executed: the ledger, readable, has no result for it,
+    /// and (unless the caller knows the confirmation is journaled) neither has the journal.
+    func provablyNeverExecuted(_ id: PaymentID, journalRecorded: Bool = false) -> Bool {
+        if !journalRecorded {
+            guard case .success(nil) = Result(catching: { () throws(JournalError) in try journal.record(for: id) })
+            else { return false }
+        }
+        guard case .success(nil) = Result(catching: { () throws(ProcessorError) in try processor.result(for: id) })
+        else { return false }
+        return true
+    }
+
     /// Settles, once and with the same id, every request the journal has confirmed but without a
     /// final answer: what a crash left between the confirmation and the receipt. A request the
     /// processor already executed (the crash came after its commit) gets the stored result back,
@@ -94,6 +119,7 @@ extension TerminalRadioService {
     /// the journal cannot be read at all.
     public func recoverJournal(redemptions: (any RedemptionProcessor)?) throws(JournalError) -> JournalRecoveryReport {
         var report = JournalRecoveryReport()
+        report.unreadable = try journal.unreadable()
         let unsettled = try journal.unsettled()
         let now = scheduler.wallClock
         for record in unsettled {
