@@ -145,7 +145,8 @@ let package = Package(
 
         // Drives the built programs as processes; depending on them makes `swift build --build-tests` build them.
         .testTarget(
-            name: "HorizonToolsTests", dependencies: ["horizon-terminal", "horizon-wallet", "HorizonStores"],
+            name: "HorizonToolsTests",
+            dependencies: ["horizon-terminal", "horizon-wallet", "HorizonStores", "HorizonCLISupport"],
             swiftSettings: strict),
         // Seeded fault simulation and corpus replays: the exactly-once invariants under failure (issue 7).
         .testTarget(

@@ -461,4 +461,36 @@ struct AttackTests {
         #expect(world.run(until: { central.receipts.count == 1 }))
         #expect(try terminal.ledger.merchantBalance() == euros(400))
     }
+
+    // MARK: Text from the other side
+
+    /// A terminal whose credential and offer carry terminal escape sequences and a bidi override
+    /// reaches the app with them replaced; so does a terminal's error text.
+    @Test func textFromTheTerminalIsSanitisedBeforeTheAppShowsIt() throws {
+        let world = try World()
+        let terminal = try world.terminal(merchantName: "Caf\u{1B}[2Jé", label: "Till \u{202E}2")
+        let wallet = try world.wallet()
+        let app = ScriptedWalletApp(wallet, decision: .ignore)
+        _ = app
+        #expect(terminal.host.start(amount: euros(100), registerUser: RegisterUser(name: "An\u{7}a")))
+        #expect(world.run(until: { wallet.client.state == .offerReceived }))
+        let offer = try #require(wallet.client.offer)
+        #expect(offer.merchantName == "Caf\u{FFFD}[2Jé")
+        #expect(offer.terminalLabel == "Till \u{FFFD}2")
+        #expect(offer.registerUser == "An\u{FFFD}a")
+
+        var random = SystemRandomNumberGenerator()
+        let scripted = try ScriptedTerminal(
+            world: world, name: "shouter", at: Position(x: 5, y: 5), sessionID: SessionID.random(using: &random)
+        ) { connection, message in
+            guard case .hello = message else { return }
+            connection.send(.error(ErrorMessage(code: .sessionNotFound, message: "gone\u{1B}]0;pwned\u{7}")))
+        }
+        _ = scripted
+        let other = try world.wallet("other", at: Position(x: 5.2, y: 5))
+        let otherApp = ScriptedWalletApp(other, decision: .ignore)
+        _ = otherApp
+        #expect(world.run(until: { other.client.state.isFinished }))
+        #expect(other.client.error == .sessionUnavailable("gone\u{FFFD}]0;pwned\u{FFFD}"))
+    }
 }

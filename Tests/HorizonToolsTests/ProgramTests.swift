@@ -1,4 +1,5 @@
 import Foundation
+import HorizonCLISupport
 import Testing
 
 @Suite("The command-line programs, run as processes", .serialized)
@@ -117,6 +118,60 @@ struct ProgramTests {
             "horizon-terminal", ["pay", "1", "--control-socket", sandbox.path("none.sock")])
         #expect(noService.status == 1)
         #expect(noService.standardError.contains("no terminal service listens at"))
+    }
+
+    /// Issue 12, item 9: the control socket never replaces a non-socket path, refuses an overlong
+    /// line, drops a client that says nothing within the read timeout, serves a bounded number of
+    /// clients at once, and logs requests with control characters made harmless.
+    @Test func theControlSocketIsBoundedAndRefusesToReplaceAFile() throws {
+        let sandbox = try Sandbox()
+        let (terminalDir, _, socket) = try sandbox.initializeTerminalAndWallet()
+        let file = sandbox.path("not-a-socket")
+        try "keep me".write(toFile: file, atomically: true, encoding: .utf8)
+        let refused = try Programs.run(
+            "horizon-terminal",
+            ["serve", "--data-dir", terminalDir, "--radio-socket", socket, "--control-socket", file])
+        #expect(refused.status == 1)
+        #expect(refused.standardError.contains("exists and is not a socket; refusing to replace it"))
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == "keep me")
+
+        let control = sandbox.path("control.sock")
+        let service = try Programs.start(
+            "horizon-terminal",
+            [
+                "serve", "--data-dir", terminalDir, "--radio-socket", socket, "--control-socket", control,
+                "--control-read-timeout", "1", "--control-connections", "2", "--verbose",
+            ])
+        let deadline = Date().addingTimeInterval(10)
+        while !FileManager.default.fileExists(atPath: control), Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        func client() throws -> LineConnection {
+            let connection = try LineConnection.connect(to: control)
+            connection.setReadTimeout(seconds: 5)
+            return connection
+        }
+        let long = try client()
+        long.send(String(repeating: "x", count: 2000))
+        #expect(long.readLine() == "error request longer than 1024 bytes")
+        Thread.sleep(forTimeInterval: 0.2)
+        // Two clients that say nothing take both slots; a third is refused at once.
+        let silent = [try client(), try client()]
+        Thread.sleep(forTimeInterval: 0.2)
+        #expect(try client().readLine() == "error too many control connections (2); try again")
+        // The read timeout frees them.
+        #expect(silent[0].readLine() == nil)
+        Thread.sleep(forTimeInterval: 0.3)
+        let escape = try client()
+        escape.send("st\u{1B}[2Jatus\u{202E}")
+        #expect(escape.readLine()?.hasPrefix("error unknown command") == true)
+        let status = try client()
+        status.send("status")
+        #expect(status.readLine()?.hasPrefix("adapter ") == true)
+        service.interrupt()
+        let result = service.finish(timeout: 10)
+        #expect(result.standardError.contains("control request: st\u{FFFD}[2Jatus\u{FFFD}"))
+        #expect(!result.standardError.contains("\u{1B}[2J"))
     }
 
     @Test func ctrlCAtTheWalletsPromptDeclines() throws {

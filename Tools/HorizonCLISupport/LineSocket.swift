@@ -10,6 +10,8 @@ public final class LineConnection: @unchecked Sendable {
     public let descriptor: Int32
     private var buffer: [UInt8] = []
     private let writeLock = NSLock()
+    /// Set when `readLine(maximumLength:)` met a line longer than allowed (it then returns nil).
+    public private(set) var lineTooLong = false
 
     public init(descriptor: Int32) { self.descriptor = descriptor }
 
@@ -48,17 +50,29 @@ public final class LineConnection: @unchecked Sendable {
         return true
     }
 
-    /// The next line without its newline; nil at end of stream. Lines over 4 KiB are cut there.
-    public func readLine() -> String? {
+    /// Ends reads that wait longer than `seconds` (the read then returns nil, as at end of
+    /// stream), so a client that connects and says nothing cannot hold a server thread.
+    public func setReadTimeout(seconds: Int) {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    /// The next line without its newline; nil at end of stream, after the read timeout, or for a
+    /// line longer than `maximumLength` bytes (`lineTooLong` tells which).
+    public func readLine(maximumLength: Int = 4096) -> String? {
         while true {
             if let newline = buffer.firstIndex(of: 10) {
+                guard newline <= maximumLength else {
+                    lineTooLong = true
+                    return nil
+                }
                 let line = String(decoding: buffer[..<newline], as: UTF8.self)
                 buffer.removeSubrange(...newline)
                 return line
             }
-            if buffer.count >= 4096 {
-                defer { buffer.removeAll() }
-                return String(decoding: buffer, as: UTF8.self)
+            if buffer.count > maximumLength {
+                lineTooLong = true
+                return nil
             }
             var chunk = [UInt8](repeating: 0, count: 1024)
             let received = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
@@ -81,9 +95,19 @@ public final class LineListener: @unchecked Sendable {
     public init(path: String) throws {
         self.path = path
         var address = try socketAddress(path)
+        // Only a stale socket is replaced: a path that is something else (a file, a directory, a
+        // link an attacker planted) is refused, never unlinked.
+        var status = stat()
+        if lstat(path, &status) == 0 {
+            guard status.st_mode & S_IFMT == S_IFSOCK else {
+                throw CLIError(
+                    "\(path) exists and is not a socket; refusing to replace it (remove it yourself or choose another --control-socket)"
+                )
+            }
+            unlink(path)
+        }
         descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw CLIError("cannot create a socket") }
-        unlink(path)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))

@@ -97,7 +97,8 @@ struct Redeem: ParsableCommand {
         if json {
             try console.json(TransactionRow(result))
         } else {
-            let what = result.quantity > 0 ? "\(result.item) for \(result.quantity) points" : result.item
+            let item = result.item.sanitizedForDisplay  // the wallet named it
+            let what = result.quantity > 0 ? "\(item) for \(result.quantity) points" : item
             console.line("Redeemed (\(kind)): \(what)  id \(result.paymentID)")
         }
     }

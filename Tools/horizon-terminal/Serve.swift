@@ -24,6 +24,18 @@ struct Serve: ParsableCommand {
 
     @Option(help: "The control socket (default: $RUNTIME_DIRECTORY/control.sock, else <data dir>/control.sock).")
     var controlSocket: String?
+    @Option(help: "Seconds a control client may take to send its request line.") var controlReadTimeout = 10
+    @Option(help: "Control clients served at once; one more is refused with an error line.")
+    var controlConnections = 8
+
+    func validate() throws {
+        guard (1...3600).contains(controlReadTimeout) else {
+            throw ValidationError("--control-read-timeout must be 1 to 3600 seconds")
+        }
+        guard (1...1024).contains(controlConnections) else {
+            throw ValidationError("--control-connections must be 1 to 1024")
+        }
+    }
     @OptionGroup var global: GlobalOptions
     @OptionGroup var radio: RadioOptions
 
@@ -56,10 +68,39 @@ struct Serve: ParsableCommand {
             listener.close()
         }
         Console().line("terminal service ready: \(settings.merchantName), control socket \(path)")
+        let active = ActiveCount()
         while let connection = listener.accept() {
-            Thread { controller.serve(connection) }.start()
+            guard active.enter(limit: controlConnections) else {
+                connection.send("error too many control connections (\(controlConnections)); try again")
+                continue
+            }
+            connection.setReadTimeout(seconds: controlReadTimeout)
+            Thread {
+                controller.serve(connection)
+                active.leave()
+            }.start()
         }
         withExtendedLifetime(interrupt) {}
+    }
+}
+
+/// Control clients being served now, bounded.
+final class ActiveCount: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+
+    func enter(limit: Int) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        guard count < limit else { return false }
+        count += 1
+        return true
+    }
+
+    func leave() {
+        lock.lock()
+        count -= 1
+        lock.unlock()
     }
 }
 
@@ -78,10 +119,19 @@ final class PaymentController: @unchecked Sendable {
         self.logger = logger
     }
 
+    /// Control requests are short: a longer line is refused rather than buffered.
+    static let maximumLineLength = 1024
+
     func serve(_ connection: LineConnection) {
-        guard let request = connection.readLine()?.trimmingCharacters(in: .whitespaces) else { return }
+        guard let line = connection.readLine(maximumLength: Self.maximumLineLength) else {
+            if connection.lineTooLong {
+                connection.send("error request longer than \(Self.maximumLineLength) bytes")
+            }
+            return
+        }
+        let request = line.trimmingCharacters(in: .whitespaces)
         let words = request.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
-        logger.info("control request: \(request)")
+        logger.info("control request: \(request.sanitizedForDisplay)")
         switch words.first {
         case "pay"?:
             guard words.count >= 2 else {

@@ -340,7 +340,7 @@ final class SessionClient: Sendable {
                     let pending = PendingPayment(
                         request: try sign(unsigned), terminalKeyID: keyID,
                         terminalAddress: attempt.tracking.peripheralMetaData.address,
-                        merchantName: credential.merchantName, createdAt: scheduler.wallClock)
+                        merchantName: credential.merchantName.sanitizedForDisplay, createdAt: scheduler.wallClock)
                 else { return .failure(.notReady("not a request a terminal executes")) }
                 attempt.pending = pending
                 state.attempt = attempt
@@ -610,11 +610,12 @@ final class SessionClient: Sendable {
             state.attempt = attempt
             state.offer = PaymentOffer(
                 sessionID: offer.sessionID, terminalKeyID: metaData.terminalKeyID, merchantID: credential.merchantID,
-                merchantName: credential.merchantName, terminalLabel: credential.terminalLabel,
+                merchantName: credential.merchantName.sanitizedForDisplay,
+                terminalLabel: credential.terminalLabel.sanitizedForDisplay,
                 vouchedBy: attempt.anchor?.name ?? "",
                 confirmationCode: ConfirmationCode(transcriptHash: attempt.transcriptHash),
-                digest: offerDigest(offer), amount: offer.amount, registerUser: offer.registerUser,
-                item: offer.item, quantity: offer.quantity,
+                digest: offerDigest(offer), amount: offer.amount, registerUser: offer.registerUser.sanitizedForDisplay,
+                item: offer.item.sanitizedForDisplay, quantity: offer.quantity,
                 merchantPrograms: offer.merchantPrograms, expiresAt: offer.expiresAt)
             return .success(attempt.wantsHost)
         }
@@ -651,7 +652,7 @@ final class SessionClient: Sendable {
                     paymentID: receipt.paymentID, sessionID: receipt.sessionID,
                     transactionType: receipt.transactionType,
                     item: pending.redeem?.item ?? "", quantity: pending.redeem?.quantity ?? 0,
-                    merchantName: credential.merchantName,
+                    merchantName: credential.merchantName.sanitizedForDisplay,
                     amount: receipt.amount, tip: receipt.tip, reference: receipt.transactionReference,
                     settledAt: receipt.settledAt, bonusPointsEarned: receipt.bonusPointsEarned,
                     bonusPointsBalance: receipt.bonusPointsBalance))
@@ -708,11 +709,13 @@ final class SessionClient: Sendable {
             guard message.paymentID == pendingID else { return }
             resolvePending()
             closeLink()
-            finish(error: .declined(code: message.code, reason: message.message))
+            finish(error: .declined(code: message.code, reason: message.message.sanitizedForDisplay))
             return
         }
         closeLink()
-        finish(error: .sessionUnavailable(message.message.isEmpty ? message.code.description : message.message))
+        // The terminal's words, made safe to print: apps show this text as it is.
+        let text = message.message.isEmpty ? message.code.description : message.message.sanitizedForDisplay
+        finish(error: .sessionUnavailable(text))
     }
 
     private func receiveCancel(_ cancel: Cancel) {
