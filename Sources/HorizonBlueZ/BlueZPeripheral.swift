@@ -26,6 +26,12 @@ final class BlueZPeripheral: Sendable {
         var foreignWrites = 0
         /// Advertisements bluetoothd released and gave back again, for tests and diagnostics.
         var reregistrations = 0
+        /// Registrations refused because another device holds the tag (a central stealing it).
+        var refusedTags = 0
+        /// Centrals disconnected for not registering a tag within `registrationGrace`.
+        var silentDisconnects = 0
+        /// Connected centrals without a link yet, with the disconnect that awaits them.
+        var unregistered: [String: ScheduledAction] = [:]
     }
 
     let connection: DBusConnection
@@ -37,8 +43,15 @@ final class BlueZPeripheral: Sendable {
     /// How long a closed link keeps its connection so the last notification leaves first.
     static let disconnectGrace: Duration = .milliseconds(1500)
     static let callTimeout: Duration = .seconds(10)
+    /// A central that connects and registers no tag within this is disconnected: it holds one of
+    /// the adapter's few connections and hears every notification while saying nothing.
+    let registrationGrace: Duration
 
-    init(connection: DBusConnection, adapterPath: String, scheduler: any Scheduler, instance: Int) {
+    init(
+        connection: DBusConnection, adapterPath: String, scheduler: any Scheduler, instance: Int,
+        registrationGrace: Duration = .seconds(5)
+    ) {
+        self.registrationGrace = registrationGrace
         self.connection = connection
         self.adapterPath = adapterPath
         self.scheduler = scheduler
@@ -51,6 +64,8 @@ final class BlueZPeripheral: Sendable {
 
     var linkCount: Int { state.withLock { $0.links.count } }
     var foreignWriteCount: Int { state.withLock { $0.foreignWrites } }
+    var refusedTagCount: Int { state.withLock { $0.refusedTags } }
+    var silentDisconnectCount: Int { state.withLock { $0.silentDisconnects } }
     var advertisementReregistrationCount: Int { state.withLock { $0.reregistrations } }
 
     func setConnectionHandler(_ handler: @escaping @Sendable (any ByteLink) -> Void) {
@@ -176,10 +191,21 @@ final class BlueZPeripheral: Sendable {
         let link = PeripheralLink(
             peripheral: self, devicePath: device, tag: tag,
             attMTU: max(23, mtu) - LinkTag.length, scheduler: scheduler)
-        let handler = state.withLock { state -> (@Sendable (any ByteLink) -> Void)? in
+        // A tag another device holds is refused: taking it over would break that wallet's link
+        // (every subscriber hears every notification; the tag is how a wallet finds its own).
+        let handler = state.withLock { state -> (@Sendable (any ByteLink) -> Void)?? in
+            if state.links.values.contains(where: { $0.tag == tag && $0.devicePath != device }) {
+                state.refusedTags += 1
+                return .none
+            }
             state.links[device] = link
             state.pendingDisconnects.removeValue(forKey: device)?.cancel()
-            return state.connectionHandler
+            state.unregistered.removeValue(forKey: device)?.cancel()
+            return .some(state.connectionHandler)
+        }
+        guard case .some(let handler) = handler else {
+            BlueZTrace.log("serve: refused tag \(tag) from \(device): another device holds it")
+            throw DBusError(name: "org.bluez.Error.NotPermitted", message: "link tag in use by another device")
         }
         BlueZTrace.log("serve: link from \(device), MTU \(mtu), tag \(tag)")
         guard let handler else {
@@ -197,10 +223,15 @@ final class BlueZPeripheral: Sendable {
         let task = Task { [weak self] in
             for await signal in stream {
                 guard let self, let change = signal.propertiesChanged,
-                    change.changed["Connected"]?.boolean == false
+                    let connected = change.changed["Connected"]?.boolean
                 else { continue }
+                if connected {
+                    self.expectRegistration(from: signal.path)
+                    continue
+                }
                 let link = state.withLock { state -> PeripheralLink? in
                     state.pendingDisconnects.removeValue(forKey: signal.path)?.cancel()
+                    state.unregistered.removeValue(forKey: signal.path)?.cancel()
                     return state.links.removeValue(forKey: signal.path)
                 }
                 if let link {
@@ -210,6 +241,32 @@ final class BlueZPeripheral: Sendable {
             }
         }
         state.withLock { $0.deviceWatch = task }
+    }
+
+    /// A central connected: unless it registers a tag within `registrationGrace`, it is
+    /// disconnected.
+    private func expectRegistration(from device: String) {
+        let disconnect = scheduler.schedule(after: registrationGrace) { [connection, weak self] in
+            guard let self,
+                self.state.withLock({ state -> Bool in
+                    guard state.unregistered.removeValue(forKey: device) != nil, state.links[device] == nil else {
+                        return false
+                    }
+                    state.silentDisconnects += 1
+                    return true
+                })
+            else { return }
+            BlueZTrace.log("serve: disconnecting \(device): no link tag registered")
+            connection.call(
+                destination: BlueZName.service, path: device, interface: BlueZName.device, method: "Disconnect",
+                timeout: .seconds(5)
+            ) { _ in }
+        }
+        let previous = state.withLock { state -> ScheduledAction? in
+            guard state.links[device] == nil else { return disconnect }
+            return state.unregistered.updateValue(disconnect, forKey: device)
+        }
+        previous?.cancel()
     }
 
     // MARK: Links

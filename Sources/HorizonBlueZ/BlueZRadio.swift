@@ -87,6 +87,10 @@ public final class BlueZRadio: DeviceRadio, Sendable {
     public var connectedWalletCount: Int { peripheral.linkCount }
     /// Writes to our characteristic from centrals that never registered (foreign software).
     public var foreignWriteCount: Int { peripheral.foreignWriteCount }
+    /// Tag registrations refused because another device holds the tag.
+    public var refusedTagCount: Int { peripheral.refusedTagCount }
+    /// Centrals disconnected for registering no tag within the grace period.
+    public var silentDisconnectCount: Int { peripheral.silentDisconnectCount }
     /// Advertisements bluetoothd released (adapter reset or powered off) that were registered again.
     public var advertisementReregistrationCount: Int { peripheral.advertisementReregistrationCount }
 

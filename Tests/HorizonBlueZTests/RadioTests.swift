@@ -29,6 +29,8 @@ final class FakeBluetoothd: Sendable {
         var notifying = false
         var writeInFlight = false
         var startDiscoveryBusy = 0
+        /// Device1.Disconnect calls on centrals connected to our terminal, by device path.
+        var centralDisconnects: [String] = []
     }
 
     let bus: TestBus
@@ -270,6 +272,26 @@ final class FakeBluetoothd: Sendable {
             path: Self.notifyPath, interface: "org.bluez.GattCharacteristic1", changed: ["Value": .byteArray(value)])
     }
 
+    /// A remote central connecting to the terminal, as bluetoothd shows it: a device object whose
+    /// Disconnect is recorded, and Connected turning true.
+    func connectCentral(_ path: String) throws {
+        let state = state
+        try connection.export(
+            path: path,
+            interfaces: [
+                DBusInterface(
+                    "org.bluez.Device1",
+                    methods: [
+                        DBusMethod("Disconnect") { _ throws(DBusError) in
+                            state.withLock { $0.centralDisconnects.append(path) }
+                            return []
+                        }
+                    ])
+            ])
+        try connection.emitPropertiesChanged(
+            path: path, interface: "org.bluez.Device1", changed: ["Connected": .boolean(true)])
+    }
+
     /// The remote central dropping the link, as bluetoothd reports it.
     func disconnectDevice(_ path: String) throws {
         state.withLock { $0.connected = false }
@@ -444,6 +466,42 @@ struct BlueZRadioTests {
         #expect(await eventually { bluetoothd.state.withLock { $0.unregisteredAdvertisements.count } == 1 })
         radio.shutdown()
         #expect(bluetoothd.state.withLock { $0.unregisteredApplications.count } == 2)
+    }
+
+    /// Issue 12, item 3: a tag another device holds is refused (the first wallet keeps its link),
+    /// and a central that connects and registers no tag is disconnected after the grace period,
+    /// while one that registers in time is not.
+    @Test func aHeldTagIsRefusedToAnotherDeviceAndSilentCentralsAreDisconnected() async throws {
+        let bluetoothd = try FakeBluetoothd()
+        let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
+        let links = Recorder<any ByteLink>()
+        radio.setConnectionHandler { links.append($0) }
+        let advertising = try radio.startAdvertising(sampleAdvertisement, interval: .milliseconds(100))
+        let wallet = FakeBluetoothd.adapterPath + "/dev_AA_BB_CC_DD_EE_01"
+        let thief = FakeBluetoothd.adapterPath + "/dev_AA_BB_CC_DD_EE_02"
+        let silent = FakeBluetoothd.adapterPath + "/dev_AA_BB_CC_DD_EE_03"
+        try bluetoothd.connectCentral(wallet)
+        try bluetoothd.connectCentral(silent)
+        let tag = try #require(LinkTag([1, 2, 3, 4]))
+        try await bluetoothd.write(LinkFraming.registration(tag), from: wallet, to: radio)
+        #expect(await eventually { links.count == 1 })
+        let link = try #require(links.last)
+        let received = Recorder<[UInt8]>()
+        link.setHandler(ByteLinkHandler(onReceive: { received.append($0) }, onClose: { _ in }))
+
+        await #expect(throws: DBusError.self) {
+            try await bluetoothd.write(LinkFraming.registration(tag), from: thief, to: radio)
+        }
+        #expect(radio.refusedTagCount == 1)
+        #expect(radio.connectedWalletCount == 1)
+        try await bluetoothd.write([0xC0, 5], from: wallet, to: radio)
+        #expect(await eventually { received.values == [[0xC0, 5]] }, "the first wallet's link still works")
+
+        // Past the 5 s grace: the silent central is disconnected, the registered wallet is not.
+        #expect(await eventually(8) { radio.silentDisconnectCount == 1 })
+        #expect(await eventually { bluetoothd.state.withLock { $0.centralDisconnects } == [silent] })
+        advertising.stop()
+        radio.shutdown()
     }
 
     /// bluetoothd calls Release on an advertisement it dropped (the adapter went away): a session
