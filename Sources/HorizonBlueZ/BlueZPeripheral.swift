@@ -49,7 +49,7 @@ final class BlueZPeripheral: Sendable {
 
     init(
         connection: DBusConnection, adapterPath: String, scheduler: any Scheduler, instance: Int,
-        registrationGrace: Duration = .seconds(5)
+        registrationGrace: Duration = .seconds(10)
     ) {
         self.registrationGrace = registrationGrace
         self.connection = connection

@@ -497,8 +497,8 @@ struct BlueZRadioTests {
         try await bluetoothd.write([0xC0, 5], from: wallet, to: radio)
         #expect(await eventually { received.values == [[0xC0, 5]] }, "the first wallet's link still works")
 
-        // Past the 5 s grace: the silent central is disconnected, the registered wallet is not.
-        #expect(await eventually(8) { radio.silentDisconnectCount == 1 })
+        // Past the 10 s grace: the silent central is disconnected, the registered wallet is not.
+        #expect(await eventually(13) { radio.silentDisconnectCount == 1 })
         #expect(await eventually { bluetoothd.state.withLock { $0.centralDisconnects } == [silent] })
         advertising.stop()
         radio.shutdown()
