@@ -19,6 +19,7 @@ final class BlueZPeripheral: Sendable {
         var nextAdvertisement = 0
         var lastNotification: [UInt8] = []
         var deviceWatch: Task<Void, Never>?
+        var arrivalWatch: Task<Void, Never>?
         /// Disconnects scheduled after a local close, by device; cancelled when that connection
         /// ends or the device registers a new link (it must not cut the device's next connection).
         var pendingDisconnects: [String: ScheduledAction] = [:]
@@ -240,7 +241,24 @@ final class BlueZPeripheral: Sendable {
                 }
             }
         }
-        state.withLock { $0.deviceWatch = task }
+        // A central connecting for the first time appears as a new Device1 object already
+        // connected (InterfacesAdded), not as a property change.
+        let added = DBusMatchRule.interfacesAdded(sender: BlueZName.service, managerPath: "/")
+        let arrivals = (try? connection.signals(matching: added)).map { stream in
+            Task { [weak self, adapterPath] in
+                for await signal in stream {
+                    guard let self, let (path, interfaces) = signal.interfacesAdded,
+                        path.hasPrefix(adapterPath + "/"),
+                        interfaces[BlueZName.device]?["Connected"]?.boolean == true
+                    else { continue }
+                    self.expectRegistration(from: path)
+                }
+            }
+        }
+        state.withLock {
+            $0.deviceWatch = task
+            $0.arrivalWatch = arrivals
+        }
     }
 
     /// A central connected: unless it registers a tag within `registrationGrace`, it is
@@ -452,17 +470,23 @@ final class BlueZPeripheral: Sendable {
     /// Withdraws every advertisement and the GATT service and disconnects every wallet. Blocking
     /// (at most a few seconds), so that a program exiting leaves nothing registered.
     func shutdown() {
-        let (advertisements, links, registered, watch) = state.withLock {
-            state -> (Set<String>, [PeripheralLink], Bool, Task<Void, Never>?) in
+        let (advertisements, links, registered, watches) = state.withLock {
+            state -> (Set<String>, [PeripheralLink], Bool, [Task<Void, Never>]) in
             defer {
                 state.advertisements.removeAll()
                 state.links.removeAll()
                 state.applicationRegistered = false
                 state.deviceWatch = nil
+                state.arrivalWatch = nil
+                for timer in state.unregistered.values { timer.cancel() }
+                state.unregistered.removeAll()
             }
-            return (state.advertisements, Array(state.links.values), state.applicationRegistered, state.deviceWatch)
+            return (
+                state.advertisements, Array(state.links.values), state.applicationRegistered,
+                [state.deviceWatch, state.arrivalWatch].compactMap { $0 }
+            )
         }
-        watch?.cancel()
+        for watch in watches { watch.cancel() }
         for path in advertisements {
             _ = try? connection.call(
                 destination: BlueZName.service, path: adapterPath, interface: BlueZName.advertisingManager,

@@ -292,6 +292,24 @@ final class FakeBluetoothd: Sendable {
             path: path, interface: "org.bluez.Device1", changed: ["Connected": .boolean(true)])
     }
 
+    /// A central bluetoothd never saw before: its device object appears already connected
+    /// (InterfacesAdded from the object manager at "/"), with no property change.
+    func connectNewCentral(_ path: String) throws {
+        let state = state
+        try connection.export(
+            path: path,
+            interfaces: [
+                DBusInterface(
+                    "org.bluez.Device1",
+                    methods: [
+                        DBusMethod("Disconnect") { _ throws(DBusError) in
+                            state.withLock { $0.centralDisconnects.append(path) }
+                            return []
+                        }
+                    ], properties: [.constant("Connected", .boolean(true))])
+            ])
+    }
+
     /// The remote central dropping the link, as bluetoothd reports it.
     func disconnectDevice(_ path: String) throws {
         state.withLock { $0.connected = false }
@@ -480,8 +498,10 @@ struct BlueZRadioTests {
         let wallet = FakeBluetoothd.adapterPath + "/dev_AA_BB_CC_DD_EE_01"
         let thief = FakeBluetoothd.adapterPath + "/dev_AA_BB_CC_DD_EE_02"
         let silent = FakeBluetoothd.adapterPath + "/dev_AA_BB_CC_DD_EE_03"
+        let newcomer = FakeBluetoothd.adapterPath + "/dev_AA_BB_CC_DD_EE_04"
         try bluetoothd.connectCentral(wallet)
         try bluetoothd.connectCentral(silent)
+        try bluetoothd.connectNewCentral(newcomer)
         let tag = try #require(LinkTag([1, 2, 3, 4]))
         try await bluetoothd.write(LinkFraming.registration(tag), from: wallet, to: radio)
         #expect(await eventually { links.count == 1 })
@@ -498,8 +518,8 @@ struct BlueZRadioTests {
         #expect(await eventually { received.values == [[0xC0, 5]] }, "the first wallet's link still works")
 
         // Past the 10 s grace: the silent central is disconnected, the registered wallet is not.
-        #expect(await eventually(13) { radio.silentDisconnectCount == 1 })
-        #expect(await eventually { bluetoothd.state.withLock { $0.centralDisconnects } == [silent] })
+        #expect(await eventually(13) { radio.silentDisconnectCount == 2 })
+        #expect(await eventually { Set(bluetoothd.state.withLock { $0.centralDisconnects }) == [silent, newcomer] })
         advertising.stop()
         radio.shutdown()
     }
