@@ -272,22 +272,10 @@ final class FakeBluetoothd: Sendable {
             path: Self.notifyPath, interface: "org.bluez.GattCharacteristic1", changed: ["Value": .byteArray(value)])
     }
 
-    /// A remote central connecting to the terminal, as bluetoothd shows it: a device object whose
-    /// Disconnect is recorded, and Connected turning true.
+    /// A remote central connecting to the terminal again, as bluetoothd shows a device it knew:
+    /// Connected turning true on its object.
     func connectCentral(_ path: String) throws {
-        let state = state
-        try connection.export(
-            path: path,
-            interfaces: [
-                DBusInterface(
-                    "org.bluez.Device1",
-                    methods: [
-                        DBusMethod("Disconnect") { _ throws(DBusError) in
-                            state.withLock { $0.centralDisconnects.append(path) }
-                            return []
-                        }
-                    ])
-            ])
+        try exportCentral(path, properties: [])
         try connection.emitPropertiesChanged(
             path: path, interface: "org.bluez.Device1", changed: ["Connected": .boolean(true)])
     }
@@ -295,6 +283,11 @@ final class FakeBluetoothd: Sendable {
     /// A central bluetoothd never saw before: its device object appears already connected
     /// (InterfacesAdded from the object manager at "/"), with no property change.
     func connectNewCentral(_ path: String) throws {
+        try exportCentral(path, properties: [.constant("Connected", .boolean(true))])
+    }
+
+    /// A central's device object whose Disconnect is recorded.
+    private func exportCentral(_ path: String, properties: [DBusProperty]) throws {
         let state = state
         try connection.export(
             path: path,
@@ -306,7 +299,7 @@ final class FakeBluetoothd: Sendable {
                             state.withLock { $0.centralDisconnects.append(path) }
                             return []
                         }
-                    ], properties: [.constant("Connected", .boolean(true))])
+                    ], properties: properties)
             ])
     }
 
