@@ -72,6 +72,15 @@ extension Scheduler {
     public func execute(_ action: @escaping @Sendable () -> Void) {
         schedule(after: .zero, action)
     }
+
+    /// Runs `body` on the scheduler's serial context and hands back its result: how async code
+    /// enters a role, so every change of its state happens on that one context. A simulated
+    /// radio's scheduler only moves while someone runs it (`RadioSimulation.live`).
+    public func perform<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            execute { continuation.resume(returning: body()) }
+        }
+    }
 }
 
 /// A scheduler on the system's monotonic clock, serialising work on one dispatch queue.

@@ -81,6 +81,34 @@ public final class RadioSimulation: Scheduler, Sendable {
         return condition()
     }
 
+    /// Runs the simulation in step with the real clock (`speed` virtual seconds per real second)
+    /// for as long as `body` runs: how async code, such as the roles' async API, uses a simulated
+    /// radio. Events fire on a task of their own, one at a time as always; `body`'s calls reach
+    /// the simulation's serial context through `Scheduler.perform`. Not replayable byte for byte
+    /// (when `body` acts depends on the machine); tests of exact timing use `run` instead.
+    public func live<T: Sendable, Failure: Error>(
+        speed: Double = 1, _ body: () async throws(Failure) -> T
+    ) async throws(Failure) -> T {
+        let driver = Task { [self] in
+            let start = ContinuousClock.now
+            let virtualStart = now
+            while !Task.isCancelled {
+                let elapsed = ContinuousClock.now - start
+                run(until: virtualStart + elapsed * max(speed, 0.001))
+                try? await Task.sleep(for: .milliseconds(1))
+            }
+        }
+        let outcome: Result<T, Failure>
+        do throws(Failure) {
+            outcome = .success(try await body())
+        } catch {
+            outcome = .failure(error)
+        }
+        driver.cancel()
+        await driver.value
+        return try outcome.get()
+    }
+
     /// Events waiting to fire (timers, deliveries, advertising).
     public var pendingEventCount: Int { state.withLock { $0.queue.count } }
 

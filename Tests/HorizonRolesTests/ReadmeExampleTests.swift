@@ -7,16 +7,14 @@ import HorizonSimulatedRadio
 import HorizonStores
 import Testing
 
-/// The README's "API in five minutes" example, verbatim apart from the assertions: if this
-/// stops compiling or paying, the README is wrong.
-@Test func readmeExamplePays() throws {
-    let ledgerPath = FileManager.default.temporaryDirectory.appendingPathComponent("readme-\(UUID().uuidString).sqlite")
-        .path
-    let journalPath = ledgerPath + "-journal"
-    defer {
-        try? FileManager.default.removeItem(atPath: ledgerPath)
-        try? FileManager.default.removeItem(atPath: journalPath)
-    }
+/// The README's "API in five minutes" example, verbatim apart from the paths and the
+/// assertions: if this stops compiling or paying, the README is wrong.
+@Test func readmeExamplePays() async throws {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("readme-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let ledgerPath = directory.appendingPathComponent("ledger.sqlite").path
+    let journalPath = directory.appendingPathComponent("journal.sqlite").path
 
     // --- README example starts ---
     let simulation = RadioSimulation(seed: 1)
@@ -30,36 +28,41 @@ import Testing
             by: anchor, merchantID: "m-1", merchantName: "Corner Café", terminalKey: terminalKey.publicKey,
             notBefore: simulation.wallClock - 60, expiresAt: simulation.wallClock + 86_400))
     let ledger = try SandboxLedger(path: ledgerPath)
-    let journal = try SQLiteTerminalJournal(path: journalPath)
     let service = TerminalRadioService(
-        radio: try simulation.addDevice(name: "terminal"), identity: identity, processor: ledger, journal: journal)
+        radio: try simulation.addDevice(name: "terminal"), identity: identity, processor: ledger,
+        journal: try SQLiteTerminalJournal(path: journalPath))
     let host = PaymentHost(service: service, processor: ledger)
 
     // The wallet, 30 cm away, trusting the anchor.
     let client = PaymentClient(
         radio: try simulation.addDevice(name: "wallet", configuration: .init(position: .init(x: 0.3, y: 0))),
         identity: WalletIdentity(), trustAnchors: [TrustAnchor(publicKey: anchor.publicKey)])
-    let decider = client.fusionTracker.manualConnectionDecider
-    let tip = try Money.parse("1.50", currency: .eur)
-    decider.observeState { state in
-        switch state {
-        case .candidateAvailable: decider.startDeciding()  // fetch and verify the offer
-        case .accepted: client.connectToPaymentSession()
-        default: break
-        }
-    }
-    client.observeState { state in
-        if state == .offerReceived { decider.decideForCandidate() }  // the person taps "Pay"
-    }
-    client.onHostConnected = { client.setOrderConfirmedByUser(true, tip: tip) }
     try client.start()
 
-    host.start(amount: try Money.parse("12.50", currency: .eur), registerUser: RegisterUser(name: "Ana"))
-    simulation.run(until: { client.state == .completed }, timeout: .seconds(10))
-    print(client.receipt?.total as Any)  // 14.00 EUR
+    let (order, receipt) = try await simulation.live(speed: 10) {
+        try await withThrowingTaskGroup(of: PaymentReceipt?.self) { group in
+            // The register: one await per sale; cancelling the task cancels the sale.
+            let sale = Task { try await host.collect(try Money.parse("12.50", currency: .eur)) }
+            // The wallet: the nearest terminal, its verified offer, the person's answer.
+            group.addTask {
+                for await candidate in client.candidates() {
+                    let offer = try await client.fetchOffer(candidate)
+                    print("\(offer.merchantName): \(offer.amount), code \(offer.confirmationCode)")
+                    return try await client.pay(offer, tip: try Money.parse("1.50", currency: .eur))
+                }
+                return nil
+            }
+            let receipt = try await group.next() ?? nil
+            return (try await sale.value, receipt)
+        }
+    }
+    print(receipt?.total as Any, order.total)  // 14.00 EUR 14.00 EUR
     // --- README example ends ---
 
-    #expect(client.receipt?.total == (try Money.parse("14.00", currency: .eur)))
-    #expect(client.offer?.merchantName == "Corner Café")
-    #expect(host.state == .completed)
+    #expect(receipt?.total == (try Money.parse("14.00", currency: .eur)))
+    #expect(order.total == (try Money.parse("14.00", currency: .eur)))
+    #expect(order.paymentID == receipt?.paymentID)
+    #expect(host.state == .idle)
+    #expect(client.state == .idle)
+    #expect(try ledger.transactions(limit: 10).count == 1)
 }

@@ -24,12 +24,17 @@ public struct PeripheralTracking: Sendable, Equatable {
     public let firstSeen: Instant
     public internal(set) var lastSeen: Instant
 
-    var key: TrackingKey { TrackingKey(address: peripheralMetaData.address, sessionID: peripheralMetaData.sessionID) }
+    /// Which terminal session this is (an address advertising a session): the same key is the
+    /// same candidate, whatever its RSSI does.
+    public var key: TrackingKey {
+        TrackingKey(address: peripheralMetaData.address, sessionID: peripheralMetaData.sessionID)
+    }
 }
 
-struct TrackingKey: Hashable, Sendable {
-    let address: PeerAddress
-    let sessionID: SessionID
+/// A terminal session as heard from one address.
+public struct TrackingKey: Hashable, Sendable {
+    public let address: PeerAddress
+    public let sessionID: SessionID
 }
 
 /// Shares one radio scan among every tracker of a wallet (payment and redemptions) and the

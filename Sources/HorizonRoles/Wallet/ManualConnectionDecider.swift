@@ -28,6 +28,9 @@ public protocol ManualConnectionDeciderProtocol: AnyObject, Sendable {
     var state: ManualConnectionDeciderState { get }
     var candidate: PeripheralTracking? { get }
     func states() -> AsyncStream<ManualConnectionDeciderState>
+    /// The key of the candidate while one is available (`candidateAvailable`), nil otherwise:
+    /// what `candidates()` follows.
+    var availableCandidate: ObservableState<TrackingKey?> { get }
     func observeState(_ observer: @escaping @Sendable (ManualConnectionDeciderState) -> Void)
     /// Takes ownership of the current candidate. False if there is none.
     @discardableResult func startDeciding() -> Bool
@@ -43,6 +46,7 @@ public protocol ManualConnectionDeciderProtocol: AnyObject, Sendable {
 /// Offers one candidate at a time and records the person's decision about it.
 public final class ManualConnectionDecider: ManualConnectionDeciderProtocol {
     private let observable = ObservableState<ManualConnectionDeciderState>(.waitingForCandidate)
+    public let availableCandidate = ObservableState<TrackingKey?>(nil)
 
     private struct State {
         var candidate: PeripheralTracking?
@@ -54,7 +58,14 @@ public final class ManualConnectionDecider: ManualConnectionDeciderProtocol {
 
     private let guarded = Mutex(State())
 
-    public init() {}
+    public init() {
+        observable.observe { [weak self] _ in self?.refreshAvailableCandidate() }
+    }
+
+    private func refreshAvailableCandidate() {
+        let key = observable.value == .candidateAvailable ? guarded.withLock { $0.candidate?.key } : nil
+        availableCandidate.set(key)
+    }
 
     public var state: ManualConnectionDeciderState { observable.value }
     public var candidate: PeripheralTracking? { guarded.withLock { $0.candidate } }
@@ -103,6 +114,7 @@ public final class ManualConnectionDecider: ManualConnectionDeciderProtocol {
             return .waitingForCandidate
         }
         observable.set(next)
+        refreshAvailableCandidate()
     }
 
     /// Never offers this session again (it is finished: paid, declined, cancelled, expired).
@@ -129,6 +141,8 @@ public final class ManualConnectionDecider: ManualConnectionDeciderProtocol {
             }
         }
         if let next { observable.set(next) }
+        // Another terminal may have become the candidate without a change of state.
+        refreshAvailableCandidate()
     }
 }
 
@@ -137,6 +151,7 @@ public final class ManualConnectionDecider: ManualConnectionDeciderProtocol {
 public final class ManualConnectionDeciderCollection: ManualConnectionDeciderProtocol {
     public let deciders: [any ManualConnectionDeciderProtocol]
     private let observable = ObservableState<ManualConnectionDeciderState>(.waitingForCandidate)
+    public let availableCandidate = ObservableState<TrackingKey?>(nil)
 
     public static func collection(with deciders: [any ManualConnectionDeciderProtocol])
         -> ManualConnectionDeciderCollection
@@ -148,6 +163,7 @@ public final class ManualConnectionDeciderCollection: ManualConnectionDeciderPro
         self.deciders = deciders
         for decider in deciders {
             decider.observeState { [weak self] _ in self?.refresh() }
+            decider.availableCandidate.observe { [weak self] _ in self?.refresh() }
         }
         refresh()
     }
@@ -180,5 +196,9 @@ public final class ManualConnectionDeciderCollection: ManualConnectionDeciderPro
         }
     }
 
-    private func refresh() { observable.set(state) }
+    private func refresh() {
+        let active = activeDecider
+        observable.set(active?.state ?? .waitingForCandidate)
+        availableCandidate.set(active?.availableCandidate.value)
+    }
 }

@@ -93,7 +93,10 @@ public struct BonusProgramMembership: Sendable, Equatable {
 /// Why a payment did not complete.
 public enum PaymentClientError: Error, Sendable, Equatable, CustomStringConvertible {
     case notReady(String)
-    case connectionFailed(String)
+    /// The radio could not reach the terminal; the cause says why (adapter off, timed out, …).
+    case connectionFailed(RadioError)
+    /// The secure channel could not even start (no trust anchor, bad configuration).
+    case secureChannel(SecureChannelError)
     /// The terminal failed authentication: not trusted, wrong key, expired credential.
     case terminalNotTrusted(String)
     case invalidOffer(String)
@@ -108,11 +111,17 @@ public enum PaymentClientError: Error, Sendable, Equatable, CustomStringConverti
     /// The signed receipt does not match what was confirmed (amount, tip, session or terminal):
     /// it is not stored, and the request stays pending until a matching answer arrives.
     case receiptMismatch(String)
+    /// The app stopped waiting (task cancellation) before anything was signed.
+    case cancelled
+    /// The app stopped waiting after the request was signed and sent: it may be executed. It is
+    /// stored and asked for again (`resume`), and never reported as failed.
+    case stillPending(PaymentID)
 
     public var description: String {
         switch self {
         case .notReady(let reason): "Not ready: \(reason)."
-        case .connectionFailed(let reason): "Could not connect to the terminal: \(reason)."
+        case .connectionFailed(let cause): "Could not connect to the terminal: \(cause)."
+        case .secureChannel(let cause): "Could not open a secure channel to the terminal: \(cause)."
         case .terminalNotTrusted(let reason):
             "This terminal could not be verified (\(reason)); nothing was shown or paid."
         case .invalidOffer(let reason): "The terminal's offer is invalid: \(reason)."
@@ -124,6 +133,9 @@ public enum PaymentClientError: Error, Sendable, Equatable, CustomStringConverti
         case .declined(_, let reason): "The payment was declined: \(reason). Nothing was charged."
         case .invalidTip(let reason): "The tip is invalid: \(reason)."
         case .receiptMismatch(let reason): "The terminal's receipt does not match the confirmation: \(reason)."
+        case .cancelled: "Stopped before anything was signed; nothing was charged."
+        case .stillPending(let id):
+            "Request \(id) was sent and its outcome is not known yet; it is kept and asked for again."
         }
     }
 }
@@ -508,7 +520,7 @@ final class SessionClient: Sendable {
         let link: any ByteLink
         switch result {
         case .failure(let error):
-            linkFailed(generation: generation, reason: .connectionFailed(error.description))
+            linkFailed(generation: generation, reason: .connectionFailed(error))
             return
         case .success(let value): link = value
         }
@@ -533,7 +545,7 @@ final class SessionClient: Sendable {
             }
         } catch {
             link.close()
-            linkFailed(generation: generation, reason: .connectionFailed(error.description))
+            linkFailed(generation: generation, reason: .secureChannel(error))
         }
     }
 
@@ -859,7 +871,7 @@ final class SessionClient: Sendable {
         // or a handshake refused at one address (its tracking is ignored instead: the session
         // may be a clone's, and the real terminal advertises it too).
         switch error {
-        case .connectionLost?, .connectionFailed?, .terminalNotTrusted?: break
+        case .connectionLost?, .connectionFailed?, .secureChannel?, .terminalNotTrusted?: break
         default: if let sessionID { decider.ignore(session: sessionID) }
         }
         observable.set(error == nil ? .completed : .completedWithError)
