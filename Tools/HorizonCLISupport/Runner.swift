@@ -1,13 +1,19 @@
 import ArgumentParser
 import Foundation
+import Synchronization
 
 /// Runs a command with the exit codes the programs promise: 0 on success, 1 when the work
-/// failed (one clear line on standard error), 2 for bad arguments (with the usage).
+/// failed (one clear line on standard error), 2 for bad arguments (with the usage). Subcommands
+/// may be `AsyncParsableCommand`s (awaited) or plain ones.
 public enum CommandRunner {
-    public static func main<Command: ParsableCommand>(_ type: Command.Type) -> Never {
+    public static func main<Command: ParsableCommand>(_ type: Command.Type) async -> Never {
         do {
             var command = try type.parseAsRoot()
-            try command.run()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
             exit(0)
         } catch let error as CLIError {
             FileHandle.standardError.write(Data("error: \(error.description)\n".utf8))
@@ -35,5 +41,27 @@ public struct CommandFailure: Error, CustomStringConvertible {
     public init(_ description: String, code: Int32 = 1) {
         self.description = description
         self.code = code
+    }
+}
+
+/// Runs `body` as a task that the first SIGINT or SIGTERM cancels (the roles' async calls then
+/// end as they promise: a sale is cancelled at the register, a wallet declines if nothing was
+/// signed yet). A second signal exits at once with status 130.
+public func withInterruptCancellation<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    let task = Task { try await body() }
+    let signals = Mutex(0)
+    let handler = InterruptHandler(queue: DispatchQueue(label: "horizon.signals")) { _ in
+        let count = signals.withLock { count in
+            count += 1
+            return count
+        }
+        if count > 1 { exit(130) }
+        task.cancel()
+    }
+    defer { withExtendedLifetime(handler) {} }
+    return try await withTaskCancellationHandler {
+        try await task.value
+    } onCancel: {
+        task.cancel()
     }
 }

@@ -10,7 +10,7 @@ import Logging
 
 @main
 enum Main {
-    static func main() { CommandRunner.main(HorizonTerminal.self) }
+    static func main() async { await CommandRunner.main(HorizonTerminal.self) }
 }
 
 struct HorizonTerminal: ParsableCommand {

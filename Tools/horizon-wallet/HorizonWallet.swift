@@ -12,7 +12,7 @@ import Logging
 
 @main
 enum Main {
-    static func main() { CommandRunner.main(HorizonWallet.self) }
+    static func main() async { await CommandRunner.main(HorizonWallet.self) }
 }
 
 struct HorizonWallet: ParsableCommand {
