@@ -55,11 +55,12 @@ public final class Console: @unchecked Sendable {
         line(String(decoding: data, as: UTF8.self))
     }
 
-    /// Asks a yes/no question; anything but y/yes (or end of input) is no.
-    public func confirm(_ question: String) -> Bool {
+    /// Asks a yes/no question; anything but y/yes (or end of input) is no. Waits for the answer
+    /// without holding a thread, so cancelling the calling task (Ctrl-C) ends the question: no.
+    public func confirm(_ question: String) async -> Bool {
         line()
         FileHandle.standardOutput.write(Data((question + " [y/N] ").utf8))
-        guard let answer = readLine() else { return false }
+        guard let answer = await StandardInput.line() else { return false }
         return ["y", "yes"].contains(answer.trimmingCharacters(in: .whitespaces).lowercased())
     }
 }
@@ -95,6 +96,82 @@ public enum AmountArgument {
             return try Money.parse(text, currency: currency)
         } catch {
             throw ValidationError((option.map { "\($0): " } ?? "") + "\(error)")
+        }
+    }
+}
+
+/// Lines from standard input read as they become readable (a dispatch read source), not by a
+/// thread blocked in `read`.
+enum StandardInput {
+    /// The next line, or nil at end of input or when the calling task is cancelled.
+    static func line() async -> String? {
+        let reader = LineReader(descriptor: STDIN_FILENO)
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in reader.start(continuation) }
+        } onCancel: {
+            reader.finish(nil)
+        }
+    }
+
+    private final class LineReader: @unchecked Sendable {
+        private let descriptor: Int32
+        private let queue = DispatchQueue(label: "horizon.stdin")
+        private let lock = NSLock()
+        private var source: (any DispatchSourceRead)?
+        private var continuation: CheckedContinuation<String?, Never>?
+        private var finished = false
+        private var buffer: [UInt8] = []
+
+        init(descriptor: Int32) { self.descriptor = descriptor }
+
+        func start(_ continuation: CheckedContinuation<String?, Never>) {
+            lock.lock()
+            if finished {
+                lock.unlock()
+                continuation.resume(returning: nil)
+                return
+            }
+            self.continuation = continuation
+            let source = DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: queue)
+            self.source = source
+            lock.unlock()
+            source.setEventHandler { [weak self] in self?.readAvailable() }
+            source.resume()
+        }
+
+        private func readAvailable() {
+            // One byte at a time: what follows the newline stays in the pipe for the next reader.
+            var byte: UInt8 = 0
+            while true {
+                let count = read(descriptor, &byte, 1)
+                if count <= 0 {
+                    if count == 0 || (errno != EAGAIN && errno != EINTR) {
+                        finish(buffer.isEmpty ? nil : String(decoding: buffer, as: UTF8.self))
+                    }
+                    return
+                }
+                if byte == UInt8(ascii: "\n") {
+                    finish(String(decoding: buffer, as: UTF8.self))
+                    return
+                }
+                buffer.append(byte)
+                if buffer.count > 4096 {
+                    finish(String(decoding: buffer, as: UTF8.self))
+                    return
+                }
+            }
+        }
+
+        func finish(_ line: String?) {
+            lock.lock()
+            finished = true
+            let continuation = self.continuation
+            self.continuation = nil
+            let source = self.source
+            self.source = nil
+            lock.unlock()
+            source?.cancel()
+            continuation?.resume(returning: line)
         }
     }
 }

@@ -65,3 +65,23 @@ public func withInterruptCancellation<T: Sendable>(_ body: @escaping @Sendable (
         task.cancel()
     }
 }
+
+/// Runs `body`, cancelling it once `timeout` has passed: a task-group timeout. `body` decides
+/// what cancellation means (the roles' async calls end as they promise), so its own result or
+/// error is what comes back, early or late.
+public func cancelling<T: Sendable>(
+    after timeout: Duration, _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try? await Task.sleep(for: timeout)
+            return nil
+        }
+        while let next = try await group.next() {
+            group.cancelAll()
+            if let value = next { return value }
+        }
+        throw CancellationError()
+    }
+}

@@ -1,0 +1,52 @@
+import ArgumentParser
+import Foundation
+import HorizonCLISupport
+import HorizonCore
+import HorizonProtocol
+import HorizonRadio
+import HorizonRoles
+import HorizonSecureChannel
+import HorizonSimulatedRadio
+import HorizonStores
+import Logging
+
+struct Balance: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show bonus points per merchant and, in the sandbox, the balance the ledger holds.",
+        discussion: """
+            Bonus points come from this wallet's receipts. The money balance lives in the terminal's sandbox \
+            ledger: given with --ledger, or found in a terminal data directory on this machine.
+            """)
+
+    @OptionGroup var ledger: LedgerChoice
+    @Flag(help: "Print JSON.") var json = false
+    @OptionGroup var global: GlobalOptions
+
+    func run() throws {
+        let files = global.walletFiles
+        let identity = try files.loadIdentity()
+        let receipts = try files.openStore().receipts()
+        var points: [String: Int64] = [:]
+        for receipt in receipts.reversed() { points[receipt.merchantName] = receipt.bonusPointsBalance }
+        let sandbox = try ledger.open()
+        let balance = try sandbox.map {
+            try $0.account(for: identity.publicKey).map { "\($0.balance)" } ?? "not enrolled yet"
+        }
+        if json {
+            try Console().json(
+                BalanceReport(balance: balance, ledger: sandbox == nil ? nil : ledger.path, bonusPoints: points))
+            return
+        }
+        print("balance       \(balance ?? "unknown (no sandbox ledger on this machine; pass --ledger)")")
+        if points.isEmpty { print("bonus points  none yet") }
+        for (merchant, value) in points.sorted(by: { $0.key < $1.key }) {
+            print("bonus points  \(value) at \(merchant)")
+        }
+    }
+}
+
+struct BalanceReport: Encodable {
+    let balance: String?
+    let ledger: String?
+    let bonusPoints: [String: Int64]
+}

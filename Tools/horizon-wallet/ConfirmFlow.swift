@@ -1,0 +1,188 @@
+import ArgumentParser
+import Foundation
+import HorizonCLISupport
+import HorizonCore
+import HorizonProtocol
+import HorizonRadio
+import HorizonRoles
+import HorizonSecureChannel
+import HorizonSimulatedRadio
+import HorizonStores
+import Logging
+
+struct ConfirmOptions: ParsableArguments {
+    @Flag(name: .shortAndLong, help: "Confirm without asking.") var yes = false
+    @Option(help: "Seconds to wait for a terminal.") var timeout = 60
+    @Flag(help: "Print the result as JSON.") var json = false
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var radio: RadioOptions
+
+    func validate() throws {
+        guard (1...3600).contains(timeout) else { throw ValidationError("--timeout must be 1 to 3600 seconds") }
+    }
+
+    /// The wallet's identity, trust, durable store and radio, ready for a flow.
+    func openWallet() throws -> OpenWallet {
+        try CrashInjection.validate(for: "wallet")
+        let logger = Logs.logger("horizon.wallet", verbose: global.verbose)
+        let files = global.walletFiles
+        let identity = try files.loadIdentity()
+        let anchors = try files.loadTrustAnchors()
+        let store = try files.openStore()
+        let radio = try self.radio.open(name: "wallet", defaultPosition: Position(x: 0.3, y: 0), logger: logger)
+        return OpenWallet(
+            identity: identity, anchors: anchors, store: store,
+            pendingStore: CrashInjection.pendingStore(wrapping: SQLitePendingPaymentStore(store: store)),
+            radio: radio, logger: logger, json: json, yes: yes)
+    }
+}
+
+struct OpenWallet: Sendable {
+    let identity: WalletIdentity
+    let anchors: [TrustAnchor]
+    let store: WalletStore
+    let pendingStore: any PendingPaymentStore
+    let radio: any DeviceRadio
+    let logger: Logger
+    let json: Bool
+    let yes: Bool
+
+    /// Starts `clients` and first asks again for whatever an earlier run left pending.
+    func flow(clients: [TransactionClient], decider: any ManualConnectionDeciderProtocol) async throws -> ConfirmFlow {
+        let flow = ConfirmFlow(
+            clients: clients, decider: decider, console: Console(), store: store, json: json, yes: yes,
+            logger: logger)
+        for client in clients { try client.start() }
+        try await flow.resolvePending(try pendingStore.all())
+        return flow
+    }
+}
+
+/// What differs between paying and redeeming in the interactive flow.
+struct ConfirmationScript: Sendable {
+    /// What the verified offer asks for, after the merchant's name ("asks 12.50 EUR").
+    let describe: @Sendable (PaymentOffer) -> String
+    /// The question to ask about the verified offer (may refuse bad input such as a tip).
+    let question: @Sendable (PaymentOffer, TransactionType) throws -> String
+    /// Signs and sends the person's yes; returns the verified receipt (the async API's `pay` or
+    /// `redeem`).
+    let confirm: @Sendable (TransactionClient, PaymentOffer) async throws(PaymentClientError) -> PaymentReceipt
+    /// What the finished receipt says, a line each.
+    let success: @Sendable (PaymentReceipt) -> [String]
+}
+
+/// The interactive payment or redemption on the roles' async API: the nearest candidate, its
+/// verified offer, the person's answer, the receipt — or a pending request kept for the next run.
+/// Ctrl-C cancels the task: before the yes it declines (nothing is charged), after it the request
+/// stays pending.
+struct ConfirmFlow: Sendable {
+    let clients: [TransactionClient]
+    let decider: any ManualConnectionDeciderProtocol
+    let console: Console
+    let store: WalletStore
+    let json: Bool
+    let yes: Bool
+    let logger: Logger
+
+    /// How long to wait for the answer to a signed request before leaving it pending.
+    static let answerTimeout: Duration = .seconds(30)
+    /// How long to ask a terminal about a request an earlier run left pending.
+    static let resolveTimeout: Duration = .seconds(15)
+
+    private func client(for type: TransactionType) -> TransactionClient? {
+        clients.first { $0.transactionType == type }
+    }
+
+    /// Requests an earlier run sent without an answer: asked for again first, each by the client
+    /// of its kind.
+    func resolvePending(_ pending: [PendingPayment]) async throws {
+        for request in pending {
+            let type = request.redeem?.transactionType ?? .payment
+            guard let client = client(for: type) else { continue }
+            if !json { console.line("Asking \(request.merchantName) about pending request \(request.paymentID)…") }
+            do {
+                let receipt = try await cancelling(after: Self.resolveTimeout) { try await client.resolve(request) }
+                try save(receipt)
+                if !json { console.line("  it went through: \(receipt.total)") }
+            } catch PaymentClientError.stillPending {
+                if !json { console.line("  the terminal is not reachable; it stays pending") }
+            } catch let error as PaymentClientError {
+                if !json { console.line("  it was not executed: \(error)") }
+            }
+        }
+    }
+
+    func run(timeout: Int, script: ConfirmationScript) async throws {
+        if !json { console.status("Looking for the nearest terminal…") }
+        let candidates = decider.candidates()
+        let found = try await cancelling(after: .seconds(timeout)) { () async -> PeripheralTracking? in
+            for await candidate in candidates { return candidate }
+            return nil
+        }
+        guard let candidate = found else {
+            throw CommandFailure(
+                Task.isCancelled
+                    ? "stopped before a terminal was found" : "no terminal found nearby within \(timeout) s")
+        }
+        logger.debug("candidate: session \(candidate.peripheralMetaData.sessionID)")
+        guard let client = client(for: candidate.peripheralMetaData.transactionType) else {
+            throw CommandFailure("the candidate went away")
+        }
+        if !json { console.status("Fetching the offer…") }
+        let offer: PaymentOffer
+        do {
+            offer = try await client.fetchOffer(candidate)
+        } catch .cancelled {
+            throw CommandFailure("stopped; nothing was charged")
+        } catch {
+            throw CommandFailure(error.description)
+        }
+        let question: String
+        do {
+            question = try script.question(offer, client.transactionType)
+        } catch {
+            await client.decline(offer)
+            throw error
+        }
+        if !json {
+            let cashier = offer.registerUser.isEmpty ? "" : " (cashier \(offer.registerUser))"
+            console.line("\(offer.merchantName) \(script.describe(offer))\(cashier)")
+            console.line(
+                "  \(offer.terminalLabel), terminal \(offer.terminalKeyID), merchant \(offer.merchantID), vouched for by \(offer.vouchedBy)"
+            )
+            console.line("  confirmation code \(offer.confirmationCode): the register shows the same")
+        }
+        let accepted = yes ? true : await console.confirm(question)
+        guard accepted, !Task.isCancelled else {
+            await client.decline(offer)
+            throw CommandFailure("declined; nothing was charged")
+        }
+        if !json { console.status("Sending…") }
+        let receipt: PaymentReceipt
+        do {
+            receipt = try await cancelling(after: Self.answerTimeout) { try await script.confirm(client, offer) }
+        } catch PaymentClientError.stillPending(let id) {
+            throw CommandFailure(
+                "request \(id) is pending: the terminal may have executed it. It is kept and asked for again by the next `horizon-wallet pay` or `redeem`; `horizon-wallet history` lists it."
+            )
+        } catch PaymentClientError.cancelled {
+            throw CommandFailure("declined; nothing was charged")
+        } catch let error as PaymentClientError {
+            throw CommandFailure(error.description)
+        }
+        try save(receipt)
+        if json {
+            try console.json(StoredReceipt(recording: receipt))
+        } else {
+            for line in script.success(receipt) { console.line(line) }
+        }
+    }
+
+    private func save(_ receipt: PaymentReceipt) throws {
+        do {
+            try store.saveReceipt(StoredReceipt(recording: receipt))
+        } catch {
+            throw CLIError("it completed but its receipt could not be stored: \(error)")
+        }
+    }
+}

@@ -1,0 +1,66 @@
+import ArgumentParser
+import Foundation
+import HorizonCLISupport
+import HorizonCore
+import HorizonProtocol
+import HorizonRadio
+import HorizonRoles
+import HorizonSecureChannel
+import HorizonSimulatedRadio
+import HorizonStores
+import Logging
+
+struct Pay: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Pay the nearest terminal: show its verified offer, confirm, add a tip.",
+        discussion: """
+            Ctrl-C before confirming declines the offer. Ctrl-C after confirming leaves the payment pending: \
+            it is kept in the wallet store and asked for again by the next `horizon-wallet pay`, and \
+            `horizon-wallet history` lists it meanwhile. Exit code 0 only when the payment completed.
+            """)
+
+    @Option(help: "The tip to add, e.g. 1.50 (in the offer's currency).") var tip = "0"
+    @OptionGroup var options: ConfirmOptions
+
+    func run() async throws {
+        let wallet = try options.openWallet()
+        defer { wallet.radio.shutdown() }
+        let client = PaymentClient(
+            radio: wallet.radio, identity: wallet.identity, trustAnchors: wallet.anchors,
+            pendingStore: wallet.pendingStore)
+        let tipText = tip
+        let timeout = options.timeout
+        try await withInterruptCancellation {
+            let flow = try await wallet.flow(clients: [client], decider: client.manualConnectionDecider)
+            try await flow.run(
+                timeout: timeout,
+                script: ConfirmationScript(
+                    describe: { offer in "asks \(offer.amount)" },
+                    question: { offer, _ in
+                        let tip: Money
+                        do {
+                            tip = try Money.parse(tipText, currency: offer.amount.currency)
+                        } catch {
+                            throw CLIError("--tip: \(error)")
+                        }
+                        let total = (try? offer.amount.adding(tip)) ?? offer.amount
+                        return "Pay \(offer.amount) + tip \(tip) = \(total)?"
+                    },
+                    confirm: { (client, offer) throws(PaymentClientError) in
+                        guard let payment = client as? PaymentClient else { throw .notReady("not a payment terminal") }
+                        guard let tip = try? Money.parse(tipText, currency: offer.amount.currency) else {
+                            throw .invalidTip("--tip \(tipText) is not an amount in \(offer.amount.currency.code)")
+                        }
+                        return try await payment.pay(offer, tip: tip)
+                    },
+                    success: { receipt in
+                        [
+                            "Paid \(receipt.merchantName): \(receipt.amount) + tip \(receipt.tip) = \(receipt.total)",
+                            "  payment \(receipt.paymentID)  reference \(receipt.reference)  bonus points +\(receipt.bonusPointsEarned) (now \(receipt.bonusPointsBalance))",
+                        ]
+                    }))
+        }
+    }
+}
+
+/// Options `pay` and `redeem` share.
