@@ -13,7 +13,7 @@ import Synchronization
 /// A terminal and a wallet paying each other over the simulated radio, in one process, with
 /// both sides' view and the ledger entry printed as they happen.
 @main
-struct HorizonDemo: ParsableCommand {
+struct HorizonDemo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "horizon-demo",
         abstract: "A terminal and a wallet pay each other over the simulated Bluetooth LE radio.",
@@ -39,14 +39,18 @@ struct HorizonDemo: ParsableCommand {
     @Option(help: "Distance between wallet and terminal, in metres.")
     var distance: Double = 0.4
 
+    @Option(help: "Virtual seconds of the simulated radio per real second.")
+    var speed: Double = 1
+
     @Option(help: "Directory for the sandbox ledger (default: a new temporary directory).")
     var dataDir: String?
 
-    mutating func run() throws {
+    mutating func run() async throws {
         let currency = try parse { try Currency(code: self.currency.uppercased()) }
         let amount = try parse { try Money.parse(self.amount, currency: currency) }
         let tip = try parse { try Money.parse(self.tip, currency: currency) }
         guard distance > 0, distance < 10 else { throw ValidationError("--distance must be between 0 and 10 metres") }
+        guard speed >= 0.1, speed <= 1000 else { throw ValidationError("--speed must be between 0.1 and 1000") }
 
         let directory =
             dataDir.map { URL(fileURLWithPath: $0) }
@@ -77,48 +81,50 @@ struct HorizonDemo: ParsableCommand {
             service: service, processor: ledger, configuration: PaymentHostConfiguration(currency: currency))
         let client = PaymentClient(
             radio: walletRadio, identity: WalletIdentity(), trustAnchors: [TrustAnchor(publicKey: anchor.publicKey)])
-        let decider = client.fusionTracker.manualConnectionDecider
 
         let log = Log(simulation: simulation)
         host.observeState { log.line("terminal", "\($0)") }
-        client.observeState { state in
-            log.line("wallet", "\(state)")
-            if state == .offerReceived, let offer = client.offer {
-                log.line(
-                    "wallet",
-                    "offer from \(offer.merchantName) (verified): \(offer.amount), register user \(offer.registerUser)")
-                log.line("wallet", "the person accepts and adds a tip of \(tip)")
-                decider.decideForCandidate()
-            }
-        }
-        decider.observeState { state in
-            log.line("wallet", "decider: \(state)")
-            switch state {
-            case .candidateAvailable:
-                if let candidate = decider.candidate {
+        client.observeState { log.line("wallet", "\($0)") }
+        try client.start()
+
+        // The roles' async API, on the simulated radio run in step with the real clock.
+        let outcome = await simulation.live(speed: speed) {
+            () async -> Result<(PaymentOrder, PaymentReceipt), DemoFailure> in
+            log.line("terminal", "cashier types \(amount)")
+            let sale = Task { try await host.collect(amount, registerUser: RegisterUser(name: "Demo cashier")) }
+            let paid: Result<PaymentReceipt, PaymentClientError> = await {
+                for await candidate in client.candidates() {
                     let rssi = candidate.smoothedRSSI.map { String(format: "%.0f dBm", $0) } ?? "unknown"
                     log.line("wallet", "nearest terminal: session \(candidate.peripheralMetaData.sessionID), \(rssi)")
+                    do throws(PaymentClientError) {
+                        let offer = try await client.fetchOffer(candidate)
+                        log.line(
+                            "wallet",
+                            "offer from \(offer.merchantName) (verified): \(offer.amount), register user \(offer.registerUser), code \(offer.confirmationCode)"
+                        )
+                        log.line("wallet", "the person accepts and adds a tip of \(tip)")
+                        return .success(try await client.pay(offer, tip: tip))
+                    } catch {
+                        return .failure(error)
+                    }
                 }
-                decider.startDeciding()
-            case .accepted: client.connectToPaymentSession()
-            default: break
+                return .failure(.cancelled)
+            }()
+            // A wallet that gave up leaves nobody to pay this sale: end it at the register.
+            if case .failure = paid { sale.cancel() }
+            let order = await sale.result
+            switch (order, paid) {
+            case (.success(let order), .success(let receipt)): return .success((order, receipt))
+            case (.failure(let error), _):
+                let wallet = (try? paid.get()).map { _ in "paid" } ?? "\(paid)"
+                return .failure(DemoFailure("the payment did not complete: terminal \(error), wallet \(wallet)"))
+            case (_, .failure(let error)):
+                return .failure(DemoFailure("the payment did not complete: wallet \(error)"))
             }
         }
-        client.onHostConnected = { client.setOrderConfirmedByUser(true, tip: tip) }
-
-        try client.start()
-        log.line("terminal", "cashier types \(amount)")
-        guard host.start(amount: amount, registerUser: RegisterUser(name: "Demo cashier")) else {
-            throw DemoFailure(host.humanizedError ?? "the terminal could not start the session")
-        }
-        simulation.run(until: { client.state.isFinished && host.state.isFinished }, timeout: .seconds(60))
+        let (order, receipt) = try outcome.get()
 
         print("")
-        guard let receipt = client.receipt, let order = host.finalPaymentState?.paymentOrder else {
-            throw DemoFailure(
-                "the payment did not complete: wallet \(client.humanizedError ?? "\(client.state)"), terminal \(host.humanizedError ?? "\(host.state)")"
-            )
-        }
         print("Wallet receipt:   \(receipt.merchantName), \(receipt.amount) + tip \(receipt.tip) = \(receipt.total)")
         print("                  payment \(receipt.paymentID), reference \(receipt.reference)")
         print("                  bonus points +\(receipt.bonusPointsEarned), balance \(receipt.bonusPointsBalance)")
