@@ -133,30 +133,14 @@ final class BlueZShop {
         Self.script(client, probe: probe)
     }
 
-    /// The app of `Pair.script`: take the candidate, look at the offer, accept, connect, confirm.
+    /// The app of `Pair.script` (the library's `WalletAutopilot`), with the probe's marks.
     private static func script(_ client: PaymentClient, probe: BlueZProbe) {
-        let decider = client.fusionTracker.manualConnectionDecider
-        client.onHostConnected = { [weak client] in
-            probe.mark(\.confirmedAt)
-            client?.setOrderConfirmedByUser(true, tip: Shop.tip)
-        }
-        decider.observeState { [weak client] state in
-            switch state {
-            case .candidateAvailable:
-                probe.mark(\.candidateAt)
-                decider.startDeciding()
-            case .accepted:
-                probe.mark(\.acceptedAt)
-                client?.connectToPaymentSession()
-            default: break
-            }
-        }
+        let hooks = WalletAutopilot.Hooks(
+            candidateTaken: { _ in probe.mark(\.candidateAt) }, accepted: { _ in probe.mark(\.acceptedAt) },
+            confirming: { _ in probe.mark(\.confirmedAt) })
+        _ = WalletAutopilot(client: client, hooks: hooks) { _ in .pay(tip: Shop.tip) }
         client.observeState { state in
-            switch state {
-            case .offerReceived: decider.decideForCandidate()
-            case .completed, .completedWithError: probe.mark(\.finishedAt)
-            default: break
-            }
+            if state.isFinished { probe.mark(\.finishedAt) }
         }
     }
 

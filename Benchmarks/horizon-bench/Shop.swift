@@ -186,29 +186,16 @@ final class Pair {
         try client.start()
     }
 
-    /// The reference app's wallet screen with a person who accepts at once: take the candidate,
-    /// look at the offer, accept, connect, confirm with the tip (as `ScriptedWalletApp` in the
-    /// role tests). The probe hears acceptance first, before the app acts on it.
+    /// A person who accepts at once with the tip (the library's `WalletAutopilot`, every step on
+    /// the simulation's clock). The probe hears acceptance first, before the app acts on it.
     private static func script(_ client: PaymentClient, probe: Probe, tally: Tally) {
-        let decider = client.fusionTracker.manualConnectionDecider
-        client.onHostConnected = { [weak client] in client?.setOrderConfirmedByUser(true, tip: Shop.tip) }
-        decider.observeState { [weak client] state in
-            switch state {
-            case .candidateAvailable: decider.startDeciding()
-            case .accepted:
-                probe.accepted()
-                client?.connectToPaymentSession()
-            default: break
-            }
+        _ = WalletAutopilot(client: client, hooks: WalletAutopilot.Hooks(accepted: { _ in probe.accepted() })) { _ in
+            .pay(tip: Shop.tip)
         }
         client.observeState { state in
-            switch state {
-            case .offerReceived: decider.decideForCandidate()
-            case .completed, .completedWithError:
-                probe.finished()
-                tally.sideFinished()
-            default: break
-            }
+            guard state.isFinished else { return }
+            probe.finished()
+            tally.sideFinished()
         }
     }
 

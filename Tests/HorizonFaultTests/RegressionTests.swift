@@ -18,6 +18,7 @@ final class PaymentRig: @unchecked Sendable {
     let ledger: SandboxLedger
     let host: PaymentHost
     let client: PaymentClient
+    var autopilot: WalletAutopilot?
     let walletIdentity = WalletIdentity()
     let storePath: String
 
@@ -47,17 +48,7 @@ final class PaymentRig: @unchecked Sendable {
                 name: "wallet", configuration: DeviceConfiguration(position: Position(x: 0.3, y: 0))),
             identity: walletIdentity, trustAnchors: [TrustAnchor(publicKey: anchor.publicKey)],
             pendingStore: try pendingStore(storePath))
-        let client = client
-        let decider = client.fusionTracker.manualConnectionDecider
-        decider.observeState { state in
-            switch state {
-            case .candidateAvailable: decider.startDeciding()
-            case .accepted: client.connectToPaymentSession()
-            default: break
-            }
-        }
-        client.observeState { state in if state == .offerReceived { decider.decideForCandidate() } }
-        client.onHostConnected = { client.setOrderConfirmedByUser(true, tip: FaultSimulation.euros(150)) }
+        autopilot = WalletAutopilot(client: client) { _ in .pay(tip: FaultSimulation.euros(150)) }
         try client.start()
     }
 

@@ -45,32 +45,11 @@ struct WalletCoordinatorRig {
 
     /// The reference app's redemption screen, scripted: take the nearest candidate of any kind,
     /// accept, confirm (naming `coupon` for coupon redemptions).
-    func acceptEverything(coupon: String? = nil, tip: Int64 = 0) {
-        let coordinator = self.coordinator
-        let collection = coordinator.manualConnectionDecider
-        for client in [
-            coordinator.bonusRedemptionClient, coordinator.goldRedemptionClient, coordinator.couponRedemptionClient,
-        ] {
-            client.onHostConnected = { [client] in client.setRedemptionConfirmedByUser(true, coupon: coupon) }
-            client.observeState { state in
-                if state == .offerReceived { client.manualConnectionDecider.decideForCandidate() }
-            }
-            client.manualConnectionDecider.observeState { state in
-                if state == .accepted { client.connectToRedemptionSession() }
-            }
+    @discardableResult
+    func acceptEverything(coupon: String? = nil, tip: Int64 = 0) -> WalletAutopilot {
+        WalletAutopilot(coordinator: coordinator) { _, type in
+            type == .payment ? .pay(tip: euros(tip)) : .redeem(coupon: coupon)
         }
-        let payment = coordinator.paymentClient
-        payment.onHostConnected = { [payment] in payment.setOrderConfirmedByUser(true, tip: euros(tip)) }
-        payment.observeState { state in
-            if state == .offerReceived { payment.fusionTracker.manualConnectionDecider.decideForCandidate() }
-        }
-        payment.fusionTracker.manualConnectionDecider.observeState { state in
-            if state == .accepted { payment.connectToPaymentSession() }
-        }
-        collection.observeState { state in
-            if state == .candidateAvailable { collection.startDeciding() }
-        }
-        if collection.state == .candidateAvailable { collection.startDeciding() }
     }
 }
 
@@ -135,12 +114,15 @@ struct RedemptionTests {
         try bench.terminal.ledger.issueCoupon(
             code: "OLD-1", to: wallet.identity.publicKey, description: "expired", value: euros(100), expiresAt: now - 1)
         let client = wallet.coordinator.couponRedemptionClient
+        // One person throughout, naming another coupon each time.
+        let choice = Recorder<String>()
+        let autopilot = WalletAutopilot(coordinator: wallet.coordinator) { _, _ in .redeem(coupon: choice.last) }
 
         func redeem(_ code: String) throws -> PaymentClientError? {
             wallet.coordinator.restart()
             _ = bench.host.stop()
+            choice.append(code)
             #expect(bench.host.start(RedemptionOffer(item: "any coupon", value: euros(0))))
-            wallet.acceptEverything(coupon: code)
             #expect(bench.world.run(until: { client.state.isFinished && bench.host.state.isFinished }))
             return client.error
         }
@@ -151,6 +133,7 @@ struct RedemptionTests {
         #expect(try redeem("NOPE") == .declined(code: .notFound, reason: "notFound"))
         let coupons = try bench.terminal.ledger.coupons(for: wallet.identity.publicKey)
         #expect(coupons.filter { $0.redeemedAt != nil }.map(\.code) == ["SUMMER-24"])
+        withExtendedLifetime(autopilot) {}
     }
 
     @Test func redeemingMorePointsThanHeldIsRefusedAndChangesNothing() throws {

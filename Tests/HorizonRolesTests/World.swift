@@ -107,8 +107,8 @@ struct WalletRig {
     var decider: ManualConnectionDecider { client.fusionTracker.manualConnectionDecider }
 }
 
-/// The reference app's wallet screen, scripted: take the candidate, look at the offer, decide,
-/// connect, confirm with a tip in `onHostConnected`.
+/// The reference app's wallet screen, scripted: the library's `WalletAutopilot` answering every
+/// offer the same way, every step on the simulation's clock.
 final class ScriptedWalletApp: Sendable {
     enum Decision: Sendable {
         case accept(tip: Int64)
@@ -116,6 +116,7 @@ final class ScriptedWalletApp: Sendable {
     }
     let client: PaymentClient
     let decision: Decision
+    let autopilot: WalletAutopilot
 
     convenience init(_ wallet: WalletRig, decision: Decision) {
         self.init(client: wallet.client, decision: decision)
@@ -124,31 +125,15 @@ final class ScriptedWalletApp: Sendable {
     init(client: PaymentClient, decision: Decision) {
         self.client = client
         self.decision = decision
-        let decider = client.fusionTracker.manualConnectionDecider
-        if case .accept(let tip) = decision {
-            client.onHostConnected = { [client] in
-                guard let currency = client.offer?.amount.currency,
-                    let money = try? Money(minorUnits: tip, currency: currency)
-                else { return }
-                client.setOrderConfirmedByUser(true, tip: money)
-            }
-        }
-        decider.observeState { state in
-            switch state {
-            case .candidateAvailable: decider.startDeciding()
-            case .accepted: client.connectToPaymentSession()
-            default: break
-            }
-        }
-        client.observeState { state in
-            guard state == .offerReceived else { return }
+        autopilot = WalletAutopilot(client: client) { offer in
             switch decision {
-            case .accept: decider.decideForCandidate()
-            case .decline: decider.decideAgainstCandidate()
-            case .ignore: break
+            case .accept(let tip):
+                guard let money = try? Money(minorUnits: tip, currency: offer.amount.currency) else { return .decline }
+                return .pay(tip: money)
+            case .decline: return .decline
+            case .ignore: return .ignore
             }
         }
-        if decider.state == .candidateAvailable { decider.startDeciding() }
     }
 }
 
