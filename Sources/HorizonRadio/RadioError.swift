@@ -1,4 +1,5 @@
-/// Why a radio operation failed, phrased so that a person knows what to do.
+/// Why a radio operation failed, phrased so that a person knows what is wrong with the system
+/// (an app adds how to fix it in its own terms: a flag, a command).
 public enum RadioError: Error, Equatable, Sendable, CustomStringConvertible {
     case adapterUnavailable(AdapterAvailability)
     case advertisementTooLarge(size: Int, maximum: Int)
@@ -18,7 +19,7 @@ public enum RadioError: Error, Equatable, Sendable, CustomStringConvertible {
             switch availability {
             case .poweredOff: "the Bluetooth adapter is powered off; power it on (bluetoothctl power on)"
             case .unauthorized: "no permission to use Bluetooth; add this user to the 'bluetooth' group"
-            case .unsupported: "no Bluetooth LE adapter found; plug in a dongle or use --radio simulated"
+            case .unsupported: "no Bluetooth LE adapter found; plug in a dongle"
             case .serviceUnavailable: "bluetoothd is not running; start it (systemctl start bluetooth)"
             case .poweredOn: "the Bluetooth adapter is not usable"
             }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HorizonRadio
 import Synchronization
 
 /// Runs a command with the exit codes the programs promise: 0 on success, 1 when the work
@@ -17,6 +18,9 @@ public enum CommandRunner {
             exit(0)
         } catch let error as CLIError {
             FileHandle.standardError.write(Data("error: \(error.description)\n".utf8))
+            exit(1)
+        } catch let error as RadioError {
+            FileHandle.standardError.write(Data("error: \(error.cliMessage)\n".utf8))
             exit(1)
         } catch let error as CommandFailure {
             FileHandle.standardError.write(Data("error: \(error.description)\n".utf8))

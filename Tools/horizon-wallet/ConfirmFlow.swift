@@ -107,7 +107,7 @@ struct ConfirmFlow: Sendable {
             } catch PaymentClientError.stillPending {
                 if !json { console.line("  the terminal is not reachable; it stays pending") }
             } catch let error as PaymentClientError {
-                if !json { console.line("  it was not executed: \(error)") }
+                if !json { console.line("  it was not executed: \(error.cliMessage)") }
             }
         }
     }
@@ -135,7 +135,7 @@ struct ConfirmFlow: Sendable {
         } catch .cancelled {
             throw CommandFailure("stopped; nothing was charged")
         } catch {
-            throw CommandFailure(error.description)
+            throw CommandFailure(error.cliMessage)
         }
         let question: String
         do {
@@ -161,14 +161,12 @@ struct ConfirmFlow: Sendable {
         let receipt: PaymentReceipt
         do {
             receipt = try await cancelling(after: Self.answerTimeout) { try await script.confirm(client, offer) }
-        } catch PaymentClientError.stillPending(let id) {
-            throw CommandFailure(
-                "request \(id) is pending: the terminal may have executed it. It is kept and asked for again by the next `horizon-wallet pay` or `redeem`; `horizon-wallet history` lists it."
-            )
+        } catch let error as PaymentClientError where error.isStillPending {
+            throw CommandFailure(error.cliMessage)
         } catch PaymentClientError.cancelled {
             throw CommandFailure("declined; nothing was charged")
         } catch let error as PaymentClientError {
-            throw CommandFailure(error.description)
+            throw CommandFailure(error.cliMessage)
         }
         try save(receipt)
         if json {

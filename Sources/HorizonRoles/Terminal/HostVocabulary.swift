@@ -95,7 +95,7 @@ public enum HostError: Error, Sendable, Equatable, CustomStringConvertible {
         case .declined(_, let reason): "The \(noun) was declined: \(reason)."
         case .processorFailure(let reason): "The \(noun) could not be processed: \(reason). Nothing was charged."
         case .outcomeUnknown(let reason):
-            "The \(noun)'s outcome could not be recorded: \(reason). It may be charged; restart the terminal to settle it, and do not take it again before that."
+            "The \(noun)'s outcome could not be recorded: \(reason). It may be charged: it is settled when the terminal's journal is recovered, and must not be taken again before that."
         }
     }
 }

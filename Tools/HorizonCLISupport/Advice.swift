@@ -1,0 +1,46 @@
+import HorizonRadio
+import HorizonRoles
+
+// What a person at the command line can do about an error, in the programs' own terms (flags,
+// commands). The libraries' errors say what is wrong; the advice lives here.
+
+extension RadioError {
+    /// The error, then what to do about it here.
+    public var cliMessage: String {
+        switch self {
+        case .adapterUnavailable(.unsupported): "\(description), or use --radio simulated"
+        default: description
+        }
+    }
+}
+
+extension HostError {
+    /// A sentence for the cashier, with what to do at this terminal.
+    public func cliMessage(noun: String) -> String {
+        switch self {
+        case .radio(let cause): "Bluetooth is not available: \(cause.cliMessage)."
+        case .outcomeUnknown:
+            humanized(noun: noun) + " Restart the terminal (any horizon-terminal command) to settle it."
+        default: humanized(noun: noun)
+        }
+    }
+}
+
+extension PaymentClientError {
+    /// The error, with what to do at this wallet.
+    public var cliMessage: String {
+        switch self {
+        case .connectionFailed(let cause): "Could not connect to the terminal: \(cause.cliMessage)."
+        case .stillPending(let id):
+            "request \(id) is pending: the terminal may have executed it. It is kept and asked for again by the next `horizon-wallet pay` or `redeem`; `horizon-wallet history` lists it."
+        default: description
+        }
+    }
+}
+
+extension PaymentClientError {
+    /// Signed and sent, outcome unknown: never to be reported as failed.
+    public var isStillPending: Bool {
+        if case .stillPending = self { true } else { false }
+    }
+}
