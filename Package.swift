@@ -27,6 +27,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.0.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
     ],
     targets: [
         // Shared vocabulary: bytes, time and scheduling, money, seeded randomness.
@@ -81,6 +82,7 @@ let package = Package(
                 "HorizonCore", "HorizonRadio", "HorizonLink", "HorizonSecureChannel", "HorizonProtocol",
                 "HorizonStores",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strict),
         .testTarget(
             name: "HorizonRolesTests",
@@ -99,6 +101,7 @@ let package = Package(
                 "HorizonStores", "HorizonRoles", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ], path: "Tools/HorizonCLISupport", swiftSettings: strict),
         .executableTarget(
             name: "horizon-terminal",
@@ -106,6 +109,7 @@ let package = Package(
                 "HorizonCLISupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonProtocol",
                 "HorizonStores", "HorizonRoles", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ], path: "Tools/horizon-terminal", swiftSettings: strict),
         .executableTarget(
             name: "horizon-wallet",

@@ -1,9 +1,11 @@
 import ArgumentParser
 import Foundation
 import HorizonSimulatedRadio
+import Logging
+import ServiceLifecycle
 
 /// `radio`: serves the simulated radio room that terminals and wallets in other processes join.
-public struct RadioCommand: ParsableCommand {
+public struct RadioCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "radio",
         abstract: "Run the simulated radio that lets a terminal and a wallet in different processes pay each other.",
@@ -28,7 +30,7 @@ public struct RadioCommand: ParsableCommand {
         guard idleExit >= 0 else { throw ValidationError("--idle-exit must be 0 or more seconds") }
     }
 
-    public func run() throws {
+    public func run() async throws {
         var options = RadioOptions()
         options.radioSocket = socket
         let path = options.socketPath
@@ -39,10 +41,37 @@ public struct RadioCommand: ParsableCommand {
         } catch {
             throw CLIError("cannot listen on \(path): \(error)")
         }
-        let stop = InterruptHandler(queue: DispatchQueue(label: "horizon.radio.signals")) { _ in server.stop() }
+        let logger = Logs.logger("horizon.radio", verbose: false)
         print("simulated radio listening on \(path)")
-        server.run()
-        withExtendedLifetime(stop) {}
+        // SIGTERM or SIGINT: the server stops, removing its socket and lock; the devices of the
+        // room see their links end, as at power off.
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [RadioServerService(server: server)], gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger))
+        try await group.run()
+    }
+}
+
+/// The simulated radio's server as a service: it serves until the group shuts down, or until
+/// it exits by itself after --idle-exit without devices (which ends the group).
+struct RadioServerService: Service {
+    let server: RadioServer
+
+    func run() async throws {
+        let server = self.server
+        await withTaskCancellationOrGracefulShutdownHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                // `RadioServer.run()` blocks its thread until it stops: it gets a thread of its
+                // own rather than one of the few the cooperative pool has.
+                Thread {
+                    server.run()
+                    continuation.resume()
+                }.start()
+            }
+        } onCancelOrGracefulShutdown: {
+            server.stop()
+        }
     }
 }
 

@@ -6,9 +6,10 @@ import HorizonRadio
 import HorizonRoles
 import HorizonStores
 import Logging
+import ServiceLifecycle
 
 /// `serve`: the terminal as a long-running service (the systemd unit runs this).
-struct Serve: ParsableCommand {
+struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the terminal as a service that takes payment requests from the register.",
         discussion: """
@@ -20,6 +21,8 @@ struct Serve: ParsableCommand {
               status                       ->  adapter <availability> / conflict <state> <count> / payment <state>
             e.g. echo "pay 12.50 Ana" | socat - UNIX-CONNECT:/run/horizon-terminal/control.sock, or \
             horizon-terminal pay 12.50 --control-socket /run/horizon-terminal/control.sock.
+            SIGTERM or SIGINT shuts it down gracefully: no new requests, a running payment is cancelled at the \
+            register (its client is told), the control socket is removed, the radio is switched off; exit 0.
             """)
 
     @Option(help: "The control socket (default: $RUNTIME_DIRECTORY/control.sock, else <data dir>/control.sock).")
@@ -39,7 +42,7 @@ struct Serve: ParsableCommand {
     @OptionGroup var global: GlobalOptions
     @OptionGroup var radio: RadioOptions
 
-    func run() throws {
+    func run() async throws {
         let logger = Logs.logger("horizon.terminal.serve", verbose: global.verbose)
         let files = global.terminalFiles
         let settings = try files.loadSettings()
@@ -48,146 +51,53 @@ struct Serve: ParsableCommand {
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
         let runtime = try files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
-        let service = runtime.service
         let host = PaymentHost(
-            service: service, processor: runtime.processor,
+            service: runtime.service, processor: runtime.processor,
             configuration: PaymentHostConfiguration(
                 userDecisionTimeout: .seconds(settings.userDecisionTimeoutSeconds),
                 currency: ledger.configuration.currency, merchantPrograms: try ledger.merchantPrograms()))
         let observer = BluetoothConflictObserver(
-            scanner: SightingHub(radio: device), ownTerminalKeyID: service.terminalKeyID)
-        try? observer.restart()
+            scanner: SightingHub(radio: device), ownTerminalKeyID: runtime.service.terminalKeyID)
         let path =
             controlSocket
             ?? ProcessInfo.processInfo.environment["RUNTIME_DIRECTORY"].map { $0 + "/control.sock" }
             ?? files.directory.file("control.sock").path
         let listener = try LineListener(path: path)
+        let console = Console()
         let controller = PaymentController(host: host, ledger: ledger, observer: observer, logger: logger)
-        let interrupt = InterruptHandler(queue: DispatchQueue(label: "horizon.serve.signals")) { _ in
-            host.cancel()
-            listener.close()
-        }
-        Console().line("terminal service ready: \(settings.merchantName), control socket \(path)")
-        let active = ActiveCount()
-        while let connection = listener.accept() {
-            guard active.enter(limit: controlConnections) else {
-                connection.send("error too many control connections (\(controlConnections)); try again")
-                continue
-            }
-            connection.setReadTimeout(seconds: controlReadTimeout)
-            Thread {
-                controller.serve(connection)
-                active.leave()
-            }.start()
-        }
-        withExtendedLifetime(interrupt) {}
+        // Shut down in reverse order: the control socket first (its sale ends while the radio is
+        // still up to tell the wallet), then the conflict observer.
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [
+                    ConflictObserverService(observer: observer, logger: logger),
+                    ControlSocketService(
+                        listener: listener, controller: controller, console: console,
+                        limits: ControlSocketService.Limits(
+                            connections: controlConnections, readTimeout: .seconds(controlReadTimeout))),
+                ],
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        console.line("terminal service ready: \(settings.merchantName), control socket \(path)")
+        try await group.run()
+        console.line("terminal service stopped")
     }
 }
 
-/// Control clients being served now, bounded.
-final class ActiveCount: @unchecked Sendable {
-    private let lock = NSLock()
-    private var count = 0
-
-    func enter(limit: Int) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        guard count < limit else { return false }
-        count += 1
-        return true
-    }
-
-    func leave() {
-        lock.lock()
-        count -= 1
-        lock.unlock()
-    }
-}
-
-/// Runs one payment at a time for the control socket's clients.
-final class PaymentController: @unchecked Sendable {
-    let host: PaymentHost
-    let ledger: SandboxLedger
+/// Keeps the conflict observer listening while the service runs (a register asks for its state
+/// with `status`), and stops it when the service shuts down.
+struct ConflictObserverService: Service {
     let observer: BluetoothConflictObserver
     let logger: Logger
-    private let busy = NSLock()
 
-    init(host: PaymentHost, ledger: SandboxLedger, observer: BluetoothConflictObserver, logger: Logger) {
-        self.host = host
-        self.ledger = ledger
-        self.observer = observer
-        self.logger = logger
-    }
-
-    /// Control requests are short: a longer line is refused rather than buffered.
-    static let maximumLineLength = 1024
-
-    func serve(_ connection: LineConnection) {
-        guard let line = connection.readLine(maximumLength: Self.maximumLineLength) else {
-            if connection.lineTooLong {
-                connection.send("error request longer than \(Self.maximumLineLength) bytes")
-            }
-            return
-        }
-        let request = line.trimmingCharacters(in: .whitespaces)
-        let words = request.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
-        logger.info("control request: \(request.sanitizedForDisplay)")
-        switch words.first {
-        case "pay"?:
-            guard words.count >= 2 else {
-                connection.send("failed usage: pay AMOUNT [REGISTER USER]")
-                return
-            }
-            pay(amount: words[1], registerUser: words.count > 2 ? words[2...].joined(separator: " ") : nil, connection)
-        case "cancel"?:
-            let running = !host.state.isFinished && host.state != .idle
-            if running { host.cancel() }
-            connection.send(running ? "ok" : "idle")
-        case "status"?:
-            connection.send("adapter \(observer.availability)")
-            connection.send("conflict \(observer.state) \(observer.conflictCount)")
-            connection.send("payment \(host.state)")
-        default:
-            connection.send("error unknown command; use pay AMOUNT [REGISTER USER], cancel or status")
-        }
-    }
-
-    private func pay(amount text: String, registerUser: String?, _ connection: LineConnection) {
-        guard busy.try() else {
-            connection.send("failed a payment is already in progress")
-            return
-        }
-        defer { busy.unlock() }
-        let amount: Money
+    func run() async throws {
         do {
-            amount = try Money.parse(text, currency: ledger.configuration.currency)
+            try observer.restart()
         } catch {
-            connection.send("failed \(error)")
-            return
+            // Without it the service still takes payments; `status` then reports it stopped.
+            logger.info("the conflict observer could not start: \(error)")
         }
-        // Relay every state from a clean start until the session ends.
-        _ = host.stop()
-        let finished = DispatchSemaphore(value: 0)
-        let states = host.states()
-        let relay = Task {
-            for await state in states where state != .idle {
-                connection.send("state \(state)")
-                if state.isFinished { break }
-            }
-            finished.signal()
-        }
-        guard host.start(amount: amount, registerUser: registerUser.map(RegisterUser.init(name:))) else {
-            relay.cancel()
-            connection.send("failed \(host.humanizedError ?? "the payment could not start")")
-            return
-        }
-        finished.wait()
-        if host.state == .completed, let order = host.finalPaymentState?.paymentOrder {
-            connection.send(
-                "paid \(order.paymentID) \(order.amount.formattedAmount) \(order.tip.formattedAmount) \(order.total.formattedAmount) \(order.reference)"
-            )
-        } else {
-            connection.send("failed \(host.humanizedError ?? "the payment did not complete")")
-        }
+        // Until the group shuts down (gracefully, or cancelled when another part failed).
+        try? await gracefulShutdown()
+        observer.stop()
     }
 }

@@ -1,0 +1,85 @@
+import Foundation
+import HorizonCLISupport
+import Testing
+
+/// `serve` and the radio server run under swift-service-lifecycle: SIGTERM or SIGINT shuts them
+/// down gracefully (exit 0 within seconds, their sockets removed, a running payment cancelled at
+/// the register with its client told), never by the signal's default death.
+@Suite("Graceful shutdown of the long-running programs")
+struct ServiceShutdownTests {
+    @Test(arguments: [SIGTERM, SIGINT])
+    func aSignalShutsTheTerminalServiceDownGracefully(signal: Int32) async throws {
+        let sandbox = try Sandbox()
+        let (terminalDir, _, socket) = try sandbox.initializeTerminalAndWallet()
+        let control = sandbox.path("control.sock")
+        let service = try Programs.start(
+            "horizon-terminal",
+            ["serve", "--data-dir", terminalDir, "--radio-socket", socket, "--control-socket", control])
+        defer { stop(service) }
+        #expect(await eventually { FileManager.default.fileExists(atPath: control) }, "the control socket came up")
+
+        // A payment no wallet takes is running when the signal comes.
+        let register = try Programs.start("horizon-terminal", ["pay", "3", "--control-socket", control])
+        defer { stop(register) }
+        #expect(await eventually { paymentState(at: control) == "waiting for a wallet" }, "the payment started")
+
+        let signalled = ContinuousClock.now
+        kill(service.process.processIdentifier, signal)
+        let exited = await eventually(within: .seconds(10)) { !service.process.isRunning }
+        let took = ContinuousClock.now - signalled
+        let result = service.finish(timeout: 1)
+        #expect(exited, "still running 10 s after the signal")
+        #expect(result.status == 0, "\(result.standardOutput) \(result.standardError)")
+        #expect(service.process.terminationReason == .exit, "ended by the signal instead of shutting down")
+        #expect(took < .seconds(5), "shutdown took \(took)")
+        #expect(result.standardOutput.contains("terminal service shutting down"))
+        #expect(result.standardOutput.hasSuffix("terminal service stopped\n"))
+        #expect(!FileManager.default.fileExists(atPath: control), "the control socket file is left behind")
+
+        // The register hears that its payment was cancelled, as with `cancel`.
+        #expect(await eventually { !register.process.isRunning })
+        let registerResult = register.finish(timeout: 1)
+        #expect(registerResult.status == 1)
+        #expect(registerResult.standardError.contains("error: The payment was cancelled at the register."))
+    }
+
+    @Test func sigtermStopsTheRadioServerAndRemovesItsSocket() async throws {
+        let sandbox = try Sandbox()
+        let socket = sandbox.path("radio.sock")
+        let server = try Programs.start("horizon-terminal", ["radio", "--socket", socket])
+        defer { stop(server) }
+        #expect(await eventually { FileManager.default.fileExists(atPath: socket) })
+        kill(server.process.processIdentifier, SIGTERM)
+        #expect(await eventually(within: .seconds(10)) { !server.process.isRunning })
+        let result = server.finish(timeout: 1)
+        #expect(result.status == 0, "\(result.standardError)")
+        #expect(server.process.terminationReason == .exit)
+        #expect(!FileManager.default.fileExists(atPath: socket))
+    }
+
+    /// Whether `condition` holds within `limit`, looking every 50 ms.
+    private func eventually(within limit: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return condition()
+    }
+
+    /// The service's `payment <state>` answer to `status`, or nil.
+    private func paymentState(at control: String) -> String? {
+        guard let connection = try? LineConnection.connect(to: control) else { return nil }
+        connection.setReadTimeout(seconds: 2)
+        connection.send("status")
+        while let line = connection.readLine() {
+            if line.hasPrefix("payment ") { return String(line.dropFirst(8)) }
+        }
+        return nil
+    }
+
+    /// A program this test leaves running (a failed expectation) does not outlive it.
+    private func stop(_ program: RunningProgram) {
+        if program.process.isRunning { kill(program.process.processIdentifier, SIGKILL) }
+    }
+}

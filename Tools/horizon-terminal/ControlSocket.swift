@@ -1,0 +1,173 @@
+import Foundation
+import HorizonCLISupport
+import HorizonCore
+import HorizonRoles
+import HorizonStores
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// The control socket of `serve`: each client is a child task of one task group (no thread per
+/// client), bounded in number, with a deadline for its request line.
+struct ControlSocketService: Service {
+    struct Limits: Sendable {
+        /// Clients served at once; one more is refused with an error line.
+        let connections: Int
+        /// How long a client may take to send its request line.
+        let readTimeout: Duration
+    }
+
+    let listener: LineListener
+    let controller: PaymentController
+    let console: Console
+    let limits: Limits
+
+    func run() async throws {
+        let (listener, console) = (self.listener, self.console)
+        let active = ClientCount()
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                for await connection in listener.connections() {
+                    guard active.enter(limit: limits.connections) else {
+                        await connection.send("error too many control connections (\(limits.connections)); try again")
+                        connection.close()
+                        continue
+                    }
+                    group.addTask { [controller, limits] in
+                        await controller.serve(connection, readTimeout: limits.readTimeout)
+                        connection.close()
+                        active.leave()
+                    }
+                }
+                // The listener is closed: the clients still served are cancelled (a running sale
+                // ends cancelled at the register, and its client is told so).
+                group.cancelAll()
+            }
+        } onGracefulShutdown: {
+            console.line("terminal service shutting down: control socket closed, cancelling any running payment")
+            listener.close()
+        }
+        // A cancelled group (another part failed) ends here too; the socket file goes either way.
+        listener.close()
+    }
+}
+
+/// Control clients being served now, bounded.
+final class ClientCount: Sendable {
+    private let count = Mutex(0)
+
+    func enter(limit: Int) -> Bool {
+        count.withLock { count in
+            guard count < limit else { return false }
+            count += 1
+            return true
+        }
+    }
+
+    func leave() { count.withLock { $0 -= 1 } }
+}
+
+/// Runs one payment at a time for the control socket's clients.
+final class PaymentController: Sendable {
+    let host: PaymentHost
+    let ledger: SandboxLedger
+    let observer: BluetoothConflictObserver
+    let logger: Logger
+    /// Whether a client's payment is running (one at a time; another client is told so).
+    private let busy = Mutex(false)
+
+    init(host: PaymentHost, ledger: SandboxLedger, observer: BluetoothConflictObserver, logger: Logger) {
+        self.host = host
+        self.ledger = ledger
+        self.observer = observer
+        self.logger = logger
+    }
+
+    /// Control requests are short: a longer line is refused rather than buffered.
+    static let maximumLineLength = 1024
+
+    /// Reads one request line (within `readTimeout`) and answers it.
+    func serve(_ connection: AsyncLineConnection, readTimeout: Duration) async {
+        let line: String
+        switch await Self.requestLine(connection, within: readTimeout) {
+        case .line(let text)?: line = text
+        case .tooLong?:
+            await connection.send("error request longer than \(Self.maximumLineLength) bytes")
+            return
+        case .end?, nil:
+            return  // gone, or silent past the read timeout: closed without an answer
+        }
+        let request = line.trimmingCharacters(in: .whitespaces)
+        let words = request.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+        logger.info("control request: \(request.sanitizedForDisplay)")
+        switch words.first {
+        case "pay"?:
+            guard words.count >= 2 else {
+                await connection.send("failed usage: pay AMOUNT [REGISTER USER]")
+                return
+            }
+            await pay(
+                amount: words[1], registerUser: words.count > 2 ? words[2...].joined(separator: " ") : nil, connection)
+        case "cancel"?:
+            let running = !host.state.isFinished && host.state != .idle
+            if running { host.cancel() }
+            await connection.send(running ? "ok" : "idle")
+        case "status"?:
+            await connection.send("adapter \(observer.availability)")
+            await connection.send("conflict \(observer.state) \(observer.conflictCount)")
+            await connection.send("payment \(host.state)")
+        default:
+            await connection.send("error unknown command; use pay AMOUNT [REGISTER USER], cancel or status")
+        }
+    }
+
+    /// The first line, or nil when none came within `timeout` (a task-group timeout: the read
+    /// is cancelled, which stops its read source).
+    private static func requestLine(_ connection: AsyncLineConnection, within timeout: Duration) async -> LineRead? {
+        await withTaskGroup(of: LineRead?.self) { group in
+            group.addTask {
+                var reader = connection.lineReader(maximumLength: maximumLineLength)
+                return await reader.next()
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+    }
+
+    private func pay(amount text: String, registerUser: String?, _ connection: AsyncLineConnection) async {
+        let claimed = busy.withLock { busy in
+            defer { busy = true }
+            return !busy
+        }
+        guard claimed else {
+            await connection.send("failed a payment is already in progress")
+            return
+        }
+        defer { busy.withLock { $0 = false } }
+        let amount: Money
+        do {
+            amount = try Money.parse(text, currency: ledger.configuration.currency)
+        } catch {
+            await connection.send("failed \(error)")
+            return
+        }
+        let (host, cashier) = (self.host, registerUser.map(RegisterUser.init(name:)))
+        // Every state from the start to the end of the session, then the answer.
+        let sale = { @Sendable () async throws(HostError) in try await host.collect(amount, registerUser: cashier) }
+        let outcome = await StateRelay.collect(
+            states: host.states(), show: { state in await connection.send("state \(state)") }, sale)
+        switch outcome.result {
+        case .success(let order):
+            await connection.send(
+                "paid \(order.paymentID) \(order.amount.formattedAmount) \(order.tip.formattedAmount) \(order.total.formattedAmount) \(order.reference)"
+            )
+        case .failure(let error):
+            await connection.send("failed \(error.humanized(noun: "payment"))")
+        }
+    }
+}

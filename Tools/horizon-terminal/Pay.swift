@@ -1,0 +1,137 @@
+import ArgumentParser
+import Foundation
+import HorizonCLISupport
+import HorizonCore
+import HorizonRoles
+import Logging
+
+struct Pay: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Advertise a payment and wait for a nearby wallet to pay it.",
+        discussion: "Shows each state as it happens. Exit code 0 only when the payment completed; Ctrl-C cancels.")
+
+    @Argument(help: "The amount, as a person types it (e.g. 12.50).") var amount: String
+    @Option(help: "ISO 4217 currency (default: the terminal's).") var currency: String?
+    @Option(name: .customLong("register"), help: "The cashier's name (see register-users).") var registerUser: String?
+    @Option(help: "Seconds the customer may take to decide (default: from init).") var timeout: Int?
+    @Option(help: "Give up if no wallet pays within this many seconds.") var waitForWallet = 300
+    @Flag(help: "Print the result as JSON.") var json = false
+    @Option(help: "Ask a running `horizon-terminal serve` at this control socket to take the payment.")
+    var controlSocket: String?
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var radio: RadioOptions
+
+    func validate() throws {
+        if let timeout, !(5...3600).contains(timeout) { throw ValidationError("--timeout must be 5 to 3600 seconds") }
+        guard waitForWallet > 0 else { throw ValidationError("--wait-for-wallet must be positive") }
+    }
+
+    func run() async throws {
+        if let controlSocket { return try await payThroughService(controlSocket) }
+        let logger = Logs.logger("horizon.terminal", verbose: global.verbose)
+        let files = global.terminalFiles
+        let settings = try files.loadSettings()
+        let identity = try files.loadIdentity()
+        let ledger = try files.loadLedger()
+        let money = try AmountArgument.money(amount, in: try AmountArgument.currency(currency ?? settings.currency))
+        if let registerUser {
+            let known = try ledger.registerUsers()
+            guard known.isEmpty || known.contains(registerUser) else {
+                throw CLIError(
+                    "unknown register user '\(registerUser)'; known: \(known.joined(separator: ", ")) (add with `horizon-terminal register-users add`)"
+                )
+            }
+        }
+        let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
+        defer { device.shutdown() }
+        let runtime = try files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
+        let host = PaymentHost(
+            service: runtime.service, processor: runtime.processor,
+            configuration: PaymentHostConfiguration(
+                userDecisionTimeout: .seconds(timeout ?? settings.userDecisionTimeoutSeconds),
+                currency: ledger.configuration.currency, merchantPrograms: try ledger.merchantPrograms()))
+        let console = Console()
+        let cashier = registerUser.map(RegisterUser.init(name:))
+        let outcome = await SessionRun(
+            label: "\(money)", json: json, console: console, logger: logger, service: runtime.service,
+            waitForWallet: waitForWallet
+        ).run(states: host.states(), observeWallets: host.observeWallets) { () async throws(HostError) in
+            try await host.collect(money, registerUser: cashier)
+        }
+        try report(outcome, console: console)
+    }
+
+    /// Relays the request to a running service and its answer back, line by line.
+    private func payThroughService(_ path: String) async throws {
+        let connection = try AsyncLineConnection.connect(to: path)
+        defer { connection.close() }
+        await connection.send("pay \(amount)" + (registerUser.map { " \($0)" } ?? ""))
+        let console = Console()
+        var lines = connection.lineReader(maximumLength: 4096)
+        while case .line(let line) = await lines.next() {
+            if line.hasPrefix("state ") {
+                if !json { console.status("\(amount) — \(line.dropFirst(6))") }
+            } else if line.hasPrefix("paid ") {
+                let fields = line.split(separator: " ").map(String.init)
+                if json {
+                    try console.json([
+                        "state": "completed", "paymentID": fields[safe: 1] ?? "", "amount": fields[safe: 2] ?? "",
+                        "tip": fields[safe: 3] ?? "", "total": fields[safe: 4] ?? "",
+                    ])
+                } else {
+                    console.line(
+                        "Paid: \(fields[safe: 2] ?? "?") + tip \(fields[safe: 3] ?? "?") = \(fields[safe: 4] ?? "?")")
+                    console.line("  payment \(fields[safe: 1] ?? "?")  reference \(fields[safe: 5] ?? "?")")
+                }
+                return
+            } else if line.hasPrefix("failed ") {
+                if !json { console.line() }
+                throw CommandFailure(String(line.dropFirst(7)))
+            }
+        }
+        throw CLIError("the terminal service closed the connection without an answer")
+    }
+
+    private func report(_ outcome: StateRelay.Outcome<PaymentOrder>, console: Console) throws {
+        switch outcome.result {
+        case .success(let order):
+            if json {
+                try console.json(PaymentSummary(order))
+            } else {
+                console.line("Paid: \(order.amount) + tip \(order.tip) = \(order.total)")
+                console.line(
+                    "  payment \(order.paymentID)  reference \(order.reference)  cashier \(order.registerUser.isEmpty ? "-" : order.registerUser)"
+                )
+            }
+        case .failure(let error):
+            let message = error.humanized(noun: "payment")
+            // A start the host refused opened no session: one error line, as for bad input.
+            guard let state = outcome.lastState else { throw CLIError(message) }
+            if json { try console.json(["state": "\(state)", "error": message]) } else { console.line() }
+            throw CommandFailure(message)
+        }
+    }
+}
+
+struct PaymentSummary: Encodable {
+    let state = "completed"
+    let paymentID: String
+    let sessionID: String
+    let amount: String
+    let tip: String
+    let total: String
+    let currency: String
+    let reference: UInt64
+    let registerUser: String
+
+    init(_ order: PaymentOrder) {
+        paymentID = order.paymentID.description
+        sessionID = order.sessionID.description
+        amount = order.amount.formattedAmount
+        tip = order.tip.formattedAmount
+        total = order.total.formattedAmount
+        currency = order.currency.code
+        reference = order.reference
+        registerUser = order.registerUser
+    }
+}

@@ -1,0 +1,94 @@
+import ArgumentParser
+import Foundation
+import HorizonCLISupport
+import HorizonCore
+import HorizonProtocol
+import HorizonRadio
+import HorizonRoles
+
+/// `status`: what the radio hears.
+struct Status: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the adapter's availability, conflicting terminals and the payment sessions nearby.")
+
+    @Option(help: "Seconds to listen.") var seconds = 3
+    @Flag(help: "Print the result as JSON.") var json = false
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var radio: RadioOptions
+
+    func validate() throws {
+        guard (1...600).contains(seconds) else { throw ValidationError("--seconds must be 1 to 600") }
+    }
+
+    func run() async throws {
+        if radio.radio == .bluez { return try await blueZStatus() }
+        let logger = Logs.logger("horizon.terminal", verbose: global.verbose)
+        let ownKey = (try? global.terminalFiles.loadIdentity()).flatMap { try? TerminalKeyID(bytes: $0.keyID) }
+        let device = try radio.open(name: "terminal-status", defaultPosition: .origin, logger: logger)
+        defer { device.shutdown() }
+        let hub = SightingHub(radio: device)
+        let observer = BluetoothConflictObserver(scanner: hub, ownTerminalKeyID: ownKey)
+        let tracker = FusionTracker(scanner: hub, transactionTypes: Set(TransactionType.allCases))
+        try observer.restart()
+        try tracker.start()
+        // The report is what the radio heard in this time.
+        try await Task.sleep(for: .seconds(seconds))
+        let sessions = tracker.trackings.map { tracking in
+            NearbySession(
+                sessionID: tracking.peripheralMetaData.sessionID.description,
+                transactionType: tracking.peripheralMetaData.transactionType.description,
+                terminalKeyID: tracking.peripheralMetaData.terminalKeyID.description,
+                smoothedRSSI: tracking.smoothedRSSI.map { ($0 * 10).rounded() / 10 },
+                own: tracking.peripheralMetaData.terminalKeyID == ownKey)
+        }
+        let report = StatusReport(
+            adapter: "\(device.availability)", radio: radio.radio.rawValue, conflict: "\(observer.state)",
+            conflictCount: observer.conflictCount, sessions: sessions)
+        observer.stop()
+        tracker.stop()
+        if json {
+            try Console().json(report)
+        } else {
+            print("adapter   \(report.adapter) (\(report.radio) radio)")
+            print("conflict  \(report.conflict), \(report.conflictCount) other terminal(s) nearby")
+            print("sessions  \(sessions.count) heard")
+            for session in sessions {
+                let rssi = session.smoothedRSSI.map { String(format: "%.0f dBm", $0) } ?? "unknown"
+                print(
+                    "  \(session.sessionID)  \(session.transactionType)  \(rssi)  key \(session.terminalKeyID)\(session.own ? "  (this terminal)" : "")"
+                )
+            }
+        }
+    }
+}
+
+extension Status {
+    /// With BlueZ: which adapter and whether it can be used (scanning arrives with the BlueZ radio).
+    func blueZStatus() async throws {
+        let (adapter, availability) = await RadioOptions.blueZAvailability(adapter: radio.adapter)
+        if json {
+            try Console().json(["adapter": adapter ?? "", "availability": "\(availability)", "radio": "bluez"])
+            return
+        }
+        print("adapter   \(adapter ?? "none") — \(availability) (bluez radio)")
+        if availability != .poweredOn {
+            print("          \(RadioError.adapterUnavailable(availability))")
+        }
+    }
+}
+
+struct NearbySession: Encodable {
+    let sessionID: String
+    let transactionType: String
+    let terminalKeyID: String
+    let smoothedRSSI: Double?
+    let own: Bool
+}
+
+struct StatusReport: Encodable {
+    let adapter: String
+    let radio: String
+    let conflict: String
+    let conflictCount: Int
+    let sessions: [NearbySession]
+}
