@@ -90,6 +90,7 @@ let package = Package(
                 "HorizonRoles", "HorizonTestSupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio",
                 "HorizonProtocol", "HorizonStores", "HorizonLink",
                 "HorizonSecureChannel", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strict),
 
         // Apps: command-line programs live under Tools/, with what they share.

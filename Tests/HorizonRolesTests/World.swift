@@ -8,6 +8,7 @@ import HorizonSecureChannel
 import HorizonSimulatedRadio
 import HorizonStores
 import HorizonTestSupport
+import Logging
 import Synchronization
 
 /// A simulated shop: one trust anchor, terminals with their own ledgers, wallets that trust the
@@ -34,7 +35,8 @@ final class World: @unchecked Sendable {
         host: PaymentHostConfiguration = PaymentHostConfiguration(), link: LinkParameters = LinkParameters(),
         merchantName: String = "Café Horizon", label: String = "Till 1",
         radio: (any PeripheralRadio & CentralRadio)? = nil,
-        service serviceConfiguration: TerminalServiceConfiguration = TerminalServiceConfiguration()
+        service serviceConfiguration: TerminalServiceConfiguration = TerminalServiceConfiguration(),
+        logger: Logger = .silent
     ) throws -> TerminalRig {
         let device: any PeripheralRadio & CentralRadio =
             try radio
@@ -50,7 +52,8 @@ final class World: @unchecked Sendable {
             path: directory.appendingPathComponent("\(name).sqlite").path, configuration: ledger)
         let journal = try SQLiteTerminalJournal(path: directory.appendingPathComponent("\(name)-journal.sqlite").path)
         let service = TerminalRadioService(
-            radio: device, identity: identity, processor: ledger, journal: journal, configuration: serviceConfiguration)
+            radio: device, identity: identity, processor: ledger, journal: journal, configuration: serviceConfiguration,
+            logger: logger)
         let paymentHost = PaymentHost(service: service, processor: ledger, configuration: host)
         let observer = BluetoothConflictObserver(
             scanner: SightingHub(radio: device), ownTerminalKeyID: service.terminalKeyID)

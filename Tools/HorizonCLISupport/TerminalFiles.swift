@@ -185,7 +185,8 @@ extension TerminalFiles {
         try CrashInjection.validate(for: "terminal")
         let processor = CrashInjection.processor(wrapping: ledger)
         let journal = CrashInjection.journal(wrapping: try openJournal())
-        let service = TerminalRadioService(radio: radio, identity: identity, processor: processor, journal: journal)
+        let service = TerminalRadioService(
+            radio: radio, identity: identity, processor: processor, journal: journal, logger: logger)
         let recovery: JournalRecoveryReport
         do {
             recovery = try service.recoverJournal(redemptions: processor)

@@ -27,7 +27,7 @@ struct Pay: AsyncParsableCommand {
         defer { wallet.radio.shutdown() }
         let client = PaymentClient(
             radio: wallet.radio, identity: wallet.identity, trustAnchors: wallet.anchors,
-            pendingStore: wallet.pendingStore)
+            pendingStore: wallet.pendingStore, logger: wallet.logger)
         let tipText = tip
         let timeout = options.timeout
         try await withInterruptCancellation {

@@ -32,7 +32,7 @@ struct Redeem: AsyncParsableCommand {
         let clients: [RedemptionClient] = [.bonusRedemption, .goldRedemption, .couponRedemption].compactMap {
             RedemptionClient.redemptionClient(
                 transactionType: $0, radio: wallet.radio, identity: wallet.identity, trustAnchors: wallet.anchors,
-                pendingStore: wallet.pendingStore, scanner: hub)
+                pendingStore: wallet.pendingStore, scanner: hub, logger: wallet.logger)
         }
         let coupon = self.coupon
         let decider = ManualConnectionDeciderCollection(deciders: clients.map(\.manualConnectionDecider))

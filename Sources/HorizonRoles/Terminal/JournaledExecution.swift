@@ -1,6 +1,7 @@
 import HorizonCore
 import HorizonProtocol
 import HorizonStores
+import Logging
 
 /// How a confirmed request ended, as the terminal's journal has it.
 enum JournaledOutcome: Sendable {
@@ -137,9 +138,15 @@ extension TerminalRadioService {
                 }
             }
             switch outcome {
-            case .executed: report.settled.append(request.id)
-            case .refused: report.refused.append(request.id)
-            case .undecided(_, let reason): report.unresolved.append(.init(id: request.id, reason: reason))
+            case .executed:
+                logger.with(payment: request.id).notice("recovery: a confirmed request was settled")
+                report.settled.append(request.id)
+            case .refused:
+                logger.with(payment: request.id).notice("recovery: a confirmed request was refused; never executed")
+                report.refused.append(request.id)
+            case .undecided(_, let reason):
+                logger.with(payment: request.id).error("recovery: still unresolved", metadata: ["reason": "\(reason)"])
+                report.unresolved.append(.init(id: request.id, reason: reason))
             }
         }
         return report

@@ -4,6 +4,7 @@ import HorizonProtocol
 import HorizonRadio
 import HorizonSecureChannel
 import HorizonStores
+import Logging
 import Synchronization
 
 /// What the cashier asks for, as the signed offer states it.
@@ -176,6 +177,12 @@ final class SessionHost: TerminalSessionHandler, Sendable {
             return failure
         }
         service.register(sessionID, handler: self)
+        service.logger.with(session: sessionID).info(
+            "session opened",
+            metadata: [
+                "type": "\(executor.transactionType)", "amount": "\(terms.amount)",
+                "registerUser": "\(terms.registerUser)",
+            ])
         observable.set(.waitingForWallet)
         return nil
     }
@@ -192,7 +199,11 @@ final class SessionHost: TerminalSessionHandler, Sendable {
             return true
         }
         release(session)
-        for connection in session.wallets.values { connection.close() }
+        for (id, connection) in session.wallets {
+            // The wallet that was answered still owes its acknowledgement (a journal step): it
+            // keeps the linger time it was given; the others go now.
+            if id == session.executing { closeLater(connection) } else { connection.close() }
+        }
         observable.set(.idle)
         return true
     }
@@ -255,6 +266,8 @@ final class SessionHost: TerminalSessionHandler, Sendable {
                             sessionID: offer.sessionID, transactionType: offer.transactionType,
                             walletKey: hello.sessionKey), at: service.scheduler.wallClock)
                 } catch {
+                    service.logger.with(session: offer.sessionID).error(
+                        "the offer could not be journaled; not sent", metadata: ["error": "\(error)"])
                     // No offer leaves unless it is on record; the wallet may try again.
                     guarded.withLock { state in
                         state.session?.offerJournaled = false
@@ -270,6 +283,8 @@ final class SessionHost: TerminalSessionHandler, Sendable {
             connection.send(.offer(offer))
             if observable.value == .walletConnected { observable.set(.awaitingUserDecision) }
             walletNotices.set(.offered(connection.confirmationCode))
+            service.logger.with(session: offer.sessionID).info(
+                "offer sent", metadata: ["code": "\(connection.confirmationCode)"])
             armDecisionTimer()
         }
     }
@@ -305,6 +320,8 @@ final class SessionHost: TerminalSessionHandler, Sendable {
         }
         guard let left, !observable.value.isFinished else { return }
         closeLater(connection)
+        service.logger.with(session: cancel.sessionID).info(
+            "a wallet declined", metadata: ["code": "\(connection.confirmationCode)"])
         walletNotices.set(.declined(connection.confirmationCode))
         if left, observable.value == .walletConnected || observable.value == .awaitingUserDecision {
             observable.set(.waitingForWallet)
@@ -346,6 +363,8 @@ final class SessionHost: TerminalSessionHandler, Sendable {
                 .error(ErrorMessage(code: .protocolViolation, message: "unexpected \(message.type) in this session")))
             return
         case .refused(let error):
+            service.logger.with(session: session.id).with(payment: requestID).notice(
+                "request refused", metadata: ["code": "\(error.code)", "reason": "\(error.message)"])
             connection.send(.error(error))
             return
         case .accepted(let accepted): request = accepted
@@ -366,6 +385,8 @@ final class SessionHost: TerminalSessionHandler, Sendable {
             return
         }
         connection.proved(request.id)
+        let logger = service.logger.with(session: session.id).with(payment: request.id)
+        logger.info("executing the request")
         observable.set(.acquiringPaymentExecution)
         let executor = executor
         let outcome = service.executeJournaled(request, at: now) { (request) throws(ProcessorError) in
@@ -373,14 +394,17 @@ final class SessionHost: TerminalSessionHandler, Sendable {
         }
         switch outcome {
         case .refused(let error, let reason):
+            logger.notice("refused by the processor; nothing was executed", metadata: ["reason": "\(reason)"])
             connection.send(.error(error))
             closeLater(connection)
             finish(error: .processorFailure(reason))
         case .undecided(let error, let reason):
+            logger.error("outcome not recorded; settled at the next recovery", metadata: ["reason": "\(reason)"])
             connection.send(.error(error))
             closeLater(connection)
             finish(error: .outcomeUnknown(reason))
         case .executed(let result, let answer):
+            logger.info("settled", metadata: ["outcome": "\(result.outcome)", "tip": "\(result.tip)"])
             if let sessionKey = connection.sessionKey { service.sessionExecuted(session.id, by: sessionKey) }
             connection.send(answer)
             closeLater(connection)
@@ -442,6 +466,8 @@ final class SessionHost: TerminalSessionHandler, Sendable {
             connection.send(.cancel(why))
             closeLater(connection)
         }
+        service.logger.with(session: session.id).info(
+            "session ended", metadata: ["outcome": "\(error.map { "\($0)" } ?? "completed")"])
         observable.set(error == nil ? .completed : .completedWithError)
         onFinish(FinishedSession(session: session, result: error == nil ? result : nil, error: error))
     }

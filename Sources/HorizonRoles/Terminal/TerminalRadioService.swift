@@ -4,6 +4,7 @@ import HorizonProtocol
 import HorizonRadio
 import HorizonSecureChannel
 import HorizonStores
+import Logging
 import Synchronization
 
 /// One wallet's secure connection to the terminal.
@@ -192,10 +193,16 @@ public final class TerminalRadioService: Sendable {
 
     private let state = Mutex(State())
 
+    /// Where the terminal's events go (connections, refusals, sessions, settlements), with the
+    /// session and payment ids as metadata.
+    public let logger: Logger
+
     public init(
         radio: any PeripheralRadio, identity: TerminalIdentity, processor: any PaymentProcessor,
-        journal: any TerminalJournal, configuration: TerminalServiceConfiguration = TerminalServiceConfiguration()
+        journal: any TerminalJournal, configuration: TerminalServiceConfiguration = TerminalServiceConfiguration(),
+        logger: Logger = .silent
     ) {
+        self.logger = logger
         self.radio = radio
         self.identity = identity
         self.processor = processor
@@ -262,6 +269,10 @@ public final class TerminalRadioService: Sendable {
             return (id, evicted)
         }
         for connection in evicted { connection.close() }
+        if !evicted.isEmpty {
+            logger.notice("too many handshakes at once: closed the oldest", metadata: ["closed": "\(evicted.count)"])
+        }
+        logger.debug("connection opened", metadata: ["connection": "\(id)"])
         let box = ConnectionBox()
         let secure = SecureLink.accept(
             over: messageLink, identity: identity, configuration: configuration.secureLink,
@@ -295,6 +306,7 @@ public final class TerminalRadioService: Sendable {
             return
         }
         box.connection.withLock { $0 = connection }
+        logger.with(session: sessionID).debug("secure channel established", metadata: ["connection": "\(id)"])
         armIdleTimer(for: connection, after: configuration.idleTimeout)
     }
 
@@ -331,6 +343,8 @@ public final class TerminalRadioService: Sendable {
         let idleFor = scheduler.now - connection.lastActivityAt
         if idleFor >= timeout {
             state.withLock { $0.idleClosures += 1 }
+            logger.with(session: connection.sessionID).info(
+                "closed an idle connection", metadata: ["connection": "\(connection.id)"])
             connection.close()
         } else {
             armIdleTimer(for: connection, after: timeout - idleFor)
@@ -379,6 +393,8 @@ public final class TerminalRadioService: Sendable {
                 limit: configuration.maximumMessagesPerWindow, window: configuration.messageRateWindow)
         else {
             state.withLock { $0.rateClosures += 1 }
+            logger.with(session: connection.sessionID).notice(
+                "closed a connection over its message rate", metadata: ["connection": "\(connection.id)"])
             connection.close()
             return
         }
@@ -386,6 +402,8 @@ public final class TerminalRadioService: Sendable {
         do {
             message = try SessionMessage.decode(bytes)
         } catch {
+            logger.with(session: connection.sessionID).notice(
+                "undecodable message", metadata: ["connection": "\(connection.id)", "error": "\(error)"])
             connection.send(.error(ErrorMessage(code: .protocolViolation, message: "undecodable message: \(error)")))
             connection.close()
             return
@@ -431,6 +449,7 @@ public final class TerminalRadioService: Sendable {
         }
         connection.setSessionKey(hello.sessionKey)
         if !admitSession(hello.sessionID, for: hello.sessionKey) {
+            logger.with(session: hello.sessionID).notice("a wallet key over its session rate was refused")
             connection.send(
                 .error(
                     ErrorMessage(
@@ -445,6 +464,8 @@ public final class TerminalRadioService: Sendable {
 
     private func refuseHello(on connection: TerminalConnection, _ error: ErrorMessage) {
         state.withLock { $0.refusedHellos += 1 }
+        logger.with(session: connection.sessionID).notice(
+            "hello refused", metadata: ["connection": "\(connection.id)", "reason": "\(error.message)"])
         connection.send(.error(error))
         connection.close()
     }

@@ -3,6 +3,7 @@ import HorizonCore
 import HorizonProtocol
 import HorizonRadio
 import HorizonSecureChannel
+import Logging
 
 /// The wallet's payment client (the reference SDK's `PaymentClient`): follows terminals through
 /// its `fusionTracker`, fetches and verifies the chosen terminal's offer when the app starts
@@ -15,11 +16,12 @@ public final class PaymentClient: TransactionClient, @unchecked Sendable {
     public init(
         radio: any CentralRadio, identity: WalletIdentity, trustAnchors: [TrustAnchor],
         configuration: PaymentClientConfiguration = PaymentClientConfiguration(),
-        pendingStore: any PendingPaymentStore = InMemoryPendingPaymentStore(), scanner: SightingHub? = nil
+        pendingStore: any PendingPaymentStore = InMemoryPendingPaymentStore(), scanner: SightingHub? = nil,
+        logger: Logger = .silent
     ) {
         super.init(
             transactionType: .payment, radio: radio, identity: identity, trustAnchors: trustAnchors,
-            configuration: configuration, pendingStore: pendingStore, scanner: scanner,
+            configuration: configuration, pendingStore: pendingStore, scanner: scanner, logger: logger,
             notification: .paymentClientFinishedAPayment, userInfoKey: "finishedPayment")
     }
 

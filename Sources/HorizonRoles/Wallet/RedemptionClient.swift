@@ -3,6 +3,7 @@ import HorizonCore
 import HorizonProtocol
 import HorizonRadio
 import HorizonSecureChannel
+import Logging
 
 public typealias RedemptionClientState = PaymentClientState
 public typealias RedemptionClientError = PaymentClientError
@@ -28,12 +29,13 @@ public final class RedemptionClient: TransactionClient, @unchecked Sendable {
     public static func redemptionClient(
         transactionType: TransactionType, radio: any CentralRadio, identity: WalletIdentity,
         trustAnchors: [TrustAnchor], configuration: PaymentClientConfiguration = PaymentClientConfiguration(),
-        pendingStore: any PendingPaymentStore = InMemoryPendingPaymentStore(), scanner: SightingHub? = nil
+        pendingStore: any PendingPaymentStore = InMemoryPendingPaymentStore(), scanner: SightingHub? = nil,
+        logger: Logger = .silent
     ) -> RedemptionClient? {
         guard transactionType.isRedemption else { return nil }
         return RedemptionClient(
             transactionType: transactionType, radio: radio, identity: identity, trustAnchors: trustAnchors,
-            configuration: configuration, pendingStore: pendingStore, scanner: scanner)
+            configuration: configuration, pendingStore: pendingStore, scanner: scanner, logger: logger)
     }
 
     /// The reference SDK's `redemptionClientForBonusRedemption…`.
@@ -66,17 +68,17 @@ public final class RedemptionClient: TransactionClient, @unchecked Sendable {
     ) {
         self.init(
             transactionType: type, radio: radio, identity: identity, trustAnchors: anchors,
-            configuration: PaymentClientConfiguration(), pendingStore: pendingStore, scanner: scanner)
+            configuration: PaymentClientConfiguration(), pendingStore: pendingStore, scanner: scanner, logger: .silent)
     }
 
     fileprivate init(
         transactionType: TransactionType, radio: any CentralRadio, identity: WalletIdentity,
         trustAnchors: [TrustAnchor], configuration: PaymentClientConfiguration, pendingStore: any PendingPaymentStore,
-        scanner: SightingHub?
+        scanner: SightingHub?, logger: Logger
     ) {
         super.init(
             transactionType: transactionType, radio: radio, identity: identity, trustAnchors: trustAnchors,
-            configuration: configuration, pendingStore: pendingStore, scanner: scanner,
+            configuration: configuration, pendingStore: pendingStore, scanner: scanner, logger: logger,
             notification: .redemptionClientFinishedARedemption, userInfoKey: "finishedRedemption")
     }
 
@@ -150,22 +152,22 @@ public final class PaymentAndRedemptionClientCoordinator: Sendable {
     public convenience init(
         radio: any CentralRadio, identity: WalletIdentity, trustAnchors: [TrustAnchor],
         configuration: PaymentClientConfiguration = PaymentClientConfiguration(),
-        pendingStore: any PendingPaymentStore = InMemoryPendingPaymentStore()
+        pendingStore: any PendingPaymentStore = InMemoryPendingPaymentStore(), logger: Logger = .silent
     ) {
         let scanner = SightingHub(radio: radio)
         self.init(
             paymentClient: PaymentClient(
                 radio: radio, identity: identity, trustAnchors: trustAnchors, configuration: configuration,
-                pendingStore: pendingStore, scanner: scanner),
+                pendingStore: pendingStore, scanner: scanner, logger: logger),
             bonusRedemptionClient: RedemptionClient(
                 transactionType: .bonusRedemption, radio: radio, identity: identity, trustAnchors: trustAnchors,
-                configuration: configuration, pendingStore: pendingStore, scanner: scanner),
+                configuration: configuration, pendingStore: pendingStore, scanner: scanner, logger: logger),
             goldRedemptionClient: RedemptionClient(
                 transactionType: .goldRedemption, radio: radio, identity: identity, trustAnchors: trustAnchors,
-                configuration: configuration, pendingStore: pendingStore, scanner: scanner),
+                configuration: configuration, pendingStore: pendingStore, scanner: scanner, logger: logger),
             couponRedemptionClient: RedemptionClient(
                 transactionType: .couponRedemption, radio: radio, identity: identity, trustAnchors: trustAnchors,
-                configuration: configuration, pendingStore: pendingStore, scanner: scanner))
+                configuration: configuration, pendingStore: pendingStore, scanner: scanner, logger: logger))
     }
 
     /// The redemption client for a type (nil for `.payment`: use `paymentClient`).

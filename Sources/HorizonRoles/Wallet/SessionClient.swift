@@ -4,6 +4,7 @@ import HorizonLink
 import HorizonProtocol
 import HorizonRadio
 import HorizonSecureChannel
+import Logging
 import Synchronization
 
 /// The wallet's payment states, as in the reference SDK, plus `paymentPending`: confirmed, link
@@ -200,6 +201,7 @@ final class SessionClient: Sendable {
     public let configuration: PaymentClientConfiguration
     public let pendingStore: any PendingPaymentStore
     let radio: any CentralRadio
+    let logger: Logger
 
     let observable = ObservableState<PaymentClientState>(.idle)
     private let announce: @Sendable (WalletFinishedPayment) -> Void
@@ -235,8 +237,9 @@ final class SessionClient: Sendable {
     init(
         transactionType: TransactionType, radio: any CentralRadio, identity: WalletIdentity,
         trustAnchors: [TrustAnchor], configuration: PaymentClientConfiguration, pendingStore: any PendingPaymentStore,
-        scanner: SightingHub?, announce: @escaping @Sendable (WalletFinishedPayment) -> Void
+        scanner: SightingHub?, logger: Logger, announce: @escaping @Sendable (WalletFinishedPayment) -> Void
     ) {
+        self.logger = logger
         self.transactionType = transactionType
         self.announce = announce
         self.radio = radio
@@ -379,6 +382,7 @@ final class SessionClient: Sendable {
             }
             return false
         }
+        logger.with(session: pending.sessionID).with(payment: pending.paymentID).info("request signed, stored and sent")
         observable.set(.acquiringPaymentExecution)
         try? link.send(pending.request.encoded())
         armReceiptTimer()
@@ -464,6 +468,8 @@ final class SessionClient: Sendable {
                 return true
             }
             guard started else { return }
+            logger.with(session: candidate.peripheralMetaData.sessionID).info(
+                "taking the candidate", metadata: ["terminal": "\(candidate.peripheralMetaData.address)"])
             observable.set(.connecting)
             connect()
         case .rejected:
@@ -746,6 +752,8 @@ final class SessionClient: Sendable {
             let (pending, key, address) = guarded.withLock { state in
                 (state.attempt?.pending != nil, state.attempt?.tracking.key, state.attempt?.pending?.terminalAddress)
             }
+            logger.notice(
+                "the terminal failed authentication", metadata: ["reason": "\(reason)", "pending": "\(pending)"])
             if !pending {
                 if let key { decider.ignore(key) }
                 finish(error: .terminalNotTrusted(reason.description))
@@ -781,6 +789,8 @@ final class SessionClient: Sendable {
             return delay
         }
         guard let delay else { return }
+        logger.with(payment: pendingPayment?.paymentID).notice(
+            "link lost with a request pending; asking again", metadata: ["after": "\(delay)"])
         scheduler.schedule(after: delay) { [weak self] in
             guard let self, self.observable.value == .paymentPending else { return }
             self.retarget()
@@ -874,6 +884,12 @@ final class SessionClient: Sendable {
         case .connectionLost?, .connectionFailed?, .secureChannel?, .terminalNotTrusted?: break
         default: if let sessionID { decider.ignore(session: sessionID) }
         }
+        logger.with(session: sessionID).info(
+            "attempt finished",
+            metadata: [
+                "outcome": "\(error.map { "\($0)" } ?? "completed")",
+                "receipt": "\(receipt?.paymentID.description ?? "none")",
+            ])
         observable.set(error == nil ? .completed : .completedWithError)
         announce(WalletFinishedPayment(receipt: receipt, error: error))
     }

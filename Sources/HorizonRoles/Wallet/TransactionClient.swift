@@ -3,6 +3,7 @@ import HorizonCore
 import HorizonProtocol
 import HorizonRadio
 import HorizonSecureChannel
+import Logging
 
 /// What `PaymentClient` and `RedemptionClient` share: the state, the verified offer and receipt,
 /// the decider, connecting, resuming a pending request, restarting. App code can drive either
@@ -17,12 +18,13 @@ public class TransactionClient: @unchecked Sendable {
     init(
         transactionType: TransactionType, radio: any CentralRadio, identity: WalletIdentity,
         trustAnchors: [TrustAnchor], configuration: PaymentClientConfiguration, pendingStore: any PendingPaymentStore,
-        scanner: SightingHub?, notification: Notification.Name, userInfoKey: String
+        scanner: SightingHub?, logger: Logger, notification: Notification.Name, userInfoKey: String
     ) {
         let finished = self.finished
         core = SessionClient(
             transactionType: transactionType, radio: radio, identity: identity, trustAnchors: trustAnchors,
-            configuration: configuration, pendingStore: pendingStore, scanner: scanner
+            configuration: configuration, pendingStore: pendingStore, scanner: scanner,
+            logger: logger.with(transactionType: transactionType)
         ) { event in
             finished.send(event)
             NotificationCenter.default.post(name: notification, object: nil, userInfo: [userInfoKey: event])
