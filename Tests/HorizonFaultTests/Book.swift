@@ -78,6 +78,7 @@ struct FaultTally: Sendable, CustomStringConvertible {
     var declines = 0
     var ignoredOffers = 0
     var cashierCancels = 0
+    var rogue = RogueTally()
     var virtualSeconds = 0.0
 
     mutating func add(_ other: FaultTally) {
@@ -102,6 +103,7 @@ struct FaultTally: Sendable, CustomStringConvertible {
         declines += other.declines
         ignoredOffers += other.ignoredOffers
         cashierCancels += other.cashierCancels
+        rogue.add(other.rogue)
         virtualSeconds += other.virtualSeconds
     }
 
@@ -118,6 +120,7 @@ struct FaultTally: Sendable, CustomStringConvertible {
             link faults: \(list(linkFaults))
             crashes: \(list(crashes))
             moves out of range mid-transaction \(movesAway), clock skew changes \(skewChanges) (beyond the credential's validity \(largeSkews)), declines \(declines), ignored offers \(ignoredOffers), cashier cancels \(cashierCancels)
+            rogue central: \(rogue.visits) visits, \(rogue.hellos) hellos, \(rogue.offers) offers shown to it, \(rogue.cancels) cancels; sessions it ended \(rogue.endedSessions)
             """
     }
 }

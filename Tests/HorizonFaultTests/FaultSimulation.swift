@@ -16,12 +16,16 @@
 //   its durable writes (`DurableStep`: the ledger's commit, the wallet storing or resolving a
 //   request or storing a receipt) and is started again over the same files (ProcessSeam.swift);
 // - people: declining, ignoring an offer, hesitating before confirming, naming a coupon they do
-//   not have; cashiers cancelling.
+//   not have; cashiers cancelling;
+// - a rogue central (RogueCentralActor.swift): it completes the handshake with a terminal that
+//   just opened a session, says Hello with a fresh session key, declines at once half of the time,
+//   and holds the link a while.
 //
 // Then it stops the faults, lets every pending request be answered and every session end, and
 // checks the invariants from the files, not from the objects (Invariants.swift): no double charge,
 // no lost confirmed payment, balances (money, points, coupons, gold benefits) conserved, every
-// session ended in a final state, no wallet showed failure for a request that was executed.
+// session ended in a final state, no wallet showed failure for a request that was executed, and
+// the rogue ended no session and caused no execution.
 //
 // Commands:
 //   swift test --filter HorizonFaultTests                 the fixed CI seed set (10 seeds, 10,000+ transactions)
@@ -110,8 +114,11 @@ final class FaultSimulation: @unchecked Sendable {
     let rates: FaultRates
     let book = Book()
     var tally = FaultTally()
+    /// Invariant violations the simulation knows the code still has (see `FaultRunner.Outcome`).
+    var knownIssues: [String] = []
     private(set) var terminals: [TerminalActor] = []
     private(set) var wallets: [WalletActor] = []
+    private(set) var rogue: RogueCentralActor?
     /// What the ledger held for each wallet before the run.
     private(set) var openingAccounts: [Int: (balance: Int64, points: Int64)] = [:]
     private(set) var draining = false
@@ -193,6 +200,12 @@ final class FaultSimulation: @unchecked Sendable {
                     storePath: directory.appendingPathComponent("wallet-\(index).sqlite").path, coupons: coupons,
                     run: self))
         }
+        // Added last, so every other device keeps its address.
+        let rogueDevice = try simulation.addDevice(
+            name: "rogue",
+            configuration: DeviceConfiguration(
+                position: Position(x: Self.spacing * Double(terminalCount - 1) / 2, y: -1.5), link: linkParameters()))
+        rogue = RogueCentralActor(device: rogueDevice, run: self)
         tally.runs = 1
         tally.terminals = terminalCount
         tally.wallets = walletCount

@@ -6,6 +6,9 @@ enum FaultRunner {
     struct Outcome {
         var tally = FaultTally()
         var failures: [String] = []
+        /// Invariant violations of a bug not fixed yet, reported as a known issue (see
+        /// `recordKnownIssues`) so that the run still checks everything else.
+        var knownIssues: [String] = []
     }
 
     /// Runs each seed in its own directory; a failing seed is reported with how to replay it.
@@ -26,6 +29,7 @@ enum FaultRunner {
                     directory: directory)
                 let violations = try simulation.run()
                 outcome.tally.add(simulation.tally)
+                outcome.knownIssues += simulation.knownIssues.map { "seed \(seed): \($0)" }
                 if verbose {
                     print(
                         "fault simulation seed \(seed): \(simulation.tally.walletAttempts) attempts, \(violations.count) violation(s), \(String(format: "%.1f", Date().timeIntervalSince(started))) s"
@@ -44,6 +48,23 @@ enum FaultRunner {
     }
 
     static var environment: [String: String] { ProcessInfo.processInfo.environment }
+
+    /// Sessions the rogue central ended through the decision timer: SessionHost arms it once, at
+    /// the first proven Hello of a session, whoever sent it, so a rogue's Hello (with or without
+    /// a Cancel) ends the session a decision timeout later, however recently the customer's
+    /// wallet arrived (issue 12 item 1; the same as AttackTests'
+    /// `aRoguesHelloDoesNotStartTheClockOnTheCustomersDecision`). Known until SessionHost gives each
+    /// wallet its own decision time; then this stops recording and the known issue fails the test,
+    /// so the wrapper goes.
+    static func recordKnownIssues(_ outcome: Outcome) {
+        guard !outcome.knownIssues.isEmpty else { return }
+        withKnownIssue("issue 12 item 1: a rogue's Hello starts the session's decision timer") {
+            Issue.record(
+                Comment(
+                    rawValue: "\(outcome.knownIssues.count) session(s) ended by the rogue's Hello, e.g.\n  "
+                        + outcome.knownIssues.prefix(5).joined(separator: "\n  ")))
+        }
+    }
 }
 
 @Suite("Seeded fault simulation: exactly once under cuts, loss, crashes, movement and skew")
@@ -59,6 +80,7 @@ struct FaultSimulationTests {
             "fault simulation, CI seeds, \(String(format: "%.1f", Date().timeIntervalSince(started))) s:\n\(outcome.tally)"
         )
         for failure in outcome.failures { Issue.record(Comment(rawValue: failure)) }
+        FaultRunner.recordKnownIssues(outcome)
         #expect(outcome.tally.walletAttempts >= 10_000)
         // The faults really happened, of every kind.
         for kind in ["cut", "drop", "duplicate", "reorder"] { #expect(outcome.tally.linkFaults[kind, default: 0] > 0) }
@@ -67,6 +89,11 @@ struct FaultSimulationTests {
         #expect(outcome.tally.movesAway > 0)
         #expect(outcome.tally.skewChanges > 0)
         #expect(outcome.tally.resumedRequests > 0)
+        // The rogue central really attacked: its proven Hellos were shown offers, with and
+        // without a Cancel after them.
+        #expect(outcome.tally.rogue.offers > 0)
+        #expect(outcome.tally.rogue.cancels > 0)
+        #expect(outcome.tally.rogue.hellos > outcome.tally.rogue.cancels)
     }
 
     /// The same shop without faults: every invariant holds and most attempts complete (the rest
@@ -96,6 +123,7 @@ struct FaultSimulationTests {
             "fault simulation, \(runs) seeds from \(first), \(String(format: "%.1f", Date().timeIntervalSince(started))) s:\n\(outcome.tally)"
         )
         for failure in outcome.failures { Issue.record(Comment(rawValue: failure)) }
+        FaultRunner.recordKnownIssues(outcome)
     }
 
     /// Replays one seed (the one a failure printed): `HORIZON_FAULT_SEED=N swift test --filter replaysOneSeed`.
@@ -111,5 +139,6 @@ struct FaultSimulationTests {
             seeds: [seed], transactions: transactions, verbose: true, trace: environment["HORIZON_FAULT_TRACE"] == "1")
         print(outcome.tally)
         for failure in outcome.failures { Issue.record(Comment(rawValue: failure)) }
+        FaultRunner.recordKnownIssues(outcome)
     }
 }

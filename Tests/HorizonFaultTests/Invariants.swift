@@ -202,6 +202,16 @@ struct Invariants {
             violations.append("\(row.type) \(row.paymentID) was executed without a journaled confirmation")
         }
 
+        // The rogue central caused no execution and ended no session. Sessions it ended are kept
+        // apart (`knownIssues`) while SessionHost starts the decision timer at any wallet's Hello.
+        if let rogue = run.rogue {
+            let found = rogue.violations(
+                walletKeys: rows.map(\.walletKey), decisionTimeout: TerminalActor.decisionTimeout)
+            violations += found.executed
+            run.tally.rogue.endedSessions = found.ended.count
+            run.knownIssues += found.ended
+        }
+
         // No wallet showed failure for a request that was executed and approved.
         for failure in run.book.failures where approvedIDs.contains(failure.requestID.description) {
             violations.append(

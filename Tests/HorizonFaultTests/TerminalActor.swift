@@ -41,6 +41,13 @@ enum RegisterHost {
         }
     }
 
+    func observeWallets(_ observer: @escaping @Sendable (WalletNotice) -> Void) {
+        switch self {
+        case .payment(let host): host.observeWallets(observer)
+        case .redemption(let host): host.observeWallets(observer)
+        }
+    }
+
     @discardableResult
     func stop() -> Bool {
         switch self {
@@ -80,9 +87,14 @@ final class TerminalActor: @unchecked Sendable {
     private var service: TerminalRadioService?
     /// The session the cashier opened and has not seen end.
     private(set) var current: (type: TransactionType, host: RegisterHost, serial: Int)?
+    /// The id of the current session (what its advertisement carries).
+    private(set) var currentSessionID: SessionID?
     private var serial = 0
     /// False once the run winds down: no new sessions.
     var opensSessions = true
+
+    /// How long the register waits for a decision once a wallet was shown the offer.
+    static let decisionTimeout = Duration.seconds(10)
 
     init(index: Int, device: SimulatedDevice, identity: TerminalIdentity, ledgerPath: String, run: FaultSimulation) {
         self.index = index
@@ -122,7 +134,7 @@ final class TerminalActor: @unchecked Sendable {
         run.tally.recoveredRequests += recovery.settled.count + recovery.refused.count
         guard process.isAlive else { return }
         let configuration = PaymentHostConfiguration(
-            userDecisionTimeout: .seconds(10),
+            userDecisionTimeout: Self.decisionTimeout,
             merchantPrograms: MerchantPrograms(hasBonusProgram: true, hasGoldProgram: true, hasCouponProgram: true))
         var hosts: [TransactionType: RegisterHost] = [
             .payment: .payment(PaymentHost(service: service, processor: ledger, configuration: configuration))
@@ -139,11 +151,19 @@ final class TerminalActor: @unchecked Sendable {
                 guard process.isAlive else { return }
                 self?.hostChanged(type, state)
             }
+            // Which wallets were shown the offer, and when: the rogue's invariant needs it.
+            host.observeWallets { [weak self] notice in
+                guard process.isAlive, let self, case .offered(let code) = notice, self.current?.type == type,
+                    let sessionID = self.currentSessionID
+                else { return }
+                self.run.rogue?.offered(at: self.index, sessionID: sessionID, code: code)
+            }
         }
         self.process = process
         self.service = service
         self.hosts = hosts
         current = nil
+        currentSessionID = nil
         scheduleNextSession()
         run.scheduleRandomCrash(of: process, meanInterval: run.rates.terminalCrashInterval) { [weak self] in
             self?.crash(because: "at a random moment")
@@ -161,6 +181,7 @@ final class TerminalActor: @unchecked Sendable {
         service = nil
         hosts = [:]
         current = nil
+        currentSessionID = nil
         // The dead hosts stay registered with their dead service (a reference cycle); stopping
         // them later, off the crashing call stack, frees them and their ledger connection. Their
         // radio is already gated, so this has no effect outside the process.
@@ -186,6 +207,7 @@ final class TerminalActor: @unchecked Sendable {
         service = nil
         hosts = [:]
         current = nil
+        currentSessionID = nil
     }
 
     // MARK: The cashier
@@ -227,6 +249,8 @@ final class TerminalActor: @unchecked Sendable {
         serial += 1
         let session = serial
         current = (type, host, session)
+        currentSessionID = host.sessionID
+        if let sessionID = host.sessionID { run.rogue?.sessionOpened(by: self, sessionID: sessionID, type: type) }
         run.tally.terminalSessions += 1
         // A session nobody takes is given up after a while, as a cashier would.
         process.schedule(on: device.clock, after: .seconds(20)) { [weak self] in
@@ -261,11 +285,13 @@ final class TerminalActor: @unchecked Sendable {
             }
         }
         run.tally.terminalOutcomes[outcome, default: 0] += 1
+        if let sessionID = currentSessionID { run.rogue?.ended(at: index, sessionID: sessionID, outcome: outcome) }
         let session = current.serial
         process?.schedule(on: device.clock, after: .milliseconds(200)) { [weak self] in
             guard let self, let current = self.current, current.serial == session else { return }
             current.host.stop()
             self.current = nil
+            self.currentSessionID = nil
             self.scheduleNextSession()
         }
     }
