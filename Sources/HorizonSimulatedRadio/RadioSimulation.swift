@@ -90,11 +90,16 @@ public final class RadioSimulation: Scheduler, Sendable {
         speed: Double = 1, _ body: () async throws(Failure) -> T
     ) async throws(Failure) -> T {
         let driver = Task { [self] in
-            let start = ContinuousClock.now
-            let virtualStart = now
+            var last = ContinuousClock.now
+            var target = now
             while !Task.isCancelled {
-                let elapsed = ContinuousClock.now - start
-                run(until: virtualStart + elapsed * max(speed, 0.001))
+                // A starved driver (a busy machine) catches up at most one step at a time:
+                // virtual time slows down with the machine instead of jumping past timeouts
+                // that the code under test had no chance to beat.
+                let current = ContinuousClock.now
+                target = target + min(current - last, Self.liveMaximumStep) * max(speed, 0.001)
+                last = current
+                run(until: target)
                 try? await Task.sleep(for: .milliseconds(1))
             }
         }
@@ -108,6 +113,9 @@ public final class RadioSimulation: Scheduler, Sendable {
         await driver.value
         return try outcome.get()
     }
+
+    /// The most real time one step of `live` turns into virtual time.
+    static let liveMaximumStep: Duration = .milliseconds(20)
 
     /// Events waiting to fire (timers, deliveries, advertising).
     public var pendingEventCount: Int { state.withLock { $0.queue.count } }

@@ -40,28 +40,23 @@ import Testing
     try client.start()
 
     let (order, receipt) = try await simulation.live(speed: 10) {
-        try await withThrowingTaskGroup(of: PaymentReceipt?.self) { group in
-            // The register: one await per sale; cancelling the task cancels the sale.
-            let sale = Task { try await host.collect(try Money.parse("12.50", currency: .eur)) }
-            // The wallet: the nearest terminal, its verified offer, the person's answer.
-            group.addTask {
-                for await candidate in client.candidates() {
-                    let offer = try await client.fetchOffer(candidate)
-                    print("\(offer.merchantName): \(offer.amount), code \(offer.confirmationCode)")
-                    return try await client.pay(offer, tip: try Money.parse("1.50", currency: .eur))
-                }
-                return nil
-            }
-            let receipt = try await group.next() ?? nil
+        // The register: one await per sale; cancelling the task cancels the sale.
+        let sale = Task { try await host.collect(try Money.parse("12.50", currency: .eur)) }
+        // The wallet: the nearest terminal, its verified offer, the person's answer.
+        for await candidate in client.candidates() {
+            let offer = try await client.fetchOffer(candidate)
+            print("\(offer.merchantName): \(offer.amount), code \(offer.confirmationCode)")
+            let receipt = try await client.pay(offer, tip: try Money.parse("1.50", currency: .eur))
             return (try await sale.value, receipt)
         }
+        throw CancellationError()
     }
-    print(receipt?.total as Any, order.total)  // 14.00 EUR 14.00 EUR
+    print(receipt.total, order.total)  // 14.00 EUR 14.00 EUR
     // --- README example ends ---
 
-    #expect(receipt?.total == (try Money.parse("14.00", currency: .eur)))
+    #expect(receipt.total == (try Money.parse("14.00", currency: .eur)))
     #expect(order.total == (try Money.parse("14.00", currency: .eur)))
-    #expect(order.paymentID == receipt?.paymentID)
+    #expect(order.paymentID == receipt.paymentID)
     #expect(host.state == .idle)
     #expect(client.state == .idle)
     #expect(try ledger.transactions(limit: 10).count == 1)
