@@ -33,6 +33,11 @@ final class BlueZPeripheral: Sendable {
         var silentDisconnects = 0
         /// Connected centrals without a link yet, with the disconnect that awaits them.
         var unregistered: [String: ScheduledAction] = [:]
+        /// Sockets bluetoothd acquired with AcquireNotify, by the device it named; kept until that
+        /// device disconnects, bluetoothd closes the socket, or it acquires a new one for the device.
+        var notifySockets: [String: NotifySocket] = [:]
+        /// Notifications written to an acquired socket rather than sent as a Value change.
+        var socketNotifications = 0
     }
 
     let connection: DBusConnection
@@ -68,6 +73,9 @@ final class BlueZPeripheral: Sendable {
     var refusedTagCount: Int { state.withLock { $0.refusedTags } }
     var silentDisconnectCount: Int { state.withLock { $0.silentDisconnects } }
     var advertisementReregistrationCount: Int { state.withLock { $0.reregistrations } }
+    var socketNotificationCount: Int { state.withLock { $0.socketNotifications } }
+    /// Devices whose notifications currently go over an AcquireNotify socket.
+    var notifySocketDevices: Set<String> { state.withLock { Set($0.notifySockets.keys) } }
 
     func setConnectionHandler(_ handler: @escaping @Sendable (any ByteLink) -> Void) {
         state.withLock { $0.connectionHandler = handler }
@@ -143,14 +151,32 @@ final class BlueZPeripheral: Sendable {
                 DBusInterface(
                     BlueZName.gattCharacteristic,
                     methods: [
-                        // bluetoothd calls these when the first central subscribes and the last leaves.
+                        // bluetoothd calls these when a central subscribes and AcquireNotify was
+                        // not used (declined), and when the last one leaves: Value changes go out
+                        // to every subscriber whether or not they were called.
                         DBusMethod("StartNotify") { _ throws(DBusError) in [] },
                         DBusMethod("StopNotify") { _ throws(DBusError) in [] },
+                        // bluetoothd calls this instead of StartNotify when a central subscribes
+                        // (because NotifyAcquired is present), naming the central in "device".
+                        DBusMethod("AcquireNotify", input: "a{sv}", output: "hq") {
+                            [weak self] arguments throws(DBusError) in
+                            guard let self else {
+                                throw DBusError(name: "org.bluez.Error.NotSupported", message: "shutting down")
+                            }
+                            return try self.acquireNotify(arguments)
+                        },
                     ],
                     properties: [
                         .constant("UUID", .string(HorizonGATTService.terminalToWallet)),
                         .constant("Service", .objectPath(servicePath)),
                         .constant("Flags", .stringArray(["notify"])),
+                        // For a server, the presence of this property is what tells bluetoothd
+                        // that AcquireNotify is supported (doc/gatt-api.txt).
+                        DBusProperty(
+                            "NotifyAcquired", signature: "b", emitsChangedSignal: false,
+                            get: { [weak self] () throws(DBusError) in
+                                .boolean(self?.state.withLock { !$0.notifySockets.isEmpty } ?? false)
+                            }),
                         DBusProperty(
                             "Value", signature: "ay", emitsChangedSignal: true,
                             get: { [weak self] () throws(DBusError) in
@@ -158,6 +184,24 @@ final class BlueZPeripheral: Sendable {
                             }),
                     ])
             ])
+    }
+
+    /// AcquireNotify from bluetoothd (on the D-Bus queue): a socket pair, our end kept for the
+    /// device it names, its end and the MTU returned. Later notifications for that device's link
+    /// are written to the socket; see `NotifySocket` for what bluetoothd does with them.
+    private func acquireNotify(_ arguments: [DBusValue]) throws(DBusError) -> [DBusValue] {
+        guard let options = arguments.first?.stringVariantDictionary, let device = options["device"]?.objectPath
+        else {
+            // Without the device we could not tell whose notifications the socket is for.
+            throw DBusError(name: "org.bluez.Error.NotSupported", message: "AcquireNotify needs the device option")
+        }
+        // "The MTU returned shall be equal or smaller than the negotiated MTU": the one offered.
+        let mtu = options["mtu"]?.uint16 ?? 23
+        let (ours, theirs) = try NotifySocket.pair(device: device, mtu: Int(mtu))
+        // A socket acquired earlier for the device is replaced (and closed when released).
+        state.withLock { _ = $0.notifySockets.updateValue(ours, forKey: device) }
+        BlueZTrace.log("serve: AcquireNotify for \(device), MTU \(mtu): its notifications go over a socket")
+        return [.unixFileDescriptor(theirs), .uint16(mtu)]
     }
 
     private func unexportApplication() {
@@ -233,6 +277,9 @@ final class BlueZPeripheral: Sendable {
                 let link = state.withLock { state -> PeripheralLink? in
                     state.pendingDisconnects.removeValue(forKey: signal.path)?.cancel()
                     state.unregistered.removeValue(forKey: signal.path)?.cancel()
+                    // Its socket is closed (bluetoothd 5.69+ closes its end too; up to 5.68 that
+                    // makes the next subscriber's AcquireNotify create a new one).
+                    state.notifySockets.removeValue(forKey: signal.path)
                     return state.links.removeValue(forKey: signal.path)
                 }
                 if let link {
@@ -289,9 +336,31 @@ final class BlueZPeripheral: Sendable {
 
     // MARK: Links
 
-    /// Sends one notification for `link` (in call order).
+    /// Sends one notification for `link` (in call order): over the socket bluetoothd acquired for
+    /// its device if there is one (delivered to that device alone since BlueZ 5.69), else as a
+    /// Value change, which bluetoothd sends to every subscribed central. The tag is there either
+    /// way: the wallet cannot tell which path a frame took, and up to BlueZ 5.68 both broadcast.
     func notify(_ payload: [UInt8], for link: PeripheralLink) throws(RadioError) {
         let bytes = LinkFraming.notification(payload, to: link.tag)
+        if let socket = state.withLock({ $0.notifySockets[link.devicePath] }) {
+            switch socket.send(bytes) {
+            case .sent:
+                state.withLock { $0.socketNotifications += 1 }
+                return
+            case .closed:
+                // The device unsubscribed or bluetoothd dropped the socket: Value changes from now on.
+                state.withLock { state in
+                    if state.notifySockets[link.devicePath] === socket { state.notifySockets[link.devicePath] = nil }
+                }
+                BlueZTrace.log(
+                    "serve: bluetoothd closed the notify socket of \(link.devicePath); Value changes instead")
+            case .failed(let error):
+                throw .backend(
+                    name: "org.horizon.Error.NotifySocket",
+                    message: "bluetoothd did not take a notification for \(link.devicePath) from its socket "
+                        + "(\(String(cString: strerror(error))))")
+            }
+        }
         state.withLock { $0.lastNotification = bytes }
         do {
             try connection.emitPropertiesChanged(
@@ -480,6 +549,7 @@ final class BlueZPeripheral: Sendable {
                 state.arrivalWatch = nil
                 for timer in state.unregistered.values { timer.cancel() }
                 state.unregistered.removeAll()
+                state.notifySockets.removeAll()
             }
             return (
                 state.advertisements, Array(state.links.values), state.applicationRegistered,

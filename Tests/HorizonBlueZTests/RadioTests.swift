@@ -8,6 +8,10 @@ import Testing
 
 @testable import HorizonBlueZ
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A stand-in bluetoothd that speaks the GATT, advertising and device parts of BlueZ's API the
 /// way bluetoothd does: it reads a registered application with GetManagedObjects and an
 /// advertisement with GetAll, calls the application's WriteValue as a remote central would, and
@@ -310,6 +314,36 @@ final class FakeBluetoothd: Sendable {
             path: path, interface: "org.bluez.Device1", changed: ["Connected": .boolean(false)])
     }
 
+    /// A remote central enabling notifications on the terminal's notify characteristic (its CCC
+    /// write), as bluetoothd 5.69+ handles it in `ccc_write_cb` (src/gatt-database.c): if the
+    /// registered characteristic has a NotifyAcquired property, AcquireNotify with the options of
+    /// `append_options` (device, link, mtu), answered with a socket and an MTU; otherwise
+    /// StartNotify. Returns bluetoothd's end of the socket (owned by the caller), nil after
+    /// StartNotify.
+    func subscribe(_ device: String, to radio: BlueZRadio, mtu: UInt16 = 247) async throws -> Int32? {
+        let root = radio.peripheral.rootPath
+        let path = radio.peripheral.notifyCharacteristicPath
+        let exported = state.withLock { $0.applications[root]?[path]?["org.bluez.GattCharacteristic1"] }
+        guard exported?["NotifyAcquired"] != nil else {
+            _ = try await connection.call(
+                destination: radio.connection.uniqueName, path: path, interface: "org.bluez.GattCharacteristic1",
+                method: "StartNotify", timeout: .seconds(5))
+            return nil
+        }
+        let reply = try await connection.call(
+            destination: radio.connection.uniqueName, path: path, interface: "org.bluez.GattCharacteristic1",
+            method: "AcquireNotify",
+            arguments: [
+                .stringVariantDictionary([
+                    "device": .objectPath(device), "link": .string("LE"), "mtu": .uint16(mtu),
+                ])
+            ], timeout: .seconds(5))
+        guard reply.count == 2, reply[1].uint16 == mtu, let fd = reply[0].fileDescriptor?.take() else {
+            throw DBusError(name: "org.bluez.Error.Failed", message: "Invalid AcquireNotify response: \(reply)")
+        }
+        return fd
+    }
+
     /// A remote central writing to the terminal's characteristic, as bluetoothd relays it.
     func write(_ value: [UInt8], from device: String, to radio: BlueZRadio, mtu: UInt16 = 247) async throws {
         _ = try await connection.call(
@@ -338,6 +372,22 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
         try? await Task.sleep(for: .milliseconds(10))
     }
     return condition()
+}
+
+/// What bluetoothd's end of an AcquireNotify socket gives within `seconds`: one datagram (one
+/// notification), the end of the socket (the terminal closed it), or nothing.
+enum SocketRead: Equatable {
+    case datagram([UInt8])
+    case closed
+    case nothing
+}
+
+func readSocket(_ fd: Int32, within seconds: Double = 2) -> SocketRead {
+    var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+    guard poll(&poller, 1, Int32(seconds * 1000)) > 0 else { return .nothing }
+    var buffer = [UInt8](repeating: 0, count: 1024)
+    let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+    return count > 0 ? .datagram(Array(buffer.prefix(count))) : .closed
 }
 
 /// A Horizon-like advertisement: flags and 20 bytes of manufacturer data for company 0xFFFF.
@@ -513,6 +563,89 @@ struct BlueZRadioTests {
         // Past the 10 s grace: the silent central is disconnected, the registered wallet is not.
         #expect(await eventually(13) { radio.silentDisconnectCount == 2 })
         #expect(await eventually { Set(bluetoothd.state.withLock { $0.centralDisconnects }) == [silent, newcomer] })
+        advertising.stop()
+        radio.shutdown()
+    }
+
+    /// Issue 12, item 3: where bluetoothd offers per-device notification delivery (AcquireNotify
+    /// per subscribing device, BlueZ 5.69+), each wallet's notifications go over its own device's
+    /// socket and no other; a central without a socket (AcquireNotify not used, or BlueZ up to 5.68
+    /// acquiring one socket for the first subscriber only), or whose socket bluetoothd closed,
+    /// gets Value changes; a device's socket is closed when it disconnects.
+    @Test func eachWalletsNotificationsGoOverItsOwnDevicesAcquiredSocket() async throws {
+        let bluetoothd = try FakeBluetoothd()
+        let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
+        let links = Recorder<any ByteLink>()
+        radio.setConnectionHandler { links.append($0) }
+        let advertising = try radio.startAdvertising(sampleAdvertisement, interval: .milliseconds(100))
+        let valueChanges = Recorder<[UInt8]>()
+        let notifications = try await bluetoothd.connection.signals(
+            matching: .propertiesChanged(
+                sender: radio.connection.uniqueName, path: radio.peripheral.notifyCharacteristicPath))
+        let watch = Task {
+            for await signal in notifications {
+                if let value = signal.propertiesChanged?.changed["Value"]?.bytes { valueChanges.append(value) }
+            }
+        }
+        defer { watch.cancel() }
+
+        let first = FakeBluetoothd.adapterPath + "/dev_AA_BB_CC_DD_EE_01"
+        let second = FakeBluetoothd.adapterPath + "/dev_AA_BB_CC_DD_EE_02"
+        let third = FakeBluetoothd.adapterPath + "/dev_AA_BB_CC_DD_EE_03"
+        // Both wallets subscribe before registering their tags, as the wallet's central does.
+        let firstSocket = try #require(try await bluetoothd.subscribe(first, to: radio, mtu: 185))
+        let secondSocket = try #require(try await bluetoothd.subscribe(second, to: radio))
+        defer {
+            close(firstSocket)
+            close(secondSocket)
+        }
+        #expect(radio.peripheral.notifySocketDevices == [first, second])
+        var tags: [LinkTag] = []
+        for (index, device) in [first, second, third].enumerated() {
+            let tag = try #require(LinkTag([9, 9, 9, UInt8(index)]))
+            tags.append(tag)
+            try await bluetoothd.write(LinkFraming.registration(tag), from: device, to: radio)
+            #expect(await eventually { links.count == index + 1 })
+        }
+        let firstLink = try #require(links.values.first { $0.peer == PeerAddress("AA:BB:CC:DD:EE:01") })
+        let secondLink = try #require(links.values.first { $0.peer == PeerAddress("AA:BB:CC:DD:EE:02") })
+        let thirdLink = try #require(links.values.first { $0.peer == PeerAddress("AA:BB:CC:DD:EE:03") })
+
+        try firstLink.send([0x40, 1])
+        #expect(readSocket(firstSocket) == .datagram(tags[0].bytes + [0x40, 1]))
+        try secondLink.send([0x40, 2])
+        #expect(readSocket(secondSocket) == .datagram(tags[1].bytes + [0x40, 2]))
+        #expect(readSocket(firstSocket, within: 0.3) == .nothing, "the second wallet's frame reached the first")
+        #expect(readSocket(secondSocket, within: 0.3) == .nothing)
+        #expect(radio.peripheral.socketNotificationCount == 2)
+
+        // The third central never got a socket (it subscribed with StartNotify, or bluetoothd up
+        // to 5.68 keeps one socket for the first subscriber): its frames are Value changes.
+        try thirdLink.send([0x40, 3])
+        #expect(await eventually { valueChanges.values == [tags[2].bytes + [0x40, 3]] })
+        #expect(readSocket(firstSocket, within: 0.3) == .nothing)
+        #expect(readSocket(secondSocket, within: 0.3) == .nothing)
+
+        // bluetoothd closes the first wallet's socket (it unsubscribed): Value changes from then on.
+        shutdown(firstSocket, Int32(SHUT_RDWR))
+        try firstLink.send([0x40, 4])
+        #expect(await eventually { valueChanges.values.last == tags[0].bytes + [0x40, 4] })
+        #expect(radio.peripheral.notifySocketDevices == [second])
+
+        // The second wallet disconnects: the terminal closes its socket, as bluetoothd 5.69+ also
+        // does (and as bluetoothd up to 5.68 needs to acquire one for the next subscriber).
+        try bluetoothd.disconnectDevice(second)
+        #expect(readSocket(secondSocket) == .closed)
+        #expect(radio.peripheral.notifySocketDevices.isEmpty)
+        #expect(radio.peripheral.socketNotificationCount == 2)
+
+        // An AcquireNotify that names no device is declined (bluetoothd then calls StartNotify).
+        await #expect(throws: DBusError.self) {
+            try await bluetoothd.connection.call(
+                destination: radio.connection.uniqueName, path: radio.peripheral.notifyCharacteristicPath,
+                interface: "org.bluez.GattCharacteristic1", method: "AcquireNotify",
+                arguments: [.stringVariantDictionary(["mtu": .uint16(23)])], timeout: .seconds(5))
+        }
         advertising.stop()
         radio.shutdown()
     }

@@ -48,6 +48,10 @@ if setup_payments; then
     check "a foreign central (bluetoothctl) writes garbage; the terminal still takes a payment" \
         check_foreign_central_writes_garbage
     check "a payment with tip completes (terminal on hci0, wallet on hci1)" check_payment_with_tip
+    check "the wallet's adapter uses resolvable private addresses (the terminal sees one)" \
+        check_wallet_uses_a_private_address
+    check "bluetoothd acquires a notify socket for the wallet and the payment's notifications use it" \
+        check_notifications_over_acquired_socket
     check "the customer declines: nothing charged" check_rejection
     check "the cashier cancels while the customer decides: nothing charged" check_cancel
     check "the terminal's adapter is power-cycled while it waits: it advertises again and is paid" \
@@ -55,7 +59,7 @@ if setup_payments; then
     check "terminal killed after settling, restarted: the pending payment resolves, charged once" \
         check_terminal_killed_mid_payment
 else
-    check "terminal and wallet set up" false
+    check "terminal and wallet set up (the wallet's adapter with privacy on)" false
 fi
 
 echo "bluez: $passed passed, $failed failed"

@@ -17,7 +17,38 @@ on_wallet_radio=(--radio bluez --adapter "$wallet_adapter" --verbose)
 
 setup_payments() {
     terminal init --merchant-name "VM Café" --decision-timeout 30 >/dev/null &&
-        wallet init --trust "$work/terminal/anchor.pub" >/dev/null
+        wallet init --trust "$work/terminal/anchor.pub" >/dev/null &&
+        wallet_privacy_on
+}
+
+# Issue 12, item 7: the wallet's controller uses resolvable private addresses. BlueZ's main.conf
+# `Privacy = device` would turn them on for every adapter of this one bluetoothd, the terminal's
+# too (whose public address the bluetoothctl check connects to), and a terminal has nothing to
+# hide; so privacy is switched on for the wallet's controller alone, with the kernel's mgmt Set
+# Privacy (btmgmt generates a random IRK; the kernel takes it only while the controller is off).
+# bluetoothd sends its own Set Privacy (main.conf's, off) only when it first sets an adapter up,
+# and power cycles keep the setting, so it holds for every check that follows.
+wallet_privacy_on() {
+    local index=${wallet_adapter#hci}
+    btmgmt_q --index "$index" power off >/dev/null
+    btmgmt_q --index "$index" privacy on >"$work/privacy.btmgmt"
+    btmgmt_q --index "$index" power on >/dev/null
+    for _ in $(seq 100); do
+        busctl get-property org.bluez "/org/bluez/$wallet_adapter" org.bluez.Adapter1 Powered 2>/dev/null |
+            grep -q true && break
+        sleep 0.1
+    done
+    wallet_privacy_in_settings || {
+        echo "      privacy did not turn on for $wallet_adapter:"
+        sed 's/^/      /' "$work/privacy.btmgmt"
+        btmgmt_q --index "$index" info | sed 's/^/      /'
+        return 1
+    }
+}
+
+# True when the kernel lists privacy among the wallet controller's current settings.
+wallet_privacy_in_settings() {
+    btmgmt_q --index "${wallet_adapter#hci}" info | grep "current settings:" | grep -qw privacy
 }
 
 # Gives each check a clean slate: whatever connections and cached devices earlier checks left
@@ -138,6 +169,40 @@ check_payment_with_tip() {
         terminal transactions | grep -q "12.50 + 1.50" || {
         show tip
         terminal transactions
+        return 1
+    }
+}
+
+# The wallet's address as the terminal saw it (the device object bluetoothd made for the central
+# of the link in the tip check, named in the terminal's trace) is a resolvable private address:
+# random, the top two bits of its most significant byte 01 (Core spec, Vol 6, Part B, 1.3.2.2),
+# and not the wallet controller's public address; and privacy is still among its settings.
+check_wallet_uses_a_private_address() {
+    local seen public
+    seen=$(sed -n 's|.*serve: link from /org/bluez/[^/]*/dev_\([0-9A-F_]*\),.*|\1|p' "$work/tip.terminal" |
+        head -n1 | tr _ :)
+    public=$(busctl get-property org.bluez "/org/bluez/$wallet_adapter" org.bluez.Adapter1 Address | cut -d'"' -f2)
+    [ -n "$seen" ] && [ $(((16#${seen%%:*} >> 6) & 3)) -eq 1 ] && [ "$seen" != "$public" ] &&
+        wallet_privacy_in_settings || {
+        echo "      the terminal saw the wallet as '$seen'; its controller's public address is $public"
+        btmgmt_q --index "${wallet_adapter#hci}" info | grep -E "addr|settings" | sed 's/^/      /'
+        show tip
+        return 1
+    }
+    echo "      the terminal saw the wallet as $seen (resolvable private); its public address is $public"
+}
+
+# bluetoothd called AcquireNotify for the wallet's device in the tip check (the terminal exports
+# NotifyAcquired), so that payment's notifications went over the socket, and bluetoothd never
+# closed it under the terminal. (Debian 12's BlueZ 5.66 acquires one socket per characteristic and
+# sends its bytes to every subscriber; 5.69+ acquires one per device and sends to that device.)
+check_notifications_over_acquired_socket() {
+    local device
+    device=$(sed -n 's|.*serve: link from \(/org/bluez/[^,]*\),.*|\1|p' "$work/tip.terminal" | head -n1)
+    [ -n "$device" ] && grep -q "serve: AcquireNotify for $device," "$work/tip.terminal" &&
+        ! grep -q "closed the notify socket" "$work/tip.terminal" || {
+        echo "      no AcquireNotify for the wallet's device '$device' in the tip check's terminal log"
+        show tip
         return 1
     }
 }
