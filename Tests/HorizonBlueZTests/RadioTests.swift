@@ -650,6 +650,26 @@ struct BlueZRadioTests {
         radio.shutdown()
     }
 
+    /// A notify socket bluetoothd stopped reading is waited on for a bounded time, never forever,
+    /// and one whose other end was closed says so (the caller then falls back to Value changes).
+    @Test func aNotifySocketReportsAStalledOrClosedPeerInsteadOfBlocking() throws {
+        let (ours, theirs) = try NotifySocket.pair(device: FakeBluetoothd.adapterPath + "/dev_01", mtu: 247)
+        let datagram = [UInt8](repeating: 7, count: 200)
+        var sent = 0
+        while sent < 100_000, ours.send(datagram, patience: .zero) == .sent { sent += 1 }
+        #expect(sent > 0 && sent < 100_000)
+        let clock = ContinuousClock()
+        let start = clock.now
+        #expect(ours.send(datagram, patience: .milliseconds(200)) == .failed(EAGAIN))
+        #expect(clock.now - start >= .milliseconds(150))
+        // bluetoothd reading one notification makes room for the next.
+        let fd = try #require(theirs.rawValue)
+        #expect(readSocket(fd) == .datagram(datagram))
+        #expect(ours.send(datagram, patience: .milliseconds(200)) == .sent)
+        theirs.close()
+        #expect(ours.send(datagram) == .closed)
+    }
+
     /// bluetoothd calls Release on an advertisement it dropped (the adapter went away): a session
     /// still advertising registers its GATT application and advertisement again.
     @Test func anAdvertisementBluetoothdReleasesIsRegisteredAgainWhileItsSessionLasts() async throws {
