@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "HorizonDBus", targets: ["HorizonDBus"]),
         .library(name: "HorizonBlueZ", targets: ["HorizonBlueZ"]),
         .library(name: "HorizonRoles", targets: ["HorizonRoles"]),
+        .library(name: "HorizonLedger", targets: ["HorizonLedger"]),
         .executable(name: "horizon-demo", targets: ["horizon-demo"]),
         .executable(name: "horizon-terminal", targets: ["horizon-terminal"]),
         .executable(name: "horizon-wallet", targets: ["horizon-wallet"]),
@@ -28,6 +29,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.21.0"),
     ],
     targets: [
         // Shared vocabulary: bytes, time and scheduling, money, seeded randomness.
@@ -74,6 +76,18 @@ let package = Package(
         // Stores: the sandbox ledger behind the PaymentProcessor protocol (and, later, journals).
         .target(
             name: "HorizonStores", dependencies: ["CSQLite", "HorizonCore", "HorizonProtocol"], swiftSettings: strict),
+
+        // The server's ledger (issue 14): merchants, accounts, double-entry postings, exactly-once
+        // settlement and loyalty, one implementation of the rules over SQLite and PostgreSQL.
+        .target(
+            name: "HorizonLedger",
+            dependencies: [
+                "HorizonCore", "HorizonProtocol", "HorizonStores", .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ], swiftSettings: strict),
+        .testTarget(
+            name: "HorizonLedgerTests",
+            dependencies: ["HorizonLedger", "HorizonStores", "HorizonProtocol", "HorizonCore"], swiftSettings: strict),
 
         // Roles: the reference SDK's state machines (PaymentHost, PaymentClient, deciders).
         .target(

@@ -1,0 +1,323 @@
+import HorizonCore
+import HorizonProtocol
+import HorizonStores
+
+/// Payments and redemptions, executed exactly once per id (Stripe's idempotency rules): the
+/// first result, approval or decline, is stored with its terms and returned to every retry; a
+/// retry with other terms is refused as a conflict; concurrent requests with one id execute once,
+/// because the stored row is read and written in one transaction and `payment_id` is UNIQUE.
+extension Ledger {
+    /// Settles one confirmed payment at `merchant`: debits the wallet (never below zero),
+    /// credits the merchant, earns bonus points; or stores the decline.
+    public func settle(_ request: SettlementRequest, merchant: MerchantID, at time: UnixTime = now())
+        async throws(LedgerError) -> SettlementResult
+    {
+        let record = Record(
+            id: request.paymentID, sessionID: request.sessionID, walletKey: request.walletKey,
+            terminalKeyID: request.terminalKeyID, transactionType: .payment, item: "", quantity: 0,
+            amount: request.amount, tip: request.tip, registerUser: request.registerUser,
+            contentDigest: request.contentDigest)
+        let enrollment = options.enrollment
+        return try await executeOnce(
+            record, merchant: merchant, at: time,
+            sameTerms: { stored in
+                // A retry must be the same payment in every term, not only the same digest.
+                stored.contentDigest == request.contentDigest && stored.transaction.walletKey == request.walletKey
+                    && stored.transaction.result.transactionType == .payment
+                    && stored.transaction.result.sessionID == request.sessionID
+                    && stored.transaction.result.amount == request.amount
+                    && stored.transaction.result.tip == request.tip
+            },
+            execute: { (merchant, db) throws(LedgerError) in
+                try await Self.executePayment(request, at: merchant, enrollment: enrollment, time: time, in: db)
+            })
+    }
+
+    /// Redeems bonus points, this period's gold benefit or a coupon at `merchant`.
+    public func redeem(_ request: RedemptionRequest, merchant: MerchantID, at time: UnixTime = now())
+        async throws(LedgerError) -> SettlementResult
+    {
+        let record = Record(
+            id: request.redemptionID, sessionID: request.sessionID, walletKey: request.walletKey,
+            terminalKeyID: request.terminalKeyID, transactionType: request.transactionType, item: request.item,
+            quantity: request.quantity, amount: request.value, tip: .zero(request.value.currency), registerUser: "",
+            contentDigest: request.contentDigest)
+        return try await executeOnce(
+            record, merchant: merchant, at: time,
+            sameTerms: { stored in
+                stored.contentDigest == request.contentDigest && stored.transaction.walletKey == request.walletKey
+                    && stored.transaction.result.transactionType == request.transactionType
+                    && stored.transaction.result.sessionID == request.sessionID
+                    && stored.transaction.result.item == request.item
+                    && stored.transaction.result.quantity == request.quantity
+            },
+            execute: { (merchant, db) throws(LedgerError) in
+                try await Self.executeRedemption(request, at: merchant, time: time, in: db)
+            })
+    }
+
+    /// The stored result for a payment or redemption id, if it was executed.
+    public func result(for id: PaymentID) async throws(LedgerError) -> SettlementResult? {
+        try await transaction(for: id)?.result
+    }
+
+    /// The stored transaction for a payment or redemption id, if it was executed.
+    public func transaction(for id: PaymentID) async throws(LedgerError) -> LedgerTransaction? {
+        try await store.transaction { db in try await Self.stored(id, in: db)?.transaction }
+    }
+
+    /// A merchant's transactions, newest first; `before` pages on by reference.
+    public func transactions(of merchant: MerchantID, limit: Int = 50, before: Int64? = nil)
+        async throws(LedgerError) -> [LedgerTransaction]
+    {
+        guard (1...1000).contains(limit) else { throw .invalidArgument("a page holds 1 to 1000 transactions") }
+        return try await store.transaction { db in
+            _ = try await Self.merchant(merchant, in: db)
+            var result: [LedgerTransaction] = []
+            for row in try await db.query(
+                "SELECT * FROM transactions WHERE merchant_id = ? AND reference < ? ORDER BY reference DESC LIMIT ?",
+                [.text(merchant.rawValue), .integer(before ?? Int64.max), .integer(Int64(limit))])
+            {
+                result.append(try Self.decodeTransaction(row).transaction)
+            }
+            return result
+        }
+    }
+
+    /// How many transactions carry this id: 0 or 1, by the UNIQUE constraint (for tests and audits).
+    public func executionCount(of id: PaymentID) async throws(LedgerError) -> Int {
+        try await store.transaction { db in
+            let row = try await db.query(
+                "SELECT CAST(COUNT(*) AS BIGINT) AS n FROM transactions WHERE payment_id = ?", [.blob(id.bytes)]
+            ).first
+            return Int(try row?.integer("n") ?? 0)
+        }
+    }
+
+    // MARK: Exactly once
+
+    /// The columns every executed payment or redemption writes.
+    struct Record: Sendable {
+        let id: PaymentID
+        let sessionID: SessionID
+        let walletKey: PublicKeyBytes
+        let terminalKeyID: TerminalKeyID
+        let transactionType: TransactionType
+        let item: String
+        let quantity: Int64
+        let amount: Money
+        let tip: Money
+        let registerUser: String
+        let contentDigest: [UInt8]
+    }
+
+    /// What a rule decided, and what it touched.
+    struct Execution: Sendable {
+        let outcome: SettlementOutcome
+        let walletID: WalletID?
+        let entryID: Int64?
+    }
+
+    struct Stored: Sendable {
+        let transaction: LedgerTransaction
+        let contentDigest: [UInt8]
+    }
+
+    /// Replays the stored result (same terms, same merchant), refuses a conflicting retry, or
+    /// runs `execute` and stores its outcome, all in one transaction.
+    func executeOnce(
+        _ record: Record, merchant merchantID: MerchantID, at time: UnixTime,
+        sameTerms: @escaping @Sendable (Stored) -> Bool,
+        execute: @escaping @Sendable (Merchant, any SQLTransaction) async throws(LedgerError) -> Execution
+    ) async throws(LedgerError) -> SettlementResult {
+        try await store.transaction { db in
+            if let stored = try await Self.stored(record.id, in: db) {
+                guard stored.transaction.merchantID == merchantID, sameTerms(stored) else {
+                    throw LedgerError.conflictingRetry(record.id)
+                }
+                return stored.transaction.result
+            }
+            let merchant = try await Self.merchant(merchantID, in: db)
+            let execution = try await execute(merchant, db)
+            let reference = try await Self.insert(record, execution, merchant: merchantID, at: time, in: db)
+            let outcome: SettlementOutcome
+            if case .approved(_, let earned, let balance) = execution.outcome {
+                outcome = .approved(
+                    reference: UInt64(reference), bonusPointsEarned: earned, bonusPointsBalance: balance)
+            } else {
+                outcome = execution.outcome
+            }
+            return SettlementResult(
+                paymentID: record.id, sessionID: record.sessionID, amount: record.amount, tip: record.tip,
+                outcome: outcome, settledAt: time, transactionType: record.transactionType, item: record.item,
+                quantity: record.quantity)
+        }
+    }
+
+    static func insert(
+        _ record: Record, _ execution: Execution, merchant: MerchantID, at time: UnixTime, in db: any SQLTransaction
+    ) async throws(LedgerError) -> Int64 {
+        var code: SQLValue = .null
+        var reason: SQLValue = .null
+        var earned: Int64 = 0
+        var balance: Int64 = 0
+        switch execution.outcome {
+        case .approved(_, let bonusEarned, let bonusBalance):
+            earned = bonusEarned
+            balance = bonusBalance
+        case .declined(let errorCode, let text):
+            code = .integer(Int64(errorCode.rawValue))
+            reason = .text(text)
+        }
+        let rows = try await db.query(
+            """
+            INSERT INTO transactions(payment_id, merchant_id, transaction_type, item, quantity, session_id,
+                wallet_key, wallet_id, terminal_key_id, amount, tip, currency, register_user, content_digest,
+                outcome, decline_code, decline_reason, bonus_earned, bonus_balance, entry_id, settled_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING reference
+            """,
+            [
+                .blob(record.id.bytes), .text(merchant.rawValue), .integer(Int64(record.transactionType.rawValue)),
+                .text(record.item), .integer(record.quantity), .integer(Int64(bitPattern: record.sessionID.rawValue)),
+                .blob(record.walletKey.bytes), execution.walletID.map { .text($0.rawValue) } ?? .null,
+                .blob(record.terminalKeyID.bytes), .integer(record.amount.minorUnits), .integer(record.tip.minorUnits),
+                .text(record.amount.currency.code), .text(record.registerUser), .blob(record.contentDigest),
+                .text(execution.outcome.isApproved ? "approved" : "declined"), code, reason, .integer(earned),
+                .integer(balance), execution.entryID.map { .integer($0) } ?? .null, .integer(time),
+            ])
+        guard let row = rows.first else { throw .database("inserting a transaction returned no reference") }
+        return try row.integer("reference")
+    }
+
+    static func stored(_ id: PaymentID, in db: any SQLTransaction) async throws(LedgerError) -> Stored? {
+        guard let row = try await db.query("SELECT * FROM transactions WHERE payment_id = ?", [.blob(id.bytes)]).first
+        else { return nil }
+        return try decodeTransaction(row)
+    }
+
+    /// A stored transaction, every column checked: a value this version cannot read is an error.
+    static func decodeTransaction(_ row: SQLRow) throws(LedgerError) -> Stored {
+        let paymentIDBytes = try row.bytes("payment_id")
+        guard let paymentID = try? PaymentID(bytes: paymentIDBytes) else {
+            throw .corruptRow(column: "payment_id", reason: "not \(PaymentID.byteCount) bytes")
+        }
+        let rawSession = try row.integer("session_id")
+        guard let sessionID = SessionID(rawValue: UInt64(bitPattern: rawSession)) else {
+            throw .corruptRow(column: "session_id", reason: "zero")
+        }
+        let currency = try currency(row.text("currency"), column: "currency")
+        let amount = try money(row.integer("amount"), currency, column: "amount")
+        let tip = try money(row.integer("tip"), currency, column: "tip")
+        let rawType = try row.integer("transaction_type")
+        guard let type = UInt8(exactly: rawType).flatMap(TransactionType.init(rawValue:)) else {
+            throw .corruptRow(column: "transaction_type", reason: "\(rawType) is not a transaction type")
+        }
+        let reference = try row.integer("reference")
+        let outcome: SettlementOutcome
+        switch try row.text("outcome") {
+        case "approved":
+            outcome = .approved(
+                reference: UInt64(reference), bonusPointsEarned: try row.integer("bonus_earned"),
+                bonusPointsBalance: try row.integer("bonus_balance"))
+        case "declined":
+            let rawCode = try row.integer("decline_code")
+            guard let code = UInt16(exactly: rawCode) else {
+                throw .corruptRow(column: "decline_code", reason: "\(rawCode) is not an error code")
+            }
+            outcome = .declined(code: ErrorCode(rawValue: code), reason: try row.text("decline_reason"))
+        case let other:
+            throw .corruptRow(column: "outcome", reason: "\(other) is neither approved nor declined")
+        }
+        let walletKeyBytes = try row.bytes("wallet_key")
+        guard let walletKey = try? PublicKeyBytes(bytes: walletKeyBytes) else {
+            throw .corruptRow(column: "wallet_key", reason: "not an uncompressed P-256 public key")
+        }
+        let terminalKeyIDBytes = try row.bytes("terminal_key_id")
+        guard let terminalKeyID = try? TerminalKeyID(bytes: terminalKeyIDBytes) else {
+            throw .corruptRow(column: "terminal_key_id", reason: "not \(TerminalKeyID.byteCount) bytes")
+        }
+        let result = SettlementResult(
+            paymentID: paymentID, sessionID: sessionID, amount: amount, tip: tip, outcome: outcome,
+            settledAt: try row.integer("settled_at"), transactionType: type, item: try row.text("item"),
+            quantity: try row.integer("quantity"))
+        return Stored(
+            transaction: LedgerTransaction(
+                reference: reference, merchantID: MerchantID(rawValue: try row.text("merchant_id")),
+                walletID: try row.optionalText("wallet_id").map(WalletID.init(rawValue:)), walletKey: walletKey,
+                terminalKeyID: terminalKeyID, registerUser: try row.text("register_user"), result: result),
+            contentDigest: try row.bytes("content_digest"))
+    }
+
+    // MARK: The payment rule
+
+    /// Decides the outcome and moves the money, inside the caller's transaction.
+    static func executePayment(
+        _ request: SettlementRequest, at merchant: Merchant, enrollment: WalletEnrollment, time: UnixTime,
+        in db: any SQLTransaction
+    ) async throws(LedgerError) -> Execution {
+        func decline(_ code: ErrorCode, _ reason: String, wallet: WalletID? = nil) -> Execution {
+            Execution(outcome: .declined(code: code, reason: reason), walletID: wallet, entryID: nil)
+        }
+        guard request.amount.minorUnits > 0 else {
+            return decline(.invalidAmount, "the amount must be greater than zero")
+        }
+        for money in [request.amount, request.tip] where money.currency != merchant.currency {
+            return decline(
+                .unsupportedCurrency, "this merchant settles in \(merchant.currency.code), not \(money.currency.code)")
+        }
+        guard let total = try? request.amount.adding(request.tip) else {
+            return decline(.invalidAmount, "amount plus tip is out of range")
+        }
+        let walletID: WalletID
+        if let known = try await activeWalletID(for: request.walletKey, in: db) {
+            walletID = known
+        } else {
+            let keyKnown = try await !db.query(
+                "SELECT wallet_id FROM wallet_keys WHERE public_key = ?", [.blob(request.walletKey.bytes)]
+            ).isEmpty
+            switch enrollment {
+            case .onFirstContact(let startingBalance) where !keyKnown:
+                // The sandbox: a new key becomes a wallet funded from the external account, so
+                // even demo money is posted and balanced.
+                walletID = WalletID.generate()
+                try await insertWallet(id: walletID, name: "sandbox wallet", key: request.walletKey, at: time, in: db)
+                if startingBalance > 0 {
+                    _ = try await fund(
+                        walletID, with: money(startingBalance, merchant.currency, column: "starting balance"),
+                        kind: "enrollment", at: time, in: db)
+                }
+            default:
+                return decline(
+                    .unknownWallet,
+                    keyKnown
+                        ? "this wallet key was revoked; register the wallet again"
+                        : "this wallet is not registered with the merchant's Horizon server")
+            }
+        }
+        let wallet = try await account(.wallet, owner: walletID.rawValue, merchant.currency, in: db)
+        guard wallet.balance >= total.minorUnits else {
+            return decline(
+                .insufficientFunds,
+                "insufficient funds: \(total) needed, \(try money(wallet.balance, merchant.currency, column: "balance")) available",
+                wallet: walletID)
+        }
+        var unit: Int64 = 1
+        for _ in 0..<merchant.currency.exponent { unit *= 10 }
+        // Saturating: points are a reward, and an absurd rule must not crash a payment.
+        let (product, overflow) = (request.amount.minorUnits / unit).multipliedReportingOverflow(
+            by: merchant.bonusPointsPerMajorUnit)
+        let earned = overflow ? Money.maximumMinorUnits : min(product, Money.maximumMinorUnits)
+        let points = min(try await bonusPoints(walletID, merchant.id, in: db) + earned, Money.maximumMinorUnits)
+        let merchantAccount = try await account(.merchant, owner: merchant.id.rawValue, merchant.currency, in: db)
+        let entry = try await post(
+            "payment",
+            [
+                Leg(account: wallet.id, currency: merchant.currency, amount: -total.minorUnits),
+                Leg(account: merchantAccount.id, currency: merchant.currency, amount: total.minorUnits),
+            ], at: time, in: db)
+        try await setBonusPoints(points, walletID, merchant.id, in: db)
+        return Execution(
+            outcome: .approved(reference: 0, bonusPointsEarned: earned, bonusPointsBalance: points), walletID: walletID,
+            entryID: entry)
+    }
+}

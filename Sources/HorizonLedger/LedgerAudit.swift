@@ -1,0 +1,70 @@
+/// The ledger's invariants, checked by SQL over the stored rows alone (not through the rules
+/// that wrote them), for tests, the scale-out check and an operator's audit.
+public enum LedgerAudit {
+    /// Each query returns one row per violation, with a `what` column saying which.
+    static let checks: [(name: String, sql: String)] = [
+        (
+            "an entry's postings do not sum to zero in a currency",
+            """
+            SELECT 'entry ' || CAST(entry_id AS TEXT) || ' ' || currency AS what FROM postings
+            GROUP BY entry_id, currency HAVING SUM(amount) <> 0
+            """
+        ),
+        (
+            "an entry has fewer than two postings",
+            """
+            SELECT 'entry ' || CAST(e.id AS TEXT) AS what FROM entries e LEFT JOIN postings p ON p.entry_id = e.id
+            GROUP BY e.id HAVING COUNT(p.id) < 2
+            """
+        ),
+        (
+            "an account's balance is not the sum of its postings",
+            """
+            SELECT 'account ' || CAST(a.id AS TEXT) AS what FROM accounts a LEFT JOIN postings p ON p.account_id = a.id
+            GROUP BY a.id, a.balance HAVING a.balance <> COALESCE(SUM(p.amount), 0)
+            """
+        ),
+        (
+            "a wallet or merchant account is below zero",
+            "SELECT 'account ' || CAST(id AS TEXT) AS what FROM accounts WHERE kind <> 'external' AND balance < 0"
+        ),
+        (
+            "the accounts of a currency do not sum to zero",
+            "SELECT currency AS what FROM accounts GROUP BY currency HAVING SUM(balance) <> 0"
+        ),
+        (
+            "an approved payment without its entry, or a decline or redemption that moved money",
+            """
+            SELECT 'transaction ' || CAST(reference AS TEXT) AS what FROM transactions
+            WHERE (outcome = 'approved' AND transaction_type = 1 AND entry_id IS NULL)
+               OR ((outcome <> 'approved' OR transaction_type <> 1) AND entry_id IS NOT NULL)
+            """
+        ),
+        (
+            "a payment's entry did not move its amount plus tip",
+            """
+            SELECT 'transaction ' || CAST(t.reference AS TEXT) AS what FROM transactions t
+            JOIN postings p ON p.entry_id = t.entry_id AND p.amount > 0
+            GROUP BY t.reference, t.amount, t.tip HAVING SUM(p.amount) <> t.amount + t.tip
+            """
+        ),
+        (
+            "an entry is used by more than one transaction",
+            """
+            SELECT 'entry ' || CAST(entry_id AS TEXT) AS what FROM transactions WHERE entry_id IS NOT NULL
+            GROUP BY entry_id HAVING COUNT(*) > 1
+            """
+        ),
+    ]
+
+    /// Every violation found, as "check: where"; empty when the ledger is consistent.
+    public static func violations(in store: any LedgerStore) async throws(LedgerError) -> [String] {
+        try await store.transaction { db in
+            var found: [String] = []
+            for check in checks {
+                for row in try await db.query(check.sql) { found.append("\(check.name): \(try row.text("what"))") }
+            }
+            return found
+        }
+    }
+}

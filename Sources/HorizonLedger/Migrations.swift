@@ -1,0 +1,211 @@
+/// One step of the schema's history. Steps are never edited once released: a change is a new
+/// step, so that every older database reaches the current schema by the same path.
+struct Migration: Sendable {
+    let version: Int
+    let name: String
+    /// Statements in the dialect-neutral template (`{ID}`, `{INT}`, `{BYTES}`, `{STRICT}`),
+    /// one statement each (both drivers run one statement per call).
+    let statements: [String]
+}
+
+/// The ledger's schema history, and the runner that brings a database up to date.
+///
+/// `schema_migrations` records each applied step. A database at an older version is migrated,
+/// never refused; one at a newer version than this program knows is refused, because this
+/// program's rules would not know what its newer tables mean.
+public enum LedgerSchema {
+    /// The version this program's rules read and write.
+    public static var currentVersion: Int { migrations.last?.version ?? 0 }
+
+    static let migrations: [Migration] = [
+        Migration(
+            version: 1, name: "merchants, wallets, accounts, postings and settlement",
+            statements: [
+                """
+                CREATE TABLE merchants(
+                    id TEXT PRIMARY KEY,
+                    name TEXT NOT NULL CHECK (length(name) > 0),
+                    currency TEXT NOT NULL CHECK (length(currency) = 3),
+                    admin_email TEXT NOT NULL UNIQUE,
+                    created_at {INT} NOT NULL) {STRICT}
+                """,
+                """
+                CREATE TABLE wallets(
+                    id TEXT PRIMARY KEY,
+                    name TEXT NOT NULL,
+                    created_at {INT} NOT NULL) {STRICT}
+                """,
+                // A wallet's keys: one active at a time in practice; a restored device adds a new
+                // key and revokes the old one, and the account stays the same.
+                """
+                CREATE TABLE wallet_keys(
+                    public_key {BYTES} PRIMARY KEY,
+                    wallet_id TEXT NOT NULL REFERENCES wallets(id),
+                    added_at {INT} NOT NULL,
+                    revoked_at {INT}) {STRICT}
+                """,
+                "CREATE INDEX wallet_keys_wallet ON wallet_keys(wallet_id)",
+                // Balances per owner and currency. Wallets and merchants never go below zero (the
+                // rules check first; the CHECK is the backstop); the external account is where
+                // money enters from outside (top-ups), so it goes negative by what came in.
+                """
+                CREATE TABLE accounts(
+                    id {ID},
+                    kind TEXT NOT NULL CHECK (kind IN ('wallet', 'merchant', 'external')),
+                    owner_id TEXT NOT NULL,
+                    currency TEXT NOT NULL CHECK (length(currency) = 3),
+                    balance {INT} NOT NULL,
+                    UNIQUE (kind, owner_id, currency),
+                    UNIQUE (id, currency),
+                    CHECK (kind = 'external' OR balance >= 0)) {STRICT}
+                """,
+                // One entry per movement of money; its postings sum to zero per currency.
+                """
+                CREATE TABLE entries(
+                    id {ID},
+                    kind TEXT NOT NULL CHECK (kind IN ('payment', 'deposit', 'enrollment')),
+                    created_at {INT} NOT NULL) {STRICT}
+                """,
+                // The composite key makes a posting's currency its account's currency.
+                """
+                CREATE TABLE postings(
+                    id {ID},
+                    entry_id {INT} NOT NULL REFERENCES entries(id),
+                    account_id {INT} NOT NULL,
+                    currency TEXT NOT NULL,
+                    amount {INT} NOT NULL CHECK (amount <> 0),
+                    FOREIGN KEY (account_id, currency) REFERENCES accounts(id, currency)) {STRICT}
+                """,
+                "CREATE INDEX postings_entry ON postings(entry_id)",
+                "CREATE INDEX postings_account ON postings(account_id)",
+                """
+                CREATE TABLE register_users(
+                    merchant_id TEXT NOT NULL REFERENCES merchants(id),
+                    user_id TEXT NOT NULL CHECK (length(user_id) > 0),
+                    name TEXT NOT NULL,
+                    added_at {INT} NOT NULL,
+                    PRIMARY KEY (merchant_id, user_id)) {STRICT}
+                """,
+                // Every executed payment or redemption, approved or declined, by its id: the
+                // UNIQUE payment_id is what makes execution happen once.
+                """
+                CREATE TABLE transactions(
+                    reference {ID},
+                    payment_id {BYTES} NOT NULL UNIQUE,
+                    merchant_id TEXT NOT NULL REFERENCES merchants(id),
+                    transaction_type {INT} NOT NULL,
+                    item TEXT NOT NULL,
+                    quantity {INT} NOT NULL,
+                    session_id {INT} NOT NULL,
+                    wallet_key {BYTES} NOT NULL,
+                    wallet_id TEXT REFERENCES wallets(id),
+                    terminal_key_id {BYTES} NOT NULL,
+                    amount {INT} NOT NULL CHECK (amount >= 0),
+                    tip {INT} NOT NULL CHECK (tip >= 0),
+                    currency TEXT NOT NULL,
+                    register_user TEXT NOT NULL,
+                    content_digest {BYTES} NOT NULL,
+                    outcome TEXT NOT NULL CHECK (outcome IN ('approved', 'declined')),
+                    decline_code {INT},
+                    decline_reason TEXT,
+                    bonus_earned {INT} NOT NULL,
+                    bonus_balance {INT} NOT NULL,
+                    entry_id {INT} REFERENCES entries(id),
+                    settled_at {INT} NOT NULL) {STRICT}
+                """,
+                "CREATE INDEX transactions_merchant ON transactions(merchant_id, reference)",
+            ]),
+        Migration(
+            version: 2, name: "loyalty: bonus points, gold memberships, coupons",
+            statements: [
+                """
+                ALTER TABLE merchants ADD COLUMN bonus_points_per_major_unit {INT} NOT NULL DEFAULT 1
+                    CHECK (bonus_points_per_major_unit BETWEEN 0 AND 1000000)
+                """,
+                """
+                CREATE TABLE bonus_points(
+                    merchant_id TEXT NOT NULL REFERENCES merchants(id),
+                    wallet_id TEXT NOT NULL REFERENCES wallets(id),
+                    points {INT} NOT NULL CHECK (points >= 0),
+                    PRIMARY KEY (merchant_id, wallet_id)) {STRICT}
+                """,
+                """
+                CREATE TABLE gold_memberships(
+                    merchant_id TEXT NOT NULL REFERENCES merchants(id),
+                    wallet_id TEXT NOT NULL REFERENCES wallets(id),
+                    tier TEXT NOT NULL,
+                    valid_from {INT} NOT NULL,
+                    valid_until {INT} NOT NULL,
+                    benefit_period {INT} NOT NULL CHECK (benefit_period > 0),
+                    last_benefit_period {INT},
+                    PRIMARY KEY (merchant_id, wallet_id)) {STRICT}
+                """,
+                """
+                CREATE TABLE coupons(
+                    merchant_id TEXT NOT NULL REFERENCES merchants(id),
+                    code TEXT NOT NULL,
+                    wallet_id TEXT NOT NULL REFERENCES wallets(id),
+                    description TEXT NOT NULL,
+                    value {INT} NOT NULL CHECK (value >= 0),
+                    expires_at {INT} NOT NULL,
+                    redeemed_at {INT},
+                    redemption_id {BYTES},
+                    PRIMARY KEY (merchant_id, code)) {STRICT}
+                """,
+            ]),
+    ]
+
+    /// Brings the store's schema to `target` (the current version unless told otherwise, which
+    /// only tests of the migration path do), all pending steps in one transaction: a step that
+    /// fails leaves the database at the version before the run. Returns the version reached.
+    @discardableResult
+    public static func migrate(_ store: any LedgerStore, to target: Int? = nil, at time: Int64)
+        async throws(LedgerError) -> Int
+    {
+        let target = target ?? currentVersion
+        guard (0...currentVersion).contains(target) else {
+            throw .invalidArgument("schema version \(target) is not one this program knows (0 to \(currentVersion))")
+        }
+        let dialect = store.dialect
+        return try await store.transaction { db in
+            if let lock = dialect.migrationLock { try await db.query(lock) }
+            try await db.query(
+                dialect.render(
+                    """
+                    CREATE TABLE IF NOT EXISTS schema_migrations(
+                        version {INT} PRIMARY KEY,
+                        name TEXT NOT NULL,
+                        applied_at {INT} NOT NULL) {STRICT}
+                    """))
+            let found = try await version(in: db)
+            if found > currentVersion { throw LedgerError.schemaTooNew(found: found, supported: currentVersion) }
+            for migration in migrations where migration.version > found && migration.version <= target {
+                for statement in migration.statements {
+                    do {
+                        try await db.query(dialect.render(statement))
+                    } catch LedgerError.contention(let attempts) {
+                        // A conflict with another process is retried whole, not reported as a broken step.
+                        throw LedgerError.contention(attempts: attempts)
+                    } catch {
+                        throw LedgerError.migrationFailed(
+                            version: migration.version, name: migration.name, reason: "\(error)")
+                    }
+                }
+                try await db.query(
+                    "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",
+                    [.integer(Int64(migration.version)), .text(migration.name), .integer(time)])
+            }
+            return try await version(in: db)
+        }
+    }
+
+    /// The highest applied version (0 for a new database).
+    static func version(in db: any SQLTransaction) async throws(LedgerError) -> Int {
+        let row = try await db.query(
+            "SELECT CAST(COALESCE(MAX(version), 0) AS BIGINT) AS version FROM schema_migrations"
+        )
+        .first
+        guard let row else { throw .corruptRow(column: "version", reason: "no row from MAX(version)") }
+        return Int(try row.integer("version"))
+    }
+}

@@ -1,0 +1,292 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Where a PostgreSQL ledger lives, read from a URL:
+///
+/// - `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` over TCP (TLS is not offered yet:
+///   use a Unix socket or a private network);
+/// - `postgres://USER@/DATABASE?host=/run/postgresql&port=5432`: the Unix socket
+///   `/run/postgresql/.s.PGSQL.5432`, as libpq names it;
+/// - `&schema=NAME` (either form): the ledger's tables live in that schema (its `search_path`),
+///   so several ledgers, or tests, can share one database.
+public struct PostgresLocation: Sendable, Equatable {
+    public enum Endpoint: Sendable, Equatable {
+        case tcp(host: String, port: Int)
+        case unixSocket(path: String)
+    }
+
+    public var endpoint: Endpoint
+    public var username: String
+    public var password: String?
+    public var database: String
+    public var schema: String?
+
+    public init(endpoint: Endpoint, username: String, password: String?, database: String, schema: String? = nil) {
+        self.endpoint = endpoint
+        self.username = username
+        self.password = password
+        self.database = database
+        self.schema = schema
+    }
+
+    public init(url text: String) throws(LedgerError) {
+        func refuse(_ reason: String) -> LedgerError {
+            .invalidConfiguration(
+                "cannot use the PostgreSQL URL: \(reason) (expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE or postgres://USER@/DATABASE?host=/SOCKET/DIR)"
+            )
+        }
+        guard let components = URLComponents(string: text), let scheme = components.scheme,
+            scheme == "postgres" || scheme == "postgresql"
+        else { throw refuse("it does not start with postgres://") }
+        guard let user = components.user, !user.isEmpty else { throw refuse("no user name") }
+        let database = String(components.path.drop(while: { $0 == "/" }))
+        guard !database.isEmpty, !database.contains("/") else { throw refuse("no database name after the host") }
+        var socketDirectory: String?
+        var queryPort: Int?
+        var schema: String?
+        for item in components.queryItems ?? [] {
+            switch item.name {
+            case "host": socketDirectory = item.value
+            case "port":
+                guard let value = item.value.flatMap(Int.init), (1...65535).contains(value) else {
+                    throw refuse("port must be 1 to 65535")
+                }
+                queryPort = value
+            case "schema":
+                guard let value = item.value, Self.isPlainIdentifier(value) else {
+                    throw refuse("schema must be letters, digits and _ (starting with a letter or _)")
+                }
+                schema = value
+            case "sslmode":
+                guard item.value == "disable" else {
+                    throw refuse("sslmode=\(item.value ?? "") is not supported; TLS to PostgreSQL is not offered yet")
+                }
+            default: throw refuse("unknown parameter \(item.name)")
+            }
+        }
+        let port = components.port ?? queryPort ?? 5432
+        guard (1...65535).contains(port) else { throw refuse("port must be 1 to 65535") }
+        let endpoint: Endpoint
+        if let directory = socketDirectory, directory.hasPrefix("/") {
+            endpoint = .unixSocket(path: directory + "/.s.PGSQL.\(port)")
+        } else if let host = components.host, !host.isEmpty {
+            endpoint = .tcp(host: host, port: port)
+        } else if let host = socketDirectory, !host.isEmpty {
+            endpoint = .tcp(host: host, port: port)
+        } else {
+            throw refuse("no host and no ?host=/socket/directory")
+        }
+        self.init(
+            endpoint: endpoint, username: user, password: components.password, database: database, schema: schema)
+    }
+
+    static func isPlainIdentifier(_ text: String) -> Bool {
+        guard let first = text.unicodeScalars.first, text.utf8.count <= 63 else { return false }
+        let letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_"
+        return letters.unicodeScalars.contains(first)
+            && text.unicodeScalars.allSatisfy { letters.unicodeScalars.contains($0) || ("0"..."9").contains($0) }
+    }
+
+    /// The client configuration: no TLS (see above), the schema as the session's `search_path`.
+    var configuration: PostgresClient.Configuration {
+        var configuration: PostgresClient.Configuration
+        switch endpoint {
+        case .tcp(let host, let port):
+            configuration = PostgresClient.Configuration(
+                host: host, port: port, username: username, password: password, database: database, tls: .disable)
+        case .unixSocket(let path):
+            configuration = PostgresClient.Configuration(
+                unixSocketPath: path, username: username, password: password, database: database)
+        }
+        if let schema { configuration.options.additionalStartupParameters = [("search_path", schema)] }
+        return configuration
+    }
+}
+
+/// The shared store: PostgreSQL through postgres-nio's connection pool, for several server
+/// processes over one ledger.
+///
+/// Every transaction runs at SERIALIZABLE isolation, so the rules need no row locks: when two
+/// transactions would have seen each other's writes (two payments of one wallet, two requests
+/// with one payment id, on any number of processes), PostgreSQL aborts one with a
+/// serialization failure and this store runs it again from the start, up to `maximumAttempts`.
+public final class PostgresLedgerStore: LedgerStore {
+    public let location: PostgresLocation
+    public let maximumAttempts: Int
+    private let client: PostgresClient
+    private let logger: Logger
+    private let runner: Task<Void, Never>
+
+    public var dialect: SQLDialect { .postgres }
+
+    /// Connects lazily (the first transaction opens the first connection) and runs the pool in
+    /// a task of its own until `close()`.
+    public init(
+        location: PostgresLocation, maximumConnections: Int = 10, maximumAttempts: Int = 30,
+        logger: Logger = Logger(label: "horizon.ledger.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) throws(LedgerError) {
+        guard maximumConnections >= 1, maximumAttempts >= 1 else {
+            throw .invalidConfiguration("the PostgreSQL store needs at least one connection and one attempt")
+        }
+        var configuration = location.configuration
+        configuration.options.maximumConnections = maximumConnections
+        configuration.options.connectTimeout = .seconds(5)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.location = location
+        self.maximumAttempts = maximumAttempts
+        self.client = client
+        self.logger = logger
+        runner = Task { await client.run() }
+    }
+
+    public convenience init(url: String) throws(LedgerError) {
+        try self.init(location: PostgresLocation(url: url))
+    }
+
+    public func close() async {
+        runner.cancel()
+        await runner.value
+    }
+
+    @discardableResult
+    public func transaction<T: Sendable>(_ body: (any SQLTransaction) async throws -> T) async throws(LedgerError) -> T
+    {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try await client.withConnection { connection in
+                    let transaction = Connection(connection: connection, logger: logger)
+                    try await transaction.run("BEGIN ISOLATION LEVEL SERIALIZABLE")
+                    do {
+                        let result = try await body(transaction)
+                        try await transaction.run("COMMIT")
+                        return result
+                    } catch {
+                        // A failed COMMIT has ended the transaction already; ROLLBACK then only warns.
+                        try? await transaction.run("ROLLBACK")
+                        throw error
+                    }
+                }
+            } catch {
+                let mapped = Self.map(error)
+                guard case .contention = mapped else { throw mapped }
+                guard attempt < maximumAttempts else { throw .contention(attempts: attempt) }
+                // Back off a random few milliseconds, growing, so that the losers of one
+                // conflict do not collide again in lockstep.
+                let ceiling = min(2 << min(attempt, 6), 100)
+                try? await Task.sleep(for: .milliseconds(Int.random(in: 1...ceiling)))
+            }
+        }
+    }
+
+    /// The ledger's error for anything postgres-nio threw. Serialization failures and
+    /// deadlocks become `.contention` (retried above); a lost connection becomes `.unavailable`.
+    static func map(_ error: any Error) -> LedgerError {
+        if let error = error as? LedgerError { return error }
+        guard let error = error as? PSQLError else { return ledgerError(error) }
+        if let state = error.serverInfo?[.sqlState] {
+            // 40001 serialization_failure, 40P01 deadlock_detected: nothing was committed.
+            if state == "40001" || state == "40P01" { return .contention(attempts: 1) }
+            let message = error.serverInfo?[.message] ?? "no message"
+            let detail = error.serverInfo?[.detail].map { " (\($0))" } ?? ""
+            // Class 08 (connection exception), 53 (insufficient resources), 57P (shutdown).
+            if state.hasPrefix("08") || state.hasPrefix("53") || state.hasPrefix("57P") {
+                return .unavailable("\(message) [SQLSTATE \(state)]")
+            }
+            return .database("\(message)\(detail) [SQLSTATE \(state)]")
+        }
+        switch error.code {
+        case .connectionError, .serverClosedConnection, .clientClosedConnection, .poolClosed,
+            .unexpectedBackendMessage, .uncleanShutdown:
+            let underlying = error.underlying.map { ": \(String(describing: $0))" } ?? ""
+            return .unavailable("\(error.code)\(underlying)")
+        default:
+            return .database("\(error.code)")
+        }
+    }
+
+    struct Connection: SQLTransaction {
+        let connection: PostgresConnection
+        let logger: Logger
+
+        func run(_ sql: String) async throws {
+            try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+        }
+
+        func query(_ sql: String, _ parameters: [SQLValue]) async throws(LedgerError) -> [SQLRow] {
+            var bindings = PostgresBindings(capacity: parameters.count)
+            for parameter in parameters {
+                switch parameter {
+                case .integer(let number): bindings.append(number)
+                case .text(let text): bindings.append(text)
+                case .blob(let bytes): bindings.append(ByteBuffer(bytes: bytes))
+                case .null: bindings.appendNull()
+                }
+            }
+            let query = PostgresQuery(unsafeSQL: Self.numberedPlaceholders(sql), binds: bindings)
+            let rows: [PostgresRow]
+            do {
+                rows = try await connection.query(query, logger: logger).collect()
+            } catch {
+                throw PostgresLedgerStore.map(error)
+            }
+            var result: [SQLRow] = []
+            result.reserveCapacity(rows.count)
+            for row in rows { result.append(try Self.convert(row)) }
+            return result
+        }
+
+        /// The row in the ledger's four kinds of value. A column of another type is kept as
+        /// unreadable, so that reading it fails and selecting it without reading does not.
+        static func convert(_ row: PostgresRow) throws(LedgerError) -> SQLRow {
+            var values: [String: SQLValue] = [:]
+            var unreadable: [String: String] = [:]
+            for cell in row {
+                guard cell.bytes != nil else {
+                    values[cell.columnName] = .null
+                    continue
+                }
+                do {
+                    switch cell.dataType {
+                    case .int8, .int4, .int2: values[cell.columnName] = .integer(try cell.decode(Int64.self))
+                    case .text, .varchar, .name, .bpchar: values[cell.columnName] = .text(try cell.decode(String.self))
+                    case .bytea:
+                        let buffer = try cell.decode(ByteBuffer.self)
+                        values[cell.columnName] = .blob(Array(buffer.readableBytesView))
+                    case .bool: values[cell.columnName] = .integer(try cell.decode(Bool.self) ? 1 : 0)
+                    default: unreadable[cell.columnName] = "\(cell.dataType)"
+                    }
+                } catch {
+                    throw .corruptRow(column: cell.columnName, reason: "cannot decode \(cell.dataType)")
+                }
+            }
+            return SQLRow(values: values, unreadable: unreadable)
+        }
+
+        /// The statement with `?` placeholders numbered `$1`, `$2`, … as PostgreSQL wants them.
+        /// A `?` inside a quoted literal or identifier is left alone.
+        static func numberedPlaceholders(_ sql: String) -> String {
+            var output = ""
+            output.reserveCapacity(sql.utf8.count + 8)
+            var number = 0
+            var quote: Character?
+            for character in sql {
+                if let open = quote {
+                    if character == open { quote = nil }
+                    output.append(character)
+                } else if character == "'" || character == "\"" {
+                    quote = character
+                    output.append(character)
+                } else if character == "?" {
+                    number += 1
+                    output += "$\(number)"
+                } else {
+                    output.append(character)
+                }
+            }
+            return output
+        }
+    }
+}

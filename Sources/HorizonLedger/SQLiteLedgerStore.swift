@@ -1,0 +1,130 @@
+import HorizonStores
+import Synchronization
+
+/// The embedded store: one SQLite file (WAL, `synchronous = FULL`, foreign keys on) through
+/// HorizonStores' `SQLiteDatabase`, for a server or terminal with no database server.
+///
+/// One connection serves the process. A transaction holds it from `BEGIN IMMEDIATE` to
+/// `COMMIT` across the body's suspension points, so transactions of this process run one after
+/// another (an `AsyncSerialLock`, not a thread lock: a waiting task suspends instead of blocking
+/// one of the few cooperative threads). Other processes on the same file wait on SQLite's own
+/// write lock (`BEGIN IMMEDIATE` with the wrapper's 5 s busy timeout).
+public final class SQLiteLedgerStore: LedgerStore {
+    public let path: String
+    private let database: SQLiteDatabase
+    private let lock = AsyncSerialLock()
+
+    public var dialect: SQLDialect { .sqlite }
+
+    /// Opens (creating if needed, mode 0600) the database file at `path`.
+    public init(path: String) throws(LedgerError) {
+        self.path = path
+        do {
+            database = try SQLiteDatabase(path: path)
+        } catch {
+            throw .unavailable("cannot open the SQLite ledger at \(path): \(error.message)")
+        }
+    }
+
+    @discardableResult
+    public func transaction<T: Sendable>(_ body: (any SQLTransaction) async throws -> T) async throws(LedgerError) -> T
+    {
+        await lock.lock()
+        defer { lock.unlock() }
+        let connection = Connection(database: database)
+        try connection.run("BEGIN IMMEDIATE")
+        do {
+            let result = try await body(connection)
+            try connection.run("COMMIT")
+            return result
+        } catch {
+            // Nothing of a failed body stays: the whole transaction is rolled back.
+            try? connection.run("ROLLBACK")
+            throw ledgerError(error)
+        }
+    }
+
+    public func close() async {
+        // The wrapper closes its handle when the last reference goes; waiting for the lock here
+        // makes sure no transaction of this process is still running.
+        await lock.lock()
+        lock.unlock()
+    }
+
+    struct Connection: SQLTransaction {
+        let database: SQLiteDatabase
+
+        func run(_ sql: String) throws(LedgerError) {
+            do { try database.query(sql) } catch { throw Self.map(error) }
+        }
+
+        func query(_ sql: String, _ parameters: [SQLValue]) async throws(LedgerError) -> [SQLRow] {
+            let bound = parameters.map { value -> DatabaseValue in
+                switch value {
+                case .integer(let number): .integer(number)
+                case .text(let text): .text(text)
+                case .blob(let bytes): .blob(bytes)
+                case .null: .null
+                }
+            }
+            let rows: [DatabaseRow]
+            do { rows = try database.query(sql, bound) } catch { throw Self.map(error) }
+            return rows.map { row in
+                SQLRow(
+                    values: row.values.mapValues { value in
+                        switch value {
+                        case .integer(let number): .integer(number)
+                        case .text(let text): .text(text)
+                        case .blob(let bytes): .blob(bytes)
+                        case .null: .null
+                        }
+                    })
+            }
+        }
+
+        static func map(_ error: DatabaseError) -> LedgerError {
+            // SQLITE_BUSY (5) and SQLITE_LOCKED (6): another process held the file past the busy
+            // timeout; nothing was written, so retrying is safe.
+            if error.code == 5 || error.code == 6 { return .contention(attempts: 1) }
+            return .database(error.description)
+        }
+    }
+}
+
+/// A lock for async code: `lock()` suspends the task (never a thread) until the lock is free;
+/// waiters get it in the order they asked.
+final class AsyncSerialLock: Sendable {
+    private struct State {
+        var locked = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
+
+    func lock() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let acquired = state.withLock { state -> Bool in
+                if state.locked {
+                    state.waiters.append(continuation)
+                    return false
+                }
+                state.locked = true
+                return true
+            }
+            if acquired { continuation.resume() }
+        }
+    }
+
+    func unlock() {
+        // The lock passes straight to the first waiter (it stays locked), so no newcomer jumps
+        // the queue.
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if state.waiters.isEmpty {
+                state.locked = false
+                return nil
+            }
+            return state.waiters.removeFirst()
+        }
+        next?.resume()
+    }
+}

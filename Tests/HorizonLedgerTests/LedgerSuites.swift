@@ -1,0 +1,86 @@
+import Testing
+
+// The same contract (LedgerContract.swift) on both stores. The lists are spelled out because a
+// Swift Testing trait such as `.enabled(if:)` applies to a whole test, not to one argument of a
+// parameterised test, and the PostgreSQL half must show as skipped when no database is given.
+// A new contract test is added to both lists.
+
+@Suite("Ledger on SQLite")
+struct SQLiteLedgerTests {
+    @Test func migratesAnEmptyDatabase() async throws { try await LedgerContract.migratesAnEmptyDatabase(.sqlite) }
+    @Test func migratesAnOlderDatabase() async throws { try await LedgerContract.migratesAnOlderDatabase(.sqlite) }
+    @Test func refusesANewerSchema() async throws { try await LedgerContract.refusesANewerSchema(.sqlite) }
+    @Test func merchantsWalletsAndRegisterUsers() async throws {
+        try await LedgerContract.merchantsWalletsAndRegisterUsers(.sqlite)
+    }
+    @Test func postingsSumToZeroPerCurrency() async throws {
+        try await LedgerContract.postingsSumToZeroPerCurrency(.sqlite)
+    }
+    @Test func walletNeverGoesBelowZero() async throws { try await LedgerContract.walletNeverGoesBelowZero(.sqlite) }
+    @Test func aRetryGetsTheStoredResult() async throws { try await LedgerContract.aRetryGetsTheStoredResult(.sqlite) }
+    @Test func otherTermsAreAConflict() async throws { try await LedgerContract.otherTermsAreAConflict(.sqlite) }
+    @Test func concurrentDuplicatesExecuteOnce() async throws {
+        try await LedgerContract.concurrentDuplicatesExecuteOnce(.sqlite)
+    }
+    @Test func concurrentPaymentsNeverOverdraw() async throws {
+        try await LedgerContract.concurrentPaymentsNeverOverdraw(.sqlite)
+    }
+    @Test func duplicatesAcrossTwoStoresExecuteOnce() async throws {
+        try await LedgerContract.duplicatesAcrossTwoStoresExecuteOnce(.sqlite)
+    }
+    @Test func unknownAndRevokedWallets() async throws { try await LedgerContract.unknownAndRevokedWallets(.sqlite) }
+    @Test func sandboxEnrolsOnFirstContact() async throws {
+        try await LedgerContract.sandboxEnrolsOnFirstContact(.sqlite)
+    }
+    @Test func bonusPointsAreEarnedAndRedeemed() async throws {
+        try await LedgerContract.bonusPointsAreEarnedAndRedeemed(.sqlite)
+    }
+    @Test func goldBenefitOncePerPeriod() async throws { try await LedgerContract.goldBenefitOncePerPeriod(.sqlite) }
+    @Test func couponsRedeemOnceBeforeTheyExpire() async throws {
+        try await LedgerContract.couponsRedeemOnceBeforeTheyExpire(.sqlite)
+    }
+    @Test func rowsDecodeStrictly() async throws { try await LedgerContract.rowsDecodeStrictly(.sqlite) }
+}
+
+@Suite(
+    "Ledger on PostgreSQL",
+    .enabled(
+        if: TestStores.postgresConfigured,
+        "set HORIZON_TEST_POSTGRES_URL (Tools/lib/postgres.sh starts a throw-away PostgreSQL and sets it)"))
+struct PostgresLedgerTests {
+    @Test func migratesAnEmptyDatabase() async throws { try await LedgerContract.migratesAnEmptyDatabase(.postgres) }
+    @Test func migratesAnOlderDatabase() async throws { try await LedgerContract.migratesAnOlderDatabase(.postgres) }
+    @Test func refusesANewerSchema() async throws { try await LedgerContract.refusesANewerSchema(.postgres) }
+    @Test func merchantsWalletsAndRegisterUsers() async throws {
+        try await LedgerContract.merchantsWalletsAndRegisterUsers(.postgres)
+    }
+    @Test func postingsSumToZeroPerCurrency() async throws {
+        try await LedgerContract.postingsSumToZeroPerCurrency(.postgres)
+    }
+    @Test func walletNeverGoesBelowZero() async throws { try await LedgerContract.walletNeverGoesBelowZero(.postgres) }
+    @Test func aRetryGetsTheStoredResult() async throws {
+        try await LedgerContract.aRetryGetsTheStoredResult(.postgres)
+    }
+    @Test func otherTermsAreAConflict() async throws { try await LedgerContract.otherTermsAreAConflict(.postgres) }
+    @Test func concurrentDuplicatesExecuteOnce() async throws {
+        try await LedgerContract.concurrentDuplicatesExecuteOnce(.postgres)
+    }
+    @Test func concurrentPaymentsNeverOverdraw() async throws {
+        try await LedgerContract.concurrentPaymentsNeverOverdraw(.postgres)
+    }
+    @Test func duplicatesAcrossTwoStoresExecuteOnce() async throws {
+        try await LedgerContract.duplicatesAcrossTwoStoresExecuteOnce(.postgres)
+    }
+    @Test func unknownAndRevokedWallets() async throws { try await LedgerContract.unknownAndRevokedWallets(.postgres) }
+    @Test func sandboxEnrolsOnFirstContact() async throws {
+        try await LedgerContract.sandboxEnrolsOnFirstContact(.postgres)
+    }
+    @Test func bonusPointsAreEarnedAndRedeemed() async throws {
+        try await LedgerContract.bonusPointsAreEarnedAndRedeemed(.postgres)
+    }
+    @Test func goldBenefitOncePerPeriod() async throws { try await LedgerContract.goldBenefitOncePerPeriod(.postgres) }
+    @Test func couponsRedeemOnceBeforeTheyExpire() async throws {
+        try await LedgerContract.couponsRedeemOnceBeforeTheyExpire(.postgres)
+    }
+    @Test func rowsDecodeStrictly() async throws { try await LedgerContract.rowsDecodeStrictly(.postgres) }
+}
