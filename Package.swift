@@ -82,7 +82,8 @@ let package = Package(
         .target(
             name: "HorizonLedger",
             dependencies: [
-                "HorizonCore", "HorizonProtocol", "HorizonStores", .product(name: "PostgresNIO", package: "postgres-nio"),
+                "HorizonCore", "HorizonProtocol", "HorizonStores",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strict),
         .testTarget(
@@ -165,7 +166,9 @@ let package = Package(
         // Drives the built programs as processes; depending on them makes `swift build --build-tests` build them.
         .testTarget(
             name: "HorizonToolsTests",
-            dependencies: ["horizon-terminal", "horizon-wallet", "HorizonStores", "HorizonCLISupport"],
+            dependencies: [
+                "horizon-terminal", "horizon-wallet", "HorizonStores", "HorizonCLISupport", "HorizonTestSupport",
+            ],
             swiftSettings: strict),
         // Seeded fault simulation and corpus replays: the exactly-once invariants under failure (issue 7).
         .testTarget(
@@ -176,23 +179,30 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: strict),
         .testTarget(
-            name: "HorizonStoresTests", dependencies: ["HorizonStores", "HorizonProtocol", "HorizonCore"],
+            name: "HorizonStoresTests",
+            dependencies: ["HorizonTestSupport", "HorizonStores", "HorizonProtocol", "HorizonCore"],
             swiftSettings: strict),
-        .testTarget(name: "HorizonCoreTests", dependencies: ["HorizonCore"], swiftSettings: strict),
+        .testTarget(
+            name: "HorizonCoreTests", dependencies: ["HorizonTestSupport", "HorizonCore"], swiftSettings: strict),
         .testTarget(
             name: "HorizonSimulatedRadioTests",
-            dependencies: ["HorizonCore", "HorizonRadio", "HorizonSimulatedRadio"], swiftSettings: strict),
+            dependencies: ["HorizonTestSupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio"],
+            swiftSettings: strict),
         .testTarget(
             name: "HorizonLinkTests",
-            dependencies: ["HorizonCore", "HorizonRadio", "HorizonLink", "HorizonSimulatedRadio"],
+            dependencies: [
+                "HorizonTestSupport", "HorizonCore", "HorizonRadio", "HorizonLink", "HorizonSimulatedRadio",
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "HorizonSecureChannelTests",
             dependencies: [
+                "HorizonTestSupport",
                 "HorizonCore", "HorizonSecureChannel", .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: strict),
         .testTarget(
-            name: "HorizonProtocolTests", dependencies: ["HorizonCore", "HorizonRadio", "HorizonProtocol"],
+            name: "HorizonProtocolTests",
+            dependencies: ["HorizonTestSupport", "HorizonCore", "HorizonRadio", "HorizonProtocol"],
             swiftSettings: strict),
         .testTarget(
             name: "HorizonIntegrationTests",

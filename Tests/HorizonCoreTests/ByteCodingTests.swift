@@ -1,7 +1,8 @@
 import HorizonCore
+import HorizonTestSupport
 import Testing
 
-@Suite("ByteReader and ByteWriter")
+@Suite("ByteReader and ByteWriter", .offTheCooperativePool)
 struct ByteCodingTests {
     // MARK: Writer layout
 

@@ -1,7 +1,8 @@
 import HorizonCore
+import HorizonTestSupport
 import Testing
 
-@Suite("Hexadecimal text")
+@Suite("Hexadecimal text", .offTheCooperativePool)
 struct HexTests {
     @Test func encodesLowerCaseTwoDigitsPerByte() {
         #expect([UInt8]().hexString == "")

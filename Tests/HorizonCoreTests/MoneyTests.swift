@@ -1,7 +1,8 @@
 import HorizonCore
+import HorizonTestSupport
 import Testing
 
-@Suite("Money and currencies")
+@Suite("Money and currencies", .offTheCooperativePool)
 struct MoneyTests {
     // MARK: Parsing accepted amounts
 

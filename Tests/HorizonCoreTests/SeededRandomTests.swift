@@ -1,7 +1,8 @@
 import HorizonCore
+import HorizonTestSupport
 import Testing
 
-@Suite("SeededRandom")
+@Suite("SeededRandom", .offTheCooperativePool)
 struct SeededRandomTests {
     private func draw(_ generator: inout SeededRandom, _ count: Int) -> [UInt64] {
         (0..<count).map { _ in generator.next() }

@@ -1,4 +1,5 @@
 import HorizonCore
+import HorizonTestSupport
 import Synchronization
 import Testing
 

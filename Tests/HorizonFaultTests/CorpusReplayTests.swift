@@ -1,10 +1,11 @@
 import Foundation
+import HorizonTestSupport
 import Testing
 
 /// Replays the committed fuzz corpus (Tools/horizon-fuzz/corpus) through the built `horizon-fuzz`
 /// program, the same entry functions libFuzzer drives: every input that ever found new coverage,
 /// and every crash turned regression, must still pass in a normal build.
-@Suite("Fuzz corpus replay")
+@Suite("Fuzz corpus replay", .offTheCooperativePool)
 struct CorpusReplayTests {
     static let targets = ["frame", "message", "advertisement", "handshake"]
 

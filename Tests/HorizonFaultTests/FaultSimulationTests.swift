@@ -1,4 +1,5 @@
 import Foundation
+import HorizonTestSupport
 import Testing
 
 /// Runs seeds of the fault simulation (see FaultSimulation.swift for what a run does and checks).
@@ -67,7 +68,7 @@ enum FaultRunner {
     }
 }
 
-@Suite("Seeded fault simulation: exactly once under cuts, loss, crashes, movement and skew")
+@Suite("Seeded fault simulation: exactly once under cuts, loss, crashes, movement and skew", .offTheCooperativePool)
 struct FaultSimulationTests {
     /// The CI seed set: ten fixed seeds, a thousand wallet attempts each.
     static let ciSeeds: [UInt64] = Array(1...10)

@@ -5,6 +5,7 @@ import HorizonRadio
 import HorizonRoles
 import HorizonSecureChannel
 import HorizonStores
+import HorizonTestSupport
 import Synchronization
 import Testing
 
@@ -54,7 +55,7 @@ final class HandOverRadio: PeripheralRadio {
 /// Found by fuzzing the handshake: memory grew with every input that opened a secure link. A
 /// secure link and its message link held each other (each one's callbacks captured the other), so
 /// neither was ever freed, on the terminal for every wallet that ever connected.
-@Suite("Link lifetimes")
+@Suite("Link lifetimes", .offTheCooperativePool)
 struct LinkLifetimeTests {
     @Test func anEndedSecureLinkAndItsMessageLinkAreFreed() throws {
         weak var weakSecure: SecureLink?

@@ -9,7 +9,7 @@ import Testing
 
 /// The crash seam behaves like a process dying: nothing it set going fires afterwards, its links
 /// go down for the peer, its scan and advertising stop, and the next run can use the device.
-@Suite("The simulated process crash")
+@Suite("The simulated process crash", .offTheCooperativePool)
 struct ProcessSeamTests {
     @Test func aCrashedProcessFiresNoTimerKeepsNoLinkAndFreesTheDevice() throws {
         let simulation = RadioSimulation(seed: 5)

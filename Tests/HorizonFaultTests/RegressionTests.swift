@@ -7,6 +7,7 @@ import HorizonRoles
 import HorizonSecureChannel
 import HorizonSimulatedRadio
 import HorizonStores
+import HorizonTestSupport
 import Synchronization
 import Testing
 
@@ -93,7 +94,7 @@ final class SnapshottingStore: PendingPaymentStore {
 }
 
 /// Bugs the fault simulation found, each pinned down by one focused case.
-@Suite("Fault simulation regressions")
+@Suite("Fault simulation regressions", .offTheCooperativePool)
 struct RegressionTests {
     /// Seeds 9 and 10 of the CI set: a wallet program that ended right after its pending payment
     /// was removed, before the app stored the receipt, kept no record of a payment that was

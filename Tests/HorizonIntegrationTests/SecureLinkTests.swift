@@ -7,7 +7,7 @@ import HorizonSimulatedRadio
 import HorizonTestSupport
 import Testing
 
-@Suite("Secure link over the simulated radio")
+@Suite("Secure link over the simulated radio", .offTheCooperativePool)
 struct SecureLinkTests {
     @Test(arguments: [23, 185, 247, 517])
     func handshakeAndMessagesBothWays(mtu: Int) throws {

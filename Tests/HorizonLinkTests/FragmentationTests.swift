@@ -1,5 +1,6 @@
 import HorizonCore
 import HorizonLink
+import HorizonTestSupport
 import Testing
 
 /// `count` recognisable bytes.
@@ -16,7 +17,7 @@ func expectedFragmentCount(size: Int, fragmentSize: Int) -> Int {
     return 1 + (rest + fragmentSize - 2) / (fragmentSize - 1)
 }
 
-@Suite("Fragmenter and Reassembler")
+@Suite("Fragmenter and Reassembler", .offTheCooperativePool)
 struct FragmentationTests {
     static let sizes = [0, 1, 16, 17, 18, 19, 20, 100, 1000, 16384]
     /// ATT MTU 23, 185, 247 and 517, less the 3-byte ATT header.

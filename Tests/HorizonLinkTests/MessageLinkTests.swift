@@ -2,9 +2,10 @@ import HorizonCore
 import HorizonLink
 import HorizonRadio
 import HorizonSimulatedRadio
+import HorizonTestSupport
 import Testing
 
-@Suite("MessageLink over the simulated radio")
+@Suite("MessageLink over the simulated radio", .offTheCooperativePool)
 struct MessageLinkTests {
     static let sizes = [
         0, 1, 16, 17, 18, 19, 20, 100, 181, 182, 243, 244, 245, 1000, 4096, LinkLimits.defaultMaximumMessageSize,

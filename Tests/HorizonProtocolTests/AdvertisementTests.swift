@@ -1,9 +1,10 @@
 import HorizonCore
 import HorizonProtocol
 import HorizonRadio
+import HorizonTestSupport
 import Testing
 
-@Suite("Advertisement payload")
+@Suite("Advertisement payload", .offTheCooperativePool)
 struct AdvertisementTests {
     let f: Fixtures
     let advertisement: HorizonAdvertisement

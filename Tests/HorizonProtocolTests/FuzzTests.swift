@@ -1,11 +1,12 @@
 import HorizonCore
 import HorizonProtocol
 import HorizonRadio
+import HorizonTestSupport
 import Testing
 
 /// Feeds every decoder random and mutated input. A decoder may accept or refuse, but it must
 /// return: a crash, a trap or a hang fails the whole run. The seed is fixed so a failure replays.
-@Suite("Decoder fuzzing")
+@Suite("Decoder fuzzing", .offTheCooperativePool)
 struct FuzzTests {
     static let inputsPerDecoder = 100_000
     static let seed: UInt64 = 0x485A_F022

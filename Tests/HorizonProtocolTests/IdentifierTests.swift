@@ -1,8 +1,9 @@
 import HorizonCore
 import HorizonProtocol
+import HorizonTestSupport
 import Testing
 
-@Suite("Identifiers")
+@Suite("Identifiers", .offTheCooperativePool)
 struct IdentifierTests {
     @Test func transactionTypes() {
         #expect(TransactionType.allCases.map(\.rawValue) == [1, 2, 3, 4])

@@ -1,9 +1,10 @@
 import HorizonCore
 import HorizonProtocol
+import HorizonTestSupport
 import Testing
 
 /// Every way a session message can be refused, each with the exact error.
-@Suite("Session message rejections")
+@Suite("Session message rejections", .offTheCooperativePool)
 struct MessageRejectionTests {
     let f: Fixtures
     let samples: [String: Sample]
@@ -290,7 +291,7 @@ func hexByte(_ byte: UInt8) -> String {
 }
 
 /// The initialisers refuse what the decoder refuses, so no value encodes to undecodable bytes.
-@Suite("Message initialisers")
+@Suite("Message initialisers", .offTheCooperativePool)
 struct MessageInitialiserTests {
     @Test func initialisersEnforceTheWireLimits() throws {
         let f = try Fixtures()

@@ -1,8 +1,9 @@
 import HorizonCore
 import HorizonProtocol
+import HorizonTestSupport
 import Testing
 
-@Suite("Session message round trips and wire layout")
+@Suite("Session message round trips and wire layout", .offTheCooperativePool)
 struct MessageRoundTripTests {
     @Test("every sample decodes back to itself", arguments: try Fixtures().samples())
     func roundTrip(sample: Sample) throws {
@@ -121,7 +122,7 @@ struct MessageRoundTripTests {
     }
 }
 
-@Suite("Signed bytes")
+@Suite("Signed bytes", .offTheCooperativePool)
 struct SignedBytesTests {
     @Test func signedBytesAreDomainPlusBodyWithoutSignature() throws {
         let f = try Fixtures()
@@ -177,7 +178,7 @@ struct SignedBytesTests {
     }
 }
 
-@Suite("Redemption offers")
+@Suite("Redemption offers", .offTheCooperativePool)
 struct RedemptionOfferTests {
     @Test func itemAndQuantityAreSignedAndCheckedLikeEveryField() throws {
         let f = try Fixtures()

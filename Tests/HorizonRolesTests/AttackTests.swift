@@ -12,7 +12,7 @@ import Testing
 
 /// Each test performs one attack from issue 12 with a scripted central or terminal on the
 /// simulated radio, and checks that the rule of DESIGN.md section 4 it breaks still holds.
-@Suite("Attacks from radio range")
+@Suite("Attacks from radio range", .offTheCooperativePool)
 struct AttackTests {
     static let connectionInterval = LinkParameters().connectionInterval
 

@@ -16,7 +16,7 @@ import Testing
 /// the link broke before the receipt, and a nearer clone now advertises the terminal's key id.
 /// The retries must get past the clone (refused at the handshake) to the real terminal, which
 /// answers with the receipt of the payment it already executed.
-@Suite("A clone does not hold a pending payment")
+@Suite("A clone does not hold a pending payment", .offTheCooperativePool)
 struct CloneRetryTests {
     /// Who the clone is when the wallet reaches it: either way it cannot complete the handshake
     /// for the real terminal's key id.

@@ -5,9 +5,10 @@ import HorizonRadio
 import HorizonRoles
 import HorizonSimulatedRadio
 import HorizonStores
+import HorizonTestSupport
 import Testing
 
-@Suite("Exactly once under link cuts, and many payments in a row")
+@Suite("Exactly once under link cuts, and many payments in a row", .offTheCooperativePool)
 struct ExactlyOnceTests {
     /// Cuts the first link of a payment at frame 0, 1, 2, ... until the cut no longer happens
     /// (the payment needed fewer frames). After every cut: at most one charge; the wallet reports
@@ -92,7 +93,7 @@ struct ExactlyOnceTests {
     }
 }
 
-@Suite("A pending payment survives the wallet program")
+@Suite("A pending payment survives the wallet program", .offTheCooperativePool)
 struct PendingAcrossRunsTests {
     @Test func aNewWalletRunResolvesThePaymentAnEarlierRunLeftPending() throws {
         let world = try World(seed: 31)

@@ -133,7 +133,7 @@ final class Stopwatch: Sendable {
     }
 }
 
-@Suite("Limits against floods")
+@Suite("Limits against floods", .offTheCooperativePool)
 struct FloodLimitTests {
     static let cap = 8
     static let connectionInterval = LinkParameters().connectionInterval

@@ -8,6 +8,7 @@ import HorizonRoles
 import HorizonSecureChannel
 import HorizonSimulatedRadio
 import HorizonStores
+import HorizonTestSupport
 import Synchronization
 import Testing
 
@@ -93,7 +94,7 @@ struct TerminalProgram {
     }
 }
 
-@Suite("Terminal journal: every step on record before the next message, recovery after a crash")
+@Suite("Terminal journal: every step on record before the next message, recovery after a crash", .offTheCooperativePool)
 struct JournalTests {
     @Test func eachStepIsJournaledBeforeWhatFollowsItAndTheWalletAcknowledges() throws {
         let world = try World(seed: 41)

@@ -10,7 +10,7 @@ import Testing
 
 /// The roles log through the `Logger` the app injects, with levels and the session and payment
 /// ids as metadata; without one they are silent.
-@Suite("Logging")
+@Suite("Logging", .offTheCooperativePool)
 struct LoggingTests {
     @Test func bothSidesLogAPaymentWithItsSessionAndPaymentIDs() throws {
         let world = try World()

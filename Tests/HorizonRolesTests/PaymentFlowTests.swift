@@ -7,7 +7,7 @@ import HorizonStores
 import HorizonTestSupport
 import Testing
 
-@Suite("Payment flow on the simulated radio")
+@Suite("Payment flow on the simulated radio", .offTheCooperativePool)
 struct PaymentFlowTests {
     @Test func acceptWithTipCompletesOnBothSidesAndMovesExactlyAmountPlusTip() throws {
         let world = try World()

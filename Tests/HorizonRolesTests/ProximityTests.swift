@@ -10,7 +10,7 @@ import HorizonStores
 import HorizonTestSupport
 import Testing
 
-@Suite("Candidates, conflicts and rogue terminals")
+@Suite("Candidates, conflicts and rogue terminals", .offTheCooperativePool)
 struct ProximityTests {
     @Test func aWalletWalkingAwayLosesItsCandidate() throws {
         let world = try World()

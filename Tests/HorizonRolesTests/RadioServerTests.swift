@@ -7,7 +7,7 @@ import HorizonStores
 import HorizonTestSupport
 import Testing
 
-@Suite("The simulated radio between processes (over its Unix socket)", .serialized)
+@Suite("The simulated radio between processes (over its Unix socket)", .serialized, .offTheCooperativePool)
 struct RadioServerTests {
     /// A server on a private socket, run on its own thread until the test ends.
     final class RunningServer: @unchecked Sendable {

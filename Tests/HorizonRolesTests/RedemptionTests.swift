@@ -53,7 +53,7 @@ struct WalletCoordinatorRig {
     }
 }
 
-@Suite("Redemptions on the simulated radio")
+@Suite("Redemptions on the simulated radio", .offTheCooperativePool)
 struct RedemptionTests {
     @Test func aBonusRedemptionSpendsExactlyThePointsOffered() throws {
         let bench = try RedemptionBench(.bonusRedemption)

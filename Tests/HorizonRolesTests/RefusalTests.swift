@@ -3,9 +3,10 @@ import HorizonCore
 import HorizonProtocol
 import HorizonRoles
 import HorizonStores
+import HorizonTestSupport
 import Testing
 
-@Suite("Refusals: nothing charged, clear errors")
+@Suite("Refusals: nothing charged, clear errors", .offTheCooperativePool)
 struct RefusalTests {
     @Test func insufficientBalanceIsDeclinedAndChargesNothing() throws {
         let world = try World()

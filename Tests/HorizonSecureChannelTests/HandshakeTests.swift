@@ -1,10 +1,11 @@
 import Crypto
 import HorizonCore
+import HorizonTestSupport
 import Testing
 
 @testable import HorizonSecureChannel
 
-@Suite("Handshake")
+@Suite("Handshake", .offTheCooperativePool)
 struct HandshakeTests {
     @Test func completesAndBothSidesAgree() throws {
         let pki = try PKI()

@@ -1,9 +1,10 @@
 import HorizonCore
+import HorizonTestSupport
 import Testing
 
 @testable import HorizonSecureChannel
 
-@Suite("Records and replay window")
+@Suite("Records and replay window", .offTheCooperativePool)
 struct RecordTests {
     @Test func tamperedCiphertextTagOrHeaderFailsAuthentication() throws {
         var (wallet, terminal) = try PKI().establish()

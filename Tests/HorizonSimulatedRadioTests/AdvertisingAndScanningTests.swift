@@ -1,10 +1,11 @@
 import HorizonCore
 import HorizonRadio
 import HorizonSimulatedRadio
+import HorizonTestSupport
 import Synchronization
 import Testing
 
-@Suite("Advertising and scanning")
+@Suite("Advertising and scanning", .offTheCooperativePool)
 struct AdvertisingAndScanningTests {
     /// A simulation with a scanning wallet at the origin that records every sighting.
     struct Room {
@@ -322,7 +323,7 @@ struct AdvertisingAndScanningTests {
     }
 }
 
-@Suite("Transmit power")
+@Suite("Transmit power", .offTheCooperativePool)
 struct TransmitPowerTests {
     @Test func aStrongerTransmitterIsHeardLouderByExactlyItsOffset() throws {
         let quiet = PathLossModel(noiseStandardDeviation: 0)

@@ -1,7 +1,8 @@
 import HorizonRadio
+import HorizonTestSupport
 import Testing
 
-@Suite("AdvertisingData codec")
+@Suite("AdvertisingData codec", .offTheCooperativePool)
 struct AdvertisingDataTests {
     @Test func encodesStructures() throws {
         let data = AdvertisingData(structures: [

@@ -1,9 +1,10 @@
 import HorizonCore
 import HorizonRadio
 import HorizonSimulatedRadio
+import HorizonTestSupport
 import Testing
 
-@Suite("Simulated links: faults, closing and losing contact")
+@Suite("Simulated links: faults, closing and losing contact", .offTheCooperativePool)
 struct FaultTests {
     /// Sends one frame per connection interval, alternating direction (central first), so that
     /// frame k goes out at offset 40k ms and arrives at the event after it. Returns the payloads

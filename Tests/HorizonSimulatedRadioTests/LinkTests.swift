@@ -1,9 +1,10 @@
 import HorizonCore
 import HorizonRadio
 import HorizonSimulatedRadio
+import HorizonTestSupport
 import Testing
 
-@Suite("Simulated links: connecting, MTU, timing, ordering")
+@Suite("Simulated links: connecting, MTU, timing, ordering", .offTheCooperativePool)
 struct LinkTests {
     // MARK: Connecting
 

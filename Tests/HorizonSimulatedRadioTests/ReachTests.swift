@@ -1,12 +1,13 @@
 import HorizonCore
 import HorizonRadio
 import HorizonSimulatedRadio
+import HorizonTestSupport
 import Testing
 
 /// Advertisements reach only scanners that could hear them; scanners far out of reach are
 /// skipped without drawing their noise (so a simulation of many shops does not pay for every
 /// pair of devices at every advertising event), and nothing a device hears changes because of it.
-@Suite("Advertising reach")
+@Suite("Advertising reach", .offTheCooperativePool)
 struct ReachTests {
     /// A terminal at the origin advertising every 100 ms, and scanners that record what they hear.
     struct Street {
@@ -72,7 +73,7 @@ struct ReachTests {
     }
 }
 
-@Suite("Advertising reach: path-loss edge cases")
+@Suite("Advertising reach: path-loss edge cases", .offTheCooperativePool)
 struct ReachEdgeCaseTests {
     /// One scanner at `distance` metres of a terminal under `pathLoss`; how many sightings in 2 s.
     func sightings(at distance: Double, pathLoss: PathLossModel, transmitPowerOffset: Double = 0) throws -> Int {

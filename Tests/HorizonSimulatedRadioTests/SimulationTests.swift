@@ -1,9 +1,10 @@
 import HorizonCore
 import HorizonRadio
 import HorizonSimulatedRadio
+import HorizonTestSupport
 import Testing
 
-@Suite("Simulation clock, determinism and scale")
+@Suite("Simulation clock, determinism and scale", .offTheCooperativePool)
 struct SimulationTests {
     // MARK: Virtual clock
 

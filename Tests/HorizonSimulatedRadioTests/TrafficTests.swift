@@ -1,9 +1,10 @@
 import HorizonCore
 import HorizonRadio
 import HorizonSimulatedRadio
+import HorizonTestSupport
 import Testing
 
-@Suite("Simulated links: traffic counters (frames, bytes, turns)")
+@Suite("Simulated links: traffic counters (frames, bytes, turns)", .offTheCooperativePool)
 struct TrafficTests {
     @Test func countsFramesBytesAndTurnsPerDirection() throws {
         let pair = try LinkedPair()

@@ -2,13 +2,14 @@ import Foundation
 import HorizonCore
 import HorizonProtocol
 import HorizonStores
+import HorizonTestSupport
 import Testing
 
 /// Regression (found by the fault simulation, seed 9 of the CI set): two terminals sharing a
 /// ledger whose wall clocks disagree let one wallet use its gold benefit twice in one period. The
 /// ledger only refused the period it last recorded, so after a benefit in period 6 (terminal
 /// ahead) a terminal behind computed period 5 again and approved it a second time.
-@Suite("Gold benefits under clock skew")
+@Suite("Gold benefits under clock skew", .offTheCooperativePool)
 struct GoldBenefitClockTests {
     func redeem(_ ledger: SandboxLedger, number: Int, at time: UnixTime) throws -> SettlementResult {
         try ledger.redeem(

@@ -1,8 +1,9 @@
 import Foundation
 import HorizonStores
+import HorizonTestSupport
 import Testing
 
-@Suite("SQLite database")
+@Suite("SQLite database", .offTheCooperativePool)
 struct SQLiteDatabaseTests {
     /// SQLite's primary result codes that these tests meet.
     enum Code {

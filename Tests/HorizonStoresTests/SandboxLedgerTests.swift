@@ -2,9 +2,10 @@ import Foundation
 import HorizonCore
 import HorizonProtocol
 import HorizonStores
+import HorizonTestSupport
 import Testing
 
-@Suite("Sandbox ledger")
+@Suite("Sandbox ledger", .offTheCooperativePool)
 struct SandboxLedgerTests {
     static let configuration = LedgerConfiguration(
         currency: .eur, enrollment: .onFirstContact(startingBalance: 250_00), bonusPointsPerMajorUnit: 3)
@@ -534,7 +535,7 @@ struct SandboxLedgerTests {
     }
 }
 
-@Suite("Sandbox ledger configuration")
+@Suite("Sandbox ledger configuration", .offTheCooperativePool)
 struct LedgerConfigurationTests {
     @Test func absurdConfigurationsAreRefusedUpFront() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("cfg-\(UUID().uuidString).sqlite").path

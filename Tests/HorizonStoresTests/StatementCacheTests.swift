@@ -1,11 +1,12 @@
 import Foundation
+import HorizonTestSupport
 import Testing
 
 @testable import HorizonStores
 
 /// Prepared statements are kept and reused by SQL text (issue 8's profile); reuse must never
 /// carry anything from one use to the next.
-@Suite("SQLite statement cache")
+@Suite("SQLite statement cache", .offTheCooperativePool)
 struct StatementCacheTests {
     func withDatabase<T>(_ body: (SQLiteDatabase) throws -> T) throws -> T {
         try withTemporaryDirectory { directory in

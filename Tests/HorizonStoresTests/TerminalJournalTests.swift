@@ -2,11 +2,12 @@ import Foundation
 import HorizonCore
 import HorizonProtocol
 import HorizonStores
+import HorizonTestSupport
 import Testing
 
 /// The terminal journal (DESIGN.md section 5): every step on disk when `write` returns, steps only
 /// forward, the answer kept for retries, and what recovery must settle listed after a reopen.
-@Suite("Terminal journal")
+@Suite("Terminal journal", .offTheCooperativePool)
 struct TerminalJournalTests {
     func journalPath(in directory: URL) -> String { directory.appendingPathComponent("journal.sqlite").path }
 

@@ -1,5 +1,6 @@
 import Foundation
 import HorizonStores
+import HorizonTestSupport
 import Testing
 
 /// Crash tests with real processes (issue 7, item 3): a terminal and a wallet, each its own
@@ -8,7 +9,7 @@ import Testing
 /// then the ledger, the journal and the wallet's store are checked: a confirmed payment charged
 /// exactly once, nothing charged that was not confirmed, nothing left pending or owed, and every
 /// database intact.
-@Suite("Crash tests: each durable step, a SIGKILL, a restart")
+@Suite("Crash tests: each durable step, a SIGKILL, a restart", .offTheCooperativePool)
 struct CrashTests {
     enum Victim: Sendable, CustomStringConvertible {
         case terminal(String)

@@ -1,8 +1,9 @@
 import Foundation
 import HorizonCLISupport
+import HorizonTestSupport
 import Testing
 
-@Suite("The command-line programs, run as processes", .serialized)
+@Suite("The command-line programs, run as processes", .serialized, .offTheCooperativePool)
 struct ProgramTests {
     @Test func aTerminalAndAWalletInTwoProcessesPayEachOther() throws {
         let sandbox = try Sandbox()

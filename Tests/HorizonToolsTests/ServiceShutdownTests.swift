@@ -1,11 +1,12 @@
 import Foundation
 import HorizonCLISupport
+import HorizonTestSupport
 import Testing
 
 /// `serve` and the radio server run under swift-service-lifecycle: SIGTERM or SIGINT shuts them
 /// down gracefully (exit 0 within seconds, their sockets removed, a running payment cancelled at
 /// the register with its client told), never by the signal's default death.
-@Suite("Graceful shutdown of the long-running programs")
+@Suite("Graceful shutdown of the long-running programs", .offTheCooperativePool)
 struct ServiceShutdownTests {
     @Test(arguments: [SIGTERM, SIGINT])
     func aSignalShutsTheTerminalServiceDownGracefully(signal: Int32) async throws {
