@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole Horizon test suite on a fresh Debian machine: installs what the build needs
 # (when missing), builds the package and its tests, runs every test, then runs the BlueZ checks
-# against a real bluetoothd in a throw-away VM (Tools/bluez-vm: adapters and five payment flows
-# between two processes; about 5 minutes, at most 14).
+# against a real bluetoothd in a throw-away VM (Tools/bluez-vm: the adapters, a foreign central,
+# payment flows between two processes, wallet privacy and notify sockets: 13 checks; about 5
+# minutes, at most 14).
 #
 #   Tools/test.sh              build and run everything
 #   Tools/test.sh --filter X   pass-through to `swift test` (a subset; the VM step is skipped)
@@ -23,18 +24,12 @@ if [ $# -gt 0 ]; then
     exit 0
 fi
 
-# Four runs, each its own process: many tests wait synchronously (programs run as processes, the
-# seeded fault simulation computes for half a minute) and so hold Swift's cooperative threads,
-# of which a 2-core machine has two; the D-Bus and BlueZ tests get their replies through tasks
-# on those threads and would miss their timeouts behind them.
-step "running the D-Bus and BlueZ tests (private dbus-daemons)"
-swift test --skip-build --filter "HorizonDBusTests|HorizonBlueZTests"
-step "running the other tests"
-swift test --skip-build --skip "HorizonDBusTests|HorizonBlueZTests|HorizonFaultTests|HorizonToolsTests"
-step "running the programs as processes, crash tests included"
-swift test --skip-build --filter HorizonToolsTests
-step "running the seeded fault simulation and the fuzz corpus replay"
-swift test --skip-build --filter HorizonFaultTests
+# One parallel run. Suites that block their thread for long (programs as processes, the seeded
+# fault simulation, synchronous simulations) carry the .offTheCooperativePool trait
+# (Tests/HorizonTestSupport/OffThePool.swift), so Swift's cooperative pool (two threads here)
+# stays free for the async work of the D-Bus, BlueZ and async-API tests.
+step "running every test (one parallel swift test)"
+swift test --skip-build
 
 if [ -n "${HORIZON_SKIP_VM:-}" ]; then
     exit 0
