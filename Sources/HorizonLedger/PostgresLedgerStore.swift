@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 
 /// Where a PostgreSQL ledger lives, read from a URL:
 ///
@@ -104,6 +105,13 @@ public struct PostgresLocation: Sendable, Equatable {
     }
 }
 
+/// Set once a transaction's connection is leased (see `attemptTransaction`).
+private final class LeaseFlag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
+}
+
 /// The shared store: PostgreSQL through postgres-nio's connection pool, for several server
 /// processes over one ledger.
 ///
@@ -114,6 +122,8 @@ public struct PostgresLocation: Sendable, Equatable {
 public final class PostgresLedgerStore: LedgerStore {
     public let location: PostgresLocation
     public let maximumAttempts: Int
+    /// How long a transaction waits for a connection before the database counts as unavailable.
+    public let connectionTimeout: Duration
     private let client: PostgresClient
     private let logger: Logger
     private let runner: Task<Void, Never>
@@ -124,6 +134,7 @@ public final class PostgresLedgerStore: LedgerStore {
     /// a task of its own until `close()`.
     public init(
         location: PostgresLocation, maximumConnections: Int = 10, maximumAttempts: Int = 30,
+        connectionTimeout: Duration = .seconds(10),
         logger: Logger = Logger(label: "horizon.ledger.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
     ) throws(LedgerError) {
         guard maximumConnections >= 1, maximumAttempts >= 1 else {
@@ -135,6 +146,7 @@ public final class PostgresLedgerStore: LedgerStore {
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.location = location
         self.maximumAttempts = maximumAttempts
+        self.connectionTimeout = connectionTimeout
         self.client = client
         self.logger = logger
         runner = Task { await client.run() }
@@ -150,25 +162,14 @@ public final class PostgresLedgerStore: LedgerStore {
     }
 
     @discardableResult
-    public func transaction<T: Sendable>(_ body: (any SQLTransaction) async throws -> T) async throws(LedgerError) -> T
-    {
+    public func transaction<T: Sendable>(
+        _ body: @Sendable (any SQLTransaction) async throws -> T
+    ) async throws(LedgerError) -> T {
         var attempt = 0
         while true {
             attempt += 1
             do {
-                return try await client.withConnection { connection in
-                    let transaction = Connection(connection: connection, logger: logger)
-                    try await transaction.run("BEGIN ISOLATION LEVEL SERIALIZABLE")
-                    do {
-                        let result = try await body(transaction)
-                        try await transaction.run("COMMIT")
-                        return result
-                    } catch {
-                        // A failed COMMIT has ended the transaction already; ROLLBACK then only warns.
-                        try? await transaction.run("ROLLBACK")
-                        throw error
-                    }
-                }
+                return try await withoutActuallyEscaping(body) { body in try await attemptTransaction(body) }
             } catch {
                 let mapped = Self.map(error)
                 guard case .contention = mapped else { throw mapped }
@@ -181,11 +182,64 @@ public final class PostgresLedgerStore: LedgerStore {
         }
     }
 
+    /// One attempt: lease a connection, run `body` between BEGIN and COMMIT.
+    ///
+    /// While the database is down the pool keeps trying to connect and a lease would wait (the
+    /// pool's own circuit breaker gives up after a minute), so a watchdog gives up on the lease
+    /// after `connectionTimeout` and the caller gets `.unavailable` instead of a hang. Once the
+    /// connection is leased the watchdog stands down: a running transaction is never cut.
+    private func attemptTransaction<T: Sendable>(_ body: @escaping @Sendable (any SQLTransaction) async throws -> T)
+        async throws -> T
+    {
+        let leased = LeaseFlag()
+        let client = client
+        let logger = logger
+        let timeout = connectionTimeout
+        let endpoint = location.endpoint
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask {
+                try await client.withConnection { connection in
+                    leased.set()
+                    let transaction = Connection(connection: connection, logger: logger)
+                    try await transaction.run("BEGIN ISOLATION LEVEL SERIALIZABLE")
+                    do {
+                        let result = try await body(transaction)
+                        try await transaction.run("COMMIT")
+                        return result
+                    } catch {
+                        // A failed COMMIT has ended the transaction already; ROLLBACK then only warns.
+                        try? await transaction.run("ROLLBACK")
+                        throw error
+                    }
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                if !leased.isSet {
+                    throw LedgerError.unavailable("no connection to PostgreSQL at \(endpoint) within \(timeout)")
+                }
+                return nil
+            }
+            while let next = try await group.next() {
+                if let result = next {
+                    group.cancelAll()
+                    return result
+                }
+            }
+            throw LedgerError.database("the transaction ended without a result")
+        }
+    }
+
     /// The ledger's error for anything postgres-nio threw. Serialization failures and
     /// deadlocks become `.contention` (retried above); a lost connection becomes `.unavailable`.
     static func map(_ error: any Error) -> LedgerError {
         if let error = error as? LedgerError { return error }
-        guard let error = error as? PSQLError else { return ledgerError(error) }
+        guard let error = error as? PSQLError else {
+            // The pool's own errors (its circuit breaker after a minute of failed connects, a
+            // closed pool) name no SQL state: the database was not reached.
+            if "\(type(of: error))" == "ConnectionPoolError" { return .unavailable("\(error)") }
+            return ledgerError(error)
+        }
         if let state = error.serverInfo?[.sqlState] {
             // 40001 serialization_failure, 40P01 deadlock_detected: nothing was committed.
             if state == "40001" || state == "40P01" { return .contention(attempts: 1) }

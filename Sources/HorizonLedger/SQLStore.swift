@@ -132,7 +132,8 @@ extension SQLTransaction {
 public protocol LedgerStore: Sendable {
     var dialect: SQLDialect { get }
     @discardableResult
-    func transaction<T: Sendable>(_ body: (any SQLTransaction) async throws -> T) async throws(LedgerError) -> T
+    func transaction<T: Sendable>(_ body: @Sendable (any SQLTransaction) async throws -> T) async throws(LedgerError)
+        -> T
     /// Releases the store's connections; the store is not used afterwards.
     func close() async
 }

@@ -27,8 +27,9 @@ public final class SQLiteLedgerStore: LedgerStore {
     }
 
     @discardableResult
-    public func transaction<T: Sendable>(_ body: (any SQLTransaction) async throws -> T) async throws(LedgerError) -> T
-    {
+    public func transaction<T: Sendable>(
+        _ body: @Sendable (any SQLTransaction) async throws -> T
+    ) async throws(LedgerError) -> T {
         await lock.lock()
         defer { lock.unlock() }
         let connection = Connection(database: database)

@@ -50,3 +50,21 @@ struct StoreUnitTests {
         )
     }
 }
+
+@Suite("A PostgreSQL that is not there")
+struct UnreachablePostgresTests {
+    @Test(.timeLimit(.minutes(1))) func aMissingServerIsAClearErrorNotAHang() async throws {
+        let location = try PostgresLocation(url: "postgres://horizon@/horizon_test?host=/nonexistent/socket&port=5999")
+        let store = try PostgresLedgerStore(location: location, connectionTimeout: .seconds(2))
+        let started = ContinuousClock.now
+        await #expect(
+            throws: LedgerError.unavailable(
+                "no connection to PostgreSQL at unixSocket(path: \"/nonexistent/socket/.s.PGSQL.5999\") within 2.0 seconds"
+            )
+        ) {
+            _ = try await Ledger.open(store)
+        }
+        #expect(ContinuousClock.now - started < .seconds(10))
+        await store.close()
+    }
+}
