@@ -64,7 +64,10 @@ let package = Package(
         // libbluetooth, for the kernel's view of the controllers (adapter availability without bluetoothd).
         .systemLibrary(name: "CBluetooth", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
         .target(
-            name: "HorizonBlueZ", dependencies: ["HorizonDBus", "HorizonRadio", "HorizonCore", "CBluetooth"],
+            name: "HorizonBlueZ",
+            dependencies: [
+                "HorizonDBus", "HorizonRadio", "HorizonCore", "CBluetooth", .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "HorizonBlueZTests",
@@ -151,6 +154,7 @@ let package = Package(
                 "HorizonProtocol", "HorizonStores", "HorizonRoles", "HorizonBlueZ",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ], path: "Benchmarks/horizon-bench", swiftSettings: strict),
         // libFuzzer entry points for the decoders; without -DFUZZING it replays a corpus (regression runs).
         .executableTarget(
@@ -161,7 +165,9 @@ let package = Package(
             ], path: "Tools/horizon-fuzz", exclude: ["README.md", "corpus"], swiftSettings: strict),
 
         // Helpers shared by the test targets (not shipped in any product).
-        .target(name: "HorizonTestSupport", path: "Tests/HorizonTestSupport", swiftSettings: strict),
+        .target(
+            name: "HorizonTestSupport", dependencies: [.product(name: "Logging", package: "swift-log")],
+            path: "Tests/HorizonTestSupport", swiftSettings: strict),
 
         // Drives the built programs as processes; depending on them makes `swift build --build-tests` build them.
         .testTarget(

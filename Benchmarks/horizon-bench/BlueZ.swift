@@ -2,6 +2,7 @@ import Foundation
 import HorizonBlueZ
 import HorizonCore
 import HorizonRadio
+import Logging
 
 /// The BlueZ part of issue 8, measured on a real `bluetoothd` with two adapters (the
 /// `Tools/bluez-vm` harness: two linked virtual controllers, `Benchmarks/bluez-vm.sh`). Both
@@ -81,6 +82,15 @@ struct BlueZOptions {
 }
 
 enum BlueZ {
+    /// With `HORIZON_BLUEZ_TRACE=1` (`TRACE=1 Benchmarks/bluez-vm.sh`): each D-Bus step of the
+    /// BlueZ layer on standard error, to profile where the time goes; silent otherwise.
+    static func bluezLogger(_ side: String) -> Logger {
+        guard ProcessInfo.processInfo.environment["HORIZON_BLUEZ_TRACE"] == "1" else { return .bluezSilent }
+        var logger = Logger(label: "horizon.bluez.\(side)") { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = .trace
+        return logger
+    }
+
     static let notMeasured = "bluez: not measured in this run"
     /// The budget line of issue 8: acceptance → receipt at most this many raw round trips.
     static let ratioLimit = 3.5
@@ -95,9 +105,9 @@ enum BlueZ {
         let wallet: BlueZRadio
         do {
             Progress.note("bluez: opening \(options.terminalAdapter) (terminal) and \(options.walletAdapter) (wallet)")
-            terminal = try BlueZRadio.open(adapter: options.terminalAdapter)
+            terminal = try BlueZRadio.open(adapter: options.terminalAdapter, logger: Self.bluezLogger("terminal"))
             do {
-                wallet = try BlueZRadio.open(adapter: options.walletAdapter)
+                wallet = try BlueZRadio.open(adapter: options.walletAdapter, logger: Self.bluezLogger("wallet"))
             } catch {
                 terminal.shutdown()
                 throw error

@@ -1,6 +1,7 @@
 import HorizonCore
 import HorizonDBus
 import HorizonRadio
+import Logging
 import Synchronization
 
 #if canImport(Glibc)
@@ -42,9 +43,13 @@ final class BlueZCentral: Sendable {
     static let refreshesPerDiscoveryRestart = 12
     static let callTimeout: Duration = .seconds(10)
 
+    let logger: Logger
+
     init(
-        connection: DBusConnection, adapterPath: String, scheduler: any Scheduler, retryPolicy: BlueZConnectRetryPolicy
+        connection: DBusConnection, adapterPath: String, scheduler: any Scheduler, retryPolicy: BlueZConnectRetryPolicy,
+        logger: Logger = .bluezSilent
     ) {
+        self.logger = logger
         self.connection = connection
         self.adapterPath = adapterPath
         self.scheduler = scheduler
@@ -89,7 +94,7 @@ final class BlueZCentral: Sendable {
             throw .bluez(error, doing: "listing devices")
         }
         removeStaleDevices(objects)
-        BlueZTrace.log("scan: \(objects.count) objects listed; starting discovery on \(adapterPath)")
+        logger.trace("scan: \(objects.count) objects listed; starting discovery on \(adapterPath)")
         do {
             _ = try connection.call(
                 destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
@@ -101,7 +106,7 @@ final class BlueZCentral: Sendable {
         } catch {
             throw .bluez(error, doing: "starting discovery")
         }
-        BlueZTrace.log("scan: discovery started")
+        logger.trace("scan: discovery started")
         let task = Task { [weak self] in
             await withTaskGroup(of: Void.self) { group in
                 for stream in streams {
@@ -127,7 +132,7 @@ final class BlueZCentral: Sendable {
                     method: "StartDiscovery", timeout: Self.callTimeout)
                 return
             } catch  where error.name == "org.bluez.Error.InProgress" {
-                BlueZTrace.log("scan: StartDiscovery in progress (attempt \(attempt))")
+                logger.trace("scan: StartDiscovery in progress (attempt \(attempt))")
                 if attempt < Self.startDiscoveryAttempts { usleep(100_000) }
             }
         }
@@ -144,7 +149,7 @@ final class BlueZCentral: Sendable {
             guard let device = interfaces[BlueZName.device] else { continue }
             let kept = ["Paired", "Trusted", "Connected"].contains { device[$0]?.boolean == true }
             guard !kept else { continue }
-            BlueZTrace.log("scan: removing cached \(path)")
+            logger.trace("scan: removing cached \(path)")
             _ = try? connection.call(
                 destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
                 method: "RemoveDevice", arguments: [.objectPath(path)], timeout: .seconds(5))
@@ -200,14 +205,14 @@ final class BlueZCentral: Sendable {
             var record = DeviceRecord(address: address)
             Self.update(&record, with: device)
             state.withLock { $0.devices[added.path] = record }
-            BlueZTrace.log(
+            logger.trace(
                 "scan: added \(added.path) rssi \(record.rssi.map(String.init) ?? "-") data \(record.manufacturerData.keys.sorted())"
             )
             report = (added.path, record)
         } else if let removed = signal.interfacesRemoved {
             guard removed.interfaces.contains(BlueZName.device) else { return }
             _ = state.withLock { $0.devices.removeValue(forKey: removed.path) }
-            BlueZTrace.log("scan: removed \(removed.path)")
+            logger.trace("scan: removed \(removed.path)")
         } else if let change = signal.propertiesChanged, change.interface == BlueZName.device {
             report = state.withLock { state -> (String, DeviceRecord) in
                 // A device bluetoothd listed before scanning started is known from its path.
@@ -215,7 +220,7 @@ final class BlueZCentral: Sendable {
                     state.devices[signal.path] ?? DeviceRecord(address: BlueZName.address(ofDevicePath: signal.path))
                 Self.update(&record, with: change.changed)
                 state.devices[signal.path] = record
-                BlueZTrace.log("scan: changed \(signal.path) \(change.changed.keys.sorted())")
+                logger.trace("scan: changed \(signal.path) \(change.changed.keys.sorted())")
                 return (signal.path, record)
             }
         }
@@ -298,7 +303,7 @@ final class BlueZCentral: Sendable {
             } catch {
                 let remaining = deadline - clock.now
                 let backoff = retryPolicy.backoff(afterAttempt: attempt)
-                BlueZTrace.log("connect: attempt \(attempt) to \(devicePath) failed: \(error)")
+                logger.trace("connect: attempt \(attempt) to \(devicePath) failed: \(error)")
                 if error.isTransient, attempt < retryPolicy.maximumAttempts, remaining > backoff {
                     try? await Task.sleep(for: backoff)
                     continue
@@ -355,9 +360,9 @@ final class BlueZCentral: Sendable {
         async throws(ConnectFailure) -> CentralLink
     {
         await dropLeftoverConnection(devicePath, until: deadline)
-        BlueZTrace.log("connect: Connect \(devicePath)")
+        logger.trace("connect: Connect \(devicePath)")
         try await call(devicePath, BlueZName.device, "Connect", deadline: deadline, doing: "connecting")
-        BlueZTrace.log("connect: connected; waiting for services")
+        logger.trace("connect: connected; waiting for services")
         let characteristics = try await resolvedCharacteristics(devicePath, deadline: deadline)
         let tag = LinkTag.random()
         let link: CentralLink
@@ -392,7 +397,7 @@ final class BlueZCentral: Sendable {
             link.abandon()
             throw error
         }
-        BlueZTrace.log("connect: link up to \(devicePath), MTU \(link.attMTU), tag \(tag)")
+        logger.trace("connect: link up to \(devicePath), MTU \(link.attMTU), tag \(tag)")
         state.withLock { _ = $0.linkedDevices.insert(devicePath) }
         return link
     }
@@ -405,7 +410,7 @@ final class BlueZCentral: Sendable {
             destination: BlueZName.service, path: devicePath, interface: BlueZName.device, name: "Connected",
             timeout: .seconds(2))
         guard connected?.boolean == true else { return }
-        BlueZTrace.log("connect: \(devicePath) is still connected from before; disconnecting first")
+        logger.trace("connect: \(devicePath) is still connected from before; disconnecting first")
         _ = try? await connection.call(
             destination: BlueZName.service, path: devicePath, interface: BlueZName.device, method: "Disconnect",
             timeout: .seconds(5))
@@ -580,6 +585,7 @@ final class CentralLink: ByteLink, Sendable {
     let inbox: LinkInbox
     private let scheduler: any Scheduler
     private weak let central: BlueZCentral?
+    private let logger: Logger
     private let state = Mutex(State())
     /// How long a close waits for writes still in flight before disconnecting anyway.
     static let drainLimit: Duration = .seconds(2)
@@ -589,6 +595,7 @@ final class CentralLink: ByteLink, Sendable {
         scheduler: any Scheduler
     ) {
         self.central = central
+        logger = central.logger
         self.peer = peer
         self.devicePath = devicePath
         self.writePath = writePath
@@ -645,7 +652,7 @@ final class CentralLink: ByteLink, Sendable {
         ) { [weak self] result in
             guard let self else { return }
             if case .failure(let error) = result {
-                BlueZTrace.log("link: write to \(writePath) failed: \(error)")
+                self.logger.trace("link: write to \(self.writePath) failed: \(error)")
                 state.withLock { state in
                     state.writing = false
                     state.queued.removeAll()
@@ -671,7 +678,7 @@ final class CentralLink: ByteLink, Sendable {
     /// Closes the link; the connection goes once the writes already sent are acknowledged.
     func close() {
         guard inbox.close(.closedLocally) else { return }
-        BlueZTrace.log("link: closed by this side; disconnecting \(devicePath)")
+        logger.trace("link: closed by this side; disconnecting \(devicePath)")
         stopFollowing()
         let drained = state.withLock { state -> Bool in
             state.disconnectWhenDrained = true
@@ -692,7 +699,7 @@ final class CentralLink: ByteLink, Sendable {
 
     private func ended(_ reason: LinkCloseReason) {
         guard inbox.close(reason) else { return }
-        BlueZTrace.log("link: to \(devicePath) ended (\(reason))")
+        logger.trace("link: to \(devicePath) ended (\(reason))")
         stopFollowing()
         disconnectNow()
     }

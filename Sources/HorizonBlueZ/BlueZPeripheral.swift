@@ -1,6 +1,7 @@
 import HorizonCore
 import HorizonDBus
 import HorizonRadio
+import Logging
 import Synchronization
 
 #if canImport(Glibc)
@@ -52,11 +53,13 @@ final class BlueZPeripheral: Sendable {
     /// A central that connects and registers no tag within this is disconnected: it holds one of
     /// the adapter's few connections and hears every notification while saying nothing.
     let registrationGrace: Duration
+    let logger: Logger
 
     init(
         connection: DBusConnection, adapterPath: String, scheduler: any Scheduler, instance: Int,
-        registrationGrace: Duration = .seconds(10)
+        registrationGrace: Duration = .seconds(10), logger: Logger = .bluezSilent
     ) {
+        self.logger = logger
         self.registrationGrace = registrationGrace
         self.connection = connection
         self.adapterPath = adapterPath
@@ -112,7 +115,7 @@ final class BlueZPeripheral: Sendable {
         }
         watchDevices()
         state.withLock { $0.applicationRegistered = true }
-        BlueZTrace.log("serve: GATT application registered at \(rootPath)")
+        logger.trace("serve: GATT application registered at \(rootPath)")
     }
 
     private func exportApplication() throws(DBusError) {
@@ -200,7 +203,7 @@ final class BlueZPeripheral: Sendable {
         let (ours, theirs) = try NotifySocket.pair(device: device, mtu: Int(mtu))
         // A socket acquired earlier for the device is replaced (and closed when released).
         state.withLock { _ = $0.notifySockets.updateValue(ours, forKey: device) }
-        BlueZTrace.log("serve: AcquireNotify for \(device), MTU \(mtu): its notifications go over a socket")
+        logger.trace("serve: AcquireNotify for \(device), MTU \(mtu): its notifications go over a socket")
         return [.unixFileDescriptor(theirs), .uint16(mtu)]
     }
 
@@ -229,7 +232,7 @@ final class BlueZPeripheral: Sendable {
         guard let tag = LinkFraming.parseRegistration(value) else {
             // Not a wallet of ours: answer the write (a foreign central should not hang) but ignore it.
             state.withLock { $0.foreignWrites += 1 }
-            BlueZTrace.log("serve: ignored \(value.count) bytes from unregistered \(device)")
+            logger.trace("serve: ignored \(value.count) bytes from unregistered \(device)")
             return
         }
         let mtu = options["mtu"]?.uint16.map(Int.init) ?? 23
@@ -249,10 +252,10 @@ final class BlueZPeripheral: Sendable {
             return .some(state.connectionHandler)
         }
         guard case .some(let handler) = handler else {
-            BlueZTrace.log("serve: refused tag \(tag) from \(device): another device holds it")
+            logger.trace("serve: refused tag \(tag) from \(device): another device holds it")
             throw DBusError(name: "org.bluez.Error.NotPermitted", message: "link tag in use by another device")
         }
-        BlueZTrace.log("serve: link from \(device), MTU \(mtu), tag \(tag)")
+        logger.trace("serve: link from \(device), MTU \(mtu), tag \(tag)")
         guard let handler else {
             close(link, reason: .closedLocally)
             return
@@ -283,7 +286,7 @@ final class BlueZPeripheral: Sendable {
                     return state.links.removeValue(forKey: signal.path)
                 }
                 if let link {
-                    BlueZTrace.log("serve: \(signal.path) disconnected; its link ends")
+                    logger.trace("serve: \(signal.path) disconnected; its link ends")
                     link.inbox.close(.closedByPeer)
                 }
             }
@@ -321,7 +324,7 @@ final class BlueZPeripheral: Sendable {
                     return true
                 })
             else { return }
-            BlueZTrace.log("serve: disconnecting \(device): no link tag registered")
+            logger.trace("serve: disconnecting \(device): no link tag registered")
             connection.call(
                 destination: BlueZName.service, path: device, interface: BlueZName.device, method: "Disconnect",
                 timeout: .seconds(5)
@@ -352,7 +355,7 @@ final class BlueZPeripheral: Sendable {
                 state.withLock { state in
                     if state.notifySockets[link.devicePath] === socket { state.notifySockets[link.devicePath] = nil }
                 }
-                BlueZTrace.log(
+                logger.trace(
                     "serve: bluetoothd closed the notify socket of \(link.devicePath); Value changes instead")
             case .failed(let error):
                 throw .backend(
@@ -380,13 +383,13 @@ final class BlueZPeripheral: Sendable {
             return true
         }
         link.inbox.close(reason)
-        BlueZTrace.log("serve: link from \(link.devicePath) closed (\(reason))")
+        logger.trace("serve: link from \(link.devicePath) closed (\(reason))")
         guard removed, reason == .closedLocally else { return }
         let disconnect = scheduler.schedule(after: Self.disconnectGrace) { [connection, weak self] in
             guard self?.state.withLock({ $0.pendingDisconnects.removeValue(forKey: link.devicePath) }) != nil else {
                 return
             }
-            BlueZTrace.log("serve: disconnecting \(link.devicePath) after a local close")
+            self?.logger.trace("serve: disconnecting \(link.devicePath) after a local close")
             connection.call(
                 destination: BlueZName.service, path: link.devicePath, interface: BlueZName.device,
                 method: "Disconnect", timeout: .seconds(5)
@@ -440,7 +443,7 @@ final class BlueZPeripheral: Sendable {
             throw .bluez(error, doing: "registering the advertisement")
         }
         state.withLock { _ = $0.advertisements.insert(path) }
-        BlueZTrace.log("serve: advertising \(path)")
+        logger.trace("serve: advertising \(path)")
         return BlueZAdvertisingSet { [weak self] in self?.stopAdvertising(path) }
     }
 
@@ -451,12 +454,12 @@ final class BlueZPeripheral: Sendable {
     /// retried every second for two minutes while the adapter comes back.
     private func released(_ path: String, attempt: Int = 0) {
         guard state.withLock({ $0.advertisements.contains(path) }) else { return }
-        BlueZTrace.log("serve: bluetoothd released \(path); registering it again (attempt \(attempt + 1))")
+        logger.trace("serve: bluetoothd released \(path); registering it again (attempt \(attempt + 1))")
         // Off the D-Bus queue, which this Release call is on, and after a moment for the adapter.
         scheduler.schedule(after: .milliseconds(attempt == 0 ? 200 : 1_000)) { [weak self] in
             guard let self, self.state.withLock({ $0.advertisements.contains(path) }) else { return }
             @Sendable func retry(_ doing: String, _ error: DBusError) {
-                BlueZTrace.log("serve: \(doing) again failed: \(error)")
+                logger.trace("serve: \(doing) again failed: \(error)")
                 if attempt < 120 { self.released(path, attempt: attempt + 1) }
             }
             self.callAdvertisingOrGATTManager(BlueZName.gattManager, "RegisterApplication", self.rootPath) { result in
@@ -469,7 +472,7 @@ final class BlueZPeripheral: Sendable {
                         return retry("registering \(path)", error)
                     }
                     self.state.withLock { $0.reregistrations += 1 }
-                    BlueZTrace.log("serve: advertising \(path) again")
+                    self.logger.trace("serve: advertising \(path) again")
                 }
             }
         }

@@ -1,6 +1,7 @@
 import HorizonCore
 import HorizonDBus
 import HorizonRadio
+import Logging
 import Synchronization
 
 /// The radio of a real Bluetooth adapter, through bluetoothd: the terminal advertises sessions
@@ -22,7 +23,7 @@ public final class BlueZRadio: DeviceRadio, Sendable {
     /// it is off, or bluetoothd is not running.
     public static func open(
         adapter adapterName: String? = nil, bus: DBusConnection.Bus = .system,
-        retryPolicy: BlueZConnectRetryPolicy = BlueZConnectRetryPolicy()
+        retryPolicy: BlueZConnectRetryPolicy = BlueZConnectRetryPolicy(), logger: Logger = .bluezSilent
     ) throws(RadioError) -> BlueZRadio {
         let bluez: BlueZ
         do {
@@ -32,18 +33,24 @@ public final class BlueZRadio: DeviceRadio, Sendable {
         }
         let adapter = try bluez.adapterBlocking(named: adapterName)
         guard adapter.powered else { throw .adapterUnavailable(.poweredOff) }
-        return BlueZRadio(connection: bluez.connection, adapter: adapter, retryPolicy: retryPolicy)
+        return BlueZRadio(connection: bluez.connection, adapter: adapter, retryPolicy: retryPolicy, logger: logger)
     }
 
-    init(connection: DBusConnection, adapter: BlueZAdapter, retryPolicy: BlueZConnectRetryPolicy) {
+    init(
+        connection: DBusConnection, adapter: BlueZAdapter, retryPolicy: BlueZConnectRetryPolicy,
+        logger: Logger = .bluezSilent
+    ) {
+        var logger = logger
+        logger[metadataKey: "adapter"] = "\(adapter.name)"
         self.connection = connection
         self.adapter = adapter
         realTime = RealTimeScheduler(label: "horizon.bluez.\(adapter.name)")
         let instance = Self.instances.wrappingAdd(1, ordering: .relaxed).oldValue
         peripheral = BlueZPeripheral(
-            connection: connection, adapterPath: adapter.path, scheduler: realTime, instance: instance)
+            connection: connection, adapterPath: adapter.path, scheduler: realTime, instance: instance, logger: logger)
         central = BlueZCentral(
-            connection: connection, adapterPath: adapter.path, scheduler: realTime, retryPolicy: retryPolicy)
+            connection: connection, adapterPath: adapter.path, scheduler: realTime, retryPolicy: retryPolicy,
+            logger: logger)
         currentAvailability = Mutex(adapter.availability)
         watchPower()
     }

@@ -1,3 +1,6 @@
+// SOCK_SEQPACKET and SOCK_CLOEXEC come from <bits/socket_type.h>, which Glibc's module does not
+// export to every file; the C shim's <sys/socket.h> does.
+import CBluetooth
 import HorizonDBus
 
 #if canImport(Glibc)

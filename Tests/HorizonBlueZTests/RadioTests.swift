@@ -703,6 +703,24 @@ struct BlueZRadioTests {
         radio.shutdown()
     }
 
+    @Test func theRadioTracesEachBlueZStepThroughTheLoggerItIsGiven() async throws {
+        let bluetoothd = try FakeBluetoothd()
+        let traced = LogRecorder()
+        let quiet = LogRecorder()
+        let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address, logger: traced.logger(level: .trace))
+        defer { radio.shutdown() }
+        try radio.startScanning { _ in }
+        let started = try #require(traced.first("scan: discovery started"))
+        #expect(started.level == .trace)
+        #expect(started.metadata["adapter"] == "hci0")
+        // The same steps at a program's ordinary level: nothing.
+        let other = try FakeBluetoothd()
+        let quietRadio = try BlueZRadio.open(adapter: "hci0", bus: other.address, logger: quiet.logger(level: .info))
+        defer { quietRadio.shutdown() }
+        try quietRadio.startScanning { _ in }
+        #expect(quiet.all.isEmpty)
+    }
+
     @Test func theWalletScansConnectsWithRetriesAndKeepsOnlyItsOwnNotifications() async throws {
         let bluetoothd = try FakeBluetoothd()
         let radio = try BlueZRadio.open(

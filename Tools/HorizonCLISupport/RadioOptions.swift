@@ -72,7 +72,7 @@ public struct RadioOptions: ParsableArguments {
         switch radio {
         case .bluez:
             do {
-                let radio = try BlueZRadio.open(adapter: adapter)
+                let radio = try BlueZRadio.open(adapter: adapter, logger: Logs.bluezLogger(following: logger))
                 logger.info("BlueZ radio on \(radio.adapter.name) (\(radio.adapter.address))")
                 return radio
             } catch {
@@ -193,6 +193,15 @@ public enum Logs {
         }
         var logger = Logger(label: label)
         logger.logLevel = verbose ? .debug : .warning
+        return logger
+    }
+
+    /// The BlueZ radio's logger: the program's level, or `trace` (each D-Bus step with bluetoothd)
+    /// with `HORIZON_BLUEZ_TRACE=1` in the environment.
+    public static func bluezLogger(following program: Logger) -> Logger {
+        var logger = Logger(label: "horizon.bluez")
+        let trace = ProcessInfo.processInfo.environment["HORIZON_BLUEZ_TRACE"] == "1"
+        logger.logLevel = trace ? .trace : program.logLevel
         return logger
     }
 }
