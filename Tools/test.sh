@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole Horizon test suite on a fresh Debian machine: installs what the build needs
-# (when missing), builds the package and its tests, runs every test, then runs the BlueZ checks
+# (when missing), builds the package and its tests, starts a throw-away PostgreSQL for the ledger's
+# tests, runs every test, then runs the BlueZ checks
 # against a real bluetoothd in a throw-away VM (Tools/bluez-vm: the adapters, a foreign central,
 # payment flows between two processes, wallet privacy and notify sockets: 13 checks; about 5
 # minutes, at most 14).
@@ -11,12 +12,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source Tools/lib/setup.sh
+source Tools/lib/postgres.sh
 
 ensure_swift
 ensure_debian_packages
 
 step "building package and tests (a first build compiles swift-crypto: 1-3 minutes on 2 cores)"
 swift build --build-tests 2>&1 | filter_build_output
+
+# The ledger's tests run on SQLite and on PostgreSQL: a throw-away cluster on a private Unix
+# socket, stopped and removed when this script exits (an exported HORIZON_TEST_POSTGRES_URL is used as is).
+if [ -z "${HORIZON_TEST_POSTGRES_URL:-}" ]; then postgres_start_throwaway; fi
 
 if [ $# -gt 0 ]; then
     step "running tests ($*)"
@@ -30,6 +36,7 @@ fi
 # stays free for the async work of the D-Bus, BlueZ and async-API tests.
 step "running every test (one parallel swift test)"
 swift test --skip-build
+postgres_stop_throwaway
 
 if [ -n "${HORIZON_SKIP_VM:-}" ]; then
     exit 0
