@@ -65,6 +65,16 @@ public protocol Scheduler: AnyObject, Sendable {
     /// Runs `action` on the scheduler's serial context after `delay`.
     @discardableResult
     func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> ScheduledAction
+    /// Runs `work` — I/O that may be slow, such as settling with a remote processor — without
+    /// holding the serial context, then `completion` with its result on that context.
+    ///
+    /// A real-time scheduler keeps serving other events while the work is under way. A virtual
+    /// clock (the default implementation) treats the work as instantaneous: the caller waits for
+    /// it and `completion` runs before anything else fires, so a seeded run replays step for step.
+    /// Either way the work runs on a thread of its own (`ExternalWork`), never on the caller's
+    /// thread or Swift's cooperative pool, so a caller blocked on it cannot starve it.
+    func runExternal<T: Sendable>(
+        _ work: @escaping @Sendable () async -> T, then completion: @escaping @Sendable (T) -> Void)
 }
 
 extension Scheduler {
@@ -83,12 +93,88 @@ extension Scheduler {
     }
 }
 
+extension Scheduler {
+    /// Virtual time: the work takes none. The caller (the scheduler's serial context) waits for
+    /// it, so no later event can fire before `completion`, which runs at once, before `runExternal`
+    /// returns: exactly as if the work had been a synchronous call.
+    public func runExternal<T: Sendable>(
+        _ work: @escaping @Sendable () async -> T, then completion: @escaping @Sendable (T) -> Void
+    ) {
+        completion(ExternalWork.wait(for: work))
+    }
+}
+
+/// Async work started from synchronous code, on threads that are never the caller's nor Swift's
+/// cooperative pool.
+///
+/// Why not the pool: the simulated radios and the reference API are synchronous, so their callers
+/// block while the work runs, and those callers are often on the pool itself (tests run there;
+/// it has one thread per core). Work that needed a pool thread could then wait forever for one.
+/// Each piece of work gets a serial dispatch queue of its own (an overcommitting worker thread),
+/// set as its task's executor preference, so its own awaits resume there too.
+public enum ExternalWork {
+    /// Starts `work` now; `wait()` on the handle blocks until its result is there.
+    public static func start<T: Sendable>(_ work: @escaping @Sendable () async -> T) -> Pending<T> {
+        let pending = Pending<T>()
+        Task(executorPreference: QueueExecutor(label: "horizon.external-work")) {
+            pending.fulfil(await work())
+        }
+        return pending
+    }
+
+    /// Runs `work` and blocks the calling thread until it has finished (see `ExternalWork`).
+    public static func wait<T: Sendable>(for work: @escaping @Sendable () async -> T) -> T {
+        start(work).wait()
+    }
+
+    /// The result of work started with `start`, once it is there.
+    public final class Pending<T: Sendable>: Sendable {
+        private let value = Mutex<T?>(nil)
+        private let done = DispatchSemaphore(value: 0)
+
+        fileprivate init() {}
+
+        fileprivate func fulfil(_ result: T) {
+            value.withLock { $0 = result }
+            done.signal()
+        }
+
+        /// Blocks until the work has finished; then (and on every later call) its result.
+        public func wait() -> T {
+            while true {
+                if let result = value.withLock({ $0 }) { return result }
+                // Signalled once, after the value is stored; passed on so that a second waiter
+                // (or a second call) wakes too.
+                done.wait()
+                done.signal()
+            }
+        }
+    }
+}
+
+/// Runs a task's jobs on one serial dispatch queue: a worker thread outside the cooperative pool.
+public final class QueueExecutor: TaskExecutor {
+    private let queue: DispatchQueue
+
+    public init(label: String) { queue = DispatchQueue(label: label) }
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        queue.async { job.runSynchronously(on: executor) }
+    }
+}
+
 /// A scheduler on the system's monotonic clock, serialising work on one dispatch queue.
 public final class RealTimeScheduler: Scheduler {
     public let queue: DispatchQueue
 
+    /// Where `runExternal` work runs.
+    private let externalExecutor: QueueExecutor
+
     public init(label: String = "horizon.scheduler") {
         queue = DispatchQueue(label: label)
+        externalExecutor = QueueExecutor(label: label + ".external")
     }
 
     public var now: Instant {
@@ -99,6 +185,18 @@ public final class RealTimeScheduler: Scheduler {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         return UnixTime(spec.tv_sec)
+    }
+
+    /// Real time: the queue keeps serving radio events and timers while `work` runs on a queue of
+    /// its own (one per scheduler: a processor that blocks its thread, like the sandbox ledger's
+    /// synced commit, takes its turn; one that awaits I/O frees it meanwhile).
+    public func runExternal<T: Sendable>(
+        _ work: @escaping @Sendable () async -> T, then completion: @escaping @Sendable (T) -> Void
+    ) {
+        Task(executorPreference: externalExecutor) { [self] in
+            let result = await work()
+            execute { completion(result) }
+        }
     }
 
     @discardableResult

@@ -51,6 +51,28 @@ public final class RadioSimulation: Scheduler, Sendable {
         return handle
     }
 
+    /// How much virtual time work handed to `runExternal` takes (a remote processor settling a
+    /// payment): zero by default, so it completes before anything else fires, as a synchronous
+    /// call would. Longer lets a test watch the terminal serve others meanwhile. Either way its
+    /// completion fires at a fixed instant of virtual time: if the work has not finished by then
+    /// in real time, the simulation waits for it there, so a seed still replays exactly.
+    public var externalWorkDuration: Duration {
+        get { state.withLock { $0.externalWorkDuration } }
+        set { state.withLock { $0.externalWorkDuration = newValue } }
+    }
+
+    public func runExternal<T: Sendable>(
+        _ work: @escaping @Sendable () async -> T, then completion: @escaping @Sendable (T) -> Void
+    ) {
+        let duration = externalWorkDuration
+        guard duration > .zero else {
+            completion(ExternalWork.wait(for: work))
+            return
+        }
+        let pending = ExternalWork.start(work)
+        schedule(after: duration) { completion(pending.wait()) }
+    }
+
     // MARK: Running
 
     /// Fires every event due up to `deadline`, then leaves the clock at `deadline`.
@@ -257,6 +279,7 @@ struct SimulationState {
     var randomFaults: FaultProbabilities = .none
     var trace: [String]?
     var nextAdvertisingSetID = 0
+    var externalWorkDuration: Duration = .zero
     var appliedFaults: [AppliedFault] = []
 
     init(recordsTrace: Bool) {
@@ -280,4 +303,14 @@ public struct AppliedFault: Sendable, Equatable {
     public let linkID: Int
     public let frameIndex: Int
     public let fault: FrameFault
+}
+
+// A device's clock is the simulation's: work it runs outside its serial context takes the
+// simulation's `externalWorkDuration` (declared here, beside it, rather than with the clock).
+extension DeviceClock {
+    public func runExternal<T: Sendable>(
+        _ work: @escaping @Sendable () async -> T, then completion: @escaping @Sendable (T) -> Void
+    ) {
+        simulation.runExternal(work, then: completion)
+    }
 }

@@ -98,10 +98,10 @@ public struct RedemptionRequest: Sendable, Equatable {
 }
 
 /// Where the terminal redeems loyalty: each redemption id at most once, a retry gets the stored
-/// result.
+/// result. Async like `PaymentProcessor`, for the same reason.
 public protocol RedemptionProcessor: Sendable {
-    func redeem(_ request: RedemptionRequest, at time: UnixTime) throws(ProcessorError) -> SettlementResult
-    func result(for id: PaymentID) throws(ProcessorError) -> SettlementResult?
+    func redeem(_ request: RedemptionRequest, at time: UnixTime) async throws(ProcessorError) -> SettlementResult
+    func result(for id: PaymentID) async throws(ProcessorError) -> SettlementResult?
 }
 
 /// Why a processor could not give a result at all (as opposed to declining the payment).
@@ -120,7 +120,12 @@ public enum ProcessorError: Error, Equatable, Sendable, CustomStringConvertible 
 
 /// Where the terminal settles payments. Implementations execute each payment id at most once
 /// and answer a retry with the stored result.
+///
+/// Async because a processor may be remote (the server, over HTTP): the terminal awaits it off
+/// its radio's scheduler (`Scheduler.runExternal`), which keeps serving other wallets meanwhile.
+/// A local processor such as `SandboxLedger` implements the requirements synchronously; that
+/// satisfies them as they are.
 public protocol PaymentProcessor: Sendable {
-    func settle(_ request: SettlementRequest, at time: UnixTime) throws(ProcessorError) -> SettlementResult
-    func result(for paymentID: PaymentID) throws(ProcessorError) -> SettlementResult?
+    func settle(_ request: SettlementRequest, at time: UnixTime) async throws(ProcessorError) -> SettlementResult
+    func result(for paymentID: PaymentID) async throws(ProcessorError) -> SettlementResult?
 }

@@ -1,20 +1,21 @@
 import HorizonCore
 import HorizonProtocol
+import HorizonSecureChannel
 import HorizonStores
 
 /// A payment: the wallet's signed Confirm, settled through the `PaymentProcessor`.
 struct PaymentExecutor: SessionExecutor {
     let processor: any PaymentProcessor
+    /// The terminal the confirmation must name.
+    let identity: TerminalIdentity
     var transactionType: TransactionType { .payment }
 
-    func check(_ message: SessionMessage, session: HostedSession, terminal: TerminalRadioService, now: UnixTime)
-        -> RequestCheck
-    {
+    func check(_ message: SessionMessage, session: HostedSession, now: UnixTime) -> RequestCheck {
         guard case .confirm(let confirm) = message else { return .unexpected }
         func refuse(_ code: ErrorCode, _ text: String) -> RequestCheck {
             .refused(ErrorMessage(code: code, message: text, paymentID: confirm.paymentID))
         }
-        guard let keyID = terminal.terminalKeyID, confirm.terminalKeyDigest == terminal.identity.keyDigestBytes else {
+        guard let keyID = identity.terminalKeyID, confirm.terminalKeyDigest == identity.keyDigestBytes else {
             return refuse(.badSignature, "the confirmation names another terminal")
         }
         guard confirm.offerDigest == session.offerDigest else {
@@ -36,9 +37,9 @@ struct PaymentExecutor: SessionExecutor {
                     contentDigest: digest(confirm.signedBytes))))
     }
 
-    func execute(_ request: JournalRequest, at now: UnixTime) throws(ProcessorError) -> SettlementResult {
+    func execute(_ request: JournalRequest, at now: UnixTime) async throws(ProcessorError) -> SettlementResult {
         guard case .payment(let payment) = request else { throw .storage("a redemption is not a payment") }
-        return try processor.settle(payment, at: now)
+        return try await processor.settle(payment, at: now)
     }
 
     static func errorMessage(for error: ProcessorError, id: PaymentID) -> ErrorMessage {
@@ -52,10 +53,10 @@ struct PaymentExecutor: SessionExecutor {
 struct RedemptionExecutor: SessionExecutor {
     let processor: any RedemptionProcessor
     let transactionType: TransactionType
+    /// The terminal the redemption must name.
+    let identity: TerminalIdentity
 
-    func check(_ message: SessionMessage, session: HostedSession, terminal: TerminalRadioService, now: UnixTime)
-        -> RequestCheck
-    {
+    func check(_ message: SessionMessage, session: HostedSession, now: UnixTime) -> RequestCheck {
         guard case .redeem(let redeem) = message else { return .unexpected }
         func refuse(_ code: ErrorCode, _ text: String) -> RequestCheck {
             .refused(ErrorMessage(code: code, message: text, paymentID: redeem.redemptionID))
@@ -63,7 +64,7 @@ struct RedemptionExecutor: SessionExecutor {
         guard redeem.transactionType == transactionType else {
             return refuse(.protocolViolation, "this session is a \(transactionType)")
         }
-        guard redeem.terminalKeyDigest == terminal.identity.keyDigestBytes else {
+        guard redeem.terminalKeyDigest == identity.keyDigestBytes else {
             return refuse(.badSignature, "the redemption names another terminal")
         }
         guard redeem.offerDigest == session.offerDigest else {
@@ -79,7 +80,7 @@ struct RedemptionExecutor: SessionExecutor {
         guard SignedRequest(message)?.verifies == true else {
             return refuse(.badSignature, "the redemption's signature does not verify")
         }
-        guard let keyID = terminal.terminalKeyID else { return refuse(.internalError, "no terminal key") }
+        guard let keyID = identity.terminalKeyID else { return refuse(.internalError, "no terminal key") }
         return .accepted(
             .redemption(
                 RedemptionRequest(
@@ -89,8 +90,8 @@ struct RedemptionExecutor: SessionExecutor {
                     value: session.terms.amount, contentDigest: digest(redeem.signedBytes))))
     }
 
-    func execute(_ request: JournalRequest, at now: UnixTime) throws(ProcessorError) -> SettlementResult {
+    func execute(_ request: JournalRequest, at now: UnixTime) async throws(ProcessorError) -> SettlementResult {
         guard case .redemption(let redemption) = request else { throw .storage("a payment is not a redemption") }
-        return try processor.redeem(redemption, at: now)
+        return try await processor.redeem(redemption, at: now)
     }
 }

@@ -49,46 +49,91 @@ public struct JournalRecoveryReport: Sendable, Equatable, CustomStringConvertibl
     }
 }
 
+/// What the processor said about a submitted request: the part of an execution that may be slow
+/// (a remote processor), run off the scheduler between the two journal writes.
+enum ProcessorAnswer: Sendable {
+    /// Final without a journaled answer: the submission was not journaled (refused: provably never
+    /// executed; or undecided).
+    case ended(JournaledOutcome)
+    /// The processor executed it (approved or declined): the result to sign and journal.
+    case settled(SettlementResult)
+    /// The processor executed nothing, for good (a conflicting retry, or a storage failure the
+    /// ledger proves left no result): the refusal to journal.
+    case failed(ProcessorError)
+}
+
+/// How the executing request reaches its processor.
+typealias ProcessorCall = @Sendable (JournalRequest) async throws(ProcessorError) -> SettlementResult
+
 extension TerminalRadioService {
-    /// Executes a checked request with every step journaled before the next leaves: confirmed
-    /// (from here on the terminal owes it an execution), submitted, the processor, the result
-    /// (the answer the wallet gets, now and on every retry). Used by live sessions and recovery.
-    func executeJournaled(
-        _ request: JournalRequest, at now: UnixTime,
-        execute: (JournalRequest) throws(ProcessorError) -> SettlementResult
-    ) -> JournaledOutcome {
-        let id = request.id
-        // Confirmed and submitted in one synced write: nothing leaves between them when the
-        // processor is local, and one commit instead of two keeps a payment's CPU in budget.
-        let undecided = ErrorMessage(
-            code: .internalError, message: "the terminal could not record the outcome yet; ask again later")
+    static let undecidedAnswer = ErrorMessage(
+        code: .internalError, message: "the terminal could not record the outcome yet; ask again later")
+
+    // Executing a checked request journals every step before the next leaves: confirmed (from
+    // here on the terminal owes it an execution), submitted, the processor, the result (the answer
+    // the wallet gets, now and on every retry). The journal writes run where the caller runs (a
+    // live session: the scheduler); the processor, which may be remote, is awaited between them
+    // off the scheduler (`Scheduler.runExternal`).
+
+    /// Step 1, on the scheduler: confirmed and submitted in one synced write (nothing leaves
+    /// between them, and one commit instead of two keeps a payment's CPU in budget). Nil once on
+    /// record, else the failure. Written before anything else can happen, so a retry or a status
+    /// query arriving while the processor works finds the request confirmed ("still settling").
+    func journalSubmission(_ request: JournalRequest, at now: UnixTime) -> JournalError? {
         do {
-            try journal.write([.confirmed(request), .submitted(id)], at: now)
+            try journal.write([.confirmed(request), .submitted(request.id)], at: now)
+            return nil
         } catch {
+            return error
+        }
+    }
+
+    /// Step 2, off the scheduler: the processor, and what a failure means. Asks the processor
+    /// only if the submission is on record.
+    func askProcessor(_ request: JournalRequest, submissionFailure: JournalError?, execute: ProcessorCall) async
+        -> ProcessorAnswer
+    {
+        let id = request.id
+        if let failure = submissionFailure {
             // A failed write may still have reached the disk (a commit or sync that reported an
             // error after writing): "nothing was charged" only once a re-read of the journal and
             // the ledger proves the id never executed; otherwise the answer stays open.
-            guard provablyNeverExecuted(id) else { return .undecided(undecided, reason: error.description) }
-            return .refused(
-                ErrorMessage(
-                    code: .internalError, message: "the terminal could not record the request; nothing was charged",
-                    paymentID: id), reason: error.description)
-        }
-        let answer: SessionMessage
-        let outcome: JournaledOutcome
-        do {
-            let settled = try execute(request)
-            guard let receipt = ReceiptFactory.receipt(for: settled, identity: identity) else {
-                return .undecided(undecided, reason: "the receipt could not be signed")
+            guard await provablyNeverExecuted(id) else {
+                return .ended(.undecided(Self.undecidedAnswer, reason: failure.description))
             }
-            answer = .receipt(receipt)
-            outcome = .executed(settled, answer: answer)
+            return .ended(
+                .refused(
+                    ErrorMessage(
+                        code: .internalError,
+                        message: "the terminal could not record the request; nothing was charged", paymentID: id),
+                    reason: failure.description))
+        }
+        do {
+            return .settled(try await execute(request))
         } catch {
             // A conflicting retry executed nothing (the processor's contract). A storage failure
             // may have come after the ledger's commit: final only if the ledger has no result.
-            if case .storage = error, !provablyNeverExecuted(id, journalRecorded: true) {
-                return .undecided(undecided, reason: error.description)
+            if case .storage = error, !(await provablyNeverExecuted(id, journalRecorded: true)) {
+                return .ended(.undecided(Self.undecidedAnswer, reason: error.description))
             }
+            return .failed(error)
+        }
+    }
+
+    /// Step 3, on the scheduler: the answer signed and journaled, as the wallet will get it.
+    func journalAnswer(_ processorAnswer: ProcessorAnswer, for id: PaymentID, at now: UnixTime) -> JournaledOutcome {
+        let answer: SessionMessage
+        let outcome: JournaledOutcome
+        switch processorAnswer {
+        case .ended(let final):
+            return final
+        case .settled(let settled):
+            guard let receipt = ReceiptFactory.receipt(for: settled, identity: identity) else {
+                return .undecided(Self.undecidedAnswer, reason: "the receipt could not be signed")
+            }
+            answer = .receipt(receipt)
+            outcome = .executed(settled, answer: answer)
+        case .failed(let error):
             let refusal = PaymentExecutor.errorMessage(for: error, id: id)
             answer = .error(refusal)
             outcome = .refused(refusal, reason: refusal.message)
@@ -96,21 +141,23 @@ extension TerminalRadioService {
         do {
             try journal.write(.result(id, answer: answer), at: now)
         } catch {
-            return .undecided(undecided, reason: error.description)
+            return .undecided(Self.undecidedAnswer, reason: error.description)
         }
         return outcome
     }
 
     /// Whether re-reading proves `id` never executed: the ledger, readable, has no result for it,
     /// and (unless the caller knows the confirmation is journaled) neither has the journal.
-    func provablyNeverExecuted(_ id: PaymentID, journalRecorded: Bool = false) -> Bool {
+    func provablyNeverExecuted(_ id: PaymentID, journalRecorded: Bool = false) async -> Bool {
         if !journalRecorded {
             guard case .success(nil) = Result(catching: { () throws(JournalError) in try journal.record(for: id) })
             else { return false }
         }
-        guard case .success(nil) = Result(catching: { () throws(ProcessorError) in try processor.result(for: id) })
-        else { return false }
-        return true
+        do throws(ProcessorError) {
+            return try await processor.result(for: id) == nil
+        } catch {
+            return false
+        }
     }
 
     /// Settles, once and with the same id, every request the journal has confirmed but without a
@@ -129,14 +176,23 @@ extension TerminalRadioService {
                 report.unresolved.append(.init(id: request.id, reason: "no redemption processor to settle it with"))
                 continue
             }
-            let outcome = executeJournaled(request, at: now) { (request) throws(ProcessorError) -> SettlementResult in
-                switch request {
-                case .payment(let payment): return try processor.settle(payment, at: now)
-                case .redemption(let redemption):
-                    guard let redemptions else { throw .storage("no redemption processor") }
-                    return try redemptions.redeem(redemption, at: now)
+            // Recovery runs at start, before sessions open and off the scheduler; its callers
+            // are synchronous, so it waits here for each request in turn (on a thread of its own,
+            // see `ExternalWork`).
+            let failure = journalSubmission(request, at: now)
+            let processor = processor
+            let answer = ExternalWork.wait { [self] in
+                await askProcessor(request, submissionFailure: failure) {
+                    (request) async throws(ProcessorError) -> SettlementResult in
+                    switch request {
+                    case .payment(let payment): return try await processor.settle(payment, at: now)
+                    case .redemption(let redemption):
+                        guard let redemptions else { throw .storage("no redemption processor") }
+                        return try await redemptions.redeem(redemption, at: now)
+                    }
                 }
             }
+            let outcome = journalAnswer(answer, for: request.id, at: now)
             switch outcome {
             case .executed:
                 logger.with(payment: request.id).notice("recovery: a confirmed request was settled")

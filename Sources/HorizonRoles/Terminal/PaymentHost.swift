@@ -44,7 +44,7 @@ public final class PaymentHost: Sendable {
         self.configuration = configuration
         let finished = self.finished
         core = SessionHost(
-            service: service, executor: PaymentExecutor(processor: processor),
+            service: service, executor: PaymentExecutor(processor: processor, identity: service.identity),
             userDecisionTimeout: configuration.userDecisionTimeout,
             lingerAfterReceipt: configuration.lingerAfterReceipt, merchantPrograms: configuration.merchantPrograms
         ) { session in
@@ -106,7 +106,9 @@ public final class PaymentHost: Sendable {
     @discardableResult
     public func stop() -> Bool { core.stop() }
 
-    /// Cancels a running session at the register; the wallet is told, nothing is charged.
+    /// Cancels a running session at the register; the wallet is told, nothing is charged. Does
+    /// nothing once a wallet's confirmation is executing (`acquiringPaymentExecution`): it may be
+    /// charged, so its outcome ends the session, never "cancelled".
     public func cancel() { core.cancel() }
 
     static func order(from result: SettlementResult, _ session: HostedSession) -> PaymentOrder? {

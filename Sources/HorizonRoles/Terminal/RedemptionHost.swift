@@ -65,7 +65,9 @@ public final class RedemptionHost: Sendable {
         self.configuration = configuration
         let finished = self.finished
         core = SessionHost(
-            service: service, executor: RedemptionExecutor(processor: processor, transactionType: transactionType),
+            service: service,
+            executor: RedemptionExecutor(
+                processor: processor, transactionType: transactionType, identity: service.identity),
             userDecisionTimeout: configuration.userDecisionTimeout,
             lingerAfterReceipt: configuration.lingerAfterReceipt, merchantPrograms: configuration.merchantPrograms
         ) { session in
@@ -120,5 +122,7 @@ public final class RedemptionHost: Sendable {
     @discardableResult
     public func stop() -> Bool { core.stop() }
 
+    /// Cancels a running session at the register, as `PaymentHost.cancel()`: nothing once a
+    /// wallet's request is executing.
     public func cancel() { core.cancel() }
 }
