@@ -178,17 +178,12 @@ public final class FusionTracker: Sendable {
         manualConnectionDecider.offer(nil)
     }
 
-    /// The latest tracking of a terminal key at an address not in `excluding` (to find a
-    /// terminal again for a pending payment). A clone may advertise the same key id from another
-    /// address: the caller excludes the addresses that failed the handshake, so every address
-    /// advertising the key id gets its turn.
-    func latestTracking(terminalKeyID: TerminalKeyID, excluding: Set<PeerAddress> = []) -> PeripheralTracking? {
+    /// Every address heard advertising a terminal key, to find a terminal again for a pending
+    /// payment (the wallet's state machine picks the latest one that has not failed the
+    /// handshake: a clone may advertise the same key id from another address).
+    func trackings(terminalKeyID: TerminalKeyID) -> [PeripheralTracking] {
         state.withLock { state in
-            state.trackings.values.filter {
-                $0.peripheralMetaData.terminalKeyID == terminalKeyID
-                    && !excluding.contains($0.peripheralMetaData.address)
-            }
-            .max { $0.lastSeen < $1.lastSeen }
+            state.trackings.values.filter { $0.peripheralMetaData.terminalKeyID == terminalKeyID }
         }
     }
 

@@ -193,6 +193,17 @@ public struct PaymentClientConfiguration: Sendable {
 /// terminals of one transaction type through its `fusionTracker`, fetches and verifies the
 /// chosen terminal's offer when the app starts deciding, signs and sends the person's request
 /// (stored first), and reports the verified receipt — or keeps asking while the answer is unknown.
+///
+/// It is the driver of a `SessionClientStateMachine`, which holds every rule: it feeds the
+/// machine one event at a time (the app's commands, the radio's answers, timers, the store's
+/// answers) and carries out the actions it returns (connecting, the handshake, sending, closing,
+/// timers, the pending store, publishing the state). Events from the radio and timers arrive on
+/// the radio's scheduler; the reference API's commands run on the caller's thread, which must be
+/// that serial context too (the async API hops onto it with `Scheduler.perform`; a simulated
+/// radio's context is whoever runs the simulation). Each event is decided under the machine's
+/// lock in one step, so what it checks and what it does cannot be split by another event; the
+/// actions run after the lock is released, because they call out (observers, the radio, the
+/// store) and may feed the machine again.
 final class SessionClient: Sendable {
     let transactionType: TransactionType
     public let fusionTracker: FusionTracker
@@ -206,33 +217,17 @@ final class SessionClient: Sendable {
     let observable = ObservableState<PaymentClientState>(.idle)
     private let announce: @Sendable (WalletFinishedPayment) -> Void
 
-    private struct Attempt {
-        let tracking: PeripheralTracking
-        var generation = 0
-        var link: SecureLink?
-        var credential: TerminalCredential?
-        var anchor: TrustAnchor?
-        var transcriptHash: [UInt8] = []
-        var offer: Offer?
-        /// Addresses that failed the handshake while a request was pending: a clone of the
-        /// terminal's advertisement. The next retry tries the terminal's other addresses first.
-        var rejectedAddresses: Set<PeerAddress> = []
-        var pending: PendingPayment?
-        var wantsHost = false
+    /// The machine, and the I/O handles its actions name: the current secure link (by its
+    /// generation) and the receipt timer, so a later action can reach them.
+    private struct Core {
+        var machine: SessionClientStateMachine
+        var link: (generation: Int, link: SecureLink)?
         var receiptTimer: ScheduledAction?
-        var reconnectDelay: Duration
     }
 
-    private struct State {
-        var attempt: Attempt?
-        var offer: PaymentOffer?
-        var receipt: PaymentReceipt?
-        var error: PaymentClientError?
-        var membership: BonusProgramMembership?
-        var onHostConnected: (@Sendable () -> Void)?
-    }
-
-    private let guarded = Mutex(State())
+    private let core: Mutex<Core>
+    /// The app's callback, not protocol state: kept apart from the machine.
+    private let hostConnectedCallback = Mutex<(@Sendable () -> Void)?>(nil)
 
     init(
         transactionType: TransactionType, radio: any CentralRadio, identity: WalletIdentity,
@@ -247,6 +242,11 @@ final class SessionClient: Sendable {
         self.trustAnchors = trustAnchors
         self.configuration = configuration
         self.pendingStore = pendingStore
+        core = Mutex(
+            Core(
+                machine: SessionClientStateMachine(
+                    configuration: SessionClientStateMachine.Configuration(
+                        transactionType: transactionType, configuration))))
         fusionTracker = FusionTracker(
             scanner: scanner ?? SightingHub(radio: radio), transactionTypes: [transactionType],
             configuration: configuration.tracker)
@@ -264,19 +264,24 @@ final class SessionClient: Sendable {
         observable.observe(observer)
     }
 
-    public var offer: PaymentOffer? { guarded.withLock { $0.offer } }
-    public var receipt: PaymentReceipt? { guarded.withLock { $0.receipt } }
-    public var error: PaymentClientError? { guarded.withLock { $0.error } }
+    public var offer: PaymentOffer? { core.withLock { $0.machine.offer } }
+    public var receipt: PaymentReceipt? { core.withLock { $0.machine.receipt } }
+    public var error: PaymentClientError? { core.withLock { $0.machine.error } }
     public var humanizedError: String? { error?.description }
-    public var bonusProgramMembership: BonusProgramMembership? { guarded.withLock { $0.membership } }
+    public var bonusProgramMembership: BonusProgramMembership? { core.withLock { $0.machine.membership } }
     /// The payment confirmed and not yet answered, if any.
-    public var pendingPayment: PendingPayment? { guarded.withLock { $0.attempt?.pending } }
+    public var pendingPayment: PendingPayment? { core.withLock { $0.machine.pending } }
 
     /// Called on the radio's scheduler when the terminal is connected and ready for the
     /// confirmation (the reference's `onHostConnectedCallback`).
     public var onHostConnected: (@Sendable () -> Void)? {
-        get { guarded.withLock { $0.onHostConnected } }
-        set { guarded.withLock { $0.onHostConnected = newValue } }
+        get { hostConnectedCallback.withLock { $0 } }
+        set { hostConnectedCallback.withLock { $0 = newValue } }
+    }
+
+    /// Applies one event to the machine and carries out its actions, outside the lock.
+    private func handle(_ event: (inout SessionClientStateMachine) -> [SessionClientAction]) {
+        perform(core.withLock { event(&$0.machine) })
     }
 
     // MARK: Commands
@@ -290,41 +295,15 @@ final class SessionClient: Sendable {
     /// `onHostConnected`. Returns false if there is no accepted offer.
     @discardableResult
     func connectToSession() -> Bool {
-        // A finished attempt (declined, or ended by a second offer) is over: its offer is not
-        // confirmed through a link that may not have noticed yet that it was closed.
-        guard !observable.value.isFinished else { return false }
-        let ready: Bool? = guarded.withLock { state in
-            guard var attempt = state.attempt, attempt.pending == nil, attempt.offer != nil else { return nil }
-            attempt.wantsHost = true
-            state.attempt = attempt
-            return attempt.link?.isEstablished == true
-        }
-        guard let ready else { return false }
-        if ready {
-            becomeHostConnected()
-        } else {
-            observable.set(.connecting)
-            connect()
-        }
+        guard let actions = core.withLock({ $0.machine.connectToSession() }) else { return false }
+        perform(actions)
         return true
     }
 
-    /// What a facade needs to build its signed request.
-    struct RequestContext {
-        let offer: Offer
-        let offerDigest: DigestBytes
-        let terminalKeyDigest: DigestBytes
-        let walletKey: PublicKeyBytes
-        let requestID: PaymentID
-        let walletNonce: Nonce
-        let expiresAt: UnixTime
-    }
+    typealias RequestContext = SessionClientStateMachine.RequestContext
 
     /// The person declines the offer: the terminal is told, nothing is executed.
-    func decline() {
-        declineCurrentOffer(reason: .userDeclined)
-        finish(error: .declinedByUser)
-    }
+    func decline() { handle { $0.decline() } }
 
     /// Signs the request `build` makes from the offer, stores it, then sends it. False (with
     /// `error`) if no terminal is connected or the request is invalid. With `shown`, the offer the
@@ -332,61 +311,37 @@ final class SessionClient: Sendable {
     func sendRequest(
         confirming shown: PaymentOffer? = nil, _ build: (RequestContext) throws(PaymentClientError) -> SessionMessage
     ) -> Bool {
-        guard observable.value == .hostConnected || observable.value == .offerReceived else { return false }
+        // Randomness and time come from here, not from the machine.
         var random = SystemRandomNumberGenerator()
-        let prepared: Result<(PendingPayment, SecureLink), PaymentClientError> = guarded.withLock { state in
-            guard var attempt = state.attempt, let offer = attempt.offer, let link = attempt.link,
-                let credential = attempt.credential
-            else { return .failure(.notReady("no terminal connected")) }
-            let digest = offerDigest(offer)
-            if let shown, shown.digest != digest {
-                return .failure(.invalidOffer("it is not the offer that was shown; nothing was signed"))
-            }
-            let keyID = attempt.tracking.peripheralMetaData.terminalKeyID
-            do throws(PaymentClientError) {
-                let unsigned = try build(
-                    RequestContext(
-                        offer: offer, offerDigest: digest, terminalKeyDigest: credential.keyDigestBytes,
-                        walletKey: identity.publicKey, requestID: PaymentID.random(using: &random),
-                        walletNonce: Nonce.random(using: &random),
-                        expiresAt: scheduler.wallClock + configuration.confirmationValidity.nanoseconds / 1_000_000_000)
-                )
-                guard
-                    let pending = PendingPayment(
-                        request: try sign(unsigned), terminalKeyID: keyID,
-                        terminalAddress: attempt.tracking.peripheralMetaData.address,
-                        merchantName: credential.merchantName.sanitizedForDisplay, createdAt: scheduler.wallClock)
-                else { return .failure(.notReady("not a request a terminal executes")) }
-                attempt.pending = pending
-                state.attempt = attempt
-                return .success((pending, link))
-            } catch {
-                return .failure(error)
-            }
-        }
-        let pending: PendingPayment
-        let link: SecureLink
-        switch prepared {
-        case .failure(let error):
-            guarded.withLock { $0.error = error }
-            return false
-        case .success(let value): (pending, link) = value
-        }
-        // Stored before it is sent: from here on the wallet can always ask for this request.
-        do {
-            try pendingStore.save(pending)
+        let requestID = PaymentID.random(using: &random)
+        let walletNonce = Nonce.random(using: &random)
+        let now = scheduler.wallClock
+        let walletKey = identity.publicKey
+        guard
+            let prepared = core.withLock({
+                $0.machine.requestContext(
+                    shown: shown?.digest, walletKey: walletKey, requestID: requestID, walletNonce: walletNonce,
+                    now: now)
+            })
+        else { return false }
+        let request: SessionMessage
+        do throws(PaymentClientError) {
+            request = try sign(try build(try prepared.get()))
         } catch {
-            guarded.withLock {
-                $0.attempt?.pending = nil
-                $0.error = .notReady("could not store the request before sending it: \(error)")
-            }
+            core.withLock { $0.machine.requestRefused(error) }
             return false
         }
-        logger.with(session: pending.sessionID).with(payment: pending.paymentID).info("request signed, stored and sent")
-        observable.set(.acquiringPaymentExecution)
-        try? link.send(pending.request.encoded())
-        armReceiptTimer()
-        return true
+        // The machine checks the signed request against the attempt again and asks for it to be
+        // stored; only a stored request is sent.
+        var sent = false
+        for action in core.withLock({ $0.machine.confirm(request, now: now) }) {
+            if case .save(let pending) = action {
+                sent = save(pending)
+            } else {
+                perform(action)
+            }
+        }
+        return sent
     }
 
     private func sign(_ message: SessionMessage) throws(PaymentClientError) -> SessionMessage {
@@ -414,44 +369,24 @@ final class SessionClient: Sendable {
     /// terminal answers. Returns false if another payment is in progress.
     @discardableResult
     public func resume(_ pending: PendingPayment) -> Bool {
+        let now = scheduler.now
         let tracking = PeripheralTracking(
             peripheralMetaData: PeripheralMetaData(
                 address: pending.terminalAddress, transactionType: transactionType, sessionID: pending.sessionID,
                 terminalKeyID: pending.terminalKeyID),
-            smoothedRSSI: nil, lastRSSI: nil, sightings: 0, firstSeen: scheduler.now, lastSeen: scheduler.now)
-        let started = guarded.withLock { state -> Bool in
-            guard state.attempt == nil else { return false }
-            var attempt = Attempt(tracking: tracking, reconnectDelay: configuration.reconnectDelay)
-            attempt.pending = pending
-            state.attempt = attempt
-            state.offer = nil
-            state.receipt = nil
-            state.error = nil
-            return true
-        }
-        guard started else { return false }
-        observable.set(.paymentPending)
-        retarget()
-        connect()
+            smoothedRSSI: nil, lastRSSI: nil, sightings: 0, firstSeen: now, lastSeen: now)
+        let sightings = fusionTracker.trackings(terminalKeyID: pending.terminalKeyID)
+        guard
+            let actions = core.withLock({
+                $0.machine.resume(pending, tracking: tracking, sightings: sightings)
+            })
+        else { return false }
+        perform(actions)
         return true
     }
 
     /// Clears the finished payment so the next one can start (call the decider's `restart()` too).
-    public func restart() {
-        let attempt = guarded.withLock { state -> Attempt? in
-            guard state.attempt?.pending == nil else { return nil }
-            defer {
-                state.attempt = nil
-                state.offer = nil
-                state.receipt = nil
-                state.error = nil
-            }
-            return state.attempt
-        }
-        attempt?.link?.close()
-        attempt?.receiptTimer?.cancel()
-        if guarded.withLock({ $0.attempt == nil }) { observable.set(.idle) }
-    }
+    public func restart() { handle { $0.restart() } }
 
     // MARK: Decider
 
@@ -459,438 +394,175 @@ final class SessionClient: Sendable {
         switch state {
         case .deciding:
             guard let candidate = decider.candidate else { return }
-            let started = guarded.withLock { guarded -> Bool in
-                guard guarded.attempt == nil else { return false }
-                guarded.attempt = Attempt(tracking: candidate, reconnectDelay: configuration.reconnectDelay)
-                guarded.offer = nil
-                guarded.receipt = nil
-                guarded.error = nil
-                return true
-            }
-            guard started else { return }
-            logger.with(session: candidate.peripheralMetaData.sessionID).info(
-                "taking the candidate", metadata: ["terminal": "\(candidate.peripheralMetaData.address)"])
-            observable.set(.connecting)
-            connect()
+            handle { $0.startDeciding(candidate) }
         case .rejected:
-            let hasPending = guarded.withLock { $0.attempt?.pending != nil }
-            guard !hasPending else { return }
-            declineCurrentOffer(reason: .userDeclined)
-            let attempt = guarded.withLock { state -> Attempt? in
-                defer { state.attempt = nil }
-                return state.attempt
-            }
-            attempt?.receiptTimer?.cancel()
-            observable.set(.idle)
+            handle { $0.deciderRejected() }
         default:
             break
         }
     }
 
-    private func declineCurrentOffer(reason: CancelReason) {
-        let target = guarded.withLock { state -> (SecureLink, SessionID)? in
-            guard let attempt = state.attempt, attempt.pending == nil, let link = attempt.link else { return nil }
-            return (link, attempt.tracking.peripheralMetaData.sessionID)
+    // MARK: Actions
+
+    private func perform(_ actions: [SessionClientAction]) {
+        for action in actions { perform(action) }
+    }
+
+    private func perform(_ action: SessionClientAction) {
+        switch action {
+        case .setState(let state): observable.set(state)
+        case .connect(let address, let generation):
+            radio.connect(to: address, timeout: configuration.connectTimeout) { [weak self] result in
+                self?.connectionResult(result, generation: generation)
+            }
+        case .startHandshake, .discardConnection:
+            // Only the answer to `connected` asks for these; `connectionResult` holds the
+            // connection they are about.
+            break
+        case .send(let message, let generation):
+            try? link(generation)?.send(message.encoded())
+        case .acknowledge(let paymentID, let generation):
+            try? link(generation)?.send(
+                SessionMessage.receiptAcknowledgement(ReceiptAcknowledgement(paymentID: paymentID)).encoded())
+        case .close(let generation): link(generation)?.close()
+        case .armTimer(let timer, let delay): arm(timer, after: delay)
+        case .cancelReceiptTimer:
+            core.withLock { core -> ScheduledAction? in
+                defer { core.receiptTimer = nil }
+                return core.receiptTimer
+            }?.cancel()
+        case .save(let pending): save(pending)
+        case .resolve(let paymentID, let receipt):
+            let stored: Bool
+            do {
+                try pendingStore.resolve(paymentID, receipt: receipt)
+                stored = true
+            } catch {
+                // Still pending on disk: the next run asks again, and only then acknowledges.
+                stored = false
+            }
+            handle { $0.resolved(paymentID, stored: stored) }
+        case .hostConnected:
+            if let callback = onHostConnected { scheduler.execute(callback) }
+        case .ignoreSession(let sessionID): decider.ignore(session: sessionID)
+        case .ignoreTracking(let key): decider.ignore(key)
+        case .finish(let finished): announce(finished)
+        case .log(let level, let message, let session, let payment, let metadata):
+            logger.with(session: session).with(payment: payment).log(
+                level: level, "\(message)", metadata: metadata.mapValues { .string($0) })
         }
-        guard let (link, sessionID) = target else { return }
-        try? link.send(SessionMessage.cancel(Cancel(sessionID: sessionID, reason: reason)).encoded())
-        link.close()
+    }
+
+    /// The secure link of `generation`, if it is the one held.
+    private func link(_ generation: Int) -> SecureLink? {
+        core.withLock { core in core.link.flatMap { $0.generation == generation ? $0.link : nil } }
+    }
+
+    /// Stores the request before it leaves; true once it is stored (and so sent).
+    @discardableResult
+    private func save(_ pending: PendingPayment) -> Bool {
+        do {
+            try pendingStore.save(pending)
+        } catch {
+            core.withLock { $0.machine.requestNotSaved(pending.paymentID, reason: "\(error)") }
+            return false
+        }
+        handle { $0.requestSaved(pending.paymentID) }
+        return true
+    }
+
+    private func arm(_ timer: SessionClientTimer, after delay: Duration) {
+        switch timer {
+        case .offer(let generation):
+            scheduler.schedule(after: delay) { [weak self] in
+                self?.handle { $0.offerTimerFired(generation: generation) }
+            }
+        case .receipt(let token):
+            let scheduled = scheduler.schedule(after: delay) { [weak self] in
+                self?.handle { $0.receiptTimerFired(token: token) }
+            }
+            core.withLock { core -> ScheduledAction? in
+                defer { core.receiptTimer = scheduled }
+                return core.receiptTimer
+            }?.cancel()
+        case .reconnect(let terminalKeyID):
+            scheduler.schedule(after: delay) { [weak self] in
+                guard let self else { return }
+                // Where the terminal advertises now: a pending request follows it there.
+                let sightings = self.fusionTracker.trackings(terminalKeyID: terminalKeyID)
+                self.handle { $0.reconnectTimerFired(sightings: sightings) }
+            }
+        }
     }
 
     // MARK: Connection
 
-    private func connect() {
-        guard
-            let (address, generation) = guarded.withLock({ state -> (PeerAddress, Int)? in
-                guard var attempt = state.attempt else { return nil }
-                attempt.generation += 1
-                attempt.link = nil
-                state.attempt = attempt
-                return (
-                    attempt.pending?.terminalAddress ?? attempt.tracking.peripheralMetaData.address, attempt.generation
-                )
-            })
-        else { return }
-        radio.connect(to: address, timeout: configuration.connectTimeout) { [weak self] result in
-            self?.connected(result, generation: generation)
-        }
-    }
-
-    private func isCurrent(_ generation: Int) -> Bool { guarded.withLock { $0.attempt?.generation == generation } }
-
-    private func connected(_ result: Result<any ByteLink, RadioError>, generation: Int) {
-        guard isCurrent(generation) else {
-            if case .success(let link) = result { link.close() }
-            return
-        }
+    private func connectionResult(_ result: Result<any ByteLink, RadioError>, generation: Int) {
         let link: any ByteLink
         switch result {
         case .failure(let error):
-            linkFailed(generation: generation, reason: .connectionFailed(error))
+            handle { $0.connectFailed(error, generation: generation) }
             return
         case .success(let value): link = value
         }
-        guard let attempt = guarded.withLock({ $0.attempt }),
-            let messageLink = try? MessageLink(link: link, scheduler: scheduler, limits: configuration.linkLimits)
+        for action in core.withLock({ $0.machine.connected(generation: generation) }) {
+            switch action {
+            case .startHandshake(let generation, let sessionID, let terminalKeyID):
+                startHandshake(over: link, generation: generation, sessionID: sessionID, terminalKeyID: terminalKeyID)
+            case .discardConnection: link.close()
+            default: perform(action)
+            }
+        }
+    }
+
+    private func startHandshake(
+        over link: any ByteLink, generation: Int, sessionID: SessionID, terminalKeyID: TerminalKeyID
+    ) {
+        guard let messageLink = try? MessageLink(link: link, scheduler: scheduler, limits: configuration.linkLimits)
         else {
             link.close()
             return
         }
-        let metaData = attempt.tracking.peripheralMetaData
-        let sessionID = attempt.pending?.sessionID ?? metaData.sessionID
         do {
             let secure = try SecureLink.initiate(
-                over: messageLink, trustAnchors: trustAnchors, expectedTerminalKeyID: metaData.terminalKeyID.bytes,
+                over: messageLink, trustAnchors: trustAnchors, expectedTerminalKeyID: terminalKeyID.bytes,
                 context: TerminalRadioService.context(for: sessionID), configuration: configuration.secureLink,
                 handler: SecureLinkHandler(
-                    onEstablished: { [weak self] info in self?.established(info, generation: generation) },
+                    onEstablished: { [weak self] info in
+                        self?.established(info, generation: generation, sessionID: sessionID)
+                    },
                     onMessage: { [weak self] bytes in self?.received(bytes, generation: generation) },
                     onEnd: { [weak self] end in self?.ended(end, generation: generation) }))
-            guarded.withLock { state in
-                if state.attempt?.generation == generation { state.attempt?.link = secure }
-            }
+            core.withLock { $0.link = (generation, secure) }
         } catch {
             link.close()
-            linkFailed(generation: generation, reason: .secureChannel(error))
+            handle { $0.handshakeFailedToStart(error, generation: generation) }
         }
     }
 
-    private func established(_ info: SecureLinkEstablished, generation: Int) {
+    private func established(_ info: SecureLinkEstablished, generation: Int, sessionID: SessionID) {
         // A key for this connection alone: the Hello proves the wallet holds it (for the terminal's
         // rate limits) without anything that identifies the wallet across sessions.
         let (sessionKey, sessionKeyBytes) = WalletIdentity.sessionKey()
-        let outgoing: (SecureLink, [SessionMessage])? = guarded.withLock { state in
-            guard var attempt = state.attempt, attempt.generation == generation, let link = attempt.link else {
-                return nil
-            }
-            attempt.credential = info.terminalCredential
-            attempt.anchor = info.vouchingAnchor
-            attempt.transcriptHash = info.transcriptHash
-            state.attempt = attempt
-            let sessionID = attempt.pending?.sessionID ?? attempt.tracking.peripheralMetaData.sessionID
-            let hello = Hello(sessionID: sessionID, transactionType: transactionType, sessionKey: sessionKeyBytes)
-            guard
-                let proof = try? signatureBytes(
-                    for: hello.proofBytes(transcriptHash: info.transcriptHash), with: sessionKey)
-            else { return nil }
-            var messages: [SessionMessage] = [.hello(hello.withProof(proof))]
-            // Asking again for a pending payment: the same signed confirmation, same payment id.
-            if let pending = attempt.pending { messages.append(pending.request) }
-            return (link, messages)
-        }
-        guard let (link, messages) = outgoing else { return }
-        if observable.value == .connecting { observable.set(.fetchingOffer) }
-        for message in messages { try? link.send(message.encoded()) }
-        if messages.count > 1 { armReceiptTimer() } else { armOfferTimer(for: link) }
+        let hello = Hello(sessionID: sessionID, transactionType: transactionType, sessionKey: sessionKeyBytes)
+        let signed = (try? signatureBytes(for: hello.proofBytes(transcriptHash: info.transcriptHash), with: sessionKey))
+            .map { hello.withProof($0) }
+        let established = SessionClientStateMachine.Established(
+            credential: info.terminalCredential, anchor: info.vouchingAnchor, transcriptHash: info.transcriptHash)
+        handle { $0.established(established, hello: signed, generation: generation) }
     }
 
     private func received(_ bytes: [UInt8], generation: Int) {
-        guard isCurrent(generation) else { return }
-        let message: SessionMessage
-        do {
-            message = try SessionMessage.decode(bytes)
-        } catch {
-            return
-        }
-        switch message {
-        case .offer(let offer): receiveOffer(offer)
-        case .receipt(let receipt): receiveReceipt(receipt)
-        case .error(let error): receiveError(error)
-        case .cancel(let cancel): receiveCancel(cancel)
-        default: break
-        }
-    }
-
-    /// One offer per attempt: the first verified one is what the person is shown and what a
-    /// confirmation binds. The same offer again is ignored; a different one (a terminal re-pricing
-    /// behind the person's back) ends the attempt before anything is signed.
-    private func receiveOffer(_ offer: Offer) {
-        let outcome: Result<Bool, PaymentClientError>?? = guarded.withLock { state in
-            guard var attempt = state.attempt, attempt.pending == nil, let credential = attempt.credential else {
-                return nil
-            }
-            if let shown = attempt.offer {
-                return shown == offer
-                    ? .some(nil) : .failure(.invalidOffer("the terminal sent a second, different offer"))
-            }
-            let metaData = attempt.tracking.peripheralMetaData
-            guard offer.sessionID == metaData.sessionID, offer.transactionType == transactionType else {
-                return .failure(.invalidOffer("it is for another session"))
-            }
-            guard verify(offer.signature, over: offer.signedBytes, publicKey: credential.terminalKey) else {
-                return .failure(.invalidOffer("its signature does not verify"))
-            }
-            guard offer.expiresAt >= scheduler.wallClock else { return .failure(.invalidOffer("it has expired")) }
-            guard transactionType.isRedemption || offer.amount.minorUnits > 0 else {
-                return .failure(.invalidOffer("the amount is zero"))
-            }
-            attempt.offer = offer
-            state.attempt = attempt
-            state.offer = PaymentOffer(
-                sessionID: offer.sessionID, terminalKeyID: metaData.terminalKeyID, merchantID: credential.merchantID,
-                merchantName: credential.merchantName.sanitizedForDisplay,
-                terminalLabel: credential.terminalLabel.sanitizedForDisplay,
-                vouchedBy: attempt.anchor?.name ?? "",
-                confirmationCode: ConfirmationCode(transcriptHash: attempt.transcriptHash),
-                digest: offerDigest(offer), amount: offer.amount, registerUser: offer.registerUser.sanitizedForDisplay,
-                item: offer.item.sanitizedForDisplay, quantity: offer.quantity,
-                merchantPrograms: offer.merchantPrograms, expiresAt: offer.expiresAt)
-            return .success(attempt.wantsHost)
-        }
-        switch outcome {
-        case nil, .some(nil): return
-        case .some(.failure(let error))?:
-            closeLink()
-            finish(error: error)
-        case .some(.success(let wantsHost))?:
-            if wantsHost { becomeHostConnected() } else { observable.set(.offerReceived) }
-        }
-    }
-
-    private func becomeHostConnected() {
-        observable.set(.hostConnected)
-        if let callback = onHostConnected { scheduler.execute(callback) }
-    }
-
-    /// A receipt counts only if the terminal the request bound signed it and it matches the
-    /// request: same id, session, type, amount and tip. Anything else is not stored (the request
-    /// stays pending and is asked for again).
-    private func receiveReceipt(_ receipt: Receipt) {
-        let checked: Result<PaymentReceipt?, PaymentClientError>? = guarded.withLock { state in
-            guard let attempt = state.attempt, let pending = attempt.pending, receipt.paymentID == pending.paymentID,
-                let credential = attempt.credential,
-                verify(receipt.signature, over: receipt.signedBytes, publicKey: credential.terminalKey)
-            else { return nil }
-            if let mismatch = Self.mismatch(of: receipt, with: pending, signedBy: credential) {
-                return .failure(.receiptMismatch(mismatch))
-            }
-            guard case .approved = receipt.outcome else { return .success(nil) }
-            return .success(
-                PaymentReceipt(
-                    paymentID: receipt.paymentID, sessionID: receipt.sessionID,
-                    transactionType: receipt.transactionType,
-                    item: pending.redeem?.item ?? "", quantity: pending.redeem?.quantity ?? 0,
-                    merchantName: credential.merchantName.sanitizedForDisplay,
-                    amount: receipt.amount, tip: receipt.tip, reference: receipt.transactionReference,
-                    settledAt: receipt.settledAt, bonusPointsEarned: receipt.bonusPointsEarned,
-                    bonusPointsBalance: receipt.bonusPointsBalance))
-        }
-        switch checked {
-        case nil: return
-        case .failure(let error)?:
-            guarded.withLock { $0.error = error }
-            closeLink()
-        case .success(nil)?:
-            guard case .declined(let code) = receipt.outcome else { return }
-            if resolvePending() { acknowledge(receipt.paymentID) }
-            closeLink()
-            finish(error: .declined(code: code, reason: code.description))
-        case .success(let verified?)?:
-            if resolvePending(receipt: verified) { acknowledge(receipt.paymentID) }
-            guarded.withLock { state in
-                state.receipt = verified
-                state.membership = BonusProgramMembership(
-                    merchantName: verified.merchantName, points: verified.bonusPointsBalance,
-                    pointsEarnedWithLastPayment: verified.bonusPointsEarned)
-            }
-            closeLink()
-            finish(receipt: verified)
-        }
-    }
-
-    /// Why `receipt` does not answer `pending` as signed, or nil if it does.
-    static func mismatch(of receipt: Receipt, with pending: PendingPayment, signedBy credential: TerminalCredential)
-        -> String?
-    {
-        guard receipt.sessionID == pending.sessionID else { return "another session" }
-        switch pending.request {
-        case .confirm(let confirm):
-            guard credential.keyDigestBytes == confirm.terminalKeyDigest else { return "signed by another terminal" }
-            guard receipt.transactionType == .payment else { return "not a payment receipt" }
-            guard receipt.amount == confirm.amount else {
-                return "amount \(receipt.amount), confirmed \(confirm.amount)"
-            }
-            guard receipt.tip == confirm.tip else { return "tip \(receipt.tip), confirmed \(confirm.tip)" }
-        case .redeem(let redeem):
-            guard credential.keyDigestBytes == redeem.terminalKeyDigest else { return "signed by another terminal" }
-            guard receipt.transactionType == redeem.transactionType else { return "another kind of redemption" }
-        default: return "not a request"
-        }
-        return nil
-    }
-
-    private func receiveError(_ message: ErrorMessage) {
-        let pendingID = guarded.withLock { $0.attempt?.pending?.paymentID }
-        if let pendingID {
-            // Only an answer naming our payment settles it: the terminal sends an error instead
-            // of a receipt only when it did not, and never will, execute that payment id.
-            guard message.paymentID == pendingID else { return }
-            resolvePending()
-            closeLink()
-            finish(error: .declined(code: message.code, reason: message.message.sanitizedForDisplay))
-            return
-        }
-        closeLink()
-        // The terminal's words, made safe to print: apps show this text as it is.
-        let text = message.message.isEmpty ? message.code.description : message.message.sanitizedForDisplay
-        finish(error: .sessionUnavailable(text))
-    }
-
-    private func receiveCancel(_ cancel: Cancel) {
-        // With a confirmation in flight only the answer to it counts (see receiveError).
-        guard guarded.withLock({ $0.attempt?.pending == nil }) else { return }
-        closeLink()
-        finish(error: cancel.reason == .timedOut ? .terminalTimedOut : .cancelledByTerminal)
+        // Bytes that do not decode are no message of the protocol: nothing to act on.
+        guard let message = try? SessionMessage.decode(bytes) else { return }
+        let now = scheduler.wallClock
+        handle { $0.received(message, generation: generation, now: now) }
     }
 
     private func ended(_ end: SecureLinkEnd, generation: Int) {
-        guard isCurrent(generation), !observable.value.isFinished else { return }
-        if case .rejected(let reason) = end {
-            // A terminal that cannot prove who it is: never offer this address's session again.
-            // Only this address: a nearer clone of a real advertisement must not hide the real
-            // terminal, which advertises the same session from its own address.
-            let (pending, key, address) = guarded.withLock { state in
-                (state.attempt?.pending != nil, state.attempt?.tracking.key, state.attempt?.pending?.terminalAddress)
-            }
-            logger.notice(
-                "the terminal failed authentication", metadata: ["reason": "\(reason)", "pending": "\(pending)"])
-            if !pending {
-                if let key { decider.ignore(key) }
-                finish(error: .terminalNotTrusted(reason.description))
-                return
-            }
-            if let address { guarded.withLock { _ = $0.attempt?.rejectedAddresses.insert(address) } }
+        core.withLock { core in
+            if core.link?.generation == generation { core.link = nil }
         }
-        linkFailed(generation: generation, reason: .connectionLost)
-    }
-
-    private func linkFailed(generation: Int, reason: PaymentClientError) {
-        guard isCurrent(generation) else { return }
-        let pending = guarded.withLock { state -> Bool in
-            state.attempt?.link = nil
-            state.attempt?.receiptTimer?.cancel()
-            return state.attempt?.pending != nil
-        }
-        if pending {
-            observable.set(.paymentPending)
-            scheduleReconnect()
-        } else {
-            finish(error: reason == .connectionLost ? .connectionLost : reason)
-        }
-    }
-
-    /// Tries again to reach the terminal for a pending payment, backing off.
-    private func scheduleReconnect() {
-        let delay = guarded.withLock { state -> Duration? in
-            guard var attempt = state.attempt, attempt.pending != nil else { return nil }
-            let delay = attempt.reconnectDelay
-            attempt.reconnectDelay = min(delay * 2, configuration.maximumReconnectDelay)
-            state.attempt = attempt
-            return delay
-        }
-        guard let delay else { return }
-        logger.with(payment: pendingPayment?.paymentID).notice(
-            "link lost with a request pending; asking again", metadata: ["after": "\(delay)"])
-        scheduler.schedule(after: delay) { [weak self] in
-            guard let self, self.observable.value == .paymentPending else { return }
-            self.retarget()
-            self.connect()
-        }
-    }
-
-    /// A pending payment may be answered through the terminal's current session, wherever it
-    /// advertises now: the latest address advertising its key id that has not failed the
-    /// handshake (once every one has, they all get another turn).
-    private func retarget() {
-        guarded.withLock { state in
-            guard var attempt = state.attempt, let pending = attempt.pending else { return }
-            var latest = fusionTracker.latestTracking(
-                terminalKeyID: pending.terminalKeyID, excluding: attempt.rejectedAddresses)
-            if latest == nil, !attempt.rejectedAddresses.isEmpty {
-                attempt.rejectedAddresses = []
-                latest = fusionTracker.latestTracking(terminalKeyID: pending.terminalKeyID)
-            }
-            guard let latest else {
-                state.attempt = attempt
-                return
-            }
-            attempt.pending = pending.retargeted(to: latest.peripheralMetaData.address)
-            state.attempt = attempt
-        }
-    }
-
-    /// Bounds the wait for the offer: a Hello or an Offer lost on the way would otherwise leave
-    /// the wallet fetching forever, on a link that stays up with nobody speaking.
-    /// The link itself identifies the wait: generations restart with every attempt.
-    private func armOfferTimer(for link: SecureLink) {
-        scheduler.schedule(after: configuration.offerTimeout) { [weak self, weak link] in
-            guard let self, let link, self.observable.value == .fetchingOffer,
-                self.guarded.withLock({ $0.attempt?.link === link })
-            else { return }
-            link.close()
-        }
-    }
-
-    private func armReceiptTimer() {
-        let timer = scheduler.schedule(after: configuration.receiptTimeout) { [weak self] in
-            guard let self,
-                self.observable.value == .acquiringPaymentExecution || self.observable.value == .paymentPending
-            else { return }
-            self.closeLink()
-        }
-        guarded.withLock { state in
-            state.attempt?.receiptTimer?.cancel()
-            state.attempt?.receiptTimer = timer
-        }
-    }
-
-    /// Ends the pending request with its final answer (an approved one's receipt is recorded with
-    /// its removal, see `PendingPaymentStore.resolve`); true once that is stored.
-    @discardableResult
-    private func resolvePending(receipt: PaymentReceipt? = nil) -> Bool {
-        let paymentID = guarded.withLock { state -> PaymentID? in
-            state.attempt?.receiptTimer?.cancel()
-            defer { state.attempt?.pending = nil }
-            return state.attempt?.pending?.paymentID
-        }
-        guard let paymentID else { return false }
-        do {
-            try pendingStore.resolve(paymentID, receipt: receipt)
-            return true
-        } catch {
-            // Still pending on disk: the next run asks again, and only then acknowledges.
-            return false
-        }
-    }
-
-    private func closeLink() { guarded.withLock { $0.attempt?.link }?.close() }
-
-    /// Tells the terminal the answer is stored, so its journal can mark the request acknowledged.
-    private func acknowledge(_ paymentID: PaymentID) {
-        let link = guarded.withLock { $0.attempt?.link }
-        try? link?.send(SessionMessage.receiptAcknowledgement(ReceiptAcknowledgement(paymentID: paymentID)).encoded())
-    }
-
-    private func finish(receipt: PaymentReceipt? = nil, error: PaymentClientError? = nil) {
-        let sessionID = guarded.withLock { state -> SessionID? in
-            state.error = error
-            state.attempt?.generation += 1  // ignore whatever the old link still says
-            return state.attempt?.tracking.peripheralMetaData.sessionID
-        }
-        // A session is used once. Only a link lost before confirming leaves it worth another try,
-        // or a handshake refused at one address (its tracking is ignored instead: the session
-        // may be a clone's, and the real terminal advertises it too).
-        switch error {
-        case .connectionLost?, .connectionFailed?, .secureChannel?, .terminalNotTrusted?: break
-        default: if let sessionID { decider.ignore(session: sessionID) }
-        }
-        logger.with(session: sessionID).info(
-            "attempt finished",
-            metadata: [
-                "outcome": "\(error.map { "\($0)" } ?? "completed")",
-                "receipt": "\(receipt?.paymentID.description ?? "none")",
-            ])
-        observable.set(error == nil ? .completed : .completedWithError)
-        announce(WalletFinishedPayment(receipt: receipt, error: error))
+        handle { $0.linkEnded(end, generation: generation) }
     }
 }
