@@ -90,16 +90,10 @@ struct AttackTests {
         wallet.decider.decideForCandidate()
         wallet.client.connectToPaymentSession()
         #expect(world.run(until: { wallet.client.state.isFinished && terminal.host.state.isFinished }))
-        // Known: SessionHost arms the decision timer once, at the session's first proven Hello,
-        // whoever sent it; the session times out 3 s after the customer's Hello. When each wallet
-        // gets its own decision time this passes, the known issue is no longer recorded, and the
-        // test fails until this wrapper goes.
-        let balance = try terminal.ledger.merchantBalance()
-        withKnownIssue("issue 12 item 1: a rogue's Hello starts the session's decision timer") {
-            #expect(wallet.client.state == .completed, "wallet: \(String(describing: wallet.client.error))")
-            #expect(terminal.host.state == .completed, "terminal: \(String(describing: terminal.host.error))")
-            #expect(balance == euros(800))
-        }
+        // Each offer starts the decision time afresh: the customer's 10 s run from its own offer.
+        #expect(wallet.client.state == .completed, "wallet: \(String(describing: wallet.client.error))")
+        #expect(terminal.host.state == .completed, "terminal: \(String(describing: terminal.host.error))")
+        #expect(try terminal.ledger.merchantBalance() == euros(800))
     }
 
     /// A Hello whose key is off the curve, whose proof another key made, or whose proof was made

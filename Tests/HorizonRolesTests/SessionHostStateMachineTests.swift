@@ -79,10 +79,11 @@ struct SessionHostStateMachineTests {
                 "state wallet connected", "send offer to 1", "state awaiting the customer's decision",
                 "notice offered", "log offer sent", "arm decision timer",
             ])
-        // A second wallet: the offer without a journal row, the state and the timer as they are.
+        // A second wallet: the offer without a journal row, the state as it is, and its own full
+        // decision time (the timer armed afresh).
         #expect(
             names(machine.hello(Self.hello(session), from: second)) == [
-                "send offer to 2", "notice offered", "log offer sent",
+                "send offer to 2", "notice offered", "log offer sent", "arm decision timer",
             ])
         #expect(machine.state == .awaitingUserDecision)
         #expect(machine.session?.wallets.keys.sorted() == [1, 2])
@@ -166,8 +167,8 @@ struct SessionHostStateMachineTests {
         let wallet = FakeWallet(1)
         var (machine, session) = Self.offered(to: [wallet])
         let timer = ScheduledAction()
-        #expect(machine.decisionTimerArmed(timer, session: session.id).isEmpty)
-        let ended = machine.decisionTimedOut(session: session.id)
+        #expect(machine.decisionTimerArmed(timer, session: session.id, generation: 1).isEmpty)
+        let ended = machine.decisionTimedOut(session: session.id, generation: 1)
         #expect(
             names(ended) == [
                 "release", "send cancel to 1", "close 1 later", "log session ended", "state completed with error",
@@ -177,14 +178,57 @@ struct SessionHostStateMachineTests {
         // Executing: the timer does nothing.
         var (executing, other) = Self.offered(to: [wallet])
         _ = executing.request(try Self.confirm(other, id: 1), from: wallet, now: Self.now)
-        #expect(executing.decisionTimedOut(session: other.id).isEmpty)
+        #expect(executing.decisionTimedOut(session: other.id, generation: 1).isEmpty)
         #expect(executing.state == .acquiringPaymentExecution)
     }
 
     @Test func aTimerArmedAfterTheSessionEndedIsCancelled() {
         var (machine, session) = Self.offered(to: [FakeWallet(1)])
         _ = machine.cancel()
-        #expect(names(machine.decisionTimerArmed(ScheduledAction(), session: session.id)) == ["cancel timer"])
+        #expect(
+            names(machine.decisionTimerArmed(ScheduledAction(), session: session.id, generation: 1)) == ["cancel timer"]
+        )
+    }
+
+    @Test func theLastWalletLeavingStopsTheDecisionTime() {
+        let rogue = FakeWallet(1)
+        var (machine, session) = Self.offered(to: [rogue])
+        let timer = ScheduledAction()
+        #expect(machine.decisionTimerArmed(timer, session: session.id, generation: 1).isEmpty)
+        let cancel = Cancel(sessionID: session.id, reason: .userDeclined)
+        #expect(
+            names(machine.walletCancelled(cancel, by: rogue)).suffix(2) == [
+                "state waiting for a wallet", "cancel timer",
+            ])
+        #expect(machine.state == .waitingForWallet)
+        // Its timer firing anyway ends nothing: the sale waits for a wallet, as before anyone came.
+        #expect(machine.decisionTimedOut(session: session.id, generation: 1).isEmpty)
+        #expect(machine.state == .waitingForWallet)
+        // The same for a wallet whose connection just ends.
+        let walker = FakeWallet(2)
+        var (other, otherSession) = Self.offered(to: [walker])
+        #expect(other.decisionTimerArmed(ScheduledAction(), session: otherSession.id, generation: 1).isEmpty)
+        #expect(names(other.connectionEnded(walker)) == ["state waiting for a wallet", "cancel timer"])
+        #expect(other.decisionTimedOut(session: otherSession.id, generation: 1).isEmpty)
+        #expect(other.error == nil)
+    }
+
+    @Test func eachOfferStartsTheDecisionTimeAfreshAndAnOlderTimerDoesNothing() {
+        let rogue = FakeWallet(1)
+        let customer = FakeWallet(2)
+        var (machine, session) = Self.offered(to: [rogue])
+        let first = ScheduledAction()
+        #expect(machine.decisionTimerArmed(first, session: session.id, generation: 1).isEmpty)
+        // The customer's offer, later: the earlier timer is cancelled and a new one armed.
+        let actions = machine.hello(Self.hello(session), from: customer)
+        #expect(names(actions).contains("cancel timer"))
+        #expect(names(actions).contains("arm decision timer"))
+        #expect(machine.decisionTimerArmed(ScheduledAction(), session: session.id, generation: 2).isEmpty)
+        // The first arming's timer firing anyway (it raced its cancellation) ends nothing.
+        #expect(machine.decisionTimedOut(session: session.id, generation: 1).isEmpty)
+        #expect(machine.state == .awaitingUserDecision)
+        #expect(!machine.decisionTimedOut(session: session.id, generation: 2).isEmpty)
+        #expect(machine.error == .decisionTimedOut(Self.timeout))
     }
 
     @Test func cancelTellsTheWalletsAndIsIgnoredWhileARequestExecutes() throws {

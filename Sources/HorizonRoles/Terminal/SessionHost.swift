@@ -29,8 +29,10 @@ struct HostedSession: Sendable {
     var executing: Int?
     /// The `offered` step is journaled once per session, whatever the number of wallets.
     var offerJournaled = false
-    /// The decision timer is armed once per session, at the first offer.
-    var decisionTimerArmed = false
+    /// Which arming of the decision timer counts: each offer arms it afresh, so every wallet
+    /// gets the full decision time from its own offer (a Hello from someone else, earlier,
+    /// cannot start the customer's clock). A timer of an older arming does nothing.
+    var decisionGeneration = 0
     var decisionTimer: ScheduledAction?
     /// Advertising and the timer were stopped: the session takes nothing new.
     var isReleased = false
@@ -233,11 +235,11 @@ final class SessionHost: TerminalSessionHandler, Sendable {
                 return
             }
             handle { $0.offerJournaled(for: wallet, session: offer.sessionID) }
-        case .armDecisionTimer(let sessionID, let delay):
+        case .armDecisionTimer(let sessionID, let delay, let generation):
             let timer = service.scheduler.schedule(after: delay) { [weak self] in
-                self?.handle { $0.decisionTimedOut(session: sessionID) }
+                self?.handle { $0.decisionTimedOut(session: sessionID, generation: generation) }
             }
-            handle { $0.decisionTimerArmed(timer, session: sessionID) }
+            handle { $0.decisionTimerArmed(timer, session: sessionID, generation: generation) }
         case .cancelTimer(let timer): timer.cancel()
         case .execute(let request, _, let sessionID, let now): execute(request, session: sessionID, at: now)
         case .sessionExecuted(let sessionID, let wallet):

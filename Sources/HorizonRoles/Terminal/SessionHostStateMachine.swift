@@ -36,8 +36,9 @@ enum SessionHostAction: Sendable, CustomStringConvertible {
     /// Journal the session's `offered` step, then report `offerJournaled` or `offerNotJournaled`:
     /// no offer leaves before it is on record.
     case journalOffer(Offer, walletKey: PublicKeyBytes, for: any SessionWallet)
-    /// Schedule `decisionTimedOut` and report the timer with `decisionTimerArmed`.
-    case armDecisionTimer(SessionID, after: Duration)
+    /// Schedule `decisionTimedOut` and report the timer with `decisionTimerArmed`, both with
+    /// this arming's generation.
+    case armDecisionTimer(SessionID, after: Duration, generation: Int)
     case cancelTimer(ScheduledAction)
     /// Journal the request as confirmed and submitted, await the processor off the scheduler,
     /// journal its answer, then report `executed`.
@@ -261,17 +262,24 @@ struct SessionHostStateMachine: Sendable {
         actions.append(.notice(.offered(wallet.confirmationCode)))
         actions.append(
             .log(.info, "offer sent", session: current.id, payment: nil, ["code": "\(wallet.confirmationCode)"]))
-        if !current.decisionTimerArmed {
-            session?.decisionTimerArmed = true
-            actions.append(.armDecisionTimer(current.id, after: userDecisionTimeout))
-        }
+        // Every offer starts the decision time afresh: the wallet just offered may be the
+        // customer's, however long ago another central said hello (issue 12 item 1).
+        if let earlier = current.decisionTimer { actions.append(.cancelTimer(earlier)) }
+        let generation = current.decisionGeneration + 1
+        session?.decisionTimer = nil
+        session?.decisionGeneration = generation
+        actions.append(.armDecisionTimer(current.id, after: userDecisionTimeout, generation: generation))
         return actions
     }
 
     /// The timer for the customer's decision is scheduled: kept, to cancel when the session ends
     /// (or cancelled now if it already has).
-    mutating func decisionTimerArmed(_ timer: ScheduledAction, session sessionID: SessionID) -> [SessionHostAction] {
-        guard let current = session, current.id == sessionID, !current.isReleased, current.decisionTimer == nil else {
+    mutating func decisionTimerArmed(_ timer: ScheduledAction, session sessionID: SessionID, generation: Int)
+        -> [SessionHostAction]
+    {
+        guard let current = session, current.id == sessionID, !current.isReleased,
+            current.decisionGeneration == generation, current.decisionTimer == nil
+        else {
             return [.cancelTimer(timer)]
         }
         session?.decisionTimer = timer
@@ -279,8 +287,10 @@ struct SessionHostStateMachine: Sendable {
     }
 
     /// The customer did not decide in time (unless a request is executing already).
-    mutating func decisionTimedOut(session sessionID: SessionID) -> [SessionHostAction] {
-        guard session?.id == sessionID, !state.isFinished, state != .acquiringPaymentExecution else { return [] }
+    mutating func decisionTimedOut(session sessionID: SessionID, generation: Int) -> [SessionHostAction] {
+        guard session?.id == sessionID, session?.decisionGeneration == generation, !state.isFinished,
+            state != .acquiringPaymentExecution
+        else { return [] }
         return finish(error: .decisionTimedOut(userDecisionTimeout))
     }
 
@@ -303,6 +313,7 @@ struct SessionHostStateMachine: Sendable {
         if current.wallets.isEmpty, state == .walletConnected || state == .awaitingUserDecision {
             state = .waitingForWallet
             actions.append(.setState(.waitingForWallet))
+            actions += stopDecisionTime()
         }
         return actions
     }
@@ -436,7 +447,17 @@ struct SessionHostStateMachine: Sendable {
         session = current
         guard current.wallets.isEmpty, state == .walletConnected || state == .awaitingUserDecision else { return [] }
         state = .waitingForWallet
-        return [.setState(.waitingForWallet)]
+        return [.setState(.waitingForWallet)] + stopDecisionTime()
+    }
+
+    /// Nobody is looking at the offer any more: the session waits for a wallet as it did before
+    /// the first one came, with no decision time running, so a central that said hello and left
+    /// (declining or not) cannot end the sale through the timer it started (issue 12 item 1).
+    private mutating func stopDecisionTime() -> [SessionHostAction] {
+        guard let current = session else { return [] }
+        session?.decisionTimer = nil
+        session?.decisionGeneration = current.decisionGeneration + 1
+        return current.decisionTimer.map { [.cancelTimer($0)] } ?? []
     }
 
     /// Whether the session waits on this connection's wallet (deciding, or its request executing).
