@@ -91,6 +91,10 @@ public final class RadioServer: Sendable {
         close(listener)
         for descriptor in descriptors { shutdown(descriptor, Int32(SHUT_RDWR)) }
         unlink(socketPath)
+        // Unlock before closing: a process being spawned elsewhere in this program at this moment
+        // holds a copy of the descriptor until its exec, and the lock belongs to the open file,
+        // so closing ours alone would leave the path locked until then.
+        flock(lock, LOCK_UN)
         UnixSocket.close(lock)
     }
 
