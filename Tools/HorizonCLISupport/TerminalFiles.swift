@@ -167,6 +167,18 @@ public struct TerminalRuntime {
     public let service: TerminalRadioService
 }
 
+extension TerminalRuntime {
+    /// The payment host `pay` and `serve` run: the ledger's currency and programs, the given
+    /// decision timeout.
+    public func paymentHost(ledger: SandboxLedger, decisionTimeoutSeconds: Int) throws -> PaymentHost {
+        PaymentHost(
+            service: service, processor: processor,
+            configuration: PaymentHostConfiguration(
+                userDecisionTimeout: .seconds(decisionTimeoutSeconds), currency: ledger.configuration.currency,
+                merchantPrograms: try ledger.merchantPrograms()))
+    }
+}
+
 extension TerminalFiles {
     public func openJournal() throws -> SQLiteTerminalJournal {
         try directory.requireInitialized(marker: Self.settings, initCommand: Self.initCommand)

@@ -45,11 +45,8 @@ struct Pay: AsyncParsableCommand {
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
         let runtime = try files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
-        let host = PaymentHost(
-            service: runtime.service, processor: runtime.processor,
-            configuration: PaymentHostConfiguration(
-                userDecisionTimeout: .seconds(timeout ?? settings.userDecisionTimeoutSeconds),
-                currency: ledger.configuration.currency, merchantPrograms: try ledger.merchantPrograms()))
+        let host = try runtime.paymentHost(
+            ledger: ledger, decisionTimeoutSeconds: timeout ?? settings.userDecisionTimeoutSeconds)
         let console = Console()
         let cashier = registerUser.map(RegisterUser.init(name:))
         let outcome = await SessionRun(

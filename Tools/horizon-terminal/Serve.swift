@@ -51,11 +51,7 @@ struct Serve: AsyncParsableCommand {
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
         let runtime = try files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
-        let host = PaymentHost(
-            service: runtime.service, processor: runtime.processor,
-            configuration: PaymentHostConfiguration(
-                userDecisionTimeout: .seconds(settings.userDecisionTimeoutSeconds),
-                currency: ledger.configuration.currency, merchantPrograms: try ledger.merchantPrograms()))
+        let host = try runtime.paymentHost(ledger: ledger, decisionTimeoutSeconds: settings.userDecisionTimeoutSeconds)
         let observer = BluetoothConflictObserver(
             scanner: SightingHub(radio: device), ownTerminalKeyID: runtime.service.terminalKeyID)
         let path =
