@@ -66,7 +66,8 @@ let package = Package(
         .target(
             name: "HorizonBlueZ",
             dependencies: [
-                "HorizonDBus", "HorizonRadio", "HorizonCore", "CBluetooth", .product(name: "Logging", package: "swift-log"),
+                "HorizonDBus", "HorizonRadio", "HorizonCore", "CBluetooth",
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict),
         .testTarget(
