@@ -167,7 +167,8 @@ let package = Package(
 
         // Helpers shared by the test targets (not shipped in any product).
         .target(
-            name: "HorizonTestSupport", dependencies: [.product(name: "Logging", package: "swift-log")],
+            name: "HorizonTestSupport",
+            dependencies: ["HorizonCore", .product(name: "Logging", package: "swift-log")],
             path: "Tests/HorizonTestSupport", swiftSettings: strict),
 
         // Drives the built programs as processes; depending on them makes `swift build --build-tests` build them.

@@ -155,8 +155,15 @@ public enum ExternalWork {
 /// Runs a task's jobs on one serial dispatch queue: a worker thread outside the cooperative pool.
 public final class QueueExecutor: TaskExecutor {
     private let queue: DispatchQueue
+    private let marker = DispatchSpecificKey<Bool>()
 
-    public init(label: String) { queue = DispatchQueue(label: label) }
+    public init(label: String) {
+        queue = DispatchQueue(label: label)
+        queue.setSpecific(key: marker, value: true)
+    }
+
+    /// Whether the calling code runs on this executor's queue.
+    public var isCurrent: Bool { DispatchQueue.getSpecific(key: marker) == true }
 
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)

@@ -1,5 +1,5 @@
-import Dispatch
 import Foundation
+import HorizonCore
 import Synchronization
 import Testing
 
@@ -19,13 +19,15 @@ public struct OffTheCooperativePool: SuiteTrait, TestTrait, TestScoping {
     ) async throws {
         // Suites get a scope too; only a test case's own body needs a thread.
         guard testCase != nil else { return try await function() }
-        try await withTaskExecutorPreference(QueueTaskExecutor.next()) { try await function() }
+        try await withTaskExecutorPreference(BlockingQueues.next()) { try await function() }
     }
 }
 
 extension OffTheCooperativePool {
     /// The queue the calling code runs on, if it is one of the trait's (for its own tests).
-    public static var currentQueue: String? { DispatchQueue.getSpecific(key: QueueTaskExecutor.marker) }
+    public static var currentQueue: String? {
+        BlockingQueues.executors.firstIndex { $0.isCurrent }.map { "horizon.test.blocking.\($0)" }
+    }
 }
 
 extension Trait where Self == OffTheCooperativePool {
@@ -33,35 +35,21 @@ extension Trait where Self == OffTheCooperativePool {
     public static var offTheCooperativePool: Self { OffTheCooperativePool() }
 }
 
-/// Runs a task's jobs on one serial dispatch queue (its own worker thread). A fixed few of them,
-/// taken in turn, serve every such test: as many blocking tests run at once as there are cores,
-/// so the machine is not oversubscribed and whatever waits on the cooperative pool (a D-Bus reply,
-/// a timer) still gets the processor within its timeouts.
-final class QueueTaskExecutor: TaskExecutor, @unchecked Sendable {
-    private static let executors = (0..<max(2, ProcessInfo.processInfo.activeProcessorCount)).map {
-        QueueTaskExecutor(label: "horizon.test.blocking.\($0)")
+/// A fixed few queues (`QueueExecutor`, one worker thread each), taken in turn, serve every such
+/// test: as many blocking tests run at once as there are cores, so the machine is not
+/// oversubscribed and whatever waits on the cooperative pool (a D-Bus reply, a timer) still gets
+/// the processor within its timeouts.
+enum BlockingQueues {
+    static let executors = (0..<max(2, ProcessInfo.processInfo.activeProcessorCount)).map {
+        QueueExecutor(label: "horizon.test.blocking.\($0)")
     }
     private static let turn = Mutex(0)
 
-    static func next() -> QueueTaskExecutor {
+    static func next() -> QueueExecutor {
         let index = turn.withLock { turn in
             defer { turn += 1 }
             return turn % executors.count
         }
         return executors[index]
-    }
-
-    private let queue: DispatchQueue
-    static let marker = DispatchSpecificKey<String>()
-
-    init(label: String) {
-        queue = DispatchQueue(label: label)
-        queue.setSpecific(key: Self.marker, value: label)
-    }
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        let executor = asUnownedTaskExecutor()
-        queue.async { job.runSynchronously(on: executor) }
     }
 }
