@@ -32,6 +32,13 @@ public final class ObservableState<Value: Sendable & Equatable>: Sendable {
         return stream
     }
 
+    /// The first value (the current one included) that satisfies `predicate`; nil if the calling
+    /// task is cancelled first. How the async API waits for a state.
+    public func first(where predicate: (Value) -> Bool) async -> Value? {
+        for await value in stream() where predicate(value) { return value }
+        return nil
+    }
+
     /// Calls `observer` synchronously after every change (not for the current value).
     public func observe(_ observer: @escaping @Sendable (Value) -> Void) {
         storage.withLock { $0.observers.append(observer) }

@@ -19,11 +19,11 @@ extension SessionHost {
             start() ? nil : (error ?? .alreadyRunning)
         }
         if let refusal { throw refusal }
-        if await firstFinishedState() == nil {
+        if await observable.first(where: \.isFinished) == nil {
             await scheduler.perform { [self] in cancel() }
             // The end of the session, whatever cancelled the caller: an executed request is
             // reported as executed. Unstructured, so the caller's cancellation does not cut it.
-            _ = await Task { await self.firstFinishedState() }.value
+            _ = await Task { await self.observable.first(where: \.isFinished) }.value
         }
         let outcome: Result<SettlementResult, HostError> = await scheduler.perform { [self] in
             defer { _ = stop() }
@@ -31,12 +31,6 @@ extension SessionHost {
             return .failure(error ?? .cancelled)
         }
         return try outcome.get()
-    }
-
-    /// The first finished state (the current one included); nil if the calling task is cancelled.
-    private func firstFinishedState() async -> HostState? {
-        for await state in observable.stream() where state.isFinished { return state }
-        return nil
     }
 }
 

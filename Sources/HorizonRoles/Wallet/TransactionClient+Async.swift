@@ -54,7 +54,7 @@ extension TransactionClient {
             return decider.startDeciding() ? nil : .sessionUnavailable("that terminal is no longer available")
         }
         if let refusal { throw refusal }
-        switch await firstState(where: { $0 == .offerReceived || $0.isFinished }) {
+        switch await core.observable.first(where: { $0 == .offerReceived || $0.isFinished }) {
         case .offerReceived?:
             if let offer { return offer }
             throw .notReady("the offer was withdrawn")
@@ -111,7 +111,7 @@ extension TransactionClient {
             return nil
         }
         if let refusal { throw refusal }
-        switch await firstState(where: { $0 == .hostConnected || $0.isFinished }) {
+        switch await core.observable.first(where: { $0 == .hostConnected || $0.isFinished }) {
         case .hostConnected?: break
         case nil:
             await scheduler.perform { [self] in
@@ -145,7 +145,7 @@ extension TransactionClient {
     /// Waits for the terminal's answer to a signed request. Cancellation stops the waiting, not
     /// the request: the client keeps asking, and the caller learns it is still pending.
     private func awaitAnswer(to paymentID: PaymentID) async throws(PaymentClientError) -> PaymentReceipt {
-        guard await firstState(where: \.isFinished) != nil || state.isFinished else {
+        guard await core.observable.first(where: \.isFinished) != nil || state.isFinished else {
             throw .stillPending(paymentID)
         }
         let outcome: Result<PaymentReceipt, PaymentClientError> = await scheduler.perform { [self] in
@@ -171,13 +171,6 @@ extension TransactionClient {
         if manualConnectionDecider.state != .waitingForCandidate, manualConnectionDecider.state != .candidateAvailable {
             manualConnectionDecider.restart()
         }
-    }
-
-    /// The first state (the current one included) that satisfies `predicate`; nil if the calling
-    /// task is cancelled first.
-    func firstState(where predicate: (PaymentClientState) -> Bool) async -> PaymentClientState? {
-        for await state in states() where predicate(state) { return state }
-        return nil
     }
 
     var scheduler: any Scheduler { core.scheduler }
