@@ -20,6 +20,9 @@ let package = Package(
         .library(name: "HorizonBlueZ", targets: ["HorizonBlueZ"]),
         .library(name: "HorizonRoles", targets: ["HorizonRoles"]),
         .library(name: "HorizonLedger", targets: ["HorizonLedger"]),
+        .library(name: "HorizonAPI", targets: ["HorizonAPI"]),
+        .library(name: "HorizonServer", targets: ["HorizonServer"]),
+        .executable(name: "horizon-server", targets: ["horizon-server"]),
         .executable(name: "horizon-demo", targets: ["horizon-demo"]),
         .executable(name: "horizon-terminal", targets: ["horizon-terminal"]),
         .executable(name: "horizon-wallet", targets: ["horizon-wallet"]),
@@ -30,6 +33,13 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.21.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.0.0"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.7.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-openapi-hummingbird.git", from: "2.0.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.0.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.0.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.80.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.29.0"),
     ],
     targets: [
         // Shared vocabulary: bytes, time and scheduling, money, seeded randomness.
@@ -93,6 +103,56 @@ let package = Package(
         .testTarget(
             name: "HorizonLedgerTests",
             dependencies: ["HorizonLedger", "HorizonStores", "HorizonProtocol", "HorizonCore"], swiftSettings: strict),
+
+        // The server's HTTP contract (issue 14): `openapi.yaml` and the types, server protocol and
+        // client generated from it (committed; `Tools/generate-api.sh` regenerates them, so CI
+        // does not build the generator).
+        .target(
+            name: "HorizonAPI",
+            dependencies: [
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            exclude: ["openapi.yaml", "openapi-generator-config.yaml", "Generated/openapi.sha256"],
+            swiftSettings: strict),
+
+        // The Horizon server (issue 14): Hummingbird 2 serving HorizonAPI over HorizonLedger.
+        .target(
+            name: "HorizonServer",
+            dependencies: [
+                "HorizonAPI", "HorizonLedger", "HorizonCore", "HorizonProtocol", "HorizonSecureChannel",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ], swiftSettings: strict),
+        .testTarget(
+            name: "HorizonServerTests",
+            dependencies: [
+                "HorizonServer", "HorizonAPI", "HorizonLedger", "HorizonCore", "HorizonProtocol",
+                "HorizonSecureChannel", "HorizonTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ], swiftSettings: strict),
+        .executableTarget(
+            name: "horizon-server",
+            dependencies: [
+                "HorizonServer", "HorizonCLISupport", "HorizonLedger", "HorizonCore", "HorizonProtocol", "HorizonSecureChannel",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ], path: "Tools/horizon-server", swiftSettings: strict),
 
         // Roles: the reference SDK's state machines (PaymentHost, PaymentClient, deciders).
         .target(

@@ -153,6 +153,53 @@ public enum LedgerSchema {
                     PRIMARY KEY (merchant_id, code)) {STRICT}
                 """,
             ]),
+        Migration(
+            version: 3, name: "identity: merchant sign-in, terminals, outbox, request nonces",
+            statements: [
+                // The merchant admin's password as a self-describing scrypt hash, and the
+                // lock-out state: in the database, so every server process sees the same count.
+                """
+                CREATE TABLE merchant_logins(
+                    merchant_id TEXT PRIMARY KEY REFERENCES merchants(id),
+                    password_hash TEXT NOT NULL,
+                    failed_attempts {INT} NOT NULL CHECK (failed_attempts >= 0),
+                    locked_until {INT} NOT NULL) {STRICT}
+                """,
+                // An activated terminal key. A revoked one is never renewed and is listed in the
+                // revocation data wallets receive.
+                """
+                CREATE TABLE terminals(
+                    id TEXT PRIMARY KEY,
+                    merchant_id TEXT NOT NULL REFERENCES merchants(id),
+                    label TEXT NOT NULL CHECK (length(label) > 0),
+                    public_key {BYTES} NOT NULL UNIQUE,
+                    key_id {BYTES} NOT NULL,
+                    activated_at {INT} NOT NULL,
+                    credential_expires_at {INT} NOT NULL,
+                    revoked_at {INT}) {STRICT}
+                """,
+                "CREATE INDEX terminals_merchant ON terminals(merchant_id)",
+                // What the server would have sent by SMS or mail (the sandbox `MessageSender`).
+                """
+                CREATE TABLE outbox(
+                    id {ID},
+                    channel TEXT NOT NULL CHECK (channel IN ('sms', 'email')),
+                    recipient TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    body TEXT NOT NULL,
+                    created_at {INT} NOT NULL) {STRICT}
+                """,
+                // Signed requests' nonces, once per key within the accepted clock window: shared
+                // by every server process, so a replay to another process is refused too.
+                """
+                CREATE TABLE request_nonces(
+                    public_key {BYTES} NOT NULL,
+                    nonce TEXT NOT NULL,
+                    seen_at {INT} NOT NULL,
+                    PRIMARY KEY (public_key, nonce)) {STRICT}
+                """,
+                "CREATE INDEX request_nonces_seen ON request_nonces(seen_at)",
+            ]),
     ]
 
     /// Brings the store's schema to `target` (the current version unless told otherwise, which

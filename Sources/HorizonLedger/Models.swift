@@ -21,7 +21,7 @@ public struct WalletID: RawRepresentable, Hashable, Sendable, Codable, CustomStr
     static func generate() -> WalletID { WalletID(rawValue: "w_" + randomHex()) }
 }
 
-private func randomHex() -> String {
+func randomHex() -> String {
     var generator = SystemRandomNumberGenerator()
     return (0..<16).map { _ in
         let byte = UInt8.random(in: 0...255, using: &generator)

@@ -1,0 +1,200 @@
+import Crypto
+import Foundation
+import HorizonAPI
+import HorizonCore
+import HorizonLedger
+import HorizonProtocol
+import HorizonSecureChannel
+import OpenAPIRuntime
+
+/// The server's operations: the `APIProtocol` generated from `openapi.yaml`, over the ledger.
+/// Failures are thrown as `APIError`; `BoundaryMiddleware` writes them as the error envelope.
+struct APIHandler: APIProtocol {
+    let ledger: Ledger
+    let issuer: Issuer
+    let configuration: ServerConfiguration
+    let passwords: PasswordHasher
+    let metrics: ServerMetrics
+    let messages: any MessageSender
+    let now: @Sendable () -> UnixTime
+
+    // MARK: Operations
+
+    func getHealth(_ input: Operations.GetHealth.Input) async throws -> Operations.GetHealth.Output {
+        .ok(.init(body: .json(.init(status: .ok))))
+    }
+
+    func getReadiness(_ input: Operations.GetReadiness.Input) async throws -> Operations.GetReadiness.Output {
+        do {
+            let version = try await ledger.schemaVersion()
+            return .ok(.init(body: .json(.init(status: .ready, schemaVersion: Int64(version)))))
+        } catch {
+            RequestScope.current?.logger.warning("not ready", metadata: ["error": "\(error)"])
+            let apiError = APIError(.databaseUnavailable, "the database cannot be reached; retry shortly")
+            metrics.recordError(code: apiError.code.rawValue)
+            return .serviceUnavailable(.init(body: .json(apiError.envelope(requestID: RequestScope.current?.id ?? ""))))
+        }
+    }
+
+    func getMetrics(_ input: Operations.GetMetrics.Input) async throws -> Operations.GetMetrics.Output {
+        .ok(.init(body: .plainText(HTTPBody(metrics.exposition()))))
+    }
+
+    func getAnchor(_ input: Operations.GetAnchor.Input) async throws -> Operations.GetAnchor.Output {
+        .ok(.init(body: .json(issuer.anchorDescription)))
+    }
+
+    func getRevocations(_ input: Operations.GetRevocations.Input) async throws -> Operations.GetRevocations.Output {
+        let ids = try await ledger.revokedTerminalKeyIDs().map { $0.map { String(format: "%02x", $0) }.joined() }
+        return .ok(.init(body: .json(.init(terminalKeyIds: ids))))
+    }
+
+    func activateTerminal(_ input: Operations.ActivateTerminal.Input) async throws -> Operations.ActivateTerminal.Output
+    {
+        guard case .json(let request) = input.body else {
+            throw APIError(.unsupportedMediaType, "the body must be JSON")
+        }
+        let label = request.label.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !label.isEmpty, label.utf8.count <= TerminalCredential.maximumTextBytes,
+            !label.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else {
+            throw APIError(
+                .invalidRequest, "label must be 1 to \(TerminalCredential.maximumTextBytes) bytes of printable text")
+        }
+        let (terminalKey, keyBytes) = try Self.publicKey(base64: request.publicKey, field: "publicKey")
+        let proofBytes = Array(
+            ["horizon/activate/v1", request.email, request.label, request.publicKey].joined(separator: "\n").utf8)
+        guard let proof = Data(base64Encoded: request.proof),
+            verifySignature(Array(proof), over: proofBytes, with: terminalKey)
+        else {
+            throw APIError(
+                .signatureInvalid, "proof is not the terminal key's signature over the activation (see openapi.yaml)")
+        }
+        let merchant = try await signIn(email: request.email, password: request.password)
+        let time = now()
+        let credential: TerminalCredential
+        do {
+            credential = try issuer.issueCredential(
+                merchantID: merchant.id.rawValue, merchantName: merchant.name, terminalLabel: label,
+                terminalKey: terminalKey, at: time, validity: configuration.credentialValidity)
+        } catch {
+            throw APIError(.invalidRequest, "no credential can be issued: \(error)")
+        }
+        let terminal = try await ledger.activateTerminal(
+            merchant: merchant.id, label: label, publicKey: keyBytes, keyID: credential.terminalKeyID,
+            credentialExpiresAt: credential.expiresAt, at: time)
+        metrics.record(event: "terminal_activated")
+        RequestScope.current?.logger.notice(
+            "terminal activated", metadata: ["terminal": "\(terminal.id)", "merchant": "\(merchant.id)"])
+        return .created(.init(body: .json(response(for: terminal, merchant: merchant, credential: credential))))
+    }
+
+    func renewTerminalCredential(_ input: Operations.RenewTerminalCredential.Input) async throws
+        -> Operations.RenewTerminalCredential.Output
+    {
+        let terminal = try await signingTerminal()
+        let merchant = try await ledger.merchant(terminal.merchantID)
+        let terminalKey = try Self.publicKey(bytes: terminal.publicKey.bytes)
+        let credential: TerminalCredential
+        do {
+            credential = try issuer.issueCredential(
+                merchantID: merchant.id.rawValue, merchantName: merchant.name, terminalLabel: terminal.label,
+                terminalKey: terminalKey, at: now(), validity: configuration.credentialValidity)
+        } catch {
+            throw APIError(.internalError, "no credential can be issued: \(error)")
+        }
+        // Recorded only if still active: a revocation that raced this renewal wins.
+        guard try await ledger.recordCredentialIssued(to: terminal.id, expiresAt: credential.expiresAt) else {
+            throw Self.revoked(terminal)
+        }
+        metrics.record(event: "terminal_renewed")
+        return .ok(.init(body: .json(response(for: terminal, merchant: merchant, credential: credential))))
+    }
+
+    // MARK: Authentication
+
+    /// The merchant whose admin this is, after the password and the lock-out rules.
+    func signIn(email: String, password: String) async throws -> Merchant {
+        let time = now()
+        guard let login = try await ledger.login(adminEmail: email) else {
+            // Spend the same time as a real check, so timing does not tell which e-mails exist.
+            _ = passwords.verify(password, against: decoyHash)
+            metrics.record(event: "sign_in_refused")
+            throw APIError(.invalidCredentials, "the e-mail or the password is wrong")
+        }
+        if login.lockedUntil > time {
+            let wait = login.lockedUntil - time
+            throw APIError(
+                .accountLocked, "too many wrong passwords; this account is locked for \(wait) s more",
+                headers: [.retryAfter: "\(wait)"])
+        }
+        guard passwords.verify(password, against: login.passwordHash) else {
+            let lockedUntil = try await ledger.recordFailedLogin(
+                login.merchant.id, policy: configuration.loginPolicy, at: time)
+            metrics.record(event: "sign_in_refused")
+            if lockedUntil > time {
+                throw APIError(
+                    .accountLocked, "too many wrong passwords; this account is locked for \(lockedUntil - time) s",
+                    headers: [.retryAfter: "\(lockedUntil - time)"])
+            }
+            throw APIError(.invalidCredentials, "the e-mail or the password is wrong")
+        }
+        if login.failedAttempts > 0 { try await ledger.recordSuccessfulLogin(login.merchant.id) }
+        return login.merchant
+    }
+
+    /// A well-formed hash at the current cost that no password matches, for the unknown-e-mail path.
+    var decoyHash: String {
+        "scrypt$\(passwords.costLog2)$8$1$" + Data(count: 16).base64EncodedString() + "$"
+            + Data(count: 32).base64EncodedString()
+    }
+
+    /// The active terminal that signed this request.
+    func signingTerminal() async throws -> TerminalRecord {
+        guard let signer = RequestScope.current?.signer else {
+            throw APIError(
+                .unauthenticated, "this operation needs a request signed with the terminal's key (HorizonSignature)",
+                headers: [.wwwAuthenticate: RequestSignature.scheme])
+        }
+        guard let terminal = try await ledger.terminal(publicKey: signer) else {
+            throw APIError(
+                .terminalUnknown, "the signing key is not an activated terminal; run `horizon-terminal activate`")
+        }
+        guard !terminal.isRevoked else { throw Self.revoked(terminal) }
+        return terminal
+    }
+
+    static func revoked(_ terminal: TerminalRecord) -> APIError {
+        APIError(
+            .terminalRevoked,
+            "terminal \(terminal.id) was revoked by its merchant; it gets no credential. Activate a new key if this is a mistake"
+        )
+    }
+
+    // MARK: Helpers
+
+    func response(for terminal: TerminalRecord, merchant: Merchant, credential: TerminalCredential)
+        -> Components.Schemas.TerminalCredentialResponse
+    {
+        .init(
+            terminalId: terminal.id.rawValue, merchantId: merchant.id.rawValue, merchantName: credential.merchantName,
+            label: terminal.label, credential: Data(credential.encoded()).base64EncodedString(),
+            notBefore: credential.notBefore, expiresAt: credential.expiresAt, anchor: issuer.anchorDescription)
+    }
+
+    static func publicKey(base64: String, field: String) throws -> (P256.Signing.PublicKey, PublicKeyBytes) {
+        guard let data = Data(base64Encoded: base64), data.count == PublicKeyBytes.byteCount else {
+            throw APIError(.invalidRequest, "\(field) must be a P-256 public key, X9.63 (65 bytes), in standard base64")
+        }
+        let key = try publicKey(bytes: Array(data))
+        do { return (key, try PublicKeyBytes(bytes: Array(data))) } catch {
+            throw APIError(.invalidRequest, "\(field) is not an uncompressed P-256 public key")
+        }
+    }
+
+    static func publicKey(bytes: [UInt8]) throws -> P256.Signing.PublicKey {
+        do { return try P256.Signing.PublicKey(x963Representation: bytes) } catch {
+            throw APIError(.invalidRequest, "the public key is not a point on P-256")
+        }
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import HTTPTypes
+import HorizonAPI
+import HorizonLedger
+
+/// Every failure the API reports, in the one error envelope of `openapi.yaml`
+/// (`{"error": {"code", "message", "requestId"}}`). Codes are stable: clients branch on them;
+/// messages are for people and may change.
+public struct APIError: Error, Sendable, Equatable {
+    public enum Code: String, Sendable, CaseIterable {
+        case invalidRequest = "invalid_request"
+        case malformedJSON = "malformed_json"
+        case unsupportedMediaType = "unsupported_media_type"
+        case payloadTooLarge = "payload_too_large"
+        case notFound = "not_found"
+        case methodNotAllowed = "method_not_allowed"
+        case rateLimited = "rate_limited"
+        case unauthenticated = "unauthenticated"
+        case signatureInvalid = "signature_invalid"
+        case requestExpired = "request_expired"
+        case requestReplayed = "request_replayed"
+        case invalidCredentials = "invalid_credentials"
+        case accountLocked = "account_locked"
+        case forbidden = "forbidden"
+        case terminalUnknown = "terminal_unknown"
+        case terminalRevoked = "terminal_revoked"
+        case alreadyExists = "already_exists"
+        case databaseUnavailable = "database_unavailable"
+        case internalError = "internal_error"
+
+        public var status: HTTPResponse.Status {
+            switch self {
+            case .invalidRequest, .malformedJSON: .badRequest
+            case .unsupportedMediaType: .unsupportedMediaType
+            case .payloadTooLarge: .contentTooLarge
+            case .notFound: .notFound
+            case .methodNotAllowed: .methodNotAllowed
+            case .rateLimited: .tooManyRequests
+            case .unauthenticated, .signatureInvalid, .requestExpired, .requestReplayed, .invalidCredentials:
+                .unauthorized
+            case .accountLocked: .tooManyRequests
+            case .forbidden, .terminalUnknown, .terminalRevoked: .forbidden
+            case .alreadyExists: .conflict
+            case .databaseUnavailable: .serviceUnavailable
+            case .internalError: .internalServerError
+            }
+        }
+    }
+
+    public let code: Code
+    public let message: String
+    /// Extra response headers (`Retry-After`, `Allow`, `WWW-Authenticate`).
+    public var headers: HTTPFields
+
+    public init(_ code: Code, _ message: String, headers: HTTPFields = [:]) {
+        self.code = code
+        self.message = message
+        self.headers = headers
+    }
+
+    public var status: HTTPResponse.Status { code.status }
+
+    /// The envelope as the API sends it.
+    public func envelope(requestID: String) -> Components.Schemas.ErrorEnvelope {
+        .init(error: .init(code: code.rawValue, message: message, requestId: requestID))
+    }
+
+    public func jsonBody(requestID: String) -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // The envelope is three strings: encoding cannot fail, but a fallback keeps it total.
+        return (try? Array(encoder.encode(envelope(requestID: requestID))))
+            ?? Array(#"{"error":{"code":"internal_error","message":"","requestId":""}}"#.utf8)
+    }
+}
+
+extension APIError {
+    /// What a ledger failure means to an API client. Details of database trouble stay in the
+    /// server's log; the client learns that it may retry.
+    init(_ error: LedgerError) {
+        switch error {
+        case .notFound(let what): self.init(.notFound, "\(what) does not exist")
+        case .alreadyExists(let what): self.init(.alreadyExists, "\(what) already exists")
+        case .invalidArgument(let reason): self.init(.invalidRequest, reason)
+        case .unavailable, .contention:
+            self.init(
+                .databaseUnavailable, "the server's database is unavailable; nothing was changed, retry shortly",
+                headers: [.retryAfter: "1"])
+        case .conflictingRetry, .schemaTooNew, .migrationFailed, .corruptRow, .database, .invalidConfiguration:
+            self.init(
+                .internalError, "the server could not complete the request; the request id identifies it in the log")
+        }
+    }
+}

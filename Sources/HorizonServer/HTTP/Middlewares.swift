@@ -1,0 +1,280 @@
+import Foundation
+import HTTPTypes
+import HorizonAPI
+import HorizonLedger
+import HorizonProtocol
+import Hummingbird
+import Logging
+import NIOCore
+import OpenAPIRuntime
+import Synchronization
+
+extension HTTPField.Name {
+    static let requestID = HTTPField.Name("X-Request-Id")!
+}
+
+/// The outermost layer: gives every request an id, turns every failure into the one error
+/// envelope, logs one line per request and records its metrics. Nothing below it writes an
+/// error response of its own, so every error a client sees has the same shape.
+struct BoundaryMiddleware: RouterMiddleware {
+    typealias Context = ServerRequestContext
+    let metrics: ServerMetrics
+    /// The API's paths and their methods, to tell "no such path" (404) from "not this method" (405).
+    let routes: RouteTable
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        let id = Self.requestID(from: request)
+        var logger = context.logger
+        logger[metadataKey: "request"] = "\(id)"
+        let scope = RequestScope(id: id, logger: logger, signer: nil)
+        let start = ContinuousClock.now
+        var response: Response
+        do {
+            response = try await RequestScope.$current.withValue(scope) { try await next(request, context) }
+        } catch {
+            let apiError = Self.apiError(for: error, request: request, routes: routes)
+            if apiError.code == .internalError || apiError.code == .databaseUnavailable {
+                logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
+            }
+            metrics.recordError(code: apiError.code.rawValue)
+            var headers = apiError.headers
+            headers[.contentType] = "application/json; charset=utf-8"
+            let body = apiError.jsonBody(requestID: id)
+            response = Response(
+                status: apiError.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+        }
+        response.headers[.requestID] = id
+        let duration = ContinuousClock.now - start
+        // Unknown paths share one label, so a scan of random paths cannot grow the metrics.
+        let route =
+            response.status == .notFound || response.status == .methodNotAllowed
+            ? "unmatched" : (context.endpointPath ?? "unmatched")
+        metrics.recordRequest(
+            method: request.method.rawValue, route: route, status: response.status.code, duration: duration)
+        logger.info(
+            "\(request.method.rawValue) \(request.uri.path) \(response.status.code)",
+            metadata: [
+                "ms": "\(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)"
+            ])
+        return response
+    }
+
+    /// The caller's own id when it is a sane token (so a client can correlate), else a new one.
+    static func requestID(from request: Request) -> String {
+        if let given = request.headers[.requestID], (8...64).contains(given.utf8.count),
+            given.utf8.allSatisfy({
+                $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0)
+                    || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0)
+            })
+        {
+            return given
+        }
+        return "req_" + (0..<12).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+    }
+
+    /// Maps anything thrown below to the error the client sees.
+    static func apiError(for error: any Error, request: Request, routes: RouteTable) -> APIError {
+        switch error {
+        case let error as APIError: return error
+        case let error as LedgerError: return APIError(error)
+        case let error as ServerError:
+            // The generated code wraps what the handler threw, and reports undecodable input.
+            if let inner = error.underlyingError as? APIError { return inner }
+            if let inner = error.underlyingError as? LedgerError { return APIError(inner) }
+            if let inner = error.underlyingError as? DecodingError { return APIError(.malformedJSON, describe(inner)) }
+            return APIError(.invalidRequest, "the request does not match the API: \(error.causeDescription)")
+        case let error as HTTPError where error.status == .notFound:
+            let path = request.uri.path
+            if let methods = routes.methods(for: path) {
+                let allowed = methods.map(\.rawValue).sorted().joined(separator: ", ")
+                return APIError(
+                    .methodNotAllowed, "\(request.method.rawValue) is not allowed on \(path); use \(allowed)",
+                    headers: [.allow: allowed])
+            }
+            return APIError(.notFound, "there is no \(path) in this API (see openapi.yaml; paths start with /v1/)")
+        case let error as HTTPError where error.status == .contentTooLarge:
+            return APIError(.payloadTooLarge, "the request body is too large")
+        default:
+            return APIError(
+                .internalError, "the server could not complete the request; the request id identifies it in the log")
+        }
+    }
+
+    /// A decoding failure in words: which field, and what was wrong with it.
+    static func describe(_ error: DecodingError) -> String {
+        func path(_ keys: [any CodingKey]) -> String {
+            keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            return "the field \"\(path(context.codingPath + [key]))\" is missing"
+        case .typeMismatch(let type, let context):
+            return "the field \"\(path(context.codingPath))\" has the wrong type (expected \(typeName(type)))"
+        case .valueNotFound(let type, let context):
+            return "the field \"\(path(context.codingPath))\" is null (expected \(typeName(type)))"
+        case .dataCorrupted(let context):
+            if context.codingPath.isEmpty { return "the body is not valid JSON" }
+            return "the field \"\(path(context.codingPath))\" is invalid: \(context.debugDescription)"
+        @unknown default:
+            return "the body could not be read"
+        }
+    }
+
+    private static func typeName(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Int.Type, is Int64.Type: "an integer"
+        case is Bool.Type: "true or false"
+        default: "\(type)"
+        }
+    }
+}
+
+/// The API's paths and methods, recorded as the generated code registers its handlers.
+final class RouteTable: Sendable {
+    private let table = Mutex<[String: [HTTPRequest.Method]]>([:])
+
+    func add(_ method: HTTPRequest.Method, _ path: String) { table.withLock { $0[path, default: []].append(method) } }
+
+    /// The methods served on `path` (the API has no path parameters yet), nil for an unknown path.
+    func methods(for path: String) -> [HTTPRequest.Method]? { table.withLock { $0[path] } }
+}
+
+/// Refuses a client that sends too many requests: a token bucket per peer address, in this
+/// process's memory (every process of a scaled-out server limits on its own; the lock-out of
+/// sign-ins, which must hold across processes, is in the database).
+struct RateLimitMiddleware: RouterMiddleware {
+    typealias Context = ServerRequestContext
+    let limiter: RateLimiter
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        let peer = context.remoteAddress?.ipAddress ?? "local"
+        if let wait = limiter.take(for: peer, at: ContinuousClock.now) {
+            let seconds = max(
+                1, Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up)))
+            throw APIError(
+                .rateLimited, "too many requests from \(peer); retry after \(seconds) s",
+                headers: [.retryAfter: "\(seconds)"])
+        }
+        return try await next(request, context)
+    }
+}
+
+/// A token bucket per key: `burst` requests at once, refilled at `perSecond`.
+final class RateLimiter: Sendable {
+    struct Bucket {
+        var tokens: Double
+        var updated: ContinuousClock.Instant
+    }
+    let burst: Double
+    let perSecond: Double
+    private let buckets = Mutex<[String: Bucket]>([:])
+
+    init(burst: Int, perSecond: Double) {
+        self.burst = Double(max(1, burst))
+        self.perSecond = max(0.001, perSecond)
+    }
+
+    /// Takes a token for `key`; nil when allowed, else how long until one is available.
+    func take(for key: String, at now: ContinuousClock.Instant) -> Duration? {
+        buckets.withLock { buckets in
+            // Forget full buckets now and then, so one-off peers do not accumulate.
+            if buckets.count > 10_000 {
+                buckets = buckets.filter { now - $0.value.updated < .seconds(burst / perSecond) }
+            }
+            var bucket = buckets[key] ?? Bucket(tokens: burst, updated: now)
+            let elapsed = now - bucket.updated
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            bucket.tokens = min(burst, bucket.tokens + seconds * perSecond)
+            bucket.updated = now
+            defer { buckets[key] = bucket }
+            guard bucket.tokens >= 1 else { return .seconds((1 - bucket.tokens) / perSecond) }
+            bucket.tokens -= 1
+            return nil
+        }
+    }
+}
+
+/// Collects the body up to the server's limit (413 beyond it) and refuses bodies that are not
+/// JSON (415), so handlers and the signature check see the whole body, once.
+struct BodyLimitMiddleware: RouterMiddleware {
+    typealias Context = ServerRequestContext
+    let maximumBytes: Int
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        var request = request
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > maximumBytes {
+            throw APIError(.payloadTooLarge, "the request body is \(length) bytes; the limit is \(maximumBytes)")
+        }
+        let body: ByteBuffer
+        do {
+            body = try await request.collectBody(upTo: maximumBytes)
+        } catch {
+            throw APIError(.payloadTooLarge, "the request body is over the limit of \(maximumBytes) bytes")
+        }
+        if body.readableBytes > 0 {
+            let type = request.headers[.contentType]?.lowercased() ?? ""
+            guard type.hasPrefix("application/json") else {
+                throw APIError(
+                    .unsupportedMediaType,
+                    "the body must be JSON with Content-Type: application/json (got \(type.isEmpty ? "none" : type))")
+            }
+        }
+        return try await next(request, context)
+    }
+}
+
+/// Checks a `HorizonSignature` Authorization header: the signature over this request, its time
+/// within the window, its nonce unused (in the database, so a replay to another server process
+/// is refused too). A request without one goes on unauthenticated; an operation that needs a
+/// signer refuses it there.
+struct SignedRequestMiddleware: RouterMiddleware {
+    typealias Context = ServerRequestContext
+    let ledger: Ledger
+    /// How far a request's time may be from the server's, in seconds.
+    let window: Int64
+    let clock: @Sendable () -> Int64
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        guard let header = request.headers[.authorization], header.hasPrefix(RequestSignature.scheme) else {
+            return try await next(request, context)
+        }
+        let signature: RequestSignature
+        do { signature = try RequestSignature.parse(header) } catch {
+            throw APIError(.unauthenticated, "\(error)")
+        }
+        let now = clock()
+        guard abs(now - signature.time) <= window else {
+            throw APIError(
+                .requestExpired,
+                "the request was signed at \(signature.time), \(abs(now - signature.time)) s from the server's clock (\(now)); the limit is \(window) s: check the device's clock"
+            )
+        }
+        var request = request
+        let body = try await request.collectBody(upTo: Int.max)
+        let path = request.uri.description
+        guard signature.isValid(method: request.method.rawValue, path: path, body: body.readableBytesView) else {
+            throw APIError(
+                .signatureInvalid,
+                "the request's signature does not verify for \(request.method.rawValue) \(path) and its body")
+        }
+        let key: PublicKeyBytes
+        do { key = try PublicKeyBytes(bytes: signature.publicKey) } catch {
+            throw APIError(.unauthenticated, "the signing key is not an uncompressed P-256 public key")
+        }
+        guard try await ledger.useNonce(signature.nonce, for: key, window: 2 * window, at: now) else {
+            throw APIError(.requestReplayed, "this signed request was already received once; sign each request anew")
+        }
+        guard var scope = RequestScope.current else { return try await next(request, context) }
+        scope.signer = key
+        return try await RequestScope.$current.withValue(scope) { try await next(request, context) }
+    }
+}

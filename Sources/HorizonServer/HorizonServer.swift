@@ -1,0 +1,112 @@
+import Foundation
+import HTTPTypes
+import HorizonAPI
+import HorizonCore
+import HorizonLedger
+import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
+import Logging
+import NIOSSL
+import OpenAPIHummingbird
+import OpenAPIRuntime
+
+/// The Horizon server: `openapi.yaml`'s operations on Hummingbird 2, over one ledger.
+///
+/// Stateless over its database (DESIGN.md section 6): run several processes on one PostgreSQL
+/// behind a load balancer. Only the rate limiter's buckets live in a process.
+public enum HorizonServer {
+    /// The parts a server is made of, so tests can build one around their own ledger and clock.
+    public struct Parts: Sendable {
+        public var configuration: ServerConfiguration
+        public var ledger: Ledger
+        public var issuer: Issuer
+        public var metrics: ServerMetrics
+        public var messages: any MessageSender
+        public var now: @Sendable () -> UnixTime
+
+        public init(
+            configuration: ServerConfiguration, ledger: Ledger, issuer: Issuer,
+            metrics: ServerMetrics = ServerMetrics(),
+            messages: (any MessageSender)? = nil, now: @escaping @Sendable () -> UnixTime = { Ledger.now() }
+        ) {
+            self.configuration = configuration
+            self.ledger = ledger
+            self.issuer = issuer
+            self.metrics = metrics
+            self.messages = messages ?? OutboxMessageSender(ledger: ledger)
+            self.now = now
+        }
+    }
+
+    /// The router: the middlewares in order (boundary, rate limit, body limit, signature) and
+    /// every operation of the API.
+    public static func router(_ parts: Parts) throws -> Router<ServerRequestContext> {
+        let router = Router(context: ServerRequestContext.self)
+        let routes = RouteTable()
+        router.add(middleware: BoundaryMiddleware(metrics: parts.metrics, routes: routes))
+        router.add(
+            middleware: RateLimitMiddleware(
+                limiter: RateLimiter(
+                    burst: parts.configuration.rateLimitBurst, perSecond: parts.configuration.rateLimitPerSecond)))
+        router.add(middleware: BodyLimitMiddleware(maximumBytes: parts.configuration.maximumBodyBytes))
+        router.add(
+            middleware: SignedRequestMiddleware(
+                ledger: parts.ledger, window: parts.configuration.signatureWindow, clock: parts.now))
+        let handler = APIHandler(
+            ledger: parts.ledger, issuer: parts.issuer, configuration: parts.configuration,
+            passwords: PasswordHasher(costLog2: parts.configuration.passwordCostLog2), metrics: parts.metrics,
+            messages: parts.messages, now: parts.now)
+        try handler.registerHandlers(on: RecordingTransport(router: router, routes: routes))
+        return router
+    }
+
+    /// The HTTP application, listening where the configuration says, with TLS when it names a
+    /// certificate. Run it in a `ServiceGroup` (it stops gracefully on SIGTERM).
+    public static func application(
+        _ parts: Parts, logger: Logger, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    )
+        throws -> some ApplicationProtocol
+    {
+        let (host, port) = try parts.configuration.listenAddress()
+        let server: HTTPServerBuilder
+        if let certificate = parts.configuration.tlsCertificatePath, let key = parts.configuration.tlsKeyPath {
+            do {
+                let chain = try NIOSSLCertificate.fromPEMFile(certificate).map {
+                    NIOSSLCertificateSource.certificate($0)
+                }
+                let tls = TLSConfiguration.makeServerConfiguration(
+                    certificateChain: chain, privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
+                server = try .tls(.http1(), tlsConfiguration: tls)
+            } catch {
+                throw ServerSetupError.unreadable(
+                    path: "\(certificate) / \(key)", reason: "not a usable PEM certificate and key: \(error)")
+            }
+        } else {
+            server = .http1()
+        }
+        return Application(
+            router: try router(parts), server: server,
+            configuration: .init(address: .hostname(host, port: port), serverName: "horizon-server"),
+            onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
+            logger: logger)
+    }
+}
+
+/// Registers the generated handlers on the router and notes each path's methods, so that the
+/// boundary can answer 405 rather than 404 for a known path with another method.
+struct RecordingTransport: ServerTransport {
+    let router: Router<ServerRequestContext>
+    let routes: RouteTable
+
+    func register(
+        _ handler:
+            @Sendable @escaping (HTTPRequest, HTTPBody?, ServerRequestMetadata) async throws -> (
+                HTTPResponse, HTTPBody?
+            ),
+        method: HTTPRequest.Method, path: String
+    ) throws {
+        routes.add(method, path)
+        router.register(handler, method: method, path: path)
+    }
+}

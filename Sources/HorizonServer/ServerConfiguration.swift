@@ -1,0 +1,108 @@
+import Foundation
+import HorizonLedger
+
+/// Everything a server process needs to know, from `server.json` in its data directory and the
+/// command line. Defaults are what one small shop needs.
+public struct ServerConfiguration: Sendable, Codable, Equatable {
+    /// `HOST:PORT` to listen on; loopback by default (put a TLS proxy in front, or pass a certificate).
+    public var listen: String
+    /// `sqlite:PATH` (embedded, one process) or a `postgres://` URL (several processes).
+    public var database: String
+    /// The issuer's private key (PEM), relative paths from the data directory.
+    public var issuerKeyPath: String
+    /// The name wallets show for the anchor.
+    public var issuerName: String
+    /// How long a terminal credential is valid, in seconds (DESIGN.md: hours to a day; at most 24 h).
+    public var credentialValidity: Int64
+    /// Largest request body accepted, in bytes.
+    public var maximumBodyBytes: Int
+    /// Requests per peer: a burst and a steady rate per second.
+    public var rateLimitBurst: Int
+    public var rateLimitPerSecond: Double
+    /// How far a signed request's time may be from the server's, in seconds.
+    public var signatureWindow: Int64
+    /// scrypt cost (log2 N) for new merchant passwords.
+    public var passwordCostLog2: Int
+    public var loginAttemptsBeforeLock: Int
+    public var loginFirstLockSeconds: Int64
+    public var tlsCertificatePath: String?
+    public var tlsKeyPath: String?
+
+    public init(
+        listen: String = "127.0.0.1:8080", database: String = "sqlite:horizon.sqlite",
+        issuerKeyPath: String = "issuer.pem",
+        issuerName: String = "Horizon", credentialValidity: Int64 = 12 * 3600, maximumBodyBytes: Int = 64 * 1024,
+        rateLimitBurst: Int = 100, rateLimitPerSecond: Double = 50, signatureWindow: Int64 = 300,
+        passwordCostLog2: Int = 15, loginAttemptsBeforeLock: Int = 5, loginFirstLockSeconds: Int64 = 60,
+        tlsCertificatePath: String? = nil, tlsKeyPath: String? = nil
+    ) {
+        self.listen = listen
+        self.database = database
+        self.issuerKeyPath = issuerKeyPath
+        self.issuerName = issuerName
+        self.credentialValidity = credentialValidity
+        self.maximumBodyBytes = maximumBodyBytes
+        self.rateLimitBurst = rateLimitBurst
+        self.rateLimitPerSecond = rateLimitPerSecond
+        self.signatureWindow = signatureWindow
+        self.passwordCostLog2 = passwordCostLog2
+        self.loginAttemptsBeforeLock = loginAttemptsBeforeLock
+        self.loginFirstLockSeconds = loginFirstLockSeconds
+        self.tlsCertificatePath = tlsCertificatePath
+        self.tlsKeyPath = tlsKeyPath
+    }
+
+    /// Refuses settings that cannot work, with the reason.
+    public func validate() throws(ServerSetupError) {
+        _ = try listenAddress()
+        guard (60...86_400).contains(credentialValidity) else {
+            throw .invalidSetting("credentialValidity must be 60 to 86400 seconds (a credential lives at most 24 h)")
+        }
+        guard (1024...16 * 1024 * 1024).contains(maximumBodyBytes) else {
+            throw .invalidSetting("maximumBodyBytes must be 1 KiB to 16 MiB")
+        }
+        guard rateLimitBurst >= 1, rateLimitPerSecond > 0 else {
+            throw .invalidSetting("rateLimitBurst must be at least 1 and rateLimitPerSecond above 0")
+        }
+        guard (10...3600).contains(signatureWindow) else {
+            throw .invalidSetting("signatureWindow must be 10 to 3600 s")
+        }
+        guard (tlsCertificatePath == nil) == (tlsKeyPath == nil) else {
+            throw .invalidSetting("--tls-certificate and --tls-key go together")
+        }
+        guard database.hasPrefix("sqlite:") || database.hasPrefix("postgres://") || database.hasPrefix("postgresql://")
+        else {
+            throw .invalidSetting("database must be sqlite:PATH or a postgres:// URL (got \(database))")
+        }
+    }
+
+    /// The host and port of `listen`.
+    public func listenAddress() throws(ServerSetupError) -> (host: String, port: Int) {
+        guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]),
+            (0...65535).contains(port)
+        else { throw .invalidSetting("--listen must be HOST:PORT, e.g. 127.0.0.1:8080 (got \(listen))") }
+        var host = String(listen[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty else { throw .invalidSetting("--listen needs a host, e.g. 127.0.0.1:\(port)") }
+        return (host, port)
+    }
+
+    public var loginPolicy: LoginPolicy {
+        LoginPolicy(attemptsBeforeLock: loginAttemptsBeforeLock, firstLock: loginFirstLockSeconds)
+    }
+
+    /// Opens the ledger this configuration names, relative paths from `directory`.
+    public func openLedger(relativeTo directory: String) async throws(LedgerError) -> Ledger {
+        if database.hasPrefix("sqlite:") {
+            return try await Ledger.sqlite(
+                path: Self.resolve(String(database.dropFirst("sqlite:".count)), in: directory))
+        }
+        return try await Ledger.postgres(url: database)
+    }
+
+    static func resolve(_ path: String, in directory: String) -> String {
+        path.hasPrefix("/") ? path : (directory as NSString).appendingPathComponent(path)
+    }
+
+    public func issuerKeyFile(in directory: String) -> String { Self.resolve(issuerKeyPath, in: directory) }
+}

@@ -1,0 +1,39 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Reads a secret (a password) from `--password-file` if given, else from the terminal with
+/// echo off, else (standard input not a terminal) one line of standard input. A trailing
+/// newline is dropped; nothing else is trimmed, since spaces may be part of a password.
+public func readSecret(prompt: String, file: String?) throws -> String {
+    if let file {
+        let text: String
+        do { text = try String(contentsOfFile: file, encoding: .utf8) } catch {
+            throw CLIError("cannot read the password file \(file): \(error.localizedDescription)")
+        }
+        let secret = text.hasSuffix("\n") ? String(text.dropLast()) : text
+        guard !secret.isEmpty else { throw CLIError("the password file \(file) is empty") }
+        return secret
+    }
+    let interactive = isatty(STDIN_FILENO) == 1
+    var saved = termios()
+    if interactive {
+        FileHandle.standardError.write(Data(prompt.utf8))
+        tcgetattr(STDIN_FILENO, &saved)
+        var quiet = saved
+        quiet.c_lflag &= ~tcflag_t(ECHO)
+        tcsetattr(STDIN_FILENO, TCSANOW, &quiet)
+    }
+    defer {
+        if interactive {
+            tcsetattr(STDIN_FILENO, TCSANOW, &saved)
+            FileHandle.standardError.write(Data("\n".utf8))
+        }
+    }
+    guard let line = Swift.readLine(strippingNewline: true), !line.isEmpty else {
+        throw CLIError("no password given (type it at the prompt, or pass --password-file)")
+    }
+    return line
+}

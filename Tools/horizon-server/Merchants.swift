@@ -1,0 +1,95 @@
+import ArgumentParser
+import HorizonCLISupport
+import HorizonLedger
+import HorizonServer
+
+struct Merchants: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Add and list merchants (a merchant's admin activates its terminals with its e-mail and password).",
+        subcommands: [Add.self, List.self])
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add a merchant with its admin's e-mail and password (asked for, or --password-file).")
+
+        @OptionGroup var options: ServerOptions
+
+        @Argument(help: "The merchant's name as wallets show it (at most 64 bytes in terminal credentials).")
+        var name: String
+
+        @Option(help: "The admin's e-mail: the sign-in for terminal activation and the dashboard.")
+        var email: String
+
+        @Option(help: "The merchant's currency, ISO 4217 (EUR, USD, JPY…).")
+        var currency: String
+
+        @Option(help: "Read the password from this file (first line) instead of asking.")
+        var passwordFile: String?
+
+        @Flag(help: "Print the new merchant as JSON.")
+        var json = false
+
+        func run() async throws {
+            let currency = try AmountArgument.currency(currency)
+            let settings = try options.settings()
+            let password = try readSecret(prompt: "Password for \(email): ", file: passwordFile)
+            let hash: String
+            do { hash = try PasswordHasher(costLog2: settings.passwordCostLog2).hash(password) } catch {
+                throw CLIError("\(error)")
+            }
+            let merchant = try await withLedger(options) { ledger, _ in
+                let merchant = try await ledger.createMerchant(name: name, currency: currency, adminEmail: email)
+                try await ledger.setPasswordHash(hash, for: merchant.id)
+                return merchant
+            }
+            let console = Console()
+            if json {
+                try console.json(MerchantJSON(merchant))
+            } else {
+                console.line(
+                    "Added merchant \(merchant.name) (\(merchant.id)), \(merchant.currency.code), admin \(merchant.adminEmail)"
+                )
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List every merchant, oldest first.")
+
+        @OptionGroup var options: ServerOptions
+
+        @Flag(help: "Print them as JSON.")
+        var json = false
+
+        func run() async throws {
+            let merchants = try await withLedger(options) { ledger, _ in try await ledger.merchants() }
+            let console = Console()
+            if json {
+                try console.json(merchants.map(MerchantJSON.init))
+                return
+            }
+            if merchants.isEmpty {
+                console.line("No merchants yet: horizon-server merchants add NAME --email E --currency EUR")
+            }
+            for merchant in merchants {
+                console.line("\(merchant.id)  \(merchant.currency.code)  \(merchant.name)  <\(merchant.adminEmail)>")
+            }
+        }
+    }
+}
+
+struct MerchantJSON: Encodable {
+    let id: String
+    let name: String
+    let currency: String
+    let adminEmail: String
+    let createdAt: Int64
+
+    init(_ merchant: Merchant) {
+        id = merchant.id.rawValue
+        name = merchant.name
+        currency = merchant.currency.code
+        adminEmail = merchant.adminEmail
+        createdAt = merchant.createdAt
+    }
+}

@@ -1,0 +1,52 @@
+import ArgumentParser
+import HorizonCLISupport
+import HorizonLedger
+
+struct Outbox: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the messages the server would have sent by SMS or mail (sandbox), newest first.",
+        discussion: "One-time codes for wallet registration and restoration land here instead of a phone or a mailbox.")
+
+    @OptionGroup var options: ServerOptions
+
+    @Option(help: "Only messages to this phone number or e-mail address.")
+    var to: String?
+
+    @Option(help: "At most this many messages (1 to 1000).")
+    var limit = 20
+
+    @Flag(help: "Print them as JSON.")
+    var json = false
+
+    func run() async throws {
+        guard (1...1000).contains(limit) else { throw ValidationError("--limit must be 1 to 1000") }
+        let messages = try await withLedger(options) { ledger, _ in try await ledger.outbox(recipient: to, limit: limit)
+        }
+        let console = Console()
+        if json {
+            try console.json(
+                messages.map {
+                    MessageJSON(
+                        id: $0.id, channel: $0.channel.rawValue, to: $0.recipient, subject: $0.subject, body: $0.body,
+                        createdAt: $0.createdAt)
+                })
+            return
+        }
+        if messages.isEmpty { console.line("The outbox is empty.") }
+        for message in messages {
+            console.line(
+                "#\(message.id) \(dateText(message.createdAt)) \(message.channel.rawValue) to \(message.recipient): \(message.subject)"
+            )
+            console.line("    \(message.body)")
+        }
+    }
+
+    struct MessageJSON: Encodable {
+        let id: Int64
+        let channel: String
+        let to: String
+        let subject: String
+        let body: String
+        let createdAt: Int64
+    }
+}

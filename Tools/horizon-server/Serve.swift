@@ -1,0 +1,69 @@
+import ArgumentParser
+import Foundation
+import HorizonCLISupport
+import HorizonLedger
+import HorizonServer
+import Logging
+import ServiceLifecycle
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Serve the HTTP API until SIGTERM or SIGINT (then finish the requests under way and exit 0).",
+        discussion: """
+            Prints `listening on http://HOST:PORT` (https with a certificate) once it accepts connections. \
+            /health answers while the process runs, /ready while the database answers, /metrics has the \
+            Prometheus metrics. Logs go to standard error, one line per request with its request id.
+            """)
+
+    @OptionGroup var options: ServerOptions
+
+    @Option(help: "Listen on HOST:PORT instead of server.json's (port 0: any free port, printed).")
+    var listen: String?
+
+    @Option(help: "A PEM certificate (chain) to serve HTTPS with; needs --tls-key.")
+    var tlsCertificate: String?
+
+    @Option(help: "The PEM private key of --tls-certificate.")
+    var tlsKey: String?
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error.")
+    var logLevel = "info"
+
+    func run() async throws {
+        var settings = try options.settings()
+        if let listen { settings.listen = listen }
+        settings.tlsCertificatePath = tlsCertificate ?? settings.tlsCertificatePath
+        settings.tlsKeyPath = tlsKey ?? settings.tlsKeyPath
+        do { try settings.validate() } catch { throw ValidationError("\(error)") }
+        guard let level = Logger.Level(rawValue: logLevel) else {
+            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error")
+        }
+        let issuer = try options.issuer(settings)
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "horizon.server")
+        let ledger = try await options.openLedger(settings)
+        let scheme = settings.tlsCertificatePath == nil ? "http" : "https"
+        let host = (try? settings.listenAddress().host) ?? "127.0.0.1"
+        do {
+            let application = try HorizonServer.application(
+                .init(configuration: settings, ledger: ledger, issuer: issuer), logger: logger,
+                onServerRunning: { port in
+                    // Written unbuffered: scripts wait for this line to know the port.
+                    FileHandle.standardOutput.write(Data("listening on \(scheme)://\(host):\(port)\n".utf8))
+                })
+            let group = ServiceGroup(
+                configuration: .init(
+                    services: [.init(service: application)], gracefulShutdownSignals: [.sigterm, .sigint],
+                    logger: logger))
+            try await group.run()
+        } catch {
+            await ledger.close()
+            throw CLIError("\(error)")
+        }
+        await ledger.close()
+    }
+}
