@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "HorizonLedger", targets: ["HorizonLedger"]),
         .library(name: "HorizonAPI", targets: ["HorizonAPI"]),
         .library(name: "HorizonServer", targets: ["HorizonServer"]),
+        .library(name: "HorizonServerClient", targets: ["HorizonServerClient"]),
         .executable(name: "horizon-server", targets: ["horizon-server"]),
         .executable(name: "horizon-demo", targets: ["horizon-demo"]),
         .executable(name: "horizon-terminal", targets: ["horizon-terminal"]),
@@ -40,6 +41,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.0.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.80.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.29.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.24.0"),
+        .package(url: "https://github.com/swift-server/swift-openapi-async-http-client.git", from: "1.1.0"),
     ],
     targets: [
         // Shared vocabulary: bytes, time and scheduling, money, seeded randomness.
@@ -134,6 +137,19 @@ let package = Package(
                 .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ], swiftSettings: strict),
+        // The server's client for terminals and wallets: the generated client over AsyncHTTPClient,
+        // with request signing and typed errors.
+        .target(
+            name: "HorizonServerClient",
+            dependencies: [
+                "HorizonAPI", "HorizonCore", "HorizonSecureChannel",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: strict),
         .testTarget(
             name: "HorizonServerTests",

@@ -243,6 +243,10 @@ extension Components {
             public var merchantId: Swift.String
             /// - Remark: Generated from `#/components/schemas/TerminalCredentialResponse/merchantName`.
             public var merchantName: Swift.String
+            /// The merchant's ISO 4217 currency, which its terminals charge in.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TerminalCredentialResponse/currency`.
+            public var currency: Swift.String
             /// - Remark: Generated from `#/components/schemas/TerminalCredentialResponse/label`.
             public var label: Swift.String
             /// The signed terminal credential as the radio protocol carries it, standard base64.
@@ -261,6 +265,7 @@ extension Components {
             ///   - terminalId:
             ///   - merchantId:
             ///   - merchantName:
+            ///   - currency: The merchant's ISO 4217 currency, which its terminals charge in.
             ///   - label:
             ///   - credential: The signed terminal credential as the radio protocol carries it, standard base64.
             ///   - notBefore:
@@ -270,6 +275,7 @@ extension Components {
                 terminalId: Swift.String,
                 merchantId: Swift.String,
                 merchantName: Swift.String,
+                currency: Swift.String,
                 label: Swift.String,
                 credential: Swift.String,
                 notBefore: Swift.Int64,
@@ -279,6 +285,7 @@ extension Components {
                 self.terminalId = terminalId
                 self.merchantId = merchantId
                 self.merchantName = merchantName
+                self.currency = currency
                 self.label = label
                 self.credential = credential
                 self.notBefore = notBefore
@@ -289,6 +296,7 @@ extension Components {
                 case terminalId
                 case merchantId
                 case merchantName
+                case currency
                 case label
                 case credential
                 case notBefore

@@ -178,6 +178,7 @@ struct APIHandler: APIProtocol {
     {
         .init(
             terminalId: terminal.id.rawValue, merchantId: merchant.id.rawValue, merchantName: credential.merchantName,
+            currency: merchant.currency.code,
             label: terminal.label, credential: Data(credential.encoded()).base64EncodedString(),
             notBefore: credential.notBefore, expiresAt: credential.expiresAt, anchor: issuer.anchorDescription)
     }

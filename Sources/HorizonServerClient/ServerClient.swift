@@ -1,0 +1,176 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import HTTPTypes
+import HorizonAPI
+import NIOCore
+import OpenAPIAsyncHTTPClient
+import OpenAPIRuntime
+
+/// What terminals and wallets call on the Horizon server: the client generated from
+/// `openapi.yaml` over AsyncHTTPClient, requests signed with the device's own key, and one typed
+/// error that keeps the server's code and request id.
+public struct HorizonServerClient: Sendable {
+    public let serverURL: URL
+    let client: Client
+
+    /// - Parameters:
+    ///   - signingKey: the device's key; requests carry a `HorizonSignature` made with it.
+    ///   - timeout: for each request; a server that does not answer in time is reported as such.
+    public init(
+        serverURL: URL, signingKey: P256.Signing.PrivateKey? = nil, timeout: Duration = .seconds(10),
+        clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }
+    ) {
+        self.serverURL = serverURL
+        let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
+        let transport = AsyncHTTPClientTransport(
+            configuration: .init(client: .shared, timeout: .milliseconds(max(1, milliseconds))))
+        var middlewares: [any ClientMiddleware] = []
+        if let signingKey { middlewares.append(RequestSigningMiddleware(key: signingKey, clock: clock)) }
+        client = Client(serverURL: serverURL, transport: transport, middlewares: middlewares)
+    }
+
+    /// Parses `--server` text: an http(s) URL with a host.
+    public static func url(_ text: String) throws(ServerClientError) -> URL {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+            url.host?.isEmpty == false
+        else { throw .invalidServerURL(text) }
+        return url
+    }
+
+    // MARK: Operations
+
+    public func anchor() async throws(ServerClientError) -> Components.Schemas.Anchor {
+        let output = try await call { try await client.getAnchor() }
+        switch output {
+        case .ok(let ok): return try Self.json { try ok.body.json }
+        case .default(let status, let error): throw try Self.refusal(status, error)
+        }
+    }
+
+    public func revocations() async throws(ServerClientError) -> [String] {
+        let output = try await call { try await client.getRevocations() }
+        switch output {
+        case .ok(let ok): return try Self.json { try ok.body.json.terminalKeyIds }
+        case .default(let status, let error): throw try Self.refusal(status, error)
+        }
+    }
+
+    /// Activates `key` as a terminal of the merchant whose admin signs in with `email`/`password`.
+    public func activateTerminal(email: String, password: String, label: String, key: P256.Signing.PrivateKey)
+        async throws(ServerClientError) -> Components.Schemas.TerminalCredentialResponse
+    {
+        let publicKey = Data(key.publicKey.x963Representation).base64EncodedString()
+        let proofBytes = Array(["horizon/activate/v1", email, label, publicKey].joined(separator: "\n").utf8)
+        let proof: String
+        do { proof = Data(try key.signature(for: proofBytes).rawRepresentation).base64EncodedString() } catch {
+            throw .invalidResponse("the terminal key could not sign the activation: \(error)")
+        }
+        let body = Components.Schemas.ActivationRequest(
+            email: email, password: password, label: label, publicKey: publicKey, proof: proof)
+        let output = try await call { try await client.activateTerminal(body: .json(body)) }
+        switch output {
+        case .created(let created): return try Self.json { try created.body.json }
+        case .default(let status, let error): throw try Self.refusal(status, error)
+        }
+    }
+
+    /// A fresh credential for the terminal whose key signs this client's requests.
+    public func renewTerminalCredential() async throws(ServerClientError)
+        -> Components.Schemas.TerminalCredentialResponse
+    {
+        let output = try await call { try await client.renewTerminalCredential() }
+        switch output {
+        case .ok(let ok): return try Self.json { try ok.body.json }
+        case .default(let status, let error): throw try Self.refusal(status, error)
+        }
+    }
+
+    // MARK: Plumbing
+
+    /// Runs one call, turning transport failures into `unreachable` or `timedOut`.
+    func call<T>(_ body: () async throws -> T) async throws(ServerClientError) -> T {
+        do {
+            return try await body()
+        } catch let error as ClientError {
+            throw Self.transportError(error.underlyingError)
+        } catch {
+            throw Self.transportError(error)
+        }
+    }
+
+    static func transportError(_ error: any Error) -> ServerClientError {
+        if let error = error as? HTTPClientError {
+            if error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
+                return .timedOut
+            }
+            return .unreachable(String(describing: error))
+        }
+        if error is DecodingError { return .invalidResponse("the server's answer does not match the API: \(error)") }
+        if error is CancellationError { return .cancelled }
+        return .unreachable(String(describing: error))
+    }
+
+    static func json<T>(_ body: () throws -> T) throws(ServerClientError) -> T {
+        do { return try body() } catch { throw .invalidResponse("unexpected content: \(error)") }
+    }
+
+    static func refusal(_ status: Int, _ error: Components.Responses._Error) throws(ServerClientError)
+        -> ServerClientError
+    {
+        let envelope = try json { try error.body.json }
+        return .refused(
+            status: status, code: envelope.error.code, message: envelope.error.message,
+            requestID: envelope.error.requestId)
+    }
+}
+
+/// Why a call to the server did not give an answer the caller can use.
+public enum ServerClientError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The server could not be reached (refused, DNS, TLS, reset).
+    case unreachable(String)
+    /// The server did not answer in time; whether it acted is unknown.
+    case timedOut
+    /// The server answered with an error envelope.
+    case refused(status: Int, code: String, message: String, requestID: String)
+    /// The server answered something that is not the API.
+    case invalidResponse(String)
+    case invalidServerURL(String)
+    case cancelled
+
+    public var description: String {
+        switch self {
+        case .unreachable(let reason): "the server cannot be reached: \(reason)"
+        case .timedOut: "the server did not answer in time"
+        case .refused(let status, let code, let message, let requestID):
+            "the server refused (\(status) \(code)): \(message) [request \(requestID)]"
+        case .invalidResponse(let reason): "the server's answer cannot be used: \(reason)"
+        case .invalidServerURL(let text): "\(text) is not a server URL (expected http://HOST:PORT or https://HOST)"
+        case .cancelled: "cancelled"
+        }
+    }
+
+    /// The server's stable error code, when it answered with one.
+    public var code: String? { if case .refused(_, let code, _, _) = self { code } else { nil } }
+}
+
+/// Signs every request with the device's key (`HorizonSignature`, see `RequestSignature`).
+struct RequestSigningMiddleware: ClientMiddleware {
+    let key: P256.Signing.PrivateKey
+    let clock: @Sendable () -> Int64
+
+    func intercept(
+        _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
+        next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
+    ) async throws -> (HTTPResponse, HTTPBody?) {
+        var request = request
+        let bytes: [UInt8] = if let body { Array(try await Data(collecting: body, upTo: 1 << 20)) } else { [] }
+        // The server verifies the path it receives: the base URL's path and the operation's.
+        let base = baseURL.path.hasSuffix("/") ? String(baseURL.path.dropLast()) : baseURL.path
+        let path = base + (request.path ?? "/")
+        let signature = try RequestSignature.sign(
+            method: request.method.rawValue, path: path, body: bytes, with: key, time: clock())
+        request.headerFields[.authorization] = signature.headerValue
+        return try await next(request, body == nil ? nil : HTTPBody(bytes), baseURL)
+    }
+}
