@@ -123,7 +123,7 @@ let package = Package(
         .target(
             name: "HorizonServer",
             dependencies: [
-                "HorizonAPI", "HorizonLedger", "HorizonCore", "HorizonProtocol", "HorizonSecureChannel",
+                "HorizonAPI", "HorizonLedger", "HorizonCore", "HorizonProtocol", "HorizonSecureChannel", "HorizonStores",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -143,7 +143,7 @@ let package = Package(
         .target(
             name: "HorizonServerClient",
             dependencies: [
-                "HorizonAPI", "HorizonCore", "HorizonSecureChannel",
+                "HorizonAPI", "HorizonCore", "HorizonProtocol", "HorizonStores",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -160,6 +160,16 @@ let package = Package(
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+            ], swiftSettings: strict),
+        // The whole system in one process: wallet ↔ terminal (simulated radio) ↔ server (HTTP).
+        .testTarget(
+            name: "HorizonSystemTests",
+            dependencies: [
+                "HorizonServer", "HorizonServerClient", "HorizonAPI", "HorizonLedger", "HorizonRoles", "HorizonStores",
+                "HorizonCore", "HorizonProtocol", "HorizonSecureChannel", "HorizonSimulatedRadio", "HorizonTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ], swiftSettings: strict),
         .executableTarget(
             name: "horizon-server",

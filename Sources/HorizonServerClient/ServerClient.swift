@@ -86,6 +86,29 @@ public struct HorizonServerClient: Sendable {
         }
     }
 
+    /// Submits a confirmed payment; the server executes it once and answers its result.
+    public func submitPayment(_ submission: Components.Schemas.PaymentSubmission) async throws(ServerClientError)
+        -> Components.Schemas.PaymentResult
+    {
+        let output = try await call { try await client.submitPayment(body: .json(submission)) }
+        switch output {
+        case .ok(let ok): return try Self.json { try ok.body.json }
+        case .default(let status, let error): throw try Self.refusal(status, error)
+        }
+    }
+
+    /// The stored result of a payment of this terminal's merchant; nil if it was never executed.
+    public func payment(id: String) async throws(ServerClientError) -> Components.Schemas.PaymentResult? {
+        let output = try await call { try await client.getPayment(path: .init(paymentId: id)) }
+        switch output {
+        case .ok(let ok): return try Self.json { try ok.body.json }
+        case .default(let status, let error):
+            let refusal = try Self.refusal(status, error)
+            if refusal.code == "payment_not_found" { return nil }
+            throw refusal
+        }
+    }
+
     // MARK: Plumbing
 
     /// Runs one call, turning transport failures into `unreachable` or `timedOut`.

@@ -12,10 +12,14 @@ public struct SettlementRequest: Sendable, Equatable {
     public let registerUser: String
     /// A digest of the wallet's signed confirmation: a retry must carry the same one.
     public let contentDigest: [UInt8]
+    /// The wallet's signed Confirm exactly as it arrived (`SessionMessage.encoded()`), which a
+    /// remote processor (the server) verifies against the wallet's registered key: a terminal
+    /// cannot charge a wallet for anything the wallet did not sign. Empty where nobody needs it.
+    public let signedConfirmation: [UInt8]
 
     public init(
         paymentID: PaymentID, sessionID: SessionID, walletKey: PublicKeyBytes, terminalKeyID: TerminalKeyID,
-        amount: Money, tip: Money, registerUser: String, contentDigest: [UInt8]
+        amount: Money, tip: Money, registerUser: String, contentDigest: [UInt8], signedConfirmation: [UInt8] = []
     ) {
         self.paymentID = paymentID
         self.sessionID = sessionID
@@ -25,6 +29,7 @@ public struct SettlementRequest: Sendable, Equatable {
         self.tip = tip
         self.registerUser = registerUser
         self.contentDigest = contentDigest
+        self.signedConfirmation = signedConfirmation
     }
 }
 
@@ -109,11 +114,19 @@ public enum ProcessorError: Error, Equatable, Sendable, CustomStringConvertible 
     /// The payment id was executed before with different content; nothing was executed now.
     case conflictingRetry(PaymentID)
     case storage(String)
+    /// A remote processor did not answer (unreachable, timed out): whether it executed is
+    /// unknown, so the request stays open and is asked again, never reported as failed.
+    case unavailable(String)
+    /// A remote processor refused the request for good without executing it (an unknown or
+    /// revoked wallet, a revoked terminal, a confirmation that does not verify).
+    case refused(code: String, reason: String)
 
     public var description: String {
         switch self {
         case .conflictingRetry(let id): "payment \(id) was already executed with different content; refused"
         case .storage(let reason): "the ledger could not be written: \(reason)"
+        case .unavailable(let reason): "the server is unreachable (\(reason)); the payment stays pending and is retried"
+        case .refused(let code, let reason): "the server refused the payment (\(code)): \(reason)"
         }
     }
 }

@@ -155,7 +155,9 @@ extension TerminalJournal {
 /// a synced step cheap; nothing is ever updated in place.
 public final class SQLiteTerminalJournal: TerminalJournal {
     public let database: SQLiteDatabase
-    static let schemaVersion = 1
+    /// 2 adds `signed_request`: the wallet's signed Confirm as it arrived, which a remote
+    /// processor verifies (a journal of version 1 is migrated on open; its rows have none).
+    static let schemaVersion = 2
 
     public init(path: String) throws(DatabaseError) {
         database = try SQLiteDatabase(path: path)
@@ -178,6 +180,7 @@ public final class SQLiteTerminalJournal: TerminalJournal {
                 quantity INTEGER,
                 content_digest BLOB,
                 answer BLOB,
+                signed_request BLOB,
                 recorded_at INTEGER NOT NULL,
                 CHECK ((step = 'offered') = (request_id IS NULL)),
                 CHECK (step != 'confirmed' OR (terminal_key_id IS NOT NULL AND amount IS NOT NULL
@@ -186,7 +189,17 @@ public final class SQLiteTerminalJournal: TerminalJournal {
             CREATE INDEX IF NOT EXISTS steps_by_request ON steps(request_id, seq) WHERE request_id IS NOT NULL;
             INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '\(Self.schemaVersion)');
             """)
-        let version = try database.query("SELECT value FROM meta WHERE key = 'schema_version'").first?["value"].text
+        var version = try database.query("SELECT value FROM meta WHERE key = 'schema_version'").first?["value"].text
+        if version == "1" {
+            try database.execute(
+                """
+                BEGIN IMMEDIATE;
+                ALTER TABLE steps ADD COLUMN signed_request BLOB;
+                UPDATE meta SET value = '2' WHERE key = 'schema_version';
+                COMMIT;
+                """)
+            version = "2"
+        }
         guard version == String(Self.schemaVersion) else {
             throw DatabaseError(
                 code: -1,
@@ -375,6 +388,7 @@ public final class SQLiteTerminalJournal: TerminalJournal {
         var item = ""
         var quantity: Int64 = 0
         let digest: [UInt8]
+        var signedRequest: DatabaseValue = .null
         switch request {
         case .payment(let payment):
             terminalKeyID = payment.terminalKeyID
@@ -382,6 +396,7 @@ public final class SQLiteTerminalJournal: TerminalJournal {
             tip = payment.tip
             registerUser = payment.registerUser
             digest = payment.contentDigest
+            if !payment.signedConfirmation.isEmpty { signedRequest = .blob(payment.signedConfirmation) }
         case .redemption(let redemption):
             terminalKeyID = redemption.terminalKeyID
             amount = redemption.value
@@ -393,15 +408,15 @@ public final class SQLiteTerminalJournal: TerminalJournal {
         try db.query(
             """
             INSERT INTO steps(step, session_id, request_id, transaction_type, wallet_key, terminal_key_id, amount, tip,
-                currency, register_user, item, quantity, content_digest, recorded_at)
-            VALUES ('confirmed', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                currency, register_user, item, quantity, content_digest, signed_request, recorded_at)
+            VALUES ('confirmed', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
                 .integer(Int64(bitPattern: request.sessionID.rawValue)), .blob(request.id.bytes),
                 .integer(Int64(request.transactionType.rawValue)), .blob(request.walletKey.bytes),
                 .blob(terminalKeyID.bytes), .integer(amount.minorUnits), .integer(tip.minorUnits),
                 .text(amount.currency.code), .text(registerUser), .text(item), .integer(quantity), .blob(digest),
-                .integer(time),
+                signedRequest, .integer(time),
             ])
     }
 
@@ -432,7 +447,8 @@ public final class SQLiteTerminalJournal: TerminalJournal {
             return .payment(
                 SettlementRequest(
                     paymentID: id, sessionID: sessionID, walletKey: walletKey, terminalKeyID: terminalKeyID,
-                    amount: amount, tip: tip, registerUser: row["register_user"].text ?? "", contentDigest: digest))
+                    amount: amount, tip: tip, registerUser: row["register_user"].text ?? "", contentDigest: digest,
+                    signedConfirmation: row["signed_request"].blob ?? []))
         }
         return .redemption(
             RedemptionRequest(

@@ -319,5 +319,215 @@ extension Components {
                 case terminalKeyIds
             }
         }
+        /// - Remark: Generated from `#/components/schemas/PaymentSubmission`.
+        public struct PaymentSubmission: Codable, Hashable, Sendable {
+            /// The wallet's signed Confirm message exactly as received over the radio, standard base64.
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentSubmission/confirmation`.
+            public var confirmation: Swift.String
+            /// 16 bytes, lowercase hex
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentSubmission/paymentId`.
+            public var paymentId: Swift.String
+            /// The session id, as a signed 64-bit integer
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentSubmission/sessionId`.
+            public var sessionId: Swift.Int64
+            /// The wallet's P-256 public key, X9.63, standard base64
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentSubmission/walletKey`.
+            public var walletKey: Swift.String
+            /// Minor units
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentSubmission/amount`.
+            public var amount: Swift.Int64
+            /// Minor units
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentSubmission/tip`.
+            public var tip: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/PaymentSubmission/currency`.
+            public var currency: Swift.String
+            /// The register user who rang up the sale (not signed by the wallet).
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentSubmission/registerUser`.
+            public var registerUser: Swift.String
+            /// Creates a new `PaymentSubmission`.
+            ///
+            /// - Parameters:
+            ///   - confirmation: The wallet's signed Confirm message exactly as received over the radio, standard base64.
+            ///   - paymentId: 16 bytes, lowercase hex
+            ///   - sessionId: The session id, as a signed 64-bit integer
+            ///   - walletKey: The wallet's P-256 public key, X9.63, standard base64
+            ///   - amount: Minor units
+            ///   - tip: Minor units
+            ///   - currency:
+            ///   - registerUser: The register user who rang up the sale (not signed by the wallet).
+            public init(
+                confirmation: Swift.String,
+                paymentId: Swift.String,
+                sessionId: Swift.Int64,
+                walletKey: Swift.String,
+                amount: Swift.Int64,
+                tip: Swift.Int64,
+                currency: Swift.String,
+                registerUser: Swift.String
+            ) {
+                self.confirmation = confirmation
+                self.paymentId = paymentId
+                self.sessionId = sessionId
+                self.walletKey = walletKey
+                self.amount = amount
+                self.tip = tip
+                self.currency = currency
+                self.registerUser = registerUser
+            }
+            public enum CodingKeys: String, CodingKey {
+                case confirmation
+                case paymentId
+                case sessionId
+                case walletKey
+                case amount
+                case tip
+                case currency
+                case registerUser
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.confirmation = try container.decode(
+                    Swift.String.self,
+                    forKey: .confirmation
+                )
+                self.paymentId = try container.decode(
+                    Swift.String.self,
+                    forKey: .paymentId
+                )
+                self.sessionId = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .sessionId
+                )
+                self.walletKey = try container.decode(
+                    Swift.String.self,
+                    forKey: .walletKey
+                )
+                self.amount = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .amount
+                )
+                self.tip = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .tip
+                )
+                self.currency = try container.decode(
+                    Swift.String.self,
+                    forKey: .currency
+                )
+                self.registerUser = try container.decode(
+                    Swift.String.self,
+                    forKey: .registerUser
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "confirmation",
+                    "paymentId",
+                    "sessionId",
+                    "walletKey",
+                    "amount",
+                    "tip",
+                    "currency",
+                    "registerUser"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/PaymentResult`.
+        public struct PaymentResult: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/PaymentResult/paymentId`.
+            public var paymentId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/PaymentResult/outcome`.
+            @frozen public enum OutcomePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case approved = "approved"
+                case declined = "declined"
+            }
+            /// - Remark: Generated from `#/components/schemas/PaymentResult/outcome`.
+            public var outcome: Components.Schemas.PaymentResult.OutcomePayload
+            /// The server's transaction reference (approved)
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentResult/reference`.
+            public var reference: Swift.Int64?
+            /// The protocol's error code (declined)
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentResult/declineCode`.
+            public var declineCode: Swift.Int32?
+            /// - Remark: Generated from `#/components/schemas/PaymentResult/declineReason`.
+            public var declineReason: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/PaymentResult/bonusPointsEarned`.
+            public var bonusPointsEarned: Swift.Int64?
+            /// - Remark: Generated from `#/components/schemas/PaymentResult/bonusPointsBalance`.
+            public var bonusPointsBalance: Swift.Int64?
+            /// - Remark: Generated from `#/components/schemas/PaymentResult/amount`.
+            public var amount: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/PaymentResult/tip`.
+            public var tip: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/PaymentResult/currency`.
+            public var currency: Swift.String
+            /// - Remark: Generated from `#/components/schemas/PaymentResult/sessionId`.
+            public var sessionId: Swift.Int64?
+            /// - Remark: Generated from `#/components/schemas/PaymentResult/settledAt`.
+            public var settledAt: Swift.Int64
+            /// Creates a new `PaymentResult`.
+            ///
+            /// - Parameters:
+            ///   - paymentId:
+            ///   - outcome:
+            ///   - reference: The server's transaction reference (approved)
+            ///   - declineCode: The protocol's error code (declined)
+            ///   - declineReason:
+            ///   - bonusPointsEarned:
+            ///   - bonusPointsBalance:
+            ///   - amount:
+            ///   - tip:
+            ///   - currency:
+            ///   - sessionId:
+            ///   - settledAt:
+            public init(
+                paymentId: Swift.String,
+                outcome: Components.Schemas.PaymentResult.OutcomePayload,
+                reference: Swift.Int64? = nil,
+                declineCode: Swift.Int32? = nil,
+                declineReason: Swift.String? = nil,
+                bonusPointsEarned: Swift.Int64? = nil,
+                bonusPointsBalance: Swift.Int64? = nil,
+                amount: Swift.Int64,
+                tip: Swift.Int64,
+                currency: Swift.String,
+                sessionId: Swift.Int64? = nil,
+                settledAt: Swift.Int64
+            ) {
+                self.paymentId = paymentId
+                self.outcome = outcome
+                self.reference = reference
+                self.declineCode = declineCode
+                self.declineReason = declineReason
+                self.bonusPointsEarned = bonusPointsEarned
+                self.bonusPointsBalance = bonusPointsBalance
+                self.amount = amount
+                self.tip = tip
+                self.currency = currency
+                self.sessionId = sessionId
+                self.settledAt = settledAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case paymentId
+                case outcome
+                case reference
+                case declineCode
+                case declineReason
+                case bonusPointsEarned
+                case bonusPointsBalance
+                case amount
+                case tip
+                case currency
+                case sessionId
+                case settledAt
+            }
+        }
     }
 }

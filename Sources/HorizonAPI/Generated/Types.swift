@@ -52,6 +52,23 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/revocations`.
     /// - Remark: Generated from `#/paths//v1/revocations/get(getRevocations)`.
     func getRevocations(_ input: Operations.GetRevocations.Input) async throws -> Operations.GetRevocations.Output
+    /// Settles a payment the wallet confirmed (signed by the terminal's key). Executes once per payment id; a retry gets the stored result.
+    ///
+    /// The terminal forwards the wallet's signed Confirm exactly as it arrived. The server checks
+    /// the wallet's signature against the key it names, that the Confirm names the calling
+    /// terminal's key, and that the terms the terminal states are the signed ones; then it
+    /// executes the payment once: the first result (approval or decline) is stored and returned
+    /// to every retry, and the same payment id with other terms is refused (409 payment_conflict).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/payments`.
+    /// - Remark: Generated from `#/paths//v1/payments/post(submitPayment)`.
+    func submitPayment(_ input: Operations.SubmitPayment.Input) async throws -> Operations.SubmitPayment.Output
+    /// The stored result of a payment of the calling terminal's merchant (signed by the terminal's key).
+    ///
+    /// - Remark: HTTP `GET /v1/payments/{paymentId}`.
+    /// - Remark: Generated from `#/paths//v1/payments/{paymentId}/get(getPayment)`.
+    func getPayment(_ input: Operations.GetPayment.Input) async throws -> Operations.GetPayment.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -110,6 +127,39 @@ extension APIProtocol {
     /// - Remark: Generated from `#/paths//v1/revocations/get(getRevocations)`.
     public func getRevocations(headers: Operations.GetRevocations.Input.Headers = .init()) async throws -> Operations.GetRevocations.Output {
         try await getRevocations(Operations.GetRevocations.Input(headers: headers))
+    }
+    /// Settles a payment the wallet confirmed (signed by the terminal's key). Executes once per payment id; a retry gets the stored result.
+    ///
+    /// The terminal forwards the wallet's signed Confirm exactly as it arrived. The server checks
+    /// the wallet's signature against the key it names, that the Confirm names the calling
+    /// terminal's key, and that the terms the terminal states are the signed ones; then it
+    /// executes the payment once: the first result (approval or decline) is stored and returned
+    /// to every retry, and the same payment id with other terms is refused (409 payment_conflict).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/payments`.
+    /// - Remark: Generated from `#/paths//v1/payments/post(submitPayment)`.
+    public func submitPayment(
+        headers: Operations.SubmitPayment.Input.Headers = .init(),
+        body: Operations.SubmitPayment.Input.Body
+    ) async throws -> Operations.SubmitPayment.Output {
+        try await submitPayment(Operations.SubmitPayment.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// The stored result of a payment of the calling terminal's merchant (signed by the terminal's key).
+    ///
+    /// - Remark: HTTP `GET /v1/payments/{paymentId}`.
+    /// - Remark: Generated from `#/paths//v1/payments/{paymentId}/get(getPayment)`.
+    public func getPayment(
+        path: Operations.GetPayment.Input.Path,
+        headers: Operations.GetPayment.Input.Headers = .init()
+    ) async throws -> Operations.GetPayment.Output {
+        try await getPayment(Operations.GetPayment.Input(
+            path: path,
+            headers: headers
+        ))
     }
 }
 

@@ -34,7 +34,7 @@ struct PaymentExecutor: SessionExecutor {
                     paymentID: confirm.paymentID, sessionID: session.id, walletKey: confirm.walletKey,
                     terminalKeyID: keyID,
                     amount: confirm.amount, tip: confirm.tip, registerUser: session.terms.registerUser,
-                    contentDigest: digest(confirm.signedBytes))))
+                    contentDigest: digest(confirm.signedBytes), signedConfirmation: message.encoded())))
     }
 
     func execute(_ request: JournalRequest, at now: UnixTime) async throws(ProcessorError) -> SettlementResult {

@@ -111,8 +111,12 @@ extension TerminalRadioService {
         do {
             return .settled(try await execute(request))
         } catch {
-            // A conflicting retry executed nothing (the processor's contract). A storage failure
-            // may have come after the ledger's commit: final only if the ledger has no result.
+            // A conflicting retry executed nothing (the processor's contract). An unreachable
+            // server may have executed it: never final, asked again. A storage failure may have
+            // come after the ledger's commit: final only if the ledger has no result.
+            if case .unavailable(let reason) = error {
+                return .ended(.undecided(Self.undecidedAnswer, reason: reason))
+            }
             if case .storage = error, !(await provablyNeverExecuted(id, journalRecorded: true)) {
                 return .ended(.undecided(Self.undecidedAnswer, reason: error.description))
             }

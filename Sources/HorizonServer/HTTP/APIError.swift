@@ -25,6 +25,10 @@ public struct APIError: Error, Sendable, Equatable {
         case terminalUnknown = "terminal_unknown"
         case terminalRevoked = "terminal_revoked"
         case alreadyExists = "already_exists"
+        case paymentConflict = "payment_conflict"
+        case paymentNotFound = "payment_not_found"
+        case walletSignatureInvalid = "wallet_signature_invalid"
+        case termsMismatch = "terms_mismatch"
         case databaseUnavailable = "database_unavailable"
         case internalError = "internal_error"
 
@@ -40,7 +44,9 @@ public struct APIError: Error, Sendable, Equatable {
                 .unauthorized
             case .accountLocked: .tooManyRequests
             case .forbidden, .terminalUnknown, .terminalRevoked: .forbidden
-            case .alreadyExists: .conflict
+            case .alreadyExists, .paymentConflict: .conflict
+            case .paymentNotFound: .notFound
+            case .walletSignatureInvalid, .termsMismatch: .unprocessableContent
             case .databaseUnavailable: .serviceUnavailable
             case .internalError: .internalServerError
             }

@@ -138,8 +138,20 @@ final class RouteTable: Sendable {
 
     func add(_ method: HTTPRequest.Method, _ path: String) { table.withLock { $0[path, default: []].append(method) } }
 
-    /// The methods served on `path` (the API has no path parameters yet), nil for an unknown path.
-    func methods(for path: String) -> [HTTPRequest.Method]? { table.withLock { $0[path] } }
+    /// The methods served on `path`, nil for an unknown path. A `{name}` segment of a
+    /// registered path matches any one segment.
+    func methods(for path: String) -> [HTTPRequest.Method]? {
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        return table.withLock { table in
+            table.first { template, _ in
+                let pattern = template.split(separator: "/", omittingEmptySubsequences: false)
+                return pattern.count == segments.count
+                    && zip(pattern, segments).allSatisfy {
+                        ($0.hasPrefix("{") && $0.hasSuffix("}") && !$1.isEmpty) || $0 == $1
+                    }
+            }?.value
+        }
+    }
 }
 
 /// Refuses a client that sends too many requests: a token bucket per peer address, in this

@@ -1,0 +1,106 @@
+import Foundation
+import HorizonAPI
+import HorizonCore
+import HorizonProtocol
+import HorizonStores
+
+/// The terminal's `PaymentProcessor` when it is activated with a server: each confirmed payment
+/// goes to `POST /v1/payments` with the wallet's signed Confirm, signed by the terminal's key.
+///
+/// What an answer means for the terminal's promises: a result (approved or declined) is final; a
+/// conflict or a refusal before execution (the server checked and executed nothing) is final;
+/// anything else — unreachable, timed out, a 5xx, a rate limit, a clock the server does not
+/// accept — is `unavailable`: the payment may or may not have executed, so it stays pending and
+/// is asked again, never reported as failed.
+public struct ServerPaymentProcessor: PaymentProcessor {
+    let client: HorizonServerClient
+
+    /// `client` must sign with the terminal's key.
+    public init(client: HorizonServerClient) { self.client = client }
+
+    public func settle(_ request: SettlementRequest, at time: UnixTime) async throws(ProcessorError) -> SettlementResult
+    {
+        guard !request.signedConfirmation.isEmpty else {
+            throw .refused(
+                code: "confirmation_missing",
+                reason: "this request was journaled without the wallet's signed confirmation (an older journal)")
+        }
+        let submission = Components.Schemas.PaymentSubmission(
+            confirmation: Data(request.signedConfirmation).base64EncodedString(),
+            paymentId: request.paymentID.bytes.hexString, sessionId: Int64(bitPattern: request.sessionID.rawValue),
+            walletKey: Data(request.walletKey.bytes).base64EncodedString(), amount: request.amount.minorUnits,
+            tip: request.tip.minorUnits, currency: request.amount.currency.code, registerUser: request.registerUser)
+        let answer: Components.Schemas.PaymentResult
+        do {
+            answer = try await client.submitPayment(submission)
+        } catch {
+            throw Self.processorError(error, id: request.paymentID)
+        }
+        return try Self.result(answer, for: request)
+    }
+
+    public func result(for paymentID: PaymentID) async throws(ProcessorError) -> SettlementResult? {
+        let answer: Components.Schemas.PaymentResult?
+        do {
+            answer = try await client.payment(id: paymentID.bytes.hexString)
+        } catch {
+            throw Self.processorError(error, id: paymentID)
+        }
+        guard let answer else { return nil }
+        return try Self.result(answer, for: nil, id: paymentID)
+    }
+
+    static func processorError(_ error: ServerClientError, id: PaymentID) -> ProcessorError {
+        switch error {
+        case .refused(let status, let code, let message, _):
+            if code == "payment_conflict" { return .conflictingRetry(id) }
+            // Refused before execution, for good; 401 (a clock or key problem the operator fixes)
+            // and 429 are not final: the payment waits for the next attempt.
+            if (400..<500).contains(status), status != 401, status != 429 {
+                return .refused(code: code, reason: message)
+            }
+            return .unavailable("\(code): \(message)")
+        case .unreachable, .timedOut, .invalidResponse, .cancelled, .invalidServerURL:
+            return .unavailable(error.description)
+        }
+    }
+
+    static func result(
+        _ answer: Components.Schemas.PaymentResult, for request: SettlementRequest?, id: PaymentID? = nil
+    )
+        throws(ProcessorError) -> SettlementResult
+    {
+        do {
+            let currency = try Currency(code: answer.currency)
+            let paymentID = try request?.paymentID ?? PaymentID(bytes: [UInt8](hexString: answer.paymentId) ?? [])
+            guard id == nil || id == paymentID, answer.paymentId == paymentID.bytes.hexString else {
+                throw ProcessorError.unavailable("the server answered for another payment id")
+            }
+            guard
+                let sessionID = request?.sessionID
+                    ?? answer.sessionId.flatMap({ SessionID(rawValue: UInt64(bitPattern: $0)) })
+            else { throw ProcessorError.unavailable("the server's answer has no session id") }
+            let outcome: SettlementOutcome
+            switch answer.outcome {
+            case .approved:
+                outcome = .approved(
+                    reference: UInt64(bitPattern: answer.reference ?? 0),
+                    bonusPointsEarned: answer.bonusPointsEarned ?? 0,
+                    bonusPointsBalance: answer.bonusPointsBalance ?? 0)
+            case .declined:
+                outcome = .declined(
+                    code: ErrorCode(rawValue: UInt16(clamping: answer.declineCode ?? 0)),
+                    reason: answer.declineReason ?? "declined by the server")
+            }
+            return SettlementResult(
+                paymentID: paymentID, sessionID: sessionID,
+                amount: try Money(minorUnits: answer.amount, currency: currency),
+                tip: try Money(minorUnits: answer.tip, currency: currency), outcome: outcome,
+                settledAt: answer.settledAt)
+        } catch let error as ProcessorError {
+            throw error
+        } catch {
+            throw .unavailable("the server's answer cannot be read: \(error)")
+        }
+    }
+}
