@@ -204,7 +204,8 @@ let package = Package(
             dependencies: [
                 "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonBlueZ", "HorizonSecureChannel",
                 "HorizonProtocol",
-                "HorizonStores", "HorizonRoles", .product(name: "Crypto", package: "swift-crypto"),
+                "HorizonStores", "HorizonRoles", "HorizonAPI", "HorizonServerClient",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -12,7 +12,7 @@ import HorizonStores
 /// anything else — unreachable, timed out, a 5xx, a rate limit, a clock the server does not
 /// accept — is `unavailable`: the payment may or may not have executed, so it stays pending and
 /// is asked again, never reported as failed.
-public struct ServerPaymentProcessor: PaymentProcessor {
+public struct ServerPaymentProcessor: PaymentProcessor, RedemptionProcessor {
     let client: HorizonServerClient
 
     /// `client` must sign with the terminal's key.
@@ -48,6 +48,15 @@ public struct ServerPaymentProcessor: PaymentProcessor {
         }
         guard let answer else { return nil }
         return try Self.result(answer, for: nil, id: paymentID)
+    }
+
+    /// Redemptions through the server are not built yet: refused before anything executes, so
+    /// the wallet is told at once (and nothing is owed).
+    public func redeem(_ request: RedemptionRequest, at time: UnixTime) async throws(ProcessorError) -> SettlementResult
+    {
+        throw .refused(
+            code: "redemptions_unsupported",
+            reason: "this terminal settles through a Horizon server, which does not take redemptions yet")
     }
 
     static func processorError(_ error: ServerClientError, id: PaymentID) -> ProcessorError {

@@ -4,6 +4,7 @@ import HorizonCore
 import HorizonRadio
 import HorizonRoles
 import HorizonSecureChannel
+import HorizonServerClient
 import HorizonStores
 import Logging
 
@@ -17,13 +18,21 @@ public struct TerminalSettings: Codable, Sendable {
     public var startingBalanceMinorUnits: Int64
     public var userDecisionTimeoutSeconds: Int
     public var bonusPointsPerMajorUnit: Int64
+    /// The Horizon server that activated this terminal and settles its payments (`activate`);
+    /// nil for a sandbox terminal, which settles in its own ledger.
+    public var server: String?
+    /// The terminal's id at the server.
+    public var terminalID: String?
 
     public static let defaultTerminalLabel = "Till 1"
 
     public init(
         merchantID: String, merchantName: String, terminalLabel: String = defaultTerminalLabel, currency: String,
-        startingBalanceMinorUnits: Int64, userDecisionTimeoutSeconds: Int, bonusPointsPerMajorUnit: Int64
+        startingBalanceMinorUnits: Int64, userDecisionTimeoutSeconds: Int, bonusPointsPerMajorUnit: Int64,
+        server: String? = nil, terminalID: String? = nil
     ) {
+        self.server = server
+        self.terminalID = terminalID
         self.merchantID = merchantID
         self.merchantName = merchantName
         self.terminalLabel = terminalLabel
@@ -35,7 +44,7 @@ public struct TerminalSettings: Codable, Sendable {
 
     private enum CodingKeys: String, CodingKey {
         case merchantID, merchantName, terminalLabel, currency, startingBalanceMinorUnits, userDecisionTimeoutSeconds
-        case bonusPointsPerMajorUnit
+        case bonusPointsPerMajorUnit, server, terminalID
     }
 
     /// Settings written before terminal labels existed get the default label (migrated, not refused).
@@ -49,6 +58,8 @@ public struct TerminalSettings: Codable, Sendable {
         startingBalanceMinorUnits = try container.decode(Int64.self, forKey: .startingBalanceMinorUnits)
         userDecisionTimeoutSeconds = try container.decode(Int.self, forKey: .userDecisionTimeoutSeconds)
         bonusPointsPerMajorUnit = try container.decode(Int64.self, forKey: .bonusPointsPerMajorUnit)
+        server = try container.decodeIfPresent(String.self, forKey: .server)
+        terminalID = try container.decodeIfPresent(String.self, forKey: .terminalID)
     }
 }
 
@@ -195,7 +206,14 @@ extension TerminalFiles {
         radio: any PeripheralRadio, identity: TerminalIdentity, ledger: SandboxLedger, logger: Logger
     ) throws -> TerminalRuntime {
         try CrashInjection.validate(for: "terminal")
-        let processor = CrashInjection.processor(wrapping: ledger)
+        // An activated terminal settles through its server; the sandbox, in its own ledger.
+        let processor: any PaymentProcessor & RedemptionProcessor =
+            if let server = try loadSettings().server {
+                ServerPaymentProcessor(
+                    client: HorizonServerClient(serverURL: try Self.serverURL(server), signingKey: identity.signingKey))
+            } else {
+                CrashInjection.processor(wrapping: ledger)
+            }
         let journal = CrashInjection.journal(wrapping: try openJournal())
         let service = TerminalRadioService(
             radio: radio, identity: identity, processor: processor, journal: journal, logger: logger)

@@ -22,7 +22,8 @@ struct HorizonTerminal: AsyncParsableCommand {
             wallet accounts and every transaction in the data directory.
             """,
         subcommands: [
-            Init.self, Pay.self, Redeem.self, Programs.self, Status.self, Transactions.self, JournalCommand.self,
+            Init.self, Activate.self, Pay.self, Redeem.self, Programs.self, Status.self, Transactions.self,
+            JournalCommand.self,
             RegisterUsers.self, Serve.self, RadioCommand.self,
         ])
 }

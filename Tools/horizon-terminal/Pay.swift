@@ -31,7 +31,9 @@ struct Pay: AsyncParsableCommand {
         let logger = Logs.logger("horizon.terminal", verbose: global.verbose)
         let files = global.terminalFiles
         let settings = try files.loadSettings()
-        let identity = try files.loadIdentity()
+        // An activated terminal renews its credential first when half of it is used up.
+        let (identity, _) = try await files.renewCredentialIfDue(
+            identity: try files.loadIdentity(), now: UnixTime(Date().timeIntervalSince1970), logger: logger)
         let ledger = try files.loadLedger()
         let money = try AmountArgument.money(amount, in: try AmountArgument.currency(currency ?? settings.currency))
         if let registerUser {

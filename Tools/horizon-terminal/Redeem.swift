@@ -65,7 +65,9 @@ struct Redeem: AsyncParsableCommand {
         let logger = Logs.logger("horizon.terminal", verbose: global.verbose)
         let files = global.terminalFiles
         let settings = try files.loadSettings()
-        let identity = try files.loadIdentity()
+        // An activated terminal renews its credential first when half of it is used up.
+        let (identity, _) = try await files.renewCredentialIfDue(
+            identity: try files.loadIdentity(), now: UnixTime(Date().timeIntervalSince1970), logger: logger)
         let ledger = try files.loadLedger()
         let worth = try AmountArgument.money(value, in: ledger.configuration.currency, option: "--value")
         let item = reward ?? benefit ?? "coupon"

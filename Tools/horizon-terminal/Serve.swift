@@ -46,7 +46,9 @@ struct Serve: AsyncParsableCommand {
         let logger = Logs.logger("horizon.terminal.serve", verbose: global.verbose)
         let files = global.terminalFiles
         let settings = try files.loadSettings()
-        let identity = try files.loadIdentity()
+        // An activated terminal renews its credential first when half of it is used up.
+        let (identity, _) = try await files.renewCredentialIfDue(
+            identity: try files.loadIdentity(), now: UnixTime(Date().timeIntervalSince1970), logger: logger)
         let ledger = try files.loadLedger()
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }

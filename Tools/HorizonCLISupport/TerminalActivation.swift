@@ -1,0 +1,100 @@
+import Crypto
+import Foundation
+import HorizonAPI
+import HorizonCore
+import HorizonSecureChannel
+import HorizonServerClient
+import Logging
+
+/// A terminal activated with a Horizon server (issue 14 item 4): its key is made here and never
+/// leaves; the server's issuer vouches for it with a short-lived credential, renewed while the
+/// terminal is online. No anchor private key is kept.
+extension TerminalFiles {
+    static func serverURL(_ text: String) throws -> URL {
+        do { return try HorizonServerClient.url(text) } catch { throw CLIError("\(error)") }
+    }
+
+    /// Makes the terminal's key, activates it for the merchant whose admin signs in with
+    /// `email`/`password`, and writes key, credential, settings and the server's anchor.
+    public func activate(
+        server: String, email: String, password: String, label: String, decisionTimeoutSeconds: Int, force: Bool
+    ) async throws -> (TerminalSettings, Components.Schemas.TerminalCredentialResponse) {
+        if directory.exists(Self.settings), !force {
+            throw CLIError(
+                "\(directory.path) already holds a terminal; pass --force to replace it (its journal is kept)")
+        }
+        let url = try Self.serverURL(server)
+        let key = P256.Signing.PrivateKey()
+        let response: Components.Schemas.TerminalCredentialResponse
+        do {
+            response = try await HorizonServerClient(serverURL: url).activateTerminal(
+                email: email, password: password, label: label, key: key)
+        } catch {
+            throw CLIError("activation failed: \(error)")
+        }
+        let credential = try Self.decodeCredential(response, for: key)
+        try directory.create()
+        try KeyFiles.writePrivate(key, to: Self.terminalKey, in: directory)
+        try directory.write(Data(credential.encoded()), to: Self.credential)
+        guard let anchorBytes = Data(base64Encoded: response.anchor.publicKey),
+            let anchor = try? P256.Signing.PublicKey(x963Representation: anchorBytes)
+        else { throw CLIError("the server's anchor is not a P-256 public key") }
+        try KeyFiles.writePublic(anchor, to: Self.anchorPublicKey, in: directory)
+        // A sandbox's anchor private key must not survive into an activated terminal.
+        try? FileManager.default.removeItem(at: directory.file(Self.anchorKey))
+        let settings = TerminalSettings(
+            merchantID: response.merchantId, merchantName: response.merchantName, terminalLabel: response.label,
+            currency: response.currency, startingBalanceMinorUnits: 0,
+            userDecisionTimeoutSeconds: decisionTimeoutSeconds,
+            bonusPointsPerMajorUnit: 0, server: url.absoluteString, terminalID: response.terminalId)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try directory.write(try encoder.encode(settings), to: Self.settings)
+        return (settings, response)
+    }
+
+    /// Renews the credential when less than half of its validity is left (or `force`), writing
+    /// the new one. Returns the identity to use, and whether it was renewed. A server that cannot
+    /// be reached leaves the current credential in use while it is valid.
+    public func renewCredentialIfDue(identity: TerminalIdentity, now: UnixTime, force: Bool = false, logger: Logger)
+        async throws -> (TerminalIdentity, renewed: Bool)
+    {
+        guard let server = try loadSettings().server else { return (identity, false) }
+        let credential = identity.credential
+        let half = (credential.expiresAt - credential.notBefore) / 2
+        guard force || now >= credential.expiresAt - half else { return (identity, false) }
+        let client = HorizonServerClient(serverURL: try Self.serverURL(server), signingKey: identity.signingKey)
+        let response: Components.Schemas.TerminalCredentialResponse
+        do {
+            response = try await client.renewTerminalCredential()
+        } catch {
+            if case .refused(_, let code, let message, _) = error,
+                code == "terminal_revoked" || code == "terminal_unknown"
+            {
+                throw CLIError("the server refuses this terminal (\(code)): \(message)")
+            }
+            guard now < credential.expiresAt else {
+                throw CLIError("the terminal's credential expired and cannot be renewed: \(error)")
+            }
+            logger.warning(
+                "credential renewal failed; the current one stays valid until \(credential.expiresAt): \(error)")
+            return (identity, false)
+        }
+        let renewed = try Self.decodeCredential(response, for: identity.signingKey)
+        try directory.write(Data(renewed.encoded()), to: Self.credential)
+        logger.info("credential renewed until \(renewed.expiresAt)")
+        return (try TerminalIdentity(signingKey: identity.signingKey, credential: renewed), true)
+    }
+
+    static func decodeCredential(
+        _ response: Components.Schemas.TerminalCredentialResponse, for key: P256.Signing.PrivateKey
+    )
+        throws -> TerminalCredential
+    {
+        guard let bytes = Data(base64Encoded: response.credential),
+            let credential = try? TerminalCredential.decode(Array(bytes)),
+            credential.terminalKey == Array(key.publicKey.x963Representation)
+        else { throw CLIError("the server's credential is not one for this terminal's key") }
+        return credential
+    }
+}

@@ -1,0 +1,54 @@
+import ArgumentParser
+import Foundation
+import HorizonCLISupport
+
+/// `activate`: the terminal's key, activated with a Horizon server for a merchant.
+struct Activate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Activate this terminal with a Horizon server: a new key, a credential from the server's issuer.",
+        discussion: """
+            Asks for the merchant admin's password (or reads --password-file). Payments then settle on the \
+            server; the credential (valid for hours, set by the server) is renewed by `pay` and `serve` \
+            when less than half of it is left. Wallets trust the server's anchor (written to anchor.pub).
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @Option(help: "The Horizon server, e.g. http://127.0.0.1:8080.") var server: String
+    @Option(help: "The merchant admin's e-mail.") var email: String
+    @Option(help: "Which till this is, shown by wallets next to the merchant name.")
+    var label = TerminalSettings.defaultTerminalLabel
+    @Option(help: "Read the password from this file instead of asking.") var passwordFile: String?
+    @Option(help: "Seconds the customer may take to decide.") var decisionTimeout = 60
+    @Flag(help: "Replace a terminal already in the data directory (its journal is kept).") var force = false
+    @Flag(help: "Print the result as JSON.") var json = false
+
+    func validate() throws {
+        guard (5...3600).contains(decisionTimeout) else {
+            throw ValidationError("--decision-timeout must be 5 to 3600 seconds")
+        }
+        guard !label.isEmpty, label.utf8.count <= 64 else { throw ValidationError("--label must be 1 to 64 bytes") }
+    }
+
+    func run() async throws {
+        let password = try readSecret(prompt: "Password for \(email): ", file: passwordFile)
+        let files = global.terminalFiles
+        let (settings, response) = try await files.activate(
+            server: server, email: email, password: password, label: label, decisionTimeoutSeconds: decisionTimeout,
+            force: force)
+        let expires = Date(timeIntervalSince1970: TimeInterval(response.expiresAt))
+        if json {
+            try Console().json([
+                "dataDirectory": files.directory.path, "server": settings.server ?? server,
+                "terminalID": response.terminalId, "merchantID": response.merchantId,
+                "merchantName": response.merchantName, "label": response.label, "currency": response.currency,
+                "credentialExpiresAt": "\(response.expiresAt)", "anchorFingerprint": response.anchor.fingerprint,
+            ])
+        } else {
+            print("Terminal \(response.terminalId) activated in \(files.directory.path)")
+            print("  merchant      \(response.merchantName) (\(response.merchantId)), charging in \(response.currency)")
+            print("  label         \(response.label)")
+            print("  credential    valid until \(ISO8601DateFormatter().string(from: expires)), renewed while online")
+            print("  server anchor \(response.anchor.fingerprint)")
+        }
+    }
+}
