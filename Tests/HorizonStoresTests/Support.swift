@@ -42,12 +42,12 @@ let session = SessionID(rawValue: 0xDEAD_BEEF_0000_0001)!
 /// A settlement request; the digest follows the payment id unless given.
 func request(
     _ id: Int, wallet: Int = 1, amount: Money, tip: Money? = nil, registerUser: String = "anna",
-    digest contentDigest: [UInt8]? = nil
+    digest contentDigest: [UInt8]? = nil, signedConfirmation: [UInt8] = []
 ) -> SettlementRequest {
     SettlementRequest(
         paymentID: paymentID(id), sessionID: session, walletKey: walletKey(wallet), terminalKeyID: terminalKey,
         amount: amount, tip: tip ?? .zero(amount.currency), registerUser: registerUser,
-        contentDigest: contentDigest ?? digest(id))
+        contentDigest: contentDigest ?? digest(id), signedConfirmation: signedConfirmation)
 }
 
 /// Every transaction in the ledger, newest first.

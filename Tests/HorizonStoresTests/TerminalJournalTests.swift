@@ -96,9 +96,73 @@ struct TerminalJournalTests {
                 try journal.database.query("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
             }
             let error = databaseError { _ = try SQLiteTerminalJournal(path: path) }
-            #expect(error?.message == "this journal has schema 99; this program reads 1")
+            #expect(error?.message == "this journal has schema 99; this program reads 2")
         }
     }
+
+    /// Schema 2 keeps the wallet's signed Confirm (for the server to verify after a restart). A
+    /// journal written by schema 1 is migrated on open: its requests stay readable, without one.
+    @Test func aSchemaOneJournalIsMigratedAndKeepsItsRequests() throws {
+        try withTemporaryDirectory { directory in
+            let path = journalPath(in: directory)
+            do {
+                let database = try SQLiteDatabase(path: path)
+                try database.execute(Self.schemaOne)
+                try database.query(
+                    """
+                    INSERT INTO steps(step, session_id, request_id, transaction_type, wallet_key, terminal_key_id,
+                        amount, tip, currency, register_user, item, quantity, content_digest, recorded_at)
+                    VALUES ('confirmed', ?, ?, 1, ?, ?, 500, 0, 'EUR', 'anna', '', 0, ?, 2)
+                    """,
+                    [
+                        .integer(Int64(bitPattern: session.rawValue)), .blob(paymentID(1).bytes),
+                        .blob(walletKey(1).bytes), .blob(terminalKey.bytes), .blob(digest(1)),
+                    ])
+            }
+            let journal = try SQLiteTerminalJournal(path: path)
+            #expect(try journal.database.query("SELECT value FROM meta WHERE key = 'schema_version'").first?["value"].text == "2")
+            let old = try #require(try journal.record(for: paymentID(1)))
+            #expect(old.request == .payment(request(1, amount: euros(500))))
+            guard case .payment(let oldPayment) = old.request else { return }
+            #expect(oldPayment.signedConfirmation.isEmpty)
+            let signed = request(2, amount: euros(700), signedConfirmation: [1, 2, 3, 4])
+            try journal.write(.confirmed(.payment(signed)), at: 3)
+            let reopened = try SQLiteTerminalJournal(path: path)
+            guard case .payment(let payment) = try reopened.record(for: paymentID(2))?.request else {
+                Issue.record("the new request is not on record")
+                return
+            }
+            #expect(payment.signedConfirmation == [1, 2, 3, 4])
+        }
+    }
+
+    /// The schema-1 journal exactly as the release before issue 14 created it.
+    static let schemaOne = """
+        CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE IF NOT EXISTS steps(
+            seq INTEGER PRIMARY KEY,
+            step TEXT NOT NULL CHECK (step IN ('offered', 'confirmed', 'submitted', 'result', 'acknowledged')),
+            session_id INTEGER NOT NULL,
+            request_id BLOB,
+            transaction_type INTEGER NOT NULL,
+            wallet_key BLOB NOT NULL,
+            terminal_key_id BLOB,
+            amount INTEGER,
+            tip INTEGER,
+            currency TEXT,
+            register_user TEXT,
+            item TEXT,
+            quantity INTEGER,
+            content_digest BLOB,
+            answer BLOB,
+            recorded_at INTEGER NOT NULL,
+            CHECK ((step = 'offered') = (request_id IS NULL)),
+            CHECK (step != 'confirmed' OR (terminal_key_id IS NOT NULL AND amount IS NOT NULL
+                AND tip IS NOT NULL AND currency IS NOT NULL AND content_digest IS NOT NULL)),
+            CHECK ((step = 'result') = (answer IS NOT NULL)));
+        CREATE INDEX IF NOT EXISTS steps_by_request ON steps(request_id, seq) WHERE request_id IS NOT NULL;
+        INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '1');
+        """
 
     @Test func theFileIsPrivateToItsOwner() throws {
         try withTemporaryDirectory { directory in
