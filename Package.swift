@@ -167,6 +167,7 @@ let package = Package(
             dependencies: [
                 "HorizonServer", "HorizonServerClient", "HorizonAPI", "HorizonLedger", "HorizonRoles", "HorizonStores",
                 "HorizonCore", "HorizonProtocol", "HorizonSecureChannel", "HorizonSimulatedRadio", "HorizonTestSupport",
+                "HorizonCLISupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

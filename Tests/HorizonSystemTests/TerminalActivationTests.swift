@@ -1,0 +1,85 @@
+import Foundation
+import HorizonCLISupport
+import HorizonCore
+import HorizonLedger
+import HorizonSecureChannel
+import Logging
+import Testing
+
+/// Issue 14 item 4, the terminal's part: activation makes a key that never leaves the terminal,
+/// the server's issuer vouches for it, no anchor private key is kept, and the credential is
+/// renewed while the terminal is not revoked.
+@Suite struct TerminalActivationTests {
+    @Test func activationWritesTheServersCredentialAndNoAnchorPrivateKey() async throws {
+        let server = try await ServerRig.start()
+        defer { Task { await server.stop() } }
+        let folder = server.directory.appendingPathComponent("terminal")
+        let files = TerminalFiles(directory: DataDirectory(explicit: folder.path, role: "terminal"))
+        let (settings, response) = try await files.activate(
+            server: server.url.absoluteString, email: ServerRig.email, password: ServerRig.password, label: "Till 7",
+            decisionTimeoutSeconds: 30, force: false)
+        #expect(settings.server == server.url.absoluteString)
+        #expect(settings.merchantID == server.merchant.id.rawValue)
+        #expect(settings.currency == "EUR")
+        #expect(!files.directory.exists(TerminalFiles.anchorKey))
+        let identity = try files.loadIdentity()
+        let anchor = try identity.credential.verify(trusting: [server.issuer.anchor], at: Ledger.now())
+        #expect(anchor.keyID == server.issuer.anchor.keyID)
+        #expect(identity.credential.terminalLabel == "Till 7")
+        #expect(identity.credential.expiresAt - identity.credential.notBefore == 12 * 3600 + 60)
+        let stored = try #require(
+            try await server.ledger.terminal(publicKey: try .init(bytes: identity.credential.terminalKey)))
+        #expect(stored.id.rawValue == response.terminalId)
+        // Activating again into the same directory needs --force.
+        await #expect(throws: CLIError.self) {
+            _ = try await files.activate(
+                server: server.url.absoluteString, email: ServerRig.email, password: ServerRig.password,
+                label: "Till 7", decisionTimeoutSeconds: 30, force: false)
+        }
+        // A wrong password is refused with the server's code, and nothing is written.
+        let other = TerminalFiles(directory: DataDirectory(explicit: folder.path + "-2", role: "terminal"))
+        await #expect {
+            _ = try await other.activate(
+                server: server.url.absoluteString, email: ServerRig.email, password: "wrong password!",
+                label: "Till 8", decisionTimeoutSeconds: 30, force: false)
+        } throws: { error in
+            "\(error)".contains("invalid_credentials")
+        }
+        #expect(!other.directory.exists(TerminalFiles.settings))
+    }
+
+    @Test func theCredentialIsRenewedWhenHalfIsUsedAndNeverForARevokedTerminal() async throws {
+        let server = try await ServerRig.start()
+        defer { Task { await server.stop() } }
+        let folder = server.directory.appendingPathComponent("terminal")
+        let files = TerminalFiles(directory: DataDirectory(explicit: folder.path, role: "terminal"))
+        _ = try await files.activate(
+            server: server.url.absoluteString, email: ServerRig.email, password: ServerRig.password, label: "Till 1",
+            decisionTimeoutSeconds: 30, force: false)
+        let first = try files.loadIdentity()
+        let logger = Logger(label: "test")
+        // Fresh: nothing to do, no request made.
+        let (same, renewedEarly) = try await files.renewCredentialIfDue(
+            identity: first, now: Ledger.now(), logger: logger)
+        #expect(!renewedEarly)
+        #expect(same.credential == first.credential)
+        // Past half of its validity: renewed and written.
+        let later = first.credential.notBefore + (first.credential.expiresAt - first.credential.notBefore) * 6 / 10
+        try await Task.sleep(for: .seconds(1.1))
+        let (renewed, didRenew) = try await files.renewCredentialIfDue(identity: first, now: later, logger: logger)
+        #expect(didRenew)
+        #expect(renewed.credential.expiresAt > first.credential.expiresAt)
+        #expect(try files.loadIdentity().credential == renewed.credential)
+        // Revoked: refused, with the reason.
+        let terminal = try #require(try await server.ledger.terminals().first)
+        try await server.ledger.revokeTerminal(terminal.id)
+        await #expect {
+            _ = try await files.renewCredentialIfDue(identity: renewed, now: Ledger.now(), force: true, logger: logger)
+        } throws: { error in
+            "\(error)".contains("terminal_revoked")
+        }
+        // And the revocation is what wallets receive.
+        let revoked = try await server.client().revocations()
+        #expect(revoked == [terminal.keyID.hexString])
+    }
+}
