@@ -105,7 +105,13 @@ let package = Package(
             ], swiftSettings: strict),
         .testTarget(
             name: "HorizonLedgerTests",
-            dependencies: ["HorizonLedger", "HorizonStores", "HorizonProtocol", "HorizonCore"], swiftSettings: strict),
+            dependencies: ["HorizonLedger", "HorizonLedgerTestSupport", "HorizonStores", "HorizonProtocol", "HorizonCore"],
+            swiftSettings: strict),
+        // Fresh SQLite and PostgreSQL stores for tests (HORIZON_TEST_POSTGRES_URL), one per test.
+        .target(
+            name: "HorizonLedgerTestSupport",
+            dependencies: ["HorizonLedger", "HorizonStores", "HorizonProtocol", "HorizonCore"],
+            path: "Tests/HorizonLedgerTestSupport", swiftSettings: strict),
 
         // The server's HTTP contract (issue 14): `openapi.yaml` and the types, server protocol and
         // client generated from it (committed; `Tools/generate-api.sh` regenerates them, so CI
@@ -167,7 +173,7 @@ let package = Package(
             dependencies: [
                 "HorizonServer", "HorizonServerClient", "HorizonAPI", "HorizonLedger", "HorizonRoles", "HorizonStores",
                 "HorizonCore", "HorizonProtocol", "HorizonSecureChannel", "HorizonSimulatedRadio", "HorizonTestSupport",
-                "HorizonCLISupport",
+                "HorizonCLISupport", "HorizonLedgerTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -1,101 +1,12 @@
 import Foundation
 import HorizonCore
 import HorizonLedger
+// The stores (`TestStores`, `StoreKind`) live in HorizonLedgerTestSupport, shared with the
+// system tests; every file of this target sees them.
+@_exported import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonStores
 import Testing
-
-/// The stores the same tests run on.
-enum StoreKind: String, Sendable, CustomTestStringConvertible {
-    case sqlite
-    case postgres
-
-    var testDescription: String { rawValue }
-}
-
-/// Where the PostgreSQL tests connect: `HORIZON_TEST_POSTGRES_URL` (Tools/lib/postgres.sh
-/// starts a throw-away cluster and sets it), e.g. `postgres://horizon@127.0.0.1:55432/horizon_test`
-/// or `postgres://horizon@/horizon_test?host=/tmp/horizon-pg.XXXX/socket&port=55432`.
-enum TestStores {
-    static let postgresURL: String? = {
-        let value = ProcessInfo.processInfo.environment["HORIZON_TEST_POSTGRES_URL"] ?? ""
-        return value.isEmpty ? nil : value
-    }()
-
-    static var postgresConfigured: Bool { postgresURL != nil }
-
-    /// A fresh, empty store of `kind` for `body`, removed afterwards whatever happens: a SQLite
-    /// file in a new temporary directory, or a PostgreSQL schema of its own (so tests run in
-    /// parallel on one database without seeing each other).
-    static func withStore<T>(_ kind: StoreKind, _ body: (any LedgerStore) async throws -> T) async throws -> T {
-        try await withStores(kind) { store, _ in try await body(store) }
-    }
-
-    /// Like `withStore`, and `body` may open more stores on the same database (closing them
-    /// itself), as a second server process would.
-    static func withStores<T>(
-        _ kind: StoreKind, _ body: (any LedgerStore, @Sendable () throws -> any LedgerStore) async throws -> T
-    ) async throws -> T {
-        switch kind {
-        case .sqlite:
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-                "horizon-ledger-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(at: directory) }
-            let path = directory.appendingPathComponent("ledger.sqlite").path
-            let store = try SQLiteLedgerStore(path: path)
-            do {
-                let result = try await body(store) { try SQLiteLedgerStore(path: path) }
-                await store.close()
-                return result
-            } catch {
-                await store.close()
-                throw error
-            }
-        case .postgres:
-            let url = try #require(postgresURL, "HORIZON_TEST_POSTGRES_URL is not set")
-            var location = try PostgresLocation(url: url)
-            let schema = "ledger_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-            let admin = PostgresLedgerStore(unchecked: location, connections: 1)
-            try await admin.transaction { db in try await db.query("CREATE SCHEMA \(schema)") }
-            location.schema = schema
-            let store = try PostgresLedgerStore(location: location, maximumConnections: 4)
-            do {
-                let result = try await body(store) { [location] in
-                    try PostgresLedgerStore(location: location, maximumConnections: 4)
-                }
-                await store.close()
-                try await admin.transaction { db in try await db.query("DROP SCHEMA \(schema) CASCADE") }
-                await admin.close()
-                return result
-            } catch {
-                await store.close()
-                _ = try? await admin.transaction { db in try await db.query("DROP SCHEMA \(schema) CASCADE") }
-                await admin.close()
-                throw error
-            }
-        }
-    }
-
-    /// A ledger opened (migrated) on a fresh store of `kind`.
-    static func withLedger<T>(
-        _ kind: StoreKind, options: LedgerOptions = LedgerOptions(), _ body: (Ledger) async throws -> T
-    ) async throws -> T {
-        try await withStore(kind) { store in
-            let ledger = try await Ledger.open(store, options: options)
-            return try await body(ledger)
-        }
-    }
-}
-
-extension PostgresLedgerStore {
-    /// For the tests' own administration (creating and dropping schemas); cannot fail for a
-    /// location that parsed.
-    convenience init(unchecked location: PostgresLocation, connections: Int) {
-
-        try! self.init(location: location, maximumConnections: connections)
-    }
-}
 
 /// Payments, keys and ids for the tests.
 enum Fixture {

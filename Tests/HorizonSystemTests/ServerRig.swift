@@ -41,10 +41,23 @@ final class ServerRig: Sendable {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("server-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let ledger = try await Ledger.sqlite(path: directory.appendingPathComponent("server.sqlite").path)
-        let configuration = ServerConfiguration(listen: "127.0.0.1:0", passwordCostLog2: 10)
         let merchant = try await ledger.createMerchant(name: "Corner Café", currency: currency, adminEmail: email)
         try await ledger.setPasswordHash(try PasswordHasher(costLog2: 10).hash(password), for: merchant.id)
-        let issuer = Issuer.generate()
+        return try await start(ledger: ledger, issuer: Issuer.generate(), merchant: merchant, directory: directory)
+    }
+
+    /// A second server process on the same database (its own `ledger` over it), the same issuer
+    /// key: what a scaled-out deployment runs behind its load balancer.
+    func sibling(ledger: Ledger) async throws -> ServerRig {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("server-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return try await Self.start(ledger: ledger, issuer: issuer, merchant: merchant, directory: directory)
+    }
+
+    /// A server over `ledger`, which must already hold `merchant` with the rig's password.
+    static func start(ledger: Ledger, issuer: Issuer, merchant: Merchant, directory: URL) async throws -> ServerRig {
+        let configuration = ServerConfiguration(
+            listen: "127.0.0.1:0", rateLimitBurst: 10_000, rateLimitPerSecond: 10_000, passwordCostLog2: 10)
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let application = try HorizonServer.application(
             .init(configuration: configuration, ledger: ledger, issuer: issuer), logger: Logger(label: "test.server"),
@@ -63,6 +76,13 @@ final class ServerRig: Sendable {
         return ServerRig(
             directory: directory, ledger: ledger, issuer: issuer, merchant: merchant, url: url, group: group, task: task
         )
+    }
+
+    /// Stops serving; the ledger belongs to whoever opened it (a shared store's test).
+    func stopKeepingLedgerOpen() async {
+        await group.triggerGracefulShutdown()
+        _ = await task.result
+        try? FileManager.default.removeItem(at: directory)
     }
 
     func stop() async {
