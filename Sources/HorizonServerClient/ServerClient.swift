@@ -97,6 +97,17 @@ public struct HorizonServerClient: Sendable {
         }
     }
 
+    /// Submits a confirmed redemption; executed once, as payments.
+    public func submitRedemption(_ submission: Components.Schemas.RedemptionSubmission)
+        async throws(ServerClientError) -> Components.Schemas.PaymentResult
+    {
+        let output = try await call { try await client.submitRedemption(body: .json(submission)) }
+        switch output {
+        case .ok(let ok): return try Self.json { try ok.body.json }
+        case .default(let status, let error): throw try Self.refusal(status, error)
+        }
+    }
+
     /// The stored result of a payment of this terminal's merchant; nil if it was never executed.
     public func payment(id: String) async throws(ServerClientError) -> Components.Schemas.PaymentResult? {
         let output = try await call { try await client.getPayment(path: .init(paymentId: id)) }

@@ -50,13 +50,34 @@ public struct ServerPaymentProcessor: PaymentProcessor, RedemptionProcessor {
         return try Self.result(answer, for: nil, id: paymentID)
     }
 
-    /// Redemptions through the server are not built yet: refused before anything executes, so
-    /// the wallet is told at once (and nothing is owed).
+    /// A bonus, gold or coupon redemption, with the wallet's signed Redeem, to `POST /v1/redemptions`.
     public func redeem(_ request: RedemptionRequest, at time: UnixTime) async throws(ProcessorError) -> SettlementResult
     {
-        throw .refused(
-            code: "redemptions_unsupported",
-            reason: "this terminal settles through a Horizon server, which does not take redemptions yet")
+        guard !request.signedRedemption.isEmpty else {
+            throw .refused(
+                code: "redemption_missing",
+                reason: "this request was journaled without the wallet's signed redemption (an older journal)")
+        }
+        let type: Components.Schemas.RedemptionSubmission.TransactionTypePayload
+        switch request.transactionType {
+        case .bonusRedemption: type = .bonus
+        case .goldRedemption: type = .gold
+        case .couponRedemption: type = .coupon
+        case .payment: throw .refused(code: "not_a_redemption", reason: "a payment is not a redemption")
+        }
+        let submission = Components.Schemas.RedemptionSubmission(
+            redemption: Data(request.signedRedemption).base64EncodedString(),
+            redemptionId: request.redemptionID.bytes.hexString,
+            sessionId: Int64(bitPattern: request.sessionID.rawValue),
+            walletKey: Data(request.walletKey.bytes).base64EncodedString(), transactionType: type, item: request.item,
+            quantity: request.quantity, value: request.value.minorUnits, currency: request.value.currency.code)
+        let answer: Components.Schemas.PaymentResult
+        do {
+            answer = try await client.submitRedemption(submission)
+        } catch {
+            throw Self.processorError(error, id: request.redemptionID)
+        }
+        return try Self.result(answer, for: nil, id: request.redemptionID, sessionID: request.sessionID)
     }
 
     static func processorError(_ error: ServerClientError, id: PaymentID) -> ProcessorError {
@@ -75,10 +96,9 @@ public struct ServerPaymentProcessor: PaymentProcessor, RedemptionProcessor {
     }
 
     static func result(
-        _ answer: Components.Schemas.PaymentResult, for request: SettlementRequest?, id: PaymentID? = nil
-    )
-        throws(ProcessorError) -> SettlementResult
-    {
+        _ answer: Components.Schemas.PaymentResult, for request: SettlementRequest?, id: PaymentID? = nil,
+        sessionID knownSession: SessionID? = nil
+    ) throws(ProcessorError) -> SettlementResult {
         do {
             let currency = try Currency(code: answer.currency)
             let paymentID = try request?.paymentID ?? PaymentID(bytes: [UInt8](hexString: answer.paymentId) ?? [])
@@ -86,7 +106,7 @@ public struct ServerPaymentProcessor: PaymentProcessor, RedemptionProcessor {
                 throw ProcessorError.unavailable("the server answered for another payment id")
             }
             guard
-                let sessionID = request?.sessionID
+                let sessionID = request?.sessionID ?? knownSession
                     ?? answer.sessionId.flatMap({ SessionID(rawValue: UInt64(bitPattern: $0)) })
             else { throw ProcessorError.unavailable("the server's answer has no session id") }
             let outcome: SettlementOutcome
@@ -101,11 +121,19 @@ public struct ServerPaymentProcessor: PaymentProcessor, RedemptionProcessor {
                     code: ErrorCode(rawValue: UInt16(clamping: answer.declineCode ?? 0)),
                     reason: answer.declineReason ?? "declined by the server")
             }
+            let type: TransactionType =
+                switch answer.transactionType {
+                case .bonus: .bonusRedemption
+                case .gold: .goldRedemption
+                case .coupon: .couponRedemption
+                case .payment, nil: .payment
+                }
             return SettlementResult(
                 paymentID: paymentID, sessionID: sessionID,
                 amount: try Money(minorUnits: answer.amount, currency: currency),
                 tip: try Money(minorUnits: answer.tip, currency: currency), outcome: outcome,
-                settledAt: answer.settledAt)
+                settledAt: answer.settledAt, transactionType: type, item: answer.item ?? "",
+                quantity: answer.quantity ?? 0)
         } catch let error as ProcessorError {
             throw error
         } catch {

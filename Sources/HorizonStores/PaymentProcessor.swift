@@ -85,10 +85,14 @@ public struct RedemptionRequest: Sendable, Equatable {
     /// The value of what is redeemed, as the offer stated it (informational; no money moves).
     public let value: Money
     public let contentDigest: [UInt8]
+    /// The wallet's signed Redeem exactly as it arrived, for a remote processor to verify
+    /// (as `SettlementRequest.signedConfirmation`). Empty where nobody needs it.
+    public let signedRedemption: [UInt8]
 
     public init(
         redemptionID: PaymentID, sessionID: SessionID, walletKey: PublicKeyBytes, terminalKeyID: TerminalKeyID,
-        transactionType: TransactionType, item: String, quantity: Int64, value: Money, contentDigest: [UInt8]
+        transactionType: TransactionType, item: String, quantity: Int64, value: Money, contentDigest: [UInt8],
+        signedRedemption: [UInt8] = []
     ) {
         self.redemptionID = redemptionID
         self.sessionID = sessionID
@@ -99,6 +103,7 @@ public struct RedemptionRequest: Sendable, Equatable {
         self.quantity = quantity
         self.value = value
         self.contentDigest = contentDigest
+        self.signedRedemption = signedRedemption
     }
 }
 

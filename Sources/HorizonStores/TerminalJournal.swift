@@ -404,6 +404,7 @@ public final class SQLiteTerminalJournal: TerminalJournal {
             item = redemption.item
             quantity = redemption.quantity
             digest = redemption.contentDigest
+            if !redemption.signedRedemption.isEmpty { signedRequest = .blob(redemption.signedRedemption) }
         }
         try db.query(
             """
@@ -454,6 +455,6 @@ public final class SQLiteTerminalJournal: TerminalJournal {
             RedemptionRequest(
                 redemptionID: id, sessionID: sessionID, walletKey: walletKey, terminalKeyID: terminalKeyID,
                 transactionType: type, item: row["item"].text ?? "", quantity: row["quantity"].integer ?? 0,
-                value: amount, contentDigest: digest))
+                value: amount, contentDigest: digest, signedRedemption: row["signed_request"].blob ?? []))
     }
 }

@@ -60,6 +60,45 @@ import Testing
         #expect(replay.outcome.isApproved)
     }
 
+    @Test func aBonusRedemptionOverTheRadioIsExecutedOnTheServer() async throws {
+        let server = try await ServerRig.start()
+        defer { Task { await server.stop() } }
+        let identity = try await server.activateTerminal()
+        let (walletKey, walletID) = try await server.registerWallet(balance: 0)
+        try await server.ledger.addBonusPoints(150, to: walletID, at: server.merchant.id)
+        let processor = ServerPaymentProcessor(client: server.client(signingWith: identity.signingKey))
+        let simulation = RadioSimulation(seed: 5, wallClockAtStart: Ledger.now())
+        let service = TerminalRadioService(
+            radio: try simulation.addDevice(name: "terminal"), identity: identity, processor: processor,
+            journal: try SQLiteTerminalJournal(path: server.directory.appendingPathComponent("journal.sqlite").path))
+        let host = try #require(
+            RedemptionHost.redemptionHost(transactionType: .bonusRedemption, service: service, processor: processor))
+        let coordinator = PaymentAndRedemptionClientCoordinator(
+            radio: try simulation.addDevice(name: "wallet", configuration: .init(position: .init(x: 0.3, y: 0))),
+            identity: WalletIdentity(signingKey: walletKey), trustAnchors: [server.issuer.anchor])
+        try coordinator.start()
+        let (result, receipt) = try await simulation.live(speed: 10) {
+            let sale = Task {
+                try await host.collect(
+                    RedemptionOffer(item: "Free coffee", points: 100, value: try Money(minorUnits: 320, currency: .eur))
+                )
+            }
+            for await candidate in coordinator.candidates() {
+                let offer = try await coordinator.fetchOffer(candidate)
+                let receipt = try await coordinator.bonusRedemptionClient.redeem(offer)
+                return (try await sale.value, receipt)
+            }
+            throw CancellationError()
+        }
+        #expect(result.paymentID == receipt.paymentID)
+        #expect(receipt.item == "Free coffee")
+        #expect(try await server.ledger.bonusPoints(of: walletID, at: server.merchant.id) == 50)
+        #expect(try await server.ledger.executionCount(of: receipt.paymentID) == 1)
+        let stored = try #require(try await processor.result(for: receipt.paymentID))
+        #expect(stored.transactionType == .bonusRedemption)
+        #expect(stored.quantity == 100)
+    }
+
     @Test func aTerminalCannotChargeAnythingTheWalletDidNotSign() async throws {
         let server = try await ServerRig.start()
         defer { Task { await server.stop() } }
@@ -274,5 +313,47 @@ extension TerminalIdentity {
             credential: .issue(
                 by: anchor, merchantID: "m", merchantName: "M", terminalKey: key.publicKey, notBefore: 0,
                 expiresAt: 4_000_000_000))
+    }
+}
+
+/// A redemption a terminal forwards must be the one the wallet signed, like a payment.
+@Suite struct RedemptionThroughServerTests {
+    @Test func aRedemptionWithOtherTermsThanTheSignedOnesIsRefusedAndNothingIsSpent() async throws {
+        let server = try await ServerRig.start()
+        defer { Task { await server.stop() } }
+        let identity = try await server.activateTerminal()
+        let (walletKey, walletID) = try await server.registerWallet(balance: 0)
+        try await server.ledger.addBonusPoints(500, to: walletID, at: server.merchant.id)
+        var generator = SystemRandomNumberGenerator()
+        let unsigned = try Redeem(
+            sessionID: try #require(SessionID(rawValue: 42)), transactionType: .bonusRedemption,
+            terminalKeyDigest: DigestBytes(bytes: identity.keyDigest),
+            walletKey: PublicKeyBytes(bytes: Array(walletKey.publicKey.x963Representation)),
+            offerDigest: DigestBytes(bytes: [UInt8](repeating: 7, count: 32)),
+            redemptionID: PaymentID.random(using: &generator), item: "Free coffee", quantity: 100,
+            walletNonce: Nonce(bytes: [UInt8](repeating: 1, count: 16)), expiresAt: 4_000_000_000)
+        let redeem = unsigned.withSignature(
+            try SignatureBytes(bytes: Array(try walletKey.signature(for: unsigned.signedBytes).rawRepresentation)))
+        func submission(item: String = "Free coffee", quantity: Int64 = 100) -> Components.Schemas.RedemptionSubmission
+        {
+            .init(
+                redemption: Data(SessionMessage.redeem(redeem).encoded()).base64EncodedString(),
+                redemptionId: redeem.redemptionID.bytes.hexString, sessionId: 42,
+                walletKey: Data(redeem.walletKey.bytes).base64EncodedString(), transactionType: .bonus, item: item,
+                quantity: quantity, value: 320, currency: "EUR")
+        }
+        let terminal = server.client(signingWith: identity.signingKey)
+        for altered in [submission(quantity: 1), submission(item: "Free cake")] {
+            await #expect {
+                _ = try await terminal.submitRedemption(altered)
+            } throws: { error in
+                (error as? ServerClientError)?.code == "terms_mismatch"
+            }
+        }
+        #expect(try await server.ledger.bonusPoints(of: walletID, at: server.merchant.id) == 500)
+        let result = try await terminal.submitRedemption(submission())
+        #expect(result.outcome == .approved)
+        #expect(result.transactionType == .bonus)
+        #expect(try await server.ledger.bonusPoints(of: walletID, at: server.merchant.id) == 400)
     }
 }

@@ -472,6 +472,23 @@ extension Components {
             public var sessionId: Swift.Int64?
             /// - Remark: Generated from `#/components/schemas/PaymentResult/settledAt`.
             public var settledAt: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/PaymentResult/transactionType`.
+            @frozen public enum TransactionTypePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case payment = "payment"
+                case bonus = "bonus"
+                case gold = "gold"
+                case coupon = "coupon"
+            }
+            /// - Remark: Generated from `#/components/schemas/PaymentResult/transactionType`.
+            public var transactionType: Components.Schemas.PaymentResult.TransactionTypePayload?
+            /// A redemption's item (the coupon code for a coupon)
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentResult/item`.
+            public var item: Swift.String?
+            /// A redemption's quantity (points for bonus)
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentResult/quantity`.
+            public var quantity: Swift.Int64?
             /// Creates a new `PaymentResult`.
             ///
             /// - Parameters:
@@ -487,6 +504,9 @@ extension Components {
             ///   - currency:
             ///   - sessionId:
             ///   - settledAt:
+            ///   - transactionType:
+            ///   - item: A redemption's item (the coupon code for a coupon)
+            ///   - quantity: A redemption's quantity (points for bonus)
             public init(
                 paymentId: Swift.String,
                 outcome: Components.Schemas.PaymentResult.OutcomePayload,
@@ -499,7 +519,10 @@ extension Components {
                 tip: Swift.Int64,
                 currency: Swift.String,
                 sessionId: Swift.Int64? = nil,
-                settledAt: Swift.Int64
+                settledAt: Swift.Int64,
+                transactionType: Components.Schemas.PaymentResult.TransactionTypePayload? = nil,
+                item: Swift.String? = nil,
+                quantity: Swift.Int64? = nil
             ) {
                 self.paymentId = paymentId
                 self.outcome = outcome
@@ -513,6 +536,9 @@ extension Components {
                 self.currency = currency
                 self.sessionId = sessionId
                 self.settledAt = settledAt
+                self.transactionType = transactionType
+                self.item = item
+                self.quantity = quantity
             }
             public enum CodingKeys: String, CodingKey {
                 case paymentId
@@ -527,6 +553,138 @@ extension Components {
                 case currency
                 case sessionId
                 case settledAt
+                case transactionType
+                case item
+                case quantity
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/RedemptionSubmission`.
+        public struct RedemptionSubmission: Codable, Hashable, Sendable {
+            /// The wallet's signed Redeem message exactly as received over the radio, standard base64.
+            ///
+            /// - Remark: Generated from `#/components/schemas/RedemptionSubmission/redemption`.
+            public var redemption: Swift.String
+            /// 16 bytes, lowercase hex
+            ///
+            /// - Remark: Generated from `#/components/schemas/RedemptionSubmission/redemptionId`.
+            public var redemptionId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/RedemptionSubmission/sessionId`.
+            public var sessionId: Swift.Int64
+            /// X9.63, standard base64
+            ///
+            /// - Remark: Generated from `#/components/schemas/RedemptionSubmission/walletKey`.
+            public var walletKey: Swift.String
+            /// - Remark: Generated from `#/components/schemas/RedemptionSubmission/transactionType`.
+            @frozen public enum TransactionTypePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case bonus = "bonus"
+                case gold = "gold"
+                case coupon = "coupon"
+            }
+            /// - Remark: Generated from `#/components/schemas/RedemptionSubmission/transactionType`.
+            public var transactionType: Components.Schemas.RedemptionSubmission.TransactionTypePayload
+            /// - Remark: Generated from `#/components/schemas/RedemptionSubmission/item`.
+            public var item: Swift.String
+            /// - Remark: Generated from `#/components/schemas/RedemptionSubmission/quantity`.
+            public var quantity: Swift.Int64
+            /// What the offer said it is worth, minor units (not signed)
+            ///
+            /// - Remark: Generated from `#/components/schemas/RedemptionSubmission/value`.
+            public var value: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/RedemptionSubmission/currency`.
+            public var currency: Swift.String
+            /// Creates a new `RedemptionSubmission`.
+            ///
+            /// - Parameters:
+            ///   - redemption: The wallet's signed Redeem message exactly as received over the radio, standard base64.
+            ///   - redemptionId: 16 bytes, lowercase hex
+            ///   - sessionId:
+            ///   - walletKey: X9.63, standard base64
+            ///   - transactionType:
+            ///   - item:
+            ///   - quantity:
+            ///   - value: What the offer said it is worth, minor units (not signed)
+            ///   - currency:
+            public init(
+                redemption: Swift.String,
+                redemptionId: Swift.String,
+                sessionId: Swift.Int64,
+                walletKey: Swift.String,
+                transactionType: Components.Schemas.RedemptionSubmission.TransactionTypePayload,
+                item: Swift.String,
+                quantity: Swift.Int64,
+                value: Swift.Int64,
+                currency: Swift.String
+            ) {
+                self.redemption = redemption
+                self.redemptionId = redemptionId
+                self.sessionId = sessionId
+                self.walletKey = walletKey
+                self.transactionType = transactionType
+                self.item = item
+                self.quantity = quantity
+                self.value = value
+                self.currency = currency
+            }
+            public enum CodingKeys: String, CodingKey {
+                case redemption
+                case redemptionId
+                case sessionId
+                case walletKey
+                case transactionType
+                case item
+                case quantity
+                case value
+                case currency
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.redemption = try container.decode(
+                    Swift.String.self,
+                    forKey: .redemption
+                )
+                self.redemptionId = try container.decode(
+                    Swift.String.self,
+                    forKey: .redemptionId
+                )
+                self.sessionId = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .sessionId
+                )
+                self.walletKey = try container.decode(
+                    Swift.String.self,
+                    forKey: .walletKey
+                )
+                self.transactionType = try container.decode(
+                    Components.Schemas.RedemptionSubmission.TransactionTypePayload.self,
+                    forKey: .transactionType
+                )
+                self.item = try container.decode(
+                    Swift.String.self,
+                    forKey: .item
+                )
+                self.quantity = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .quantity
+                )
+                self.value = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .value
+                )
+                self.currency = try container.decode(
+                    Swift.String.self,
+                    forKey: .currency
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "redemption",
+                    "redemptionId",
+                    "sessionId",
+                    "walletKey",
+                    "transactionType",
+                    "item",
+                    "quantity",
+                    "value",
+                    "currency"
+                ])
             }
         }
     }

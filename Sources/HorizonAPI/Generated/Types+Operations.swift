@@ -1072,6 +1072,146 @@ public enum Operations {
             }
         }
     }
+    /// Redeems bonus points, a gold benefit or a coupon the wallet signed (signed by the terminal's key). Once per redemption id, as payments.
+    ///
+    /// - Remark: HTTP `POST /v1/redemptions`.
+    /// - Remark: Generated from `#/paths//v1/redemptions/post(submitRedemption)`.
+    public enum SubmitRedemption {
+        public static let id: Swift.String = "submitRedemption"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/redemptions/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SubmitRedemption.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SubmitRedemption.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.SubmitRedemption.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/redemptions/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/redemptions/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.RedemptionSubmission)
+            }
+            public var body: Operations.SubmitRedemption.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            ///   - body:
+            public init(
+                headers: Operations.SubmitRedemption.Input.Headers = .init(),
+                body: Operations.SubmitRedemption.Input.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/redemptions/POST/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/redemptions/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.PaymentResult)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.PaymentResult {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.SubmitRedemption.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.SubmitRedemption.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The redemption's result (approved or declined), now or as stored before.
+            ///
+            /// - Remark: Generated from `#/paths//v1/redemptions/post(submitRedemption)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.SubmitRedemption.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.SubmitRedemption.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/redemptions/post(submitRedemption)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// The stored result of a payment of the calling terminal's merchant (signed by the terminal's key).
     ///
     /// - Remark: HTTP `GET /v1/payments/{paymentId}`.

@@ -64,6 +64,11 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/payments`.
     /// - Remark: Generated from `#/paths//v1/payments/post(submitPayment)`.
     func submitPayment(_ input: Operations.SubmitPayment.Input) async throws -> Operations.SubmitPayment.Output
+    /// Redeems bonus points, a gold benefit or a coupon the wallet signed (signed by the terminal's key). Once per redemption id, as payments.
+    ///
+    /// - Remark: HTTP `POST /v1/redemptions`.
+    /// - Remark: Generated from `#/paths//v1/redemptions/post(submitRedemption)`.
+    func submitRedemption(_ input: Operations.SubmitRedemption.Input) async throws -> Operations.SubmitRedemption.Output
     /// The stored result of a payment of the calling terminal's merchant (signed by the terminal's key).
     ///
     /// - Remark: HTTP `GET /v1/payments/{paymentId}`.
@@ -144,6 +149,19 @@ extension APIProtocol {
         body: Operations.SubmitPayment.Input.Body
     ) async throws -> Operations.SubmitPayment.Output {
         try await submitPayment(Operations.SubmitPayment.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Redeems bonus points, a gold benefit or a coupon the wallet signed (signed by the terminal's key). Once per redemption id, as payments.
+    ///
+    /// - Remark: HTTP `POST /v1/redemptions`.
+    /// - Remark: Generated from `#/paths//v1/redemptions/post(submitRedemption)`.
+    public func submitRedemption(
+        headers: Operations.SubmitRedemption.Input.Headers = .init(),
+        body: Operations.SubmitRedemption.Input.Body
+    ) async throws -> Operations.SubmitRedemption.Output {
+        try await submitRedemption(Operations.SubmitRedemption.Input(
             headers: headers,
             body: body
         ))

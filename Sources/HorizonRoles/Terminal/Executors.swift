@@ -87,7 +87,8 @@ struct RedemptionExecutor: SessionExecutor {
                     redemptionID: redeem.redemptionID, sessionID: session.id, walletKey: redeem.walletKey,
                     terminalKeyID: keyID,
                     transactionType: transactionType, item: redeem.item, quantity: redeem.quantity,
-                    value: session.terms.amount, contentDigest: digest(redeem.signedBytes))))
+                    value: session.terms.amount, contentDigest: digest(redeem.signedBytes),
+                    signedRedemption: message.encoded())))
     }
 
     func execute(_ request: JournalRequest, at now: UnixTime) async throws(ProcessorError) -> SettlementResult {

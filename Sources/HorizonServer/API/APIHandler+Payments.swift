@@ -36,6 +36,28 @@ extension APIHandler {
         return .ok(.init(body: .json(Self.paymentResult(result))))
     }
 
+    func submitRedemption(_ input: Operations.SubmitRedemption.Input) async throws
+        -> Operations.SubmitRedemption.Output
+    {
+        guard case .json(let submission) = input.body else {
+            throw APIError(.unsupportedMediaType, "the body must be JSON")
+        }
+        let terminal = try await signingTerminal()
+        let request = try Self.redemptionRequest(submission, terminal: terminal)
+        let result: SettlementResult
+        do {
+            result = try await ledger.redeem(request, merchant: terminal.merchantID, at: now())
+        } catch .conflictingRetry(let id) {
+            metrics.record(event: "payment_conflict")
+            throw APIError(
+                .paymentConflict,
+                "redemption \(id) was executed before with other terms; nothing was executed now (a new redemption needs a new id)"
+            )
+        }
+        metrics.record(event: result.outcome.isApproved ? "redemption_approved" : "redemption_declined")
+        return .ok(.init(body: .json(Self.paymentResult(result))))
+    }
+
     func getPayment(_ input: Operations.GetPayment.Input) async throws -> Operations.GetPayment.Output {
         let terminal = try await signingTerminal()
         guard let bytes = [UInt8](hexString: input.path.paymentId), let id = try? PaymentID(bytes: bytes) else {
@@ -55,32 +77,12 @@ extension APIHandler {
     static func settlementRequest(_ submission: Components.Schemas.PaymentSubmission, terminal: TerminalRecord)
         throws -> SettlementRequest
     {
-        guard let confirmationBytes = Data(base64Encoded: submission.confirmation).map(Array.init) else {
-            throw APIError(.invalidRequest, "confirmation must be standard base64")
+        let confirmationBytes = try signedMessage(submission.confirmation, field: "confirmation")
+        guard case .confirm(let confirm) = try decode(confirmationBytes, field: "confirmation") else {
+            throw APIError(.invalidRequest, "confirmation is not a Confirm message")
         }
-        guard confirmationBytes.count <= 1024 else {
-            throw APIError(
-                .invalidRequest, "confirmation is \(confirmationBytes.count) bytes; a Confirm is far smaller")
-        }
-        let confirm: Confirm
-        do {
-            guard case .confirm(let decoded) = try SessionMessage.decode(confirmationBytes) else {
-                throw APIError(.invalidRequest, "confirmation is not a Confirm message")
-            }
-            confirm = decoded
-        } catch let error as APIError {
-            throw error
-        } catch {
-            throw APIError(.invalidRequest, "confirmation cannot be decoded: \(error)")
-        }
-        guard let walletKey = try? P256.Signing.PublicKey(x963Representation: confirm.walletKey.bytes),
-            verifySignature(confirm.signature.bytes, over: confirm.signedBytes, with: walletKey)
-        else {
-            throw APIError(.walletSignatureInvalid, "the confirmation is not signed by the wallet key it names")
-        }
-        guard confirm.terminalKeyDigest.bytes == Array(SHA256.hash(data: terminal.publicKey.bytes)) else {
-            throw APIError(.termsMismatch, "the confirmation names another terminal's key")
-        }
+        try verifyWalletSignature(confirm.signature.bytes, over: confirm.signedBytes, key: confirm.walletKey)
+        try requireTerminal(confirm.terminalKeyDigest, is: terminal)
         // The stated terms must be the signed ones: a terminal cannot move other money than the
         // wallet agreed to, nor say so in its submission.
         var mismatches: [String] = []
@@ -100,21 +102,104 @@ extension APIHandler {
         guard submission.registerUser.utf8.count <= 64 else {
             throw APIError(.invalidRequest, "registerUser must be at most 64 bytes")
         }
-        let keyID: TerminalKeyID
-        do { keyID = try TerminalKeyID(bytes: terminal.keyID) } catch {
-            throw APIError(.internalError, "the terminal's stored key id is damaged")
-        }
+        let keyID = try keyID(of: terminal)
         return SettlementRequest(
             paymentID: confirm.paymentID, sessionID: confirm.sessionID, walletKey: confirm.walletKey,
             terminalKeyID: keyID, amount: confirm.amount, tip: confirm.tip, registerUser: submission.registerUser,
             contentDigest: Array(SHA256.hash(data: confirm.signedBytes)), signedConfirmation: confirmationBytes)
     }
 
+    /// A redemption, checked as a payment is: the wallet's signature over the exact Redeem
+    /// bytes, the terminal it names, and every stated term.
+    static func redemptionRequest(_ submission: Components.Schemas.RedemptionSubmission, terminal: TerminalRecord)
+        throws -> RedemptionRequest
+    {
+        let bytes = try signedMessage(submission.redemption, field: "redemption")
+        guard case .redeem(let redeem) = try decode(bytes, field: "redemption") else {
+            throw APIError(.invalidRequest, "redemption is not a Redeem message")
+        }
+        try verifyWalletSignature(redeem.signature.bytes, over: redeem.signedBytes, key: redeem.walletKey)
+        try requireTerminal(redeem.terminalKeyDigest, is: terminal)
+        var mismatches: [String] = []
+        if submission.redemptionId.lowercased() != redeem.redemptionID.bytes.hexString {
+            mismatches.append("redemptionId")
+        }
+        if submission.sessionId != Int64(bitPattern: redeem.sessionID.rawValue) { mismatches.append("sessionId") }
+        if Data(base64Encoded: submission.walletKey).map(Array.init) != redeem.walletKey.bytes {
+            mismatches.append("walletKey")
+        }
+        let type: TransactionType =
+            switch submission.transactionType {
+            case .bonus: .bonusRedemption
+            case .gold: .goldRedemption
+            case .coupon: .couponRedemption
+            }
+        if type != redeem.transactionType { mismatches.append("transactionType") }
+        if submission.item != redeem.item { mismatches.append("item") }
+        if submission.quantity != redeem.quantity { mismatches.append("quantity") }
+        guard mismatches.isEmpty else {
+            throw APIError(
+                .termsMismatch,
+                "\(mismatches.joined(separator: ", ")) differ(s) from what the wallet signed; nothing was executed")
+        }
+        let value: Money
+        do {
+            value = try Money(
+                minorUnits: submission.value, currency: try Currency(code: submission.currency.uppercased()))
+        } catch {
+            throw APIError(.invalidRequest, "value and currency must be an amount in an ISO 4217 currency: \(error)")
+        }
+        return RedemptionRequest(
+            redemptionID: redeem.redemptionID, sessionID: redeem.sessionID, walletKey: redeem.walletKey,
+            terminalKeyID: try keyID(of: terminal), transactionType: redeem.transactionType, item: redeem.item,
+            quantity: redeem.quantity, value: value, contentDigest: Array(SHA256.hash(data: redeem.signedBytes)),
+            signedRedemption: bytes)
+    }
+
+    static func signedMessage(_ base64: String, field: String) throws -> [UInt8] {
+        guard let bytes = Data(base64Encoded: base64).map(Array.init) else {
+            throw APIError(.invalidRequest, "\(field) must be standard base64")
+        }
+        guard bytes.count <= 1024 else {
+            throw APIError(.invalidRequest, "\(field) is \(bytes.count) bytes; a signed request is far smaller")
+        }
+        return bytes
+    }
+
+    static func decode(_ bytes: [UInt8], field: String) throws -> SessionMessage {
+        do { return try SessionMessage.decode(bytes) } catch {
+            throw APIError(.invalidRequest, "\(field) cannot be decoded: \(error)")
+        }
+    }
+
+    static func verifyWalletSignature(_ signature: [UInt8], over bytes: [UInt8], key: PublicKeyBytes) throws {
+        guard let walletKey = try? P256.Signing.PublicKey(x963Representation: key.bytes),
+            verifySignature(signature, over: bytes, with: walletKey)
+        else {
+            throw APIError(.walletSignatureInvalid, "the request is not signed by the wallet key it names")
+        }
+    }
+
+    static func requireTerminal(_ digest: DigestBytes, is terminal: TerminalRecord) throws {
+        guard digest.bytes == Array(SHA256.hash(data: terminal.publicKey.bytes)) else {
+            throw APIError(.termsMismatch, "the wallet signed for another terminal's key")
+        }
+    }
+
+    static func keyID(of terminal: TerminalRecord) throws -> TerminalKeyID {
+        do { return try TerminalKeyID(bytes: terminal.keyID) } catch {
+            throw APIError(.internalError, "the terminal's stored key id is damaged")
+        }
+    }
+
     static func paymentResult(_ result: SettlementResult) -> Components.Schemas.PaymentResult {
         var body = Components.Schemas.PaymentResult(
             paymentId: result.paymentID.bytes.hexString, outcome: result.outcome.isApproved ? .approved : .declined,
             amount: result.amount.minorUnits, tip: result.tip.minorUnits, currency: result.amount.currency.code,
-            sessionId: Int64(bitPattern: result.sessionID.rawValue), settledAt: result.settledAt)
+            sessionId: Int64(bitPattern: result.sessionID.rawValue), settledAt: result.settledAt,
+            transactionType: Self.typeName(result.transactionType),
+            item: result.transactionType == .payment ? nil : result.item,
+            quantity: result.transactionType == .payment ? nil : result.quantity)
         switch result.outcome {
         case .approved(let reference, let earned, let balance):
             body.reference = Int64(bitPattern: reference)
@@ -125,5 +210,14 @@ extension APIHandler {
             body.declineReason = reason
         }
         return body
+    }
+
+    static func typeName(_ type: TransactionType) -> Components.Schemas.PaymentResult.TransactionTypePayload {
+        switch type {
+        case .payment: .payment
+        case .bonusRedemption: .bonus
+        case .goldRedemption: .gold
+        case .couponRedemption: .coupon
+        }
     }
 }
