@@ -63,7 +63,11 @@ final class ServerRig: Sendable {
             .init(configuration: configuration, ledger: ledger, issuer: issuer), logger: Logger(label: "test.server"),
             onServerRunning: { port in continuation.yield(port) })
         let group = ServiceGroup(services: [application], logger: Logger(label: "test.server"))
-        let task = Task { try await group.run() }
+        // Ends the port stream if the server stops (or never starts), so `start` cannot wait forever.
+        let task = Task {
+            defer { continuation.finish() }
+            try await group.run()
+        }
         var port: Int?
         for await running in ports {
             port = running

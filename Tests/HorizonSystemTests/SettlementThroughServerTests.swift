@@ -9,11 +9,15 @@ import HorizonSecureChannel
 import HorizonServerClient
 import HorizonSimulatedRadio
 import HorizonStores
+import HorizonTestSupport
 import Testing
 
 /// Issue 14 item 6: a payment settles on the server, exactly once, on the strength of the
 /// wallet's own signature; a terminal cannot charge for anything the wallet did not sign.
-@Suite struct SettlementThroughServerTests {
+// Off the cooperative pool: the simulated radio waits for the server's answer on its own thread
+// (virtual time stands still while external work runs), and the in-process server needs the
+// pool's threads to answer; on two cores both could otherwise be blocked by waiting tests.
+@Suite(.offTheCooperativePool) struct SettlementThroughServerTests {
     @Test func aPaymentOverTheRadioSettlesOnTheServerOnce() async throws {
         let server = try await ServerRig.start()
         defer { Task { await server.stop() } }
@@ -317,7 +321,10 @@ extension TerminalIdentity {
 }
 
 /// A redemption a terminal forwards must be the one the wallet signed, like a payment.
-@Suite struct RedemptionThroughServerTests {
+// Off the cooperative pool: the simulated radio waits for the server's answer on its own thread
+// (virtual time stands still while external work runs), and the in-process server needs the
+// pool's threads to answer; on two cores both could otherwise be blocked by waiting tests.
+@Suite(.offTheCooperativePool) struct RedemptionThroughServerTests {
     @Test func aRedemptionWithOtherTermsThanTheSignedOnesIsRefusedAndNothingIsSpent() async throws {
         let server = try await ServerRig.start()
         defer { Task { await server.stop() } }

@@ -4,12 +4,16 @@ import HorizonCore
 import HorizonLedger
 import HorizonSecureChannel
 import Logging
+import HorizonTestSupport
 import Testing
 
 /// Issue 14 item 4, the terminal's part: activation makes a key that never leaves the terminal,
 /// the server's issuer vouches for it, no anchor private key is kept, and the credential is
 /// renewed while the terminal is not revoked.
-@Suite struct TerminalActivationTests {
+// Off the cooperative pool: the simulated radio waits for the server's answer on its own thread
+// (virtual time stands still while external work runs), and the in-process server needs the
+// pool's threads to answer; on two cores both could otherwise be blocked by waiting tests.
+@Suite(.offTheCooperativePool) struct TerminalActivationTests {
     @Test func activationWritesTheServersCredentialAndNoAnchorPrivateKey() async throws {
         let server = try await ServerRig.start()
         defer { Task { await server.stop() } }
