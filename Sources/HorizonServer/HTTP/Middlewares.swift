@@ -160,12 +160,13 @@ final class RouteTable: Sendable {
 struct RateLimitMiddleware: RouterMiddleware {
     typealias Context = ServerRequestContext
     let limiter: RateLimiter
+    let clock: @Sendable () -> ContinuousClock.Instant
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
         let peer = context.remoteAddress?.ipAddress ?? "local"
-        if let wait = limiter.take(for: peer, at: ContinuousClock.now) {
+        if let wait = limiter.take(for: peer, at: clock()) {
             let seconds = max(
                 1, Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up)))
             throw APIError(
