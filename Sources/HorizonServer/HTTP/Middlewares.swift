@@ -262,14 +262,17 @@ struct SignedRequestMiddleware: RouterMiddleware {
         }
         let signature: RequestSignature
         do { signature = try RequestSignature.parse(header) } catch {
-            throw APIError(.unauthenticated, "\(error)")
+            throw APIError(.unauthenticated, "\(error)", headers: [.wwwAuthenticate: RequestSignature.scheme])
         }
         let now = clock()
-        guard abs(now - signature.time) <= window else {
+        // The caller chooses the time (any Int64): compare without arithmetic that could overflow.
+        guard signature.time >= now - window, signature.time <= now + window else {
+            let distance = signature.time.subtractingReportingOverflow(now)
+            let seconds = distance.overflow ? "more than \(Int64.max)" : "\(distance.partialValue.magnitude)"
             throw APIError(
                 .requestExpired,
-                "the request was signed at \(signature.time), \(abs(now - signature.time)) s from the server's clock (\(now)); the limit is \(window) s: check the device's clock"
-            )
+                "the request was signed at \(signature.time), \(seconds) s from the server's clock (\(now)); the limit is \(window) s: check the device's clock",
+                headers: [.wwwAuthenticate: RequestSignature.scheme])
         }
         var request = request
         let body = try await request.collectBody(upTo: Int.max)
@@ -277,14 +280,19 @@ struct SignedRequestMiddleware: RouterMiddleware {
         guard signature.isValid(method: request.method.rawValue, path: path, body: body.readableBytesView) else {
             throw APIError(
                 .signatureInvalid,
-                "the request's signature does not verify for \(request.method.rawValue) \(path) and its body")
+                "the request's signature does not verify for \(request.method.rawValue) \(path) and its body",
+                headers: [.wwwAuthenticate: RequestSignature.scheme])
         }
         let key: PublicKeyBytes
         do { key = try PublicKeyBytes(bytes: signature.publicKey) } catch {
-            throw APIError(.unauthenticated, "the signing key is not an uncompressed P-256 public key")
+            throw APIError(
+                .unauthenticated, "the signing key is not an uncompressed P-256 public key",
+                headers: [.wwwAuthenticate: RequestSignature.scheme])
         }
         guard try await ledger.useNonce(signature.nonce, for: key, window: 2 * window, at: now) else {
-            throw APIError(.requestReplayed, "this signed request was already received once; sign each request anew")
+            throw APIError(
+                .requestReplayed, "this signed request was already received once; sign each request anew",
+                headers: [.wwwAuthenticate: RequestSignature.scheme])
         }
         guard var scope = RequestScope.current else { return try await next(request, context) }
         scope.signer = key
