@@ -83,6 +83,9 @@ struct BoundaryMiddleware: RouterMiddleware {
             // The generated code wraps what the handler threw, and reports undecodable input.
             if let inner = error.underlyingError as? APIError { return inner }
             if let inner = error.underlyingError as? LedgerError { return APIError(inner) }
+            if error.underlyingError is DecodingError, error.requestBody?.length == .known(0) {
+                return APIError(.invalidRequest, "the request needs a JSON body (see openapi.yaml)")
+            }
             if let inner = error.underlyingError as? DecodingError { return APIError(.malformedJSON, describe(inner)) }
             return APIError(.invalidRequest, "the request does not match the API: \(error.causeDescription)")
         case let error as HTTPError where error.status == .notFound:
@@ -110,12 +113,19 @@ struct BoundaryMiddleware: RouterMiddleware {
         switch error {
         case .keyNotFound(let key, let context):
             return "the field \"\(path(context.codingPath + [key]))\" is missing"
+        case .typeMismatch(_, let context) where context.codingPath.isEmpty,
+            .valueNotFound(_, let context) where context.codingPath.isEmpty:
+            return "the body must be a JSON object"
         case .typeMismatch(let type, let context):
             return "the field \"\(path(context.codingPath))\" has the wrong type (expected \(typeName(type)))"
         case .valueNotFound(let type, let context):
             return "the field \"\(path(context.codingPath))\" is null (expected \(typeName(type)))"
         case .dataCorrupted(let context):
             if context.codingPath.isEmpty { return "the body is not valid JSON" }
+            // OpenAPIRuntime's words for a field the schema does not have (additionalProperties: false).
+            if context.debugDescription.hasPrefix("Additional properties are disabled") {
+                return "the field \"\(path(context.codingPath))\" is not part of the API (see openapi.yaml)"
+            }
             return "the field \"\(path(context.codingPath))\" is invalid: \(context.debugDescription)"
         @unknown default:
             return "the body could not be read"
@@ -231,9 +241,17 @@ struct BodyLimitMiddleware: RouterMiddleware {
         } catch {
             throw APIError(.payloadTooLarge, "the request body is over the limit of \(maximumBytes) bytes")
         }
+        // The body is whole now: below, its length is known (also when it came chunked), so an
+        // operation that needs a body can tell "none" from "not JSON".
+        var head = request.head
+        head.headerFields[.contentLength] = String(body.readableBytes)
+        head.headerFields[.transferEncoding] = nil
+        request = Request(head: head, body: .init(buffer: body))
         if body.readableBytes > 0 {
             let type = request.headers[.contentType]?.lowercased() ?? ""
-            guard type.hasPrefix("application/json") else {
+            // The media type itself, without parameters such as charset ("application/jsonp" is not JSON).
+            let mediaType = type.split(separator: ";", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces) ?? ""
+            guard mediaType == "application/json" else {
                 throw APIError(
                     .unsupportedMediaType,
                     "the body must be JSON with Content-Type: application/json (got \(type.isEmpty ? "none" : type))")
