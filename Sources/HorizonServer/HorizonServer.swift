@@ -24,11 +24,14 @@ public enum HorizonServer {
         public var metrics: ServerMetrics
         public var messages: any MessageSender
         public var now: @Sendable () -> UnixTime
+        /// The rate limiter's clock (its buckets refill by the sub-second).
+        public var rateLimitClock: @Sendable () -> ContinuousClock.Instant
 
         public init(
             configuration: ServerConfiguration, ledger: Ledger, issuer: Issuer,
             metrics: ServerMetrics = ServerMetrics(),
-            messages: (any MessageSender)? = nil, now: @escaping @Sendable () -> UnixTime = { Ledger.now() }
+            messages: (any MessageSender)? = nil, now: @escaping @Sendable () -> UnixTime = { Ledger.now() },
+            rateLimitClock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
         ) {
             self.configuration = configuration
             self.ledger = ledger
@@ -36,6 +39,7 @@ public enum HorizonServer {
             self.metrics = metrics
             self.messages = messages ?? OutboxMessageSender(ledger: ledger)
             self.now = now
+            self.rateLimitClock = rateLimitClock
         }
     }
 
@@ -48,7 +52,8 @@ public enum HorizonServer {
         router.add(
             middleware: RateLimitMiddleware(
                 limiter: RateLimiter(
-                    burst: parts.configuration.rateLimitBurst, perSecond: parts.configuration.rateLimitPerSecond)))
+                    burst: parts.configuration.rateLimitBurst, perSecond: parts.configuration.rateLimitPerSecond),
+                clock: parts.rateLimitClock))
         router.add(middleware: BodyLimitMiddleware(maximumBytes: parts.configuration.maximumBodyBytes))
         router.add(
             middleware: SignedRequestMiddleware(

@@ -31,21 +31,24 @@ struct Init: AsyncParsableCommand {
         guard (1...24).contains(credentialHours) else {
             throw ValidationError("--credential-hours must be 1 to 24 (a credential lives at most a day)")
         }
+        var settings = ServerConfiguration(
+            listen: listen, database: options.database ?? "sqlite:horizon.sqlite", issuerName: issuerName,
+            credentialValidity: Int64(credentialHours) * 3600)
+        // Bad options are a usage error (exit 2), found before anything is written.
+        do { try settings.validate() } catch { throw ValidationError("\(error)") }
         let directory = options.directory
         try directory.create()
         guard !directory.exists(ServerOptions.settingsFile) else {
             throw CLIError(
                 "\(directory.path) is initialised already (server.json exists); use `migrate` to upgrade its database")
         }
-        var settings = ServerConfiguration(
-            listen: listen, database: options.database ?? "sqlite:horizon.sqlite", issuerName: issuerName,
-            credentialValidity: Int64(credentialHours) * 3600)
-        do { try settings.validate() } catch { throw CLIError("\(error)") }
-        let issuer = Issuer.generate(name: issuerName)
-        do { try issuer.write(to: settings.issuerKeyFile(in: directory.path)) } catch { throw CLIError("\(error)") }
+        // The database first: if it cannot be opened, no issuer key is left behind to block the
+        // next attempt (an issuer key is never replaced).
         let ledger = try await options.openLedger(settings)
         let version = (try? await ledger.schemaVersion()) ?? 0
         await ledger.close()
+        let issuer = Issuer.generate(name: issuerName)
+        do { try issuer.write(to: settings.issuerKeyFile(in: directory.path)) } catch { throw CLIError("\(error)") }
         settings.tlsCertificatePath = nil
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]

@@ -54,6 +54,13 @@ struct APIHandler: APIProtocol {
         guard case .json(let request) = input.body else {
             throw APIError(.unsupportedMediaType, "the body must be JSON")
         }
+        // The limits of openapi.yaml's ActivationRequest (the generated decoder does not check lengths).
+        guard request.email.utf8.count <= 254 else {
+            throw APIError(.invalidRequest, "email must be at most 254 bytes")
+        }
+        guard request.password.utf8.count <= 1024 else {
+            throw APIError(.invalidRequest, "password must be at most 1024 bytes")
+        }
         let label = request.label.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !label.isEmpty, label.utf8.count <= TerminalCredential.maximumTextBytes,
             !label.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })

@@ -83,6 +83,9 @@ struct BoundaryMiddleware: RouterMiddleware {
             // The generated code wraps what the handler threw, and reports undecodable input.
             if let inner = error.underlyingError as? APIError { return inner }
             if let inner = error.underlyingError as? LedgerError { return APIError(inner) }
+            if error.underlyingError is DecodingError, error.requestBody?.length == .known(0) {
+                return APIError(.invalidRequest, "the request needs a JSON body (see openapi.yaml)")
+            }
             if let inner = error.underlyingError as? DecodingError { return APIError(.malformedJSON, describe(inner)) }
             return APIError(.invalidRequest, "the request does not match the API: \(error.causeDescription)")
         case let error as HTTPError where error.status == .notFound:
@@ -110,12 +113,19 @@ struct BoundaryMiddleware: RouterMiddleware {
         switch error {
         case .keyNotFound(let key, let context):
             return "the field \"\(path(context.codingPath + [key]))\" is missing"
+        case .typeMismatch(_, let context) where context.codingPath.isEmpty,
+            .valueNotFound(_, let context) where context.codingPath.isEmpty:
+            return "the body must be a JSON object"
         case .typeMismatch(let type, let context):
             return "the field \"\(path(context.codingPath))\" has the wrong type (expected \(typeName(type)))"
         case .valueNotFound(let type, let context):
             return "the field \"\(path(context.codingPath))\" is null (expected \(typeName(type)))"
         case .dataCorrupted(let context):
             if context.codingPath.isEmpty { return "the body is not valid JSON" }
+            // OpenAPIRuntime's words for a field the schema does not have (additionalProperties: false).
+            if context.debugDescription.hasPrefix("Additional properties are disabled") {
+                return "the field \"\(path(context.codingPath))\" is not part of the API (see openapi.yaml)"
+            }
             return "the field \"\(path(context.codingPath))\" is invalid: \(context.debugDescription)"
         @unknown default:
             return "the body could not be read"
@@ -160,12 +170,13 @@ final class RouteTable: Sendable {
 struct RateLimitMiddleware: RouterMiddleware {
     typealias Context = ServerRequestContext
     let limiter: RateLimiter
+    let clock: @Sendable () -> ContinuousClock.Instant
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
         let peer = context.remoteAddress?.ipAddress ?? "local"
-        if let wait = limiter.take(for: peer, at: ContinuousClock.now) {
+        if let wait = limiter.take(for: peer, at: clock()) {
             let seconds = max(
                 1, Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up)))
             throw APIError(
@@ -230,9 +241,17 @@ struct BodyLimitMiddleware: RouterMiddleware {
         } catch {
             throw APIError(.payloadTooLarge, "the request body is over the limit of \(maximumBytes) bytes")
         }
+        // The body is whole now: below, its length is known (also when it came chunked), so an
+        // operation that needs a body can tell "none" from "not JSON".
+        var head = request.head
+        head.headerFields[.contentLength] = String(body.readableBytes)
+        head.headerFields[.transferEncoding] = nil
+        request = Request(head: head, body: .init(buffer: body))
         if body.readableBytes > 0 {
             let type = request.headers[.contentType]?.lowercased() ?? ""
-            guard type.hasPrefix("application/json") else {
+            // The media type itself, without parameters such as charset ("application/jsonp" is not JSON).
+            let mediaType = type.split(separator: ";", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces) ?? ""
+            guard mediaType == "application/json" else {
                 throw APIError(
                     .unsupportedMediaType,
                     "the body must be JSON with Content-Type: application/json (got \(type.isEmpty ? "none" : type))")
@@ -261,14 +280,17 @@ struct SignedRequestMiddleware: RouterMiddleware {
         }
         let signature: RequestSignature
         do { signature = try RequestSignature.parse(header) } catch {
-            throw APIError(.unauthenticated, "\(error)")
+            throw APIError(.unauthenticated, "\(error)", headers: [.wwwAuthenticate: RequestSignature.scheme])
         }
         let now = clock()
-        guard abs(now - signature.time) <= window else {
+        // The caller chooses the time (any Int64): compare without arithmetic that could overflow.
+        guard signature.time >= now - window, signature.time <= now + window else {
+            let distance = signature.time.subtractingReportingOverflow(now)
+            let seconds = distance.overflow ? "more than \(Int64.max)" : "\(distance.partialValue.magnitude)"
             throw APIError(
                 .requestExpired,
-                "the request was signed at \(signature.time), \(abs(now - signature.time)) s from the server's clock (\(now)); the limit is \(window) s: check the device's clock"
-            )
+                "the request was signed at \(signature.time), \(seconds) s from the server's clock (\(now)); the limit is \(window) s: check the device's clock",
+                headers: [.wwwAuthenticate: RequestSignature.scheme])
         }
         var request = request
         let body = try await request.collectBody(upTo: Int.max)
@@ -276,14 +298,19 @@ struct SignedRequestMiddleware: RouterMiddleware {
         guard signature.isValid(method: request.method.rawValue, path: path, body: body.readableBytesView) else {
             throw APIError(
                 .signatureInvalid,
-                "the request's signature does not verify for \(request.method.rawValue) \(path) and its body")
+                "the request's signature does not verify for \(request.method.rawValue) \(path) and its body",
+                headers: [.wwwAuthenticate: RequestSignature.scheme])
         }
         let key: PublicKeyBytes
         do { key = try PublicKeyBytes(bytes: signature.publicKey) } catch {
-            throw APIError(.unauthenticated, "the signing key is not an uncompressed P-256 public key")
+            throw APIError(
+                .unauthenticated, "the signing key is not an uncompressed P-256 public key",
+                headers: [.wwwAuthenticate: RequestSignature.scheme])
         }
         guard try await ledger.useNonce(signature.nonce, for: key, window: 2 * window, at: now) else {
-            throw APIError(.requestReplayed, "this signed request was already received once; sign each request anew")
+            throw APIError(
+                .requestReplayed, "this signed request was already received once; sign each request anew",
+                headers: [.wwwAuthenticate: RequestSignature.scheme])
         }
         guard var scope = RequestScope.current else { return try await next(request, context) }
         scope.signer = key

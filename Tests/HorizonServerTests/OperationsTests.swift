@@ -1,0 +1,135 @@
+import Foundation
+import HTTPTypes
+import HorizonAPI
+import HorizonLedger
+import HorizonServer
+import HummingbirdTesting
+import Testing
+
+@Suite("Rate limit")
+struct RateLimitTests {
+    @Test func theRequestAfterTheBurstIsRefusedUntilATokenIsBack() async throws {
+        // 3 at once, then one every 50 ms (on the server's injected clock).
+        let server = try await TestServer(configuration: .testing(rateLimitBurst: 3, rateLimitPerSecond: 20))
+        try await server.addMerchant()
+        try await server.withClient { client in
+            for _ in 1...3 { #expect(try await client.send(.get, "/health").status == .ok) }
+            let before = try await server.state()
+            // Refused before anything else is looked at: an activation does nothing.
+            let refused = try await client.send(.post, "/v1/terminals/activate", json: TerminalKey().activation())
+            try expectError(refused, .tooManyRequests, "rate_limited", "too many requests from local; retry after 1 s")
+            #expect(refused.headers[.retryAfter] == "1")
+            #expect(try await server.state() == before)
+            // 40 ms later there is still no token; 15 ms more, and there is one.
+            server.clock.advance(by: .milliseconds(40))
+            try expectError(
+                try await client.send(.get, "/health"), .tooManyRequests, "rate_limited", "retry after 1 s")
+            server.clock.advance(by: .milliseconds(15))
+            let allowed = try await client.send(.post, "/v1/terminals/activate", json: TerminalKey().activation())
+            #expect(allowed.status == .created, "\(allowed.text)")
+        }
+    }
+
+    @Test func unknownPathsCountToo() async throws {
+        let server = try await TestServer(configuration: .testing(rateLimitBurst: 2, rateLimitPerSecond: 0.5))
+        try await server.withClient { client in
+            try expectError(try await client.send(.get, "/v1/a"), .notFound, "not_found", "there is no /v1/a")
+            try expectError(try await client.send(.get, "/v1/b"), .notFound, "not_found", "there is no /v1/b")
+            let refused = try await client.send(.get, "/health")
+            try expectError(refused, .tooManyRequests, "rate_limited", "retry after 2 s")
+            #expect(refused.headers[.retryAfter] == "2")
+        }
+    }
+}
+
+@Suite("Health, readiness and metrics")
+struct OperationsTests {
+    @Test func healthAndReadiness() async throws {
+        let server = try await TestServer()
+        try await server.withClient { client in
+            let health = try await client.send(.get, "/health")
+            #expect(health.status == .ok)
+            #expect(try JSONDecoder().decode(Components.Schemas.Health.self, from: health.data).status == .ok)
+            let ready = try await client.send(.get, "/ready")
+            #expect(ready.status == .ok)
+            let readiness = try JSONDecoder().decode(Components.Schemas.Readiness.self, from: ready.data)
+            #expect(readiness.status == .ready)
+            #expect(readiness.schemaVersion == Int64(LedgerSchema.currentVersion))
+        }
+    }
+
+    @Test func aDatabaseThatIsDownIsUnavailableUntilItIsBack() async throws {
+        let store = Store()
+        let server = try await TestServer { path in
+            let outage = try OutageStore(path: path)
+            store.outage = outage
+            return outage
+        }
+        try await server.addMerchant()
+        let outage = try #require(store.outage)
+        let key = TerminalKey()
+        try await server.withClient { client in
+            outage.isDown = true
+            // Liveness does not depend on the database.
+            #expect(try await client.send(.get, "/health").status == .ok)
+            try expectError(
+                try await client.send(.get, "/ready"), .serviceUnavailable, "database_unavailable",
+                "the database cannot be reached; retry shortly")
+            for response in [
+                try await client.send(.get, "/v1/revocations"),
+                try await client.send(.post, "/v1/terminals/activate", json: key.activation()),
+                try await client.send(
+                    .post, "/v1/terminals/credential",
+                    headers: [
+                        .authorization: try key.authorization(
+                            method: "POST", path: "/v1/terminals/credential", time: server.clock.now)
+                    ]),
+            ] {
+                try expectError(
+                    response, .serviceUnavailable, "database_unavailable",
+                    "the server's database is unavailable; nothing was changed, retry shortly")
+                #expect(response.headers[.retryAfter] == "1")
+            }
+
+            // Back up: ready again, and the same activation now works.
+            outage.isDown = false
+            #expect(try await server.state().terminals.isEmpty)
+            #expect(try await client.send(.get, "/ready").status == .ok)
+            let activated = try await client.send(.post, "/v1/terminals/activate", json: key.activation())
+            #expect(activated.status == .created, "\(activated.text)")
+        }
+    }
+
+    final class Store: @unchecked Sendable {
+        var outage: OutageStore?
+    }
+
+    @Test func metricsCountRequestsByRouteAndCollapseUnknownPaths() async throws {
+        let server = try await TestServer()
+        let text = try await server.withClient { client in
+            _ = try await client.send(.get, "/v1/anchor")
+            _ = try await client.send(.get, "/v1/anchor")
+            _ = try await client.send(.get, "/v1/random-\(UUID().uuidString)")
+            _ = try await client.send(.get, "/wp-admin/setup.php")
+            _ = try await client.send(.delete, "/v1/anchor")
+            _ = try await client.send(.post, "/v1/terminals/credential")
+            let metrics = try await client.send(.get, "/metrics")
+            #expect(metrics.status == .ok)
+            #expect(metrics.headers[.contentType]?.hasPrefix("text/plain") == true)
+            return metrics.text
+        }
+        let lines = text.split(separator: "\n").map(String.init)
+        func value(_ labels: String) -> String? {
+            lines.first { $0.hasPrefix("horizon_http_requests_total{\(labels)}") }?.split(separator: " ").last.map(
+                String.init)
+        }
+        #expect(lines.contains("# TYPE horizon_http_requests_total counter"), "\(text)")
+        #expect(value(#"method="GET",route="/v1/anchor",status="200""#) == "2", "\(text)")
+        #expect(value(#"method="GET",route="unmatched",status="404""#) == "2", "\(text)")
+        #expect(value(#"method="DELETE",route="unmatched",status="405""#) == "1", "\(text)")
+        #expect(value(#"method="POST",route="/v1/terminals/credential",status="401""#) == "1", "\(text)")
+        #expect(!text.contains("random-") && !text.contains("wp-admin"))
+        #expect(text.contains(#"horizon_api_errors_total{code="not_found"} 2"#), "\(text)")
+        #expect(text.contains(#"horizon_http_request_duration_seconds_bucket{method="GET",route="/v1/anchor""#))
+    }
+}
