@@ -16,23 +16,10 @@ extension APIHandler {
         }
         let terminal = try await signingTerminal()
         let request = try Self.settlementRequest(submission, terminal: terminal)
-        let result: SettlementResult
-        do {
-            result = try await ledger.settle(request, merchant: terminal.merchantID, at: now())
-        } catch .conflictingRetry(let id) {
-            metrics.record(event: "payment_conflict")
-            throw APIError(
-                .paymentConflict,
-                "payment \(id) was executed before with other terms; nothing was executed now (a new payment needs a new id)"
-            )
+        let result = try await executeOnce("payment", request.paymentID, terminal: terminal) {
+            (ledger, time) throws(LedgerError) in
+            try await ledger.settle(request, merchant: terminal.merchantID, at: time)
         }
-        metrics.record(event: result.outcome.isApproved ? "payment_approved" : "payment_declined")
-        RequestScope.current?.logger.info(
-            "payment settled",
-            metadata: [
-                "payment": "\(request.paymentID)", "terminal": "\(terminal.id)",
-                "outcome": "\(result.outcome.isApproved ? "approved" : "declined")",
-            ])
         return .ok(.init(body: .json(Self.paymentResult(result))))
     }
 
@@ -44,18 +31,34 @@ extension APIHandler {
         }
         let terminal = try await signingTerminal()
         let request = try Self.redemptionRequest(submission, terminal: terminal)
+        let result = try await executeOnce("redemption", request.redemptionID, terminal: terminal) {
+            (ledger, time) throws(LedgerError) in
+            try await ledger.redeem(request, merchant: terminal.merchantID, at: time)
+        }
+        return .ok(.init(body: .json(Self.paymentResult(result))))
+    }
+
+    /// Runs a checked payment or redemption through the ledger's exactly-once execution: a
+    /// conflicting retry becomes `payment_conflict`; the outcome is counted and logged.
+    private func executeOnce(
+        _ kind: String, _ id: PaymentID, terminal: TerminalRecord,
+        _ execute: (Ledger, UnixTime) async throws(LedgerError) -> SettlementResult
+    ) async throws -> SettlementResult {
         let result: SettlementResult
         do {
-            result = try await ledger.redeem(request, merchant: terminal.merchantID, at: now())
-        } catch .conflictingRetry(let id) {
-            metrics.record(event: "payment_conflict")
+            result = try await execute(ledger, now())
+        } catch .conflictingRetry {
+            metrics.record(event: "\(kind)_conflict")
             throw APIError(
                 .paymentConflict,
-                "redemption \(id) was executed before with other terms; nothing was executed now (a new redemption needs a new id)"
+                "\(kind) \(id) was executed before with other terms; nothing was executed now (a new \(kind) needs a new id)"
             )
         }
-        metrics.record(event: result.outcome.isApproved ? "redemption_approved" : "redemption_declined")
-        return .ok(.init(body: .json(Self.paymentResult(result))))
+        let outcome = result.outcome.isApproved ? "approved" : "declined"
+        metrics.record(event: "\(kind)_\(outcome)")
+        RequestScope.current?.logger.info(
+            "\(kind) executed", metadata: ["id": "\(id)", "terminal": "\(terminal.id)", "outcome": "\(outcome)"])
+        return result
     }
 
     func getPayment(_ input: Operations.GetPayment.Input) async throws -> Operations.GetPayment.Output {
