@@ -60,7 +60,7 @@ struct Serve: AsyncParsableCommand {
             controlSocket
             ?? ProcessInfo.processInfo.environment["RUNTIME_DIRECTORY"].map { $0 + "/control.sock" }
             ?? files.directory.file("control.sock").path
-        let listener = try LineListener(path: path)
+        let listener = try ControlSocket.listen(at: path)
         let console = Console()
         let controller = PaymentController(host: host, ledger: ledger, observer: observer, logger: logger)
         // Shut down in reverse order: the control socket first (its sale ends while the radio is
