@@ -4,10 +4,39 @@ import HorizonTestSupport
 import HorizonUnixSocket
 import Testing
 
-/// The simulated radio's server as the programs start it (issue 13, item 5): the launcher waits
-/// for the server's word that it is ready.
+/// The simulated radio's server as the programs start it (issue 13, items 5 and 9): clients are
+/// served by tasks and dispatch sources, not a thread each; its clock sleeps until the next
+/// event instead of polling; the launcher waits for the server's word that it is ready.
 @Suite("The simulated radio server as a process", .offTheCooperativePool)
 struct RadioServerProcessTests {
+    @Test func fiftyClientsAreServedWithoutAThreadEach() throws {
+        let server = try LaunchedServer()
+        defer { server.stop() }
+        let before = server.threadCount
+        var clients: [RawRadioClient] = []
+        defer { for client in clients { client.close() } }
+        for index in 0..<50 { clients.append(try RawRadioClient(path: server.path, name: "device \(index)")) }
+        // Every one of them is served at once: each asks something and gets its answer.
+        for (index, client) in clients.enumerated() { try client.startScanning(request: UInt32(index + 1)) }
+        let during = server.threadCount
+        #expect(during - before < 10, "threads: \(before) before, \(during) with 50 clients")
+    }
+
+    @Test func anIdleServerSleeps() throws {
+        let server = try LaunchedServer()
+        defer { server.stop() }
+        // A device that sits there (neither advertising nor scanning) gives the room nothing to do.
+        let client = try RawRadioClient(path: server.path, name: "quiet")
+        defer { client.close() }
+        Thread.sleep(forTimeInterval: 0.3)
+        let start = server.usage
+        Thread.sleep(forTimeInterval: 1)
+        let end = server.usage
+        let cpu = Double(end.cpuNanoseconds - start.cpuNanoseconds) / 1_000_000
+        #expect(cpu < 5, "the idle server used \(cpu) ms of CPU in 1 s")
+        #expect(end.wakeups - start.wakeups < 50, "the idle server woke \(end.wakeups - start.wakeups) times in 1 s")
+    }
+
     @Test func theLauncherReturnsOnceTheServerAnswers() throws {
         let server = try LaunchedServer()
         defer { server.stop() }

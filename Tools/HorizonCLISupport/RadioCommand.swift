@@ -70,14 +70,7 @@ struct RadioServerService: Service {
     func run() async throws {
         let server = self.server
         await withTaskCancellationOrGracefulShutdownHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                // `RadioServer.run()` blocks its thread until it stops: it gets a thread of its
-                // own rather than one of the few the cooperative pool has.
-                Thread {
-                    server.run()
-                    continuation.resume()
-                }.start()
-            }
+            await server.run()
         } onCancelOrGracefulShutdown: {
             server.stop()
         }
