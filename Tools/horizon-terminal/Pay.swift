@@ -47,7 +47,7 @@ struct Pay: AsyncParsableCommand {
         }
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
-        let runtime = try files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
+        let runtime = try await files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
         let host = try runtime.paymentHost(
             ledger: ledger, decisionTimeoutSeconds: timeout ?? settings.userDecisionTimeoutSeconds)
         let console = Console()

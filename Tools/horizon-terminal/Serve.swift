@@ -52,7 +52,7 @@ struct Serve: AsyncParsableCommand {
         let ledger = try files.loadLedger()
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
-        let runtime = try files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
+        let runtime = try await files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
         let host = try runtime.paymentHost(ledger: ledger, decisionTimeoutSeconds: settings.userDecisionTimeoutSeconds)
         let observer = BluetoothConflictObserver(
             scanner: SightingHub(radio: device), ownTerminalKeyID: runtime.service.terminalKeyID)
