@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "HorizonCore", targets: ["HorizonCore"]),
         .library(name: "HorizonRadio", targets: ["HorizonRadio"]),
         .library(name: "HorizonSimulatedRadio", targets: ["HorizonSimulatedRadio"]),
+        .library(name: "HorizonUnixSocket", targets: ["HorizonUnixSocket"]),
         .library(name: "HorizonLink", targets: ["HorizonLink"]),
         .library(name: "HorizonSecureChannel", targets: ["HorizonSecureChannel"]),
         .library(name: "HorizonProtocol", targets: ["HorizonProtocol"]),
@@ -49,9 +50,12 @@ let package = Package(
         .target(name: "HorizonCore", swiftSettings: strict),
         // Radio layer: the protocols every radio implements (advertise, scan, connect, byte links).
         .target(name: "HorizonRadio", dependencies: ["HorizonCore"], swiftSettings: strict),
+        // Unix stream sockets served from dispatch sources and tasks: the simulated radio's server
+        // and the terminal's control socket.
+        .target(name: "HorizonUnixSocket", swiftSettings: strict),
         // The deterministic in-process radio ("loopback transport") used by tests and demos.
         .target(
-            name: "HorizonSimulatedRadio", dependencies: ["HorizonCore", "HorizonRadio"],
+            name: "HorizonSimulatedRadio", dependencies: ["HorizonCore", "HorizonRadio", "HorizonUnixSocket"],
             swiftSettings: strict),
         // Link layer: messages fragmented to the ATT MTU and reassembled in order.
         .target(name: "HorizonLink", dependencies: ["HorizonCore", "HorizonRadio"], swiftSettings: strict),
@@ -214,7 +218,7 @@ let package = Package(
             name: "HorizonCLISupport",
             dependencies: [
                 "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonBlueZ", "HorizonSecureChannel",
-                "HorizonProtocol",
+                "HorizonProtocol", "HorizonUnixSocket",
                 "HorizonStores", "HorizonRoles", "HorizonAPI", "HorizonServerClient",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -225,7 +229,8 @@ let package = Package(
             name: "horizon-terminal",
             dependencies: [
                 "HorizonCLISupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonProtocol",
-                "HorizonStores", "HorizonRoles", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "HorizonStores", "HorizonRoles", "HorizonUnixSocket",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ], path: "Tools/horizon-terminal", swiftSettings: strict),
@@ -274,6 +279,7 @@ let package = Package(
             name: "HorizonToolsTests",
             dependencies: [
                 "horizon-terminal", "horizon-wallet", "HorizonStores", "HorizonCLISupport", "HorizonTestSupport",
+                "HorizonUnixSocket",
             ],
             swiftSettings: strict),
         // Seeded fault simulation and corpus replays: the exactly-once invariants under failure (issue 7).

@@ -142,6 +142,10 @@ public final class RadioSimulation: Scheduler, Sendable {
     /// Events waiting to fire (timers, deliveries, advertising).
     public var pendingEventCount: Int { state.withLock { $0.queue.count } }
 
+    /// When the next event is due (nil: none is waiting): how a driver on the wall clock knows
+    /// how long it may sleep.
+    var nextEventTime: Instant? { state.withLock { $0.queue.nextTime } }
+
     private func popEvent(notAfter deadline: Instant) -> EventQueue.Event? {
         state.withLock { state in
             guard let time = state.queue.nextTime, time <= deadline, let event = state.queue.pop() else {

@@ -219,6 +219,28 @@ struct JournalTests {
         #expect(try rig.journal.record(for: redemption.redemptionID)?.step == .result)
     }
 
+    /// The async form (what `serve` and `pay` use) settles the same way, off the caller's thread.
+    @Test func asyncRecoverySettlesARedemptionConfirmedBeforeACrash() async throws {
+        let world = try World(seed: 63)
+        let rig = try world.terminal()
+        let walletKey = WalletIdentity().publicKey
+        try rig.ledger.addBonusPoints(100, for: walletKey)
+        let redemption = RedemptionRequest(
+            redemptionID: try PaymentID(bytes: [UInt8](repeating: 8, count: 16)), sessionID: SessionID(rawValue: 78)!,
+            walletKey: walletKey,
+            terminalKeyID: try TerminalKeyID(bytes: rig.identity.keyID), transactionType: .bonusRedemption,
+            item: "Free coffee", quantity: 40, value: euros(320), contentDigest: [UInt8](repeating: 6, count: 32))
+        try rig.journal.write(.confirmed(.redemption(redemption)), at: World.wallClock)
+
+        let unresolved = try await rig.service.recoverJournal(redemptions: nil)
+        #expect(unresolved.unresolved.map(\.id) == [redemption.redemptionID])
+        let settled = try await rig.service.recoverJournal(redemptions: rig.ledger)
+        #expect(settled.settled == [redemption.redemptionID])
+        #expect(try rig.ledger.account(for: walletKey)?.bonusPoints == 60)
+        #expect(try rig.journal.record(for: redemption.redemptionID)?.step == .result)
+        #expect(try await rig.service.recoverJournal(redemptions: rig.ledger) == JournalRecoveryReport())
+    }
+
     @Test func onlyTheWalletThatPaidCanMarkItsReceiptAcknowledged() throws {
         let world = try World(seed: 62)
         let rig = try world.terminal()

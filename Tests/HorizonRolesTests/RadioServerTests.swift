@@ -9,11 +9,10 @@ import Testing
 
 @Suite("The simulated radio between processes (over its Unix socket)", .serialized, .offTheCooperativePool)
 struct RadioServerTests {
-    /// A server on a private socket, run on its own thread until the test ends.
-    final class RunningServer: @unchecked Sendable {
+    /// A server on a private socket, served by a task until the test ends.
+    final class RunningServer: Sendable {
         let server: RadioServer
         let path: String
-        let thread: Thread
 
         init() throws {
             path =
@@ -22,9 +21,7 @@ struct RadioServerTests {
                 )
                 .path
             server = try RadioServer(socketPath: path)
-            let server = self.server
-            thread = Thread { server.run() }
-            thread.start()
+            Task { [server] in await server.run() }
         }
 
         deinit { server.stop() }

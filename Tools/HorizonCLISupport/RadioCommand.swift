@@ -24,10 +24,15 @@ public struct RadioCommand: AsyncParsableCommand {
     @Option(help: "Exit after this many seconds with no device connected (0: never).")
     public var idleExit: Int = 0
 
+    /// Set by `RadioServerLauncher`: a pipe on which this server says "ready" once its socket
+    /// accepts devices, so the launcher waits for that line instead of probing the socket.
+    @Option(help: .hidden) public var readyFd: Int32?
+
     public init() {}
 
     public mutating func validate() throws {
         guard idleExit >= 0 else { throw ValidationError("--idle-exit must be 0 or more seconds") }
+        if let readyFd, readyFd <= STDERR_FILENO { throw ValidationError("--ready-fd must be above 2") }
     }
 
     public func run() async throws {
@@ -43,6 +48,10 @@ public struct RadioCommand: AsyncParsableCommand {
         }
         let logger = Logs.logger("horizon.radio", verbose: false)
         print("simulated radio listening on \(path)")
+        if let readyFd {
+            _ = write(readyFd, RadioServerLauncher.readyLine, RadioServerLauncher.readyLine.utf8.count)
+            close(readyFd)
+        }
         // SIGTERM or SIGINT: the server stops, removing its socket and lock; the devices of the
         // room see their links end, as at power off.
         let group = ServiceGroup(
@@ -61,14 +70,7 @@ struct RadioServerService: Service {
     func run() async throws {
         let server = self.server
         await withTaskCancellationOrGracefulShutdownHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                // `RadioServer.run()` blocks its thread until it stops: it gets a thread of its
-                // own rather than one of the few the cooperative pool has.
-                Thread {
-                    server.run()
-                    continuation.resume()
-                }.start()
-            }
+            await server.run()
         } onCancelOrGracefulShutdown: {
             server.stop()
         }

@@ -134,16 +134,43 @@ extension RadioOptions {
 }
 
 /// Starts `<this program> radio` in the background, in its own session so the user's Ctrl-C
-/// does not stop it, and waits until its socket answers.
+/// does not stop it, and waits until it says it is ready.
 public enum RadioServerLauncher {
     /// An auto-started server exits after this long without devices.
     public static let idleExitSeconds = 60
+    /// What the server writes on its ready pipe once its socket accepts devices.
+    static let readyLine = "ready\n"
+    /// The ready pipe's number in the server.
+    static let readyDescriptor: Int32 = 3
 
-    public static func start(socketPath: String) throws {
+    /// Starts the server (`executable`: this program by default) and returns its process id once
+    /// its socket accepts devices. The server says so on a pipe, so this waits for one line (or
+    /// the pipe's end, if the server exits first) rather than probing the socket over and over.
+    @discardableResult
+    public static func start(socketPath: String, executable: String? = nil, timeout: Duration = .seconds(3)) throws
+        -> pid_t
+    {
         let executable =
-            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            executable ?? (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
             ?? CommandLine.arguments[0]
-        let arguments = [executable, "radio", "--socket", socketPath, "--idle-exit", String(idleExitSeconds)]
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else {
+            throw CLIError("cannot start the simulated radio server (no pipe: \(String(cString: strerror(errno))))")
+        }
+        let readEnd = ends[0]
+        _ = fcntl(readEnd, F_SETFD, FD_CLOEXEC)
+        defer { close(readEnd) }
+        // Above the descriptor it becomes in the server, which `dup2` onto itself would leave
+        // close-on-exec.
+        let writeEnd = fcntl(ends[1], F_DUPFD_CLOEXEC, readyDescriptor + 1)
+        close(ends[1])
+        guard writeEnd >= 0 else {
+            throw CLIError("cannot start the simulated radio server (\(String(cString: strerror(errno))))")
+        }
+        let arguments = [
+            executable, "radio", "--socket", socketPath, "--idle-exit", String(idleExitSeconds), "--ready-fd",
+            String(readyDescriptor),
+        ]
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -155,20 +182,52 @@ public enum RadioServerLauncher {
         for descriptor in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] {
             posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", O_RDWR, 0)
         }
+        posix_spawn_file_actions_adddup2(&actions, writeEnd, readyDescriptor)
         // The server outlives this program: it must not hold this program's files or pipes open.
         closeOnExecAboveStandardStreams()
         var cArguments = arguments.map { strdup($0) } + [nil]
         defer { for pointer in cArguments { free(pointer) } }
         var pid: pid_t = 0
         let status = posix_spawn(&pid, executable, &actions, &attributes, &cArguments, environ)
+        // Only the server holds the write end now, so the pipe ends when the server goes.
+        close(writeEnd)
         guard status == 0 else {
             throw CLIError("cannot start the simulated radio server (\(String(cString: strerror(status))))")
         }
-        for _ in 0..<300 {
-            if let probe = try? RemoteSimulatedRadio.probe(socketPath: socketPath), probe { return }
-            usleep(10_000)
+        switch waitForLine(on: readEnd, timeout: timeout) {
+        case .ready:
+            return pid
+        case .ended:
+            // It exited without serving: most likely another program started a server at the
+            // same moment and won the socket's lock, which serves as well.
+            if (try? RemoteSimulatedRadio.probe(socketPath: socketPath)) == true { return pid }
+            throw CLIError("the simulated radio server exited without serving \(socketPath)")
+        case .timedOut:
+            throw CLIError("the simulated radio server did not come up at \(socketPath) within \(timeout)")
         }
-        throw CLIError("the simulated radio server did not come up at \(socketPath)")
+    }
+
+    private enum ReadyWait { case ready, ended, timedOut }
+
+    /// Blocks until the server's ready line, the pipe's end or the deadline (one `poll` per
+    /// event on the pipe, not a timer).
+    private static func waitForLine(on descriptor: Int32, timeout: Duration) -> ReadyWait {
+        let deadline = ContinuousClock.now + timeout
+        var received: [UInt8] = []
+        while true {
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { return .timedOut }
+            var request = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&request, 1, Int32(clamping: max(left.nanoseconds / 1_000_000, 1)))
+            if ready < 0, errno == EINTR { continue }
+            guard ready > 0 else { return ready == 0 ? .timedOut : .ended }
+            var chunk = [UInt8](repeating: 0, count: 64)
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { return .ended }
+            received += chunk[..<count]
+            if received.contains(10) { return String(decoding: received, as: UTF8.self) == readyLine ? .ready : .ended }
+        }
     }
 }
 

@@ -204,7 +204,7 @@ extension TerminalFiles {
     /// confirmed but unanswered is settled (once, same id) before any session opens.
     public func startTerminal(
         radio: any PeripheralRadio, identity: TerminalIdentity, ledger: SandboxLedger, logger: Logger
-    ) throws -> TerminalRuntime {
+    ) async throws -> TerminalRuntime {
         try CrashInjection.validate(for: "terminal")
         // An activated terminal settles through its server; the sandbox, in its own ledger.
         let processor: any PaymentProcessor & RedemptionProcessor =
@@ -219,7 +219,7 @@ extension TerminalFiles {
             radio: radio, identity: identity, processor: processor, journal: journal, logger: logger)
         let recovery: JournalRecoveryReport
         do {
-            recovery = try service.recoverJournal(redemptions: processor)
+            recovery = try await service.recoverJournal(redemptions: processor)
         } catch {
             throw CLIError("cannot recover from the journal: \(error)")
         }

@@ -3,6 +3,7 @@ import HorizonCLISupport
 import HorizonCore
 import HorizonRoles
 import HorizonStores
+import HorizonUnixSocket
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -17,7 +18,7 @@ struct ControlSocketService: Service {
         let readTimeout: Duration
     }
 
-    let listener: LineListener
+    let listener: UnixListener
     let controller: PaymentController
     let console: Console
     let limits: Limits
@@ -29,7 +30,8 @@ struct ControlSocketService: Service {
             await withDiscardingTaskGroup { group in
                 for await connection in listener.connections() {
                     guard active.enter(limit: limits.connections) else {
-                        await connection.send("error too many control connections (\(limits.connections)); try again")
+                        await connection.send(
+                            line: "error too many control connections (\(limits.connections)); try again")
                         connection.close()
                         continue
                     }
@@ -87,12 +89,12 @@ final class PaymentController: Sendable {
     static let maximumLineLength = 1024
 
     /// Reads one request line (within `readTimeout`) and answers it.
-    func serve(_ connection: AsyncLineConnection, readTimeout: Duration) async {
+    func serve(_ connection: UnixConnection, readTimeout: Duration) async {
         let line: String
         switch await Self.requestLine(connection, within: readTimeout) {
         case .line(let text)?: line = text
         case .tooLong?:
-            await connection.send("error request longer than \(Self.maximumLineLength) bytes")
+            await connection.send(line: "error request longer than \(Self.maximumLineLength) bytes")
             return
         case .end?, nil:
             return  // gone, or silent past the read timeout: closed without an answer
@@ -103,7 +105,7 @@ final class PaymentController: Sendable {
         switch words.first {
         case "pay"?:
             guard words.count >= 2 else {
-                await connection.send("failed usage: pay AMOUNT [REGISTER USER]")
+                await connection.send(line: "failed usage: pay AMOUNT [REGISTER USER]")
                 return
             }
             await pay(
@@ -111,22 +113,22 @@ final class PaymentController: Sendable {
         case "cancel"?:
             let running = !host.state.isFinished && host.state != .idle
             if running { host.cancel() }
-            await connection.send(running ? "ok" : "idle")
+            await connection.send(line: running ? "ok" : "idle")
         case "status"?:
-            await connection.send("adapter \(observer.availability)")
-            await connection.send("conflict \(observer.state) \(observer.conflictCount)")
-            await connection.send("payment \(host.state)")
+            await connection.send(line: "adapter \(observer.availability)")
+            await connection.send(line: "conflict \(observer.state) \(observer.conflictCount)")
+            await connection.send(line: "payment \(host.state)")
         default:
-            await connection.send("error unknown command; use pay AMOUNT [REGISTER USER], cancel or status")
+            await connection.send(line: "error unknown command; use pay AMOUNT [REGISTER USER], cancel or status")
         }
     }
 
     /// The first line, or nil when none came within `timeout` (a task-group timeout: the read
     /// is cancelled, which stops its read source).
-    private static func requestLine(_ connection: AsyncLineConnection, within timeout: Duration) async -> LineRead? {
+    private static func requestLine(_ connection: UnixConnection, within timeout: Duration) async -> LineRead? {
         await withTaskGroup(of: LineRead?.self) { group in
             group.addTask {
-                var reader = connection.lineReader(maximumLength: maximumLineLength)
+                var reader = connection.lines(maximumLength: maximumLineLength)
                 return await reader.next()
             }
             group.addTask {
@@ -139,13 +141,13 @@ final class PaymentController: Sendable {
         }
     }
 
-    private func pay(amount text: String, registerUser: String?, _ connection: AsyncLineConnection) async {
+    private func pay(amount text: String, registerUser: String?, _ connection: UnixConnection) async {
         let claimed = busy.withLock { busy in
             defer { busy = true }
             return !busy
         }
         guard claimed else {
-            await connection.send("failed a payment is already in progress")
+            await connection.send(line: "failed a payment is already in progress")
             return
         }
         defer { busy.withLock { $0 = false } }
@@ -153,21 +155,22 @@ final class PaymentController: Sendable {
         do {
             amount = try Money.parse(text, currency: ledger.configuration.currency)
         } catch {
-            await connection.send("failed \(error)")
+            await connection.send(line: "failed \(error)")
             return
         }
         let (host, cashier) = (self.host, registerUser.map(RegisterUser.init(name:)))
         // Every state from the start to the end of the session, then the answer.
         let sale = { @Sendable () async throws(HostError) in try await host.collect(amount, registerUser: cashier) }
         let outcome = await StateRelay.collect(
-            states: host.states(), show: { state in await connection.send("state \(state)") }, sale)
+            states: host.states(), show: { state in await connection.send(line: "state \(state)") }, sale)
         switch outcome.result {
         case .success(let order):
             await connection.send(
-                "paid \(order.paymentID) \(order.amount.formattedAmount) \(order.tip.formattedAmount) \(order.total.formattedAmount) \(order.reference)"
+                line:
+                    "paid \(order.paymentID) \(order.amount.formattedAmount) \(order.tip.formattedAmount) \(order.total.formattedAmount) \(order.reference)"
             )
         case .failure(let error):
-            await connection.send("failed \(error.humanized(noun: "payment"))")
+            await connection.send(line: "failed \(error.humanized(noun: "payment"))")
         }
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 import HorizonCLISupport
 import HorizonCore
 import HorizonRoles
+import HorizonUnixSocket
 import Logging
 
 struct Pay: AsyncParsableCommand {
@@ -46,7 +47,7 @@ struct Pay: AsyncParsableCommand {
         }
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
-        let runtime = try files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
+        let runtime = try await files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
         let host = try runtime.paymentHost(
             ledger: ledger, decisionTimeoutSeconds: timeout ?? settings.userDecisionTimeoutSeconds)
         let console = Console()
@@ -62,11 +63,11 @@ struct Pay: AsyncParsableCommand {
 
     /// Relays the request to a running service and its answer back, line by line.
     private func payThroughService(_ path: String) async throws {
-        let connection = try AsyncLineConnection.connect(to: path)
+        let connection = try ControlSocket.connection(to: path)
         defer { connection.close() }
-        await connection.send("pay \(amount)" + (registerUser.map { " \($0)" } ?? ""))
+        await connection.send(line: "pay \(amount)" + (registerUser.map { " \($0)" } ?? ""))
         let console = Console()
-        var lines = connection.lineReader(maximumLength: 4096)
+        var lines = connection.lines(maximumLength: 4096)
         while case .line(let line) = await lines.next() {
             if line.hasPrefix("state ") {
                 if !json { console.status("\(amount) — \(line.dropFirst(6))") }

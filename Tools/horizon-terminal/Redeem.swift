@@ -73,7 +73,7 @@ struct Redeem: AsyncParsableCommand {
         let item = reward ?? benefit ?? "coupon"
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
-        let runtime = try files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
+        let runtime = try await files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
         let service = runtime.service
         guard
             let host = RedemptionHost.redemptionHost(

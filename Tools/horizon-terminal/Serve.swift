@@ -52,7 +52,7 @@ struct Serve: AsyncParsableCommand {
         let ledger = try files.loadLedger()
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
-        let runtime = try files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
+        let runtime = try await files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
         let host = try runtime.paymentHost(ledger: ledger, decisionTimeoutSeconds: settings.userDecisionTimeoutSeconds)
         let observer = BluetoothConflictObserver(
             scanner: SightingHub(radio: device), ownTerminalKeyID: runtime.service.terminalKeyID)
@@ -60,7 +60,7 @@ struct Serve: AsyncParsableCommand {
             controlSocket
             ?? ProcessInfo.processInfo.environment["RUNTIME_DIRECTORY"].map { $0 + "/control.sock" }
             ?? files.directory.file("control.sock").path
-        let listener = try LineListener(path: path)
+        let listener = try ControlSocket.listen(at: path)
         let console = Console()
         let controller = PaymentController(host: host, ledger: ledger, observer: observer, logger: logger)
         // Shut down in reverse order: the control socket first (its sale ends while the radio is

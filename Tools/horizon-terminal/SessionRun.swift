@@ -61,11 +61,14 @@ struct SessionRun: Sendable {
     }
 
     /// Lets the wallet read the last message and hang up before this device leaves the air, for
-    /// 5 s at most. The service offers no stream of its connections, so this looks every 20 ms.
+    /// 5 s at most.
     private func lingerWhileConnected() async {
-        let deadline = ContinuousClock.now + .seconds(5)
-        while service.connectionCount > 0, ContinuousClock.now < deadline {
-            do { try await Task.sleep(for: .milliseconds(20)) } catch { return }
+        let connections = service.openConnections
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { _ = await connections.first(where: { $0 == 0 }) }
+            group.addTask { try? await Task.sleep(for: .seconds(5)) }
+            await group.next()
+            group.cancelAll()
         }
     }
 }

@@ -169,7 +169,34 @@ extension TerminalRadioService {
     /// processor already executed (the crash came after its commit) gets the stored result back,
     /// so nothing is charged twice. Call it at start, before sessions open; it throws only if
     /// the journal cannot be read at all.
+    ///
+    /// The journal's synced writes and a processor that blocks its thread (the sandbox ledger's
+    /// commit) run on a queue of their own, not on the cooperative pool.
+    public func recoverJournal(redemptions: (any RedemptionProcessor)?) async throws(JournalError)
+        -> JournalRecoveryReport
+    {
+        try await withTaskExecutorPreference(QueueExecutor(label: "horizon.journal-recovery")) {
+            () async throws(JournalError) -> JournalRecoveryReport in
+            try await recover(redemptions: redemptions)
+        }
+    }
+
+    /// `recoverJournal(redemptions:)` for synchronous callers: blocks the calling thread until
+    /// recovery is done (it runs on a thread of its own, see `ExternalWork`).
     public func recoverJournal(redemptions: (any RedemptionProcessor)?) throws(JournalError) -> JournalRecoveryReport {
+        let outcome = ExternalWork.wait { [self] () async -> Result<JournalRecoveryReport, JournalError> in
+            do throws(JournalError) {
+                return .success(try await recover(redemptions: redemptions))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try outcome.get()
+    }
+
+    /// Each request in turn: journaled as submitted, asked of its processor, its answer
+    /// journaled. Sessions are not open yet, so nothing else touches these ids meanwhile.
+    private func recover(redemptions: (any RedemptionProcessor)?) async throws(JournalError) -> JournalRecoveryReport {
         var report = JournalRecoveryReport()
         report.unreadable = try journal.unreadable()
         let unsettled = try journal.unsettled()
@@ -180,20 +207,15 @@ extension TerminalRadioService {
                 report.unresolved.append(.init(id: request.id, reason: "no redemption processor to settle it with"))
                 continue
             }
-            // Recovery runs at start, before sessions open and off the scheduler; its callers
-            // are synchronous, so it waits here for each request in turn (on a thread of its own,
-            // see `ExternalWork`).
             let failure = journalSubmission(request, at: now)
             let processor = processor
-            let answer = ExternalWork.wait { [self] in
-                await askProcessor(request, submissionFailure: failure) {
-                    (request) async throws(ProcessorError) -> SettlementResult in
-                    switch request {
-                    case .payment(let payment): return try await processor.settle(payment, at: now)
-                    case .redemption(let redemption):
-                        guard let redemptions else { throw .storage("no redemption processor") }
-                        return try await redemptions.redeem(redemption, at: now)
-                    }
+            let answer = await askProcessor(request, submissionFailure: failure) {
+                (request) async throws(ProcessorError) -> SettlementResult in
+                switch request {
+                case .payment(let payment): return try await processor.settle(payment, at: now)
+                case .redemption(let redemption):
+                    guard let redemptions else { throw .storage("no redemption processor") }
+                    return try await redemptions.redeem(redemption, at: now)
                 }
             }
             let outcome = journalAnswer(answer, for: request.id, at: now)

@@ -19,18 +19,18 @@ public final class TerminalConnection: Sendable {
     public let confirmationCode: ConfirmationCode
     let secureLink: SecureLink
 
+    /// What the connection's host shares with the service. A host's reference-API commands
+    /// (`start`, `stop`, `cancel`) still run on the caller's thread and may send from there, so
+    /// this keeps a lock of its own; the service's own bookkeeping for the connection (its Hello,
+    /// its message rate) lives on the scheduler with the service's state.
     private struct State {
         /// When a message last went either way; the idle timeout is measured from it.
         var lastActivity: Instant
         /// The session key the wallet proved it holds in its Hello (one Hello per connection).
         var sessionKey: PublicKeyBytes?
-        var saidHello = false
         /// Request ids this connection proved it may ask about (it sent the signed request, or
         /// a status query signed by the request's wallet key): only these can be acknowledged.
         var provenRequests: Set<PaymentID> = []
-        /// Messages received in the current rate window, and when that window began.
-        var windowStart: Instant
-        var messagesInWindow = 0
     }
 
     private let state: Mutex<State>
@@ -41,8 +41,7 @@ public final class TerminalConnection: Sendable {
         self.transcriptHash = transcriptHash
         confirmationCode = ConfirmationCode(transcriptHash: transcriptHash)
         self.secureLink = secureLink
-        let now = secureLink.link.scheduler.now
-        state = Mutex(State(lastActivity: now, windowStart: now))
+        state = Mutex(State(lastActivity: secureLink.link.scheduler.now))
     }
 
     public var peer: PeerAddress { secureLink.link.peer }
@@ -52,33 +51,11 @@ public final class TerminalConnection: Sendable {
     /// The proven session key from this connection's Hello, if it said one.
     var sessionKey: PublicKeyBytes? { state.withLock { $0.sessionKey } }
 
-    /// Marks the connection as having said hello; false if it already had (a repeat is ignored).
-    func takeHello() -> Bool {
-        state.withLock { state in
-            defer { state.saidHello = true }
-            return !state.saidHello
-        }
-    }
-
     func setSessionKey(_ key: PublicKeyBytes) { state.withLock { $0.sessionKey = key } }
 
     func proved(_ id: PaymentID) { _ = state.withLock { $0.provenRequests.insert(id) } }
 
     func hasProved(_ id: PaymentID) -> Bool { state.withLock { $0.provenRequests.contains(id) } }
-
-    /// Counts one received message; false once the connection sent more than `limit` within one
-    /// `window`.
-    func admitMessage(limit: Int, window: Duration) -> Bool {
-        let now = secureLink.link.scheduler.now
-        return state.withLock { state in
-            if now - state.windowStart >= window {
-                state.windowStart = now
-                state.messagesInWindow = 0
-            }
-            state.messagesInWindow += 1
-            return state.messagesInWindow <= limit
-        }
-    }
 
     func noteActivity() {
         let now = secureLink.link.scheduler.now
@@ -174,24 +151,42 @@ public final class TerminalRadioService: Sendable {
     public let configuration: TerminalServiceConfiguration
 
     private struct State {
-        var handlers: [SessionID: any TerminalSessionHandler] = [:]
-        var connections: [Int: TerminalConnection] = [:]
+        var connections: [Int: ConnectionRecord] = [:]
         var nextConnectionID = 0
         /// Connections still in the handshake, oldest first.
         var pendingHandshakes: [Int] = []
-        var idleTimers: [Int: ScheduledAction] = [:]
         /// Sessions each wallet key opened within the rate window, with when.
         var sessionsOpened: [PublicKeyBytes: [(session: SessionID, at: Instant)]] = [:]
-        /// Rate-limited Hellos so far, for tests and diagnostics.
-        var rateLimitedHellos = 0
-        /// Connections closed for each limit, for tests and diagnostics.
-        var evictedHandshakes = 0
-        var idleClosures = 0
-        var rateClosures = 0
-        var refusedHellos = 0
     }
 
-    private let state = Mutex(State())
+    /// What the service knows about one open connection.
+    private struct ConnectionRecord {
+        /// Until the handshake completes, a placeholder without a session or a transcript.
+        var connection: TerminalConnection
+        var isEstablished = false
+        /// One Hello per connection: a repeat is ignored.
+        var saidHello = false
+        var idleTimer: ScheduledAction?
+        /// Messages received in the current rate window, and when that window began.
+        var windowStart: Instant
+        var messagesInWindow = 0
+    }
+
+    /// Lives on the radio's scheduler, the role's one serial context: every radio, secure-link and
+    /// timer callback of the service runs there, so it needs no lock of its own.
+    private let state: SchedulerConfined<State>
+    /// The host of each open session. The one table with a lock: a host registers and unregisters
+    /// from its commands, and the reference API's commands (`start`, `stop`) still run on the
+    /// caller's thread. Applied at once, never hopped onto the scheduler: a wallet's message
+    /// already queued there for a session that just ended must find no host, as before.
+    private let handlers = Mutex<[SessionID: any TerminalSessionHandler]>([:])
+    /// Counts for tests, benchmarks and the apps, which read them from any thread; written on
+    /// the scheduler.
+    private let counters = Counters()
+
+    /// The connections open now, authenticated or not, as they change: what an app waits on to
+    /// let the last wallet hang up before it leaves the air.
+    public let openConnections = ObservableState(0)
 
     /// Where the terminal's events go (connections, refusals, sessions, settlements), with the
     /// session and payment ids as metadata.
@@ -208,6 +203,7 @@ public final class TerminalRadioService: Sendable {
         self.processor = processor
         self.journal = journal
         self.configuration = configuration
+        state = SchedulerConfined(State(), on: radio.scheduler)
         radio.setConnectionHandler { [weak self] link in self?.accept(link) }
     }
 
@@ -216,37 +212,50 @@ public final class TerminalRadioService: Sendable {
     public var terminalKeyID: TerminalKeyID? { identity.terminalKeyID }
 
     /// Connections open now, authenticated or not.
-    public var connectionCount: Int { state.withLock { $0.connections.count } }
+    public var connectionCount: Int { openConnections.value }
 
     /// Connections open now that have not completed the handshake.
-    public var pendingHandshakeCount: Int { state.withLock { $0.pendingHandshakes.count } }
+    public var pendingHandshakeCount: Int { counters.pendingHandshakes.load(ordering: .relaxed) }
 
     /// Connections closed so far because a newer one needed their handshake slot.
-    public var evictedHandshakeCount: Int { state.withLock { $0.evictedHandshakes } }
+    public var evictedHandshakeCount: Int { counters.evictedHandshakes.load(ordering: .relaxed) }
 
     /// Connections closed so far for saying nothing for `idleTimeout`.
-    public var idleClosureCount: Int { state.withLock { $0.idleClosures } }
+    public var idleClosureCount: Int { counters.idleClosures.load(ordering: .relaxed) }
 
     /// Connections closed so far for sending more messages than `maximumMessagesPerWindow`.
-    public var messageRateClosureCount: Int { state.withLock { $0.rateClosures } }
+    public var messageRateClosureCount: Int { counters.rateClosures.load(ordering: .relaxed) }
 
     /// Hellos refused so far for a key off the curve or a proof that does not verify.
-    public var refusedHelloCount: Int { state.withLock { $0.refusedHellos } }
+    public var refusedHelloCount: Int { counters.refusedHellos.load(ordering: .relaxed) }
 
     /// Hellos refused so far because their wallet opened too many sessions.
-    public var rateLimitedHelloCount: Int { state.withLock { $0.rateLimitedHellos } }
+    public var rateLimitedHelloCount: Int { counters.rateLimitedHellos.load(ordering: .relaxed) }
 
     func register(_ sessionID: SessionID, handler: any TerminalSessionHandler) {
-        state.withLock { $0.handlers[sessionID] = handler }
+        handlers.withLock { $0[sessionID] = handler }
     }
 
     func unregister(_ sessionID: SessionID) {
-        _ = state.withLock { $0.handlers.removeValue(forKey: sessionID) }
+        _ = handlers.withLock { $0.removeValue(forKey: sessionID) }
+    }
+
+    /// Changes the state and publishes the counts that follow from it (after the change, so an
+    /// observer that calls back in finds the state free).
+    private func update<Result>(_ body: (inout State) -> Result) -> Result {
+        let (result, connections, pending) = state.withValue { state in
+            (body(&state), state.connections.count, state.pendingHandshakes.count)
+        }
+        counters.pendingHandshakes.store(pending, ordering: .relaxed)
+        openConnections.set(connections)
+        return result
     }
 
     func advertise(_ advertisement: HorizonAdvertisement) throws(RadioError) -> any AdvertisingSet {
         try radio.startAdvertising(advertisement.advertisingData(), interval: configuration.advertisingInterval)
     }
+
+    // Everything below runs on the scheduler: radio and secure-link callbacks, and timers.
 
     private func accept(_ link: any ByteLink) {
         guard let messageLink = try? MessageLink(link: link, scheduler: scheduler, limits: configuration.linkLimits)
@@ -256,56 +265,53 @@ public final class TerminalRadioService: Sendable {
         }
         // Make room before this one counts: the oldest handshakes still pending go, so the cap
         // holds at every instant (see `maximumPendingHandshakes` for why the oldest).
-        let (id, evicted) = state.withLock { state in
+        let (id, evicted, evictions) = update { state in
             let id = state.nextConnectionID
             state.nextConnectionID += 1
             var evicted: [TerminalConnection] = []
+            var evictions = 0
             while state.pendingHandshakes.count >= max(1, configuration.maximumPendingHandshakes) {
                 let oldest = state.pendingHandshakes.removeFirst()
-                if let connection = state.connections.removeValue(forKey: oldest) { evicted.append(connection) }
-                state.evictedHandshakes += 1
+                if let record = state.connections.removeValue(forKey: oldest) { evicted.append(record.connection) }
+                evictions += 1
             }
             state.pendingHandshakes.append(id)
-            return (id, evicted)
+            return (id, evicted, evictions)
         }
+        counters.evictedHandshakes.add(evictions, ordering: .relaxed)
         for connection in evicted { connection.close() }
         if !evicted.isEmpty {
             logger.notice("too many handshakes at once: closed the oldest", metadata: ["closed": "\(evicted.count)"])
         }
         logger.debug("connection opened", metadata: ["connection": "\(id)"])
-        let box = ConnectionBox()
         let secure = SecureLink.accept(
             over: messageLink, identity: identity, configuration: configuration.secureLink,
             handler: SecureLinkHandler(
-                onEstablished: { [weak self] info in self?.established(id: id, info: info, box: box) },
-                onMessage: { [weak self] bytes in self?.received(bytes, box: box) },
-                onEnd: { [weak self] _ in self?.ended(id: id, box: box) }))
-        box.secureLink.withLock { $0 = secure }
+                onEstablished: { [weak self] info in self?.established(id: id, info: info) },
+                onMessage: { [weak self] bytes in self?.received(bytes, on: id) },
+                onEnd: { [weak self] _ in self?.ended(id: id) }))
         let placeholder = TerminalConnection(id: id, sessionID: nil, transcriptHash: [], secureLink: secure)
-        state.withLock { state in
+        let now = scheduler.now
+        update { state in
             // Not if it already ended (or was evicted) while starting.
             guard state.pendingHandshakes.contains(id) else { return }
-            state.connections[id] = placeholder
+            state.connections[id] = ConnectionRecord(connection: placeholder, windowStart: now)
         }
     }
 
-    private func established(id: Int, info: SecureLinkEstablished, box: ConnectionBox) {
-        guard let secure = box.secureLink.withLock({ $0 }) else { return }
+    private func established(id: Int, info: SecureLinkEstablished) {
         let sessionID = Self.sessionID(fromContext: info.context)
-        let connection = TerminalConnection(
-            id: id, sessionID: sessionID, transcriptHash: info.transcriptHash, secureLink: secure)
-        let stillOpen = state.withLock { state in
+        let now = scheduler.now
+        let connection = update { state -> TerminalConnection? in
             state.pendingHandshakes.removeAll { $0 == id }
             // Evicted while its last handshake message was on the way: it stays closed.
-            guard state.connections[id] != nil else { return false }
-            state.connections[id] = connection
-            return true
+            guard let placeholder = state.connections[id]?.connection else { return nil }
+            let connection = TerminalConnection(
+                id: id, sessionID: sessionID, transcriptHash: info.transcriptHash, secureLink: placeholder.secureLink)
+            state.connections[id] = ConnectionRecord(connection: connection, isEstablished: true, windowStart: now)
+            return connection
         }
-        guard stillOpen else {
-            secure.close()
-            return
-        }
-        box.connection.withLock { $0 = connection }
+        guard let connection else { return }
         logger.with(session: sessionID).debug("secure channel established", metadata: ["connection": "\(id)"])
         armIdleTimer(for: connection, after: configuration.idleTimeout)
     }
@@ -318,19 +324,18 @@ public final class TerminalRadioService: Sendable {
             guard let self, let connection else { return }
             self.checkIdle(connection)
         }
-        let previous = state.withLock { state -> ScheduledAction? in
+        let previous = state.withValue { state -> ScheduledAction? in
             // An ended connection keeps no timer (its end already ran).
             guard state.connections[id] != nil else { return timer }
-            defer { state.idleTimers[id] = timer }
-            return state.idleTimers[id]
+            defer { state.connections[id]?.idleTimer = timer }
+            return state.connections[id]?.idleTimer
         }
         previous?.cancel()
     }
 
     private func checkIdle(_ connection: TerminalConnection) {
-        let (isOpen, handler) = state.withLock { state -> (Bool, (any TerminalSessionHandler)?) in
-            (state.connections[connection.id] === connection, connection.sessionID.flatMap { state.handlers[$0] })
-        }
+        let isOpen = state.withValue { $0.connections[connection.id]?.connection === connection }
+        let handler = connection.sessionID.flatMap { id in handlers.withLock { $0[id] } }
         guard isOpen else { return }
         let timeout = configuration.idleTimeout
         if let handler, handler.isAwaitingWallet(on: connection) {
@@ -342,7 +347,7 @@ public final class TerminalRadioService: Sendable {
         }
         let idleFor = scheduler.now - connection.lastActivityAt
         if idleFor >= timeout {
-            state.withLock { $0.idleClosures += 1 }
+            counters.idleClosures.add(1, ordering: .relaxed)
             logger.with(session: connection.sessionID).info(
                 "closed an idle connection", metadata: ["connection": "\(connection.id)"])
             connection.close()
@@ -354,9 +359,10 @@ public final class TerminalRadioService: Sendable {
     // MARK: Session rate
 
     /// The wallet's request in `sessionID` was executed: that session no longer counts against
-    /// its rate (see `maximumSessionsPerWallet`).
+    /// its rate (see `maximumSessionsPerWallet`). A host reports it from the processor's answer,
+    /// which arrives on the scheduler.
     func sessionExecuted(_ sessionID: SessionID, by walletKey: PublicKeyBytes) {
-        state.withLock { state in
+        state.withValue { state in
             state.sessionsOpened[walletKey]?.removeAll { $0.session == sessionID }
             if state.sessionsOpened[walletKey]?.isEmpty == true { state.sessionsOpened[walletKey] = nil }
         }
@@ -366,7 +372,7 @@ public final class TerminalRadioService: Sendable {
     private func admitSession(_ sessionID: SessionID, for walletKey: PublicKeyBytes) -> Bool {
         let now = scheduler.now
         let window = configuration.sessionRateWindow
-        return state.withLock { state in
+        let admitted = state.withValue { state in
             // Forget what left the window, for every key, so the table stays as small as the
             // wallets seen within one window.
             for (key, opened) in state.sessionsOpened {
@@ -375,24 +381,20 @@ public final class TerminalRadioService: Sendable {
             }
             var opened = state.sessionsOpened[walletKey] ?? []
             if opened.contains(where: { $0.session == sessionID }) { return true }
-            guard opened.count < configuration.maximumSessionsPerWallet else {
-                state.rateLimitedHellos += 1
-                return false
-            }
+            guard opened.count < configuration.maximumSessionsPerWallet else { return false }
             opened.append((sessionID, now))
             state.sessionsOpened[walletKey] = opened
             return true
         }
+        if !admitted { counters.rateLimitedHellos.add(1, ordering: .relaxed) }
+        return admitted
     }
 
-    private func received(_ bytes: [UInt8], box: ConnectionBox) {
-        guard let connection = box.connection.withLock({ $0 }) else { return }
+    private func received(_ bytes: [UInt8], on id: Int) {
+        guard let (connection, withinRate) = admitMessage(on: id) else { return }
         connection.noteActivity()
-        guard
-            connection.admitMessage(
-                limit: configuration.maximumMessagesPerWindow, window: configuration.messageRateWindow)
-        else {
-            state.withLock { $0.rateClosures += 1 }
+        guard withinRate else {
+            counters.rateClosures.add(1, ordering: .relaxed)
             logger.with(session: connection.sessionID).notice(
                 "closed a connection over its message rate", metadata: ["connection": "\(connection.id)"])
             connection.close()
@@ -424,11 +426,37 @@ public final class TerminalRadioService: Sendable {
         }
     }
 
+    /// The established connection `id` and whether this message keeps it within
+    /// `maximumMessagesPerWindow` (counting it); nil before the handshake completes.
+    private func admitMessage(on id: Int) -> (TerminalConnection, Bool)? {
+        let now = scheduler.now
+        let (limit, window) = (configuration.maximumMessagesPerWindow, configuration.messageRateWindow)
+        return state.withValue { state in
+            guard var record = state.connections[id], record.isEstablished else { return nil }
+            if now - record.windowStart >= window {
+                record.windowStart = now
+                record.messagesInWindow = 0
+            }
+            record.messagesInWindow += 1
+            state.connections[id] = record
+            return (record.connection, record.messagesInWindow <= limit)
+        }
+    }
+
+    /// Marks the connection as having said hello; false if it already had.
+    private func takeHello(on id: Int) -> Bool {
+        state.withValue { state in
+            guard let said = state.connections[id]?.saidHello else { return false }
+            state.connections[id]?.saidHello = true
+            return !said
+        }
+    }
+
     /// One Hello per connection: its session key must be a point on the curve and the proof
     /// must sign this connection's transcript. Only then does it reach the session. Repeats are
     /// ignored: they cost no journal row and no second offer.
     private func receiveHello(_ hello: Hello, on connection: TerminalConnection) {
-        guard connection.takeHello() else { return }
+        guard takeHello(on: connection.id) else { return }
         guard hello.sessionID == connection.sessionID else {
             refuseHello(on: connection, ErrorMessage(code: .protocolViolation, message: "hello for another session"))
             return
@@ -463,7 +491,7 @@ public final class TerminalRadioService: Sendable {
     }
 
     private func refuseHello(on connection: TerminalConnection, _ error: ErrorMessage) {
-        state.withLock { $0.refusedHellos += 1 }
+        counters.refusedHellos.add(1, ordering: .relaxed)
         logger.with(session: connection.sessionID).notice(
             "hello refused", metadata: ["connection": "\(connection.id)", "reason": "\(error.message)"])
         connection.send(.error(error))
@@ -472,7 +500,7 @@ public final class TerminalRadioService: Sendable {
 
     /// Hands a message to the host whose session the connection named.
     private func route(_ message: SessionMessage, on connection: TerminalConnection) {
-        let handler = connection.sessionID.flatMap { id in state.withLock { $0.handlers[id] } }
+        let handler = connection.sessionID.flatMap { id in handlers.withLock { $0[id] } }
         guard let handler else {
             // Naming the payment id makes this a definitive answer for a pending confirmation:
             // its session is over, so that payment id can never be executed here.
@@ -552,24 +580,16 @@ public final class TerminalRadioService: Sendable {
         try? journal.write(.acknowledged(paymentID, by: record.request.walletKey), at: scheduler.wallClock)
     }
 
-    private func ended(id: Int, box: ConnectionBox) {
-        let timer = state.withLock { state in
-            _ = state.connections.removeValue(forKey: id)
+    private func ended(id: Int) {
+        let record = update { state in
             state.pendingHandshakes.removeAll { $0 == id }
-            return state.idleTimers.removeValue(forKey: id)
+            return state.connections.removeValue(forKey: id)
         }
-        timer?.cancel()
-        // The box is captured by the secure link's own callbacks and holds that link: emptying it
-        // once the link has ended breaks the cycle, so the connection is freed.
-        let connection = box.connection.withLock { connection in
-            defer { connection = nil }
-            return connection
-        }
-        box.secureLink.withLock { $0 = nil }
-        guard let connection, let sessionID = connection.sessionID,
-            let handler = state.withLock({ $0.handlers[sessionID] })
+        record?.idleTimer?.cancel()
+        guard let record, record.isEstablished, let sessionID = record.connection.sessionID,
+            let handler = handlers.withLock({ $0[sessionID] })
         else { return }
-        handler.connectionEnded(connection)
+        handler.connectionEnded(record.connection)
     }
 
     static func sessionID(fromContext context: [UInt8]) -> SessionID? {
@@ -584,10 +604,14 @@ public final class TerminalRadioService: Sendable {
     }
 }
 
-/// Late-bound references for one connection's callbacks.
-private final class ConnectionBox: Sendable {
-    let secureLink = Mutex<SecureLink?>(nil)
-    let connection = Mutex<TerminalConnection?>(nil)
+/// The service's counts, readable from any thread.
+private final class Counters: Sendable {
+    let pendingHandshakes = Atomic(0)
+    let evictedHandshakes = Atomic(0)
+    let idleClosures = Atomic(0)
+    let rateClosures = Atomic(0)
+    let refusedHellos = Atomic(0)
+    let rateLimitedHellos = Atomic(0)
 }
 
 /// Builds the terminal-signed receipt for a stored result.

@@ -1,6 +1,8 @@
+import Dispatch
 import Foundation
 import HorizonCore
 import HorizonRadio
+import HorizonUnixSocket
 import Synchronization
 
 #if canImport(Glibc)
@@ -13,35 +15,56 @@ import Synchronization
 /// follows the wall clock, serving devices to clients over a Unix socket. A terminal in one
 /// shell and a wallet in another each become a device of the same room; a client that goes away
 /// (even killed) is powered off, as a crashed device would be.
+///
+/// Each client is a child task reading its frames (no thread per client). The simulation, the
+/// clients' requests and the clock's timer share one serial context, so the room changes one
+/// step at a time; between events the server sleeps until the next one is due.
 public final class RadioServer: Sendable {
     public let socketPath: String
+    /// The room. Its events fire on the server's context; change it only through the clients.
     public let simulation: RadioSimulation
     /// Exit `run()` after this long with no client (nil: never).
     public let idleExit: Duration?
 
+    /// Frames larger than this are a protocol error (a link payload is at most 514 bytes).
+    static let maximumFrameSize = 64 * 1024
+    /// Bytes waiting for a client that does not read: past this it is disconnected (a device out
+    /// of range) rather than held in memory or allowed to stall the room.
+    static let maximumQueuedBytes = 4 * 1024 * 1024
+
     private struct Client {
-        let descriptor: Int32
+        let connection: UnixConnection
+        let outbox: Outbox
         let device: SimulatedDevice
-        let writeLock: WriteLock
         var links: [UInt32: SimulatedLinkEndpoint] = [:]
         var advertising: [UInt32: any AdvertisingSet] = [:]
         var nextSetID: UInt32 = 1
     }
 
     private struct State {
-        var clients: [Int32: Client] = [:]
+        /// Every accepted connection, greeted or not, so `stop()` can end them all.
+        var connections: [Int: UnixConnection] = [:]
+        /// The connections that said hello: devices of the room.
+        var clients: [Int: Client] = [:]
+        var nextConnectionID = 0
         var lastClientSeen = ContinuousClock.now
+        var clock: ClockTimer?
         var stopped = false
-        var released = false
     }
 
     private let state = Mutex(State())
-    private let listener: Int32
+    /// The serial context: the simulation's events, the clients' requests and the clock's wakeups
+    /// run here, one at a time.
+    private let context = DispatchQueue(label: "horizon.radio-server")
+    private let listener: UnixListener
     private let lock: Int32
+    /// The wall-clock instant of the simulation's virtual time zero.
+    private let start = ContinuousClock.now
 
     /// Serves at `socketPath`. Only one server may serve a path: the holder of an exclusive lock
     /// on `<socketPath>.lock` binds the socket, so two programs starting a server at the same
-    /// moment cannot split the room in two.
+    /// moment cannot split the room in two. The socket accepts connections from here on (they
+    /// wait in its backlog until `run()`).
     public init(socketPath: String, seed: UInt64 = 1, idleExit: Duration? = nil) throws(RadioError) {
         self.socketPath = socketPath
         self.idleExit = idleExit
@@ -52,84 +75,168 @@ public final class RadioServer: Sendable {
                 name: "radio-server", message: "cannot create \(socketPath).lock: \(String(cString: strerror(errno)))")
         }
         guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
-            UnixSocket.close(lock)
+            close(lock)
             throw .backend(name: "radio-server", message: "another simulated radio already serves \(socketPath)")
         }
         do {
-            listener = try UnixSocket.listen(at: socketPath)
+            listener = try UnixListener(path: socketPath, mode: 0o600)
         } catch {
-            UnixSocket.close(lock)
-            throw error
+            close(lock)
+            throw .backend(name: "bind", message: error.description)
         }
     }
 
     /// Number of connected client devices.
     public var clientCount: Int { state.withLock { $0.clients.count } }
 
-    /// Serves until `stop()` or the idle timeout. Blocks the calling thread.
-    public func run() {
-        let acceptor = Thread { [self] in acceptLoop() }
-        acceptor.start()
-        let start = ContinuousClock.now
-        while !state.withLock({ $0.stopped }) {
-            simulation.run(until: Instant(nanoseconds: (ContinuousClock.now - start).nanoseconds))
-            if let idleExit, shouldExitIdle(after: idleExit) { break }
-            usleep(1000)
+    /// Serves until `stop()` or the idle timeout. Call it once.
+    public func run() async {
+        context.async { [self] in startClock() }
+        await withDiscardingTaskGroup { group in
+            for await connection in listener.connections() {
+                guard let id = admit(connection) else {
+                    connection.close()
+                    continue
+                }
+                group.addTask { await self.serve(connection, id: id) }
+            }
+            // The listener closed (`stop()`, or the idle exit): `stop()` ended every connection,
+            // so the clients' tasks end too.
         }
         stop()
     }
 
     /// Stops serving and releases the socket and its lock. Safe to call more than once.
     public func stop() {
-        let (first, descriptors) = state.withLock { state -> (Bool, [Int32]) in
+        let (first, connections, clock) = state.withLock { state -> (Bool, [UnixConnection], ClockTimer?) in
             defer { state.stopped = true }
-            return (!state.released, Array(state.clients.keys))
+            return (!state.stopped, Array(state.connections.values), state.clock)
         }
         guard first else { return }
-        state.withLock { $0.released = true }
-        shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
-        for descriptor in descriptors { shutdown(descriptor, Int32(SHUT_RDWR)) }
-        unlink(socketPath)
+        clock?.cancel()
+        // Removes the socket file while this server still holds the lock, so no other server can
+        // bind the path in between.
+        listener.close()
+        for connection in connections { connection.close() }
         // Unlock before closing: a process being spawned elsewhere in this program at this moment
         // holds a copy of the descriptor until its exec, and the lock belongs to the open file,
         // so closing ours alone would leave the path locked until then.
         flock(lock, LOCK_UN)
-        UnixSocket.close(lock)
+        close(lock)
     }
 
-    private func shouldExitIdle(after timeout: Duration) -> Bool {
-        state.withLock { $0.clients.isEmpty && ContinuousClock.now - $0.lastClientSeen > timeout }
-    }
+    // MARK: Clock
 
-    private func acceptLoop() {
-        while !state.withLock({ $0.stopped }) {
-            let descriptor = accept(listener, nil, nil)
-            guard descriptor >= 0 else {
-                if errno == EINTR { continue }
-                return
-            }
-            Thread { [self] in serve(descriptor) }.start()
+    /// On the context: the clock's timer, first armed for whatever is already due.
+    private func startClock() {
+        let timer = ClockTimer(queue: context) { [weak self] in self?.advanceClock() }
+        let started = state.withLock { state -> Bool in
+            guard !state.stopped else { return false }
+            state.clock = timer
+            return true
         }
-    }
-
-    private func serve(_ descriptor: Int32) {
-        defer { disconnect(descriptor) }
-        guard let first = UnixSocket.readFrame(from: descriptor), let device = try? welcome(first, descriptor) else {
-            close(descriptor)
+        guard started else {
+            timer.cancel()
             return
         }
-        while let frame = UnixSocket.readFrame(from: descriptor) {
-            do {
-                try handle(frame, from: descriptor, device: device)
-            } catch {
-                return  // a client speaking nonsense is disconnected
+        advanceClock()
+    }
+
+    /// On the context: fires every event due by the wall clock, then sleeps until the next one
+    /// (or the idle exit). Nothing wakes the server in between, so a room at rest costs no CPU.
+    private func advanceClock() {
+        simulation.run(until: virtualNow)
+        let (clock, idleSince) = state.withLock { state in
+            (state.clock, state.clients.isEmpty && !state.stopped ? state.lastClientSeen : nil)
+        }
+        var wake = simulation.nextEventTime.map { $0 - virtualNow }
+        if let idleExit, let idleSince {
+            let idleLeft = idleExit - (ContinuousClock.now - idleSince)
+            guard idleLeft > .zero else {
+                stop()
+                return
+            }
+            wake = min(wake ?? idleLeft, idleLeft)
+        }
+        clock?.wake(after: wake)
+    }
+
+    /// The wall clock as the simulation's virtual time.
+    private var virtualNow: Instant { Instant(nanoseconds: (ContinuousClock.now - start).nanoseconds) }
+
+    /// Runs `body` on the context, after bringing the simulation up to the wall clock (so what
+    /// a client asks happens at the time it arrives), and re-arms the clock after it.
+    private func onContext<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            context.async { [self] in
+                simulation.run(until: virtualNow)
+                let result = body()
+                advanceClock()
+                continuation.resume(returning: result)
             }
         }
     }
 
-    private func welcome(_ frame: [UInt8], _ descriptor: Int32) throws -> SimulatedDevice {
-        var reader = ByteReader(frame)
+    // MARK: Clients
+
+    private func admit(_ connection: UnixConnection) -> Int? {
+        state.withLock { state in
+            guard !state.stopped else { return nil }
+            let id = state.nextConnectionID
+            state.nextConnectionID += 1
+            state.connections[id] = connection
+            return id
+        }
+    }
+
+    /// One client's task: its hello, then its requests in order, each handled on the context;
+    /// a child task writes what the room sends it.
+    private func serve(_ connection: UnixConnection, id: Int) async {
+        var frames = connection.frames(maximumSize: Self.maximumFrameSize)
+        let outbox = Outbox()
+        if case .frame(let hello) = await frames.next(),
+            await onContext({ self.welcome(hello, id: id, connection: connection, outbox: outbox) })
+        {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await outbox.drain(into: connection) }
+                while case .frame(let frame) = await frames.next() {
+                    // A client speaking nonsense is disconnected.
+                    guard await onContext({ self.handle(frame, from: id) }) else { break }
+                }
+                connection.close()
+                outbox.finish()
+            }
+            await onContext { self.disconnect(id) }
+        }
+        connection.close()
+        _ = state.withLock { $0.connections.removeValue(forKey: id) }
+    }
+
+    private func welcome(_ frame: [UInt8], id: Int, connection: UnixConnection, outbox: Outbox) -> Bool {
+        guard !state.withLock({ $0.stopped }), let device = try? addDevice(frame) else { return false }
+        state.withLock { state in
+            state.clients[id] = Client(connection: connection, outbox: outbox, device: device)
+            state.lastClientSeen = ContinuousClock.now
+        }
+        device.setConnectionHandler { [weak self] link in
+            guard let self, let endpoint = link as? SimulatedLinkEndpoint else { return }
+            self.adopt(endpoint, for: id)
+            var writer = ByteWriter()
+            writer.write(RadioWire.incomingLink)
+            writer.write(UInt32(endpoint.identifier))
+            writer.write(string: endpoint.peer.rawValue)
+            writer.write(UInt16(endpoint.attMTU))
+            self.send(writer.bytes, to: id)
+        }
+        var writer = ByteWriter()
+        writer.write(RadioWire.welcome)
+        writer.write(string: device.address.rawValue)
+        send(writer.bytes, to: id)
+        return true
+    }
+
+    private func addDevice(_ hello: [UInt8]) throws -> SimulatedDevice {
+        var reader = ByteReader(hello)
         guard try reader.readUInt8("op") == RadioWire.hello else { throw WireError.unknownType(0) }
         let name = try reader.readString("name", maximumBytes: 64)
         let x = Double(bitPattern: try reader.read(UInt64.self, "x"))
@@ -141,33 +248,25 @@ public final class RadioServer: Sendable {
         guard power.isFinite, abs(power) <= 40 else {
             throw WireError.invalidValue(field: "transmitPowerOffset", reason: "must be within ±40 dB")
         }
-        let device = try simulation.addDevice(
+        return try simulation.addDevice(
             name: name,
             configuration: DeviceConfiguration(
                 position: Position(x: x, y: y), link: LinkParameters(attMTU: mtu), reportsRSSI: reportsRSSI,
                 transmitPowerOffset: power))
-        state.withLock { state in
-            state.clients[descriptor] = Client(descriptor: descriptor, device: device, writeLock: WriteLock())
-            state.lastClientSeen = ContinuousClock.now
-        }
-        device.setConnectionHandler { [weak self] link in
-            guard let self, let endpoint = link as? SimulatedLinkEndpoint else { return }
-            self.adopt(endpoint, for: descriptor)
-            var writer = ByteWriter()
-            writer.write(RadioWire.incomingLink)
-            writer.write(UInt32(endpoint.identifier))
-            writer.write(string: endpoint.peer.rawValue)
-            writer.write(UInt16(endpoint.attMTU))
-            self.send(writer.bytes, to: descriptor)
-        }
-        var writer = ByteWriter()
-        writer.write(RadioWire.welcome)
-        writer.write(string: device.address.rawValue)
-        send(writer.bytes, to: descriptor)
-        return device
     }
 
-    private func handle(_ frame: [UInt8], from descriptor: Int32, device: SimulatedDevice) throws {
+    /// One request, on the context; false for a frame that makes no sense.
+    private func handle(_ frame: [UInt8], from id: Int) -> Bool {
+        guard let device = state.withLock({ $0.clients[id]?.device }) else { return false }
+        do {
+            try handle(frame, from: id, device: device)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    private func handle(_ frame: [UInt8], from id: Int, device: SimulatedDevice) throws {
         var reader = ByteReader(frame)
         switch try reader.readUInt8("op") {
         case RadioWire.startAdvertising:
@@ -179,27 +278,27 @@ public final class RadioServer: Sendable {
             do {
                 let set = try device.startAdvertising(data, interval: interval)
                 setID = state.withLock { state in
-                    let id = state.clients[descriptor]?.nextSetID ?? 0
-                    state.clients[descriptor]?.nextSetID += 1
-                    state.clients[descriptor]?.advertising[id] = set
-                    return id
+                    let setID = state.clients[id]?.nextSetID ?? 0
+                    state.clients[id]?.nextSetID += 1
+                    state.clients[id]?.advertising[setID] = set
+                    return setID
                 }
             } catch {
                 failure = error
             }
-            reply(request, value: setID, error: failure, to: descriptor)
+            reply(request, value: setID, error: failure, to: id)
         case RadioWire.stopAdvertising:
             let setID = try reader.read(UInt32.self, "set")
-            state.withLock { $0.clients[descriptor]?.advertising.removeValue(forKey: setID) }?.stop()
+            state.withLock { $0.clients[id]?.advertising.removeValue(forKey: setID) }?.stop()
         case RadioWire.startScanning:
             let request = try reader.read(UInt32.self, "request")
             var failure: RadioError?
             do {
-                try device.startScanning { [weak self] sighting in self?.forward(sighting, to: descriptor) }
+                try device.startScanning { [weak self] sighting in self?.forward(sighting, to: id) }
             } catch {
                 failure = error
             }
-            reply(request, value: 0, error: failure, to: descriptor)
+            reply(request, value: 0, error: failure, to: id)
         case RadioWire.stopScanning:
             device.stopScanning()
         case RadioWire.connect:
@@ -207,15 +306,15 @@ public final class RadioServer: Sendable {
             let peer = PeerAddress(try reader.readString("peer", maximumBytes: 64))
             let timeout = Duration.milliseconds(Int(try reader.read(UInt32.self, "timeout")))
             device.connect(to: peer, timeout: timeout) { [weak self] result in
-                self?.connected(result, request: request, peer: peer, to: descriptor)
+                self?.connected(result, request: request, to: id)
             }
         case RadioWire.send:
             let linkID = try reader.read(UInt32.self, "link")
             let payload = try reader.readLengthPrefixed("payload", maximum: 1024)
-            try? state.withLock { $0.clients[descriptor]?.links[linkID] }?.send(payload)
+            try? state.withLock { $0.clients[id]?.links[linkID] }?.send(payload)
         case RadioWire.close:
             let linkID = try reader.read(UInt32.self, "link")
-            state.withLock { $0.clients[descriptor]?.links[linkID] }?.close()
+            state.withLock { $0.clients[id]?.links[linkID] }?.close()
         case RadioWire.move:
             let x = Double(bitPattern: try reader.read(UInt64.self, "x"))
             let y = Double(bitPattern: try reader.read(UInt64.self, "y"))
@@ -225,16 +324,14 @@ public final class RadioServer: Sendable {
         }
     }
 
-    private func connected(
-        _ result: Result<any ByteLink, RadioError>, request: UInt32, peer: PeerAddress, to descriptor: Int32
-    ) {
+    private func connected(_ result: Result<any ByteLink, RadioError>, request: UInt32, to id: Int) {
         var writer = ByteWriter()
         writer.write(RadioWire.connectResult)
         writer.write(request)
         switch result {
         case .success(let link):
             guard let endpoint = link as? SimulatedLinkEndpoint else { return }
-            adopt(endpoint, for: descriptor)
+            adopt(endpoint, for: id)
             writer.write(UInt32(endpoint.identifier))
             writer.write(UInt16(endpoint.attMTU))
             RadioWire.write(nil, to: &writer)
@@ -243,13 +340,13 @@ public final class RadioServer: Sendable {
             writer.write(UInt16(0))
             RadioWire.write(error, to: &writer)
         }
-        send(writer.bytes, to: descriptor)
+        send(writer.bytes, to: id)
     }
 
     /// Relays a link's traffic to the client that owns this end.
-    private func adopt(_ endpoint: SimulatedLinkEndpoint, for descriptor: Int32) {
+    private func adopt(_ endpoint: SimulatedLinkEndpoint, for id: Int) {
         let linkID = UInt32(endpoint.identifier)
-        state.withLock { $0.clients[descriptor]?.links[linkID] = endpoint }
+        state.withLock { $0.clients[id]?.links[linkID] = endpoint }
         endpoint.setHandler(
             ByteLinkHandler(
                 onReceive: { [weak self] payload in
@@ -257,54 +354,111 @@ public final class RadioServer: Sendable {
                     writer.write(RadioWire.received)
                     writer.write(linkID)
                     writer.write(lengthPrefixed: payload)
-                    self?.send(writer.bytes, to: descriptor)
+                    self?.send(writer.bytes, to: id)
                 },
                 onClose: { [weak self] reason in
-                    _ = self?.state.withLock { $0.clients[descriptor]?.links.removeValue(forKey: linkID) }
+                    _ = self?.state.withLock { $0.clients[id]?.links.removeValue(forKey: linkID) }
                     var writer = ByteWriter()
                     writer.write(RadioWire.linkClosed)
                     writer.write(linkID)
                     writer.write(RadioWire.linkCloseCode(reason))
-                    self?.send(writer.bytes, to: descriptor)
+                    self?.send(writer.bytes, to: id)
                 }))
     }
 
-    private func forward(_ sighting: Sighting, to descriptor: Int32) {
+    private func forward(_ sighting: Sighting, to id: Int) {
         var writer = ByteWriter(capacity: 64)
         writer.write(RadioWire.sighting)
         writer.write(string: sighting.address.rawValue)
         writer.write(UInt8(sighting.rssi == nil ? 0 : 1))
         writer.write(Int16(clamping: sighting.rssi ?? 0))
         writer.write(lengthPrefixed: sighting.advertisingData)
-        send(writer.bytes, to: descriptor)
+        send(writer.bytes, to: id)
     }
 
-    private func reply(_ request: UInt32, value: UInt32, error: RadioError?, to descriptor: Int32) {
+    private func reply(_ request: UInt32, value: UInt32, error: RadioError?, to id: Int) {
         var writer = ByteWriter()
         writer.write(RadioWire.result)
         writer.write(request)
         writer.write(value)
         RadioWire.write(error, to: &writer)
-        send(writer.bytes, to: descriptor)
+        send(writer.bytes, to: id)
     }
 
-    private func send(_ frame: [UInt8], to descriptor: Int32) {
-        guard let lock = state.withLock({ $0.clients[descriptor]?.writeLock }) else { return }
-        lock.mutex.withLock { _ in _ = UnixSocket.writeFrame(frame, to: descriptor) }
+    /// Queues a frame for a client without waiting (the room's events cannot wait for a reader).
+    private func send(_ frame: [UInt8], to id: Int) {
+        guard let client = state.withLock({ $0.clients[id] }) else { return }
+        if !client.outbox.enqueue(frame) { client.connection.close() }
     }
 
-    private func disconnect(_ descriptor: Int32) {
+    /// On the context: a client that goes away is a device switched off; its peers lose their
+    /// links.
+    private func disconnect(_ id: Int) {
         let client = state.withLock { state -> Client? in
             state.lastClientSeen = ContinuousClock.now
-            return state.clients.removeValue(forKey: descriptor)
+            return state.clients.removeValue(forKey: id)
         }
-        // A client that goes away is a device switched off: its peers lose their links.
         client?.device.powerOff()
-        close(descriptor)
     }
 }
 
-/// Serialises whole frames written to one socket from several threads.
-final class WriteLock: Sendable {
-    let mutex = Mutex(())
+/// The frames waiting to be written to one client, in order, and the task that writes them.
+private final class Outbox: Sendable {
+    private let frames: AsyncStream<[UInt8]>
+    private let continuation: AsyncStream<[UInt8]>.Continuation
+    private let queuedBytes = Atomic<Int>(0)
+
+    init() {
+        let (frames, continuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .unbounded)
+        self.frames = frames
+        self.continuation = continuation
+    }
+
+    /// False once the client is `RadioServer.maximumQueuedBytes` behind.
+    func enqueue(_ payload: [UInt8]) -> Bool {
+        let frame = UnixSocket.frame(payload)
+        let queued = queuedBytes.add(frame.count, ordering: .relaxed).newValue
+        guard queued <= RadioServer.maximumQueuedBytes else { return false }
+        continuation.yield(frame)
+        return true
+    }
+
+    /// Writes until `finish()` or the client is gone (then closes the connection, which ends the
+    /// client's reads too).
+    func drain(into connection: UnixConnection) async {
+        for await frame in frames {
+            guard await connection.send(frame) else { break }
+            queuedBytes.subtract(frame.count, ordering: .relaxed)
+        }
+        connection.close()
+    }
+
+    func finish() { continuation.finish() }
+}
+
+/// The server clock's one timer, re-armed for each next event. Only the server's context arms
+/// it; dispatch sources are safe to cancel from any thread (the type just does not say so).
+private final class ClockTimer: @unchecked Sendable {
+    private let timer: any DispatchSourceTimer
+
+    init(queue: DispatchQueue, fire: @escaping @Sendable () -> Void) {
+        timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.setEventHandler(handler: fire)
+        timer.schedule(deadline: .distantFuture)
+        timer.resume()
+    }
+
+    /// Fires once after `delay` (at once if it is not positive); nil: not until re-armed.
+    func wake(after delay: Duration?) {
+        guard let delay else {
+            timer.schedule(deadline: .distantFuture)
+            return
+        }
+        let nanoseconds = Int(clamping: max(delay.nanoseconds, 0))
+        // Up to a millisecond late is fine (the room catches up to the wall clock on each wakeup)
+        // and lets the kernel group wakeups.
+        timer.schedule(deadline: .now() + .nanoseconds(nanoseconds), leeway: .milliseconds(1))
+    }
+
+    func cancel() { timer.cancel() }
 }

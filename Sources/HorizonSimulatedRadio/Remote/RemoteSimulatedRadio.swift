@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import HorizonCore
 import HorizonRadio
+import HorizonUnixSocket
 import Synchronization
 
 #if canImport(Glibc)
@@ -32,7 +33,8 @@ public final class RemoteSimulatedRadio: DeviceRadio, Sendable {
     }
 
     private let state = Mutex(State())
-    private let writeLock = WriteLock()
+    /// Serialises whole frames written from several threads.
+    private let writeLock = Mutex(())
 
     /// Joins the room served at `socketPath` as a device named `name` at `position`.
     public init(
@@ -43,7 +45,11 @@ public final class RemoteSimulatedRadio: DeviceRadio, Sendable {
             throw .invalidConfiguration("transmit power offset must be within ±40 dB")
         }
         guard (23...517).contains(attMTU) else { throw .invalidConfiguration("ATT MTU \(attMTU) is outside 23...517") }
-        descriptor = try UnixSocket.connect(to: socketPath)
+        do {
+            descriptor = try UnixSocket.connect(to: socketPath)
+        } catch {
+            throw RadioError(error)
+        }
         realTime = RealTimeScheduler(label: "horizon.radio.\(name)")
         var writer = ByteWriter()
         writer.write(RadioWire.hello)
@@ -53,7 +59,8 @@ public final class RemoteSimulatedRadio: DeviceRadio, Sendable {
         writer.write(UInt16(attMTU))
         writer.write(UInt8(reportsRSSI ? 1 : 0))
         writer.write(transmitPowerOffset.bitPattern)
-        guard UnixSocket.writeFrame(writer.bytes, to: descriptor), let welcome = UnixSocket.readFrame(from: descriptor)
+        guard UnixSocket.writeFrame(writer.bytes, to: descriptor),
+            let welcome = UnixSocket.readFrame(from: descriptor, maximumSize: RadioServer.maximumFrameSize)
         else {
             UnixSocket.close(descriptor)
             throw .adapterUnavailable(.serviceUnavailable)
@@ -186,7 +193,7 @@ public final class RemoteSimulatedRadio: DeviceRadio, Sendable {
 
     @discardableResult
     private func write(_ frame: [UInt8]) -> Bool {
-        writeLock.mutex.withLock { _ in UnixSocket.writeFrame(frame, to: descriptor) }
+        writeLock.withLock { _ in UnixSocket.writeFrame(frame, to: descriptor) }
     }
 
     /// Sends a request and waits for its result; the value is request-specific.
@@ -212,7 +219,7 @@ public final class RemoteSimulatedRadio: DeviceRadio, Sendable {
     }
 
     private func readLoop() {
-        while let frame = UnixSocket.readFrame(from: descriptor) {
+        while let frame = UnixSocket.readFrame(from: descriptor, maximumSize: RadioServer.maximumFrameSize) {
             var reader = ByteReader(frame)
             do {
                 try dispatch(&reader)
@@ -402,9 +409,24 @@ final class RemoteLink: ByteLink, Sendable {
 extension RemoteSimulatedRadio {
     /// Whether a radio server answers at `socketPath` (connects and hangs up at once).
     public static func probe(socketPath: String) throws(RadioError) -> Bool {
-        let descriptor = try UnixSocket.connect(to: socketPath)
-        UnixSocket.close(descriptor)
+        do {
+            UnixSocket.close(try UnixSocket.connect(to: socketPath))
+        } catch {
+            throw RadioError(error)
+        }
         return true
+    }
+}
+
+extension RadioError {
+    /// A socket failure as the radio reports it: no server to connect to is a service that is
+    /// not there.
+    init(_ error: UnixSocketError) {
+        switch error {
+        case .noListener: self = .adapterUnavailable(.serviceUnavailable)
+        case .pathTooLong: self = .invalidConfiguration(error.description)
+        case .notASocket, .system: self = .backend(name: "radio-server", message: error.description)
+        }
     }
 }
 
