@@ -217,6 +217,7 @@ let package = Package(
                 "HorizonProtocol",
                 "HorizonStores", "HorizonRoles", "HorizonAPI", "HorizonServerClient",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -274,6 +275,7 @@ let package = Package(
             name: "HorizonToolsTests",
             dependencies: [
                 "horizon-terminal", "horizon-wallet", "HorizonStores", "HorizonCLISupport", "HorizonTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict),
         // Seeded fault simulation and corpus replays: the exactly-once invariants under failure (issue 7).

@@ -24,8 +24,8 @@ struct HorizonWallet: ParsableCommand {
             The wallet trusts only terminals whose credential is signed by an anchor it was given.
             """,
         subcommands: [
-            Init.self, Scan.self, Pay.self, Redeem.self, History.self, Balance.self, Coupons.self, Memberships.self,
-            Points.self, RadioCommand.self,
+            Init.self, PIN.self, Scan.self, Pay.self, Redeem.self, History.self, Balance.self, Coupons.self,
+            Memberships.self, Points.self, RadioCommand.self,
         ])
 }
 
