@@ -234,7 +234,8 @@ let package = Package(
             name: "horizon-wallet",
             dependencies: [
                 "HorizonCLISupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonProtocol",
-                "HorizonStores", "HorizonRoles", "HorizonSecureChannel",
+                "HorizonStores", "HorizonRoles", "HorizonSecureChannel", "HorizonAPI", "HorizonServerClient",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ], path: "Tools/horizon-wallet", swiftSettings: strict),
@@ -274,8 +275,8 @@ let package = Package(
         .testTarget(
             name: "HorizonToolsTests",
             dependencies: [
-                "horizon-terminal", "horizon-wallet", "HorizonStores", "HorizonCLISupport", "HorizonTestSupport",
-                .product(name: "Crypto", package: "swift-crypto"),
+                "horizon-terminal", "horizon-wallet", "horizon-server", "HorizonStores", "HorizonCLISupport",
+                "HorizonTestSupport", .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict),
         // Seeded fault simulation and corpus replays: the exactly-once invariants under failure (issue 7).
