@@ -32,13 +32,14 @@ public struct RegistrationPolicy: Sendable, Equatable {
     public var codeLifetime: Int64
     /// Wrong codes before the registration is locked for good (a new one must be started).
     public var maximumAttempts: Int
-    /// Codes sent to one e-mail address within one lifetime, so nobody floods a phone or a mailbox.
-    public var maximumPendingPerEmail: Int
+    /// Codes sent to one e-mail address or one phone number within one lifetime, so nobody
+    /// floods a phone or a mailbox.
+    public var maximumPendingPerRecipient: Int
 
-    public init(codeLifetime: Int64 = 600, maximumAttempts: Int = 5, maximumPendingPerEmail: Int = 5) {
+    public init(codeLifetime: Int64 = 600, maximumAttempts: Int = 5, maximumPendingPerRecipient: Int = 5) {
         self.codeLifetime = codeLifetime
         self.maximumAttempts = maximumAttempts
-        self.maximumPendingPerEmail = maximumPendingPerEmail
+        self.maximumPendingPerRecipient = maximumPendingPerRecipient
     }
 }
 
@@ -93,7 +94,7 @@ public enum RegistrationError: Error, Equatable, Sendable, CustomStringConvertib
     case keyAlreadyRegistered
     /// Another wallet was registered with this e-mail (restore that one instead).
     case emailAlreadyRegistered
-    /// Too many codes were sent to this e-mail recently.
+    /// Too many codes were sent to this e-mail or phone recently.
     case tooManyPending(retryAfter: Int64)
     case ledger(LedgerError)
 
@@ -108,7 +109,7 @@ public enum RegistrationError: Error, Equatable, Sendable, CustomStringConvertib
         case .keyAlreadyRegistered: "this key is registered to a wallet already"
         case .emailAlreadyRegistered:
             "a wallet with this e-mail is registered already; restore it on this device instead"
-        case .tooManyPending(let wait): "too many codes were sent to this e-mail; retry in \(wait) s"
+        case .tooManyPending(let wait): "too many codes were sent to this e-mail or phone; retry in \(wait) s"
         case .ledger(let error): error.description
         }
     }
@@ -178,9 +179,13 @@ extension Ledger {
                     return .failure(.keyAlreadyRegistered)
                 }
                 let recent = try await db.query(
-                    "SELECT created_at FROM wallet_registrations WHERE email = ? AND created_at > ? ORDER BY created_at",
-                    [.text(email), .integer(time - policy.codeLifetime)])
-                if recent.count >= policy.maximumPendingPerEmail, let oldest = try recent.first?.integer("created_at") {
+                    """
+                    SELECT created_at FROM wallet_registrations
+                    WHERE (email = ? OR (phone = ? AND phone <> '')) AND created_at > ? ORDER BY created_at
+                    """, [.text(email), .text(phone), .integer(time - policy.codeLifetime)])
+                if recent.count >= policy.maximumPendingPerRecipient,
+                    let oldest = try recent.first?.integer("created_at")
+                {
                     return .failure(.tooManyPending(retryAfter: max(1, oldest + policy.codeLifetime - time)))
                 }
                 try await db.query(

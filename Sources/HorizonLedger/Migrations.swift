@@ -230,6 +230,7 @@ public enum LedgerSchema {
                 """,
                 "CREATE INDEX wallet_registrations_expiry ON wallet_registrations(expires_at)",
                 "CREATE INDEX wallet_registrations_email ON wallet_registrations(email, created_at)",
+                "CREATE INDEX wallet_registrations_phone ON wallet_registrations(phone, created_at)",
             ]),
     ]
 

@@ -167,11 +167,15 @@ extension LedgerContract {
                     id: .generate(), name: "  ", email: "a@example.com", phone: "+4915112345678", publicKey: F.key(10),
                     codeHash: rightCode, at: start)
             }
-            // At most five codes per e-mail within a code's lifetime.
+            // At most five codes per e-mail, and per phone, within a code's lifetime.
             for _ in 0..<5 { _ = try await register(ledger, key: F.key(11)) }
             await #expect(throws: RegistrationError.tooManyPending(retryAfter: 600)) {
                 try await register(ledger, key: F.key(11))
             }
+            await #expect(throws: RegistrationError.tooManyPending(retryAfter: 600)) {
+                try await register(ledger, key: F.key(11), email: "someone.else@example.com")
+            }
+            _ = try await register(ledger, key: F.key(11), email: "someone.else@example.com", phone: "+33612345678")
         }
     }
 

@@ -209,7 +209,7 @@ extension APIHandler {
                 "a wallet with this e-mail is registered already; restore it on this device (horizon-wallet restore)")
         case .tooManyPending(let wait):
             return APIError(
-                .rateLimited, "too many codes were sent to this e-mail; retry in \(wait) s",
+                .rateLimited, "too many codes were sent to this e-mail or phone; retry in \(wait) s",
                 headers: [.retryAfter: "\(wait)"])
         case .ledger(let error):
             return APIError(error)
