@@ -221,6 +221,7 @@ let package = Package(
                 "HorizonProtocol", "HorizonUnixSocket",
                 "HorizonStores", "HorizonRoles", "HorizonAPI", "HorizonServerClient",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -238,7 +239,8 @@ let package = Package(
             name: "horizon-wallet",
             dependencies: [
                 "HorizonCLISupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonProtocol",
-                "HorizonStores", "HorizonRoles", "HorizonSecureChannel",
+                "HorizonStores", "HorizonRoles", "HorizonSecureChannel", "HorizonAPI", "HorizonServerClient",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ], path: "Tools/horizon-wallet", swiftSettings: strict),
@@ -278,8 +280,8 @@ let package = Package(
         .testTarget(
             name: "HorizonToolsTests",
             dependencies: [
-                "horizon-terminal", "horizon-wallet", "HorizonStores", "HorizonCLISupport", "HorizonTestSupport",
-                "HorizonUnixSocket",
+                "horizon-terminal", "horizon-wallet", "horizon-server", "HorizonStores", "HorizonCLISupport",
+                "HorizonTestSupport", "HorizonUnixSocket", .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict),
         // Seeded fault simulation and corpus replays: the exactly-once invariants under failure (issue 7).

@@ -200,6 +200,38 @@ public enum LedgerSchema {
                 """,
                 "CREATE INDEX request_nonces_seen ON request_nonces(seen_at)",
             ]),
+        Migration(
+            version: 4, name: "wallet registration and restoration with one-time codes",
+            statements: [
+                // A registered wallet's contact: the e-mail restoration sends its code to (one
+                // wallet per e-mail, so it names one account) and the phone registration texts.
+                // NULL for wallets from before registration existed (UNIQUE allows many NULLs).
+                "ALTER TABLE wallets ADD COLUMN email TEXT",
+                "ALTER TABLE wallets ADD COLUMN phone TEXT",
+                "CREATE UNIQUE INDEX wallets_email ON wallets(email)",
+                // A registration or restoration waiting for its one-time code. Only a keyed hash
+                // of the code is kept; wrong tries are counted here, so every server process
+                // sees the same count. A restoration for an unknown e-mail has no wallet_id
+                // and a code nobody was sent: it answers like any other (no enumeration).
+                """
+                CREATE TABLE wallet_registrations(
+                    id TEXT PRIMARY KEY,
+                    kind TEXT NOT NULL CHECK (kind IN ('registration', 'restoration')),
+                    name TEXT NOT NULL,
+                    email TEXT NOT NULL,
+                    phone TEXT NOT NULL,
+                    public_key {BYTES} NOT NULL,
+                    wallet_id TEXT REFERENCES wallets(id),
+                    code_hash {BYTES} NOT NULL,
+                    created_at {INT} NOT NULL,
+                    expires_at {INT} NOT NULL,
+                    failed_attempts {INT} NOT NULL CHECK (failed_attempts >= 0),
+                    used_at {INT}) {STRICT}
+                """,
+                "CREATE INDEX wallet_registrations_expiry ON wallet_registrations(expires_at)",
+                "CREATE INDEX wallet_registrations_email ON wallet_registrations(email, created_at)",
+                "CREATE INDEX wallet_registrations_phone ON wallet_registrations(phone, created_at)",
+            ]),
     ]
 
     /// Brings the store's schema to `target` (the current version unless told otherwise, which

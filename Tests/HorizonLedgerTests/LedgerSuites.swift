@@ -40,6 +40,28 @@ struct SQLiteLedgerTests {
         try await LedgerContract.couponsRedeemOnceBeforeTheyExpire(.sqlite)
     }
     @Test func rowsDecodeStrictly() async throws { try await LedgerContract.rowsDecodeStrictly(.sqlite) }
+    @Test func registrationCreatesAWalletOnce() async throws {
+        try await LedgerContract.registrationCreatesAWalletOnce(.sqlite)
+    }
+    @Test func wrongCodesLockARegistration() async throws {
+        try await LedgerContract.wrongCodesLockARegistration(.sqlite)
+    }
+    @Test func expiredCodesAreRefused() async throws { try await LedgerContract.expiredCodesAreRefused(.sqlite) }
+    @Test func restorationMovesTheAccountToTheNewKey() async throws {
+        try await LedgerContract.restorationMovesTheAccountToTheNewKey(.sqlite)
+    }
+    @Test func restorationOfAnUnknownEmailLooksTheSame() async throws {
+        try await LedgerContract.restorationOfAnUnknownEmailLooksTheSame(.sqlite)
+    }
+    @Test func keysAndEmailsBelongToOneWallet() async throws {
+        try await LedgerContract.keysAndEmailsBelongToOneWallet(.sqlite)
+    }
+    @Test func registrationInputIsChecked() async throws {
+        try await LedgerContract.registrationInputIsChecked(.sqlite)
+    }
+    @Test func registrationMigratesAVersion3Database() async throws {
+        try await LedgerContract.registrationMigratesAVersion3Database(.sqlite)
+    }
 }
 
 @Suite(
@@ -83,4 +105,26 @@ struct PostgresLedgerTests {
         try await LedgerContract.couponsRedeemOnceBeforeTheyExpire(.postgres)
     }
     @Test func rowsDecodeStrictly() async throws { try await LedgerContract.rowsDecodeStrictly(.postgres) }
+    @Test func registrationCreatesAWalletOnce() async throws {
+        try await LedgerContract.registrationCreatesAWalletOnce(.postgres)
+    }
+    @Test func wrongCodesLockARegistration() async throws {
+        try await LedgerContract.wrongCodesLockARegistration(.postgres)
+    }
+    @Test func expiredCodesAreRefused() async throws { try await LedgerContract.expiredCodesAreRefused(.postgres) }
+    @Test func restorationMovesTheAccountToTheNewKey() async throws {
+        try await LedgerContract.restorationMovesTheAccountToTheNewKey(.postgres)
+    }
+    @Test func restorationOfAnUnknownEmailLooksTheSame() async throws {
+        try await LedgerContract.restorationOfAnUnknownEmailLooksTheSame(.postgres)
+    }
+    @Test func keysAndEmailsBelongToOneWallet() async throws {
+        try await LedgerContract.keysAndEmailsBelongToOneWallet(.postgres)
+    }
+    @Test func registrationInputIsChecked() async throws {
+        try await LedgerContract.registrationInputIsChecked(.postgres)
+    }
+    @Test func registrationMigratesAVersion3Database() async throws {
+        try await LedgerContract.registrationMigratesAVersion3Database(.postgres)
+    }
 }

@@ -4,17 +4,20 @@ import Foundation
     import Glibc
 #endif
 
-/// Reads a secret (a password) from `--password-file` if given, else from the terminal with
+/// Reads a secret (a password, a PIN) from its file option if given, else from the terminal with
 /// echo off, else (standard input not a terminal) one line of standard input. A trailing
 /// newline is dropped; nothing else is trimmed, since spaces may be part of a password.
-public func readSecret(prompt: String, file: String?) throws -> String {
+/// `what` and `fileOption` name the secret and its option in messages.
+public func readSecret(
+    prompt: String, file: String?, what: String = "password", fileOption: String = "--password-file"
+) throws -> String {
     if let file {
         let text: String
         do { text = try String(contentsOfFile: file, encoding: .utf8) } catch {
-            throw CLIError("cannot read the password file \(file): \(error.localizedDescription)")
+            throw CLIError("cannot read the \(what) file \(file): \(error.localizedDescription)")
         }
         let secret = text.hasSuffix("\n") ? String(text.dropLast()) : text
-        guard !secret.isEmpty else { throw CLIError("the password file \(file) is empty") }
+        guard !secret.isEmpty else { throw CLIError("the \(what) file \(file) is empty") }
         return secret
     }
     let interactive = isatty(STDIN_FILENO) == 1
@@ -33,7 +36,7 @@ public func readSecret(prompt: String, file: String?) throws -> String {
         }
     }
     guard let line = Swift.readLine(strippingNewline: true), !line.isEmpty else {
-        throw CLIError("no password given (type it at the prompt, or pass --password-file)")
+        throw CLIError("no \(what) given (type it at the prompt, or pass \(fileOption))")
     }
     return line
 }

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HorizonCore
+import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
 import HorizonSecureChannel
@@ -251,6 +252,8 @@ public struct WalletFiles {
         try directory.create()
         let keys = try anchorFiles.map { try KeyFiles.readPublic(at: $0) }
         try KeyFiles.writePrivate(P256.Signing.PrivateKey(), to: Self.walletKey, in: directory)
+        // A new key has no PIN yet: an attempt record of the old one would only block it.
+        try? FileManager.default.removeItem(at: directory.file(WalletKeyVault.lockFile))
         let trust = DataDirectory(explicit: directory.file(Self.trustDirectory).path, role: "")
         try trust.create()
         for key in keys {
@@ -261,9 +264,24 @@ public struct WalletFiles {
         return anchorFiles
     }
 
-    public func loadIdentity() throws -> WalletIdentity {
+    /// The key file and its PIN protection.
+    public func keyVault(policy: PINPolicy = PINPolicy(), cost: PINKeyCost = .standard) -> WalletKeyVault {
+        WalletKeyVault(directory: directory, keyFile: Self.walletKey, policy: policy, cost: cost)
+    }
+
+    /// The wallet's signing identity; `pin` is asked for only when the key is sealed under a PIN.
+    public func loadIdentity(pin: () throws -> String) throws -> WalletIdentity {
         try directory.requireInitialized(marker: Self.walletKey, initCommand: Self.initCommand)
-        return WalletIdentity(signingKey: try KeyFiles.readPrivate(Self.walletKey, in: directory))
+        return WalletIdentity(signingKey: try keyVault().unlock(pin: pin))
+    }
+
+    /// The wallet's public key, which needs no PIN.
+    public func loadPublicKey() throws -> PublicKeyBytes {
+        try directory.requireInitialized(marker: Self.walletKey, initCommand: Self.initCommand)
+        let key = try keyVault().publicKey()
+        do { return try PublicKeyBytes(bytes: Array(key.x963Representation)) } catch {
+            throw CLIError("\(directory.file(Self.walletKey).path) holds a key that is not an uncompressed P-256 key")
+        }
     }
 
     public func loadTrustAnchors() throws -> [TrustAnchor] {

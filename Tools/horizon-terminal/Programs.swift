@@ -20,8 +20,7 @@ struct WalletChoice: ParsableArguments {
 
     func key() throws -> PublicKeyBytes {
         if let walletDir {
-            return try WalletFiles(directory: DataDirectory(explicit: walletDir, role: "wallet")).loadIdentity()
-                .publicKey
+            return try WalletFiles(directory: DataDirectory(explicit: walletDir, role: "wallet")).loadPublicKey()
         }
         guard let hex = wallet, let bytes = [UInt8](hexString: hex), let key = try? PublicKeyBytes(bytes: bytes) else {
             throw ValidationError("--wallet must be a 65-byte uncompressed P-256 public key in hex (130 digits, 04…)")

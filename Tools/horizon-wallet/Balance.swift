@@ -24,13 +24,13 @@ struct Balance: ParsableCommand {
 
     func run() throws {
         let files = global.walletFiles
-        let identity = try files.loadIdentity()
+        let publicKey = try files.loadPublicKey()
         let receipts = try files.openStore().receipts()
         var points: [String: Int64] = [:]
         for receipt in receipts.reversed() { points[receipt.merchantName] = receipt.bonusPointsBalance }
         let sandbox = try ledger.open()
         let balance = try sandbox.map {
-            try $0.account(for: identity.publicKey).map { "\($0.balance)" } ?? "not enrolled yet"
+            try $0.account(for: publicKey).map { "\($0.balance)" } ?? "not enrolled yet"
         }
         if json {
             try Console().json(

@@ -16,6 +16,7 @@ struct ConfirmOptions: ParsableArguments {
     @Flag(help: "Print the result as JSON.") var json = false
     @OptionGroup var global: GlobalOptions
     @OptionGroup var radio: RadioOptions
+    @OptionGroup var pin: PINOptions
 
     func validate() throws {
         guard (1...3600).contains(timeout) else { throw ValidationError("--timeout must be 1 to 3600 seconds") }
@@ -26,7 +27,7 @@ struct ConfirmOptions: ParsableArguments {
         try CrashInjection.validate(for: "wallet")
         let logger = Logs.logger("horizon.wallet", verbose: global.verbose)
         let files = global.walletFiles
-        let identity = try files.loadIdentity()
+        let identity = try files.loadIdentity(pin: pin.current)
         let anchors = try files.loadTrustAnchors()
         let store = try files.openStore()
         let radio = try self.radio.open(name: "wallet", defaultPosition: Position(x: 0.3, y: 0), logger: logger)

@@ -18,7 +18,7 @@ struct History: ParsableCommand {
 
     func run() throws {
         let files = global.walletFiles
-        _ = try files.loadIdentity()
+        _ = try files.loadPublicKey()
         let store = try files.openStore()
         let receipts = try store.receipts()
         let pending = try SQLitePendingPaymentStore(store: store).all()

@@ -20,12 +20,13 @@ struct HorizonWallet: ParsableCommand {
         commandName: "horizon-wallet",
         abstract: "A Bluetooth LE wallet: find the nearest terminal, check its offer, pay it with a tip.",
         discussion: """
-            Start with `horizon-wallet init --trust <terminal data dir>/anchor.pub`, then `horizon-wallet pay`. \
-            The wallet trusts only terminals whose credential is signed by an anchor it was given.
+            Start with `horizon-wallet register --server URL …` and `horizon-wallet verify CODE` (or, for the \
+            sandbox, `horizon-wallet init --trust <terminal data dir>/anchor.pub`), then `horizon-wallet pay`. \
+            The wallet trusts only terminals whose credential is signed by an anchor it pinned or was given.
             """,
         subcommands: [
-            Init.self, Scan.self, Pay.self, Redeem.self, History.self, Balance.self, Coupons.self, Memberships.self,
-            Points.self, RadioCommand.self,
+            Init.self, Register.self, Verify.self, Restore.self, PIN.self, Scan.self, Pay.self, Redeem.self,
+            History.self, Balance.self, Coupons.self, Memberships.self, Points.self, RadioCommand.self,
         ])
 }
 

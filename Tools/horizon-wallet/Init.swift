@@ -36,16 +36,16 @@ struct Init: ParsableCommand {
         }
         let files = global.walletFiles
         _ = try files.initialize(trusting: anchors, force: force)
-        let identity = try files.loadIdentity()
+        let publicKey = try files.loadPublicKey()
         if json {
             try Console().json([
-                "dataDirectory": files.directory.path, "walletKey": identity.publicKey.bytes.hexString,
+                "dataDirectory": files.directory.path, "walletKey": publicKey.bytes.hexString,
                 "trusted": anchors.map(\.path).joined(separator: ","),
             ])
             return
         }
         print("Wallet ready in \(files.directory.path)")
-        print("  wallet key  \(identity.publicKey.bytes.prefix(8).hexString)…")
+        print("  wallet key  \(publicKey.bytes.prefix(8).hexString)…")
         if anchors.isEmpty {
             print("  trusts      nothing yet: run again with --force --trust <terminal data dir>/anchor.pub")
         } else {

@@ -47,7 +47,7 @@ struct Coupons: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        let coupons = try ledger.require().coupons(for: try global.walletFiles.loadIdentity().publicKey)
+        let coupons = try ledger.require().coupons(for: try global.walletFiles.loadPublicKey())
         if json { return try Console().json(coupons) }
         if coupons.isEmpty { print("no coupons") }
         for coupon in coupons {
@@ -68,7 +68,7 @@ struct Memberships: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        let membership = try ledger.require().goldMembership(for: try global.walletFiles.loadIdentity().publicKey)
+        let membership = try ledger.require().goldMembership(for: try global.walletFiles.loadPublicKey())
         if json { return try Console().json(membership.map { [$0] } ?? []) }
         guard let membership else { return print("no gold membership") }
         let until = ISO8601DateFormatter().string(
@@ -86,7 +86,7 @@ struct Points: ParsableCommand {
 
     func run() throws {
         let points =
-            try ledger.require().account(for: try global.walletFiles.loadIdentity().publicKey)?.bonusPoints ?? 0
+            try ledger.require().account(for: try global.walletFiles.loadPublicKey())?.bonusPoints ?? 0
         if json { return try Console().json(["points": points]) }
         print("\(points) bonus points")
     }

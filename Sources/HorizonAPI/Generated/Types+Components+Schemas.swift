@@ -687,5 +687,237 @@ extension Components {
                 ])
             }
         }
+        /// - Remark: Generated from `#/components/schemas/WalletRegistrationRequest`.
+        public struct WalletRegistrationRequest: Codable, Hashable, Sendable {
+            /// The person's name.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletRegistrationRequest/name`.
+            public var name: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WalletRegistrationRequest/email`.
+            public var email: Swift.String
+            /// International form, `+` and the country code ("+49 151 12345678"); the code goes here by SMS.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletRegistrationRequest/phone`.
+            public var phone: Swift.String
+            /// The wallet's P-256 public key, X9.63, standard base64.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletRegistrationRequest/publicKey`.
+            public var publicKey: Swift.String
+            /// The wallet key's signature (raw r||s, standard base64) over the UTF-8 lines
+            /// `horizon/register-wallet/v1`, the e-mail, the phone, and the public key's base64, joined
+            /// by "\n", exactly as sent: proves the caller holds the key it registers.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletRegistrationRequest/proof`.
+            public var proof: Swift.String
+            /// Creates a new `WalletRegistrationRequest`.
+            ///
+            /// - Parameters:
+            ///   - name: The person's name.
+            ///   - email:
+            ///   - phone: International form, `+` and the country code ("+49 151 12345678"); the code goes here by SMS.
+            ///   - publicKey: The wallet's P-256 public key, X9.63, standard base64.
+            ///   - proof: The wallet key's signature (raw r||s, standard base64) over the UTF-8 lines
+            public init(
+                name: Swift.String,
+                email: Swift.String,
+                phone: Swift.String,
+                publicKey: Swift.String,
+                proof: Swift.String
+            ) {
+                self.name = name
+                self.email = email
+                self.phone = phone
+                self.publicKey = publicKey
+                self.proof = proof
+            }
+            public enum CodingKeys: String, CodingKey {
+                case name
+                case email
+                case phone
+                case publicKey
+                case proof
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.name = try container.decode(
+                    Swift.String.self,
+                    forKey: .name
+                )
+                self.email = try container.decode(
+                    Swift.String.self,
+                    forKey: .email
+                )
+                self.phone = try container.decode(
+                    Swift.String.self,
+                    forKey: .phone
+                )
+                self.publicKey = try container.decode(
+                    Swift.String.self,
+                    forKey: .publicKey
+                )
+                self.proof = try container.decode(
+                    Swift.String.self,
+                    forKey: .proof
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "name",
+                    "email",
+                    "phone",
+                    "publicKey",
+                    "proof"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WalletRestorationRequest`.
+        public struct WalletRestorationRequest: Codable, Hashable, Sendable {
+            /// The e-mail the account was registered with.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletRestorationRequest/email`.
+            public var email: Swift.String
+            /// The new device's P-256 public key, X9.63, standard base64.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletRestorationRequest/publicKey`.
+            public var publicKey: Swift.String
+            /// The new key's signature (raw r||s, standard base64) over the UTF-8 lines
+            /// `horizon/restore-wallet/v1`, the e-mail and the public key's base64, joined by "\n".
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletRestorationRequest/proof`.
+            public var proof: Swift.String
+            /// Creates a new `WalletRestorationRequest`.
+            ///
+            /// - Parameters:
+            ///   - email: The e-mail the account was registered with.
+            ///   - publicKey: The new device's P-256 public key, X9.63, standard base64.
+            ///   - proof: The new key's signature (raw r||s, standard base64) over the UTF-8 lines
+            public init(
+                email: Swift.String,
+                publicKey: Swift.String,
+                proof: Swift.String
+            ) {
+                self.email = email
+                self.publicKey = publicKey
+                self.proof = proof
+            }
+            public enum CodingKeys: String, CodingKey {
+                case email
+                case publicKey
+                case proof
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.email = try container.decode(
+                    Swift.String.self,
+                    forKey: .email
+                )
+                self.publicKey = try container.decode(
+                    Swift.String.self,
+                    forKey: .publicKey
+                )
+                self.proof = try container.decode(
+                    Swift.String.self,
+                    forKey: .proof
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "email",
+                    "publicKey",
+                    "proof"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/OneTimeCodeSent`.
+        public struct OneTimeCodeSent: Codable, Hashable, Sendable {
+            /// Names this registration in its verify path.
+            ///
+            /// - Remark: Generated from `#/components/schemas/OneTimeCodeSent/registrationId`.
+            public var registrationId: Swift.String
+            /// Unix seconds; the code is refused after.
+            ///
+            /// - Remark: Generated from `#/components/schemas/OneTimeCodeSent/expiresAt`.
+            public var expiresAt: Swift.Int64
+            /// Where the code went, masked ("sms +49••••••••678", "email a•••@example.com").
+            ///
+            /// - Remark: Generated from `#/components/schemas/OneTimeCodeSent/sentTo`.
+            public var sentTo: [Swift.String]
+            /// Creates a new `OneTimeCodeSent`.
+            ///
+            /// - Parameters:
+            ///   - registrationId: Names this registration in its verify path.
+            ///   - expiresAt: Unix seconds; the code is refused after.
+            ///   - sentTo: Where the code went, masked ("sms +49••••••••678", "email a•••@example.com").
+            public init(
+                registrationId: Swift.String,
+                expiresAt: Swift.Int64,
+                sentTo: [Swift.String]
+            ) {
+                self.registrationId = registrationId
+                self.expiresAt = expiresAt
+                self.sentTo = sentTo
+            }
+            public enum CodingKeys: String, CodingKey {
+                case registrationId
+                case expiresAt
+                case sentTo
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/OneTimeCodeVerification`.
+        public struct OneTimeCodeVerification: Codable, Hashable, Sendable {
+            /// The 8 digits that were sent.
+            ///
+            /// - Remark: Generated from `#/components/schemas/OneTimeCodeVerification/code`.
+            public var code: Swift.String
+            /// Creates a new `OneTimeCodeVerification`.
+            ///
+            /// - Parameters:
+            ///   - code: The 8 digits that were sent.
+            public init(code: Swift.String) {
+                self.code = code
+            }
+            public enum CodingKeys: String, CodingKey {
+                case code
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.code = try container.decode(
+                    Swift.String.self,
+                    forKey: .code
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "code"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WalletVerified`.
+        public struct WalletVerified: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WalletVerified/walletId`.
+            public var walletId: Swift.String
+            /// How many older keys a restoration revoked (0 for a registration).
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletVerified/revokedKeys`.
+            public var revokedKeys: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/WalletVerified/anchor`.
+            public var anchor: Components.Schemas.Anchor
+            /// Creates a new `WalletVerified`.
+            ///
+            /// - Parameters:
+            ///   - walletId:
+            ///   - revokedKeys: How many older keys a restoration revoked (0 for a registration).
+            ///   - anchor:
+            public init(
+                walletId: Swift.String,
+                revokedKeys: Swift.Int64,
+                anchor: Components.Schemas.Anchor
+            ) {
+                self.walletId = walletId
+                self.revokedKeys = revokedKeys
+                self.anchor = anchor
+            }
+            public enum CodingKeys: String, CodingKey {
+                case walletId
+                case revokedKeys
+                case anchor
+            }
+        }
     }
 }

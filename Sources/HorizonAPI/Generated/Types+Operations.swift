@@ -1359,4 +1359,615 @@ public enum Operations {
             }
         }
     }
+    /// Starts registering a wallet key: sends an 8-digit code by SMS to the phone (and by mail).
+    ///
+    /// The code lives 10 minutes and allows 5 wrong tries; only a keyed hash of it is stored.
+    /// Refused with `already_exists` when the key is registered already.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/registrations`.
+    /// - Remark: Generated from `#/paths//v1/wallets/registrations/post(startWalletRegistration)`.
+    public enum StartWalletRegistration {
+        public static let id: Swift.String = "startWalletRegistration"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/wallets/registrations/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.StartWalletRegistration.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.StartWalletRegistration.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.StartWalletRegistration.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/wallets/registrations/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/wallets/registrations/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.WalletRegistrationRequest)
+            }
+            public var body: Operations.StartWalletRegistration.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            ///   - body:
+            public init(
+                headers: Operations.StartWalletRegistration.Input.Headers = .init(),
+                body: Operations.StartWalletRegistration.Input.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Accepted: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/wallets/registrations/POST/responses/202/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/wallets/registrations/POST/responses/202/content/application\/json`.
+                    case json(Components.Schemas.OneTimeCodeSent)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.OneTimeCodeSent {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.StartWalletRegistration.Output.Accepted.Body
+                /// Creates a new `Accepted`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.StartWalletRegistration.Output.Accepted.Body) {
+                    self.body = body
+                }
+            }
+            /// The code was sent; complete with the verify operation.
+            ///
+            /// - Remark: Generated from `#/paths//v1/wallets/registrations/post(startWalletRegistration)/responses/202`.
+            ///
+            /// HTTP response code: `202 accepted`.
+            case accepted(Operations.StartWalletRegistration.Output.Accepted)
+            /// The associated value of the enum case if `self` is `.accepted`.
+            ///
+            /// - Throws: An error if `self` is not `.accepted`.
+            /// - SeeAlso: `.accepted`.
+            public var accepted: Operations.StartWalletRegistration.Output.Accepted {
+                get throws {
+                    switch self {
+                    case let .accepted(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "accepted",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/wallets/registrations/post(startWalletRegistration)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Completes a registration with its code: creates the wallet account with the key.
+    ///
+    /// Errors: `registration_not_found`, `registration_code_invalid` (the message says how many tries
+    /// are left), `registration_expired`, `registration_used`, `registration_locked` (the fifth wrong
+    /// code locks it), `already_exists` (the key or the e-mail has a wallet already).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/registrations/{registrationId}/verify`.
+    /// - Remark: Generated from `#/paths//v1/wallets/registrations/{registrationId}/verify/post(verifyWalletRegistration)`.
+    public enum VerifyWalletRegistration {
+        public static let id: Swift.String = "verifyWalletRegistration"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/verify/POST/path`.
+            public struct Path: Sendable, Hashable {
+                /// The id the start answered.
+                ///
+                /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/verify/POST/path/registrationId`.
+                public var registrationId: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - registrationId: The id the start answered.
+                public init(registrationId: Swift.String) {
+                    self.registrationId = registrationId
+                }
+            }
+            public var path: Operations.VerifyWalletRegistration.Input.Path
+            /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/verify/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.VerifyWalletRegistration.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.VerifyWalletRegistration.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.VerifyWalletRegistration.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/verify/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/verify/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.OneTimeCodeVerification)
+            }
+            public var body: Operations.VerifyWalletRegistration.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            public init(
+                path: Operations.VerifyWalletRegistration.Input.Path,
+                headers: Operations.VerifyWalletRegistration.Input.Headers = .init(),
+                body: Operations.VerifyWalletRegistration.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Created: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/verify/POST/responses/201/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/verify/POST/responses/201/content/application\/json`.
+                    case json(Components.Schemas.WalletVerified)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.WalletVerified {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.VerifyWalletRegistration.Output.Created.Body
+                /// Creates a new `Created`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.VerifyWalletRegistration.Output.Created.Body) {
+                    self.body = body
+                }
+            }
+            /// The wallet account exists; the anchor its app pins.
+            ///
+            /// - Remark: Generated from `#/paths//v1/wallets/registrations/{registrationId}/verify/post(verifyWalletRegistration)/responses/201`.
+            ///
+            /// HTTP response code: `201 created`.
+            case created(Operations.VerifyWalletRegistration.Output.Created)
+            /// The associated value of the enum case if `self` is `.created`.
+            ///
+            /// - Throws: An error if `self` is not `.created`.
+            /// - SeeAlso: `.created`.
+            public var created: Operations.VerifyWalletRegistration.Output.Created {
+                get throws {
+                    switch self {
+                    case let .created(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "created",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/wallets/registrations/{registrationId}/verify/post(verifyWalletRegistration)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Starts restoring a wallet account on a new device: a code goes to the account's e-mail.
+    ///
+    /// The answer is the same whether or not a wallet has the e-mail (nothing is sent when none has),
+    /// so it does not tell which e-mails are registered.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/restorations`.
+    /// - Remark: Generated from `#/paths//v1/wallets/restorations/post(startWalletRestoration)`.
+    public enum StartWalletRestoration {
+        public static let id: Swift.String = "startWalletRestoration"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/wallets/restorations/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.StartWalletRestoration.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.StartWalletRestoration.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.StartWalletRestoration.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/wallets/restorations/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/wallets/restorations/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.WalletRestorationRequest)
+            }
+            public var body: Operations.StartWalletRestoration.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            ///   - body:
+            public init(
+                headers: Operations.StartWalletRestoration.Input.Headers = .init(),
+                body: Operations.StartWalletRestoration.Input.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Accepted: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/wallets/restorations/POST/responses/202/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/wallets/restorations/POST/responses/202/content/application\/json`.
+                    case json(Components.Schemas.OneTimeCodeSent)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.OneTimeCodeSent {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.StartWalletRestoration.Output.Accepted.Body
+                /// Creates a new `Accepted`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.StartWalletRestoration.Output.Accepted.Body) {
+                    self.body = body
+                }
+            }
+            /// A code was sent if the e-mail names an account.
+            ///
+            /// - Remark: Generated from `#/paths//v1/wallets/restorations/post(startWalletRestoration)/responses/202`.
+            ///
+            /// HTTP response code: `202 accepted`.
+            case accepted(Operations.StartWalletRestoration.Output.Accepted)
+            /// The associated value of the enum case if `self` is `.accepted`.
+            ///
+            /// - Throws: An error if `self` is not `.accepted`.
+            /// - SeeAlso: `.accepted`.
+            public var accepted: Operations.StartWalletRestoration.Output.Accepted {
+                get throws {
+                    switch self {
+                    case let .accepted(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "accepted",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/wallets/restorations/post(startWalletRestoration)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Completes a restoration: adds the new key to the account and revokes every older key.
+    ///
+    /// The same errors as a registration's verify.
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/restorations/{registrationId}/verify`.
+    /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/verify/post(verifyWalletRestoration)`.
+    public enum VerifyWalletRestoration {
+        public static let id: Swift.String = "verifyWalletRestoration"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/verify/POST/path`.
+            public struct Path: Sendable, Hashable {
+                /// The id the start answered.
+                ///
+                /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/verify/POST/path/registrationId`.
+                public var registrationId: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - registrationId: The id the start answered.
+                public init(registrationId: Swift.String) {
+                    self.registrationId = registrationId
+                }
+            }
+            public var path: Operations.VerifyWalletRestoration.Input.Path
+            /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/verify/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.VerifyWalletRestoration.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.VerifyWalletRestoration.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.VerifyWalletRestoration.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/verify/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/verify/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.OneTimeCodeVerification)
+            }
+            public var body: Operations.VerifyWalletRestoration.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            public init(
+                path: Operations.VerifyWalletRestoration.Input.Path,
+                headers: Operations.VerifyWalletRestoration.Input.Headers = .init(),
+                body: Operations.VerifyWalletRestoration.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/verify/POST/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/verify/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.WalletVerified)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.WalletVerified {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.VerifyWalletRestoration.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.VerifyWalletRestoration.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The key is the account's; the older ones are revoked.
+            ///
+            /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/verify/post(verifyWalletRestoration)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.VerifyWalletRestoration.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.VerifyWalletRestoration.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/verify/post(verifyWalletRestoration)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
 }

@@ -74,6 +74,41 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/payments/{paymentId}`.
     /// - Remark: Generated from `#/paths//v1/payments/{paymentId}/get(getPayment)`.
     func getPayment(_ input: Operations.GetPayment.Input) async throws -> Operations.GetPayment.Output
+    /// Starts registering a wallet key: sends an 8-digit code by SMS to the phone (and by mail).
+    ///
+    /// The code lives 10 minutes and allows 5 wrong tries; only a keyed hash of it is stored.
+    /// Refused with `already_exists` when the key is registered already.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/registrations`.
+    /// - Remark: Generated from `#/paths//v1/wallets/registrations/post(startWalletRegistration)`.
+    func startWalletRegistration(_ input: Operations.StartWalletRegistration.Input) async throws -> Operations.StartWalletRegistration.Output
+    /// Completes a registration with its code: creates the wallet account with the key.
+    ///
+    /// Errors: `registration_not_found`, `registration_code_invalid` (the message says how many tries
+    /// are left), `registration_expired`, `registration_used`, `registration_locked` (the fifth wrong
+    /// code locks it), `already_exists` (the key or the e-mail has a wallet already).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/registrations/{registrationId}/verify`.
+    /// - Remark: Generated from `#/paths//v1/wallets/registrations/{registrationId}/verify/post(verifyWalletRegistration)`.
+    func verifyWalletRegistration(_ input: Operations.VerifyWalletRegistration.Input) async throws -> Operations.VerifyWalletRegistration.Output
+    /// Starts restoring a wallet account on a new device: a code goes to the account's e-mail.
+    ///
+    /// The answer is the same whether or not a wallet has the e-mail (nothing is sent when none has),
+    /// so it does not tell which e-mails are registered.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/restorations`.
+    /// - Remark: Generated from `#/paths//v1/wallets/restorations/post(startWalletRestoration)`.
+    func startWalletRestoration(_ input: Operations.StartWalletRestoration.Input) async throws -> Operations.StartWalletRestoration.Output
+    /// Completes a restoration: adds the new key to the account and revokes every older key.
+    ///
+    /// The same errors as a registration's verify.
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/restorations/{registrationId}/verify`.
+    /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/verify/post(verifyWalletRestoration)`.
+    func verifyWalletRestoration(_ input: Operations.VerifyWalletRestoration.Input) async throws -> Operations.VerifyWalletRestoration.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -177,6 +212,77 @@ extension APIProtocol {
         try await getPayment(Operations.GetPayment.Input(
             path: path,
             headers: headers
+        ))
+    }
+    /// Starts registering a wallet key: sends an 8-digit code by SMS to the phone (and by mail).
+    ///
+    /// The code lives 10 minutes and allows 5 wrong tries; only a keyed hash of it is stored.
+    /// Refused with `already_exists` when the key is registered already.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/registrations`.
+    /// - Remark: Generated from `#/paths//v1/wallets/registrations/post(startWalletRegistration)`.
+    public func startWalletRegistration(
+        headers: Operations.StartWalletRegistration.Input.Headers = .init(),
+        body: Operations.StartWalletRegistration.Input.Body
+    ) async throws -> Operations.StartWalletRegistration.Output {
+        try await startWalletRegistration(Operations.StartWalletRegistration.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Completes a registration with its code: creates the wallet account with the key.
+    ///
+    /// Errors: `registration_not_found`, `registration_code_invalid` (the message says how many tries
+    /// are left), `registration_expired`, `registration_used`, `registration_locked` (the fifth wrong
+    /// code locks it), `already_exists` (the key or the e-mail has a wallet already).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/registrations/{registrationId}/verify`.
+    /// - Remark: Generated from `#/paths//v1/wallets/registrations/{registrationId}/verify/post(verifyWalletRegistration)`.
+    public func verifyWalletRegistration(
+        path: Operations.VerifyWalletRegistration.Input.Path,
+        headers: Operations.VerifyWalletRegistration.Input.Headers = .init(),
+        body: Operations.VerifyWalletRegistration.Input.Body
+    ) async throws -> Operations.VerifyWalletRegistration.Output {
+        try await verifyWalletRegistration(Operations.VerifyWalletRegistration.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Starts restoring a wallet account on a new device: a code goes to the account's e-mail.
+    ///
+    /// The answer is the same whether or not a wallet has the e-mail (nothing is sent when none has),
+    /// so it does not tell which e-mails are registered.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/restorations`.
+    /// - Remark: Generated from `#/paths//v1/wallets/restorations/post(startWalletRestoration)`.
+    public func startWalletRestoration(
+        headers: Operations.StartWalletRestoration.Input.Headers = .init(),
+        body: Operations.StartWalletRestoration.Input.Body
+    ) async throws -> Operations.StartWalletRestoration.Output {
+        try await startWalletRestoration(Operations.StartWalletRestoration.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Completes a restoration: adds the new key to the account and revokes every older key.
+    ///
+    /// The same errors as a registration's verify.
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/restorations/{registrationId}/verify`.
+    /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/verify/post(verifyWalletRestoration)`.
+    public func verifyWalletRestoration(
+        path: Operations.VerifyWalletRestoration.Input.Path,
+        headers: Operations.VerifyWalletRestoration.Input.Headers = .init(),
+        body: Operations.VerifyWalletRestoration.Input.Body
+    ) async throws -> Operations.VerifyWalletRestoration.Output {
+        try await verifyWalletRestoration(Operations.VerifyWalletRestoration.Input(
+            path: path,
+            headers: headers,
+            body: body
         ))
     }
 }

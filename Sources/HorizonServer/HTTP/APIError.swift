@@ -31,6 +31,12 @@ public struct APIError: Error, Sendable, Equatable {
         case termsMismatch = "terms_mismatch"
         case databaseUnavailable = "database_unavailable"
         case internalError = "internal_error"
+        // Wallet registration and restoration (one-time codes).
+        case registrationNotFound = "registration_not_found"
+        case registrationCodeInvalid = "registration_code_invalid"
+        case registrationExpired = "registration_expired"
+        case registrationUsed = "registration_used"
+        case registrationLocked = "registration_locked"
 
         public var status: HTTPResponse.Status {
             switch self {
@@ -49,6 +55,11 @@ public struct APIError: Error, Sendable, Equatable {
             case .walletSignatureInvalid, .termsMismatch: .unprocessableContent
             case .databaseUnavailable: .serviceUnavailable
             case .internalError: .internalServerError
+            case .registrationNotFound: .notFound
+            case .registrationCodeInvalid: .badRequest
+            case .registrationExpired: .gone
+            case .registrationUsed: .conflict
+            case .registrationLocked: .forbidden
             }
         }
     }

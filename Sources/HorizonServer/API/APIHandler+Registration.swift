@@ -1,0 +1,242 @@
+import Crypto
+import Foundation
+import HorizonAPI
+import HorizonCore
+import HorizonLedger
+import HorizonProtocol
+import HorizonSecureChannel
+import OpenAPIRuntime
+
+/// Wallet registration and restoration with one-time codes (DESIGN.md section 6, the
+/// reference's `IdentityClient`): a code goes out through `MessageSender`, only a keyed hash of
+/// it is stored, and its verify creates the account or moves it to the new device's key.
+extension APIHandler {
+    var registrationPolicy: RegistrationPolicy { RegistrationPolicy() }
+
+    func startWalletRegistration(_ input: Operations.StartWalletRegistration.Input) async throws
+        -> Operations.StartWalletRegistration.Output
+    {
+        guard case .json(let request) = input.body else {
+            throw APIError(.unsupportedMediaType, "the body must be JSON")
+        }
+        let (key, keyBytes) = try Self.publicKey(base64: request.publicKey, field: "publicKey")
+        try Self.verifyProof(
+            request.proof,
+            over: WalletProof.registration(email: request.email, phone: request.phone, publicKey: request.publicKey),
+            with: key, what: "registration")
+        let id = RegistrationID.generate()
+        let code = OneTimeCode.generate()
+        let pending: PendingRegistration
+        do {
+            pending = try await ledger.startRegistration(
+                id: id, name: request.name, email: request.email, phone: request.phone, publicKey: keyBytes,
+                codeHash: codeHash(code, for: id), policy: registrationPolicy, at: now())
+        } catch { throw Self.apiError(error, kind: .registration) }
+        let minutes = registrationPolicy.codeLifetime / 60
+        var sentTo: [String] = []
+        // Stored first, then sent: every code that reaches someone has its registration.
+        if let phone = pending.phone {
+            try await send(
+                .sms, to: phone, subject: "Horizon wallet code",
+                body: "Horizon: your wallet registration code is \(code) (valid \(minutes) minutes). Never share it.")
+            sentTo.append("sms " + OneTimeCode.mask(phone: phone))
+        }
+        if let email = pending.email {
+            try await send(
+                .email, to: email, subject: "Your Horizon wallet code",
+                body: """
+                    Your code to register your Horizon wallet is \(code). It expires in \(minutes) minutes.
+                    If you did not ask for it, ignore this mail.
+                    """)
+            sentTo.append("email " + OneTimeCode.mask(email: email))
+        }
+        metrics.record(event: "wallet_registration_started")
+        RequestScope.current?.logger.notice("wallet registration started", metadata: ["registration": "\(id)"])
+        return .accepted(
+            .init(body: .json(.init(registrationId: id.rawValue, expiresAt: pending.expiresAt, sentTo: sentTo))))
+    }
+
+    func verifyWalletRegistration(_ input: Operations.VerifyWalletRegistration.Input) async throws
+        -> Operations.VerifyWalletRegistration.Output
+    {
+        guard case .json(let request) = input.body else {
+            throw APIError(.unsupportedMediaType, "the body must be JSON")
+        }
+        let result = try await verify(input.path.registrationId, code: request.code, kind: .registration)
+        return .created(.init(body: .json(verified(result))))
+    }
+
+    func startWalletRestoration(_ input: Operations.StartWalletRestoration.Input) async throws
+        -> Operations.StartWalletRestoration.Output
+    {
+        guard case .json(let request) = input.body else {
+            throw APIError(.unsupportedMediaType, "the body must be JSON")
+        }
+        let (key, keyBytes) = try Self.publicKey(base64: request.publicKey, field: "publicKey")
+        try Self.verifyProof(
+            request.proof, over: WalletProof.restoration(email: request.email, publicKey: request.publicKey), with: key,
+            what: "restoration")
+        let id = RegistrationID.generate()
+        // A code is made and hashed even when no account has the e-mail: the same work, the same
+        // stored row and the same answer, so nothing tells whether the e-mail is registered.
+        let code = OneTimeCode.generate()
+        let pending: PendingRegistration
+        do {
+            pending = try await ledger.startRestoration(
+                id: id, email: request.email, publicKey: keyBytes, codeHash: codeHash(code, for: id),
+                policy: registrationPolicy, at: now())
+        } catch { throw Self.apiError(error, kind: .restoration) }
+        if let email = pending.email {
+            try await send(
+                .email, to: email, subject: "Your Horizon wallet restoration code",
+                body: """
+                    Your code to restore your Horizon wallet on a new device is \(code). It expires in \
+                    \(registrationPolicy.codeLifetime / 60) minutes. Restoring revokes the wallet's other devices.
+                    If you did not ask for it, ignore this mail.
+                    """)
+        }
+        metrics.record(event: "wallet_restoration_started")
+        // The masked address comes from the request, not from the account, for the same reason.
+        let typed = (try? Ledger.normalizedEmail(request.email)) ?? request.email
+        return .accepted(
+            .init(
+                body: .json(
+                    .init(
+                        registrationId: id.rawValue, expiresAt: pending.expiresAt,
+                        sentTo: ["email " + OneTimeCode.mask(email: typed)]))))
+    }
+
+    func verifyWalletRestoration(_ input: Operations.VerifyWalletRestoration.Input) async throws
+        -> Operations.VerifyWalletRestoration.Output
+    {
+        guard case .json(let request) = input.body else {
+            throw APIError(.unsupportedMediaType, "the body must be JSON")
+        }
+        let result = try await verify(input.path.registrationId, code: request.code, kind: .restoration)
+        return .ok(.init(body: .json(verified(result))))
+    }
+
+    // MARK: Helpers
+
+    private func verify(_ id: String, code: String, kind: RegistrationKind) async throws -> RegistrationResult {
+        let digits = code.filter { !$0.isWhitespace }
+        guard digits.count == OneTimeCode.digits, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+            throw APIError(.invalidRequest, "code must be the \(OneTimeCode.digits) digits that were sent")
+        }
+        let registration = RegistrationID(rawValue: id)
+        let result: RegistrationResult
+        do {
+            result = try await ledger.verifyRegistration(
+                registration, kind: kind, codeHash: codeHash(digits, for: registration), policy: registrationPolicy,
+                at: now())
+        } catch {
+            if case .codeInvalid = error { metrics.record(event: "wallet_code_refused") }
+            throw Self.apiError(error, kind: kind)
+        }
+        metrics.record(event: kind == .registration ? "wallet_registered" : "wallet_restored")
+        RequestScope.current?.logger.notice(
+            kind == .registration ? "wallet registered" : "wallet restored",
+            metadata: [
+                "registration": "\(registration)", "wallet": "\(result.wallet.id)",
+                "revokedKeys": "\(result.revokedKeys)",
+            ])
+        return result
+    }
+
+    private func verified(_ result: RegistrationResult) -> Components.Schemas.WalletVerified {
+        .init(
+            walletId: result.wallet.id.rawValue, revokedKeys: Int64(result.revokedKeys),
+            anchor: issuer.anchorDescription)
+    }
+
+    private func send(_ channel: OutboxMessage.Channel, to recipient: String, subject: String, body: String)
+        async throws
+    {
+        do { try await messages.send(channel, to: recipient, subject: subject, body: body) } catch {
+            RequestScope.current?.logger.error("a one-time code was not sent", metadata: ["error": "\(error)"])
+            throw APIError(
+                .internalError, "the code could not be sent; start again in a moment (the request id identifies this)")
+        }
+    }
+
+    /// HMAC-SHA256 of the code and its registration id under a key derived from the issuer's
+    /// private key: a copy of the database alone does not let anyone try the 10^8 codes.
+    func codeHash(_ code: String, for id: RegistrationID) -> [UInt8] {
+        let pepper = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: issuer.signingKey.rawRepresentation),
+            info: Array("horizon/one-time-code/v1".utf8), outputByteCount: 32)
+        let message = Array("horizon/one-time-code/v1\n\(id.rawValue)\n\(code)".utf8)
+        return Array(HMAC<SHA256>.authenticationCode(for: message, using: pepper))
+    }
+
+    static func verifyProof(_ proof: String, over bytes: [UInt8], with key: P256.Signing.PublicKey, what: String)
+        throws
+    {
+        guard let signature = Data(base64Encoded: proof), verifySignature(Array(signature), over: bytes, with: key)
+        else {
+            throw APIError(
+                .signatureInvalid, "proof is not the wallet key's signature over the \(what) (see openapi.yaml)")
+        }
+    }
+
+    static func apiError(_ error: RegistrationError, kind: RegistrationKind) -> APIError {
+        let again = kind == .registration ? "horizon-wallet register" : "horizon-wallet restore"
+        switch error {
+        case .notFound:
+            return APIError(
+                .registrationNotFound, "there is no such \(kind.rawValue); start again (\(again)) for a new code")
+        case .codeInvalid(let left):
+            return APIError(
+                .registrationCodeInvalid,
+                "the code is wrong; \(left) more wrong \(left == 1 ? "code locks" : "codes lock") this \(kind.rawValue)"
+            )
+        case .expired:
+            return APIError(
+                .registrationExpired,
+                "the code has expired (codes last 10 minutes); start again (\(again)) for a new one")
+        case .used:
+            return APIError(.registrationUsed, "this code was used already; a code completes one \(kind.rawValue)")
+        case .locked:
+            return APIError(
+                .registrationLocked,
+                "too many wrong codes: this \(kind.rawValue) is locked; start again (\(again)) for a new code")
+        case .keyAlreadyRegistered:
+            return APIError(
+                .alreadyExists, "this public key is registered to a wallet already; use a new key for a new wallet")
+        case .emailAlreadyRegistered:
+            return APIError(
+                .alreadyExists,
+                "a wallet with this e-mail is registered already; restore it on this device (horizon-wallet restore)")
+        case .tooManyPending(let wait):
+            return APIError(
+                .rateLimited, "too many codes were sent to this e-mail or phone; retry in \(wait) s",
+                headers: [.retryAfter: "\(wait)"])
+        case .ledger(let error):
+            return APIError(error)
+        }
+    }
+}
+
+/// The one-time codes: 8 decimal digits from the system's CSPRNG (getrandom on Linux).
+enum OneTimeCode {
+    static let digits = 8
+
+    static func generate() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let value = UInt32.random(in: 0..<100_000_000, using: &generator)
+        let text = String(value)
+        return String(repeating: "0", count: digits - text.count) + text
+    }
+
+    /// "+49••••••••678": enough for a person to recognise their number, not to learn it.
+    static func mask(phone: String) -> String {
+        guard phone.count > 6 else { return phone }
+        return String(phone.prefix(3)) + String(repeating: "•", count: phone.count - 6) + String(phone.suffix(3))
+    }
+
+    /// "a•••@example.com".
+    static func mask(email: String) -> String {
+        guard let at = email.firstIndex(of: "@"), at > email.startIndex else { return "•••" }
+        return String(email[..<email.index(after: email.startIndex)]) + "•••" + String(email[at...])
+    }
+}

@@ -1,0 +1,174 @@
+import Foundation
+import HorizonCLISupport
+import HorizonTestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `horizon-wallet register`, `verify` and `pin` against a real `horizon-server serve`, all as
+/// processes, the code read with `horizon-server outbox`.
+@Suite("Wallet registration with the programs", .serialized, .offTheCooperativePool)
+struct WalletRegistrationProgramTests {
+    @Test func aWalletRegistersPinsTheAnchorAndSetsAPIN() throws {
+        let sandbox = try Sandbox()
+        let serverDir = sandbox.path("server")
+        let walletDir = sandbox.path("wallet")
+        let initServer = try Programs.run(
+            "horizon-server", ["init", "--data-dir", serverDir, "--issuer-name", "Test Bank"])
+        #expect(initServer.status == 0, "\(initServer.standardError)")
+        let port = try freeLoopbackPort()
+        let url = "http://127.0.0.1:\(port)"
+        let server = try Programs.start(
+            "horizon-server",
+            ["serve", "--data-dir", serverDir, "--listen", "127.0.0.1:\(port)", "--log-level", "warning"])
+        defer {
+            server.interrupt()
+            _ = server.finish(timeout: 10)
+        }
+        #expect(waitUntilListening(port: port), "the server did not start listening")
+
+        let register = try Programs.run(
+            "horizon-wallet",
+            [
+                "register", "--server", url, "--name", "Alice", "--email", "alice@example.com", "--phone",
+                "+49 151 12345678", "--data-dir", walletDir, "--json",
+            ])
+        #expect(register.status == 0, "\(register.standardError)")
+        let started = try json(register.standardOutput)
+        #expect(started["kind"] as? String == "registration")
+        #expect(started["sentTo"] as? [String] == ["sms +49••••••••678", "email a•••@example.com"])
+
+        let outbox = try Programs.run(
+            "horizon-server", ["outbox", "--data-dir", serverDir, "--to", "+4915112345678", "--json"])
+        #expect(outbox.status == 0, "\(outbox.standardError)")
+        let messages = try JSONSerialization.jsonObject(with: Data(outbox.standardOutput.utf8)) as? [[String: Any]]
+        let body = try #require(messages?.first?["body"] as? String)
+        let code = try #require(body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }.map(String.init))
+
+        let wrong = try Programs.run(
+            "horizon-wallet", ["verify", code == "00000000" ? "00000001" : "00000000", "--data-dir", walletDir])
+        #expect(wrong.status == 1)
+        #expect(
+            wrong.standardError.hasPrefix(
+                "error: wrong code: the code is wrong; 4 more wrong codes lock this registration (registration_code_invalid, request "
+            ), "\(wrong.standardError)")
+        let malformed = try Programs.run("horizon-wallet", ["verify", "12ab", "--data-dir", walletDir])
+        #expect(malformed.status == 2)
+        #expect(malformed.standardError.contains("CODE must be the 8 digits you received"))
+
+        let verify = try Programs.run("horizon-wallet", ["verify", code, "--data-dir", walletDir, "--json"])
+        #expect(verify.status == 0, "\(verify.standardError)")
+        let verified = try json(verify.standardOutput)
+        let anchor = try json(
+            try Programs.run("horizon-server", ["anchor", "--data-dir", serverDir, "--json"]).standardOutput)
+        let pinned = try #require(verified["anchor"] as? [String: Any])
+        #expect(pinned["fingerprint"] as? String == anchor["fingerprint"] as? String)
+        #expect(pinned["name"] as? String == "Test Bank")
+        #expect((verified["walletId"] as? String)?.hasPrefix("w_") == true)
+        let keyID = try #require(pinned["keyId"] as? String)
+        #expect(FileManager.default.fileExists(atPath: "\(walletDir)/trust/\(keyID).pub"), "the anchor is not pinned")
+        #expect(!FileManager.default.fileExists(atPath: "\(walletDir)/registration.json"))
+
+        // Registered once: the code is spent, and the wallet says it is registered.
+        let again = try Programs.run("horizon-wallet", ["verify", code, "--data-dir", walletDir])
+        #expect(again.status == 1)
+        #expect(again.standardError.contains("error: nothing to verify: start with `horizon-wallet register`"))
+
+        // A PIN from a file; the key file is then sealed, and signing needs it.
+        let pinFile = sandbox.path("pin")
+        try "246810\n".write(toFile: pinFile, atomically: true, encoding: .utf8)
+        let setPIN = try Programs.run("horizon-wallet", ["pin", "set", "--pin-file", pinFile, "--data-dir", walletDir])
+        #expect(setPIN.status == 0, "\(setPIN.standardError)")
+        let keyText = try String(contentsOfFile: "\(walletDir)/wallet-key.pem", encoding: .utf8)
+        #expect(keyText.hasPrefix("-----BEGIN HORIZON ENCRYPTED WALLET KEY-----"))
+        for file in ["wallet-key.pem", "pin-lock.json", "account.json"] {
+            let mode =
+                try FileManager.default.attributesOfItem(atPath: "\(walletDir)/\(file)")[.posixPermissions] as? NSNumber
+            #expect(mode?.intValue == 0o600, "\(file)")
+        }
+        let wrongPIN = try Programs.run(
+            "horizon-wallet",
+            ["pay", "--data-dir", walletDir, "--radio-socket", sandbox.path("radio.sock"), "--timeout", "1"],
+            environment: ["HORIZON_WALLET_PIN": "135790"])
+        #expect(wrongPIN.status == 1)
+        #expect(wrongPIN.standardError == "error: wrong PIN; 2 more wrong PINs block the wallet for a while\n")
+        let status = try json(
+            try Programs.run("horizon-wallet", ["pin", "status", "--json", "--data-dir", walletDir]).standardOutput)
+        #expect(status["pinSet"] as? Bool == true && status["wrongPINs"] as? Int == 1)
+        let change = try Programs.run(
+            "horizon-wallet", ["pin", "change", "--data-dir", walletDir],
+            environment: ["HORIZON_WALLET_PIN": "246810", "HORIZON_WALLET_NEW_PIN": "97531975"])
+        #expect(change.status == 0, "\(change.standardError)")
+        // Commands that need only the public key ask for no PIN.
+        let balance = try Programs.run("horizon-wallet", ["balance", "--data-dir", walletDir, "--json"])
+        #expect(balance.status == 0, "\(balance.standardError)")
+    }
+
+    @Test func anUnreachableServerIsSaidSo() throws {
+        let sandbox = try Sandbox()
+        let port = try freeLoopbackPort()
+        let register = try Programs.run(
+            "horizon-wallet",
+            [
+                "register", "--server", "http://127.0.0.1:\(port)", "--name", "Alice", "--email", "alice@example.com",
+                "--phone", "+4915112345678", "--data-dir", sandbox.path("wallet"),
+            ])
+        #expect(register.status == 1)
+        #expect(register.standardError.hasPrefix("error: the server http://127.0.0.1:\(port) cannot be reached ("))
+        #expect(register.standardError.contains("check --server and that `horizon-server serve` runs there"))
+        let badURL = try Programs.run(
+            "horizon-wallet",
+            [
+                "register", "--server", "ftp://x", "--name", "A", "--email", "a@b.example", "--phone", "+4915112345678",
+                "--data-dir", sandbox.path("wallet"),
+            ])
+        #expect(badURL.status == 2)
+        #expect(badURL.standardError.contains("--server: ftp://x is not a server URL"))
+    }
+
+    private func json(_ text: String) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], "not JSON: \(text)")
+    }
+}
+
+/// A loopback TCP port nothing listens on (bound and released; a race is possible but harmless here).
+func freeLoopbackPort() throws -> Int {
+    let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard socket >= 0 else { throw SandboxError("socket() failed") }
+    defer { close(socket) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+            bind(socket, pointer, length) == 0 && getsockname(socket, pointer, &length) == 0
+        }
+    }
+    guard bound else { throw SandboxError("bind() failed") }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// Whether something accepts TCP connections on the loopback `port` within `seconds`.
+func waitUntilListening(port: Int, seconds: Double = 60) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+        close(socket)
+        if connected { return true }
+        Thread.sleep(forTimeInterval: 0.1)
+    }
+    return false
+}

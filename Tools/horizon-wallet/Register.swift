@@ -1,0 +1,323 @@
+import ArgumentParser
+import Crypto
+import Foundation
+import HorizonAPI
+import HorizonCLISupport
+import HorizonCore
+import HorizonSecureChannel
+import HorizonServerClient
+
+/// `register`: a new wallet account on a Horizon server, for this wallet's key.
+struct Register: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Register this wallet with a Horizon server; a one-time code is texted to your phone (and mailed).",
+        discussion: """
+            Makes the wallet's key if there is none. Then run `horizon-wallet verify CODE` within 10 minutes: \
+            the wallet is registered and pins the server's trust anchor, so `pay` trusts its terminals.
+            """)
+
+    @Option(help: "The server's URL, e.g. http://127.0.0.1:8080.") var server: String
+    @Option(help: "Your name.") var name: String
+    @Option(help: "Your e-mail address (a restoration on a new device sends its code there).") var email: String
+    @Option(help: "Your mobile number in international form, e.g. +4915112345678 (the code is texted there).")
+    var phone: String
+    @Flag(help: "Print the result as JSON.") var json = false
+    @OptionGroup var pin: PINOptions
+    @OptionGroup var global: GlobalOptions
+
+    func run() async throws {
+        let url = try WalletServer.url(server)
+        let files = global.walletFiles
+        try WalletServer.refuseIfRegistered(files)
+        try WalletServer.ensureKey(files)
+        let key = try files.keyVault().unlock(pin: pin.current)
+        let (name, email, phone) = (name, email, phone)
+        let sent = try await WalletServer.call(url) { () async throws(ServerClientError) in
+            try await HorizonServerClient(serverURL: url).registerWallet(
+                name: name, email: email, phone: phone, key: key)
+        }
+        try WalletServer.start(.registration, sent, server: url, email: email, files: files, json: json)
+    }
+}
+
+/// `restore`: move an account registered elsewhere to this device's key.
+struct Restore: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Restore your wallet account on this device: a one-time code goes to the account's e-mail.",
+        discussion: """
+            Makes this device's key if there is none. Then run `horizon-wallet verify CODE`: this key joins the \
+            account and every older key (the lost device's) is revoked. The server answers the same whether or \
+            not the e-mail has an account, so no code arriving means the e-mail is not the registered one.
+            """)
+
+    @Option(help: "The server's URL, e.g. http://127.0.0.1:8080.") var server: String
+    @Option(help: "The e-mail address the account was registered with.") var email: String
+    @Flag(help: "Print the result as JSON.") var json = false
+    @OptionGroup var pin: PINOptions
+    @OptionGroup var global: GlobalOptions
+
+    func run() async throws {
+        let url = try WalletServer.url(server)
+        let files = global.walletFiles
+        try WalletServer.refuseIfRegistered(files)
+        try WalletServer.ensureKey(files)
+        let key = try files.keyVault().unlock(pin: pin.current)
+        let email = email
+        let sent = try await WalletServer.call(url) { () async throws(ServerClientError) in
+            try await HorizonServerClient(serverURL: url).restoreWallet(email: email, key: key)
+        }
+        try WalletServer.start(.restoration, sent, server: url, email: email, files: files, json: json)
+    }
+}
+
+/// `verify CODE`: completes the pending registration or restoration and pins the server's anchor.
+struct Verify: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Complete `register` or `restore` with the one-time code you received, and trust the server's anchor."
+    )
+
+    @Argument(help: "The 8-digit code.") var code: String
+    @Flag(help: "Print the result as JSON.") var json = false
+    @OptionGroup var global: GlobalOptions
+
+    func validate() throws {
+        guard code.filter({ !$0.isWhitespace }).count == 8,
+            code.allSatisfy({ $0.isWhitespace || ("0"..."9").contains($0) })
+        else { throw ValidationError("CODE must be the 8 digits you received") }
+    }
+
+    func run() async throws {
+        let files = global.walletFiles
+        guard let pending = try WalletServer.pending(files) else {
+            throw CLIError(
+                "nothing to verify: start with `horizon-wallet register` (a new account) or `horizon-wallet restore` (a new device)"
+            )
+        }
+        let url = try WalletServer.url(pending.server)
+        let client = HorizonServerClient(serverURL: url)
+        let (id, code) = (pending.registrationId, code.filter { !$0.isWhitespace })
+        let verified = try await WalletServer.call(url, forget: files) { () async throws(ServerClientError) in
+            switch pending.kind {
+            case .registration: try await client.verifyWalletRegistration(id: id, code: code)
+            case .restoration: try await client.verifyWalletRestoration(id: id, code: code)
+            }
+        }
+        // The anchor as the server publishes it, which must be the one the verify named.
+        let anchor = try await WalletServer.call(url) { () async throws(ServerClientError) in
+            try await client.anchor()
+        }
+        guard anchor.publicKey == verified.anchor.publicKey else {
+            throw CLIError("the server named two different trust anchors; nothing was pinned (ask its operator)")
+        }
+        let pinned = try WalletServer.pin(anchor, files: files)
+        let account = WalletAccount(
+            server: url.absoluteString, walletId: verified.walletId, anchorName: anchor.name,
+            anchorKeyId: pinned.keyID, anchorFingerprint: pinned.fingerprint)
+        try WalletServer.save(account, files: files)
+        try? FileManager.default.removeItem(at: files.directory.file(WalletServer.pendingFile))
+        if json {
+            return try Console().json(
+                VerifyJSON(
+                    kind: pending.kind.rawValue, walletId: verified.walletId, server: account.server,
+                    revokedKeys: verified.revokedKeys,
+                    anchor: .init(name: anchor.name, keyId: pinned.keyID, fingerprint: pinned.fingerprint)))
+        }
+        switch pending.kind {
+        case .registration: print("Wallet registered: account \(verified.walletId) at \(account.server)")
+        case .restoration:
+            print(
+                "Wallet restored on this device: account \(verified.walletId); \(verified.revokedKeys) older key\(verified.revokedKeys == 1 ? "" : "s") revoked"
+            )
+        }
+        print("Pinned the server's trust anchor \"\(anchor.name)\" (key id \(pinned.keyID))")
+        print("  fingerprint \(pinned.fingerprint)")
+        print("Compare it with the one the server's operator publishes (`horizon-server anchor`).")
+    }
+
+    struct VerifyJSON: Encodable {
+        struct Anchor: Encodable {
+            let name: String
+            let keyId: String
+            let fingerprint: String
+        }
+        let kind: String
+        let walletId: String
+        let server: String
+        let revokedKeys: Int64
+        let anchor: Anchor
+    }
+}
+
+/// What `register`/`restore` leave for `verify` (registration.json).
+struct PendingVerification: Codable {
+    enum Kind: String, Codable {
+        case registration, restoration
+    }
+    let kind: Kind
+    let server: String
+    let registrationId: String
+    let expiresAt: Int64
+    let email: String
+}
+
+/// The account this wallet is registered to (account.json).
+struct WalletAccount: Codable {
+    let server: String
+    let walletId: String
+    let anchorName: String
+    let anchorKeyId: String
+    let anchorFingerprint: String
+}
+
+/// The wallet's side of registration: its files, the server calls and their errors in words.
+enum WalletServer {
+    static let pendingFile = "registration.json"
+    static let accountFile = "account.json"
+
+    static func url(_ text: String) throws -> URL {
+        do { return try HorizonServerClient.url(text) } catch { throw ValidationError("--server: \(error)") }
+    }
+
+    static func account(_ files: WalletFiles) throws -> WalletAccount? {
+        guard files.directory.exists(accountFile) else { return nil }
+        return try decode(WalletAccount.self, accountFile, files)
+    }
+
+    static func pending(_ files: WalletFiles) throws -> PendingVerification? {
+        guard files.directory.exists(pendingFile) else { return nil }
+        return try decode(PendingVerification.self, pendingFile, files)
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, _ name: String, _ files: WalletFiles) throws -> T {
+        do { return try JSONDecoder().decode(type, from: try files.directory.read(name)) } catch let error as CLIError {
+            throw error
+        } catch {
+            throw CLIError("\(files.directory.file(name).path) is damaged (\(error)); remove it and start again")
+        }
+    }
+
+    static func save(_ value: some Encodable, to name: String, files: WalletFiles) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        try files.directory.write(try encoder.encode(value), to: name)
+    }
+
+    static func save(_ account: WalletAccount, files: WalletFiles) throws {
+        try save(account, to: accountFile, files: files)
+    }
+
+    static func refuseIfRegistered(_ files: WalletFiles) throws {
+        if let account = try account(files) {
+            throw CLIError(
+                "this wallet is registered already (account \(account.walletId) at \(account.server)); to use another account, pass another --data-dir"
+            )
+        }
+    }
+
+    /// A wallet registering first (or a new device restoring) gets its key here, with no PIN yet.
+    static func ensureKey(_ files: WalletFiles) throws {
+        if !files.directory.exists(WalletFiles.walletKey) { _ = try files.initialize(trusting: [], force: false) }
+    }
+
+    /// Keeps what `verify` needs and says where the code went.
+    static func start(
+        _ kind: PendingVerification.Kind, _ sent: Components.Schemas.OneTimeCodeSent, server: URL, email: String,
+        files: WalletFiles, json: Bool
+    ) throws {
+        try save(
+            PendingVerification(
+                kind: kind, server: server.absoluteString, registrationId: sent.registrationId,
+                expiresAt: sent.expiresAt, email: email), to: pendingFile, files: files)
+        if json {
+            return try Console().json(
+                StartJSON(
+                    kind: kind.rawValue, registrationId: sent.registrationId, expiresAt: sent.expiresAt,
+                    sentTo: sent.sentTo,
+                    server: server.absoluteString))
+        }
+        let until = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(sent.expiresAt)))
+        switch kind {
+        case .registration: print("A one-time code was sent to \(sent.sentTo.joined(separator: " and ")).")
+        case .restoration:
+            print("If a wallet is registered with \(email), a one-time code was sent there (\(sent.sentTo.joined())).")
+        }
+        print("Run `horizon-wallet verify CODE` before \(until).")
+    }
+
+    struct StartJSON: Encodable {
+        let kind: String
+        let registrationId: String
+        let expiresAt: Int64
+        let sentTo: [String]
+        let server: String
+    }
+
+    /// Writes the anchor where the wallet's trusted anchors live; returns its key id and the
+    /// fingerprint computed here (not the server's text).
+    static func pin(_ anchor: Components.Schemas.Anchor, files: WalletFiles) throws -> (
+        keyID: String, fingerprint: String
+    ) {
+        guard let bytes = Data(base64Encoded: anchor.publicKey),
+            let key = try? P256.Signing.PublicKey(x963Representation: bytes)
+        else { throw CLIError("the server's anchor is not a P-256 public key; nothing was pinned") }
+        let fingerprint = fingerprint(of: key)
+        guard fingerprint == anchor.fingerprint else {
+            throw CLIError("the server's anchor does not match the fingerprint it states; nothing was pinned")
+        }
+        let keyID = keyIdentifier(of: key).hexString
+        let trust = DataDirectory(explicit: files.directory.file(WalletFiles.trustDirectory).path, role: "")
+        try trust.create()
+        try KeyFiles.writePublic(key, to: keyID + ".pub", in: trust)
+        return (keyID, fingerprint)
+    }
+
+    /// SHA-256 of the X9.63 key in groups of four hex digits, as `horizon-server anchor` prints it.
+    static func fingerprint(of key: P256.Signing.PublicKey) -> String {
+        let hex = Array(SHA256.hash(data: key.x963Representation)).hexString
+        var groups: [Substring] = []
+        var rest = Substring(hex)
+        while !rest.isEmpty {
+            groups.append(rest.prefix(4))
+            rest = rest.dropFirst(4)
+        }
+        return groups.joined(separator: " ")
+    }
+
+    /// Runs a server call; its failure becomes one line a person can act on. With `forget`, a
+    /// registration that can no longer complete is forgotten, so the next step is a fresh start.
+    static func call<T: Sendable>(
+        _ server: URL, forget files: WalletFiles? = nil, _ body: () async throws(ServerClientError) -> T
+    ) async throws -> T {
+        do { return try await body() } catch {
+            if let files, let code = error.code,
+                ["registration_expired", "registration_used", "registration_locked", "registration_not_found"].contains(
+                    code)
+            {
+                try? FileManager.default.removeItem(at: files.directory.file(pendingFile))
+            }
+            throw CLIError(describe(error, server: server))
+        }
+    }
+
+    static func describe(_ error: ServerClientError, server: URL) -> String {
+        switch error {
+        case .unreachable(let reason):
+            return
+                "the server \(server.absoluteString) cannot be reached (\(reason)); check --server and that `horizon-server serve` runs there"
+        case .timedOut: return "the server \(server.absoluteString) did not answer in time; try again"
+        case .refused(_, let code, let message, let requestID):
+            let what =
+                switch code {
+                case "registration_code_invalid": "wrong code"
+                case "registration_expired": "code expired"
+                case "registration_used": "code already used"
+                case "registration_locked": "registration locked"
+                case "registration_not_found": "no such registration"
+                case "already_exists": "already registered"
+                default: "refused"
+                }
+            return "\(what): \(message) (\(code), request \(requestID))"
+        case .invalidResponse, .invalidServerURL, .cancelled: return error.description
+        }
+    }
+}
