@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The main job: a terminal and a wallet, two separate processes, pay each other over the
-# simulated Bluetooth radio; both sides' view and the ledger entry are printed. Installs what
-# the build needs (when missing) and builds first.
+# The main job: the whole system on one machine with no database server. A Horizon server on
+# SQLite, a merchant, a terminal activated with the server, a wallet registered with it (the
+# one-time code read from the server's outbox), a payment with a tip over the simulated
+# Bluetooth radio between two processes, then the transaction as the server reports it.
+# Installs what the build needs (when missing) and builds first.
 #
 #   Tools/demo.sh                  pay 12.50 EUR with a 1.50 tip
 #   Tools/demo.sh 30 3             pay 30.00 with a 3.00 tip
@@ -18,32 +20,64 @@ esac
 
 ensure_swift
 ensure_debian_packages
-
-step "building horizon-terminal and horizon-wallet (a first build compiles swift-crypto: 1-3 minutes on 2 cores)"
+step "building horizon-server, horizon-terminal and horizon-wallet (a first build compiles swift-crypto, swift-nio, Hummingbird and AsyncHTTPClient: 8-15 minutes on 2 cores)"
 swift build 2>&1 | filter_build_output
 bin=$(swift build --show-bin-path)
 
 work=$(mktemp -d /tmp/horizon-demo.XXXXXX)
 socket="$work/radio.sock"
+server_pid=""
 radio_pid=""
 terminal_pid=""
 cleanup() {
     [ -n "$terminal_pid" ] && kill "$terminal_pid" 2>/dev/null || true
     [ -n "$radio_pid" ] && kill "$radio_pid" 2>/dev/null || true
+    [ -n "$server_pid" ] && kill -TERM "$server_pid" 2>/dev/null || true
     wait 2>/dev/null || true
     if [ -z "${KEEP:-}" ]; then rm -rf "$work"; else echo "data kept in $work"; fi
 }
 trap cleanup EXIT
 
-step "setting up a terminal and a wallet in $work"
-"$bin/horizon-terminal" init --data-dir "$work/terminal" --merchant-name "Horizon Demo Café" | sed 's/^/terminal | /'
-"$bin/horizon-wallet" init --data-dir "$work/wallet" --trust "$work/terminal/anchor.pub" | sed 's/^/wallet   | /'
+email="owner@corner.example"
+printf 'correct horse battery staple\n' >"$work/merchant-password"
+chmod 600 "$work/merchant-password"
 
-step "paying $amount + tip $tip: the terminal advertises, the wallet 40 cm away pays it"
+step "the server: an issuer key, an SQLite database and a merchant, in $work/server"
+"$bin/horizon-server" init --data-dir "$work/server" --listen 127.0.0.1:0 | sed 's/^/server   | /'
+"$bin/horizon-server" merchants add "Corner Café" --email "$email" --currency EUR \
+    --password-file "$work/merchant-password" --data-dir "$work/server" | sed 's/^/server   | /'
+"$bin/horizon-server" serve --data-dir "$work/server" --log-level warning >"$work/server.out" 2>"$work/server.log" &
+server_pid=$!
+url=""
+for _ in $(seq 1 100); do
+    url=$(sed -n 's/^listening on //p' "$work/server.out")
+    [ -n "$url" ] && break
+    kill -0 "$server_pid" 2>/dev/null || die "horizon-server stopped: $(cat "$work/server.log")"
+    sleep 0.1
+done
+[ -n "$url" ] || die "horizon-server did not start within 10 s: $(cat "$work/server.log")"
+echo "server   | listening on $url"
+
+step "the terminal: a new key, activated with the server for Corner Café"
+"$bin/horizon-terminal" activate --server "$url" --email "$email" --password-file "$work/merchant-password" \
+    --label "Till 1, Market St" --data-dir "$work/terminal" | sed 's/^/terminal | /'
+
+step "the wallet: registered with the server (the code comes by SMS: here, from the server's outbox)"
+phone="+4915112345678"
+"$bin/horizon-wallet" register --server "$url" --name "Alex" --email alex@example.com --phone "$phone" \
+    --data-dir "$work/wallet" | sed 's/^/wallet   | /'
+code=$("$bin/horizon-server" outbox --to "$phone" --limit 1 --data-dir "$work/server" |
+    sed -n 's/.*registration code is \([0-9]\{8\}\).*/\1/p' | head -1)
+[ -n "$code" ] || die "no registration code in the server's outbox"
+echo "outbox   | SMS to $phone: code $code"
+"$bin/horizon-wallet" verify "$code" --data-dir "$work/wallet" | sed 's/^/wallet   | /'
+"$bin/horizon-server" wallets top-up alex@example.com 100.00 --data-dir "$work/server" | sed 's/^/server   | /'
+
+step "paying $amount + tip $tip: the terminal advertises, the wallet 40 cm away pays, the server settles"
 "$bin/horizon-terminal" radio --socket "$socket" --idle-exit 30 >/dev/null &
 radio_pid=$!
-"$bin/horizon-terminal" pay "$amount" --register "Demo cashier" --data-dir "$work/terminal" \
-    --radio-socket "$socket" 2>&1 | sed -u 's/^/terminal | /' &
+"$bin/horizon-terminal" pay "$amount" --data-dir "$work/terminal" --radio-socket "$socket" 2>&1 |
+    sed -u 's/^/terminal | /' &
 terminal_pid=$!
 sleep 0.5
 status=0
@@ -52,7 +86,6 @@ status=0
 wait "$terminal_pid" || status=$?
 terminal_pid=""
 
-step "the ledger entry and the wallet's balance"
-"$bin/horizon-terminal" transactions --data-dir "$work/terminal" | sed 's/^/ledger   | /'
-"$bin/horizon-wallet" balance --data-dir "$work/wallet" --ledger "$work/terminal/ledger.sqlite" | sed 's/^/wallet   | /'
+step "the transaction as the server records it"
+"$bin/horizon-server" transactions --data-dir "$work/server" | sed 's/^/server   | /'
 exit "$status"

@@ -38,6 +38,11 @@ step "running every test (one parallel swift test)"
 swift test --skip-build
 postgres_stop_throwaway
 
+# The README's main command, as a user runs it: server, activated terminal, registered wallet,
+# a payment over the simulated radio between processes, the server's record of it.
+step "the main job: Tools/demo.sh (the whole system on one machine)"
+Tools/demo.sh
+
 if [ -n "${HORIZON_SKIP_VM:-}" ]; then
     exit 0
 fi

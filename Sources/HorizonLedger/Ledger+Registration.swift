@@ -339,3 +339,34 @@ func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
     guard a.count == b.count else { return false }
     return zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
 }
+
+// MARK: Administration
+
+extension Ledger {
+    /// Every wallet with its contact, oldest first (the operator's list).
+    public func walletsWithContacts() async throws(LedgerError) -> [(Wallet, WalletContact)] {
+        try await store.transaction { db in
+            var wallets: [(Wallet, WalletContact)] = []
+            for row in try await db.query("SELECT id, name, created_at, email, phone FROM wallets ORDER BY created_at, id") {
+                wallets.append(
+                    (
+                        Wallet(
+                            id: WalletID(rawValue: try row.text("id")), name: try row.text("name"),
+                            createdAt: try row.integer("created_at")),
+                        WalletContact(email: try row.optionalText("email"), phone: try row.optionalText("phone"))
+                    ))
+            }
+            return wallets
+        }
+    }
+
+    /// The wallet registered with this e-mail, if any.
+    public func wallet(email: String) async throws(LedgerError) -> WalletID? {
+        let email = email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        return try await store.transaction { db in
+            try await db.query("SELECT id FROM wallets WHERE email = ?", [.text(email)]).first.map {
+                WalletID(rawValue: try $0.text("id"))
+            }
+        }
+    }
+}

@@ -20,7 +20,8 @@ struct HorizonServerCommand: AsyncParsableCommand {
             Sources/HorizonAPI/openapi.yaml.
             """,
         subcommands: [
-            Init.self, Serve.self, Migrate.self, Merchants.self, Terminals.self, Outbox.self, Anchor.self,
+            Init.self, Serve.self, Migrate.self, Merchants.self, Terminals.self, Wallets.self, Transactions.self,
+            Outbox.self, Anchor.self,
         ])
 }
 
