@@ -2,9 +2,13 @@ import Foundation
 import HorizonCLISupport
 import HorizonCore
 import HorizonLedger
+import HorizonRoles
 import HorizonSecureChannel
-import Logging
+import HorizonServerClient
+import HorizonSimulatedRadio
+import HorizonStores
 import HorizonTestSupport
+import Logging
 import Testing
 
 /// Issue 14 item 4, the terminal's part: activation makes a key that never leaves the terminal,
@@ -85,5 +89,47 @@ import Testing
         // And the revocation is what wallets receive.
         let revoked = try await server.client().revocations()
         #expect(revoked == [terminal.keyID.hexString])
+    }
+}
+
+/// A serving terminal renews its credential without a restart, and new connections get it.
+@Suite(.offTheCooperativePool) struct CredentialRenewalServiceTests {
+    @Test func aServingTerminalPutsTheRenewedCredentialInUse() async throws {
+        let server = try await ServerRig.start()
+        defer { Task { await server.stop() } }
+        let folder = server.directory.appendingPathComponent("terminal")
+        let files = TerminalFiles(directory: DataDirectory(explicit: folder.path, role: "terminal"))
+        _ = try await files.activate(
+            server: server.url.absoluteString, email: ServerRig.email, password: ServerRig.password, label: "Till 1",
+            decisionTimeoutSeconds: 30, force: false)
+        let first = try files.loadIdentity()
+        let simulation = RadioSimulation(seed: 9, wallClockAtStart: Ledger.now())
+        let service = TerminalRadioService(
+            radio: try simulation.addDevice(name: "terminal"), identity: first,
+            processor: ServerPaymentProcessor(client: server.client(signingWith: first.signingKey)),
+            journal: try SQLiteTerminalJournal(path: folder.appendingPathComponent("journal.sqlite").path))
+        // The service's clock says half of the credential is used up.
+        let later = first.credential.notBefore + (first.credential.expiresAt - first.credential.notBefore) * 6 / 10
+        try await Task.sleep(for: .seconds(1.1))
+        let renewal = CredentialRenewalService(
+            files: files, service: service, logger: Logger(label: "test"), retryAfter: .milliseconds(100),
+            clock: { later })
+        let task = Task { try await renewal.run() }
+        var renewed = false
+        for _ in 0..<100 where !renewed {
+            try await Task.sleep(for: .milliseconds(50))
+            renewed = service.identity.credential.expiresAt > first.credential.expiresAt
+        }
+        task.cancel()
+        _ = await task.result
+        #expect(renewed)
+        #expect(
+            service.identity.signingKey.publicKey.x963Representation == first.signingKey.publicKey.x963Representation)
+        #expect(try files.loadIdentity().credential == service.identity.credential)
+        // A credential for another key is refused.
+        let stranger = try TerminalIdentity.sandbox()
+        #expect(throws: SecureChannelError.credentialKeyMismatch) {
+            try service.replaceCredential(stranger.credential)
+        }
     }
 }

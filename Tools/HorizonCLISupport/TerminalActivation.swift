@@ -2,9 +2,11 @@ import Crypto
 import Foundation
 import HorizonAPI
 import HorizonCore
+import HorizonRoles
 import HorizonSecureChannel
 import HorizonServerClient
 import Logging
+import ServiceLifecycle
 
 /// A terminal activated with a Horizon server (issue 14 item 4): its key is made here and never
 /// leaves; the server's issuer vouches for it with a short-lived credential, renewed while the
@@ -96,5 +98,49 @@ extension TerminalFiles {
             credential.terminalKey == Array(key.publicKey.x963Representation)
         else { throw CLIError("the server's credential is not one for this terminal's key") }
         return credential
+    }
+}
+
+/// Keeps a serving terminal's credential fresh: wakes when half of it is used up, renews it with
+/// the server and puts it in use for new connections; retries a minute later when the server
+/// cannot be reached. Stops on graceful shutdown. Only for an activated terminal.
+public struct CredentialRenewalService: Service {
+    let files: TerminalFiles
+    let service: TerminalRadioService
+    let logger: Logger
+    let retryAfter: Duration
+    let clock: @Sendable () -> UnixTime
+
+    public init(
+        files: TerminalFiles, service: TerminalRadioService, logger: Logger, retryAfter: Duration = .seconds(60),
+        clock: @escaping @Sendable () -> UnixTime = { UnixTime(Date().timeIntervalSince1970) }
+    ) {
+        self.files = files
+        self.service = service
+        self.logger = logger
+        self.retryAfter = retryAfter
+        self.clock = clock
+    }
+
+    public func run() async throws {
+        try await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                let credential = service.identity.credential
+                let due = credential.notBefore + (credential.expiresAt - credential.notBefore) / 2
+                let now = clock()
+                if now < due { try await Task.sleep(for: .seconds(due - now)) }
+                do {
+                    let (renewed, changed) = try await files.renewCredentialIfDue(
+                        identity: service.identity, now: clock(), logger: logger)
+                    if changed {
+                        try service.replaceCredential(renewed.credential)
+                        continue
+                    }
+                } catch {
+                    logger.error("credential renewal refused: \(error)")
+                }
+                try await Task.sleep(for: retryAfter)
+            }
+        }
     }
 }

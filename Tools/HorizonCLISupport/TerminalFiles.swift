@@ -65,7 +65,7 @@ public struct TerminalSettings: Codable, Sendable {
 }
 
 /// The terminal's data directory: sandbox trust anchor, terminal key, credential, ledger.
-public struct TerminalFiles {
+public struct TerminalFiles: Sendable {
     public static let settings = "terminal.json"
     public static let terminalKey = "terminal-key.pem"
     public static let anchorKey = "anchor-key.pem"

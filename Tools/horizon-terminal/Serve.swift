@@ -65,14 +65,19 @@ struct Serve: AsyncParsableCommand {
         let controller = PaymentController(host: host, ledger: ledger, observer: observer, logger: logger)
         // Shut down in reverse order: the control socket first (its sale ends while the radio is
         // still up to tell the wallet), then the conflict observer.
+        // An activated terminal keeps its credential fresh while it serves.
+        let renewal: [ServiceGroupConfiguration.ServiceConfiguration] =
+            settings.server == nil
+            ? [] : [.init(service: CredentialRenewalService(files: files, service: runtime.service, logger: logger))]
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: [
-                    ConflictObserverService(observer: observer, logger: logger),
-                    ControlSocketService(
-                        listener: listener, controller: controller, console: console,
-                        limits: ControlSocketService.Limits(
-                            connections: controlConnections, readTimeout: .seconds(controlReadTimeout))),
+                services: renewal + [
+                    .init(service: ConflictObserverService(observer: observer, logger: logger)),
+                    .init(
+                        service: ControlSocketService(
+                            listener: listener, controller: controller, console: console,
+                            limits: ControlSocketService.Limits(
+                                connections: controlConnections, readTimeout: .seconds(controlReadTimeout)))),
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         console.line("terminal service ready: \(settings.merchantName), control socket \(path)")

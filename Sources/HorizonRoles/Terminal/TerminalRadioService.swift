@@ -142,7 +142,11 @@ public struct TerminalServiceConfiguration: Sendable {
 /// from the journal, whatever session it connects through, so a receipt is never lost with a link.
 public final class TerminalRadioService: Sendable {
     public let radio: any PeripheralRadio
-    public let identity: TerminalIdentity
+    /// The terminal's key and its current credential. The key never changes; the credential is
+    /// replaced when renewed (`replaceCredential`), and each new connection's handshake presents
+    /// the current one.
+    public var identity: TerminalIdentity { currentIdentity.withLock { $0 } }
+    private let currentIdentity: Mutex<TerminalIdentity>
     /// Executes payments; recovery settles through it, and it answers retries of payments
     /// executed before the journal kept their answers.
     public let processor: any PaymentProcessor
@@ -199,7 +203,7 @@ public final class TerminalRadioService: Sendable {
     ) {
         self.logger = logger
         self.radio = radio
-        self.identity = identity
+        currentIdentity = Mutex(identity)
         self.processor = processor
         self.journal = journal
         self.configuration = configuration
@@ -210,6 +214,14 @@ public final class TerminalRadioService: Sendable {
     var scheduler: any Scheduler { radio.scheduler }
 
     public var terminalKeyID: TerminalKeyID? { identity.terminalKeyID }
+
+    /// Puts a renewed credential in use for the connections that open from now on (those open
+    /// keep the handshake they made). It must be for this terminal's key.
+    public func replaceCredential(_ credential: TerminalCredential) throws(SecureChannelError) {
+        let renewed = try TerminalIdentity(signingKey: identity.signingKey, credential: credential)
+        currentIdentity.withLock { $0 = renewed }
+        logger.info("credential renewed", metadata: ["expires": "\(credential.expiresAt)"])
+    }
 
     /// Connections open now, authenticated or not.
     public var connectionCount: Int { openConnections.value }
