@@ -75,6 +75,15 @@ public protocol Scheduler: AnyObject, Sendable {
     /// thread or Swift's cooperative pool, so a caller blocked on it cannot starve it.
     func runExternal<T: Sendable>(
         _ work: @escaping @Sendable () async -> T, then completion: @escaping @Sendable (T) -> Void)
+    /// Runs `body` on the scheduler's serial context and returns its result, the caller waiting
+    /// meanwhile: how the reference API's synchronous commands enter a role, so that every change
+    /// of its state happens on that one context. Called from the context itself (a radio
+    /// callback, a timer, an observer, the body of `perform`), it runs `body` at once: a
+    /// re-entrant call never waits for itself.
+    ///
+    /// A virtual clock (the default implementation) runs `body` on the caller's thread: its serial
+    /// context is whoever drives it, and a synchronous caller is that driver (see the default).
+    func performSynchronously<T, Failure: Error>(_ body: () throws(Failure) -> T) throws(Failure) -> T
 }
 
 extension Scheduler {
@@ -94,6 +103,16 @@ extension Scheduler {
 }
 
 extension Scheduler {
+    /// Virtual time: nothing runs unless its driver runs it (`RadioSimulation.run` fires events on
+    /// the thread that calls it, one at a time), so the serial context is the driving thread, and
+    /// between two runs nothing else touches the roles. A synchronous command comes either from
+    /// that thread between runs or from a callback inside a run: both are the context already, so
+    /// `body` runs at once, and a seeded run replays exactly as if the command were a plain call.
+    /// (While a simulation runs live, other threads reach it only through the async `perform`.)
+    public func performSynchronously<T, Failure: Error>(_ body: () throws(Failure) -> T) throws(Failure) -> T {
+        try body()
+    }
+
     /// Virtual time: the work takes none. The caller (the scheduler's serial context) waits for
     /// it, so no later event can fire before `completion`, which runs at once, before `runExternal`
     /// returns: exactly as if the work had been a synchronous call.
@@ -178,10 +197,23 @@ public final class RealTimeScheduler: Scheduler {
 
     /// Where `runExternal` work runs.
     private let externalExecutor: QueueExecutor
+    /// Set on `queue` (and so seen by everything that runs on it) to tell it from other queues.
+    private let marker = DispatchSpecificKey<Bool>()
 
     public init(label: String = "horizon.scheduler") {
         queue = DispatchQueue(label: label)
         externalExecutor = QueueExecutor(label: label + ".external")
+        queue.setSpecific(key: marker, value: true)
+    }
+
+    /// Whether the calling code runs on the scheduler's queue (its serial context).
+    public var isCurrent: Bool { DispatchQueue.getSpecific(key: marker) == true }
+
+    /// On the queue already, `body` runs at once (`queue.sync` there would wait for itself
+    /// forever); from any other thread it waits its turn behind what the queue has to do first.
+    public func performSynchronously<T, Failure: Error>(_ body: () throws(Failure) -> T) throws(Failure) -> T {
+        if isCurrent { return try body() }
+        return try queue.sync { Result { () throws(Failure) -> T in try body() } }.get()
     }
 
     public var now: Instant {

@@ -1,3 +1,4 @@
+import Dispatch
 import HorizonCore
 import HorizonTestSupport
 import Synchronization
@@ -133,5 +134,102 @@ struct TimeTests {
         }
         #expect(count.load(ordering: .relaxed) == 1)
         #expect(handle.withLock { $0?.isCancelled } == true)
+    }
+
+    // MARK: Entering the serial context synchronously
+
+    @Test func performSynchronouslyFromAnotherThreadRunsOnTheQueue() {
+        let scheduler = RealTimeScheduler(label: "test.sync")
+        #expect(!scheduler.isCurrent)
+        #expect(scheduler.performSynchronously { scheduler.isCurrent })
+    }
+
+    @Test func performSynchronouslyWaitsForWhatTheQueueHadToDoFirst() {
+        let scheduler = RealTimeScheduler(label: "test.sync-order")
+        let order = Mutex<[Int]>([])
+        for index in 0..<20 { scheduler.execute { order.withLock { $0.append(index) } } }
+        let seen = scheduler.performSynchronously { order.withLock { $0 } }
+        #expect(seen == Array(0..<20))
+    }
+
+    @Test func aReentrantCallRunsAtOnceInsteadOfWaitingForItself() async {
+        let scheduler = RealTimeScheduler(label: "test.sync-reentrant")
+        let steps: [String] = await withCheckedContinuation { continuation in
+            scheduler.execute {
+                var steps = ["outer"]
+                scheduler.performSynchronously {
+                    steps.append(scheduler.isCurrent ? "inner on the queue" : "inner elsewhere")
+                    scheduler.performSynchronously { steps.append("innermost") }
+                }
+                steps.append("after")
+                continuation.resume(returning: steps)
+            }
+        }
+        #expect(steps == ["outer", "inner on the queue", "innermost", "after"])
+    }
+
+    @Test func performSynchronouslyPassesTheBodysTypedErrorOn() {
+        struct Refused: Error, Equatable {}
+        let scheduler = RealTimeScheduler(label: "test.sync-error")
+        #expect(throws: Refused()) {
+            try scheduler.performSynchronously { () throws(Refused) in throw Refused() }
+        }
+        let fromTheQueue: Result<Void, Refused> = scheduler.performSynchronously {
+            Result { () throws(Refused) in
+                try scheduler.performSynchronously { () throws(Refused) in throw Refused() }
+            }
+        }
+        #expect(throws: Refused()) { try fromTheQueue.get() }
+    }
+
+    @Test func callsFromManyThreadsRunOneAtATime() {
+        let scheduler = RealTimeScheduler(label: "test.sync-serial")
+        // Not a lock: only the scheduler's serial queue keeps these steps from interleaving.
+        final class Counter: @unchecked Sendable {
+            var value = 0
+            var inside = 0
+            var overlaps = 0
+        }
+        let counter = Counter()
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            for _ in 0..<500 {
+                scheduler.performSynchronously {
+                    counter.inside += 1
+                    if counter.inside > 1 { counter.overlaps += 1 }
+                    counter.value += 1
+                    counter.inside -= 1
+                }
+            }
+        }
+        let (value, overlaps) = scheduler.performSynchronously { (counter.value, counter.overlaps) }
+        #expect(value == 8 * 500)
+        #expect(overlaps == 0)
+    }
+
+    /// A virtual clock's context is whoever drives it: the body runs at once, on the caller's
+    /// thread, without waiting for the clock (which never runs here).
+    @Test func aVirtualClockRunsTheBodyAtOnce() {
+        let clock = StoppedClock()
+        let ran = Mutex(false)
+        let result = clock.performSynchronously {
+            ran.withLock { $0 = true }
+            return 42
+        }
+        #expect(result == 42)
+        #expect(ran.withLock { $0 })
+        #expect(clock.scheduled.withLock { $0 } == 0)
+    }
+}
+
+/// A clock that never moves (the default `performSynchronously` of a virtual clock).
+final class StoppedClock: Scheduler {
+    let scheduled = Mutex(0)
+    var now: Instant { .zero }
+    var wallClock: UnixTime { 0 }
+
+    @discardableResult
+    func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> ScheduledAction {
+        scheduled.withLock { $0 += 1 }
+        return ScheduledAction()
     }
 }
