@@ -68,29 +68,36 @@ public final class BluetoothConflictObserver: Sendable {
     /// The adapter's availability: powered, off, unauthorized, unsupported.
     public var availability: AdapterAvailability { scanner.radio.availability }
 
-    /// Starts (or starts again, forgetting what was heard) observing.
+    /// Starts (or starts again, forgetting what was heard) observing. Runs on the radio's
+    /// scheduler, where the evaluations run, as `stop` does.
     public func restart() throws(RadioError) {
-        stop()
-        let id = scanner.subscribe { [weak self] sighting, advertisement in self?.heard(sighting, advertisement) }
-        guarded.withLock { $0.subscription = id }
-        do {
-            try scanner.start()
-        } catch {
+        try scanner.radio.scheduler.performSynchronously { () throws(RadioError) in
             stop()
-            throw error
+            let id = scanner.subscribe { [weak self] sighting, advertisement in self?.heard(sighting, advertisement) }
+            guarded.withLock { $0.subscription = id }
+            do throws(RadioError) {
+                try scanner.start()
+            } catch {
+                stop()
+                throw error
+            }
+            observable.set(.noConflict)
+            scheduleEvaluation()
         }
-        observable.set(.noConflict)
-        scheduleEvaluation()
     }
 
+    /// Stops observing. On the radio's scheduler, so no evaluation due meanwhile publishes a state
+    /// after `.stopped`.
     public func stop() {
-        let (subscription, timer) = guarded.withLock { state in
-            defer { state = State() }
-            return (state.subscription, state.timer)
+        scanner.radio.scheduler.performSynchronously {
+            let (subscription, timer) = guarded.withLock { state in
+                defer { state = State() }
+                return (state.subscription, state.timer)
+            }
+            if let subscription { scanner.unsubscribe(subscription) }
+            timer?.cancel()
+            observable.set(.stopped)
         }
-        if let subscription { scanner.unsubscribe(subscription) }
-        timer?.cancel()
-        observable.set(.stopped)
     }
 
     private func heard(_ sighting: Sighting, _ advertisement: HorizonAdvertisement) {

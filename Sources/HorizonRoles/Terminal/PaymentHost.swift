@@ -70,17 +70,20 @@ public final class PaymentHost: Sendable {
     public func observeWallets(_ observer: @escaping @Sendable (WalletNotice) -> Void) {
         core.walletNotices.observe { notice in if let notice { observer(notice) } }
     }
-    /// Runs `observer` on every state change (on the radio's scheduler, or the caller's thread).
+    /// Runs `observer` on every state change, on the radio's scheduler.
     public func observeState(_ observer: @escaping @Sendable (PaymentHostState) -> Void) {
         core.observable.observe(observer)
     }
     public func finishedPayments() -> AsyncStream<FinishedPayment> { finished.stream() }
 
     public var finalPaymentState: FinalPaymentState? {
-        guard core.state == .completed, let result = core.result, let session = core.session,
-            let order = Self.order(from: result, session)
-        else { return nil }
-        return FinalPaymentState(paymentOrder: order)
+        // Read on the scheduler, so the state, the result and the session are of one moment.
+        core.service.scheduler.performSynchronously {
+            guard core.state == .completed, let result = core.result, let session = core.session,
+                let order = Self.order(from: result, session)
+            else { return nil }
+            return FinalPaymentState(paymentOrder: order)
+        }
     }
     public var error: PaymentHostError? { core.error }
     public var humanizedError: String? { core.error?.humanized(noun: "payment") }
@@ -92,7 +95,8 @@ public final class PaymentHost: Sendable {
 
     /// Opens a session for `amount` and advertises it. Returns false (and sets `error`) if a
     /// session is running, the amount is not positive, the currency is not this terminal's, or
-    /// the radio is unavailable.
+    /// the radio is unavailable. Like every command, it runs on the radio's scheduler (the caller
+    /// waits for it there, unless it calls from there).
     @discardableResult
     public func start(amount: Money, registerUser: RegisterUser? = nil) -> Bool {
         core.start(OfferTerms(amount: amount, registerUser: registerUser?.name ?? "", item: "", quantity: 0)) {

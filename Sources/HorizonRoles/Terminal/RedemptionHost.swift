@@ -95,7 +95,10 @@ public final class RedemptionHost: Sendable {
     public func finishedRedemptions() -> AsyncStream<FinishedRedemption> { finished.stream() }
 
     /// The stored result of the completed redemption.
-    public var finalRedemption: SettlementResult? { core.state == .completed ? core.result : nil }
+    public var finalRedemption: SettlementResult? {
+        // Read on the scheduler, so the state and the result are of one moment.
+        core.service.scheduler.performSynchronously { core.state == .completed ? core.result : nil }
+    }
     public var error: HostError? { core.error }
     public var humanizedError: String? { core.error?.humanized(noun: transactionType.description) }
     public var isCancelled: Bool { core.isCancelled }

@@ -82,9 +82,11 @@ struct FinishedSession: Sendable {
 /// request, whose processor it awaits off the scheduler (`Scheduler.runExternal`) so the radio
 /// keeps serving other wallets and sessions meanwhile.
 ///
-/// Events from the radio and timers arrive on the scheduler; the reference API's commands run on
-/// the caller's thread (the async API hops onto the scheduler first). Each event is decided under
-/// the machine's lock in one step, so what it checks and what it does cannot be split by another.
+/// Everything that changes the machine runs on the radio's scheduler, the role's one serial
+/// context: events from the radio and timers arrive there, the reference API's commands enter it
+/// with `Scheduler.performSynchronously` (at once when called from it), and the async API with
+/// `Scheduler.perform`. So a command's check and its actions (signing, advertising, publishing
+/// the state) are never interleaved with another's. The lock only lets other threads read.
 final class SessionHost: TerminalSessionHandler, Sendable {
     let service: TerminalRadioService
     let executor: any SessionExecutor
@@ -129,15 +131,17 @@ final class SessionHost: TerminalSessionHandler, Sendable {
     /// Opens a session unless one is running or `validate` (the facade's own rules for the
     /// terms) objects; on refusal `error` says why. The one entry point both hosts use.
     func start(_ terms: OfferTerms, validate: () -> HostError?) -> Bool {
-        let refusal = validate()
-        guard machine.withLock({ $0.start(refusal: refusal) }) == .open else { return false }
-        switch open(terms) {
-        case .success(let session):
-            handle { $0.opened(session) }
-            return true
-        case .failure(let failure):
-            machine.withLock { $0.openFailed(failure) }
-            return false
+        service.scheduler.performSynchronously {
+            let refusal = validate()
+            guard machine.withLock({ $0.start(refusal: refusal) }) == .open else { return false }
+            switch open(terms) {
+            case .success(let session):
+                handle { $0.opened(session) }
+                return true
+            case .failure(let failure):
+                machine.withLock { $0.openFailed(failure) }
+                return false
+            }
         }
     }
 
@@ -177,14 +181,16 @@ final class SessionHost: TerminalSessionHandler, Sendable {
 
     /// Ends the session and returns to idle. False if idle already.
     func stop() -> Bool {
-        guard let actions = machine.withLock({ $0.stop() }) else { return false }
-        perform(actions)
-        return true
+        service.scheduler.performSynchronously {
+            guard let actions = machine.withLock({ $0.stop() }) else { return false }
+            perform(actions)
+            return true
+        }
     }
 
     /// Cancels a running session at the register; the wallet is told, nothing is executed. Does
     /// nothing once a request is executing: its outcome ends the session.
-    func cancel() { handle { $0.cancel() } }
+    func cancel() { service.scheduler.performSynchronously { handle { $0.cancel() } } }
 
     // MARK: Wallet messages
 

@@ -47,24 +47,29 @@ public final class SightingHub: Sendable {
 
     public init(radio: any CentralRadio) { self.radio = radio }
 
-    /// Starts the radio scan if it is not running.
+    /// Starts the radio scan if it is not running. On the radio's scheduler, as `stop`: a start
+    /// and a stop from two threads cannot cross between the flag and the radio.
     public func start() throws(RadioError) {
-        let alreadyScanning = scanning.withLock { scanning in
-            defer { scanning = true }
-            return scanning
-        }
-        guard !alreadyScanning else { return }
-        do {
-            try radio.startScanning { [weak self] sighting in self?.deliver(sighting) }
-        } catch {
-            scanning.withLock { $0 = false }
-            throw error
+        try radio.scheduler.performSynchronously { () throws(RadioError) in
+            let alreadyScanning = scanning.withLock { scanning in
+                defer { scanning = true }
+                return scanning
+            }
+            guard !alreadyScanning else { return }
+            do throws(RadioError) {
+                try radio.startScanning { [weak self] sighting in self?.deliver(sighting) }
+            } catch {
+                scanning.withLock { $0 = false }
+                throw error
+            }
         }
     }
 
     public func stop() {
-        scanning.withLock { $0 = false }
-        radio.stopScanning()
+        radio.scheduler.performSynchronously {
+            scanning.withLock { $0 = false }
+            radio.stopScanning()
+        }
     }
 
     @discardableResult
@@ -140,7 +145,7 @@ public final class FusionTracker: Sendable {
         self.scanner = scanner
         self.transactionTypes = transactionTypes
         self.configuration = configuration
-        self.manualConnectionDecider = ManualConnectionDecider()
+        self.manualConnectionDecider = ManualConnectionDecider(scheduler: scanner.radio.scheduler)
     }
 
     var scheduler: any Scheduler { scanner.radio.scheduler }
@@ -153,29 +158,35 @@ public final class FusionTracker: Sendable {
     /// True while two or more terminals are too close in strength to choose between.
     public var isConflict: Bool { state.withLock { $0.conflict } }
 
-    /// Starts following sightings (and the shared scan, if not running).
+    /// Starts following sightings (and the shared scan, if not running), on the radio's
+    /// scheduler, where the evaluations run.
     public func start() throws(RadioError) {
-        let subscribed = state.withLock { $0.subscription != nil }
-        guard !subscribed else { return }
-        let id = scanner.subscribe { [weak self] sighting, advertisement in self?.heard(sighting, advertisement) }
-        state.withLock { $0.subscription = id }
-        scheduleEvaluation()
-        try scanner.start()
+        try scheduler.performSynchronously { () throws(RadioError) in
+            let subscribed = state.withLock { $0.subscription != nil }
+            guard !subscribed else { return }
+            let id = scanner.subscribe { [weak self] sighting, advertisement in self?.heard(sighting, advertisement) }
+            state.withLock { $0.subscription = id }
+            scheduleEvaluation()
+            try scanner.start()
+        }
     }
 
+    /// Stops following sightings and withdraws the candidate, on the radio's scheduler.
     public func stop() {
-        let (subscription, timer) = state.withLock { state in
-            defer {
-                state.subscription = nil
-                state.timer = nil
-                state.trackings = [:]
-                state.candidate = nil
+        scheduler.performSynchronously {
+            let (subscription, timer) = state.withLock { state in
+                defer {
+                    state.subscription = nil
+                    state.timer = nil
+                    state.trackings = [:]
+                    state.candidate = nil
+                }
+                return (state.subscription, state.timer)
             }
-            return (state.subscription, state.timer)
+            if let subscription { scanner.unsubscribe(subscription) }
+            timer?.cancel()
+            manualConnectionDecider.offer(nil)
         }
-        if let subscription { scanner.unsubscribe(subscription) }
-        timer?.cancel()
-        manualConnectionDecider.offer(nil)
     }
 
     /// Every address heard advertising a terminal key, to find a terminal again for a pending

@@ -2,6 +2,13 @@ import HorizonCore
 import HorizonProtocol
 import Synchronization
 
+/// Runs the person's decisions on `scheduler` (the radio's, where the client that follows them
+/// runs), or on the caller's thread when there is none (a decider on its own).
+private func deciding<T>(on scheduler: (any Scheduler)?, _ body: () -> T) -> T {
+    guard let scheduler else { return body() }
+    return scheduler.performSynchronously(body)
+}
+
 /// The decider's states, as in the reference SDK.
 public enum ManualConnectionDeciderState: Sendable, Equatable, CustomStringConvertible {
     case waitingForCandidate
@@ -47,6 +54,9 @@ public protocol ManualConnectionDeciderProtocol: AnyObject, Sendable {
 public final class ManualConnectionDecider: ManualConnectionDeciderProtocol {
     private let observable = ObservableState<ManualConnectionDeciderState>(.waitingForCandidate)
     public let availableCandidate = ObservableState<TrackingKey?>(nil)
+    /// Where decisions are taken: the radio's scheduler of the tracker that offers candidates,
+    /// which changes the candidate there; nil for a decider on its own (the caller's thread).
+    private let scheduler: (any Scheduler)?
 
     private struct State {
         var candidate: PeripheralTracking?
@@ -58,7 +68,10 @@ public final class ManualConnectionDecider: ManualConnectionDeciderProtocol {
 
     private let guarded = Mutex(State())
 
-    public init() {
+    /// A decider whose decisions run on `scheduler` (see `Scheduler.performSynchronously`), the
+    /// serial context of the client that acts on them; `FusionTracker` passes its radio's.
+    public init(scheduler: (any Scheduler)? = nil) {
+        self.scheduler = scheduler
         observable.observe { [weak self] _ in self?.refreshAvailableCandidate() }
     }
 
@@ -79,42 +92,50 @@ public final class ManualConnectionDecider: ManualConnectionDeciderProtocol {
 
     @discardableResult
     public func startDeciding() -> Bool {
-        let ok = guarded.withLock { $0.candidate != nil } && observable.value == .candidateAvailable
-        if ok { observable.set(.deciding) }
-        return ok
+        deciding(on: scheduler) {
+            let ok = guarded.withLock { $0.candidate != nil } && observable.value == .candidateAvailable
+            if ok { observable.set(.deciding) }
+            return ok
+        }
     }
 
     @discardableResult
     public func decideForCandidate() -> Bool {
-        guard observable.value == .deciding else { return false }
-        observable.set(.accepted)
-        return true
+        deciding(on: scheduler) {
+            guard observable.value == .deciding else { return false }
+            observable.set(.accepted)
+            return true
+        }
     }
 
     @discardableResult
     public func decideAgainstCandidate() -> Bool {
-        guard observable.value == .deciding || observable.value == .candidateAvailable else { return false }
-        guarded.withLock { state in
-            if let session = state.candidate?.peripheralMetaData.sessionID { state.ignoredSessions.insert(session) }
+        deciding(on: scheduler) {
+            guard observable.value == .deciding || observable.value == .candidateAvailable else { return false }
+            guarded.withLock { state in
+                if let session = state.candidate?.peripheralMetaData.sessionID { state.ignoredSessions.insert(session) }
+            }
+            observable.set(.rejected)
+            return true
         }
-        observable.set(.rejected)
-        return true
     }
 
     public func restart() {
-        let next: ManualConnectionDeciderState = guarded.withLock { state in
-            // A rejected session stays ignored; anything else may be offered again.
-            if let offered = state.offered, !state.ignoredSessions.contains(offered.peripheralMetaData.sessionID),
-                !state.ignoredTrackings.contains(offered.key)
-            {
-                state.candidate = offered
-                return .candidateAvailable
+        deciding(on: scheduler) {
+            let next: ManualConnectionDeciderState = guarded.withLock { state in
+                // A rejected session stays ignored; anything else may be offered again.
+                if let offered = state.offered, !state.ignoredSessions.contains(offered.peripheralMetaData.sessionID),
+                    !state.ignoredTrackings.contains(offered.key)
+                {
+                    state.candidate = offered
+                    return .candidateAvailable
+                }
+                state.candidate = nil
+                return .waitingForCandidate
             }
-            state.candidate = nil
-            return .waitingForCandidate
+            observable.set(next)
+            refreshAvailableCandidate()
         }
-        observable.set(next)
-        refreshAvailableCandidate()
     }
 
     /// Never offers this session again (it is finished: paid, declined, cancelled, expired).
@@ -152,6 +173,9 @@ public final class ManualConnectionDeciderCollection: ManualConnectionDeciderPro
     public let deciders: [any ManualConnectionDeciderProtocol]
     private let observable = ObservableState<ManualConnectionDeciderState>(.waitingForCandidate)
     public let availableCandidate = ObservableState<TrackingKey?>(nil)
+    /// Where a decision picks its decider and forwards to it, in one step: the deciders' common
+    /// scheduler (the coordinator's radio's); nil leaves each decider to enter its own.
+    private let scheduler: (any Scheduler)?
 
     public static func collection(with deciders: [any ManualConnectionDeciderProtocol])
         -> ManualConnectionDeciderCollection
@@ -159,8 +183,10 @@ public final class ManualConnectionDeciderCollection: ManualConnectionDeciderPro
         ManualConnectionDeciderCollection(deciders: deciders)
     }
 
-    public init(deciders: [any ManualConnectionDeciderProtocol]) {
+    /// The deciders seen as one; `scheduler` is theirs when they share one (see `scheduler`).
+    public init(deciders: [any ManualConnectionDeciderProtocol], scheduler: (any Scheduler)? = nil) {
         self.deciders = deciders
+        self.scheduler = scheduler
         for decider in deciders {
             decider.observeState { [weak self] _ in self?.refresh() }
             decider.availableCandidate.observe { [weak self] _ in self?.refresh() }
@@ -186,13 +212,22 @@ public final class ManualConnectionDeciderCollection: ManualConnectionDeciderPro
         observable.observe(observer)
     }
 
-    @discardableResult public func startDeciding() -> Bool { activeDecider?.startDeciding() ?? false }
-    @discardableResult public func decideForCandidate() -> Bool { activeDecider?.decideForCandidate() ?? false }
-    @discardableResult public func decideAgainstCandidate() -> Bool { activeDecider?.decideAgainstCandidate() ?? false }
+    @discardableResult public func startDeciding() -> Bool {
+        deciding(on: scheduler) { activeDecider?.startDeciding() ?? false }
+    }
+    @discardableResult public func decideForCandidate() -> Bool {
+        deciding(on: scheduler) { activeDecider?.decideForCandidate() ?? false }
+    }
+    @discardableResult public func decideAgainstCandidate() -> Bool {
+        deciding(on: scheduler) { activeDecider?.decideAgainstCandidate() ?? false }
+    }
 
     public func restart() {
-        for decider in deciders where decider.state != .waitingForCandidate && decider.state != .candidateAvailable {
-            decider.restart()
+        deciding(on: scheduler) {
+            for decider in deciders
+            where decider.state != .waitingForCandidate && decider.state != .candidateAvailable {
+                decider.restart()
+            }
         }
     }
 

@@ -142,10 +142,13 @@ public final class PaymentAndRedemptionClientCoordinator: Sendable {
         self.bonusRedemptionClient = bonusRedemptionClient
         self.goldRedemptionClient = goldRedemptionClient
         self.couponRedemptionClient = couponRedemptionClient
-        manualConnectionDecider = ManualConnectionDeciderCollection(deciders: [
-            paymentClient.fusionTracker.manualConnectionDecider, bonusRedemptionClient.manualConnectionDecider,
-            goldRedemptionClient.manualConnectionDecider, couponRedemptionClient.manualConnectionDecider,
-        ])
+        // The payment client's scheduler: the four share one radio when the convenience
+        // initializer made them, and any other scheduler is entered by its own decider.
+        manualConnectionDecider = ManualConnectionDeciderCollection(
+            deciders: [
+                paymentClient.fusionTracker.manualConnectionDecider, bonusRedemptionClient.manualConnectionDecider,
+                goldRedemptionClient.manualConnectionDecider, couponRedemptionClient.manualConnectionDecider,
+            ], scheduler: paymentClient.scheduler)
     }
 
     /// All four clients on one radio and one scan, sharing a pending store.

@@ -197,13 +197,13 @@ public struct PaymentClientConfiguration: Sendable {
 /// It is the driver of a `SessionClientStateMachine`, which holds every rule: it feeds the
 /// machine one event at a time (the app's commands, the radio's answers, timers, the store's
 /// answers) and carries out the actions it returns (connecting, the handshake, sending, closing,
-/// timers, the pending store, publishing the state). Events from the radio and timers arrive on
-/// the radio's scheduler; the reference API's commands run on the caller's thread, which must be
-/// that serial context too (the async API hops onto it with `Scheduler.perform`; a simulated
-/// radio's context is whoever runs the simulation). Each event is decided under the machine's
-/// lock in one step, so what it checks and what it does cannot be split by another event; the
-/// actions run after the lock is released, because they call out (observers, the radio, the
-/// store) and may feed the machine again.
+/// timers, the pending store, publishing the state). Everything that changes the machine runs on
+/// the radio's scheduler, the role's one serial context: events from the radio and timers arrive
+/// there, the reference API's commands enter it with `Scheduler.performSynchronously` (at once
+/// when called from it), and the async API with `Scheduler.perform`. So what an event checks and
+/// what it does cannot be split by another event, although the actions run after the lock is
+/// released (they call out: observers, the radio, the store, and may feed the machine again).
+/// The lock only lets other threads read.
 final class SessionClient: Sendable {
     let transactionType: TransactionType
     public let fusionTracker: FusionTracker
@@ -286,7 +286,7 @@ final class SessionClient: Sendable {
 
     // MARK: Commands
 
-    /// Starts scanning and tracking terminals.
+    /// Starts scanning and tracking terminals (the tracker enters the scheduler itself).
     public func start() throws(RadioError) { try fusionTracker.start() }
 
     public func stop() { fusionTracker.stop() }
@@ -295,15 +295,17 @@ final class SessionClient: Sendable {
     /// `onHostConnected`. Returns false if there is no accepted offer.
     @discardableResult
     func connectToSession() -> Bool {
-        guard let actions = core.withLock({ $0.machine.connectToSession() }) else { return false }
-        perform(actions)
-        return true
+        scheduler.performSynchronously {
+            guard let actions = core.withLock({ $0.machine.connectToSession() }) else { return false }
+            perform(actions)
+            return true
+        }
     }
 
     typealias RequestContext = SessionClientStateMachine.RequestContext
 
     /// The person declines the offer: the terminal is told, nothing is executed.
-    func decline() { handle { $0.decline() } }
+    func decline() { scheduler.performSynchronously { handle { $0.decline() } } }
 
     /// Signs the request `build` makes from the offer, stores it, then sends it. False (with
     /// `error`) if no terminal is connected or the request is invalid. With `shown`, the offer the
@@ -311,37 +313,39 @@ final class SessionClient: Sendable {
     func sendRequest(
         confirming shown: PaymentOffer? = nil, _ build: (RequestContext) throws(PaymentClientError) -> SessionMessage
     ) -> Bool {
-        // Randomness and time come from here, not from the machine.
-        var random = SystemRandomNumberGenerator()
-        let requestID = PaymentID.random(using: &random)
-        let walletNonce = Nonce.random(using: &random)
-        let now = scheduler.wallClock
-        let walletKey = identity.publicKey
-        guard
-            let prepared = core.withLock({
-                $0.machine.requestContext(
-                    shown: shown?.digest, walletKey: walletKey, requestID: requestID, walletNonce: walletNonce,
-                    now: now)
-            })
-        else { return false }
-        let request: SessionMessage
-        do throws(PaymentClientError) {
-            request = try sign(try build(try prepared.get()))
-        } catch {
-            core.withLock { $0.machine.requestRefused(error) }
-            return false
-        }
-        // The machine checks the signed request against the attempt again and asks for it to be
-        // stored; only a stored request is sent.
-        var sent = false
-        for action in core.withLock({ $0.machine.confirm(request, now: now) }) {
-            if case .save(let pending) = action {
-                sent = save(pending)
-            } else {
-                perform(action)
+        scheduler.performSynchronously {
+            // Randomness and time come from here, not from the machine.
+            var random = SystemRandomNumberGenerator()
+            let requestID = PaymentID.random(using: &random)
+            let walletNonce = Nonce.random(using: &random)
+            let now = scheduler.wallClock
+            let walletKey = identity.publicKey
+            guard
+                let prepared = core.withLock({
+                    $0.machine.requestContext(
+                        shown: shown?.digest, walletKey: walletKey, requestID: requestID, walletNonce: walletNonce,
+                        now: now)
+                })
+            else { return false }
+            let request: SessionMessage
+            do throws(PaymentClientError) {
+                request = try sign(try build(try prepared.get()))
+            } catch {
+                core.withLock { $0.machine.requestRefused(error) }
+                return false
             }
+            // The machine checks the signed request against the attempt again and asks for it to be
+            // stored; only a stored request is sent.
+            var sent = false
+            for action in core.withLock({ $0.machine.confirm(request, now: now) }) {
+                if case .save(let pending) = action {
+                    sent = save(pending)
+                } else {
+                    perform(action)
+                }
+            }
+            return sent
         }
-        return sent
     }
 
     private func sign(_ message: SessionMessage) throws(PaymentClientError) -> SessionMessage {
@@ -369,24 +373,26 @@ final class SessionClient: Sendable {
     /// terminal answers. Returns false if another payment is in progress.
     @discardableResult
     public func resume(_ pending: PendingPayment) -> Bool {
-        let now = scheduler.now
-        let tracking = PeripheralTracking(
-            peripheralMetaData: PeripheralMetaData(
-                address: pending.terminalAddress, transactionType: transactionType, sessionID: pending.sessionID,
-                terminalKeyID: pending.terminalKeyID),
-            smoothedRSSI: nil, lastRSSI: nil, sightings: 0, firstSeen: now, lastSeen: now)
-        let sightings = fusionTracker.trackings(terminalKeyID: pending.terminalKeyID)
-        guard
-            let actions = core.withLock({
-                $0.machine.resume(pending, tracking: tracking, sightings: sightings)
-            })
-        else { return false }
-        perform(actions)
-        return true
+        scheduler.performSynchronously {
+            let now = scheduler.now
+            let tracking = PeripheralTracking(
+                peripheralMetaData: PeripheralMetaData(
+                    address: pending.terminalAddress, transactionType: transactionType, sessionID: pending.sessionID,
+                    terminalKeyID: pending.terminalKeyID),
+                smoothedRSSI: nil, lastRSSI: nil, sightings: 0, firstSeen: now, lastSeen: now)
+            let sightings = fusionTracker.trackings(terminalKeyID: pending.terminalKeyID)
+            guard
+                let actions = core.withLock({
+                    $0.machine.resume(pending, tracking: tracking, sightings: sightings)
+                })
+            else { return false }
+            perform(actions)
+            return true
+        }
     }
 
     /// Clears the finished payment so the next one can start (call the decider's `restart()` too).
-    public func restart() { handle { $0.restart() } }
+    public func restart() { scheduler.performSynchronously { handle { $0.restart() } } }
 
     // MARK: Decider
 

@@ -1,0 +1,159 @@
+import Dispatch
+import HorizonCore
+import HorizonProtocol
+import HorizonRadio
+import HorizonTestSupport
+import Testing
+
+@testable import HorizonRoles
+
+/// The reference API's synchronous commands on a real-time radio (BlueZ, the radio server's
+/// clients): whatever thread calls them, each changes the role's state on its one serial context,
+/// the radio's scheduler (issue 13, item 3).
+@Suite("Synchronous commands run on the role's scheduler")
+struct SerialContextTests {
+    /// Each state the role publishes, marked when it was published off the scheduler's queue.
+    static func record(_ state: some CustomStringConvertible, on radio: QueueRadio, into recorder: Recorder<String>) {
+        recorder.append(radio.realTime.isCurrent ? "\(state)" : "\(state) (off the scheduler)")
+    }
+
+    @Test func theHostsCommandsChangeItsStateOnTheScheduler() throws {
+        let world = try World()
+        let radio = QueueRadio()
+        let host = try world.terminal(radio: radio).host
+        let published = Recorder<String>()
+        host.observeState { Self.record($0, on: radio, into: published) }
+
+        #expect(host.start(amount: euros(300)))
+        host.cancel()
+        #expect(host.stop())
+
+        #expect(published.values == ["waiting for a wallet", "completed with error", "idle"])
+        #expect(radio.callsOffTheScheduler == [])
+    }
+
+    @Test func aCommandFromTheSchedulersOwnContextRunsAtOnce() throws {
+        let world = try World()
+        let radio = QueueRadio()
+        let host = try world.terminal(radio: radio).host
+        // Observers run on the scheduler: a cancel issued there must run there and then, not
+        // wait for the scheduler (which would be waiting for itself).
+        host.observeState { [weak host] state in
+            if state == .waitingForWallet { host?.cancel() }
+        }
+
+        #expect(host.start(amount: euros(300)))
+
+        #expect(host.state == .completedWithError)
+        #expect(host.isCancelled)
+        #expect(radio.liveAdvertisementCount == 0)
+    }
+
+    @Test func commandsFromManyThreadsLeaveTheHostConsistent() throws {
+        let world = try World()
+        let radio = QueueRadio()
+        let host = try world.terminal(radio: radio).host
+        // Whenever a state is published, the session advertises exactly while it waits for a
+        // wallet; a step split by another thread's would publish a state the session has left.
+        let inconsistencies = Recorder<String>()
+        host.observeState { state in
+            let live = radio.liveAdvertisementCount
+            if live != (state == .waitingForWallet ? 1 : 0) {
+                inconsistencies.append("\(state) published with \(live) advertisement(s)")
+            }
+            if !radio.realTime.isCurrent { inconsistencies.append("\(state) published off the scheduler") }
+        }
+        let started = Recorder<Bool>()
+
+        DispatchQueue.concurrentPerform(iterations: 8) { worker in
+            for round in 0..<150 {
+                switch (worker + round) % 3 {
+                case 0: if host.start(amount: euros(Int64(100 + round))) { started.append(true) }
+                case 1: host.cancel()
+                default: host.stop()
+                }
+            }
+        }
+
+        let (state, live) = radio.realTime.performSynchronously { (host.state, radio.liveAdvertisementCount) }
+        #expect(live == (state == .waitingForWallet ? 1 : 0))
+        #expect(inconsistencies.values.prefix(5) == [])
+        #expect(started.count > 0)
+    }
+
+    @Test func theWalletsCommandsChangeItsStateOnTheScheduler() async throws {
+        let world = try World()
+        let radio = QueueRadio()
+        let client = PaymentClient(
+            radio: radio, identity: WalletIdentity(), trustAnchors: world.anchors,
+            configuration: PaymentClientConfiguration(
+                tracker: FusionTrackerConfiguration(minimumSightings: 1, evaluationInterval: .milliseconds(5))))
+        let decider = client.manualConnectionDecider
+        let published = Recorder<String>()
+        client.observeState { Self.record("client \($0)", on: radio, into: published) }
+        decider.observeState { Self.record("decider \($0)", on: radio, into: published) }
+
+        try client.start()
+        var random = SystemRandomNumberGenerator()
+        try radio.hear(
+            HorizonAdvertisement(
+                transactionType: .payment, sessionID: .random(using: &random),
+                terminalKeyID: TerminalKeyID(bytes: Array(repeating: 7, count: TerminalKeyID.byteCount))),
+            from: PeerAddress("5E:1A:00:00:00:07"), rssi: -40)
+        let candidate = await within(.seconds(10)) { await decider.availableCandidate.first { $0 != nil } }
+        try #require(candidate != nil)
+
+        #expect(decider.startDeciding())
+        // Nobody answers the connection: the attempt ends without an offer.
+        let finished = await within(.seconds(10)) { await client.states().first(where: \.isFinished) }
+        try #require(finished != nil)
+        client.restart()
+        decider.restart()
+        client.stop()
+
+        #expect(radio.connectAttempts >= 1)
+        #expect(published.values.contains("client connecting"))
+        #expect(published.values.contains("decider deciding"))
+        #expect(published.values.filter { $0.hasSuffix("(off the scheduler)") } == [])
+        #expect(radio.callsOffTheScheduler == [])
+    }
+
+    @Test func concurrentDecisionsTakeACandidateOnce() throws {
+        let scheduler = RealTimeScheduler(label: "horizon.test.decider")
+        let decider = ManualConnectionDecider(scheduler: scheduler)
+        var random = SystemRandomNumberGenerator()
+        let tracking = PeripheralTracking(
+            peripheralMetaData: PeripheralMetaData(
+                address: PeerAddress("5E:1A:00:00:00:08"), transactionType: .payment,
+                sessionID: .random(using: &random),
+                terminalKeyID: try TerminalKeyID(bytes: Array(repeating: 8, count: TerminalKeyID.byteCount))),
+            smoothedRSSI: -40, lastRSSI: -40, sightings: 3, firstSeen: .zero, lastSeen: .zero)
+        scheduler.performSynchronously { decider.offer(tracking) }
+        // How many of the threads that asked at once were told they took the candidate, per round.
+        var takers: [Int] = []
+        for _ in 0..<200 {
+            decider.restart()
+            let taken = Recorder<Bool>()
+            DispatchQueue.concurrentPerform(iterations: 4) { _ in
+                if decider.startDeciding() { taken.append(true) }
+            }
+            takers.append(taken.count)
+        }
+        #expect(takers.filter { $0 != 1 } == [])
+        #expect(decider.state == .deciding)
+    }
+}
+
+/// `operation`'s result, or nil if `timeout` passes first (the operation is then cancelled).
+func within<T: Sendable>(_ timeout: Duration, _ operation: @escaping @Sendable () async -> T?) async -> T? {
+    await withTaskGroup(of: T?.self) { group in
+        group.addTask { await operation() }
+        group.addTask {
+            try? await Task.sleep(for: timeout)
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
+    }
+}
