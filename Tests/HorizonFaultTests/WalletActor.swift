@@ -8,14 +8,14 @@ import HorizonSimulatedRadio
 import HorizonStores
 
 /// One customer with a wallet: the device, the identity and the wallet's store persist; the
-/// wallet program (a `PaymentAndRedemptionClientCoordinator` with the app's script) runs, crashes
-/// and is started again over the same store, asking first for whatever it left pending, as
-/// `horizon-wallet` does.
+/// wallet program (a `PaymentAndRedemptionClientCoordinator` answered by the library's
+/// `WalletAutopilot` with the customer's habits) runs, crashes and is started again over the same
+/// store, asking first for whatever it left pending, as `horizon-wallet` does.
 ///
 /// The customer walks up to a terminal, takes the nearest candidate of any kind, looks at the
 /// offer, mostly accepts (with a tip, naming a coupon it holds), sometimes declines or ignores it,
-/// may wander out of range mid-transaction, and leaves when done. Only touched on the
-/// simulation's thread.
+/// may hesitate or decline at the last tap, may wander out of range mid-transaction, and leaves
+/// when done. Only touched on the simulation's thread.
 final class WalletActor: @unchecked Sendable {
     /// One transaction the wallet is in, from its first step to its end.
     struct Attempt {
@@ -35,6 +35,7 @@ final class WalletActor: @unchecked Sendable {
     private var generation = 0
     private var store: WalletStore?
     private var coordinator: PaymentAndRedemptionClientCoordinator?
+    private var autopilot: WalletAutopilot?
     /// Attempts in progress, by the client's transaction type.
     private(set) var attempts: [TransactionType: Attempt] = [:]
     /// The terminal the customer is at or heading for, nil when away.
@@ -82,11 +83,18 @@ final class WalletActor: @unchecked Sendable {
         self.store = store
         self.coordinator = coordinator
         attempts = [:]
-        for client in clients(of: coordinator) { wire(client, process: process) }
-        coordinator.manualConnectionDecider.observeState { [weak self] state in
-            guard process.isAlive, state == .candidateAvailable else { return }
-            self?.candidateAvailable()
-        }
+        for client in clients(of: coordinator) { follow(client, process: process) }
+        autopilot = WalletAutopilot(
+            coordinator: coordinator,
+            hooks: WalletAutopilot.Hooks(declining: { [weak self] _ in self?.run.tally.declines += 1 }),
+            takesCandidate: { [weak self] _ in
+                guard process.isAlive, let self else { return false }
+                return self.shopping && self.attempts.isEmpty
+            },
+            answer: { [weak self] _, type in
+                guard process.isAlive, let self else { return .ignore }
+                return self.answer(for: type)
+            })
         try coordinator.start()
         // First ask again for whatever an earlier run left pending (horizon-wallet does the same).
         for pending in try pendingStore.all() {
@@ -115,6 +123,7 @@ final class WalletActor: @unchecked Sendable {
         self.process = nil
         store = nil
         coordinator = nil
+        autopilot = nil
         attempts = [:]
         shopping = false
         run.simulation.schedule(after: run.rates.restartDelay(using: &random)) { [weak self] in
@@ -134,6 +143,7 @@ final class WalletActor: @unchecked Sendable {
         self.process = nil
         store = nil
         coordinator = nil
+        autopilot = nil
         attempts = [:]
     }
 
@@ -149,27 +159,27 @@ final class WalletActor: @unchecked Sendable {
         return type == .payment ? coordinator.paymentClient : coordinator.redemptionClient(for: type)
     }
 
-    // MARK: The app's script
+    // MARK: The customer's habits
 
-    private func wire(_ client: TransactionClient, process: SimulatedProcess) {
+    /// Counts what each client goes through (the autopilot answers for them).
+    private func follow(_ client: TransactionClient, process: SimulatedProcess) {
         let type = client.transactionType
         client.observeState { [weak self, weak client] state in
             guard process.isAlive, let self, let client else { return }
             self.clientChanged(client, type: type, state: state)
         }
-        client.manualConnectionDecider.observeState { [weak client] state in
-            guard process.isAlive, state == .accepted, let client else { return }
-            client.connectToSession()
-        }
-        client.onHostConnected = { [weak self, weak client] in
-            guard process.isAlive, let self, let client else { return }
-            self.hostConnected(client)
-        }
     }
 
-    private func candidateAvailable() {
-        guard shopping, attempts.isEmpty, let coordinator else { return }
-        coordinator.manualConnectionDecider.startDeciding()
+    /// The customer's answer to an offer: mostly yes, with the last tap decided once the terminal
+    /// is connected; a decline is counted by the autopilot's hook.
+    private func answer(for type: TransactionType) -> WalletAutopilot.Answer {
+        let roll = random.nextUnit()
+        if roll < run.rates.declineAtOffer { return .decline }
+        if roll < run.rates.declineAtOffer + run.rates.ignoreOffer {
+            run.tally.ignoredOffers += 1  // the terminal's decision timeout ends it
+            return .ignore
+        }
+        return .decideWhenConnected { [weak self] _ in self?.lastTap(for: type) ?? .decline(after: .zero) }
     }
 
     private func clientChanged(_ client: TransactionClient, type: TransactionType, state: PaymentClientState) {
@@ -179,16 +189,6 @@ final class WalletActor: @unchecked Sendable {
             run.tally.walletAttempts += 1
             attempts[type] = Attempt(resumed: false, requestID: nil)
             maybeWanderOff()
-        case .offerReceived:
-            let roll = random.nextUnit()
-            if roll < run.rates.declineAtOffer {
-                run.tally.declines += 1
-                client.manualConnectionDecider.decideAgainstCandidate()
-            } else if roll < run.rates.declineAtOffer + run.rates.ignoreOffer {
-                run.tally.ignoredOffers += 1  // the terminal's decision timeout ends it
-            } else {
-                client.manualConnectionDecider.decideForCandidate()
-            }
         case .acquiringPaymentExecution:
             attempts[type]?.requestID = client.pendingRequest?.paymentID
         case .paymentPending:
@@ -203,9 +203,10 @@ final class WalletActor: @unchecked Sendable {
         }
     }
 
-    private func hostConnected(_ client: TransactionClient) {
-        // Some people hesitate before the final tap; faults may strike meanwhile.
-        let delay: Duration =
+    /// The last tap, once the terminal is connected. Some people hesitate before it (faults may
+    /// strike meanwhile), some say no after all; a coupon is sometimes one the wallet does not hold.
+    private func lastTap(for type: TransactionType) -> WalletAutopilot.LastTap {
+        let hesitation: Duration =
             random.chance(run.rates.hesitate) ? .milliseconds(Int64(random.nextUnit() * 3_000)) : .zero
         let declines = random.chance(run.rates.declineAtConfirm)
         let tip = Int64(random.nextUnit() * 300)
@@ -215,22 +216,9 @@ final class WalletActor: @unchecked Sendable {
         } else {
             coupon = coupons[Int(random.next() % UInt64(coupons.count))]
         }
-        guard let process else { return }
-        process.schedule(on: device.clock, after: delay) { [weak client] in
-            guard let client, client.state == .hostConnected else { return }
-            if declines {
-                self.run.tally.declines += 1
-                if let payment = client as? PaymentClient {
-                    payment.setOrderConfirmedByUser(false, tip: FaultSimulation.euros(0))
-                } else if let redemption = client as? RedemptionClient {
-                    redemption.setRedemptionConfirmedByUser(false)
-                }
-            } else if let payment = client as? PaymentClient {
-                payment.setOrderConfirmedByUser(true, tip: FaultSimulation.euros(tip))
-            } else if let redemption = client as? RedemptionClient {
-                redemption.setRedemptionConfirmedByUser(true, coupon: coupon)
-            }
-        }
+        if declines { return .decline(after: hesitation) }
+        return type == .payment
+            ? .pay(tip: FaultSimulation.euros(tip), after: hesitation) : .redeem(coupon: coupon, after: hesitation)
     }
 
     private func finish(_ client: TransactionClient, type: TransactionType, state: PaymentClientState) {
@@ -318,7 +306,7 @@ final class WalletActor: @unchecked Sendable {
         visiting = terminal
         self.shopping = shopping
         device.move(to: spot(at: terminal))
-        if shopping, coordinator?.manualConnectionDecider.state == .candidateAvailable { candidateAvailable() }
+        if shopping { autopilot?.takeCandidateIfAvailable() }
         process.schedule(on: device.clock, after: .seconds(25)) { [weak self] in
             guard let self, self.visitSerial == serial, self.attempts.isEmpty, self.shopping else { return }
             self.leave()
