@@ -196,6 +196,8 @@ struct TimeTests {
                 scheduler.performSynchronously {
                     counter.inside += 1
                     if counter.inside > 1 { counter.overlaps += 1 }
+                    // Long enough for another thread to come in, were nothing keeping it out.
+                    for _ in 0..<20 { _ = scheduler.now }
                     counter.value += 1
                     counter.inside -= 1
                 }
