@@ -168,12 +168,7 @@ struct DawdlingLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    func log(
-        level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
-        function: String, line: UInt
-    ) {
-        usleep(100)
-    }
+    func log(event: LogEvent) { usleep(100) }
 }
 
 /// `operation`'s result, or nil if `timeout` passes first (the operation is then cancelled).
