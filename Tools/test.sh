@@ -17,7 +17,7 @@ source Tools/lib/postgres.sh
 ensure_swift
 ensure_debian_packages
 
-step "building package and tests (a first build compiles swift-crypto, swift-nio and postgres-nio: 7-14 minutes on 2 cores)"
+step "building package and tests (a first build compiles swift-crypto, swift-nio, postgres-nio, Hummingbird and AsyncHTTPClient: 10-18 minutes on 2 cores)"
 swift build --build-tests 2>&1 | filter_build_output
 
 # The ledger's tests run on SQLite and on PostgreSQL: a throw-away cluster on a private Unix
