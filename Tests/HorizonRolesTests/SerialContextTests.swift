@@ -98,7 +98,9 @@ struct SerialContextTests {
         let client = PaymentClient(
             radio: radio, identity: WalletIdentity(), trustAnchors: world.anchors,
             configuration: PaymentClientConfiguration(
-                tracker: FusionTrackerConfiguration(minimumSightings: 1, evaluationInterval: .milliseconds(5))))
+                // One sighting, heard once: it must not fade while a loaded machine gets to startDeciding.
+                tracker: FusionTrackerConfiguration(
+                    fadeTimeout: .seconds(120), minimumSightings: 1, evaluationInterval: .milliseconds(5))))
         let decider = client.manualConnectionDecider
         let published = Recorder<String>()
         client.observeState { Self.record("client \($0)", on: radio, into: published) }
