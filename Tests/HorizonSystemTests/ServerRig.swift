@@ -63,8 +63,13 @@ final class ServerRig: Sendable {
             .init(configuration: configuration, ledger: ledger, issuer: issuer), logger: Logger(label: "test.server"),
             onServerRunning: { port in continuation.yield(port) })
         let group = ServiceGroup(services: [application], logger: Logger(label: "test.server"))
-        // Ends the port stream if the server stops (or never starts), so `start` cannot wait forever.
-        let task = Task {
+        // The server runs on a queue of its own (its tasks inherit the preference): a task made
+        // with `Task {}` would inherit the test's executor (the few queues the off-the-pool tests
+        // share), which a test blocked on the simulated radio while it waits for this server's
+        // answer would hold; and on Swift's global pool it would wait behind every other test's
+        // work (its SQLite commits block the thread they run on). The stream ends if the server
+        // stops (or never starts), so `start` cannot wait forever.
+        let task = Task(executorPreference: QueueExecutor(label: "test.server")) {
             defer { continuation.finish() }
             try await group.run()
         }
@@ -98,7 +103,7 @@ final class ServerRig: Sendable {
 
     /// A client that signs with `key` (a terminal's or a wallet's).
     func client(signingWith key: P256.Signing.PrivateKey? = nil) -> HorizonServerClient {
-        HorizonServerClient(serverURL: url, signingKey: key, timeout: .seconds(5))
+        HorizonServerClient(serverURL: url, signingKey: key, timeout: .seconds(30))
     }
 
     /// A new terminal key activated for the merchant, with the credential the server issued.
