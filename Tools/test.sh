@@ -35,7 +35,13 @@ fi
 # (Tests/HorizonTestSupport/OffThePool.swift), so Swift's cooperative pool (two threads here)
 # stays free for the async work of the D-Bus, BlueZ and async-API tests.
 step "running every test (one parallel swift test)"
-swift test --skip-build
+swift test --skip-build --skip HorizonSystemTests
+# The whole-system tests (wallet, terminal and an in-process HTTP server) run in a run of their
+# own: inside the big parallel run they have hung twice on this 2-core machine (a test blocked
+# on the simulated radio while its server's tasks waited for a thread; see the issue 14 note).
+# Alone they take about 2 s. Until that is understood, they are kept apart.
+step "running the whole-system tests (wallet, terminal, server in one process)"
+swift test --skip-build --filter HorizonSystemTests
 postgres_stop_throwaway
 
 # The README's main command, as a user runs it: server, activated terminal, registered wallet,
