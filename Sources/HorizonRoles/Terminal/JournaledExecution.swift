@@ -177,8 +177,7 @@ extension TerminalRadioService {
                 continue
             }
             // Recovery runs at start, before sessions open and off the scheduler; its callers
-            // are synchronous, so it waits here for each request in turn (on a thread of its own,
-            // see `ExternalWork`).
+            // are synchronous, so it waits here for each request in turn (see `ExternalWork`).
             let failure = journalSubmission(request, at: now)
             let processor = processor
             let answer = ExternalWork.wait { [self] in
