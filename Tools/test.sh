@@ -33,17 +33,11 @@ fi
 # One parallel run. Suites that block their thread for long (programs as processes, the seeded
 # fault simulation, synchronous simulations) carry the .offTheCooperativePool trait
 # (Tests/HorizonTestSupport/OffThePool.swift), so Swift's cooperative pool (two threads here)
-# stays free for the async work of the D-Bus, BlueZ and async-API tests.
+# stays free for the async work of the D-Bus, BlueZ and async-API tests. A simulation running
+# live (the whole-system tests: wallet, terminal and an in-process server) drives its clock from
+# a thread of its own for the same reason.
 step "running every test (one parallel swift test)"
-swift test --skip-build --skip HorizonSystemTests
-# The whole-system tests (wallet, terminal and an in-process HTTP server) run in a run of their
-# own: inside the big parallel run they have hung twice on this 2-core machine (a test blocked
-# on the simulated radio while its server's tasks waited for a thread; see the issue 14 note).
-# A stack dump of a hang: two of the pool's threads blocked in ExternalWork.wait (the simulated
-# radio waiting for the server's answer) and the work they wait for never started. One test at a
-# time (--no-parallel) takes about 3 s. Until that is fixed, they are kept apart.
-step "running the whole-system tests (wallet, terminal, server in one process)"
-swift test --skip-build --no-parallel --filter HorizonSystemTests
+swift test --skip-build
 postgres_stop_throwaway
 
 # The README's main command, as a user runs it: server, activated terminal, registered wallet,

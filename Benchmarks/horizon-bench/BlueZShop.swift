@@ -219,6 +219,10 @@ final class BlueZShop {
         // the link; its wrapper kept it open), then the link goes.
         var paired: [RoundTripTimes] = []
         if finished, client.state == .completed, let held = probe.echo.heldLink {
+            // The wallet acknowledges the receipt just before it closes the link: that frame must
+            // reach the terminal's service first, or the echo would send it back as the first
+            // round trip's reply.
+            _ = waitUntil(timeout: .seconds(5)) { probe.everyWalletFrameArrived }
             paired = try echoRoundTrips(on: held)
         }
         probe.echo.finish()
@@ -580,14 +584,25 @@ final class BlueZProbe: Sendable {
         }
         let wallet = walletLog.all
         let terminal = m.terminalLog?.all ?? []
+        // Traffic up to the receipt's arrival at the wallet, as the simulated sections count it:
+        // the acknowledgement the wallet sends after the receipt (before it reports completed)
+        // is not part of acceptance → receipt.
+        let receiptIn = wallet.last(where: { !$0.outgoing && $0.at <= finished })?.at ?? finished
         return BlueZPaymentRecord(
             acceptanceToReceipt: Self.ms(finished - accepted), confirmToReceipt: Self.ms(finished - confirmed),
             connect: Self.ms(linkUp - requested), linkUpToReceipt: Self.ms(finished - linkUp),
             startToReceipt: Self.ms(finished - m.startedAt),
             startToCandidate: Self.ms((m.candidateAt ?? finished) - m.startedAt),
             breakdown: Self.parts(accepted: accepted, finished: finished, wallet: wallet, terminal: terminal),
-            fromAcceptance: Self.traffic(wallet.filter { $0.at >= accepted && $0.at <= finished }),
-            wholeLink: Self.traffic(wallet.filter { $0.at <= finished }), attMTU: m.attMTU)
+            fromAcceptance: Self.traffic(wallet.filter { $0.at >= accepted && $0.at <= receiptIn }),
+            wholeLink: Self.traffic(wallet.filter { $0.at <= receiptIn }), attMTU: m.attMTU)
+    }
+
+    /// Whether the terminal's side has received every frame the wallet's side sent.
+    var everyWalletFrameArrived: Bool {
+        let (walletLog, terminalLog) = moments.withLock { ($0.walletLog, $0.terminalLog) }
+        guard let walletLog, let terminalLog else { return true }
+        return walletLog.all.count(where: \.outgoing) <= terminalLog.all.count(where: { !$0.outgoing })
     }
 
     private static func ms(_ nanoseconds: Int64) -> Double { Double(nanoseconds) / 1e6 }

@@ -105,13 +105,18 @@ public final class RadioSimulation: Scheduler, Sendable {
 
     /// Runs the simulation in step with the real clock (`speed` virtual seconds per real second)
     /// for as long as `body` runs: how async code, such as the roles' async API, uses a simulated
-    /// radio. Events fire on a task of their own, one at a time as always; `body`'s calls reach
-    /// the simulation's serial context through `Scheduler.perform`. Not replayable byte for byte
+    /// radio. Events fire on a task of their own (on a thread outside the cooperative pool), one at
+    /// a time as always; `body`'s calls reach the simulation's serial context through
+    /// `Scheduler.perform`. Not replayable byte for byte
     /// (when `body` acts depends on the machine); tests of exact timing use `run` instead.
     public func live<T: Sendable, Failure: Error>(
         speed: Double = 1, _ body: () async throws(Failure) -> T
     ) async throws(Failure) -> T {
-        let driver = Task { [self] in
+        // The driver runs off Swift's cooperative pool: firing events may block it (a virtual
+        // clock waits for `runExternal` work, such as a settlement over HTTP), and a pool thread
+        // blocked there could be the one that work needs (seen: the whole-system tests hung on 2
+        // cores with both pool threads held by drivers waiting for their HTTP answers).
+        let driver = Task(executorPreference: QueueExecutor(label: "horizon.simulation.live")) { [self] in
             var last = ContinuousClock.now
             var target = now
             while !Task.isCancelled {

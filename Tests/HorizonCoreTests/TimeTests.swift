@@ -221,6 +221,43 @@ struct TimeTests {
         #expect(ran.withLock { $0 })
         #expect(clock.scheduled.withLock { $0 } == 0)
     }
+
+    @Test func waitedForWorkRunsOnTheWaitingThreadAndResumesFromElsewhere() {
+        // The waiting thread runs the work's jobs itself: no second thread to wake per call. An
+        // await resumed from another thread (I/O) hands its continuation back to it.
+        let caller = pthread_self()
+        let value = ExternalWork.wait { () async -> Int in
+            let before = pthread_self()
+            let resumed: Int = await withCheckedContinuation { continuation in
+                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5)) {
+                    continuation.resume(returning: 40)
+                }
+            }
+            let after = pthread_self()
+            return before == caller && after == caller ? resumed + 2 : -1
+        }
+        #expect(value == 42)
+    }
+
+    @Test func waitedForWorkFinishesFromTheCooperativePool() async {
+        // An async caller blocked in `wait` holds one of the pool's few threads; the work needs
+        // none of them.
+        let values = await withTaskGroup(of: Int.self) { group in
+            for index in 0..<4 {
+                group.addTask {
+                    ExternalWork.wait {
+                        await withCheckedContinuation { continuation in
+                            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(20)) {
+                                continuation.resume(returning: index)
+                            }
+                        }
+                    }
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(values.sorted() == [0, 1, 2, 3])
+    }
 }
 
 /// A clock that never moves (the default `performSynchronously` of a virtual clock).

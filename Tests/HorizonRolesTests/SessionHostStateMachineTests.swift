@@ -288,6 +288,18 @@ struct SessionHostStateMachineTests {
         #expect(finishedSessions(actions).first?.result == nil)
     }
 
+    @Test func theSettledLineShowsTheOutcomeAsInterpolationWould() {
+        // Written out by hand (interpolating the enum reflects on it, for every payment, whether
+        // or not anything logs); the text stays what interpolation gave.
+        let outcomes: [SettlementOutcome] = [
+            .approved(reference: 7, bonusPointsEarned: 1, bonusPointsBalance: -2),
+            .declined(code: .insufficientFunds, reason: "not \"enough\"\n"),
+        ]
+        for outcome in outcomes {
+            #expect(outcome.logText == "\(outcome)")
+        }
+    }
+
     @Test func aRefusalByTheProcessorEndsAsAProcessorFailure() throws {
         let wallet = FakeWallet(1)
         var (machine, session) = Self.offered(to: [wallet])

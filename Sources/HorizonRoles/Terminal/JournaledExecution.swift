@@ -182,7 +182,7 @@ extension TerminalRadioService {
     }
 
     /// `recoverJournal(redemptions:)` for synchronous callers: blocks the calling thread until
-    /// recovery is done (it runs on a thread of its own, see `ExternalWork`).
+    /// recovery is done (see `ExternalWork`).
     public func recoverJournal(redemptions: (any RedemptionProcessor)?) throws(JournalError) -> JournalRecoveryReport {
         let outcome = ExternalWork.wait { [self] () async -> Result<JournalRecoveryReport, JournalError> in
             do throws(JournalError) {

@@ -256,6 +256,8 @@ final class SessionHost: TerminalSessionHandler, Sendable {
             service.unregister(sessionID)
         case .finished(let finished): onFinish(finished)
         case .log(let level, let message, let session, let payment, let metadata):
+            // Checked first: the ids' hex text costs more than the line when nothing logs.
+            guard service.logger.logLevel <= level else { return }
             service.logger.with(session: session).with(payment: payment).log(
                 level: level, message, metadata: metadata)
         }

@@ -415,7 +415,7 @@ struct SessionHostStateMachine: Sendable {
             actions = [
                 .log(
                     .info, "settled", session: sessionID, payment: requestID,
-                    ["outcome": "\(settled.outcome)", "tip": "\(settled.tip)"]),
+                    ["outcome": "\(settled.outcome.logText)", "tip": "\(settled.tip)"]),
                 .sessionExecuted(sessionID, by: wallet), .send(answer, to: wallet), .closeLater(wallet),
             ]
             switch settled.outcome {
@@ -515,6 +515,20 @@ struct SessionHostStateMachine: Sendable {
         case .confirm(let confirm): confirm.paymentID
         case .redeem(let redeem): redeem.redemptionID
         default: nil
+        }
+    }
+}
+
+extension SettlementOutcome {
+    /// The outcome as the log shows it (the text string interpolation gives), written out:
+    /// interpolating the enum itself reflects on its payload (`Mirror`), about 150,000
+    /// instructions a payment, paid whether or not anything logs, since an action's metadata is
+    /// built when the machine returns it.
+    var logText: String {
+        switch self {
+        case .approved(let reference, let earned, let balance):
+            "approved(reference: \(reference), bonusPointsEarned: \(earned), bonusPointsBalance: \(balance))"
+        case .declined(let code, let reason): "declined(code: \(code), reason: \(reason.debugDescription))"
         }
     }
 }

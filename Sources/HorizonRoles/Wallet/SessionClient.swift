@@ -454,6 +454,8 @@ final class SessionClient: Sendable {
         case .ignoreTracking(let key): decider.ignore(key)
         case .finish(let finished): announce(finished)
         case .log(let level, let message, let session, let payment, let metadata):
+            // Checked first: the ids' hex text costs more than the line when nothing logs.
+            guard logger.logLevel <= level else { return }
             logger.with(session: session).with(payment: payment).log(
                 level: level, "\(message)", metadata: metadata.mapValues { .string($0) })
         }
