@@ -77,13 +77,14 @@ fresh_adapter() {
     return 1
 }
 
-# Starts `horizon-terminal pay AMOUNT` in the background (log: $work/NAME.terminal).
+# Starts `horizon-terminal pay AMOUNT` in the background (log: $work/NAME.terminal); it waits
+# TERMINAL_WAIT seconds (default 60) for a wallet.
 start_terminal() {
     local name=$1 amount=$2
     shift 2
     [ "${KEEP_RADIOS:-}" = 1 ] || reset_radios
     # The program itself in the background (not a shell function), so that $! is its PID.
-    "$bin/horizon-terminal" pay "$amount" --data-dir "$work/terminal" --json --wait-for-wallet 60 \
+    "$bin/horizon-terminal" pay "$amount" --data-dir "$work/terminal" --json --wait-for-wallet "${TERMINAL_WAIT:-60}" \
         "${on_terminal_radio[@]}" "$@" >"$work/$name.terminal.json" 2>"$work/$name.terminal" &
     terminal_pid=$!
     # Advertising starts within a second or two; the wallet's scan finds it either way.
@@ -379,7 +380,9 @@ check_foreign_central_writes_garbage() {
     # bluetoothctl (software nobody here wrote) connects to the terminal from the wallet's adapter,
     # writes garbage to the wallet-to-terminal characteristic and leaves; the terminal then takes
     # an honest payment as usual.
-    start_terminal foreign 2.00 || return 1
+    # The terminal waits through bluetoothctl's session (up to two, about a minute each under
+    # emulation) and then the wallet's scan: with 60 s it once gave up while the wallet connected.
+    TERMINAL_WAIT=240 start_terminal foreign 2.00 || return 1
     # What the controller advertises once the terminal says it waits (printed if the check fails).
     btmgmt_q --index "${terminal_adapter#hci}" advinfo | grep -i instance >"$work/foreign.advertising-at-start"
     local terminal_address wallet_address
