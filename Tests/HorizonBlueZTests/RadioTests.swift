@@ -364,7 +364,7 @@ final class Locked<Value: Sendable>: Sendable {
 }
 
 /// Waits (in real time) until `condition` holds, for callbacks that arrive on other queues.
-func eventually(_ seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
+func eventually(_ seconds: Double = 20, _ condition: () -> Bool) async -> Bool {
     let clock = ContinuousClock()
     let deadline = clock.now + .milliseconds(Int(seconds * 1000))
     while clock.now < deadline {

@@ -64,7 +64,9 @@ struct UnreachablePostgresTests {
         ) {
             _ = try await Ledger.open(store)
         }
-        #expect(ContinuousClock.now - started < .seconds(10))
+        // Bounded, not exact: with the whole suite running on a loaded 2-core machine the 2 s
+        // timeout has taken 11 s to fire (its timer waits for a pool thread); a hang never ends.
+        #expect(ContinuousClock.now - started < .seconds(30))
         await store.close()
     }
 }
