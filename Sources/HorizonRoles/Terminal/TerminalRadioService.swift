@@ -20,9 +20,8 @@ public final class TerminalConnection: Sendable {
     let secureLink: SecureLink
 
     /// What the connection's host shares with the service. A host's reference-API commands
-    /// (`start`, `stop`, `cancel`) still run on the caller's thread and may send from there, so
-    /// this keeps a lock of its own; the service's own bookkeeping for the connection (its Hello,
-    /// its message rate) lives on the scheduler with the service's state.
+    /// (`start`, `stop`, `cancel`) hop onto the scheduler before they send, so this lives there
+    /// too, like the service's own bookkeeping for the connection (its Hello, its message rate).
     private struct State {
         /// When a message last went either way; the idle timeout is measured from it.
         var lastActivity: Instant
@@ -33,7 +32,8 @@ public final class TerminalConnection: Sendable {
         var provenRequests: Set<PaymentID> = []
     }
 
-    private let state: Mutex<State>
+    /// Read and written on the link's scheduler only, as everything a connection does.
+    private let state: SchedulerConfined<State>
 
     init(id: Int, sessionID: SessionID?, transcriptHash: [UInt8], secureLink: SecureLink) {
         self.id = id
@@ -41,25 +41,25 @@ public final class TerminalConnection: Sendable {
         self.transcriptHash = transcriptHash
         confirmationCode = ConfirmationCode(transcriptHash: transcriptHash)
         self.secureLink = secureLink
-        state = Mutex(State(lastActivity: secureLink.link.scheduler.now))
+        state = SchedulerConfined(State(lastActivity: secureLink.link.scheduler.now), on: secureLink.link.scheduler)
     }
 
     public var peer: PeerAddress { secureLink.link.peer }
 
-    var lastActivityAt: Instant { state.withLock { $0.lastActivity } }
+    var lastActivityAt: Instant { state.withValue { $0.lastActivity } }
 
     /// The proven session key from this connection's Hello, if it said one.
-    var sessionKey: PublicKeyBytes? { state.withLock { $0.sessionKey } }
+    var sessionKey: PublicKeyBytes? { state.withValue { $0.sessionKey } }
 
-    func setSessionKey(_ key: PublicKeyBytes) { state.withLock { $0.sessionKey = key } }
+    func setSessionKey(_ key: PublicKeyBytes) { state.withValue { $0.sessionKey = key } }
 
-    func proved(_ id: PaymentID) { _ = state.withLock { $0.provenRequests.insert(id) } }
+    func proved(_ id: PaymentID) { _ = state.withValue { $0.provenRequests.insert(id) } }
 
-    func hasProved(_ id: PaymentID) -> Bool { state.withLock { $0.provenRequests.contains(id) } }
+    func hasProved(_ id: PaymentID) -> Bool { state.withValue { $0.provenRequests.contains(id) } }
 
     func noteActivity() {
         let now = secureLink.link.scheduler.now
-        state.withLock { $0.lastActivity = now }
+        state.withValue { $0.lastActivity = now }
     }
 
     /// Sends a message; a failure means the link is gone, which its end callback reports.
@@ -179,11 +179,11 @@ public final class TerminalRadioService: Sendable {
     /// Lives on the radio's scheduler, the role's one serial context: every radio, secure-link and
     /// timer callback of the service runs there, so it needs no lock of its own.
     private let state: SchedulerConfined<State>
-    /// The host of each open session. The one table with a lock: a host registers and unregisters
-    /// from its commands, and the reference API's commands (`start`, `stop`) still run on the
-    /// caller's thread. Applied at once, never hopped onto the scheduler: a wallet's message
-    /// already queued there for a session that just ended must find no host, as before.
-    private let handlers = Mutex<[SessionID: any TerminalSessionHandler]>([:])
+    /// The host of each open session. A host registers and unregisters from its commands, which
+    /// run on the scheduler (the reference API's `start` and `stop` hop there), so this is
+    /// confined like the rest; kept apart from `state` because lookups happen while `state` is
+    /// being changed.
+    private let handlers: SchedulerConfined<[SessionID: any TerminalSessionHandler]>
     /// Counts for tests, benchmarks and the apps, which read them from any thread; written on
     /// the scheduler.
     private let counters = Counters()
@@ -208,6 +208,7 @@ public final class TerminalRadioService: Sendable {
         self.journal = journal
         self.configuration = configuration
         state = SchedulerConfined(State(), on: radio.scheduler)
+        handlers = SchedulerConfined([:], on: radio.scheduler)
         radio.setConnectionHandler { [weak self] link in self?.accept(link) }
     }
 
@@ -245,11 +246,11 @@ public final class TerminalRadioService: Sendable {
     public var rateLimitedHelloCount: Int { counters.rateLimitedHellos.load(ordering: .relaxed) }
 
     func register(_ sessionID: SessionID, handler: any TerminalSessionHandler) {
-        handlers.withLock { $0[sessionID] = handler }
+        handlers.withValue { $0[sessionID] = handler }
     }
 
     func unregister(_ sessionID: SessionID) {
-        _ = handlers.withLock { $0.removeValue(forKey: sessionID) }
+        _ = handlers.withValue { $0.removeValue(forKey: sessionID) }
     }
 
     /// Changes the state and publishes the counts that follow from it (after the change, so an
@@ -347,7 +348,7 @@ public final class TerminalRadioService: Sendable {
 
     private func checkIdle(_ connection: TerminalConnection) {
         let isOpen = state.withValue { $0.connections[connection.id]?.connection === connection }
-        let handler = connection.sessionID.flatMap { id in handlers.withLock { $0[id] } }
+        let handler = connection.sessionID.flatMap { id in handlers.withValue { $0[id] } }
         guard isOpen else { return }
         let timeout = configuration.idleTimeout
         if let handler, handler.isAwaitingWallet(on: connection) {
@@ -512,7 +513,7 @@ public final class TerminalRadioService: Sendable {
 
     /// Hands a message to the host whose session the connection named.
     private func route(_ message: SessionMessage, on connection: TerminalConnection) {
-        let handler = connection.sessionID.flatMap { id in handlers.withLock { $0[id] } }
+        let handler = connection.sessionID.flatMap { id in handlers.withValue { $0[id] } }
         guard let handler else {
             // Naming the payment id makes this a definitive answer for a pending confirmation:
             // its session is over, so that payment id can never be executed here.
@@ -599,7 +600,7 @@ public final class TerminalRadioService: Sendable {
         }
         record?.idleTimer?.cancel()
         guard let record, record.isEstablished, let sessionID = record.connection.sessionID,
-            let handler = handlers.withLock({ $0[sessionID] })
+            let handler = handlers.withValue({ $0[sessionID] })
         else { return }
         handler.connectionEnded(record.connection)
     }
