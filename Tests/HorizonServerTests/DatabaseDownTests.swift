@@ -45,7 +45,8 @@ struct DatabaseDownDuringRequestTests {
                     : try SubmissionFields(
                         redemption: try WalletSigned.redeem(by: wallet, for: till.key.publicKey, points: 1)
                     ).json()
-                let response = try await client.sendSigned(.post, path, json: json, by: till.key, time: server.clock.now)
+                let response = try await client.sendSigned(
+                    .post, path, json: json, by: till.key, time: server.clock.now)
                 try expectError(
                     response, .serviceUnavailable, "database_unavailable",
                     "the server's database is unavailable; nothing was changed, retry shortly")
@@ -59,7 +60,8 @@ struct DatabaseDownDuringRequestTests {
             outage.isDown = false
             #expect(try await server.ledger.transaction(for: confirm.paymentID) == nil)
             #expect(try await server.ledger.balance(of: walletID, in: .eur).minorUnits == 50_00)
-            let retried = try await client.sendSigned(.post, "/v1/payments", json: body, by: till.key, time: server.clock.now)
+            let retried = try await client.sendSigned(
+                .post, "/v1/payments", json: body, by: till.key, time: server.clock.now)
             #expect(retried.status == .ok, "\(retried.text)")
             #expect(try await server.ledger.executionCount(of: confirm.paymentID) == 1)
             #expect(try await server.ledger.balance(of: walletID, in: .eur).minorUnits == 50_00 - 10_50)
@@ -74,7 +76,9 @@ struct DatabaseDownDuringRequestTests {
 @Suite("Database down at start", .serialized, .offTheCooperativePool)
 struct DatabaseDownAtStartTests {
     /// Runs `serve` and expects it to exit 1 by itself with `message` on standard error.
-    func expectServeFails(_ arguments: [String], _ messages: [String], sourceLocation: SourceLocation = #_sourceLocation)
+    func expectServeFails(
+        _ arguments: [String], _ messages: [String], sourceLocation: SourceLocation = #_sourceLocation
+    )
         throws
     {
         let started = Date()
@@ -82,7 +86,8 @@ struct DatabaseDownAtStartTests {
         defer { server.kill() }
         let status = server.wait(timeout: 60)
         #expect(status == 1, "exit: \(String(describing: status)); \(server.errors)", sourceLocation: sourceLocation)
-        #expect(server.process.terminationReason == .exit, "it crashed: \(server.errors)", sourceLocation: sourceLocation)
+        #expect(
+            server.process.terminationReason == .exit, "it crashed: \(server.errors)", sourceLocation: sourceLocation)
         #expect(Date().timeIntervalSince(started) < 45, sourceLocation: sourceLocation)
         #expect(!server.output.contains("listening on"), sourceLocation: sourceLocation)
         for message in messages {
@@ -98,7 +103,8 @@ struct DatabaseDownAtStartTests {
         let line = try #require(
             server.waitForOutput(prefix: "listening on http://127.0.0.1:", timeout: 30), "\(server.errors)",
             sourceLocation: sourceLocation)
-        let port = try #require(Int(line.dropFirst("listening on http://127.0.0.1:".count)), sourceLocation: sourceLocation)
+        let port = try #require(
+            Int(line.dropFirst("listening on http://127.0.0.1:".count)), sourceLocation: sourceLocation)
         let ready = try await RawHTTP.get(port: port, "/ready")
         #expect(ready.status == 200, "\(ready.body)", sourceLocation: sourceLocation)
         server.signal(SIGTERM)
@@ -230,7 +236,8 @@ final class ThrowawayPostgres: Sendable {
 
     /// Stops the server at once, as a crash or a lost host would.
     func stop() throws {
-        try Self.shell(environment + #" postgres_as_owner "$bin/pg_ctl" -D "$HORIZON_PG_DIR/data" -m immediate -w stop"#)
+        try Self.shell(
+            environment + #" postgres_as_owner "$bin/pg_ctl" -D "$HORIZON_PG_DIR/data" -m immediate -w stop"#)
     }
 
     func start() throws {
@@ -253,7 +260,8 @@ final class ThrowawayPostgres: Sendable {
         // Closes every inherited descriptor above 2 first: Foundation's Process learns of the
         // exit through one, and the postmaster pg_ctl leaves running would otherwise keep it
         // open, so the script would never count as finished.
-        let closeInherited = #"for fd in $(ls /proc/$$/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null; done; "#
+        let closeInherited =
+            #"for fd in $(ls /proc/$$/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null; done; "#
         process.arguments = ["-c", closeInherited + "set -e; " + script]
         process.currentDirectoryURL = repository
         // Into a file, not a pipe, for the same reason.

@@ -164,14 +164,17 @@ struct IsolationTests {
             request: { world in
                 Request(method: .post, path: "/v1/payments", body: try SubmissionFields(payment: world.payment).json())
             },
-            otherMerchant: .refused(.unprocessableContent, "terms_mismatch", "the wallet signed for another terminal's key")
+            otherMerchant: .refused(
+                .unprocessableContent, "terms_mismatch", "the wallet signed for another terminal's key")
         ),
         "submitRedemption": .terminalSigned(
             request: { world in
                 Request(
-                    method: .post, path: "/v1/redemptions", body: try SubmissionFields(redemption: world.redemption).json())
+                    method: .post, path: "/v1/redemptions",
+                    body: try SubmissionFields(redemption: world.redemption).json())
             },
-            otherMerchant: .refused(.unprocessableContent, "terms_mismatch", "the wallet signed for another terminal's key")
+            otherMerchant: .refused(
+                .unprocessableContent, "terms_mismatch", "the wallet signed for another terminal's key")
         ),
         "getPayment": .terminalSigned(
             request: { world in
@@ -194,7 +197,8 @@ struct IsolationTests {
     @Test func everyOperationHasAnEntry() throws {
         let ids = try Self.operationIDs()
         #expect(ids.count == (try ServerContractTests.operations()).count, "an operation without an operationId?")
-        #expect(Set(ids) == Set(Self.table.keys), "operations without an entry: \(Set(ids).subtracting(Self.table.keys))")
+        #expect(
+            Set(ids) == Set(Self.table.keys), "operations without an entry: \(Set(ids).subtracting(Self.table.keys))")
     }
 
     /// The credentials tried on every terminal-signed operation, and the refusal each gets.
@@ -223,7 +227,8 @@ struct IsolationTests {
         let now = world.server.clock.now
         let till = world.till.key
         func sign(_ key: P256.Signing.PrivateKey, time: Int64 = now, nonce: String? = nil) throws -> String {
-            try signedAuthorization(key, method: request.method, path: request.path, body: request.body, time: time, nonce: nonce)
+            try signedAuthorization(
+                key, method: request.method, path: request.path, body: request.body, time: time, nonce: nonce)
         }
         switch credential {
         case .none: return nil
@@ -245,7 +250,8 @@ struct IsolationTests {
             return try sign(till, nonce: nonce)
         case .forged:
             // The till's signature over another request (another path), put on this one.
-            return try signedAuthorization(till, method: request.method, path: "/v1/anchor", body: request.body, time: now)
+            return try signedAuthorization(
+                till, method: request.method, path: "/v1/anchor", body: request.body, time: now)
         case .unknownKey: return try sign(P256.Signing.PrivateKey())
         case .walletKey: return try sign(world.walletDevice.key)
         case .revokedTerminal: return try sign(world.revokedTill.key)
@@ -281,7 +287,8 @@ struct IsolationTests {
                         let (status, code, message) = credential.expected
                         try world.expectRefusal(response, status, code, message, "\(operation) with \(credential)")
                         if status == .unauthorized {
-                            #expect(response.headers[.wwwAuthenticate] == "HorizonSignature", "\(operation) \(credential)")
+                            #expect(
+                                response.headers[.wwwAuthenticate] == "HorizonSignature", "\(operation) \(credential)")
                         }
                         refusals += 1
                     }
@@ -367,7 +374,8 @@ final class World: Sendable {
     let restorationZ: (id: String, code: String)
 
     private init(
-        server: TestServer, bakery: Merchant, shop: Merchant, tillResponse: Components.Schemas.TerminalCredentialResponse,
+        server: TestServer, bakery: Merchant, shop: Merchant,
+        tillResponse: Components.Schemas.TerminalCredentialResponse,
         shopTillResponse: Components.Schemas.TerminalCredentialResponse, walletID: WalletID, payment: Confirm,
         redemption: Redeem, registrationX: (String, String), registrationY: (String, String),
         restorationZ: (String, String), till: TerminalKey, revokedTill: TerminalKey, shopTill: TerminalKey,
@@ -413,7 +421,8 @@ final class World: Sendable {
             return try JSONDecoder().decode(Components.Schemas.TerminalCredentialResponse.self, from: response.data)
         }
         @Sendable func code(to email: String) async throws -> String {
-            let message = try #require(try await server.ledger.outbox(recipient: email).first, "nothing sent to \(email)")
+            let message = try #require(
+                try await server.ledger.outbox(recipient: email).first, "nothing sent to \(email)")
             return String(try #require(message.body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }))
         }
         return try await server.withClient { client in
@@ -430,7 +439,8 @@ final class World: Sendable {
                 .post, "/v1/wallets/registrations/\(walletRegistration)/verify", json: #"{"code": "\#(walletCode)"}"#)
             #expect(verified.status == .created, "\(verified.text)")
             let walletID = WalletID(
-                rawValue: try JSONDecoder().decode(Components.Schemas.WalletVerified.self, from: verified.data).walletId)
+                rawValue: try JSONDecoder().decode(Components.Schemas.WalletVerified.self, from: verified.data).walletId
+            )
             try await server.ledger.deposit(try Money(minorUnits: balance, currency: .eur), to: walletID)
             try await server.ledger.addBonusPoints(500, to: walletID, at: bakery.id)
 

@@ -77,7 +77,8 @@ struct SubmissionFields: @unchecked Sendable {
     func json(_ overrides: [String: Any?] = [:]) throws -> String {
         var fields = fields
         for (name, value) in overrides { fields[name] = value }
-        return String(decoding: try JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys]), as: UTF8.self)
+        return String(
+            decoding: try JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys]), as: UTF8.self)
     }
 }
 

@@ -82,7 +82,8 @@ struct SubmissionBadInputTests {
             "/v1/payments", "", .badRequest, "invalid_request", "the request needs a JSON body")
         try await shop.expectRefused(
             "/v1/payments", try SubmissionFields(payment: shop.confirm()).json(), contentType: "text/plain",
-            .unsupportedMediaType, "unsupported_media_type", "the body must be JSON with Content-Type: application/json")
+            .unsupportedMediaType, "unsupported_media_type", "the body must be JSON with Content-Type: application/json"
+        )
     }
 
     @Test func paymentWrongTypes() async throws {
@@ -120,7 +121,8 @@ struct SubmissionBadInputTests {
     @Test func paymentOversizedBody() async throws {
         let shop = try await Shop()
         try await shop.expectRefused(
-            "/v1/payments", try SubmissionFields(payment: shop.confirm()).json(["registerUser": String(repeating: "u", count: 5000)]),
+            "/v1/payments",
+            try SubmissionFields(payment: shop.confirm()).json(["registerUser": String(repeating: "u", count: 5000)]),
             .contentTooLarge, "payload_too_large", "bytes; the limit is 4096")
     }
 
@@ -251,6 +253,8 @@ struct SubmissionBadInputTests {
             "redemption must be standard base64")
         let response = try await shop.submit("/v1/redemptions", try fields.json())
         #expect(response.status == .ok, "\(response.text)")
-        #expect(try await shop.server.ledger.bonusPoints(of: shop.walletID, at: shop.server.ledger.merchants()[0].id) == 400)
+        #expect(
+            try await shop.server.ledger.bonusPoints(of: shop.walletID, at: shop.server.ledger.merchants()[0].id) == 400
+        )
     }
 }
