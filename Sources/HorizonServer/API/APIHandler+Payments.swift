@@ -80,6 +80,15 @@ extension APIHandler {
     static func settlementRequest(_ submission: Components.Schemas.PaymentSubmission, terminal: TerminalRecord)
         throws -> SettlementRequest
     {
+        // The contract's limits first (the generated decoder checks types, not ranges): a stated
+        // term out of range is bad input, not a disagreement with what the wallet signed.
+        try requireID(submission.paymentId, field: "paymentId")
+        try requireMinorUnits(submission.amount, from: 1, field: "amount")
+        try requireMinorUnits(submission.tip, from: 0, field: "tip")
+        try requireCurrency(submission.currency)
+        guard submission.registerUser.utf8.count <= 64 else {
+            throw APIError(.invalidRequest, "registerUser must be at most 64 bytes")
+        }
         let confirmationBytes = try signedMessage(submission.confirmation, field: "confirmation")
         guard case .confirm(let confirm) = try decode(confirmationBytes, field: "confirmation") else {
             throw APIError(.invalidRequest, "confirmation is not a Confirm message")
@@ -102,9 +111,6 @@ extension APIHandler {
                 .termsMismatch,
                 "\(mismatches.joined(separator: ", ")) differ(s) from what the wallet signed; nothing was executed")
         }
-        guard submission.registerUser.utf8.count <= 64 else {
-            throw APIError(.invalidRequest, "registerUser must be at most 64 bytes")
-        }
         let keyID = try keyID(of: terminal)
         return SettlementRequest(
             paymentID: confirm.paymentID, sessionID: confirm.sessionID, walletKey: confirm.walletKey,
@@ -117,6 +123,13 @@ extension APIHandler {
     static func redemptionRequest(_ submission: Components.Schemas.RedemptionSubmission, terminal: TerminalRecord)
         throws -> RedemptionRequest
     {
+        try requireID(submission.redemptionId, field: "redemptionId")
+        guard submission.quantity >= 0 else {
+            throw APIError(.invalidRequest, "quantity must be 0 or more (got \(submission.quantity))")
+        }
+        try requireMinorUnits(submission.value, from: 0, field: "value")
+        try requireCurrency(submission.currency)
+        guard submission.item.utf8.count <= 64 else { throw APIError(.invalidRequest, "item must be at most 64 bytes") }
         let bytes = try signedMessage(submission.redemption, field: "redemption")
         guard case .redeem(let redeem) = try decode(bytes, field: "redemption") else {
             throw APIError(.invalidRequest, "redemption is not a Redeem message")
@@ -157,6 +170,30 @@ extension APIHandler {
             terminalKeyID: try keyID(of: terminal), transactionType: redeem.transactionType, item: redeem.item,
             quantity: redeem.quantity, value: value, contentDigest: Array(SHA256.hash(data: redeem.signedBytes)),
             signedRedemption: bytes)
+    }
+
+    /// A payment or redemption id: 16 bytes in hex.
+    static func requireID(_ text: String, field: String) throws {
+        guard text.utf8.count == 32, [UInt8](hexString: text) != nil else {
+            throw APIError(.invalidRequest, "\(field) must be 32 hex digits")
+        }
+    }
+
+    /// An amount in minor units within what the system handles (`Money.maximumMinorUnits`).
+    static func requireMinorUnits(_ value: Int64, from minimum: Int64, field: String) throws {
+        guard value >= minimum, value <= Money.maximumMinorUnits else {
+            throw APIError(
+                .invalidRequest, "\(field) must be \(minimum) to \(Money.maximumMinorUnits) minor units (got \(value))")
+        }
+    }
+
+    /// A currency code the ledger settles (upper or lower case).
+    static func requireCurrency(_ code: String) throws {
+        guard (try? Currency(code: code.uppercased())) != nil else {
+            throw APIError(
+                .invalidRequest,
+                "currency must be an ISO 4217 code this server settles (got \"\(code)\"), e.g. EUR")
+        }
     }
 
     static func signedMessage(_ base64: String, field: String) throws -> [UInt8] {

@@ -121,7 +121,11 @@ struct BoundaryMiddleware: RouterMiddleware {
         case .valueNotFound(let type, let context):
             return "the field \"\(path(context.codingPath))\" is null (expected \(typeName(type)))"
         case .dataCorrupted(let context):
-            if context.codingPath.isEmpty { return "the body is not valid JSON" }
+            // Foundation reports a number that does not fit its field (12.5 or 1e30 for an
+            // integer) exactly as broken JSON, with no path: the message names both causes.
+            if context.codingPath.isEmpty {
+                return "the body is not valid JSON, or has a number where an integer is expected (amounts are whole minor units)"
+            }
             // OpenAPIRuntime's words for a field the schema does not have (additionalProperties: false).
             if context.debugDescription.hasPrefix("Additional properties are disabled") {
                 return "the field \"\(path(context.codingPath))\" is not part of the API (see openapi.yaml)"

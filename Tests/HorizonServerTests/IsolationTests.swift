@@ -1,0 +1,525 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import HorizonAPI
+import HorizonCore
+import HorizonLedger
+import HorizonProtocol
+import HorizonServer
+import HummingbirdTesting
+import Testing
+
+/// Issue 14 item 5: every operation of `openapi.yaml` tried with no credentials, malformed,
+/// expired, replayed and forged ones, a revoked terminal's, an unknown key's, a wallet's key,
+/// another merchant's terminal and another wallet's registration: refused with the exact status
+/// and code, nothing of the other tenant in the answer, nothing moved in the ledger.
+///
+/// The table below has one entry per operation id; an operation added to the document without
+/// an entry fails `everyOperationHasAnEntry`.
+@Suite("Authorisation and isolation")
+struct IsolationTests {
+    /// How an operation is protected, and why.
+    enum Protection {
+        /// Signed by an active terminal's key; `otherMerchant` is what merchant B's terminal gets
+        /// when it sends merchant A's request.
+        case terminalSigned(request: @Sendable (World) throws -> Request, otherMerchant: OtherMerchant)
+        /// Open to anyone, with the reason; `probe` tries what a stranger could (another
+        /// tenant's e-mail, registration id or code) and checks the answers itself.
+        case open(reason: String, probe: @Sendable (World, any TestClientProtocol) async throws -> Void)
+    }
+
+    enum OtherMerchant {
+        /// Refused with this status and code.
+        case refused(HTTPResponse.Status, String, String)
+        /// Served, but about the signing terminal only (the operation has no other subject).
+        case servesOnlyTheSigner(String)
+    }
+
+    struct Request: Sendable {
+        let method: HTTPRequest.Method
+        let path: String
+        let body: String?
+    }
+
+    static let table: [String: Protection] = [
+        "getHealth": .open(reason: "liveness for load balancers; says nothing but ok") { world, client in
+            let response = try await client.send(.get, "/health")
+            #expect(response.status == .ok)
+            #expect(try keys(of: response.data) == ["status"])
+        },
+        "getReadiness": .open(reason: "readiness for load balancers; says only the schema version") { world, client in
+            let response = try await client.send(.get, "/ready")
+            #expect(response.status == .ok)
+            #expect(try keys(of: response.data) == ["schemaVersion", "status"])
+        },
+        "getMetrics": .open(reason: "Prometheus scrapes it; counters by route and code, no ids") { world, client in
+            let response = try await client.send(.get, "/metrics")
+            #expect(response.status == .ok)
+            world.expectNothingOfTheTenants(in: response.text, "/metrics")
+        },
+        "getAnchor": .open(reason: "the public key wallets pin; public by nature") { world, client in
+            let response = try await client.send(.get, "/v1/anchor")
+            #expect(response.status == .ok)
+            #expect(try keys(of: response.data) == ["fingerprint", "keyId", "name", "publicKey"])
+            #expect(
+                try JSONDecoder().decode(Components.Schemas.Anchor.self, from: response.data)
+                    == world.server.issuer.anchorDescription)
+        },
+        "getRevocations": .open(reason: "every wallet needs it to refuse revoked terminals") { world, client in
+            let response = try await client.send(.get, "/v1/revocations")
+            #expect(response.status == .ok)
+            let revocations = try JSONDecoder().decode(Components.Schemas.Revocations.self, from: response.data)
+            // Key ids of revoked terminals only: no merchant, no label, no active terminal.
+            #expect(revocations.terminalKeyIds == [world.revokedTill.keyIDHex])
+            world.expectNothingOfTheTenants(in: response.text, "/v1/revocations")
+        },
+        "activateTerminal": .open(reason: "the merchant admin's e-mail and password are its credential") {
+            world, client in
+            // A's password with B's e-mail, B's with A's, a wrong one, an unknown e-mail: one answer.
+            for (email, password) in [
+                (World.shopEmail, TestServer.password), (TestServer.email, World.shopPassword),
+                (TestServer.email, "wrong password"), ("nobody@nowhere.example", TestServer.password),
+            ] {
+                let response = try await client.send(
+                    .post, "/v1/terminals/activate",
+                    json: TerminalKey().activation(email: email, password: password))
+                try world.expectRefusal(
+                    response, .unauthorized, "invalid_credentials", "the e-mail or the password is wrong",
+                    "activate as \(email)")
+            }
+            // A revoked terminal's key cannot come back through activation.
+            let again = try await client.send(
+                .post, "/v1/terminals/activate", json: world.revokedTill.activation(label: "Till 9"))
+            try world.expectRefusal(
+                again, .conflict, "already_exists", "already exists", "activate a revoked key")
+        },
+        "startWalletRegistration": .open(reason: "a new wallet has no credential yet; the proof of its key is checked")
+        { world, client in
+            // Another wallet's key: refused, and the answer names no wallet.
+            let taken = try await client.send(
+                .post, "/v1/wallets/registrations",
+                json: try world.walletDevice.registration(email: "taken@example.com", phone: "+49 151 1234 5699"))
+            try world.expectRefusal(
+                taken, .conflict, "already_exists", "this public key is registered to a wallet already",
+                "register another wallet's key")
+            // A proof by another key than the one registered.
+            let forged = try await client.send(
+                .post, "/v1/wallets/registrations",
+                json: try WalletDevice().registration(
+                    email: "forged@example.com", phone: "+49 151 1234 5698",
+                    overrides: ["publicKey": world.walletDevice.publicBase64]))
+            try world.expectRefusal(
+                forged, .unauthorized, "signature_invalid", "proof is not the wallet key's signature",
+                "register with a forged proof")
+        },
+        "startWalletRestoration": .open(reason: "answers alike whether or not the e-mail has a wallet") {
+            world, client in
+            let known = try await client.send(
+                .post, "/v1/wallets/restorations", json: try WalletDevice().restoration(email: World.walletEmail))
+            let unknown = try await client.send(
+                .post, "/v1/wallets/restorations", json: try WalletDevice().restoration(email: "nobody@example.com"))
+            #expect(known.status == .accepted && unknown.status == .accepted, "\(known.text) \(unknown.text)")
+            #expect(try keys(of: known.data) == keys(of: unknown.data))
+            world.expectNothingOfTheTenants(in: known.text, "a restoration's start")
+        },
+        "verifyWalletRegistration": .open(reason: "the one-time code sent to the wallet's phone is its credential") {
+            world, client in
+            let x = world.registrationX
+            let y = world.registrationY
+            let z = world.restorationZ
+            // Another registration's code, a restoration's id on the registration path.
+            let crossed = try await client.send(
+                .post, "/v1/wallets/registrations/\(x.id)/verify", json: #"{"code": "\#(y.code)"}"#)
+            try world.expectRefusal(
+                crossed, .badRequest, "registration_code_invalid", "the code is wrong; 4 more wrong codes lock",
+                "registration X with Y's code")
+            let restoration = try await client.send(
+                .post, "/v1/wallets/registrations/\(z.id)/verify", json: #"{"code": "\#(z.code)"}"#)
+            try world.expectRefusal(
+                restoration, .notFound, "registration_not_found", "there is no such registration",
+                "a restoration's id and code on the registration path")
+            for device in [world.deviceX, world.deviceY] {
+                #expect(try await world.server.ledger.wallet(forKey: device.publicKeyBytes) == nil)
+            }
+        },
+        "verifyWalletRestoration": .open(reason: "the one-time code sent to the account's e-mail is its credential") {
+            world, client in
+            let x = world.registrationX
+            let z = world.restorationZ
+            let crossed = try await client.send(
+                .post, "/v1/wallets/restorations/\(z.id)/verify", json: #"{"code": "\#(x.code)"}"#)
+            try world.expectRefusal(
+                crossed, .badRequest, "registration_code_invalid", "the code is wrong; 4 more wrong codes lock",
+                "restoration Z with X's code")
+            let registration = try await client.send(
+                .post, "/v1/wallets/restorations/\(x.id)/verify", json: #"{"code": "\#(x.code)"}"#)
+            try world.expectRefusal(
+                registration, .notFound, "registration_not_found", "there is no such restoration",
+                "a registration's id and code on the restoration path")
+        },
+        "renewTerminalCredential": .terminalSigned(
+            request: { _ in Request(method: .post, path: "/v1/terminals/credential", body: nil) },
+            otherMerchant: .servesOnlyTheSigner("a terminal renews its own credential; the request names no other")),
+        "submitPayment": .terminalSigned(
+            request: { world in
+                Request(method: .post, path: "/v1/payments", body: try SubmissionFields(payment: world.payment).json())
+            },
+            otherMerchant: .refused(
+                .unprocessableContent, "terms_mismatch", "the wallet signed for another terminal's key")
+        ),
+        "submitRedemption": .terminalSigned(
+            request: { world in
+                Request(
+                    method: .post, path: "/v1/redemptions",
+                    body: try SubmissionFields(redemption: world.redemption).json())
+            },
+            otherMerchant: .refused(
+                .unprocessableContent, "terms_mismatch", "the wallet signed for another terminal's key")
+        ),
+        "getPayment": .terminalSigned(
+            request: { world in
+                Request(method: .get, path: "/v1/payments/\(world.payment.paymentID.bytes.hexString)", body: nil)
+            },
+            otherMerchant: .refused(.notFound, "payment_not_found", "was executed for this merchant")),
+    ]
+
+    /// The operation ids of `openapi.yaml`.
+    static func operationIDs() throws -> [String] {
+        let text = try String(
+            contentsOf: ServerContractTests.apiDirectory.appendingPathComponent("openapi.yaml"), encoding: .utf8)
+        return text.split(separator: "\n").compactMap { line in
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            guard trimmed.hasPrefix("operationId:") else { return nil }
+            return trimmed.dropFirst("operationId:".count).trimmingCharacters(in: .whitespaces)
+        }
+    }
+
+    @Test func everyOperationHasAnEntry() throws {
+        let ids = try Self.operationIDs()
+        #expect(ids.count == (try ServerContractTests.operations()).count, "an operation without an operationId?")
+        #expect(
+            Set(ids) == Set(Self.table.keys), "operations without an entry: \(Set(ids).subtracting(Self.table.keys))")
+    }
+
+    /// The credentials tried on every terminal-signed operation, and the refusal each gets.
+    enum Credential: String, CaseIterable {
+        case none, bearer, malformed, expired, future, replayed, forged, unknownKey, walletKey, revokedTerminal
+
+        var expected: (HTTPResponse.Status, String, String) {
+            switch self {
+            case .none, .bearer:
+                (.unauthorized, "unauthenticated", "this operation needs a request signed with the terminal's key")
+            case .malformed: (.unauthorized, "unauthenticated", "the HorizonSignature header is malformed")
+            case .expired, .future: (.unauthorized, "request_expired", "s from the server's clock")
+            case .replayed: (.unauthorized, "request_replayed", "this signed request was already received once")
+            case .forged: (.unauthorized, "signature_invalid", "the request's signature does not verify")
+            case .unknownKey, .walletKey:
+                (.forbidden, "terminal_unknown", "the signing key is not an activated terminal")
+            case .revokedTerminal: (.forbidden, "terminal_revoked", "was revoked by its merchant")
+            }
+        }
+    }
+
+    /// The Authorization header for `request` under `credential` (nil: none).
+    func authorization(_ credential: Credential, _ request: Request, world: World, client: any TestClientProtocol)
+        async throws -> String?
+    {
+        let now = world.server.clock.now
+        let till = world.till.key
+        func sign(_ key: P256.Signing.PrivateKey, time: Int64 = now, nonce: String? = nil) throws -> String {
+            try signedAuthorization(
+                key, method: request.method, path: request.path, body: request.body, time: time, nonce: nonce)
+        }
+        switch credential {
+        case .none: return nil
+        case .bearer: return "Bearer eyJhbGciOiJIUzI1NiJ9.e30.c2lnbmF0dXJl"
+        case .malformed: return #"HorizonSignature key="not a key", time="1", nonce="00", signature="x""#
+        case .expired: return try sign(till, time: now - 301)
+        case .future: return try sign(till, time: now + 301)
+        case .replayed:
+            // The nonce is spent by another request of the same key first: its second use is refused
+            // whatever it signs.
+            let nonce = (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+            let first = try await client.send(
+                .get, "/health",
+                headers: [
+                    .authorization: try signedAuthorization(
+                        till, method: .get, path: "/health", body: nil, time: now, nonce: nonce)
+                ])
+            #expect(first.status == .ok)
+            return try sign(till, nonce: nonce)
+        case .forged:
+            // The till's signature over another request (another path), put on this one.
+            return try signedAuthorization(
+                till, method: request.method, path: "/v1/anchor", body: request.body, time: now)
+        case .unknownKey: return try sign(P256.Signing.PrivateKey())
+        case .walletKey: return try sign(world.walletDevice.key)
+        case .revokedTerminal: return try sign(world.revokedTill.key)
+        }
+    }
+
+    func send(_ request: Request, authorization: String?, client: any TestClientProtocol) async throws -> TestResponse {
+        var headers: HTTPFields = [:]
+        if let authorization { headers[.authorization] = authorization }
+        return try await client.send(request.method, request.path, json: request.body, headers: headers)
+    }
+
+    @Test func everyOperationRefusesWhoeverMayNotUseIt() async throws {
+        let world = try await World.make()
+        let ignored: Set<String> = [
+            // What refused calls may change: spent nonces, counted wrong passwords, counted wrong codes.
+            "request_nonces", "merchant_logins", "wallet_registrations",
+            // Restoration starts queue a mail (to the account's own address).
+            "outbox",
+        ]
+        let before = try await tableSnapshot(world.server.ledger, excluding: ignored)
+        let refusals = try await world.server.withClient { client in
+            var refusals = 0
+            for (operation, protection) in Self.table.sorted(by: { $0.key < $1.key }) {
+                switch protection {
+                case .open(_, let probe):
+                    try await probe(world, client)
+                case .terminalSigned(let makeRequest, let otherMerchant):
+                    let request = try makeRequest(world)
+                    for credential in Credential.allCases {
+                        let header = try await authorization(credential, request, world: world, client: client)
+                        let response = try await send(request, authorization: header, client: client)
+                        let (status, code, message) = credential.expected
+                        try world.expectRefusal(response, status, code, message, "\(operation) with \(credential)")
+                        if status == .unauthorized {
+                            #expect(
+                                response.headers[.wwwAuthenticate] == "HorizonSignature", "\(operation) \(credential)")
+                        }
+                        refusals += 1
+                    }
+                    let byShop = try await client.send(
+                        request.method, request.path, json: request.body,
+                        headers: [
+                            .authorization: try signedAuthorization(
+                                world.shopTill.key, method: request.method, path: request.path, body: request.body,
+                                time: world.server.clock.now)
+                        ])
+                    switch otherMerchant {
+                    case .refused(let status, let code, let message):
+                        try world.expectRefusal(byShop, status, code, message, "\(operation) by the other merchant")
+                        refusals += 1
+                    case .servesOnlyTheSigner:
+                        #expect(byShop.status == .ok, "\(operation): \(byShop.text)")
+                        let credential = try JSONDecoder().decode(
+                            Components.Schemas.TerminalCredentialResponse.self, from: byShop.data)
+                        #expect(credential.merchantId == world.shop.id.rawValue)
+                        #expect(credential.terminalId == world.shopTillResponse.terminalId)
+                        world.expectNothingOfTheTenants(
+                            in: byShop.text, "\(operation) by the other merchant", except: ["the shop's id"])
+                    }
+                }
+            }
+            return refusals
+        }
+        #expect(refusals == 4 * Credential.allCases.count + 3)
+        // Nothing moved: no posting, no transaction, no wallet, key, terminal or account changed
+        // (renewal by the other merchant's own terminal updates its own row only).
+        // (The other merchant's renewal on the same clock second leaves its row as it was.)
+        #expect(try await tableSnapshot(world.server.ledger, excluding: ignored) == before)
+        #expect(
+            try await world.server.ledger.balance(of: world.walletID, in: .eur)
+                == (try Money(minorUnits: World.balance - 12_50 - 1_00, currency: .eur)))
+
+        // The same requests signed by the till they belong to are served: every refusal above
+        // was for the credential, not for a broken request.
+        try await world.server.withClient { client in
+            for (operation, protection) in Self.table {
+                guard case .terminalSigned(let makeRequest, _) = protection else { continue }
+                let request = try makeRequest(world)
+                let response = try await client.send(
+                    request.method, request.path, json: request.body,
+                    headers: [
+                        .authorization: try signedAuthorization(
+                            world.till.key, method: request.method, path: request.path, body: request.body,
+                            time: world.server.clock.now)
+                    ])
+                #expect(response.status == .ok, "\(operation) by its own till: \(response.text)")
+            }
+        }
+        // Payments and redemptions were replays of stored results: still one execution each.
+        #expect(try await world.server.ledger.executionCount(of: world.payment.paymentID) == 1)
+        #expect(try await world.server.ledger.executionCount(of: world.redemption.redemptionID) == 1)
+    }
+}
+
+/// Two merchants (a bakery with two tills, one revoked; a shop with one), a registered wallet
+/// that paid and redeemed at the bakery, two wallet registrations and a restoration under way.
+final class World: Sendable {
+    static let shopEmail = "owner@shop.example"
+    static let shopPassword = "another long password"
+    static let walletEmail = "wendy@example.com"
+    static let balance: Int64 = 100_00
+
+    let server: TestServer
+    let bakery: Merchant
+    let shop: Merchant
+    let till: TerminalKey
+    let tillResponse: Components.Schemas.TerminalCredentialResponse
+    let revokedTill: TerminalKey
+    let shopTill: TerminalKey
+    let shopTillResponse: Components.Schemas.TerminalCredentialResponse
+    let walletDevice: WalletDevice
+    let walletID: WalletID
+    let payment: Confirm
+    let redemption: Redeem
+    let deviceX: WalletDevice
+    let deviceY: WalletDevice
+    let registrationX: (id: String, code: String)
+    let registrationY: (id: String, code: String)
+    let restorationZ: (id: String, code: String)
+
+    private init(
+        server: TestServer, bakery: Merchant, shop: Merchant,
+        tillResponse: Components.Schemas.TerminalCredentialResponse,
+        shopTillResponse: Components.Schemas.TerminalCredentialResponse, walletID: WalletID, payment: Confirm,
+        redemption: Redeem, registrationX: (String, String), registrationY: (String, String),
+        restorationZ: (String, String), till: TerminalKey, revokedTill: TerminalKey, shopTill: TerminalKey,
+        walletDevice: WalletDevice, deviceX: WalletDevice, deviceY: WalletDevice
+    ) {
+        self.server = server
+        self.bakery = bakery
+        self.shop = shop
+        self.tillResponse = tillResponse
+        self.shopTillResponse = shopTillResponse
+        self.walletID = walletID
+        self.payment = payment
+        self.redemption = redemption
+        self.registrationX = registrationX
+        self.registrationY = registrationY
+        self.restorationZ = restorationZ
+        self.till = till
+        self.revokedTill = revokedTill
+        self.shopTill = shopTill
+        self.walletDevice = walletDevice
+        self.deviceX = deviceX
+        self.deviceY = deviceY
+    }
+
+    static func make() async throws -> World {
+        let server = try await TestServer()
+        let bakery = try await server.addMerchant()
+        let shop = try await server.addMerchant(name: "Other Shop", email: shopEmail, password: shopPassword)
+        let till = TerminalKey()
+        let revokedTill = TerminalKey()
+        let shopTill = TerminalKey()
+        let walletDevice = WalletDevice()
+        let deviceX = WalletDevice()
+        let deviceY = WalletDevice()
+        let tillResponse = try await server.activate(till)
+        let revokedResponse = try await server.activate(revokedTill, label: "Till 2")
+        #expect(try await server.ledger.revokeTerminal(TerminalID(rawValue: revokedResponse.terminalId)))
+        let shopTillResponse = try await server.withClient { client in
+            let response = try await client.send(
+                .post, "/v1/terminals/activate",
+                json: shopTill.activation(email: shopEmail, password: shopPassword, label: "Shop till"))
+            #expect(response.status == .created, "\(response.text)")
+            return try JSONDecoder().decode(Components.Schemas.TerminalCredentialResponse.self, from: response.data)
+        }
+        @Sendable func code(to email: String) async throws -> String {
+            let message = try #require(
+                try await server.ledger.outbox(recipient: email).first, "nothing sent to \(email)")
+            return String(try #require(message.body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }))
+        }
+        return try await server.withClient { client in
+            // The wallet registers through the API, and is funded.
+            func start(_ device: WalletDevice, _ email: String, _ phone: String) async throws -> (String, String) {
+                let response = try await client.send(
+                    .post, "/v1/wallets/registrations", json: try device.registration(email: email, phone: phone))
+                #expect(response.status == .accepted, "\(response.text)")
+                let sent = try JSONDecoder().decode(Components.Schemas.OneTimeCodeSent.self, from: response.data)
+                return (sent.registrationId, try await code(to: email))
+            }
+            let (walletRegistration, walletCode) = try await start(walletDevice, walletEmail, "+49 151 1234 5600")
+            let verified = try await client.send(
+                .post, "/v1/wallets/registrations/\(walletRegistration)/verify", json: #"{"code": "\#(walletCode)"}"#)
+            #expect(verified.status == .created, "\(verified.text)")
+            let walletID = WalletID(
+                rawValue: try JSONDecoder().decode(Components.Schemas.WalletVerified.self, from: verified.data).walletId
+            )
+            try await server.ledger.deposit(try Money(minorUnits: balance, currency: .eur), to: walletID)
+            try await server.ledger.addBonusPoints(500, to: walletID, at: bakery.id)
+
+            // It pays and redeems at the bakery's till.
+            let payment = try WalletSigned.confirm(
+                by: walletDevice.key, for: till.key.publicKey, amount: 12_50, tip: 1_00)
+            let paid = try await client.sendSigned(
+                .post, "/v1/payments", json: try SubmissionFields(payment: payment).json(), by: till.key,
+                time: server.clock.now)
+            #expect(paid.status == .ok, "\(paid.text)")
+            #expect(
+                try JSONDecoder().decode(Components.Schemas.PaymentResult.self, from: paid.data).outcome == .approved,
+                "\(paid.text)")
+            let redemption = try WalletSigned.redeem(by: walletDevice.key, for: till.key.publicKey, points: 100)
+            let redeemed = try await client.sendSigned(
+                .post, "/v1/redemptions", json: try SubmissionFields(redemption: redemption).json(), by: till.key,
+                time: server.clock.now)
+            #expect(redeemed.status == .ok, "\(redeemed.text)")
+
+            // Two more wallets are registering, and the first one is being restored on a new device.
+            let x = try await start(deviceX, "xavier@example.com", "+49 151 1234 5601")
+            let y = try await start(deviceY, "yvonne@example.com", "+49 151 1234 5602")
+            let restore = try await client.send(
+                .post, "/v1/wallets/restorations", json: try WalletDevice().restoration(email: walletEmail))
+            #expect(restore.status == .accepted, "\(restore.text)")
+            let z = (
+                try JSONDecoder().decode(Components.Schemas.OneTimeCodeSent.self, from: restore.data).registrationId,
+                try await code(to: walletEmail)
+            )
+            return World(
+                server: server, bakery: bakery, shop: shop, tillResponse: tillResponse,
+                shopTillResponse: shopTillResponse, walletID: walletID, payment: payment,
+                redemption: redemption, registrationX: x, registrationY: y, restorationZ: z, till: till,
+                revokedTill: revokedTill, shopTill: shopTill, walletDevice: walletDevice, deviceX: deviceX,
+                deviceY: deviceY)
+        }
+    }
+
+    /// What no refusal, and no open operation, may show: the bakery's and the wallet's data and
+    /// every one-time code.
+    var secrets: [String: String] {
+        [
+            "the bakery's id": bakery.id.rawValue, "the bakery's name": bakery.name,
+            "the bakery's e-mail": TestServer.email, "the bakery till's id": tillResponse.terminalId,
+            "the bakery till's label": tillResponse.label, "the bakery till's credential": tillResponse.credential,
+            "the bakery till's key id": till.keyIDHex, "the shop's id": shop.id.rawValue,
+            "the wallet's id": walletID.rawValue, "the wallet's e-mail": World.walletEmail,
+            "the wallet's phone": "+4915112345600",
+            "registration X's code": registrationX.code, "registration Y's code": registrationY.code,
+            "restoration Z's code": restorationZ.code, "a payment result": #""outcome""#,
+            "a transaction reference": #""reference""#, "a balance": #""bonusPointsBalance""#,
+        ]
+    }
+
+    func expectNothingOfTheTenants(
+        in text: String, _ what: String, except: Set<String> = [], sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        for (name, secret) in secrets where !secret.isEmpty && !except.contains(name) {
+            #expect(!text.contains(secret), "\(what) shows \(name): \(text)", sourceLocation: sourceLocation)
+        }
+    }
+
+    /// The refusal has this status, code and message, is the bare error envelope, and shows
+    /// nothing of the tenants.
+    func expectRefusal(
+        _ response: TestResponse, _ status: HTTPResponse.Status, _ code: String, _ message: String, _ what: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        #expect(response.status == status, "\(what): \(response.text)", sourceLocation: sourceLocation)
+        try expectError(response, status, code, message, sourceLocation: sourceLocation)
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: response.data) as? [String: [String: Any]],
+            sourceLocation: sourceLocation)
+        #expect(Array(object.keys) == ["error"], sourceLocation: sourceLocation)
+        #expect(object["error"]?.keys.sorted() == ["code", "message", "requestId"], sourceLocation: sourceLocation)
+        expectNothingOfTheTenants(in: response.text, what, sourceLocation: sourceLocation)
+    }
+}
+
+private func keys(of data: Data) throws -> [String] {
+    (try JSONSerialization.jsonObject(with: data) as? [String: Any])?.keys.sorted() ?? []
+}
