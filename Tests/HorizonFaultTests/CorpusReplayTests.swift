@@ -41,7 +41,7 @@ struct CorpusReplayTests {
         process.standardOutput = output
         process.standardError = output
         try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let text = String(decoding: output.fileHandleForReading.readAllUntilEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         #expect(process.terminationStatus == 0, "horizon-fuzz replay \(target) failed:\n\(text)")
         #expect(text.contains("replayed \(files.count) input(s)"), "\(text)")

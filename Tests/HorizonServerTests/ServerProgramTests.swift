@@ -213,11 +213,7 @@ final class ServerProcess: @unchecked Sendable {
             drained.enter()
             let handle = pipe.fileHandleForReading
             Thread.detachNewThread { [drained] in
-                while true {
-                    let chunk = handle.availableData
-                    if chunk.isEmpty { break }
-                    sink.append(chunk)
-                }
+                handle.readUntilEndOfFile { sink.append($0) }
                 drained.leave()
             }
         }

@@ -1,4 +1,5 @@
 import Foundation
+import HorizonTestSupport
 
 /// Runs the built programs (`horizon-terminal`, `horizon-wallet`) as a person would.
 struct ProgramResult {
@@ -65,12 +66,12 @@ final class RunningProgram: @unchecked Sendable {
         if !keepInputOpen { try? inputPipe.fileHandleForWriting.close() }
         group.enter()
         DispatchQueue.global().async { [self] in
-            outputData = output.fileHandleForReading.readDataToEndOfFile()
+            outputData = output.fileHandleForReading.readAllUntilEndOfFile()
             group.leave()
         }
         group.enter()
         DispatchQueue.global().async { [self] in
-            errorData = errors.fileHandleForReading.readDataToEndOfFile()
+            errorData = errors.fileHandleForReading.readAllUntilEndOfFile()
             group.leave()
         }
     }
