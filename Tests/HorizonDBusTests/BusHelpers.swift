@@ -43,7 +43,7 @@ final class SignalRecorder: Sendable {
     var isFinished: Bool { storage.finished.load(ordering: .acquiring) }
 
     /// The signals once there are at least `count` (or whatever came within `timeout`).
-    func wait(for count: Int, timeout: Duration = .seconds(3)) async -> [DBusSignal] {
+    func wait(for count: Int, timeout: Duration = .seconds(20)) async -> [DBusSignal] {
         let deadline = ContinuousClock.now + timeout
         while signals.count < count, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(5))
@@ -52,7 +52,7 @@ final class SignalRecorder: Sendable {
     }
 
     /// Waits until the stream has ended (or `timeout`).
-    func waitUntilFinished(timeout: Duration = .seconds(3)) async -> Bool {
+    func waitUntilFinished(timeout: Duration = .seconds(20)) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while !isFinished, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(5)) }
         return isFinished
