@@ -258,6 +258,8 @@ let package = Package(
             dependencies: [
                 "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonLink", "HorizonSecureChannel",
                 "HorizonProtocol", "HorizonStores", "HorizonRoles", "HorizonBlueZ",
+                // scale-out: drives real server processes and reads their database back.
+                "HorizonLedger", "HorizonAPI", "HorizonServerClient",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -13,7 +13,7 @@ enum MeasurementName: String, CaseIterable, ExpressibleByArgument, Sendable {
 extension WalletStoreKind: ExpressibleByArgument {}
 
 /// `horizon-bench`: the performance budget of DESIGN.md section 7, measured (issue 8).
-struct HorizonBench: ParsableCommand {
+struct HorizonBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "horizon-bench",
         abstract: "Measure Horizon against its performance budget; write a JSON result and print a table.",
@@ -27,7 +27,9 @@ struct HorizonBench: ParsableCommand {
                                  runs it in the Tools/bluez-vm VM): raw write→notification round trip, payments from
                                  acceptance to receipt, connect time, and their ratio (budget ≤ 3.5)
             Build with -c release (Benchmarks/run.sh does); debug numbers mean nothing.
-            """)
+            `horizon-bench scale-out` drives real server processes instead (Tools/scale-out.sh runs it).
+            """,
+        subcommands: [ScaleOut.self])
 
     @Option(help: "Where to write the JSON result.")
     var output = "Benchmarks/results/latest.json"

@@ -1,2 +1,15 @@
+import ArgumentParser
 // The benchmark executable of issue 8: an ArgumentParser command, see HorizonBench.swift.
-HorizonBench.main()
+// Parsed and run by hand: here both `HorizonBench.main()` and `run()` on an
+// AsyncParsableCommand resolve to the synchronous versions, which would print the asynchronous
+// `scale-out` subcommand's help instead of running it.
+do {
+    var command = try HorizonBench.parseAsRoot()
+    if let scaleOut = command as? ScaleOut {
+        try await scaleOut.drive()
+    } else {
+        try command.run()
+    }
+} catch {
+    HorizonBench.exit(withError: error)
+}

@@ -1,0 +1,547 @@
+import ArgumentParser
+import Crypto
+import Foundation
+import HorizonAPI
+import HorizonCore
+import HorizonLedger
+import HorizonProtocol
+import HorizonSecureChannel
+import HorizonServerClient
+import Synchronization
+
+/// `horizon-bench scale-out`: the long scale-out proof of issue 14 item 8 against real server
+/// processes (Tools/scale-out.sh starts them). Terminals are activated and wallets registered
+/// through the servers' own endpoints; every payment id is signed by its wallet, submitted by its
+/// terminal to every server at once, retried, and then the database is read back.
+struct ScaleOut: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "scale-out",
+        abstract: "Drive several Horizon server processes on one database and prove every payment ran exactly once.",
+        discussion: """
+            Needs running servers on one database and a merchant whose admin signs in with --email and --password-file: Tools/scale-out.sh sets all of that up (run that instead). Then:
+
+            1. activates --terminals terminals through the activation endpoint (keys made here, kept in memory);
+            2. registers one wallet per terminal through the registration endpoints (the one-time code read from the database's outbox, where the sandbox sends it) and tops it up (a deposit, as `horizon-server wallets top-up` does);
+            3. each terminal pays its share of --payments one after another: every payment is signed by its wallet and sent to every --server at once (--copies times each), each copy retried on the next server until answered; every --timeout-every'th payment first goes out with a client timeout of --timeout-ms (the answer is abandoned; the server may still execute it); after the answers, --late-retries more;
+            4. checks from the database: one transaction row per id, approved, with the answered reference and the signed amount, tip and wallet; nothing else for the merchant; postings sum to zero per currency; no negative wallet; each wallet debited exactly its payments, the merchant credited their total; LedgerAudit finds nothing.
+
+            Prints a summary and progress (standard error), writes --result-file (JSON), exits 1 if any check fails.
+            """)
+
+    @Option(name: .customLong("server"), help: "A server's base URL; repeat for each process (at least one).")
+    var servers: [String] = []
+
+    @Option(help: "The servers' database, to check from: postgres://… or sqlite:PATH.")
+    var database: String
+
+    @Option(help: "The merchant admin's e-mail.")
+    var email: String
+
+    @Option(help: "A file holding the merchant admin's password (one line).")
+    var passwordFile: String
+
+    @Option(help: "The merchant's currency (ISO 4217).")
+    var currency = "EUR"
+
+    @Option(help: "Payments in all (shared round-robin among the terminals).")
+    var payments = 1000
+
+    @Option(help: "Terminals, each with its own wallet, paying in parallel.")
+    var terminals = 10
+
+    @Option(help: "Submissions of each id sent at once to each server.")
+    var copies = 1
+
+    @Option(help: "Late retries of each id after it was answered.")
+    var lateRetries = 1
+
+    @Option(help: "Every this many payments, one first goes out with a client timeout it cannot meet (0: never).")
+    var timeoutEvery = 10
+
+    @Option(help: "The deliberate client timeout, in milliseconds.")
+    var timeoutMs = 2
+
+    @Option(help: "Attempts per copy before giving up on an unanswered submission.")
+    var maximumAttempts = 40
+
+    // Not --output: that is the parent command's option, which ArgumentParser would give it.
+    @Option(help: "Where to write the JSON result.")
+    var resultFile = "Benchmarks/results/scale-out-latest.json"
+
+    @Option(help: "A note on how the servers were run, for the result (Tools/scale-out.sh sets it).")
+    var setup: String?
+
+    mutating func validate() throws {
+        guard !servers.isEmpty else { throw ValidationError("give at least one --server URL") }
+        for server in servers {
+            do { _ = try HorizonServerClient.url(server) } catch { throw ValidationError("--server: \(error)") }
+        }
+        guard (1...1_000_000).contains(payments) else { throw ValidationError("--payments must be 1 to 1000000") }
+        guard (1...500).contains(terminals) else { throw ValidationError("--terminals must be 1 to 500") }
+        guard (1...10).contains(copies) else { throw ValidationError("--copies must be 1 to 10") }
+        guard (0...10).contains(lateRetries) else { throw ValidationError("--late-retries must be 0 to 10") }
+        guard timeoutEvery >= 0 else { throw ValidationError("--timeout-every must be 0 or more") }
+        guard (1...10_000).contains(timeoutMs) else { throw ValidationError("--timeout-ms must be 1 to 10000") }
+        guard (1...1000).contains(maximumAttempts) else { throw ValidationError("--maximum-attempts must be 1 to 1000") }
+        guard database.hasPrefix("sqlite:") || database.hasPrefix("postgres://") || database.hasPrefix("postgresql://")
+        else { throw ValidationError("--database must be sqlite:PATH or a postgres:// URL") }
+    }
+
+    func run() async throws { try await drive() }
+
+    /// The run itself (main.swift calls it by this name: see there).
+    func drive() async throws {
+        let money: Currency
+        do { money = try Currency(code: currency.uppercased()) } catch {
+            throw ValidationError("--currency \(self.currency) is not a supported ISO 4217 currency")
+        }
+        let password: String
+        do {
+            password = try String(contentsOfFile: passwordFile, encoding: .utf8)
+                .trimmingCharacters(in: .newlines)
+        } catch {
+            throw BenchmarkError("cannot read --password-file \(passwordFile): \(error.localizedDescription)")
+        }
+        let urls = try servers.map { text in
+            do { return try HorizonServerClient.url(text) } catch { throw BenchmarkError("\(error)") }
+        }
+        let ledger = try await openLedger()
+        do {
+            let report = try await ScaleOutRun(
+                command: self, urls: urls, ledger: ledger, currency: money, password: password
+            ).run()
+            await ledger.close()
+            try write(report)
+            print(report.table())
+            if !report.passed {
+                Progress.note("scale-out: FAILED (\(report.checks.filter { !$0.passed }.map(\.name).joined(separator: "; ")))")
+                throw ExitCode(1)
+            }
+        } catch {
+            await ledger.close()
+            throw error
+        }
+    }
+
+    func openLedger() async throws -> Ledger {
+        do {
+            if database.hasPrefix("sqlite:") { return try await Ledger.sqlite(path: String(database.dropFirst(7))) }
+            return try await Ledger.postgres(url: database)
+        } catch {
+            throw BenchmarkError("cannot open the servers' database \(database): \(error)")
+        }
+    }
+
+    func write(_ report: ScaleOutReport) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let url = URL(fileURLWithPath: resultFile)
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try encoder.encode(report).write(to: url)
+        Progress.note("scale-out: wrote \(resultFile)")
+    }
+}
+
+/// One run: setup through the endpoints, the payments, the checks.
+struct ScaleOutRun {
+    let command: ScaleOut
+    let urls: [URL]
+    let ledger: Ledger
+    let currency: Currency
+    let password: String
+    /// Names this run's wallets, so a database used before does not collide.
+    let runID = String(UInt32.random(in: 0...UInt32.max), radix: 16)
+
+    struct Participant: Sendable {
+        let terminal: TerminalIdentity
+        let walletKey: P256.Signing.PrivateKey
+        let walletID: WalletID
+        let topUp: Int64
+    }
+
+    func run() async throws -> ScaleOutReport {
+        let started = Date()
+        Progress.note("scale-out: activating \(command.terminals) terminals and registering their wallets")
+        let plan = (0..<command.payments).map { Self.terms(of: $0) }
+        var owed = [Int64](repeating: 0, count: command.terminals)
+        for (index, terms) in plan.enumerated() { owed[index % command.terminals] += terms.amount + terms.tip }
+        let participants = try await withThrowingTaskGroup(of: (Int, Participant).self) { group in
+            for index in 0..<command.terminals {
+                let topUp = owed[index] + 1_000
+                group.addTask { (index, try await enroll(index, topUp: topUp)) }
+            }
+            var found: [Int: Participant] = [:]
+            for try await (index, participant) in group { found[index] = participant }
+            return (0..<command.terminals).compactMap { found[$0] }
+        }
+        let merchantID = try await merchant()
+
+        Progress.note(
+            "scale-out: \(command.payments) payments from \(command.terminals) terminals to \(urls.count) servers at once"
+        )
+        let tally = ScaleOutTally()
+        let progress = Task {
+            let start = ContinuousClock.now
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                if Task.isCancelled { break }
+                let snapshot = tally.snapshot()
+                let seconds = (ContinuousClock.now - start).seconds
+                Progress.note(
+                    "scale-out: \(snapshot.done)/\(command.payments) payments, \(snapshot.sent) submissions, "
+                        + "\(Int(Double(snapshot.done) / max(seconds, 0.001)))/s, failures so far \(snapshot.failed)")
+            }
+        }
+        let drive = ContinuousClock.now
+        let records = await withTaskGroup(of: [ScaleOutPayment].self) { group in
+            for index in 0..<command.terminals {
+                let participant = participants[index]
+                let mine = stride(from: index, to: command.payments, by: command.terminals).map { ($0, plan[$0]) }
+                group.addTask {
+                    var records: [ScaleOutPayment] = []
+                    for (number, terms) in mine {
+                        records.append(await pay(number, terms, participant, tally: tally))
+                    }
+                    return records
+                }
+            }
+            return await group.reduce(into: []) { $0 += $1 }
+        }
+        let elapsed = (ContinuousClock.now - drive).seconds
+        progress.cancel()
+        Progress.note("scale-out: \(records.count) payments in \(elapsed.formatted(1)) s; checking the database")
+
+        let checks = try await ScaleOutChecks(
+            ledger: ledger, merchant: merchantID, records: records, participants: participants,
+            currency: currency
+        ).run()
+        let snapshot = tally.snapshot()
+        return ScaleOutReport(
+            generatedAt: ISO8601DateFormatter().string(from: started), machine: .current(),
+            setup: command.setup ?? "servers given on the command line",
+            servers: urls.map(\.absoluteString), terminals: command.terminals, payments: records.count,
+            copiesPerServer: command.copies, lateRetries: command.lateRetries, timeoutEvery: command.timeoutEvery,
+            timeoutMilliseconds: command.timeoutMs, submissions: snapshot.sent,
+            duplicatesSent: snapshot.sent - records.count, deliberateTimeouts: snapshot.deliberateTimeouts,
+            answers: snapshot.answers, retriesAfterFailure: snapshot.retries, failuresByKind: snapshot.failures,
+            executions: checks.executions, conflictingAnswers: checks.conflictingAnswers,
+            seconds: elapsed, paymentsPerSecond: Double(records.count) / max(elapsed, 0.001),
+            paymentLatencyMilliseconds: Percentiles(records.compactMap(\.firstAnswerMilliseconds)),
+            requestLatencyMilliseconds: Percentiles(snapshot.requestMilliseconds),
+            checks: checks.results)
+    }
+
+    /// Amount and tip of payment `number`: varied, so a payment booked under another id shows.
+    static func terms(of number: Int) -> (amount: Int64, tip: Int64) {
+        (Int64(100 + (number * 37) % 900), Int64((number % 4) * 25))
+    }
+
+    func client(_ server: Int, key: P256.Signing.PrivateKey? = nil, timeout: Duration = .seconds(30))
+        -> HorizonServerClient
+    {
+        HorizonServerClient(serverURL: urls[server % urls.count], signingKey: key, timeout: timeout)
+    }
+
+    /// A terminal activated through the real endpoint, and a wallet registered through the real
+    /// endpoints and topped up with what its payments will take, plus a margin.
+    func enroll(_ index: Int, topUp: Int64) async throws -> Participant {
+        let terminalKey = P256.Signing.PrivateKey()
+        let terminal: TerminalIdentity
+        do {
+            let response = try await client(index).activateTerminal(
+                email: command.email, password: password, label: "Scale-out till \(index)", key: terminalKey)
+            guard let bytes = Data(base64Encoded: response.credential) else {
+                throw BenchmarkError("the server's credential is not base64")
+            }
+            terminal = try TerminalIdentity(signingKey: terminalKey, credential: TerminalCredential.decode(Array(bytes)))
+        } catch let error as BenchmarkError {
+            throw error
+        } catch {
+            throw BenchmarkError(
+                "terminal \(index) could not be activated (check --email and --password-file): \(error)")
+        }
+        let walletKey = P256.Signing.PrivateKey()
+        let phone = "+49151" + String(format: "%08d", (Int(runID, radix: 16) ?? 0) % 100_000 * 1000 + index % 1000)
+        let walletID: WalletID
+        do {
+            let sent = try await client(index + 1).registerWallet(
+                name: "Scale-out wallet \(index)", email: "scale-\(runID)-\(index)@wallets.example", phone: phone,
+                key: walletKey)
+            let code = try await oneTimeCode(to: phone)
+            walletID = WalletID(
+                rawValue: try await client(index).verifyWalletRegistration(id: sent.registrationId, code: code).walletId)
+            try await ledger.deposit(try Money(minorUnits: topUp, currency: currency), to: walletID)
+        } catch let error as BenchmarkError {
+            throw error
+        } catch {
+            throw BenchmarkError("wallet \(index) could not be registered and topped up: \(error)")
+        }
+        return Participant(terminal: terminal, walletKey: walletKey, walletID: walletID, topUp: topUp)
+    }
+
+    /// The code the sandbox "texted": the newest message to `phone` in the outbox.
+    func oneTimeCode(to phone: String) async throws -> String {
+        let marker = "code is "
+        for message in try await ledger.outbox(recipient: phone, limit: 1) {
+            guard let range = message.body.range(of: marker) else { continue }
+            let code = message.body[range.upperBound...].prefix(while: \.isNumber)
+            if !code.isEmpty { return String(code) }
+        }
+        throw BenchmarkError("no registration code for \(phone) in the database's outbox (is --database the servers'?)")
+    }
+
+    func merchant() async throws -> MerchantID {
+        guard let merchant = try await ledger.merchant(adminEmail: command.email) else {
+            throw BenchmarkError("no merchant with admin e-mail \(command.email) in \(command.database)")
+        }
+        return merchant.id
+    }
+
+    /// One payment as a terminal that keeps trying: the deliberate timeout, then every server at
+    /// once, each copy retried until answered, then the late retries.
+    func pay(_ number: Int, _ terms: (amount: Int64, tip: Int64), _ participant: Participant, tally: ScaleOutTally) async
+        -> ScaleOutPayment
+    {
+        var record = ScaleOutPayment(
+            number: number, wallet: participant.walletID.rawValue, amount: terms.amount, tip: terms.tip)
+        let submission: Components.Schemas.PaymentSubmission
+        do {
+            let signed = try signedConfirm(participant, terms)
+            record.paymentID = signed.paymentID.bytes.hexString
+            submission = Self.submission(signed)
+        } catch {
+            record.failures.append("could not sign: \(error)")
+            tally.finished(failed: true)
+            return record
+        }
+        let key = participant.terminal.signingKey
+        if command.timeoutEvery > 0, number % command.timeoutEvery == 0 {
+            // The answer is abandoned: the server may or may not have executed it; the copies
+            // below must get the one stored result either way.
+            let impatient = client(number, key: key, timeout: .milliseconds(command.timeoutMs))
+            let answer = await attempt(impatient, submission)
+            tally.sent(deliberateTimeout: true)
+            if case .answered(let result, let milliseconds) = answer {
+                record.answers.append(result.reference)
+                record.approved = record.approved && result.outcome == .approved
+                tally.answered(milliseconds)
+            } else {
+                tally.failed(answer.kind, retried: false)
+            }
+        }
+        let start = ContinuousClock.now
+        let copies = urls.count * command.copies
+        let answers = await withTaskGroup(of: (Int64?, Bool, Double?, String?).self) { group in
+            for copy in 0..<copies {
+                group.addTask {
+                    await submitUntilAnswered(submission, key: key, firstServer: copy, start: start, tally: tally)
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        for _ in 0..<command.lateRetries {
+            let late = await submitUntilAnswered(
+                submission, key: key, firstServer: number + 1, start: start, tally: tally)
+            record.lateAnswers.append(late.0)
+            if let failure = late.3 { record.failures.append("late retry: \(failure)") }
+            if !late.1 { record.approved = false }
+        }
+        for (reference, approved, firstAnswer, failure) in answers {
+            record.answers.append(reference)
+            if !approved { record.approved = false }
+            if let failure { record.failures.append(failure) }
+            if let firstAnswer {
+                record.firstAnswerMilliseconds = min(record.firstAnswerMilliseconds ?? .infinity, firstAnswer)
+            }
+        }
+        tally.finished(failed: !record.failures.isEmpty)
+        return record
+    }
+
+    /// Sends one copy until a server answers it, moving to the next server after each failure.
+    /// Returns the reference, whether it was approved, ms from `start` to this answer, and why
+    /// it never got one (or was refused).
+    func submitUntilAnswered(
+        _ submission: Components.Schemas.PaymentSubmission, key: P256.Signing.PrivateKey, firstServer: Int,
+        start: ContinuousClock.Instant, tally: ScaleOutTally
+    ) async -> (Int64?, Bool, Double?, String?) {
+        var last = "never sent"
+        for attempt in 0..<command.maximumAttempts {
+            let answer = await self.attempt(client(firstServer + attempt, key: key), submission)
+            tally.sent(deliberateTimeout: false)
+            switch answer {
+            case .answered(let result, let milliseconds):
+                tally.answered(milliseconds)
+                return (result.reference, result.outcome == .approved, (ContinuousClock.now - start).milliseconds, nil)
+            case .refused(let status, let code, let message) where status < 500 && status != 429:
+                // A refusal a retry cannot change (payment_conflict, terms_mismatch): a failure.
+                tally.failed(answer.kind, retried: false)
+                return (nil, false, nil, "refused \(status) \(code): \(message)")
+            default:
+                last = answer.description
+                tally.failed(answer.kind, retried: attempt + 1 < command.maximumAttempts)
+                // Back off a little, growing: a server being restarted needs a moment.
+                try? await Task.sleep(for: .milliseconds(min(10 * (attempt + 1), 500)))
+            }
+        }
+        return (nil, false, nil, "no answer after \(command.maximumAttempts) attempts; last: \(last)")
+    }
+
+    enum Answer: CustomStringConvertible {
+        case answered(Components.Schemas.PaymentResult, milliseconds: Double)
+        case refused(status: Int, code: String, message: String)
+        case timedOut
+        case unreachable(String)
+        case other(String)
+
+        var kind: String {
+            switch self {
+            case .answered: "answered"
+            case .refused(let status, let code, _): "refused \(status) \(code)"
+            case .timedOut: "timed out"
+            case .unreachable: "unreachable"
+            case .other: "other"
+            }
+        }
+
+        var description: String {
+            switch self {
+            case .answered: "answered"
+            case .refused(let status, let code, let message): "refused \(status) \(code): \(message)"
+            case .timedOut: "timed out"
+            case .unreachable(let reason): "unreachable: \(reason)"
+            case .other(let reason): reason
+            }
+        }
+    }
+
+    func attempt(_ client: HorizonServerClient, _ submission: Components.Schemas.PaymentSubmission) async -> Answer {
+        let start = ContinuousClock.now
+        do {
+            let result = try await client.submitPayment(submission)
+            return .answered(result, milliseconds: (ContinuousClock.now - start).milliseconds)
+        } catch {
+            switch error {
+            case .refused(let status, let code, let message, _): return .refused(status: status, code: code, message: message)
+            case .timedOut: return .timedOut
+            case .unreachable(let reason): return .unreachable(reason)
+            default: return .other("\(error)")
+            }
+        }
+    }
+
+    /// A Confirm as the wallet signs it (amount, tip, a fresh payment id) for this terminal.
+    func signedConfirm(_ participant: Participant, _ terms: (amount: Int64, tip: Int64)) throws -> Confirm {
+        var generator = SystemRandomNumberGenerator()
+        let unsigned = try Confirm(
+            sessionID: SessionID.random(using: &generator),
+            terminalKeyDigest: DigestBytes(bytes: participant.terminal.keyDigest),
+            walletKey: PublicKeyBytes(bytes: Array(participant.walletKey.publicKey.x963Representation)),
+            offerDigest: DigestBytes(bytes: Array(SHA256.hash(data: Data("scale-out offer".utf8)))),
+            amount: Money(minorUnits: terms.amount, currency: currency),
+            tip: Money(minorUnits: terms.tip, currency: currency),
+            paymentID: PaymentID.random(using: &generator), walletNonce: Nonce.random(using: &generator),
+            expiresAt: Ledger.now() + 3600)
+        let signature = try participant.walletKey.signature(for: unsigned.signedBytes)
+        return unsigned.withSignature(try SignatureBytes(bytes: Array(signature.rawRepresentation)))
+    }
+
+    /// What the terminal submits: the wallet's signed Confirm and the terms it states.
+    static func submission(_ confirm: Confirm) -> Components.Schemas.PaymentSubmission {
+        .init(
+            confirmation: Data(SessionMessage.confirm(confirm).encoded()).base64EncodedString(),
+            paymentId: confirm.paymentID.bytes.hexString, sessionId: Int64(bitPattern: confirm.sessionID.rawValue),
+            walletKey: Data(confirm.walletKey.bytes).base64EncodedString(), amount: confirm.amount.minorUnits,
+            tip: confirm.tip.minorUnits, currency: confirm.amount.currency.code, registerUser: "scale-out")
+    }
+}
+
+/// What the driver saw of one payment.
+struct ScaleOutPayment: Sendable {
+    let number: Int
+    let wallet: String
+    let amount: Int64
+    let tip: Int64
+    var paymentID = ""
+    /// The reference of every answer (nil: that copy was never answered or was refused).
+    var answers: [Int64?] = []
+    var lateAnswers: [Int64?] = []
+    var approved = true
+    var failures: [String] = []
+    var firstAnswerMilliseconds: Double?
+}
+
+/// Counters the progress line and the summary read, shared by every terminal's task.
+final class ScaleOutTally: Sendable {
+    struct State: Sendable {
+        var sent = 0
+        var deliberateTimeouts = 0
+        var answers = 0
+        var retries = 0
+        var done = 0
+        var failed = 0
+        var failures: [String: Int] = [:]
+        var requestMilliseconds: [Double] = []
+    }
+
+    private let state = Mutex(State())
+
+    func sent(deliberateTimeout: Bool) {
+        state.withLock {
+            $0.sent += 1
+            if deliberateTimeout { $0.deliberateTimeouts += 1 }
+        }
+    }
+
+    func answered(_ milliseconds: Double) {
+        state.withLock {
+            $0.answers += 1
+            $0.requestMilliseconds.append(milliseconds)
+        }
+    }
+
+    func failed(_ kind: String, retried: Bool) {
+        state.withLock {
+            $0.failures[kind, default: 0] += 1
+            if retried { $0.retries += 1 }
+        }
+    }
+
+    func finished(failed: Bool) {
+        state.withLock {
+            $0.done += 1
+            if failed { $0.failed += 1 }
+        }
+    }
+
+    func snapshot() -> State { state.withLock { $0 } }
+}
+
+/// p50, p90, p99 and max of latencies, in milliseconds.
+struct Percentiles: Codable, Sendable {
+    let count: Int
+    let p50: Double
+    let p90: Double
+    let p99: Double
+    let max: Double
+
+    init(_ values: [Double]) {
+        let sorted = values.sorted()
+        count = sorted.count
+        // Nearest rank: the smallest value with at least `fraction` of them at or below it.
+        func rank(_ fraction: Double) -> Double {
+            guard !sorted.isEmpty else { return 0 }
+            let index = Int((fraction * Double(sorted.count)).rounded(.up)) - 1
+            return sorted[Swift.max(0, Swift.min(sorted.count - 1, index))]
+        }
+        p50 = rank(0.5)
+        p90 = rank(0.9)
+        p99 = rank(0.99)
+        max = sorted.last ?? 0
+    }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+    var milliseconds: Double { seconds * 1000 }
+}

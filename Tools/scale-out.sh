@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# The scale-out proof (issue 14 item 8), with real processes: several `horizon-server serve`
+# processes on one database, terminals activated and wallets registered through their
+# endpoints, every payment id submitted to all servers at once and retried (once after a
+# deliberate client timeout), then the database read back: every id executed exactly once, one
+# transaction per id, postings sum to zero per currency, no negative wallet, each wallet debited
+# exactly its payments. The driver is `horizon-bench scale-out` (its --help has the details).
+#
+#   Tools/scale-out.sh                         2000 payments, 10 terminals, 2 servers, throw-away PostgreSQL
+#   Tools/scale-out.sh --payments 20000 --servers 3
+#   Tools/scale-out.sh --database postgres://horizon@db.example/horizon   an existing database
+#   Tools/scale-out.sh --kill-restart          SIGKILL one server mid-run, restart it on its port
+#   Tools/scale-out.sh --help
+#
+# Exit status: 0 when every check passed, 1 when one failed (or the run could not be set up).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source Tools/lib/setup.sh
+source Tools/lib/postgres.sh
+
+usage() {
+    cat <<'EOF'
+usage: Tools/scale-out.sh [options] [-- horizon-bench scale-out options]
+
+Starts N horizon-server processes on one database, drives payments through all of them at
+once from `horizon-bench scale-out`, and checks from the database that every payment id was
+executed exactly once and the books balance. Prints a summary; writes a JSON result.
+
+  --payments N        payments in all (default 2000)
+  --terminals N       terminals paying in parallel, each with its own wallet (default 10)
+  --servers N         server processes (default 2)
+  --database URL      postgres://… to use an existing database (its ledger schema is migrated
+                      and a new merchant added; nothing is removed), or `sqlite` for one SQLite
+                      file shared by the processes. Default: a throw-away PostgreSQL
+                      (Tools/lib/postgres.sh: installed when missing, removed afterwards).
+  --kill-restart      SIGKILL the last server once payments are under way, restart it on the
+                      same port: exactly-once must hold across the crash
+  --release           build and run release binaries (real figures; slow first build)
+  --bin DIR           use the horizon-server and horizon-bench already built in DIR (no build)
+  --output FILE       the JSON result (default Benchmarks/results/scale-out-latest.json)
+  --keep              keep the work directory (server logs, settings) afterwards
+  -h, --help          this text
+
+Anything after `--` goes to `horizon-bench scale-out` (e.g. -- --copies 2 --timeout-every 5).
+EOF
+}
+
+payments=2000
+terminals=10
+servers=2
+database=""
+kill_restart=""
+release=""
+bin=""
+output="Benchmarks/results/scale-out-latest.json"
+keep=""
+extra=()
+number() { case "$2" in '' | *[!0-9]*) die "$1 needs a whole number (got '$2'); see --help" ;; esac; }
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --payments) number "$1" "${2:-}"; payments=$2; shift 2 ;;
+    --terminals) number "$1" "${2:-}"; terminals=$2; shift 2 ;;
+    --servers) number "$1" "${2:-}"; servers=$2; shift 2 ;;
+    --database) [ -n "${2:-}" ] || die "--database needs a URL or 'sqlite'"; database=$2; shift 2 ;;
+    --kill-restart) kill_restart=1; shift ;;
+    --release) release=1; shift ;;
+    --bin) [ -d "${2:-}" ] || die "--bin needs a directory with horizon-server and horizon-bench"; bin=$2; shift 2 ;;
+    --output) [ -n "${2:-}" ] || die "--output needs a file"; output=$2; shift 2 ;;
+    --keep) keep=1; shift ;;
+    -h | --help) usage; exit 0 ;;
+    --) shift; extra=("$@"); break ;;
+    *) usage >&2; die "unknown option $1" ;;
+    esac
+done
+[ "$servers" -ge 1 ] && [ "$servers" -le 16 ] || die "--servers must be 1 to 16"
+[ "$terminals" -ge 1 ] || die "--terminals must be at least 1"
+[ "$payments" -ge 1 ] || die "--payments must be at least 1"
+if [ -n "$kill_restart" ] && [ "$servers" -lt 2 ]; then die "--kill-restart needs --servers 2 or more"; fi
+
+if [ -z "$bin" ]; then
+    ensure_swift
+    ensure_debian_packages
+    configuration=(-c debug)
+    [ -n "$release" ] && configuration=(-c release)
+    step "building horizon-server and horizon-bench (${configuration[1]}; a first build takes 10-20 minutes on 2 cores)"
+    swift build "${configuration[@]}" --product horizon-server 2>&1 | filter_build_output
+    swift build "${configuration[@]}" --product horizon-bench 2>&1 | filter_build_output
+    bin=$(swift build "${configuration[@]}" --show-bin-path)
+fi
+for program in horizon-server horizon-bench; do
+    [ -x "$bin/$program" ] || die "$bin/$program is missing; build it (swift build --product $program) or drop --bin"
+done
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/horizon-scale-out.XXXXXX")
+started_postgres=""
+setup_note=""
+case "$database" in
+"")
+    # Sets its own EXIT trap; ours (below) replaces it and stops the cluster too.
+    postgres_start_throwaway
+    started_postgres=1
+    database=$HORIZON_TEST_POSTGRES_URL
+    setup_note="throw-away PostgreSQL $("$(postgres_bin_dir)/postgres" --version | awk '{print $3}') on a Unix socket"
+    ;;
+sqlite) database="sqlite:$work/ledger.sqlite"; setup_note="one SQLite file shared by the processes" ;;
+postgres://* | postgresql://*) setup_note="PostgreSQL given with --database" ;;
+*) die "--database must be a postgres:// URL or 'sqlite' (got $database)" ;;
+esac
+
+cleanup() {
+    local status=$?
+    for file in "$work"/server-*.pid; do
+        [ -f "$file" ] || continue
+        kill -TERM "$(cat "$file")" 2>/dev/null || true
+    done
+    for file in "$work"/server-*.pid; do
+        [ -f "$file" ] || continue
+        local pid
+        pid=$(cat "$file")
+        for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+    done
+    [ -n "${watcher_pid:-}" ] && kill "$watcher_pid" 2>/dev/null || true
+    if [ -n "$keep" ]; then echo "work directory kept: $work" >&2; else rm -rf "$work"; fi
+    if [ -n "$started_postgres" ]; then postgres_stop_throwaway || true; fi
+    exit "$status"
+}
+trap cleanup EXIT
+
+step "one database for $servers server processes: $(printf '%s' "$database" | sed 's/:[^:@/]*@/:***@/')"
+"$bin/horizon-server" init --data-dir "$work/server" --database "$database" --listen 127.0.0.1:0 >"$work/init.log" 2>&1 ||
+    { cat "$work/init.log" >&2; die "horizon-server init failed (above)"; }
+# Every request here comes from 127.0.0.1, which the per-peer rate limit would throttle: one
+# shop's limit is not what this measures.
+sed -i -e 's/"rateLimitBurst" : [0-9]*/"rateLimitBurst" : 1000000/' \
+    -e 's/"rateLimitPerSecond" : [0-9.e+]*/"rateLimitPerSecond" : 1000000/' "$work/server/server.json"
+grep -q '"rateLimitBurst" : 1000000' "$work/server/server.json" ||
+    die "could not raise the rate limit in $work/server/server.json (has its format changed?)"
+
+run_id=$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')
+email="scale-$run_id@merchant.example"
+printf 'scale-out password %s\n' "$run_id" >"$work/password"
+chmod 600 "$work/password"
+"$bin/horizon-server" merchants add "Scale-out Café $run_id" --email "$email" --currency EUR \
+    --password-file "$work/password" --data-dir "$work/server" >"$work/merchant.log" 2>&1 ||
+    { cat "$work/merchant.log" >&2; die "horizon-server merchants add failed (above)"; }
+
+# Starts server $1 listening on $2 (a port, 0 for any free one); its URL goes to server-$1.url.
+start_server() {
+    local index=$1 port=$2 url=""
+    : >"$work/server-$index.out"
+    "$bin/horizon-server" serve --data-dir "$work/server" --listen "127.0.0.1:$port" --log-level warning \
+        >"$work/server-$index.out" 2>>"$work/server-$index.log" &
+    echo $! >"$work/server-$index.pid"
+    # Watched through its pid file; disowned so that a deliberate SIGKILL prints no job notice.
+    disown $!
+    for _ in $(seq 1 200); do
+        url=$(sed -n 's/^listening on //p' "$work/server-$index.out")
+        [ -n "$url" ] && break
+        kill -0 "$(cat "$work/server-$index.pid")" 2>/dev/null ||
+            die "server $index stopped: $(tail -n 5 "$work/server-$index.log")"
+        sleep 0.1
+    done
+    [ -n "$url" ] || die "server $index did not start within 20 s: $(tail -n 5 "$work/server-$index.log")"
+    echo "$url" >"$work/server-$index.url"
+}
+
+step "starting $servers horizon-server processes"
+urls=()
+for index in $(seq 1 "$servers"); do
+    start_server "$index" 0
+    urls+=(--server "$(cat "$work/server-$index.url")")
+    echo "server $index | pid $(cat "$work/server-$index.pid"), $(cat "$work/server-$index.url")" >&2
+done
+
+watcher_pid=""
+if [ -n "$kill_restart" ]; then
+    # Once payments are under way, SIGKILL the last server (no graceful anything: requests in
+    # flight are cut, transactions in flight abandoned) and restart it on its port.
+    (
+        last=$servers
+        for _ in $(seq 1 1200); do
+            grep -q 'payments from' "$work/driver.log" 2>/dev/null && break
+            sleep 0.1
+        done
+        sleep 2
+        pid=$(cat "$work/server-$last.pid")
+        port=$(sed 's/.*://' "$work/server-$last.url")
+        kill -KILL "$pid" 2>/dev/null && echo "scale-out.sh: SIGKILLed server $last (pid $pid)" >&2
+        while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+        sleep 0.5
+        start_server "$last" "$port"
+        echo "scale-out.sh: restarted server $last on port $port (pid $(cat "$work/server-$last.pid"))" >&2
+        echo restarted >"$work/restarted"
+    ) &
+    watcher_pid=$!
+    setup_note="$setup_note; server $servers SIGKILLed and restarted mid-run"
+fi
+
+step "driving $payments payments from $terminals terminals through $servers servers"
+status=0
+"$bin/horizon-bench" scale-out "${urls[@]}" --database "$database" --email "$email" --password-file "$work/password" \
+    --payments "$payments" --terminals "$terminals" --result-file "$output" \
+    --setup "$servers horizon-server processes, $setup_note" "${extra[@]}" 2> >(tee "$work/driver.log" >&2) ||
+    status=$?
+if [ -n "$watcher_pid" ]; then
+    wait "$watcher_pid" 2>/dev/null || true
+    watcher_pid=""
+    if [ ! -f "$work/restarted" ]; then
+        echo "scale-out.sh: the run ended before the server could be killed and restarted; use more --payments" >&2
+        [ "$status" -eq 0 ] && status=1
+    fi
+fi
+for index in $(seq 1 "$servers"); do
+    if ! kill -0 "$(cat "$work/server-$index.pid")" 2>/dev/null; then
+        echo "scale-out.sh: server $index is no longer running: $(tail -n 5 "$work/server-$index.log")" >&2
+        [ "$status" -eq 0 ] && status=1
+    fi
+done
+exit "$status"
