@@ -182,6 +182,8 @@ let package = Package(
                 "HorizonServer", "HorizonServerClient", "HorizonAPI", "HorizonLedger", "HorizonRoles", "HorizonStores",
                 "HorizonCore", "HorizonProtocol", "HorizonSecureChannel", "HorizonSimulatedRadio", "HorizonTestSupport",
                 "HorizonCLISupport", "HorizonLedgerTestSupport",
+                // Built for the scale-out command's smoke run (Tools/scale-out.sh runs them as processes).
+                "horizon-server", "horizon-bench",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

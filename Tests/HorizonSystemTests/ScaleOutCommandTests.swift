@@ -1,0 +1,101 @@
+import Foundation
+import HorizonLedger
+import HorizonLedgerTestSupport
+import HorizonTestSupport
+import Testing
+
+/// Issue 14 item 8, the long version's smoke run: `Tools/scale-out.sh` itself (real
+/// `horizon-server` processes, `horizon-bench scale-out` driving them) with a few payments, so
+/// the command cannot rot. On the test run's PostgreSQL (a schema of its own) when
+/// HORIZON_TEST_POSTGRES_URL is set, else on one SQLite file shared by the processes.
+// Off the cooperative pool: the test waits for the script's process, blocking its thread.
+@Suite(.offTheCooperativePool) struct ScaleOutCommandTests {
+    @Test func theScaleOutCommandProvesExactlyOnceWithRealServerProcesses() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("scale-cmd-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let resultFile = directory.appendingPathComponent("result.json").path
+        let arguments = [
+            "--bin", try ScriptRun.binDirectory(), "--payments", "24", "--terminals", "4", "--servers", "2",
+            "--output", resultFile,
+        ]
+        let run: ScriptRun
+        if let url = TestStores.postgresURL {
+            // A schema of its own: the script's checks read the whole ledger, other tests' included.
+            let location = try PostgresLocation(url: url)
+            let schema = "scale_out_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+            let admin = PostgresLedgerStore(unchecked: location, connections: 1)
+            try await admin.transaction { db in try await db.query("CREATE SCHEMA \(schema)") }
+            let separator = url.contains("?") ? "&" : "?"
+            let outcome = Result { try ScriptRun(arguments + ["--database", url + separator + "schema=" + schema]) }
+            _ = try? await admin.transaction { db in try await db.query("DROP SCHEMA \(schema) CASCADE") }
+            await admin.close()
+            run = try outcome.get()
+        } else {
+            run = try ScriptRun(arguments + ["--database", "sqlite"])
+        }
+        #expect(run.status == 0, "Tools/scale-out.sh failed:\n\(run.output)")
+        #expect(run.output.contains("scale-out: every check passed"), "\(run.output)")
+        #expect(run.output.contains("PASS  every id executed exactly once"))
+        let data = try Data(contentsOf: URL(fileURLWithPath: resultFile))
+        let result = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        #expect(result["payments"] as? Int == 24)
+        #expect(result["executions"] as? Int == 24)
+        #expect(result["conflictingAnswers"] as? Int == 0)
+        // Every id went to both servers and was retried late: more submissions than payments.
+        #expect((result["duplicatesSent"] as? Int ?? 0) >= 24 * 2)
+        let checks = try #require(result["checks"] as? [[String: Any]])
+        #expect(!checks.isEmpty && checks.allSatisfy { $0["passed"] as? Bool == true })
+    }
+}
+
+/// `Tools/scale-out.sh` run to completion, standard output and error together.
+struct ScriptRun {
+    let status: Int32
+    let output: String
+
+    init(_ arguments: [String], timeout: TimeInterval = 120) throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [root.appendingPathComponent("Tools/scale-out.sh").path] + arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        // Read on a dispatch thread while it runs (a full pipe would stop the script; a task
+        // would hold one of the cooperative pool's two threads for the whole run).
+        let collected = OutputBox()
+        let reading = DispatchGroup()
+        reading.enter()
+        DispatchQueue.global().async {
+            collected.data = pipe.fileHandleForReading.readDataToEndOfFile()
+            reading.leave()
+        }
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        // SIGTERM runs the script's clean-up (its servers stopped, its directory removed).
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        reading.wait()
+        status = process.terminationStatus
+        output = String(decoding: collected.data, as: UTF8.self)
+    }
+
+    /// The directory of the built horizon-server and horizon-bench (next to the test bundle).
+    static func binDirectory() throws -> String {
+        var directory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+        while directory.path != "/" {
+            let candidate = directory.appendingPathComponent("horizon-bench").path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return directory.path }
+            directory.deleteLastPathComponent()
+        }
+        throw RigError("horizon-bench is not built next to the tests (swift build --build-tests builds it)")
+    }
+}
+
+/// The script's output, written by the reading thread before `reading.leave()` and read after `wait()`.
+private final class OutputBox: @unchecked Sendable {
+    var data = Data()
+}
