@@ -331,7 +331,7 @@ struct ScaleOutRun {
         }
         let start = ContinuousClock.now
         let copies = urls.count * command.copies
-        let answers = await withTaskGroup(of: (Int64?, Bool, Double?, String?).self) { group in
+        let answers = await withTaskGroup(of: CopyOutcome.self) { group in
             for copy in 0..<copies {
                 group.addTask {
                     await submitUntilAnswered(submission, key: key, firstServer: copy, start: start, tally: tally)
@@ -342,15 +342,15 @@ struct ScaleOutRun {
         for _ in 0..<command.lateRetries {
             let late = await submitUntilAnswered(
                 submission, key: key, firstServer: number + 1, start: start, tally: tally)
-            record.lateAnswers.append(late.0)
-            if let failure = late.3 { record.failures.append("late retry: \(failure)") }
-            if !late.1 { record.approved = false }
+            record.lateAnswers.append(late.reference)
+            if let failure = late.failure { record.failures.append("late retry: \(failure)") }
+            if !late.approved { record.approved = false }
         }
-        for (reference, approved, firstAnswer, failure) in answers {
-            record.answers.append(reference)
-            if !approved { record.approved = false }
-            if let failure { record.failures.append(failure) }
-            if let firstAnswer {
+        for answer in answers {
+            record.answers.append(answer.reference)
+            if !answer.approved { record.approved = false }
+            if let failure = answer.failure { record.failures.append(failure) }
+            if let firstAnswer = answer.milliseconds {
                 record.firstAnswerMilliseconds = min(record.firstAnswerMilliseconds ?? .infinity, firstAnswer)
             }
         }
@@ -358,13 +358,22 @@ struct ScaleOutRun {
         return record
     }
 
+    /// What became of one copy of a submission.
+    struct CopyOutcome: Sendable {
+        /// The answered reference; nil when never answered or refused.
+        let reference: Int64?
+        let approved: Bool
+        /// From `start` (all copies going out) to this copy's answer.
+        let milliseconds: Double?
+        /// Why it got no usable answer.
+        let failure: String?
+    }
+
     /// Sends one copy until a server answers it, moving to the next server after each failure.
-    /// Returns the reference, whether it was approved, ms from `start` to this answer, and why
-    /// it never got one (or was refused).
     func submitUntilAnswered(
         _ submission: Components.Schemas.PaymentSubmission, key: P256.Signing.PrivateKey, firstServer: Int,
         start: ContinuousClock.Instant, tally: ScaleOutTally
-    ) async -> (Int64?, Bool, Double?, String?) {
+    ) async -> CopyOutcome {
         var last = "never sent"
         for attempt in 0..<command.maximumAttempts {
             let answer = await self.attempt(client(firstServer + attempt, key: key), submission)
@@ -372,11 +381,14 @@ struct ScaleOutRun {
             switch answer {
             case .answered(let result, let milliseconds):
                 tally.answered(milliseconds)
-                return (result.reference, result.outcome == .approved, (ContinuousClock.now - start).milliseconds, nil)
+                return CopyOutcome(
+                    reference: result.reference, approved: result.outcome == .approved,
+                    milliseconds: (ContinuousClock.now - start).milliseconds, failure: nil)
             case .refused(let status, let code, let message) where status < 500 && status != 429:
                 // A refusal a retry cannot change (payment_conflict, terms_mismatch): a failure.
                 tally.failed(answer.kind, retried: false)
-                return (nil, false, nil, "refused \(status) \(code): \(message)")
+                return CopyOutcome(
+                    reference: nil, approved: false, milliseconds: nil, failure: "refused \(status) \(code): \(message)")
             default:
                 last = answer.description
                 tally.failed(answer.kind, retried: attempt + 1 < command.maximumAttempts)
@@ -384,7 +396,9 @@ struct ScaleOutRun {
                 try? await Task.sleep(for: .milliseconds(min(10 * (attempt + 1), 500)))
             }
         }
-        return (nil, false, nil, "no answer after \(command.maximumAttempts) attempts; last: \(last)")
+        return CopyOutcome(
+            reference: nil, approved: false, milliseconds: nil,
+            failure: "no answer after \(command.maximumAttempts) attempts; last: \(last)")
     }
 
     enum Answer: CustomStringConvertible {
