@@ -154,14 +154,15 @@ start_server() {
     echo $! >"$work/server-$index.pid"
     # Watched through its pid file; disowned so that a deliberate SIGKILL prints no job notice.
     disown $!
-    for _ in $(seq 1 200); do
+    # Up to 60 s: a debug build on a loaded machine (the test suite runs this) starts slowly.
+    for _ in $(seq 1 600); do
         url=$(sed -n 's/^listening on //p' "$work/server-$index.out")
         [ -n "$url" ] && break
         kill -0 "$(cat "$work/server-$index.pid")" 2>/dev/null ||
             die "server $index stopped: $(tail -n 5 "$work/server-$index.log")"
         sleep 0.1
     done
-    [ -n "$url" ] || die "server $index did not start within 20 s: $(tail -n 5 "$work/server-$index.log")"
+    [ -n "$url" ] || die "server $index did not start within 60 s: $(tail -n 5 "$work/server-$index.log")"
     echo "$url" >"$work/server-$index.url"
 }
 
