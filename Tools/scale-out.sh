@@ -33,8 +33,8 @@ executed exactly once and the books balance. Prints a summary; writes a JSON res
                       and a new merchant added; nothing is removed), or `sqlite` for one SQLite
                       file shared by the processes. Default: a throw-away PostgreSQL
                       (Tools/lib/postgres.sh: installed when missing, removed afterwards).
-  --kill-restart      SIGKILL the last server once payments are under way, restart it on the
-                      same port: exactly-once must hold across the crash
+  --kill-restart      SIGKILL the last server once a quarter of the payments are done, restart
+                      it on the same port: exactly-once must hold across the crash
   --release           build and run release binaries (real figures; slow first build)
   --bin DIR           use the horizon-server and horizon-bench already built in DIR (no build)
   --output FILE       the JSON result (default Benchmarks/results/scale-out-latest.json)
@@ -176,15 +176,21 @@ done
 
 watcher_pid=""
 if [ -n "$kill_restart" ]; then
-    # Once payments are under way, SIGKILL the last server (no graceful anything: requests in
-    # flight are cut, transactions in flight abandoned) and restart it on its port.
+    # Once a quarter of the payments are done (the driver's progress lines say how many),
+    # SIGKILL the last server (no graceful anything: requests in flight are cut, transactions in
+    # flight abandoned) and restart it on its port.
     (
         last=$servers
-        for _ in $(seq 1 1200); do
-            grep -q 'payments from' "$work/driver.log" 2>/dev/null && break
+        quarter=$(((payments + 3) / 4))
+        while :; do
             sleep 0.1
+            # (set -e and pipefail hold here too: nothing may fail before the driver's log exists.)
+            [ -f "$work/driver.log" ] || continue
+            if grep -q ' payments in ' "$work/driver.log"; then exit 0; fi # finished first
+            count=$(sed -n 's|^horizon-bench: scale-out: \([0-9]*\)/[0-9]* payments,.*|\1|p' "$work/driver.log" |
+                tail -n 1 || true)
+            if [ -n "$count" ] && [ "$count" -ge "$quarter" ]; then break; fi
         done
-        sleep 2
         pid=$(cat "$work/server-$last.pid")
         port=$(sed 's/.*://' "$work/server-$last.url")
         kill -KILL "$pid" 2>/dev/null && echo "scale-out.sh: SIGKILLed server $last (pid $pid)" >&2

@@ -5,8 +5,8 @@ import HorizonTestSupport
 import Testing
 
 /// Issue 14 item 8, the long version's smoke run: `Tools/scale-out.sh` itself (real
-/// `horizon-server` processes, `horizon-bench scale-out` driving them) with a few payments, so
-/// the command cannot rot. On the test run's PostgreSQL (a schema of its own) when
+/// `horizon-server` processes, `horizon-bench scale-out` driving them) with a few payments and
+/// one server SIGKILLed and restarted a quarter of the way in, so the command cannot rot. On the test run's PostgreSQL (a schema of its own) when
 /// HORIZON_TEST_POSTGRES_URL is set, else on one SQLite file shared by the processes.
 // Off the cooperative pool: the test waits for the script's process, blocking its thread.
 @Suite(.offTheCooperativePool) struct ScaleOutCommandTests {
@@ -16,8 +16,8 @@ import Testing
         defer { try? FileManager.default.removeItem(at: directory) }
         let resultFile = directory.appendingPathComponent("result.json").path
         let arguments = [
-            "--bin", try ScriptRun.binDirectory(), "--payments", "24", "--terminals", "4", "--servers", "2",
-            "--output", resultFile,
+            "--bin", try ScriptRun.binDirectory(), "--payments", "60", "--terminals", "4", "--servers", "2",
+            "--kill-restart", "--output", resultFile,
         ]
         let run: ScriptRun
         if let url = TestStores.postgresURL {
@@ -37,13 +37,14 @@ import Testing
         #expect(run.status == 0, "Tools/scale-out.sh failed:\n\(run.output)")
         #expect(run.output.contains("scale-out: every check passed"), "\(run.output)")
         #expect(run.output.contains("PASS  every id executed exactly once"))
+        #expect(run.output.contains("SIGKILLed server 2") && run.output.contains("restarted server 2"))
         let data = try Data(contentsOf: URL(fileURLWithPath: resultFile))
         let result = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
-        #expect(result["payments"] as? Int == 24)
-        #expect(result["executions"] as? Int == 24)
+        #expect(result["payments"] as? Int == 60)
+        #expect(result["executions"] as? Int == 60)
         #expect(result["conflictingAnswers"] as? Int == 0)
         // Every id went to both servers and was retried late: more submissions than payments.
-        #expect((result["duplicatesSent"] as? Int ?? 0) >= 24 * 2)
+        #expect((result["duplicatesSent"] as? Int ?? 0) >= 60 * 2)
         let checks = try #require(result["checks"] as? [[String: Any]])
         #expect(!checks.isEmpty && checks.allSatisfy { $0["passed"] as? Bool == true })
     }
