@@ -13,6 +13,11 @@ struct Serve: AsyncParsableCommand {
             Prints `listening on http://HOST:PORT` (https with a certificate) once it accepts connections. \
             /health answers while the process runs, /ready while the database answers, /metrics has the \
             Prometheus metrics. Logs go to standard error, one line per request with its request id.
+
+            For crash tests only: HORIZON_SERVER_CRASH=before-commit|after-commit makes the process SIGKILL \
+            itself inside a payment's or redemption's executing ledger transaction (before its commit) or \
+            right after that commit (before answering); HORIZON_SERVER_DELAY_MS=N holds each execution's \
+            answer N ms after its commit. Unset, they change nothing.
             """)
 
     @OptionGroup var options: ServerOptions
@@ -45,7 +50,16 @@ struct Serve: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "horizon.server")
-        let ledger = try await options.openLedger(settings)
+        // Crash tests only (see ServerFaultInjection): nothing changes unless the variables are set.
+        let faults: ServerFaultInjection
+        do { faults = try ServerFaultInjection.fromEnvironment() } catch { throw CLIError("\(error)") }
+        let opened = try await options.openLedger(settings)
+        let ledger: Ledger
+        do { ledger = try await faults.apply(to: opened) } catch {
+            await opened.close()
+            throw CLIError("\(error)")
+        }
+        if !faults.isEmpty { logger.warning("fault injection is on: \(faults)") }
         let scheme = settings.tlsCertificatePath == nil ? "http" : "https"
         let host = (try? settings.listenAddress().host) ?? "127.0.0.1"
         do {
