@@ -24,11 +24,23 @@ public struct HorizonServerClient: Sendable {
         self.serverURL = serverURL
         let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
         let transport = AsyncHTTPClientTransport(
-            configuration: .init(client: .shared, timeout: .milliseconds(max(1, milliseconds))))
+            configuration: .init(client: Self.http, timeout: .milliseconds(max(1, milliseconds))))
         var middlewares: [any ClientMiddleware] = []
         if let signingKey { middlewares.append(RequestSigningMiddleware(key: signingKey, clock: clock)) }
         client = Client(serverURL: serverURL, transport: transport, middlewares: middlewares)
     }
+
+    /// The process's one HTTP client for the server. A connection that fails is reported at once
+    /// rather than retried until the request's timeout: a terminal whose server is down tells its
+    /// cashier so promptly (the payment stays pending and is asked again later), and a wallet's
+    /// `register` does not sit silent. Never shut down, like `HTTPClient.shared`.
+    static let http: HTTPClient = {
+        var configuration = HTTPClient.Configuration.singletonConfiguration
+        configuration.connectionPool.retryConnectionEstablishment = false
+        // A host that drops the connection attempt is unreachable after 5 s, not 90 s.
+        configuration.timeout.connect = .seconds(5)
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
 
     /// Parses `--server` text: an http(s) URL with a host.
     public static func url(_ text: String) throws(ServerClientError) -> URL {
