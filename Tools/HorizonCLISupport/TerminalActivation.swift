@@ -16,6 +16,21 @@ extension TerminalFiles {
         do { return try HorizonServerClient.url(text) } catch { throw CLIError("\(error)") }
     }
 
+    public static let serverTimeoutVariable = "HORIZON_SERVER_TIMEOUT"
+
+    /// How long the terminal waits for the server's answer to a payment before it reports the
+    /// payment pending (it stays owed, and is asked again at the next recovery): 10 s, or
+    /// `HORIZON_SERVER_TIMEOUT` seconds (0.1 to 300; a slow link may need more, tests less).
+    static func serverTimeout(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws
+        -> Duration
+    {
+        guard let text = environment[serverTimeoutVariable] else { return .seconds(10) }
+        guard let seconds = Double(text), (0.1...300).contains(seconds) else {
+            throw CLIError("\(serverTimeoutVariable)=\(text) must be 0.1 to 300 seconds")
+        }
+        return .milliseconds(Int64(seconds * 1000))
+    }
+
     /// Makes the terminal's key, activates it for the merchant whose admin signs in with
     /// `email`/`password`, and writes key, credential, settings and the server's anchor.
     public func activate(

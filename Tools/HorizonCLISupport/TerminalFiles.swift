@@ -211,7 +211,9 @@ extension TerminalFiles {
         let processor: any PaymentProcessor & RedemptionProcessor =
             if let server = try loadSettings().server {
                 ServerPaymentProcessor(
-                    client: HorizonServerClient(serverURL: try Self.serverURL(server), signingKey: identity.signingKey))
+                    client: HorizonServerClient(
+                        serverURL: try Self.serverURL(server), signingKey: identity.signingKey,
+                        timeout: try Self.serverTimeout()))
             } else {
                 CrashInjection.processor(wrapping: ledger)
             }
