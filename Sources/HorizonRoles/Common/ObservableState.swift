@@ -11,6 +11,12 @@ public final class ObservableState<Value: Sendable & Equatable>: Sendable {
     }
 
     private let storage: Mutex<Storage>
+    /// Held while values are yielded, so every stream hears the changes in order. `storage` is
+    /// not held then: yielding takes the Swift runtime's lock of the task that iterates, and
+    /// cancelling that task holds its lock while `onTermination` takes `storage`, so yielding
+    /// under `storage` could deadlock (it did: a terminal stuck as its linger wait was cancelled
+    /// while a connection ended).
+    private let yieldOrder = Mutex(())
 
     public init(_ value: Value) { storage = Mutex(Storage(value: value)) }
 
@@ -19,11 +25,14 @@ public final class ObservableState<Value: Sendable & Equatable>: Sendable {
     /// The current value, then every change, until the subscriber stops iterating.
     public func stream() -> AsyncStream<Value> {
         let (stream, continuation) = AsyncStream<Value>.makeStream(bufferingPolicy: .unbounded)
-        let id = storage.withLock { storage in
-            let id = storage.nextID
-            storage.nextID += 1
-            storage.continuations[id] = continuation
-            continuation.yield(storage.value)
+        let id = yieldOrder.withLock { _ in
+            let (id, current) = storage.withLock { storage in
+                let id = storage.nextID
+                storage.nextID += 1
+                storage.continuations[id] = continuation
+                return (id, storage.value)
+            }
+            continuation.yield(current)
             return id
         }
         continuation.onTermination = { [weak self] _ in
@@ -46,13 +55,17 @@ public final class ObservableState<Value: Sendable & Equatable>: Sendable {
 
     /// Sets the value; observers and streams hear of it only if it changed.
     public func set(_ newValue: Value) {
-        let (changed, observers) = storage.withLock { storage -> (Bool, [@Sendable (Value) -> Void]) in
-            guard storage.value != newValue else { return (false, []) }
-            storage.value = newValue
-            for continuation in storage.continuations.values { continuation.yield(newValue) }
-            return (true, storage.observers)
+        let observers = yieldOrder.withLock { _ -> [@Sendable (Value) -> Void]? in
+            let changed = storage.withLock { storage -> ([AsyncStream<Value>.Continuation], [@Sendable (Value) -> Void])? in
+                guard storage.value != newValue else { return nil }
+                storage.value = newValue
+                return (Array(storage.continuations.values), storage.observers)
+            }
+            guard let (continuations, observers) = changed else { return nil }
+            for continuation in continuations { continuation.yield(newValue) }
+            return observers
         }
-        guard changed else { return }
+        guard let observers else { return }
         for observer in observers { observer(newValue) }
     }
 }
