@@ -79,7 +79,14 @@ final class RunningProgram: @unchecked Sendable {
     func finish(timeout: TimeInterval = 120) -> ProgramResult {
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
-        if process.isRunning { process.terminate() }
+        if process.isRunning {
+            process.terminate()
+            // A program that ignores SIGTERM too (hung) is killed, so one hang fails its test
+            // instead of stopping the whole run.
+            let grace = Date().addingTimeInterval(10)
+            while process.isRunning, Date() < grace { Thread.sleep(forTimeInterval: 0.05) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
         process.waitUntilExit()
         try? inputPipe.fileHandleForWriting.close()
         group.wait()
