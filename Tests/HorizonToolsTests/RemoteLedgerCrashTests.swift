@@ -94,9 +94,13 @@ struct RemoteLedgerCrashTests {
         let stopped = rig.stopServer()
         #expect(stopped.status == 0, "\(stopped.standardError)")
 
-        let first = try rig.pay("5.00", walletTimeout: 6)
+        let first = try rig.pay("5.00", walletTimeout: 6, verbose: true)
         first.expectServerUnreachable()
         #expect(first.terminal.standardError.contains("Connection refused"), "\(first.terminal.standardError)")
+        // Refused at once, not retried until the request's timeout (the terminal's log, to the
+        // second: from executing the payment to giving up on the server).
+        let waited = try #require(first.secondsBetween("executing the request", and: "outcome not recorded"))
+        #expect(waited <= 2, "the terminal waited \(waited) s for a server that refuses connections")
         _ = try rig.expectWalletPending(count: 1)
         #expect(try rig.transactions().isEmpty)
 
@@ -230,6 +234,19 @@ final class RemoteLedgerRig {
                 "wallet: \(wallet?.standardError ?? "")", sourceLocation: sourceLocation)
         }
 
+        /// Seconds between the terminal's log lines containing `start` and `end` (`--verbose`).
+        func secondsBetween(_ start: String, and end: String) -> Double? {
+            let lines = terminal.standardError.split(separator: "\n")
+            let formatter = ISO8601DateFormatter()
+            func time(_ text: String) -> Date? {
+                lines.first { $0.contains(text) }.flatMap { line in
+                    line.split(separator: " ").first.flatMap { formatter.date(from: String($0)) }
+                }
+            }
+            guard let from = time(start), let to = time(end) else { return nil }
+            return to.timeIntervalSince(from)
+        }
+
         func expectPaid(sourceLocation: SourceLocation = #_sourceLocation) {
             #expect(
                 terminal.status == 0, "terminal: \(terminal.standardOutput) \(terminal.standardError)",
@@ -243,7 +260,8 @@ final class RemoteLedgerRig {
     /// `horizon-terminal pay AMOUNT` (which first recovers its journal), and a wallet paying it
     /// unless `walletTimeout` is nil.
     func pay(
-        _ amount: String, walletTimeout: Int?, waitForWallet: Int = 30, terminalEnvironment: [String: String] = [:]
+        _ amount: String, walletTimeout: Int?, waitForWallet: Int = 30, terminalEnvironment: [String: String] = [:],
+        verbose: Bool = false
     ) throws -> Round {
         let started = Date()
         let terminal = try Programs.start(
@@ -251,7 +269,7 @@ final class RemoteLedgerRig {
             [
                 "pay", amount, "--json", "--data-dir", terminalDir, "--radio-socket", socket, "--timeout", "5",
                 "--wait-for-wallet", "\(waitForWallet)",
-            ], environment: terminalEnvironment)
+            ] + (verbose ? ["--verbose"] : []), environment: terminalEnvironment)
         let wallet = try walletTimeout.map { timeout in
             try Programs.start(
                 "horizon-wallet",
