@@ -56,7 +56,8 @@ public final class ObservableState<Value: Sendable & Equatable>: Sendable {
     /// Sets the value; observers and streams hear of it only if it changed.
     public func set(_ newValue: Value) {
         let observers = yieldOrder.withLock { _ -> [@Sendable (Value) -> Void]? in
-            let changed = storage.withLock { storage -> ([AsyncStream<Value>.Continuation], [@Sendable (Value) -> Void])? in
+            let changed = storage.withLock {
+                storage -> ([AsyncStream<Value>.Continuation], [@Sendable (Value) -> Void])? in
                 guard storage.value != newValue else { return nil }
                 storage.value = newValue
                 return (Array(storage.continuations.values), storage.observers)
