@@ -176,31 +176,34 @@ done
 
 watcher_pid=""
 if [ -n "$kill_restart" ]; then
-    # Once a quarter of the payments are done (the driver's progress lines say how many),
-    # SIGKILL the last server (no graceful anything: requests in flight are cut, transactions in
-    # flight abandoned) and restart it on its port.
+    # Once a quarter of the payments are done, SIGKILL the last server (no graceful anything:
+    # requests in flight are cut, transactions in flight abandoned) and restart it on its port.
     (
         last=$servers
-        quarter=$(((payments + 3) / 4))
+        # The driver holds its payments from the quarter on until $work/go exists (--hold-at), so
+        # the kill comes at that point however fast the run is.
         while :; do
-            sleep 0.1
+            sleep 0.05
             # (set -e and pipefail hold here too: nothing may fail before the driver's log exists.)
             [ -f "$work/driver.log" ] || continue
-            if grep -q ' payments in ' "$work/driver.log"; then exit 0; fi # finished first
-            count=$(sed -n 's|^horizon-bench: scale-out: \([0-9]*\)/[0-9]* payments,.*|\1|p' "$work/driver.log" |
-                tail -n 1 || true)
-            if [ -n "$count" ] && [ "$count" -ge "$quarter" ]; then break; fi
+            # The driver ended without holding (it failed before): nothing to kill.
+            if [ -f "$work/driver-ended" ]; then exit 0; fi
+            if grep -q 'scale-out: holding at payment' "$work/driver.log"; then break; fi
         done
         pid=$(cat "$work/server-$last.pid")
         port=$(sed 's/.*://' "$work/server-$last.url")
         kill -KILL "$pid" 2>/dev/null && echo "scale-out.sh: SIGKILLed server $last (pid $pid)" >&2
         while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+        # Payments go on while the server is down (their copies for it fail and are retried on
+        # the others), then it comes back.
+        touch "$work/go"
         sleep 0.5
         start_server "$last" "$port"
         echo "scale-out.sh: restarted server $last on port $port (pid $(cat "$work/server-$last.pid"))" >&2
         echo restarted >"$work/restarted"
     ) &
     watcher_pid=$!
+    extra=(--hold-at "$(((payments + 3) / 4))" --hold-until-file "$work/go" "${extra[@]}")
     setup_note="$setup_note; server $servers SIGKILLed and restarted mid-run"
 fi
 
@@ -210,6 +213,7 @@ status=0
     --payments "$payments" --terminals "$terminals" --result-file "$output" \
     --setup "$servers horizon-server processes, $setup_note" "${extra[@]}" 2> >(tee "$work/driver.log" >&2) ||
     status=$?
+touch "$work/driver-ended"
 if [ -n "$watcher_pid" ]; then
     wait "$watcher_pid" 2>/dev/null || true
     watcher_pid=""

@@ -71,6 +71,15 @@ struct ScaleOut: AsyncParsableCommand {
     @Option(help: "A note on how the servers were run, for the result (Tools/scale-out.sh sets it).")
     var setup: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Hold payments from this number on until --hold-until-file exists (Tools/scale-out.sh --kill-restart: the kill then comes at this point however fast the run is).",
+            valueName: "n"))
+    var holdAt: Int?
+
+    @Option(help: "The file whose creation ends the hold (with --hold-at).")
+    var holdUntilFile: String?
+
     mutating func validate() throws {
         guard !servers.isEmpty else { throw ValidationError("give at least one --server URL") }
         for server in servers {
@@ -83,6 +92,12 @@ struct ScaleOut: AsyncParsableCommand {
         guard timeoutEvery >= 0 else { throw ValidationError("--timeout-every must be 0 or more") }
         guard (1...10_000).contains(timeoutMs) else { throw ValidationError("--timeout-ms must be 1 to 10000") }
         guard (1...1000).contains(maximumAttempts) else { throw ValidationError("--maximum-attempts must be 1 to 1000") }
+        guard (holdAt == nil) == (holdUntilFile == nil) else {
+            throw ValidationError("--hold-at and --hold-until-file go together")
+        }
+        if let holdAt, !(0..<payments).contains(holdAt) {
+            throw ValidationError("--hold-at must be 0 to --payments - 1")
+        }
         guard database.hasPrefix("sqlite:") || database.hasPrefix("postgres://") || database.hasPrefix("postgresql://")
         else { throw ValidationError("--database must be sqlite:PATH or a postgres:// URL") }
     }
@@ -193,6 +208,7 @@ struct ScaleOutRun {
             }
         }
         let drive = ContinuousClock.now
+        let hold = ScaleOutHold()
         let records = await withTaskGroup(of: [ScaleOutPayment].self) { group in
             for index in 0..<command.terminals {
                 let participant = participants[index]
@@ -200,6 +216,9 @@ struct ScaleOutRun {
                 group.addTask {
                     var records: [ScaleOutPayment] = []
                     for (number, terms) in mine {
+                        if let holdAt = command.holdAt, let file = command.holdUntilFile, number >= holdAt {
+                            await hold.wait(at: holdAt, until: file)
+                        }
                         records.append(await pay(number, terms, participant, tally: tally))
                     }
                     return records
@@ -558,4 +577,24 @@ struct Percentiles: Codable, Sendable {
 extension Duration {
     var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
     var milliseconds: Double { seconds * 1000 }
+}
+
+
+/// Holds every terminal's next payment at one point of the run until a file exists: what lets
+/// Tools/scale-out.sh SIGKILL a server at a known point however fast the machine is (payments
+/// still in flight on other terminals are cut by the kill; payments after it meet the dead server
+/// until it is restarted).
+final class ScaleOutHold: Sendable {
+    private let announced = Mutex(false)
+
+    func wait(at number: Int, until file: String) async {
+        let first = announced.withLock { announced in
+            defer { announced = true }
+            return !announced
+        }
+        if first { Progress.note("scale-out: holding at payment \(number) until \(file) exists") }
+        while !FileManager.default.fileExists(atPath: file) {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+    }
 }
