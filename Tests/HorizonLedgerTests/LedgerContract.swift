@@ -390,7 +390,7 @@ enum LedgerContract {
 
     static func sandboxEnrolsOnFirstContact(_ kind: StoreKind) async throws {
         try await TestStores.withLedger(
-            kind, options: LedgerOptions(enrollment: .onFirstContact(startingBalance: 100_00))
+            kind, options: LedgerOptions(enrollment: .sandboxOnFirstContact(startingBalance: 100_00))
         ) {
             ledger in
             let merchant = try await ledger.createMerchant(

@@ -1,6 +1,8 @@
 import Crypto
 import Foundation
 import HorizonCore
+import HorizonLedger
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
@@ -169,7 +171,7 @@ struct ProximityTests {
 }
 
 enum SandboxLedgerFactory {
-    static func make(in world: World) throws -> SandboxLedger {
-        try SandboxLedger(path: world.directory.appendingPathComponent("extra-\(UUID().uuidString).sqlite").path)
+    static func make(in world: World) throws -> BlockingLedger {
+        try BlockingLedger(path: world.directory.appendingPathComponent("extra-\(UUID().uuidString).sqlite").path)
     }
 }

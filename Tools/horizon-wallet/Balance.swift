@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HorizonCLISupport
 import HorizonCore
+import HorizonLedger
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
@@ -10,7 +11,7 @@ import HorizonSimulatedRadio
 import HorizonStores
 import Logging
 
-struct Balance: ParsableCommand {
+struct Balance: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show bonus points per merchant and, in the sandbox, the balance the ledger holds.",
         discussion: """
@@ -22,15 +23,16 @@ struct Balance: ParsableCommand {
     @Flag(help: "Print JSON.") var json = false
     @OptionGroup var global: GlobalOptions
 
-    func run() throws {
+    func run() async throws {
         let files = global.walletFiles
         let publicKey = try files.loadPublicKey()
         let receipts = try files.openStore().receipts()
         var points: [String: Int64] = [:]
         for receipt in receipts.reversed() { points[receipt.merchantName] = receipt.bonusPointsBalance }
-        let sandbox = try ledger.open()
-        let balance = try sandbox.map {
-            try $0.account(for: publicKey).map { "\($0.balance)" } ?? "not enrolled yet"
+        let sandbox = try await ledger.open()
+        var balance: String?
+        if let sandbox {
+            balance = try await sandbox.account(for: publicKey).map { "\($0.balance)" } ?? "not enrolled yet"
         }
         if json {
             try Console().json(
