@@ -167,7 +167,10 @@ public struct TerminalFiles: Sendable {
         guard let currency = try? Currency(code: settings.currency) else {
             throw CLIError("\(directory.file(Self.settings).path) names an unsupported currency '\(settings.currency)'")
         }
-        return try await openLedger(settings: settings, currency: currency, logger: logger)
+        let ledger = try await openLedger(settings: settings, currency: currency, logger: logger)
+        // Once, on the command that found an old ledger: the user should know where it went.
+        if let migration = ledger.migration { FileHandle.standardError.write(Data("note: \(migration)\n".utf8)) }
+        return ledger
     }
 
     private func openLedger(settings: TerminalSettings, currency: Currency, logger: Logger?) async throws

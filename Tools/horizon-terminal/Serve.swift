@@ -81,7 +81,9 @@ struct Serve: AsyncParsableCommand {
                                 connections: controlConnections, readTimeout: .seconds(controlReadTimeout)))),
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        // Said after "ready" (which scripts wait for), so play money is never mistaken for real.
         console.line("terminal service ready: \(settings.merchantName), control socket \(path)")
+        console.line(settings.server.map { "settling through the Horizon server \($0)" } ?? ledger.modeDescription)
         try await group.run()
         console.line("terminal service stopped")
     }
