@@ -98,8 +98,9 @@ let package = Package(
         .target(
             name: "HorizonStores", dependencies: ["CSQLite", "HorizonCore", "HorizonProtocol"], swiftSettings: strict),
 
-        // The server's ledger (issue 14): merchants, accounts, double-entry postings, exactly-once
-        // settlement and loyalty, one implementation of the rules over SQLite and PostgreSQL.
+        // The ledger (issue 14): merchants, accounts, double-entry postings, exactly-once settlement
+        // and loyalty, one implementation of the rules over SQLite and PostgreSQL. The server runs
+        // it; so does a single-box terminal, in process (`InProcessLedger`, the only sandbox).
         .target(
             name: "HorizonLedger",
             dependencies: [

@@ -409,7 +409,7 @@ enum LedgerContract {
         }
     }
 
-    // MARK: Loyalty (the rules of HorizonStores' SandboxLedger+Loyalty, per merchant)
+    // MARK: Loyalty (the rules the old sandbox ledger had, per merchant)
 
     static func bonusPointsAreEarnedAndRedeemed(_ kind: StoreKind) async throws {
         try await TestStores.withLedger(kind) { ledger in

@@ -43,7 +43,7 @@ struct HorizonDemo: AsyncParsableCommand {
     @Option(help: "Virtual seconds of the simulated radio per real second.")
     var speed: Double = 1
 
-    @Option(help: "Directory for the sandbox ledger (default: a new temporary directory).")
+    @Option(help: "Directory for the in-process (sandbox) ledger (default: a new temporary directory).")
     var dataDir: String?
 
     mutating func run() async throws {

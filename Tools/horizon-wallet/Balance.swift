@@ -15,7 +15,7 @@ struct Balance: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show bonus points per merchant and, in the sandbox, the balance the ledger holds.",
         discussion: """
-            Bonus points come from this wallet's receipts. The money balance lives in the terminal's sandbox \
+            Bonus points come from this wallet's receipts. The money balance lives in the terminal's in-process \
             ledger: given with --ledger, or found in a terminal data directory on this machine.
             """)
 
@@ -39,7 +39,7 @@ struct Balance: AsyncParsableCommand {
                 BalanceReport(balance: balance, ledger: sandbox == nil ? nil : ledger.path, bonusPoints: points))
             return
         }
-        print("balance       \(balance ?? "unknown (no sandbox ledger on this machine; pass --ledger)")")
+        print("balance       \(balance ?? "unknown (no terminal ledger on this machine; pass --ledger)")")
         if points.isEmpty { print("bonus points  none yet") }
         for (merchant, value) in points.sorted(by: { $0.key < $1.key }) {
             print("bonus points  \(value) at \(merchant)")
