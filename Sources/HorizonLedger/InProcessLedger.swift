@@ -91,21 +91,12 @@ public final class InProcessLedger: PaymentProcessor, RedemptionProcessor, Senda
             throw .invalidConfiguration("the sandbox's starting balance must be 0 to 10^15 minor units")
         }
         let backup = legacyBackupPath(for: path)
-        // Read whole (and so checked) before anything moves; the import itself happens below,
+        // An old file is read whole (and so checked) before it moves; the import happens below,
         // only into a ledger that has no merchant yet.
         let legacy: LegacySandboxFile?
         if try LegacySandboxFile.isLegacy(at: path) {
-            let file = try LegacySandboxFile.read(at: path)
-            try file.checkConsistent()
-            guard file.currency == configuration.currency else {
-                throw file.refusal(
-                    "it keeps \(file.currency.code) and this terminal is set up for \(configuration.currency.code); set the terminal up in \(file.currency.code) (horizon-terminal init --force --currency \(file.currency.code) keeps the ledger)"
-                )
-            }
+            legacy = try LegacySandboxFile.load(at: path, for: configuration)
             try LegacySandboxFile.move(from: path, to: backup)
-            legacy = file
-        } else if FileManager.default.fileExists(atPath: backup) {
-            legacy = try LegacySandboxFile.read(at: backup)
         } else {
             legacy = nil
         }
@@ -123,8 +114,14 @@ public final class InProcessLedger: PaymentProcessor, RedemptionProcessor, Senda
                 }
                 let id = MerchantID(rawValue: configuration.merchantID)
                 try await Self.createMerchant(id, configuration, in: db)
+                // A backup without a merchant: a crash came between the move and the import's commit.
                 var migration: LegacySandboxMigration?
-                if let legacy { migration = try await legacy.import(into: id, backupPath: backup, in: db) }
+                if let file = try legacy
+                    ?? (FileManager.default.fileExists(atPath: backup)
+                        ? LegacySandboxFile.load(at: backup, for: configuration) : nil)
+                {
+                    migration = try await file.import(into: id, backupPath: backup, in: db)
+                }
                 try await Self.setBonusRule(configuration.bonusPointsPerMajorUnit, id, in: db)
                 return (try await Ledger.merchant(id, in: db), migration)
             }

@@ -118,6 +118,21 @@ struct LegacySandboxFile: Sendable {
         }.get()
     }
 
+    /// Reads the old file and refuses one that cannot be imported for this terminal, before
+    /// anything changes: money that does not add up, or another currency than the terminal's.
+    static func load(at path: String, for configuration: InProcessLedgerConfiguration) throws(LedgerError)
+        -> LegacySandboxFile
+    {
+        let file = try read(at: path)
+        try file.checkConsistent()
+        guard file.currency == configuration.currency else {
+            throw file.refusal(
+                "it keeps \(file.currency.code) and this terminal is set up for \(configuration.currency.code); set the terminal up in \(file.currency.code) (horizon-terminal init --force --currency \(file.currency.code) keeps the ledger)"
+            )
+        }
+        return file
+    }
+
     static func isApprovedPayment(_ row: [String: SQLValue]) -> Bool {
         row["outcome"] == .text("approved") && row["transaction_type"] == .integer(1)
     }
