@@ -162,7 +162,8 @@ final class Pair {
             )
         )
         // Wallets start rich enough for any number of payments (a billion euros).
-        ledger = try Self.openLedger(at: options.directory.appendingPathComponent("ledger-\(options.seed)-\(index).sqlite").path)
+        ledger = try Self.openLedger(
+            at: options.directory.appendingPathComponent("ledger-\(options.seed)-\(index).sqlite").path)
         service = TerminalRadioService(
             radio: terminalDevice, identity: identity, processor: ledger,
             journal: try SQLiteTerminalJournal(

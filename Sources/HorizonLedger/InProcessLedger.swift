@@ -180,7 +180,9 @@ public final class InProcessLedger: PaymentProcessor, RedemptionProcessor, Senda
         return try rows.first.map { row throws(LedgerError) in try Ledger.decodeMerchant(row) }
     }
 
-    static func createMerchant(_ id: MerchantID, _ configuration: InProcessLedgerConfiguration, in db: any SQLTransaction)
+    static func createMerchant(
+        _ id: MerchantID, _ configuration: InProcessLedgerConfiguration, in db: any SQLTransaction
+    )
         async throws(LedgerError)
     {
         let name = configuration.merchantName.isEmpty ? "Horizon terminal" : configuration.merchantName
@@ -256,7 +258,9 @@ public final class InProcessLedger: PaymentProcessor, RedemptionProcessor, Senda
         let currency = self.currency
         let target = try Ledger.money(balance, currency, column: "balance")
         try await ledger.store.transaction { db in
-            guard let wallet = try await self.walletID(for: walletKey, enrolling: true, at: time, in: db) else { return }
+            guard let wallet = try await self.walletID(for: walletKey, enrolling: true, at: time, in: db) else {
+                return
+            }
             let account = try await Ledger.account(.wallet, owner: wallet.rawValue, currency, in: db)
             let difference = target.minorUnits - account.balance
             guard difference != 0 else { return }

@@ -13,7 +13,8 @@ public struct LegacySandboxMigration: Sendable, Equatable, CustomStringConvertib
     public let memberships: Int
     public let coupons: Int
 
-    public init(backupPath: String, wallets: Int, transactions: Int, registerUsers: Int, memberships: Int, coupons: Int) {
+    public init(backupPath: String, wallets: Int, transactions: Int, registerUsers: Int, memberships: Int, coupons: Int)
+    {
         self.backupPath = backupPath
         self.wallets = wallets
         self.transactions = transactions
@@ -100,7 +101,8 @@ struct LegacySandboxFile: Sendable {
                     let balance = row["balance"].integer, let points = row["bonus_points"].integer
                 else { return .failure(.corruptRow(column: "wallets", reason: "a wallet row cannot be read")) }
                 wallets.append(
-                    WalletRow(key: key, balance: balance, bonusPoints: points, enrolledAt: row["enrolled_at"].integer ?? 0))
+                    WalletRow(
+                        key: key, balance: balance, bonusPoints: points, enrolledAt: row["enrolled_at"].integer ?? 0))
             }
             let merchant =
                 try db.query("SELECT balance FROM merchant_account WHERE currency = ?", [.text(code)]).first?["balance"]
@@ -147,7 +149,8 @@ struct LegacySandboxFile: Sendable {
             total += amount + tip
         }
         guard total == merchantBalance else {
-            throw refusal("its merchant balance (\(merchantBalance)) is not the sum of its approved payments (\(total))")
+            throw refusal(
+                "its merchant balance (\(merchantBalance)) is not the sum of its approved payments (\(total))")
         }
     }
 
@@ -191,7 +194,8 @@ struct LegacySandboxFile: Sendable {
     {
         // Inside the transaction: a refusal here rolls the whole import back.
         func refuse(_ reason: String) -> LedgerError {
-            .invalidConfiguration("cannot migrate the old sandbox ledger \(backupPath): \(reason); nothing was imported")
+            .invalidConfiguration(
+                "cannot migrate the old sandbox ledger \(backupPath): \(reason); nothing was imported")
         }
         var walletIDs: [PublicKeyBytes: WalletID] = [:]
         func wallet(_ key: PublicKeyBytes, at time: Int64) async throws(LedgerError) -> WalletID {
@@ -261,7 +265,8 @@ struct LegacySandboxFile: Sendable {
         for row in memberships {
             var values = row
             values["merchant_id"] = .text(merchant.rawValue)
-            values["wallet_id"] = .text(try await wallet(try key(row, "wallet_key"), at: integer(row, "valid_from")).rawValue)
+            values["wallet_id"] = .text(
+                try await wallet(try key(row, "wallet_key"), at: integer(row, "valid_from")).rawValue)
             try await insert(into: "gold_memberships", Self.membershipColumns, values, in: db)
         }
         for row in coupons {

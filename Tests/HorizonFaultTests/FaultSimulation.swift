@@ -105,7 +105,8 @@ struct FaultRates: Sendable {
 final class FaultSimulation: @unchecked Sendable {
     static let spacing = 8.0
     static let wallClock: UnixTime = 1_800_000_000
-    static let ledgerConfiguration = InProcessLedgerConfiguration(enrollment: .refuseUnknown, bonusPointsPerMajorUnit: 1)
+    static let ledgerConfiguration = InProcessLedgerConfiguration(
+        enrollment: .refuseUnknown, bonusPointsPerMajorUnit: 1)
 
     static func euros(_ cents: Int64) -> Money { (try? Money(minorUnits: cents, currency: .eur)) ?? .zero(.eur) }
 

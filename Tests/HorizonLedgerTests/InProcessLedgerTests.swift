@@ -1,7 +1,7 @@
 import Foundation
 import HorizonCore
-import HorizonProtocol
 import HorizonLedger
+import HorizonProtocol
 import HorizonStores
 import HorizonTestSupport
 import Testing
@@ -18,7 +18,8 @@ struct InProcessLedgerTests {
 
     @Test func settleApprovesEnrolsOnFirstContactAndMovesExactlyAmountPlusTip() async throws {
         try await withLedgerDirectory { directory in
-            let ledger = try await InProcessLedger.open(path: ledgerPath(in: directory), configuration: Self.configuration)
+            let ledger = try await InProcessLedger.open(
+                path: ledgerPath(in: directory), configuration: Self.configuration)
             #expect(try await ledger.account(for: walletKey(1)) == nil)
             #expect(try await ledger.merchantBalance() == .zero(.eur))
             #expect(try await ledger.transactions().isEmpty)
@@ -91,7 +92,8 @@ struct InProcessLedgerTests {
     func bonusPoints(amount: Int64, tip: Int64, rule: Int64, expected: Int64) async throws {
         try await withLedgerDirectory { directory in
             let configuration = InProcessLedgerConfiguration(
-                currency: .eur, enrollment: .sandboxOnFirstContact(startingBalance: 1_000_00), bonusPointsPerMajorUnit: rule)
+                currency: .eur, enrollment: .sandboxOnFirstContact(startingBalance: 1_000_00),
+                bonusPointsPerMajorUnit: rule)
             let ledger = try await InProcessLedger.open(path: ledgerPath(in: directory), configuration: configuration)
             let result = try await ledger.settle(request(1, amount: euros(amount), tip: euros(tip)), at: settleTime)
             guard case .approved(_, let earned, let balance) = result.outcome else {
@@ -117,7 +119,8 @@ struct InProcessLedgerTests {
                 Issue.record("expected 2400 points, got \(result.outcome)")
                 return
             }
-            #expect(try await ledger.account(for: walletKey(1))?.balance == (try Money(minorUnits: 8_500, currency: .jpy)))
+            #expect(
+                try await ledger.account(for: walletKey(1))?.balance == (try Money(minorUnits: 8_500, currency: .jpy)))
             #expect(try await ledger.merchantBalance() == (try Money(minorUnits: 1_500, currency: .jpy)))
         }
     }
@@ -126,7 +129,8 @@ struct InProcessLedgerTests {
 
     @Test func aRetryGetsTheStoredResultAndMovesNothing() async throws {
         try await withLedgerDirectory { directory in
-            let ledger = try await InProcessLedger.open(path: ledgerPath(in: directory), configuration: Self.configuration)
+            let ledger = try await InProcessLedger.open(
+                path: ledgerPath(in: directory), configuration: Self.configuration)
             let payment = request(1, amount: euros(20_00), tip: euros(2_00))
             let original = try await ledger.settle(payment, at: settleTime)
             #expect(original.outcome.isApproved)
@@ -147,7 +151,8 @@ struct InProcessLedgerTests {
 
     @Test func theSameIDWithOtherContentIsAConflictAndMovesNothing() async throws {
         try await withLedgerDirectory { directory in
-            let ledger = try await InProcessLedger.open(path: ledgerPath(in: directory), configuration: Self.configuration)
+            let ledger = try await InProcessLedger.open(
+                path: ledgerPath(in: directory), configuration: Self.configuration)
             let original = try await ledger.settle(request(7, amount: euros(20_00)), at: settleTime)
             let conflicts = [
                 // Another confirmation digest for the same payment id.
@@ -177,7 +182,8 @@ struct InProcessLedgerTests {
 
     @Test func aRetryWithTheSameDigestButOtherTermsIsNotReplayed() async throws {
         try await withLedgerDirectory { directory in
-            let ledger = try await InProcessLedger.open(path: ledgerPath(in: directory), configuration: Self.configuration)
+            let ledger = try await InProcessLedger.open(
+                path: ledgerPath(in: directory), configuration: Self.configuration)
             let original = try await ledger.settle(request(7, amount: euros(20_00)), at: settleTime)
             // The digest is the caller's word; the ledger also holds the amount, tip and wallet it
             // executed, and a retry naming other ones is not the same payment.
@@ -247,9 +253,11 @@ struct InProcessLedgerTests {
 
     @Test func aZeroAmountIsDeclinedAsInvalid() async throws {
         try await withLedgerDirectory { directory in
-            let ledger = try await InProcessLedger.open(path: ledgerPath(in: directory), configuration: Self.configuration)
+            let ledger = try await InProcessLedger.open(
+                path: ledgerPath(in: directory), configuration: Self.configuration)
             let reason = "the amount must be greater than zero"
-            _ = try await expectStoredDecline(ledger, request(1, amount: euros(0)), code: .invalidAmount, reason: reason)
+            _ = try await expectStoredDecline(
+                ledger, request(1, amount: euros(0)), code: .invalidAmount, reason: reason)
             // A tip alone does not make a payment.
             _ = try await expectStoredDecline(
                 ledger, request(2, amount: euros(0), tip: euros(5_00)), code: .invalidAmount, reason: reason)
@@ -266,7 +274,8 @@ struct InProcessLedgerTests {
 
     @Test func anotherCurrencyIsDeclinedAsUnsupported() async throws {
         try await withLedgerDirectory { directory in
-            let ledger = try await InProcessLedger.open(path: ledgerPath(in: directory), configuration: Self.configuration)
+            let ledger = try await InProcessLedger.open(
+                path: ledgerPath(in: directory), configuration: Self.configuration)
             let dollars = try Money(minorUnits: 10_00, currency: .usd)
             let result = try await expectStoredDecline(
                 ledger, request(1, amount: dollars), code: .unsupportedCurrency,
@@ -278,7 +287,8 @@ struct InProcessLedgerTests {
 
     @Test func aTipInAnotherCurrencyIsDeclinedAsUnsupported() async throws {
         try await withLedgerDirectory { directory in
-            let ledger = try await InProcessLedger.open(path: ledgerPath(in: directory), configuration: Self.configuration)
+            let ledger = try await InProcessLedger.open(
+                path: ledgerPath(in: directory), configuration: Self.configuration)
             let payment = request(1, amount: euros(10_00), tip: try Money(minorUnits: 1_00, currency: .usd))
             let result = try await ledger.settle(payment, at: settleTime)
             guard case .declined(.unsupportedCurrency, let reason) = result.outcome else {
@@ -345,7 +355,8 @@ struct InProcessLedgerTests {
             #expect(
                 replay.outcome
                     == .declined(
-                        code: .unknownWallet, reason: "this wallet is not registered with the merchant's Horizon server"))
+                        code: .unknownWallet, reason: "this wallet is not registered with the merchant's Horizon server"
+                    ))
             #expect(try await ledger.account(for: walletKey(5))?.balance == euros(20_00))
         }
     }
@@ -354,7 +365,8 @@ struct InProcessLedgerTests {
 
     @Test func aWriteThatFailsHalfWayRollsEverythingBack() async throws {
         try await withLedgerDirectory { directory in
-            let ledger = try await InProcessLedger.open(path: ledgerPath(in: directory), configuration: Self.configuration)
+            let ledger = try await InProcessLedger.open(
+                path: ledgerPath(in: directory), configuration: Self.configuration)
             // The money moves first, then the transaction row is written: make that last write fail.
             try await rawQuery(
                 ledger,
@@ -413,7 +425,8 @@ struct InProcessLedgerTests {
             #expect(try await reopened.registerUsers() == ["anna", "zoe"])
             // Exactly once across the restart.
             #expect(
-                try await reopened.settle(request(1, amount: euros(40_00), tip: euros(4_00)), at: settleTime + 99) == approved
+                try await reopened.settle(request(1, amount: euros(40_00), tip: euros(4_00)), at: settleTime + 99)
+                    == approved
             )
             #expect(try await reopened.executionCount(of: paymentID(1)) == 1)
             #expect(try await reopened.account(for: walletKey(1))?.balance == euros(206_00))
@@ -467,7 +480,8 @@ struct InProcessLedgerTests {
     @Test func moneyIsConservedOverManyRandomPayments() async throws {
         try await withLedgerDirectory { directory in
             let startingBalance: Int64 = 100_00
-            let configuration = InProcessLedgerConfiguration(enrollment: .sandboxOnFirstContact(startingBalance: startingBalance))
+            let configuration = InProcessLedgerConfiguration(
+                enrollment: .sandboxOnFirstContact(startingBalance: startingBalance))
             let ledger = try await InProcessLedger.open(path: ledgerPath(in: directory), configuration: configuration)
             var random = SeededRandom(seed: 2026, label: "ledger conservation")
             var approved = 0
@@ -530,7 +544,8 @@ struct InProcessLedgerTests {
             // A wallet account below zero is refused by the table itself, whatever wrote it.
             await #expect(throws: LedgerError.self) {
                 try await rawQuery(
-                    ledger, "INSERT INTO accounts(kind, owner_id, currency, balance) VALUES ('wallet', 'w_x', 'EUR', -1)")
+                    ledger,
+                    "INSERT INTO accounts(kind, owner_id, currency, balance) VALUES ('wallet', 'w_x', 'EUR', -1)")
             }
             await #expect(throws: LedgerError.invalidArgument("a balance must be 0 to 10^15 minor units")) {
                 try await ledger.setBalance(-5, for: walletKey(2))

@@ -91,7 +91,10 @@ struct LegacySandboxMigrationTests {
         for (wallet, balance, points, enrolled) in [(1, 206_00, 120, 100), (2, 0, 49, 101), (3, 0, 300, 102)] {
             try db.query(
                 "INSERT INTO wallets(wallet_key, currency, balance, bonus_points, enrolled_at) VALUES (?, 'EUR', ?, ?, ?)",
-                [.blob(walletKey(wallet).bytes), .integer(Int64(balance)), .integer(Int64(points)), .integer(Int64(enrolled))])
+                [
+                    .blob(walletKey(wallet).bytes), .integer(Int64(balance)), .integer(Int64(points)),
+                    .integer(Int64(enrolled)),
+                ])
         }
         try db.query("INSERT INTO merchant_account(currency, balance) VALUES ('EUR', ?)", [.integer(merchantBalance)])
         try db.query("INSERT INTO register_users(name, added_at) VALUES ('zoe', 5), ('anna', 6)")
@@ -191,8 +194,10 @@ struct LegacySandboxMigrationTests {
                 try await ledger.transactions()
                     == [Self.coupon5, Self.unknown4, Self.payment3, Self.declined2, Self.payment1])
             // A retry after the upgrade gets the old answer and moves nothing; other terms are refused.
-            #expect(try await ledger.settle(Self.retry(of: Self.payment1, wallet: 1), at: settleTime + 50) == Self.payment1)
-            #expect(try await ledger.settle(Self.retry(of: Self.unknown4, wallet: 9), at: settleTime + 50) == Self.unknown4)
+            #expect(
+                try await ledger.settle(Self.retry(of: Self.payment1, wallet: 1), at: settleTime + 50) == Self.payment1)
+            #expect(
+                try await ledger.settle(Self.retry(of: Self.unknown4, wallet: 9), at: settleTime + 50) == Self.unknown4)
             let same = Self.retry(of: Self.payment1, wallet: 1)
             let otherAmount = SettlementRequest(
                 paymentID: same.paymentID, sessionID: same.sessionID, walletKey: same.walletKey,
@@ -224,8 +229,10 @@ struct LegacySandboxMigrationTests {
                 try await redeemCoupon("C1", id: 20).outcome
                     == .declined(code: .alreadyRedeemed, reason: "coupon C1 was already redeemed"))
             #expect(try await redeemCoupon("C2", id: 21).outcome.isApproved)
-            #expect(try await ledger.merchantPrograms() == MerchantPrograms(
-                hasBonusProgram: true, hasGoldProgram: true, hasCouponProgram: true))
+            #expect(
+                try await ledger.merchantPrograms()
+                    == MerchantPrograms(
+                        hasBonusProgram: true, hasGoldProgram: true, hasCouponProgram: true))
 
             // New payments go on from there, with new references.
             let next = try await ledger.settle(request(6, wallet: 1, amount: euros(6_00)), at: settleTime + 70)

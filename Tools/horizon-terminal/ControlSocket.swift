@@ -1,7 +1,7 @@
 import Foundation
 import HorizonCLISupport
-import HorizonLedger
 import HorizonCore
+import HorizonLedger
 import HorizonRoles
 import HorizonStores
 import HorizonUnixSocket

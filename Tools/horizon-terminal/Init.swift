@@ -60,7 +60,9 @@ struct Init: AsyncParsableCommand {
             print("  merchant      \(merchantName) (\(merchantID)), charging in \(code)")
             print("  terminal key  \(identity.keyID.hexString)")
             print("  trust anchor  \(anchor)   <- wallets trust this: horizon-wallet init --trust \(anchor)")
-            print("  ledger        in process (\(TerminalFiles.ledger)), SANDBOX: a new wallet gets \(balance) on first contact")
+            print(
+                "  ledger        in process (\(TerminalFiles.ledger)), SANDBOX: a new wallet gets \(balance) on first contact"
+            )
             print("                (horizon-terminal activate --server URL settles through a Horizon server instead)")
             if let migration { print("  migrated      \(migration)") }
         }

@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
 import HorizonCLISupport
-import HorizonLedger
 import HorizonCore
+import HorizonLedger
 import HorizonRoles
 import HorizonUnixSocket
 import Logging

@@ -48,7 +48,8 @@ struct Programs: AsyncParsableCommand {
             let key = try walletChoice.key()
             let report = LoyaltyReport(
                 points: try await ledger.account(for: key)?.bonusPoints ?? 0,
-                gold: try await ledger.goldMembership(for: key), coupons: try await ledger.coupons(for: key).map(CouponRow.init))
+                gold: try await ledger.goldMembership(for: key),
+                coupons: try await ledger.coupons(for: key).map(CouponRow.init))
             if json {
                 try Console().json(report)
             } else {

@@ -2,8 +2,8 @@ import ArgumentParser
 import Crypto
 import Foundation
 import HorizonCLISupport
-import HorizonLedger
 import HorizonCore
+import HorizonLedger
 import HorizonProtocol
 import HorizonRoles
 import HorizonSecureChannel

@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
 import HorizonCLISupport
-import HorizonLedger
 import HorizonCore
+import HorizonLedger
 
 /// `register-users`: the cashiers payments are attributed to.
 struct RegisterUsers: AsyncParsableCommand {
@@ -37,7 +37,8 @@ struct RegisterUsers: AsyncParsableCommand {
         }
 
         func run() async throws {
-            try await global.terminalFiles.loadLedger().addRegisterUser(name, at: UnixTime(Date().timeIntervalSince1970))
+            try await global.terminalFiles.loadLedger().addRegisterUser(
+                name, at: UnixTime(Date().timeIntervalSince1970))
             print("added \(name)")
         }
     }

@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
 import HorizonCLISupport
-import HorizonLedger
 import HorizonCore
+import HorizonLedger
 import HorizonRadio
 import HorizonRoles
 import HorizonStores
@@ -54,7 +54,8 @@ struct Serve: AsyncParsableCommand {
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
         let runtime = try await files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
-        let host = try await runtime.paymentHost(ledger: ledger, decisionTimeoutSeconds: settings.userDecisionTimeoutSeconds)
+        let host = try await runtime.paymentHost(
+            ledger: ledger, decisionTimeoutSeconds: settings.userDecisionTimeoutSeconds)
         let observer = BluetoothConflictObserver(
             scanner: SightingHub(radio: device), ownTerminalKeyID: runtime.service.terminalKeyID)
         let path =

@@ -40,7 +40,8 @@ struct LedgerChoice: ParsableArguments {
 
 /// `coupons`, `memberships`, `points`: this wallet's loyalty in a terminal's in-process ledger.
 struct Coupons: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List this wallet's coupons (from the terminal's in-process ledger).")
+    static let configuration = CommandConfiguration(
+        abstract: "List this wallet's coupons (from the terminal's in-process ledger).")
     @OptionGroup var ledger: LedgerChoice
     @Flag(help: "Print JSON.") var json = false
     @OptionGroup var global: GlobalOptions
