@@ -94,12 +94,13 @@ let package = Package(
         // The system SQLite, for the stores.
         .systemLibrary(
             name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        // Stores: the sandbox ledger behind the PaymentProcessor protocol (and, later, journals).
+        // Stores: the processor protocols, the terminal journal, the wallet store and the SQLite wrapper.
         .target(
             name: "HorizonStores", dependencies: ["CSQLite", "HorizonCore", "HorizonProtocol"], swiftSettings: strict),
 
-        // The server's ledger (issue 14): merchants, accounts, double-entry postings, exactly-once
-        // settlement and loyalty, one implementation of the rules over SQLite and PostgreSQL.
+        // The ledger (issue 14): merchants, accounts, double-entry postings, exactly-once settlement
+        // and loyalty, one implementation of the rules over SQLite and PostgreSQL. The server runs
+        // it; so does a single-box terminal, in process (`InProcessLedger`, the only sandbox).
         .target(
             name: "HorizonLedger",
             dependencies: [
@@ -109,7 +110,10 @@ let package = Package(
             ], swiftSettings: strict),
         .testTarget(
             name: "HorizonLedgerTests",
-            dependencies: ["HorizonLedger", "HorizonLedgerTestSupport", "HorizonStores", "HorizonProtocol", "HorizonCore"],
+            dependencies: [
+                "HorizonLedger", "HorizonLedgerTestSupport", "HorizonStores", "HorizonProtocol", "HorizonCore",
+                "HorizonTestSupport",
+            ],
             swiftSettings: strict),
         // Fresh SQLite and PostgreSQL stores for tests (HORIZON_TEST_POSTGRES_URL), one per test.
         .target(
@@ -210,7 +214,7 @@ let package = Package(
             name: "HorizonRolesTests",
             dependencies: [
                 "HorizonRoles", "HorizonTestSupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio",
-                "HorizonProtocol", "HorizonStores", "HorizonLink",
+                "HorizonProtocol", "HorizonStores", "HorizonLink", "HorizonLedger", "HorizonLedgerTestSupport",
                 "HorizonSecureChannel", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strict),
@@ -221,7 +225,7 @@ let package = Package(
             dependencies: [
                 "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonBlueZ", "HorizonSecureChannel",
                 "HorizonProtocol", "HorizonUnixSocket",
-                "HorizonStores", "HorizonRoles", "HorizonAPI", "HorizonServerClient",
+                "HorizonStores", "HorizonRoles", "HorizonAPI", "HorizonServerClient", "HorizonLedger",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -232,7 +236,7 @@ let package = Package(
             name: "horizon-terminal",
             dependencies: [
                 "HorizonCLISupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonProtocol",
-                "HorizonStores", "HorizonRoles", "HorizonUnixSocket",
+                "HorizonStores", "HorizonRoles", "HorizonUnixSocket", "HorizonLedger",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -242,7 +246,7 @@ let package = Package(
             dependencies: [
                 "HorizonCLISupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonProtocol",
                 "HorizonStores", "HorizonRoles", "HorizonSecureChannel", "HorizonAPI", "HorizonServerClient",
-                .product(name: "Crypto", package: "swift-crypto"),
+                "HorizonLedger", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ], path: "Tools/horizon-wallet", swiftSettings: strict),
@@ -250,7 +254,7 @@ let package = Package(
             name: "horizon-demo",
             dependencies: [
                 "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonSecureChannel", "HorizonProtocol",
-                "HorizonStores", "HorizonRoles", .product(name: "Crypto", package: "swift-crypto"),
+                "HorizonStores", "HorizonRoles", "HorizonLedger", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ], path: "Tools/horizon-demo", swiftSettings: strict),
 
@@ -293,7 +297,8 @@ let package = Package(
             name: "HorizonFaultTests",
             dependencies: [
                 "HorizonTestSupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonLink",
-                "HorizonSecureChannel", "HorizonProtocol", "HorizonStores", "HorizonRoles", "horizon-fuzz",
+                "HorizonSecureChannel", "HorizonProtocol", "HorizonStores", "HorizonRoles", "HorizonLedger",
+                "HorizonLedgerTestSupport", "horizon-fuzz",
                 .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: strict),
         .testTarget(

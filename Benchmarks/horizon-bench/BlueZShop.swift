@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import HorizonBlueZ
 import HorizonCore
+import HorizonLedger
 import HorizonRadio
 import HorizonRoles
 import HorizonSecureChannel
@@ -77,7 +78,7 @@ final class BlueZShop {
     let walletRadio: BlueZRadio
     let directory: URL
     let terminalTap: TappedBlueZPeripheral
-    let ledger: SandboxLedger
+    let ledger: InProcessLedger
     let service: TerminalRadioService
     let host: PaymentHost
     let terminalHub: SightingHub
@@ -106,9 +107,7 @@ final class BlueZShop {
             credential: TerminalCredential.issue(
                 by: anchor, merchantID: "m-bluez", merchantName: "Benchmark Café (BlueZ)", terminalKey: key.publicKey,
                 notBefore: now - 86_400, expiresAt: now + 365 * 86_400))
-        ledger = try SandboxLedger(
-            path: directory.appendingPathComponent("ledger-bluez.sqlite").path,
-            configuration: LedgerConfiguration(enrollment: .onFirstContact(startingBalance: 100_000_000_000)))
+        ledger = try Pair.openLedger(at: directory.appendingPathComponent("ledger-bluez.sqlite").path)
         terminalTap = TappedBlueZPeripheral(radio: terminal, probe: probe)
         service = TerminalRadioService(
             radio: terminalTap, identity: identity, processor: ledger,

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HorizonCore
+import HorizonLedger
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
@@ -117,10 +118,26 @@ final class Tally: @unchecked Sendable {
 
 /// One terminal and the wallet in front of it.
 final class Pair {
+
+    /// The terminal's in-process ledger in sandbox mode, wallets starting rich enough for any
+    /// number of payments (a billion euros). Opened on this (non-pool) thread.
+    static func openLedger(at path: String) throws -> InProcessLedger {
+        try ExternalWork.wait { () async -> Result<InProcessLedger, LedgerError> in
+            do throws(LedgerError) {
+                return .success(
+                    try await InProcessLedger.open(
+                        path: path,
+                        configuration: InProcessLedgerConfiguration(
+                            enrollment: .sandboxOnFirstContact(startingBalance: 100_000_000_000))))
+            } catch {
+                return .failure(error)
+            }
+        }.get()
+    }
     let index: Int
     let simulation: RadioSimulation
     let terminalDevice: SimulatedDevice
-    let ledger: SandboxLedger
+    let ledger: InProcessLedger
     let service: TerminalRadioService
     let host: PaymentHost
     let conflicts: BluetoothConflictObserver
@@ -145,9 +162,8 @@ final class Pair {
             )
         )
         // Wallets start rich enough for any number of payments (a billion euros).
-        ledger = try SandboxLedger(
-            path: options.directory.appendingPathComponent("ledger-\(options.seed)-\(index).sqlite").path,
-            configuration: LedgerConfiguration(enrollment: .onFirstContact(startingBalance: 100_000_000_000)))
+        ledger = try Self.openLedger(
+            at: options.directory.appendingPathComponent("ledger-\(options.seed)-\(index).sqlite").path)
         service = TerminalRadioService(
             radio: terminalDevice, identity: identity, processor: ledger,
             journal: try SQLiteTerminalJournal(

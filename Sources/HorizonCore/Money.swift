@@ -3,7 +3,7 @@ public struct Currency: Hashable, Sendable, CustomStringConvertible {
     public let code: String
     public let exponent: Int
 
-    /// Currencies the sandbox ledger settles. Codes outside it are refused, never guessed.
+    /// Currencies Horizon settles. Codes outside it are refused, never guessed.
     public static let supported: [String: Int] = [
         "EUR": 2, "USD": 2, "GBP": 2, "CHF": 2, "SEK": 2, "NOK": 2, "DKK": 2, "PLN": 2, "CZK": 2,
         "HUF": 2, "RON": 2, "BGN": 2, "CAD": 2, "AUD": 2, "NZD": 2, "SGD": 2, "HKD": 2, "CNY": 2,

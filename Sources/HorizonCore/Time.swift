@@ -278,7 +278,7 @@ public final class RealTimeScheduler: Scheduler {
     }
 
     /// Real time: the queue keeps serving radio events and timers while `work` runs on a queue of
-    /// its own (one per scheduler: a processor that blocks its thread, like the sandbox ledger's
+    /// its own (one per scheduler: a processor that blocks its thread, like an in-process ledger's
     /// synced commit, takes its turn; one that awaits I/O frees it meanwhile).
     public func runExternal<T: Sendable>(
         _ work: @escaping @Sendable () async -> T, then completion: @escaping @Sendable (T) -> Void

@@ -3,7 +3,7 @@ import HorizonProtocol
 import HorizonStores
 
 /// A gold membership at one merchant: a benefit the member may use once per period while valid.
-public struct Membership: Sendable, Equatable {
+public struct Membership: Sendable, Equatable, Codable {
     public let tier: String
     public let validFrom: UnixTime
     public let validUntil: UnixTime
@@ -22,7 +22,7 @@ public struct IssuedCoupon: Sendable, Equatable {
     public let redeemedAt: UnixTime?
 }
 
-/// The loyalty rules of the sandbox ledger (HorizonStores' SandboxLedger+Loyalty), per merchant:
+/// The loyalty rules, per merchant (they were the old sandbox ledger's, before issue 14):
 /// the same outcomes and decline codes.
 extension Ledger {
     // MARK: The redemption rule

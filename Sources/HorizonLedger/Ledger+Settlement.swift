@@ -276,7 +276,7 @@ extension Ledger {
                 "SELECT wallet_id FROM wallet_keys WHERE public_key = ?", [.blob(request.walletKey.bytes)]
             ).isEmpty
             switch enrollment {
-            case .onFirstContact(let startingBalance) where !keyKnown:
+            case .sandboxOnFirstContact(let startingBalance) where !keyKnown:
                 // The sandbox: a new key becomes a wallet funded from the external account, so
                 // even demo money is posted and balanced.
                 walletID = WalletID.generate()

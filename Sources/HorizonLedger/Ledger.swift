@@ -27,7 +27,9 @@ public final class Ledger: Sendable {
     public static func open(_ store: any LedgerStore, options: LedgerOptions = LedgerOptions())
         async throws(LedgerError) -> Ledger
     {
-        if case .onFirstContact(let balance) = options.enrollment, !(0...Money.maximumMinorUnits).contains(balance) {
+        if case .sandboxOnFirstContact(let balance) = options.enrollment,
+            !(0...Money.maximumMinorUnits).contains(balance)
+        {
             throw .invalidConfiguration("the sandbox's starting balance must be 0 to 10^15 minor units")
         }
         try await LedgerSchema.migrate(store, at: now())

@@ -73,7 +73,7 @@ public enum WalletEnrollment: Sendable, Equatable {
     case refuseUnknown
     /// Registered on first contact and funded with this balance, posted from the external
     /// account like any top-up: only for the single-box sandbox (issue 14 item 9).
-    case onFirstContact(startingBalance: Int64)
+    case sandboxOnFirstContact(startingBalance: Int64)
 }
 
 /// Settings of one `Ledger` (not stored: each process opening the ledger passes its own).

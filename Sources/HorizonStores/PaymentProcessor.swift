@@ -141,8 +141,8 @@ public enum ProcessorError: Error, Equatable, Sendable, CustomStringConvertible 
 ///
 /// Async because a processor may be remote (the server, over HTTP): the terminal awaits it off
 /// its radio's scheduler (`Scheduler.runExternal`), which keeps serving other wallets meanwhile.
-/// A local processor such as `SandboxLedger` implements the requirements synchronously; that
-/// satisfies them as they are.
+/// The in-process ledger (HorizonLedger's `InProcessLedger`) is async for the same reason the
+/// server's client is: both run the same `Ledger`, whose stores suspend rather than block.
 public protocol PaymentProcessor: Sendable {
     func settle(_ request: SettlementRequest, at time: UnixTime) async throws(ProcessorError) -> SettlementResult
     func result(for paymentID: PaymentID) async throws(ProcessorError) -> SettlementResult?

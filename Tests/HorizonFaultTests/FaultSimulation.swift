@@ -39,6 +39,8 @@
 import Crypto
 import Foundation
 import HorizonCore
+import HorizonLedger
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
@@ -103,7 +105,8 @@ struct FaultRates: Sendable {
 final class FaultSimulation: @unchecked Sendable {
     static let spacing = 8.0
     static let wallClock: UnixTime = 1_800_000_000
-    static let ledgerConfiguration = LedgerConfiguration(enrollment: .refuseUnknown, bonusPointsPerMajorUnit: 1)
+    static let ledgerConfiguration = InProcessLedgerConfiguration(
+        enrollment: .refuseUnknown, bonusPointsPerMajorUnit: 1)
 
     static func euros(_ cents: Int64) -> Money { (try? Money(minorUnits: cents, currency: .eur)) ?? .zero(.eur) }
 
@@ -151,7 +154,7 @@ final class FaultSimulation: @unchecked Sendable {
                 lossRate: configuration.faultScale > 0 ? plan.nextUnit() * 0.15 : 0)
         }
         func skew() -> Duration { configuration.faultScale > 0 ? Self.smallSkew(&plan) : .zero }
-        let ledger = try SandboxLedger(path: ledgerPath, configuration: Self.ledgerConfiguration)
+        let ledger = try BlockingLedger(path: ledgerPath, configuration: Self.ledgerConfiguration)
         for index in 0..<terminalCount {
             let device = try simulation.addDevice(
                 name: "terminal-\(index)",

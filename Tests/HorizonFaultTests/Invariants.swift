@@ -1,5 +1,7 @@
 import Foundation
 import HorizonCore
+import HorizonLedger
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRoles
 import HorizonStores
@@ -27,8 +29,12 @@ struct Invariants {
 
     func check() throws -> [String] {
         var violations: [String] = []
-        let ledger = try SandboxLedger(path: run.ledgerPath, configuration: FaultSimulation.ledgerConfiguration)
-        let rows = try ledger.database.query("SELECT * FROM transactions ORDER BY reference").compactMap(Self.row)
+        let ledger = try BlockingLedger(path: run.ledgerPath, configuration: FaultSimulation.ledgerConfiguration)
+        // The rows as stored, not through the ledger's own decoding.
+        let rows = try SQLiteDatabase(path: run.ledgerPath).query("SELECT * FROM transactions ORDER BY reference")
+            .compactMap(Self.row)
+        // The books themselves: postings balance, no account below zero, one entry per payment.
+        for violation in try ledger.auditViolations() { violations.append("ledger audit: \(violation)") }
         let walletByKey = Dictionary(uniqueKeysWithValues: run.wallets.map { ($0.identity.publicKey.bytes, $0.index) })
         var tally = run.tally
         tally.executedPayments = rows.filter { $0.type == .payment }.count

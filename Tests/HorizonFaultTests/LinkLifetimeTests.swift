@@ -1,5 +1,7 @@
 import Crypto
 import HorizonCore
+import HorizonLedger
+import HorizonLedgerTestSupport
 import HorizonLink
 import HorizonRadio
 import HorizonRoles
@@ -89,7 +91,7 @@ struct LinkLifetimeTests {
                 by: key, merchantID: "m", merchantName: "M", terminalKey: key.publicKey, notBefore: 0,
                 expiresAt: 2_000_000_000))
         let radio = HandOverRadio()
-        let ledger = try SandboxLedger(path: ":memory:")
+        let ledger = try BlockingLedger(path: ":memory:")
         let service = TerminalRadioService(
             radio: radio, identity: identity, processor: ledger, journal: try SQLiteTerminalJournal(path: ":memory:"))
         weak var weakLink: ForgetfulLink?

@@ -1,4 +1,6 @@
 import HorizonCore
+import HorizonLedger
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
@@ -242,31 +244,31 @@ final class ProcessLink: ByteLink {
 
 /// The ledger as a terminal process reaches it: each execution is a durable step.
 final class JournaledLedger: PaymentProcessor, RedemptionProcessor {
-    let ledger: SandboxLedger
+    let ledger: BlockingLedger
     let process: SimulatedProcess
 
-    init(ledger: SandboxLedger, process: SimulatedProcess) {
+    init(ledger: BlockingLedger, process: SimulatedProcess) {
         self.ledger = ledger
         self.process = process
     }
 
-    func settle(_ request: SettlementRequest, at time: UnixTime) throws(ProcessorError) -> SettlementResult {
+    func settle(_ request: SettlementRequest, at time: UnixTime) async throws(ProcessorError) -> SettlementResult {
         guard process.isAlive else { throw .storage("the terminal process has crashed") }
-        let result = try ledger.settle(request, at: time)
+        let result = try await ledger.settle(request, at: time)
         process.reportDurableStep(.terminalExecuted)
         return result
     }
 
-    func redeem(_ request: RedemptionRequest, at time: UnixTime) throws(ProcessorError) -> SettlementResult {
+    func redeem(_ request: RedemptionRequest, at time: UnixTime) async throws(ProcessorError) -> SettlementResult {
         guard process.isAlive else { throw .storage("the terminal process has crashed") }
-        let result = try ledger.redeem(request, at: time)
+        let result = try await ledger.redeem(request, at: time)
         process.reportDurableStep(.terminalExecuted)
         return result
     }
 
-    func result(for paymentID: PaymentID) throws(ProcessorError) -> SettlementResult? {
+    func result(for paymentID: PaymentID) async throws(ProcessorError) -> SettlementResult? {
         guard process.isAlive else { throw .storage("the terminal process has crashed") }
-        return try ledger.result(for: paymentID)
+        return try await ledger.result(for: paymentID)
     }
 }
 

@@ -1,6 +1,8 @@
 import Crypto
 import Foundation
 import HorizonCore
+import HorizonLedger
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
@@ -16,7 +18,7 @@ import Testing
 final class PaymentRig: @unchecked Sendable {
     let simulation: RadioSimulation
     let directory: URL
-    let ledger: SandboxLedger
+    let ledger: BlockingLedger
     let host: PaymentHost
     let client: PaymentClient
     var autopilot: WalletAutopilot?
@@ -37,7 +39,7 @@ final class PaymentRig: @unchecked Sendable {
             credential: .issue(
                 by: anchor, merchantID: "m-1", merchantName: "Regression Café", terminalKey: key.publicKey,
                 notBefore: FaultSimulation.wallClock - 60, expiresAt: FaultSimulation.wallClock + 86_400))
-        ledger = try SandboxLedger(
+        ledger = try BlockingLedger(
             path: directory.appendingPathComponent("ledger.sqlite").path,
             configuration: FaultSimulation.ledgerConfiguration)
         let service = TerminalRadioService(

@@ -1,6 +1,8 @@
 import Crypto
 import Foundation
 import HorizonCore
+import HorizonLedger
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
@@ -125,7 +127,7 @@ final class TerminalActor: @unchecked Sendable {
         }
         let radio = ProcessRadio(device: device, process: process)
         let ledger = JournaledLedger(
-            ledger: try SandboxLedger(path: ledgerPath, configuration: FaultSimulation.ledgerConfiguration),
+            ledger: try BlockingLedger(path: ledgerPath, configuration: FaultSimulation.ledgerConfiguration),
             process: process)
         let journal = ProcessJournal(journal: try SQLiteTerminalJournal(path: journalPath), process: process)
         let service = TerminalRadioService(radio: radio, identity: identity, processor: ledger, journal: journal)

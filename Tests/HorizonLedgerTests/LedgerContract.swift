@@ -390,7 +390,7 @@ enum LedgerContract {
 
     static func sandboxEnrolsOnFirstContact(_ kind: StoreKind) async throws {
         try await TestStores.withLedger(
-            kind, options: LedgerOptions(enrollment: .onFirstContact(startingBalance: 100_00))
+            kind, options: LedgerOptions(enrollment: .sandboxOnFirstContact(startingBalance: 100_00))
         ) {
             ledger in
             let merchant = try await ledger.createMerchant(
@@ -409,7 +409,7 @@ enum LedgerContract {
         }
     }
 
-    // MARK: Loyalty (the rules of HorizonStores' SandboxLedger+Loyalty, per merchant)
+    // MARK: Loyalty (the rules the old sandbox ledger had, per merchant)
 
     static func bonusPointsAreEarnedAndRedeemed(_ kind: StoreKind) async throws {
         try await TestStores.withLedger(kind) { ledger in

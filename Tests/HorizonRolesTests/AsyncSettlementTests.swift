@@ -1,5 +1,7 @@
 import Dispatch
 import HorizonCore
+import HorizonLedger
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRoles
 import HorizonSimulatedRadio
@@ -137,7 +139,7 @@ struct AsyncSettlementTests {
 
 /// A processor whose settlement waits until the test releases it (a slow remote server).
 final class SlowProcessor: PaymentProcessor {
-    let ledger: SandboxLedger
+    let ledger: BlockingLedger
     private struct State {
         var requests: [SettlementRequest] = []
         var released = false
@@ -145,7 +147,7 @@ final class SlowProcessor: PaymentProcessor {
     }
     private let state = Mutex(State())
 
-    init(ledger: SandboxLedger) { self.ledger = ledger }
+    init(ledger: BlockingLedger) { self.ledger = ledger }
 
     /// The requests asked so far (settlement started).
     var requests: [SettlementRequest] { state.withLock { $0.requests } }
@@ -160,11 +162,11 @@ final class SlowProcessor: PaymentProcessor {
             }
             if now { continuation.resume() }
         }
-        return try ledger.settle(request, at: time)
+        return try await ledger.settle(request, at: time)
     }
 
     func result(for paymentID: PaymentID) async throws(ProcessorError) -> SettlementResult? {
-        try ledger.result(for: paymentID)
+        try await ledger.result(for: paymentID)
     }
 
     func release() {

@@ -305,7 +305,7 @@ struct AttackTests {
                     by: P256.Signing.PrivateKey(), merchantID: "m-real", merchantName: "Café Horizon",
                     terminalKey: cloneKey.publicKey, notBefore: World.wallClock - 10, expiresAt: World.wallClock + 1000)
             ),
-            processor: try SandboxLedgerFactory.make(in: world), journal: try SQLiteTerminalJournal(path: ":memory:"))
+            processor: try InProcessLedgerFactory.make(in: world), journal: try SQLiteTerminalJournal(path: ":memory:"))
         _ = cloneService
         _ = try clone.startAdvertising(
             HorizonAdvertisement(transactionType: .payment, sessionID: sessionID, terminalKeyID: keyID)

@@ -1,6 +1,8 @@
 import Crypto
 import Foundation
 import HorizonCore
+import HorizonLedger
+import HorizonLedgerTestSupport
 import HorizonLink
 import HorizonProtocol
 import HorizonRadio
@@ -64,17 +66,17 @@ final class EventLog: Sendable {
 
 /// The ledger, logging each settlement to the shared event list.
 struct LoggingProcessor: PaymentProcessor {
-    let ledger: SandboxLedger
+    let ledger: BlockingLedger
     let events: EventLog
 
-    func settle(_ request: SettlementRequest, at time: UnixTime) throws(ProcessorError) -> SettlementResult {
-        let result = try ledger.settle(request, at: time)
+    func settle(_ request: SettlementRequest, at time: UnixTime) async throws(ProcessorError) -> SettlementResult {
+        let result = try await ledger.settle(request, at: time)
         events.append("ledger settled")
         return result
     }
 
-    func result(for paymentID: PaymentID) throws(ProcessorError) -> SettlementResult? {
-        try ledger.result(for: paymentID)
+    func result(for paymentID: PaymentID) async throws(ProcessorError) -> SettlementResult? {
+        try await ledger.result(for: paymentID)
     }
 }
 

@@ -1,6 +1,8 @@
 import Crypto
 import Foundation
 import HorizonCore
+import HorizonLedger
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
@@ -141,7 +143,7 @@ struct ProximityTests {
             credential: TerminalCredential.issue(
                 by: rogueAnchor, merchantID: "evil", merchantName: "Café Horizon", terminalKey: rogueKey.publicKey,
                 notBefore: World.wallClock - 10, expiresAt: World.wallClock + 1000))
-        let rogueLedger = try SandboxLedgerFactory.make(in: world)
+        let rogueLedger = try InProcessLedgerFactory.make(in: world)
         _ = TerminalRadioService(
             radio: rogueDevice, identity: rogueIdentity, processor: rogueLedger,
             journal: try SQLiteTerminalJournal(path: ":memory:"))
@@ -168,8 +170,8 @@ struct ProximityTests {
     }
 }
 
-enum SandboxLedgerFactory {
-    static func make(in world: World) throws -> SandboxLedger {
-        try SandboxLedger(path: world.directory.appendingPathComponent("extra-\(UUID().uuidString).sqlite").path)
+enum InProcessLedgerFactory {
+    static func make(in world: World) throws -> BlockingLedger {
+        try BlockingLedger(path: world.directory.appendingPathComponent("extra-\(UUID().uuidString).sqlite").path)
     }
 }

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HorizonCore
+import HorizonLedger
 import HorizonRoles
 import HorizonSecureChannel
 import HorizonSimulatedRadio
@@ -27,7 +28,7 @@ import Testing
         credential: .issue(
             by: anchor, merchantID: "m-1", merchantName: "Corner Café", terminalKey: terminalKey.publicKey,
             notBefore: simulation.wallClock - 60, expiresAt: simulation.wallClock + 86_400))
-    let ledger = try SandboxLedger(path: ledgerPath)
+    let ledger = try await InProcessLedger.open(path: ledgerPath)
     let service = TerminalRadioService(
         radio: try simulation.addDevice(name: "terminal"), identity: identity, processor: ledger,
         journal: try SQLiteTerminalJournal(path: journalPath))
@@ -59,5 +60,5 @@ import Testing
     #expect(order.paymentID == receipt.paymentID)
     #expect(host.state == .idle)
     #expect(client.state == .idle)
-    #expect(try ledger.transactions(limit: 10).count == 1)
+    #expect(try await ledger.transactions(limit: 10).count == 1)
 }

@@ -1,5 +1,7 @@
 import Foundation
 import HorizonCore
+import HorizonLedger
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
@@ -300,9 +302,9 @@ struct RedemptionTests {
             to: wallet.identity.publicKey, tier: "Gold", validFrom: World.wallClock, validUntil: World.wallClock + 99)
         let all = MerchantPrograms(hasBonusProgram: true, hasGoldProgram: true, hasCouponProgram: true)
         #expect(try ledger.merchantPrograms() == all)
-        let noBonus = try SandboxLedger(
+        let noBonus = try BlockingLedger(
             path: bench.world.directory.appendingPathComponent("nobonus.sqlite").path,
-            configuration: LedgerConfiguration(bonusPointsPerMajorUnit: 0))
+            configuration: InProcessLedgerConfiguration(bonusPointsPerMajorUnit: 0))
         #expect(try noBonus.merchantPrograms() == .none)
         // A host configured with the ledger's programs advertises them in its signed offer.
         let host = try requireValue(

@@ -1,5 +1,7 @@
 import Foundation
 import HorizonCore
+import HorizonLedger
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRoles
 import HorizonStores
@@ -35,7 +37,7 @@ struct RefusalTests {
 
     @Test func unknownWalletIsDeclinedWhenTheLedgerRefusesEnrolment() throws {
         let world = try World()
-        let terminal = try world.terminal(ledger: LedgerConfiguration(enrollment: .refuseUnknown))
+        let terminal = try world.terminal(ledger: InProcessLedgerConfiguration(enrollment: .refuseUnknown))
         let wallet = try world.wallet()
         let app = ScriptedWalletApp(wallet, decision: .accept(tip: 0))
         _ = app

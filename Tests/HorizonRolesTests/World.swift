@@ -1,6 +1,8 @@
 import Crypto
 import Foundation
 import HorizonCore
+import HorizonLedger
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
@@ -31,7 +33,7 @@ final class World: @unchecked Sendable {
 
     func terminal(
         _ name: String = "terminal", at position: Position = .origin,
-        ledger: LedgerConfiguration = LedgerConfiguration(),
+        ledger: InProcessLedgerConfiguration = InProcessLedgerConfiguration(),
         host: PaymentHostConfiguration = PaymentHostConfiguration(), link: LinkParameters = LinkParameters(),
         merchantName: String = "Café Horizon", label: String = "Till 1",
         radio: (any PeripheralRadio & CentralRadio)? = nil,
@@ -48,7 +50,7 @@ final class World: @unchecked Sendable {
                 by: anchorKey, merchantID: "m-\(name)", merchantName: merchantName, terminalLabel: label,
                 terminalKey: key.publicKey,
                 notBefore: Self.wallClock - 86_400 * 365 * 5, expiresAt: Self.wallClock + 86_400 * 30))
-        let ledger = try SandboxLedger(
+        let ledger = try BlockingLedger(
             path: directory.appendingPathComponent("\(name).sqlite").path, configuration: ledger)
         let journal = try SQLiteTerminalJournal(path: directory.appendingPathComponent("\(name)-journal.sqlite").path)
         let service = TerminalRadioService(
@@ -95,7 +97,7 @@ struct TerminalRig {
         return device
     }
     let identity: TerminalIdentity
-    let ledger: SandboxLedger
+    let ledger: BlockingLedger
     let journal: SQLiteTerminalJournal
     let service: TerminalRadioService
     let host: PaymentHost

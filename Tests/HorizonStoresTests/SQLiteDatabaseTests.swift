@@ -106,21 +106,6 @@ struct SQLiteDatabaseTests {
         }
     }
 
-    @Test func theLedgersCheckConstraintsHoldAgainstDirectWrites() throws {
-        try withTemporaryDirectory { directory in
-            let ledger = try SandboxLedger(path: ledgerPath(in: directory))
-            #expect(throws: DatabaseError.self) {
-                try ledger.database.query(
-                    "INSERT INTO wallets(wallet_key, currency, balance, enrolled_at) VALUES (?, 'EUR', -1, 0)",
-                    [.blob(walletKey(1).bytes)])
-            }
-            let error = databaseError { try ledger.setBalance(-5, for: walletKey(2)) }
-            #expect(error?.code == Code.constraint)
-            #expect(error?.message == "CHECK constraint failed: balance >= 0")
-            #expect(try rawWalletBalances(ledger).isEmpty)
-        }
-    }
-
     @Test func badSQLAndUnopenablePathsAreErrorsNotCrashes() throws {
         try withDatabase { database in
             expectDatabaseError(code: Code.error, message: "near \"NOT\": syntax error", context: "NOT SQL") {

@@ -50,17 +50,6 @@ func request(
         contentDigest: contentDigest ?? digest(id), signedConfirmation: signedConfirmation)
 }
 
-/// Every transaction in the ledger, newest first.
-func allTransactions(_ ledger: SandboxLedger) throws -> [SettlementResult] {
-    try ledger.transactions(limit: 100_000)
-}
-
-/// The raw balance column of every wallet, straight from SQLite (not through `Money`, which
-/// could not even hold a negative amount).
-func rawWalletBalances(_ ledger: SandboxLedger) throws -> [Int64] {
-    try ledger.database.query("SELECT balance FROM wallets").compactMap { $0["balance"].integer }
-}
-
 /// The time every test settles at, a Unix time in 2027.
 let settleTime: UnixTime = 1_800_000_000
 

@@ -1,5 +1,6 @@
 import Foundation
 import HorizonCore
+import HorizonLedger
 import HorizonProtocol
 import HorizonRoles
 import HorizonStores
@@ -31,7 +32,7 @@ public enum CrashInjection {
         }
     }
 
-    public static func processor(wrapping ledger: SandboxLedger) -> any PaymentProcessor & RedemptionProcessor {
+    public static func processor(wrapping ledger: InProcessLedger) -> any PaymentProcessor & RedemptionProcessor {
         requestedStep == settleStep ? CrashAfterSettle(ledger: ledger) : ledger
     }
 
@@ -54,20 +55,20 @@ public enum CrashInjection {
 }
 
 private struct CrashAfterSettle: PaymentProcessor, RedemptionProcessor {
-    let ledger: SandboxLedger
+    let ledger: InProcessLedger
 
-    func settle(_ request: SettlementRequest, at time: UnixTime) throws(ProcessorError) -> SettlementResult {
-        _ = try ledger.settle(request, at: time)
+    func settle(_ request: SettlementRequest, at time: UnixTime) async throws(ProcessorError) -> SettlementResult {
+        _ = try await ledger.settle(request, at: time)
         CrashInjection.die(after: "settling \(request.paymentID)")
     }
 
-    func redeem(_ request: RedemptionRequest, at time: UnixTime) throws(ProcessorError) -> SettlementResult {
-        _ = try ledger.redeem(request, at: time)
+    func redeem(_ request: RedemptionRequest, at time: UnixTime) async throws(ProcessorError) -> SettlementResult {
+        _ = try await ledger.redeem(request, at: time)
         CrashInjection.die(after: "redeeming \(request.redemptionID)")
     }
 
-    func result(for paymentID: PaymentID) throws(ProcessorError) -> SettlementResult? {
-        try ledger.result(for: paymentID)
+    func result(for paymentID: PaymentID) async throws(ProcessorError) -> SettlementResult? {
+        try await ledger.result(for: paymentID)
     }
 }
 

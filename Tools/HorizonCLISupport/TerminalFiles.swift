@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HorizonCore
+import HorizonLedger
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
@@ -72,6 +73,8 @@ public struct TerminalFiles: Sendable {
     /// Give this file to wallets (`horizon-wallet init --trust`): it is what they trust.
     public static let anchorPublicKey = "anchor.pub"
     public static let credential = "credential.bin"
+    /// The in-process ledger (HorizonLedger, SQLite). An old sandbox ledger found under this
+    /// name is migrated into it and kept as `ledger.sqlite.sandbox-v2`.
     public static let ledger = "ledger.sqlite"
     /// Every step of every payment and redemption (see `JournalStep`).
     public static let journal = "journal.sqlite"
@@ -82,7 +85,11 @@ public struct TerminalFiles: Sendable {
     public init(directory: DataDirectory) { self.directory = directory }
 
     /// Creates keys, a credential (valid one year) signed by a new sandbox anchor, and the ledger.
-    public func initialize(settings: TerminalSettings, force: Bool) throws {
+    /// Returns what opening the ledger migrated from an old sandbox ledger, if anything.
+    @discardableResult
+    public func initialize(settings: TerminalSettings, force: Bool, logger: Logger? = nil) async throws
+        -> LegacySandboxMigration?
+    {
         if directory.exists(Self.settings), !force {
             throw CLIError(
                 "\(directory.path) already holds a terminal; pass --force to replace its keys (the ledger is kept)")
@@ -101,7 +108,9 @@ public struct TerminalFiles: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         try directory.write(try encoder.encode(settings), to: Self.settings)
-        _ = try openLedger(settings: settings, currency: currency)
+        let ledger = try await openLedger(settings: settings, currency: currency, logger: logger)
+        await ledger.close()
+        return ledger.migration
     }
 
     public func loadSettings() throws -> TerminalSettings {
@@ -150,22 +159,32 @@ public struct TerminalFiles: Sendable {
         }
     }
 
-    public func loadLedger() throws -> SandboxLedger {
+    /// The terminal's in-process ledger (migrating an old sandbox ledger file on the way).
+    /// An activated terminal settles through its server; it still opens this one for its
+    /// currency, programs and register users.
+    public func loadLedger(logger: Logger? = nil) async throws -> InProcessLedger {
         let settings = try loadSettings()
         guard let currency = try? Currency(code: settings.currency) else {
             throw CLIError("\(directory.file(Self.settings).path) names an unsupported currency '\(settings.currency)'")
         }
-        return try openLedger(settings: settings, currency: currency)
+        let ledger = try await openLedger(settings: settings, currency: currency, logger: logger)
+        // Once, on the command that found an old ledger: the user should know where it went.
+        if let migration = ledger.migration { FileHandle.standardError.write(Data("note: \(migration)\n".utf8)) }
+        return ledger
     }
 
-    private func openLedger(settings: TerminalSettings, currency: Currency) throws -> SandboxLedger {
+    private func openLedger(settings: TerminalSettings, currency: Currency, logger: Logger?) async throws
+        -> InProcessLedger
+    {
         do {
-            return try SandboxLedger(
+            return try await InProcessLedger.open(
                 path: directory.file(Self.ledger).path,
-                configuration: LedgerConfiguration(
+                configuration: InProcessLedgerConfiguration(
                     currency: currency,
-                    enrollment: .onFirstContact(startingBalance: settings.startingBalanceMinorUnits),
-                    bonusPointsPerMajorUnit: settings.bonusPointsPerMajorUnit))
+                    enrollment: .sandboxOnFirstContact(startingBalance: settings.startingBalanceMinorUnits),
+                    bonusPointsPerMajorUnit: settings.bonusPointsPerMajorUnit, merchantID: settings.merchantID,
+                    merchantName: settings.merchantName),
+                logger: logger)
         } catch {
             throw CLIError("cannot open the ledger: \(error)")
         }
@@ -182,12 +201,12 @@ public struct TerminalRuntime {
 extension TerminalRuntime {
     /// The payment host `pay` and `serve` run: the ledger's currency and programs, the given
     /// decision timeout.
-    public func paymentHost(ledger: SandboxLedger, decisionTimeoutSeconds: Int) throws -> PaymentHost {
+    public func paymentHost(ledger: InProcessLedger, decisionTimeoutSeconds: Int) async throws -> PaymentHost {
         PaymentHost(
             service: service, processor: processor,
             configuration: PaymentHostConfiguration(
-                userDecisionTimeout: .seconds(decisionTimeoutSeconds), currency: ledger.configuration.currency,
-                merchantPrograms: try ledger.merchantPrograms()))
+                userDecisionTimeout: .seconds(decisionTimeoutSeconds), currency: ledger.currency,
+                merchantPrograms: try await ledger.merchantPrograms()))
     }
 }
 
@@ -204,10 +223,10 @@ extension TerminalFiles {
     /// Opens the journal, builds the radio service and recovers: every request a crash left
     /// confirmed but unanswered is settled (once, same id) before any session opens.
     public func startTerminal(
-        radio: any PeripheralRadio, identity: TerminalIdentity, ledger: SandboxLedger, logger: Logger
+        radio: any PeripheralRadio, identity: TerminalIdentity, ledger: InProcessLedger, logger: Logger
     ) async throws -> TerminalRuntime {
         try CrashInjection.validate(for: "terminal")
-        // An activated terminal settles through its server; the sandbox, in its own ledger.
+        // An activated terminal settles through its server; otherwise the ledger runs in process.
         let processor: any PaymentProcessor & RedemptionProcessor =
             if let server = try loadSettings().server {
                 ServerPaymentProcessor(
@@ -217,6 +236,10 @@ extension TerminalFiles {
             } else {
                 CrashInjection.processor(wrapping: ledger)
             }
+        if !(processor is ServerPaymentProcessor) {
+            // Said once at start, so nobody mistakes play money for a real deployment.
+            logger.notice("settling in process: \(ledger.modeDescription)")
+        }
         let journal = CrashInjection.journal(wrapping: try openJournal())
         let service = TerminalRadioService(
             radio: radio, identity: identity, processor: processor, journal: journal, logger: logger)

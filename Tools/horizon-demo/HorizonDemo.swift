@@ -2,6 +2,7 @@ import ArgumentParser
 import Crypto
 import Foundation
 import HorizonCore
+import HorizonLedger
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
@@ -42,7 +43,7 @@ struct HorizonDemo: AsyncParsableCommand {
     @Option(help: "Virtual seconds of the simulated radio per real second.")
     var speed: Double = 1
 
-    @Option(help: "Directory for the sandbox ledger (default: a new temporary directory).")
+    @Option(help: "Directory for the in-process (sandbox) ledger (default: a new temporary directory).")
     var dataDir: String?
 
     mutating func run() async throws {
@@ -68,8 +69,13 @@ struct HorizonDemo: AsyncParsableCommand {
                 by: anchor, merchantID: "demo-001", merchantName: "Horizon Demo Café",
                 terminalKey: terminalKey.publicKey, notBefore: simulation.wallClock - 60,
                 expiresAt: simulation.wallClock + 86_400))
-        let ledger = try SandboxLedger(
-            path: ledgerPath, configuration: LedgerConfiguration(currency: currency))
+        // The ledger in process (HorizonLedger, as a server runs it), in sandbox mode: the new
+        // wallet is enrolled on first contact with play money.
+        let ledger = try await InProcessLedger.open(
+            path: ledgerPath,
+            configuration: InProcessLedgerConfiguration(
+                currency: currency, merchantID: "demo-001", merchantName: "Horizon Demo Café"))
+        print("Ledger:           \(ledger.modeDescription)")
 
         let terminalRadio = try simulation.addDevice(name: "terminal")
         let walletRadio = try simulation.addDevice(
@@ -129,7 +135,7 @@ struct HorizonDemo: AsyncParsableCommand {
         print("                  payment \(receipt.paymentID), reference \(receipt.reference)")
         print("                  bonus points +\(receipt.bonusPointsEarned), balance \(receipt.bonusPointsBalance)")
         print("Terminal order:   \(order.amount) + tip \(order.tip) = \(order.total), cashier \(order.registerUser)")
-        if let entry = try ledger.transactions(limit: 1).first {
+        if let entry = try await ledger.transactions(limit: 1).first {
             let outcome: String
             switch entry.outcome {
             case .approved(let reference, _, _): outcome = "approved, reference \(reference)"
@@ -137,7 +143,7 @@ struct HorizonDemo: AsyncParsableCommand {
             }
             print("Ledger entry:     \(outcome), payment \(entry.paymentID), \(entry.amount) + tip \(entry.tip)")
         }
-        print("Merchant balance: \(try ledger.merchantBalance())")
+        print("Merchant balance: \(try await ledger.merchantBalance())")
         print("Ledger file:      \(ledgerPath)")
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import HorizonCLISupport
 import HorizonCore
+import HorizonLedger
 import HorizonRoles
 import HorizonStores
 import HorizonUnixSocket
@@ -72,13 +73,13 @@ final class ClientCount: Sendable {
 /// Runs one payment at a time for the control socket's clients.
 final class PaymentController: Sendable {
     let host: PaymentHost
-    let ledger: SandboxLedger
+    let ledger: InProcessLedger
     let observer: BluetoothConflictObserver
     let logger: Logger
     /// Whether a client's payment is running (one at a time; another client is told so).
     private let busy = Mutex(false)
 
-    init(host: PaymentHost, ledger: SandboxLedger, observer: BluetoothConflictObserver, logger: Logger) {
+    init(host: PaymentHost, ledger: InProcessLedger, observer: BluetoothConflictObserver, logger: Logger) {
         self.host = host
         self.ledger = ledger
         self.observer = observer
@@ -153,7 +154,7 @@ final class PaymentController: Sendable {
         defer { busy.withLock { $0 = false } }
         let amount: Money
         do {
-            amount = try Money.parse(text, currency: ledger.configuration.currency)
+            amount = try Money.parse(text, currency: ledger.currency)
         } catch {
             await connection.send(line: "failed \(error)")
             return

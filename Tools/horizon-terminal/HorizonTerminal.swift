@@ -18,8 +18,10 @@ struct HorizonTerminal: AsyncParsableCommand {
         commandName: "horizon-terminal",
         abstract: "A Bluetooth LE payment terminal: advertise a payment, let a nearby wallet pay it.",
         discussion: """
-            Start with `horizon-terminal init`, then `horizon-terminal pay 12.50`. The sandbox ledger keeps \
-            wallet accounts and every transaction in the data directory.
+            Start with `horizon-terminal init`, then `horizon-terminal pay 12.50`: a single box, with the Horizon \
+            ledger in process (ledger.sqlite in the data directory) in SANDBOX mode, where a wallet it has never \
+            seen is enrolled on first contact with play money. `horizon-terminal activate --server URL` settles \
+            through a Horizon server instead.
             """,
         subcommands: [
             Init.self, Activate.self, Pay.self, Redeem.self, Programs.self, Status.self, Transactions.self,

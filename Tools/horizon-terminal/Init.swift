@@ -41,7 +41,7 @@ struct Init: AsyncParsableCommand {
         let code = currencyValue.code
         let balance = try AmountArgument.money(startingBalance, in: currencyValue, option: "--starting-balance")
         let files = global.terminalFiles
-        try files.initialize(
+        let migration = try await files.initialize(
             settings: TerminalSettings(
                 merchantID: merchantID, merchantName: merchantName, terminalLabel: label, currency: code,
                 startingBalanceMinorUnits: balance.minorUnits, userDecisionTimeoutSeconds: decisionTimeout,
@@ -53,12 +53,18 @@ struct Init: AsyncParsableCommand {
             try Console().json([
                 "dataDirectory": files.directory.path, "merchantName": merchantName, "currency": code,
                 "terminalKeyID": identity.keyID.hexString, "trustAnchor": anchor,
+                "ledger": "in-process", "sandboxStartingBalance": "\(balance)",
             ])
         } else {
             print("Terminal ready in \(files.directory.path)")
             print("  merchant      \(merchantName) (\(merchantID)), charging in \(code)")
             print("  terminal key  \(identity.keyID.hexString)")
             print("  trust anchor  \(anchor)   <- wallets trust this: horizon-wallet init --trust \(anchor)")
+            print(
+                "  ledger        in process (\(TerminalFiles.ledger)), SANDBOX: a new wallet gets \(balance) on first contact"
+            )
+            print("                (horizon-terminal activate --server URL settles through a Horizon server instead)")
+            if let migration { print("  migrated      \(migration)") }
         }
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HorizonCLISupport
 import HorizonCore
+import HorizonLedger
 import HorizonRoles
 import HorizonUnixSocket
 import Logging
@@ -35,10 +36,10 @@ struct Pay: AsyncParsableCommand {
         // An activated terminal renews its credential first when half of it is used up.
         let (identity, _) = try await files.renewCredentialIfDue(
             identity: try files.loadIdentity(), now: UnixTime(Date().timeIntervalSince1970), logger: logger)
-        let ledger = try files.loadLedger()
+        let ledger = try await files.loadLedger(logger: logger)
         let money = try AmountArgument.money(amount, in: try AmountArgument.currency(currency ?? settings.currency))
         if let registerUser {
-            let known = try ledger.registerUsers()
+            let known = try await ledger.registerUsers()
             guard known.isEmpty || known.contains(registerUser) else {
                 throw CLIError(
                     "unknown register user '\(registerUser)'; known: \(known.joined(separator: ", ")) (add with `horizon-terminal register-users add`)"
@@ -48,7 +49,7 @@ struct Pay: AsyncParsableCommand {
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
         let runtime = try await files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
-        let host = try runtime.paymentHost(
+        let host = try await runtime.paymentHost(
             ledger: ledger, decisionTimeoutSeconds: timeout ?? settings.userDecisionTimeoutSeconds)
         let console = Console()
         let cashier = registerUser.map(RegisterUser.init(name:))

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HorizonCLISupport
 import HorizonCore
+import HorizonLedger
 import HorizonProtocol
 import HorizonSecureChannel
 import HorizonStores
@@ -29,10 +30,10 @@ struct WalletChoice: ParsableArguments {
     }
 }
 
-/// `programs`: set up the loyalty programs in the sandbox ledger.
+/// `programs`: set up the loyalty programs in the terminal's in-process ledger.
 struct Programs: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Set up loyalty programs in the sandbox ledger: bonus points, gold memberships, coupons.",
+        abstract: "Set up loyalty programs in the in-process ledger: bonus points, gold memberships, coupons.",
         subcommands: [Show.self, Points.self, Gold.self, Coupon.self], defaultSubcommand: Show.self)
 
     struct Show: AsyncParsableCommand {
@@ -43,11 +44,12 @@ struct Programs: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let ledger = try global.terminalFiles.loadLedger()
+            let ledger = try await global.terminalFiles.loadLedger()
             let key = try walletChoice.key()
             let report = LoyaltyReport(
-                points: try ledger.account(for: key)?.bonusPoints ?? 0, gold: try ledger.goldMembership(for: key),
-                coupons: try ledger.coupons(for: key))
+                points: try await ledger.account(for: key)?.bonusPoints ?? 0,
+                gold: try await ledger.goldMembership(for: key),
+                coupons: try await ledger.coupons(for: key).map(CouponRow.init))
             if json {
                 try Console().json(report)
             } else {
@@ -63,10 +65,10 @@ struct Programs: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let ledger = try global.terminalFiles.loadLedger()
+            let ledger = try await global.terminalFiles.loadLedger()
             let key = try walletChoice.key()
-            try ledger.addBonusPoints(points, for: key, at: UnixTime(Date().timeIntervalSince1970))
-            print("bonus points now \(try ledger.account(for: key)?.bonusPoints ?? 0)")
+            try await ledger.addBonusPoints(points, for: key, at: UnixTime(Date().timeIntervalSince1970))
+            print("bonus points now \(try await ledger.account(for: key)?.bonusPoints ?? 0)")
         }
     }
 
@@ -83,9 +85,9 @@ struct Programs: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let ledger = try global.terminalFiles.loadLedger()
+            let ledger = try await global.terminalFiles.loadLedger()
             let now = UnixTime(Date().timeIntervalSince1970)
-            try ledger.grantGoldMembership(
+            try await ledger.grantGoldMembership(
                 to: try walletChoice.key(), tier: tier, validFrom: now, validUntil: now + Int64(days) * 86_400,
                 benefitPeriod: Int64(periodDays) * 86_400)
             print("\(tier) membership granted for \(days) days, one benefit every \(periodDays) days")
@@ -107,14 +109,15 @@ struct Programs: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let ledger = try global.terminalFiles.loadLedger()
-            let worth = try AmountArgument.money(value, in: ledger.configuration.currency, option: "--value")
+            let ledger = try await global.terminalFiles.loadLedger()
+            let worth = try AmountArgument.money(value, in: ledger.currency, option: "--value")
             let now = UnixTime(Date().timeIntervalSince1970)
+            let key = try walletChoice.key()
             do {
-                try ledger.issueCoupon(
-                    code: code, to: try walletChoice.key(), description: description, value: worth,
-                    expiresAt: now + Int64(days) * 86_400, at: now)
-            } catch let error as DatabaseError where error.message.contains("UNIQUE") {
+                try await ledger.issueCoupon(
+                    code: code, to: key, description: description, value: worth, expiresAt: now + Int64(days) * 86_400,
+                    at: now)
+            } catch .alreadyExists {
                 throw CLIError("a coupon with code \(code) already exists")
             }
             print("coupon \(code) issued, valid \(days) days")
@@ -122,11 +125,11 @@ struct Programs: AsyncParsableCommand {
     }
 }
 
-/// A wallet's loyalty standing in the sandbox ledger.
+/// A wallet's loyalty standing in the in-process ledger.
 struct LoyaltyReport: Encodable {
     let points: Int64
-    let gold: GoldMembership?
-    let coupons: [HorizonStores.Coupon]
+    let gold: Membership?
+    let coupons: [CouponRow]
 
     func print() {
         Swift.print("bonus points  \(points)")

@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import HorizonCLISupport
 import HorizonCore
+import HorizonLedger
 import HorizonProtocol
 import HorizonRoles
 import HorizonSecureChannel
@@ -68,8 +69,8 @@ struct Redeem: AsyncParsableCommand {
         // An activated terminal renews its credential first when half of it is used up.
         let (identity, _) = try await files.renewCredentialIfDue(
             identity: try files.loadIdentity(), now: UnixTime(Date().timeIntervalSince1970), logger: logger)
-        let ledger = try files.loadLedger()
-        let worth = try AmountArgument.money(value, in: ledger.configuration.currency, option: "--value")
+        let ledger = try await files.loadLedger(logger: logger)
+        let worth = try AmountArgument.money(value, in: ledger.currency, option: "--value")
         let item = reward ?? benefit ?? "coupon"
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
@@ -80,7 +81,7 @@ struct Redeem: AsyncParsableCommand {
                 transactionType: kind.transactionType, service: service, processor: runtime.processor,
                 configuration: PaymentHostConfiguration(
                     userDecisionTimeout: .seconds(settings.userDecisionTimeoutSeconds),
-                    currency: ledger.configuration.currency, merchantPrograms: try ledger.merchantPrograms()))
+                    currency: ledger.currency, merchantPrograms: try await ledger.merchantPrograms()))
         else { throw CLIError("\(kind) is not a redemption") }
         let console = Console()
         let offer = RedemptionOffer(item: item, points: points ?? 0, value: worth)

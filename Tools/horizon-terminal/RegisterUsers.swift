@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HorizonCLISupport
 import HorizonCore
+import HorizonLedger
 
 /// `register-users`: the cashiers payments are attributed to.
 struct RegisterUsers: AsyncParsableCommand {
@@ -15,7 +16,7 @@ struct RegisterUsers: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let users = try global.terminalFiles.loadLedger().registerUsers()
+            let users = try await global.terminalFiles.loadLedger().registerUsers()
             if json {
                 try Console().json(users)
             } else if users.isEmpty {
@@ -36,7 +37,8 @@ struct RegisterUsers: AsyncParsableCommand {
         }
 
         func run() async throws {
-            try global.terminalFiles.loadLedger().addRegisterUser(name, at: UnixTime(Date().timeIntervalSince1970))
+            try await global.terminalFiles.loadLedger().addRegisterUser(
+                name, at: UnixTime(Date().timeIntervalSince1970))
             print("added \(name)")
         }
     }
@@ -47,7 +49,7 @@ struct RegisterUsers: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            guard try global.terminalFiles.loadLedger().removeRegisterUser(name) else {
+            guard try await global.terminalFiles.loadLedger().removeRegisterUser(name) else {
                 throw CLIError("no register user named '\(name)'")
             }
             print("removed \(name)")

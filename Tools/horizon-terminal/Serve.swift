@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HorizonCLISupport
 import HorizonCore
+import HorizonLedger
 import HorizonRadio
 import HorizonRoles
 import HorizonStores
@@ -49,11 +50,12 @@ struct Serve: AsyncParsableCommand {
         // An activated terminal renews its credential first when half of it is used up.
         let (identity, _) = try await files.renewCredentialIfDue(
             identity: try files.loadIdentity(), now: UnixTime(Date().timeIntervalSince1970), logger: logger)
-        let ledger = try files.loadLedger()
+        let ledger = try await files.loadLedger(logger: logger)
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
         let runtime = try await files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
-        let host = try runtime.paymentHost(ledger: ledger, decisionTimeoutSeconds: settings.userDecisionTimeoutSeconds)
+        let host = try await runtime.paymentHost(
+            ledger: ledger, decisionTimeoutSeconds: settings.userDecisionTimeoutSeconds)
         let observer = BluetoothConflictObserver(
             scanner: SightingHub(radio: device), ownTerminalKeyID: runtime.service.terminalKeyID)
         let path =
@@ -80,7 +82,9 @@ struct Serve: AsyncParsableCommand {
                                 connections: controlConnections, readTimeout: .seconds(controlReadTimeout)))),
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        // Said after "ready" (which scripts wait for), so play money is never mistaken for real.
         console.line("terminal service ready: \(settings.merchantName), control socket \(path)")
+        console.line(settings.server.map { "settling through the Horizon server \($0)" } ?? ledger.modeDescription)
         try await group.run()
         console.line("terminal service stopped")
     }

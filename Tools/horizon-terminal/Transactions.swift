@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HorizonCLISupport
+import HorizonLedger
 import HorizonStores
 
 /// `transactions`: the ledger's history.
@@ -16,8 +17,8 @@ struct Transactions: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let ledger = try global.terminalFiles.loadLedger()
-        let transactions = try ledger.transactions(limit: limit).map(TransactionRow.init)
+        let ledger = try await global.terminalFiles.loadLedger()
+        let transactions = try await ledger.transactions(limit: limit).map(TransactionRow.init)
         if json {
             try Console().json(transactions)
             return

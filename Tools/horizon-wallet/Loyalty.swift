@@ -2,53 +2,53 @@ import ArgumentParser
 import Foundation
 import HorizonCLISupport
 import HorizonCore
+import HorizonLedger
 import HorizonProtocol
 import HorizonRoles
 import HorizonSimulatedRadio
 import HorizonStores
 
-/// The sandbox ledger a wallet's loyalty lives in: `--ledger`, or the local terminal's.
+/// The terminal's in-process ledger a wallet's loyalty lives in (a single box: terminal and
+/// wallet on one machine): `--ledger`, or the local terminal's. A wallet of an activated
+/// terminal asks its server instead.
 struct LedgerChoice: ParsableArguments {
-    @Option(help: "A sandbox ledger file (default: the local terminal's, if any).") var ledger: String?
+    @Option(help: "A terminal's in-process ledger file (default: the local terminal's, if any).") var ledger: String?
 
     var path: String { ledger ?? DataDirectory(explicit: nil, role: "terminal").file(TerminalFiles.ledger).path }
 
-    /// The ledger, or nil when there is none to read (and none was named).
-    func open() throws -> SandboxLedger? {
+    /// The ledger, or nil when there is none to read (and none was named). Opened as it is:
+    /// reading changes nothing and enrols nobody.
+    func open() async throws -> InProcessLedger? {
         guard FileManager.default.fileExists(atPath: path) else {
             if ledger != nil { throw CLIError("no ledger at \(path)") }
             return nil
         }
         do {
-            // The currency is read from the file itself: a ledger keeps one for life.
-            let currency =
-                try SQLiteDatabase(path: path).query("SELECT value FROM meta WHERE key = 'currency'")
-                .first?["value"].text.flatMap { try? Currency(code: $0) } ?? .eur
-            return try SandboxLedger(
-                path: path, configuration: LedgerConfiguration(currency: currency, enrollment: .refuseUnknown))
+            return try await InProcessLedger.openExisting(path: path)
         } catch {
             throw CLIError("cannot read the ledger \(path): \(error)")
         }
     }
 
-    func require() throws -> SandboxLedger {
-        guard let ledger = try open() else {
-            throw CLIError("no sandbox ledger on this machine; pass --ledger <terminal data dir>/ledger.sqlite")
+    func require() async throws -> InProcessLedger {
+        guard let ledger = try await open() else {
+            throw CLIError("no terminal ledger on this machine; pass --ledger <terminal data dir>/ledger.sqlite")
         }
         return ledger
     }
 }
 
-/// `coupons`, `memberships`, `points`: this wallet's loyalty in the sandbox ledger.
-struct Coupons: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List this wallet's coupons (from the sandbox ledger).")
+/// `coupons`, `memberships`, `points`: this wallet's loyalty in a terminal's in-process ledger.
+struct Coupons: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List this wallet's coupons (from the terminal's in-process ledger).")
     @OptionGroup var ledger: LedgerChoice
     @Flag(help: "Print JSON.") var json = false
     @OptionGroup var global: GlobalOptions
 
-    func run() throws {
-        let coupons = try ledger.require().coupons(for: try global.walletFiles.loadPublicKey())
-        if json { return try Console().json(coupons) }
+    func run() async throws {
+        let coupons = try await ledger.require().coupons(for: try global.walletFiles.loadPublicKey())
+        if json { return try Console().json(coupons.map(CouponRow.init)) }
         if coupons.isEmpty { print("no coupons") }
         for coupon in coupons {
             let expiry = ISO8601DateFormatter().string(
@@ -60,15 +60,15 @@ struct Coupons: ParsableCommand {
     }
 }
 
-struct Memberships: ParsableCommand {
+struct Memberships: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show this wallet's gold membership (from the sandbox ledger).")
+        abstract: "Show this wallet's gold membership (from the terminal's in-process ledger).")
     @OptionGroup var ledger: LedgerChoice
     @Flag(help: "Print JSON.") var json = false
     @OptionGroup var global: GlobalOptions
 
-    func run() throws {
-        let membership = try ledger.require().goldMembership(for: try global.walletFiles.loadPublicKey())
+    func run() async throws {
+        let membership = try await ledger.require().goldMembership(for: try global.walletFiles.loadPublicKey())
         if json { return try Console().json(membership.map { [$0] } ?? []) }
         guard let membership else { return print("no gold membership") }
         let until = ISO8601DateFormatter().string(
@@ -77,16 +77,16 @@ struct Memberships: ParsableCommand {
     }
 }
 
-struct Points: ParsableCommand {
+struct Points: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show this wallet's bonus points (from the sandbox ledger).")
+        abstract: "Show this wallet's bonus points (from the terminal's in-process ledger).")
     @OptionGroup var ledger: LedgerChoice
     @Flag(help: "Print JSON.") var json = false
     @OptionGroup var global: GlobalOptions
 
-    func run() throws {
+    func run() async throws {
         let points =
-            try ledger.require().account(for: try global.walletFiles.loadPublicKey())?.bonusPoints ?? 0
+            try await ledger.require().account(for: try global.walletFiles.loadPublicKey())?.bonusPoints ?? 0
         if json { return try Console().json(["points": points]) }
         print("\(points) bonus points")
     }

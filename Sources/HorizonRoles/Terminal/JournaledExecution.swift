@@ -170,7 +170,7 @@ extension TerminalRadioService {
     /// so nothing is charged twice. Call it at start, before sessions open; it throws only if
     /// the journal cannot be read at all.
     ///
-    /// The journal's synced writes and a processor that blocks its thread (the sandbox ledger's
+    /// The journal's synced writes and a processor that blocks its thread (an in-process ledger's
     /// commit) run on a queue of their own, not on the cooperative pool.
     public func recoverJournal(redemptions: (any RedemptionProcessor)?) async throws(JournalError)
         -> JournalRecoveryReport

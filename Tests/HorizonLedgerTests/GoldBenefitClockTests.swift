@@ -1,18 +1,18 @@
 import Foundation
 import HorizonCore
+import HorizonLedger
 import HorizonProtocol
 import HorizonStores
-import HorizonTestSupport
 import Testing
 
 /// Regression (found by the fault simulation, seed 9 of the CI set): two terminals sharing a
 /// ledger whose wall clocks disagree let one wallet use its gold benefit twice in one period. The
 /// ledger only refused the period it last recorded, so after a benefit in period 6 (terminal
 /// ahead) a terminal behind computed period 5 again and approved it a second time.
-@Suite("Gold benefits under clock skew", .offTheCooperativePool)
+@Suite("Gold benefits under clock skew")
 struct GoldBenefitClockTests {
-    func redeem(_ ledger: SandboxLedger, number: Int, at time: UnixTime) throws -> SettlementResult {
-        try ledger.redeem(
+    func redeem(_ ledger: InProcessLedger, number: Int, at time: UnixTime) async throws -> SettlementResult {
+        try await ledger.redeem(
             RedemptionRequest(
                 redemptionID: paymentID(number), sessionID: session, walletKey: walletKey(1),
                 terminalKeyID: terminalKey,
@@ -21,22 +21,22 @@ struct GoldBenefitClockTests {
             at: time)
     }
 
-    @Test func aBenefitUsedInALaterPeriodIsNotUsedAgainByATerminalWhoseClockIsBehind() throws {
-        try withTemporaryDirectory { directory in
-            let ledger = try SandboxLedger(path: ledgerPath(in: directory))
-            try ledger.grantGoldMembership(
+    @Test func aBenefitUsedInALaterPeriodIsNotUsedAgainByATerminalWhoseClockIsBehind() async throws {
+        try await withLedgerDirectory { directory in
+            let ledger = try await InProcessLedger.open(path: ledgerPath(in: directory))
+            try await ledger.grantGoldMembership(
                 to: walletKey(1), tier: "Gold", validFrom: 1_000, validUntil: 100_000, benefitPeriod: 100)
             // Period 2 on a terminal whose clock is right.
-            #expect(try redeem(ledger, number: 1, at: 1_250).outcome.isApproved)
+            #expect(try await redeem(ledger, number: 1, at: 1_250).outcome.isApproved)
             // Period 1 on a terminal 60 s behind: already covered by the later use.
-            let behind = try redeem(ledger, number: 2, at: 1_190)
+            let behind = try await redeem(ledger, number: 2, at: 1_190)
             #expect(
                 behind.outcome
                     == .declined(code: .alreadyRedeemed, reason: "the gold benefit was already used this period"))
             // The same period again, and then the next one.
-            #expect(!(try redeem(ledger, number: 3, at: 1_299).outcome.isApproved))
-            #expect(try redeem(ledger, number: 4, at: 1_300).outcome.isApproved)
-            #expect(try ledger.goldMembership(for: walletKey(1))?.lastBenefitPeriod == 3)
+            #expect(!(try await redeem(ledger, number: 3, at: 1_299).outcome.isApproved))
+            #expect(try await redeem(ledger, number: 4, at: 1_300).outcome.isApproved)
+            #expect(try await ledger.goldMembership(for: walletKey(1))?.lastBenefitPeriod == 3)
         }
     }
 }
