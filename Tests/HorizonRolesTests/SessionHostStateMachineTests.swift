@@ -328,6 +328,22 @@ struct SessionHostStateMachineTests {
         #expect(machine.state == .completedWithError)
     }
 
+    @Test func anUnreachableServerIsSaidSoAndTheRequestStaysOpen() throws {
+        let wallet = FakeWallet(1)
+        var (machine, session) = Self.offered(to: [wallet])
+        _ = machine.request(try Self.confirm(session, id: 1), from: wallet, now: Self.now)
+        let open = ErrorMessage(code: .internalError, message: "ask again later")
+        let actions = machine.executed(
+            .undecided(open, reason: "the server cannot be reached", serverUnreachable: true), session: session.id)
+        // The wallet keeps it pending (no id in the error); the cashier hears "pending", not
+        // "could not be recorded", and nothing says it was not charged.
+        #expect(sentErrors(actions).first?.paymentID == nil)
+        #expect(machine.error == .serverUnreachable("the server cannot be reached"))
+        #expect(machine.error?.humanized(noun: "payment").hasPrefix("The payment is pending: the server cannot be reached.") == true)
+        #expect(names(actions).first == "log the server did not answer; pending, settled at the next recovery")
+        #expect(machine.state == .completedWithError)
+    }
+
     @Test func stopReturnsToIdleAndLetsTheAnsweredWalletLinger() throws {
         let wallet = FakeWallet(1)
         let onlooker = FakeWallet(2)

@@ -99,7 +99,7 @@ struct RemoteLedgerCrashTests {
         #expect(first.terminal.standardError.contains("Connection refused"), "\(first.terminal.standardError)")
         // Refused at once, not retried until the request's timeout (the terminal's log, to the
         // second: from executing the payment to giving up on the server).
-        let waited = try #require(first.secondsBetween("executing the request", and: "outcome not recorded"))
+        let waited = try #require(first.secondsBetween("executing the request", and: "the server did not answer; pending"))
         #expect(waited <= 2, "the terminal waited \(waited) s for a server that refuses connections")
         _ = try rig.expectWalletPending(count: 1)
         #expect(try rig.transactions().isEmpty)
@@ -227,6 +227,13 @@ final class RemoteLedgerRig {
             #expect(
                 terminal.standardError.contains("the server cannot be reached"), "\(terminal.standardError)",
                 sourceLocation: sourceLocation)
+            // Said as what it is (pending on an unreachable server, not "could not be recorded"),
+            // with what to do at this terminal.
+            #expect(
+                terminal.standardError.contains("error: The payment is pending: the server cannot be reached")
+                    && terminal.standardError.contains(
+                        "the next horizon-terminal pay, redeem or serve settles it first"),
+                "\(terminal.standardError)", sourceLocation: sourceLocation)
             #expect(terminalSeconds < 14, "the register waited \(terminalSeconds) s", sourceLocation: sourceLocation)
             #expect(wallet?.status == 1, "wallet: \(wallet?.standardError ?? "")", sourceLocation: sourceLocation)
             #expect(

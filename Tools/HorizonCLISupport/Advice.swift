@@ -20,7 +20,10 @@ extension HostError {
         switch self {
         case .radio(let cause): "Bluetooth is not available: \(cause.cliMessage)."
         case .outcomeUnknown:
-            humanized(noun: noun) + " Restart the terminal (any horizon-terminal command) to settle it."
+            humanized(noun: noun) + " Run horizon-terminal pay, redeem or serve to settle it (each recovers the journal first)."
+        case .serverUnreachable:
+            humanized(noun: noun)
+                + " Once the server answers again, the next horizon-terminal pay, redeem or serve settles it first (horizon-terminal journal --unsettled lists it)."
         default: humanized(noun: noun)
         }
     }

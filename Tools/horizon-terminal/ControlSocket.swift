@@ -171,7 +171,7 @@ final class PaymentController: Sendable {
                     "paid \(order.paymentID) \(order.amount.formattedAmount) \(order.tip.formattedAmount) \(order.total.formattedAmount) \(order.reference)"
             )
         case .failure(let error):
-            await connection.send(line: "failed \(error.humanized(noun: "payment"))")
+            await connection.send(line: "failed \(error.cliMessage(noun: "payment"))")
         }
     }
 }

@@ -105,7 +105,7 @@ struct Pay: AsyncParsableCommand {
                 )
             }
         case .failure(let error):
-            let message = error.humanized(noun: "payment")
+            let message = error.cliMessage(noun: "payment")
             // A start the host refused opened no session: one error line, as for bad input.
             guard let state = outcome.lastState else { throw CLIError(message) }
             if json { try console.json(["state": "\(state)", "error": message]) } else { console.line() }

@@ -96,7 +96,7 @@ struct Redeem: AsyncParsableCommand {
         switch outcome.result {
         case .success(let settled): result = settled
         case .failure(let error):
-            let message = error.humanized(noun: host.transactionType.description)
+            let message = error.cliMessage(noun: host.transactionType.description)
             // A start the host refused opened no session: one error line, as for bad input.
             guard outcome.lastState != nil else { throw CLIError(message) }
             if !json { console.line() }

@@ -38,8 +38,8 @@ extension PaymentHost {
     /// Opens a payment session for `amount` (the reference's `start(amount:registerUser:)`),
     /// waits for a wallet to pay it, and returns the order. Throws why it did not complete:
     /// refused at start (`invalidAmount`, `unsupportedCurrency`, `alreadyRunning`, `radio`),
-    /// `decisionTimedOut`, `declined`, `processorFailure`, `outcomeUnknown`, or `cancelled` when
-    /// the calling task is cancelled first. Back to idle when it returns.
+    /// `decisionTimedOut`, `declined`, `processorFailure`, `outcomeUnknown`, `serverUnreachable`,
+    /// or `cancelled` when the calling task is cancelled first. Back to idle when it returns.
     public func collect(_ amount: Money, registerUser: RegisterUser? = nil) async throws(HostError) -> PaymentOrder {
         let result = try await core.run { [self] in start(amount: amount, registerUser: registerUser) }
         guard case .approved(let reference, let earned, _) = result.outcome else {

@@ -77,6 +77,10 @@ public enum HostError: Error, Sendable, Equatable, CustomStringConvertible {
     /// signing failed after the processor was asked): it may be charged. The terminal settles it
     /// for good when it restarts, and the wallet keeps it pending until then.
     case outcomeUnknown(String)
+    /// The server that settles payments could not be reached or did not answer in time, after
+    /// the wallet confirmed: the request is pending (it may have executed on the server) and is
+    /// settled, once, when the terminal recovers its journal with the server reachable.
+    case serverUnreachable(String)
 
     /// A sentence for the cashier about a payment.
     public var description: String { humanized(noun: "payment") }
@@ -96,6 +100,8 @@ public enum HostError: Error, Sendable, Equatable, CustomStringConvertible {
         case .processorFailure(let reason): "The \(noun) could not be processed: \(reason). Nothing was charged."
         case .outcomeUnknown(let reason):
             "The \(noun)'s outcome could not be recorded: \(reason). It may be charged: it is settled when the terminal's journal is recovered, and must not be taken again before that."
+        case .serverUnreachable(let reason):
+            "The \(noun) is pending: \(reason). It may have gone through on the server; it is settled, once, when the terminal reaches the server again, and must not be taken again before that."
         }
     }
 }

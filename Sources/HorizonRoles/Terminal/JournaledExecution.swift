@@ -9,9 +9,10 @@ enum JournaledOutcome: Sendable {
     case executed(SettlementResult, answer: SessionMessage)
     /// Not executed, and never will be: the error names the id and is journaled as its answer.
     case refused(ErrorMessage, reason: String)
-    /// The outcome is not on record yet (a journal write failed): the error does *not* name the
-    /// id, so the wallet keeps the payment pending and asks again; recovery settles it.
-    case undecided(ErrorMessage, reason: String)
+    /// The outcome is not on record yet (a journal write failed, or the processor, a server,
+    /// could not be reached or did not answer in time: `serverUnreachable`): the error does *not*
+    /// name the id, so the wallet keeps the payment pending and asks again; recovery settles it.
+    case undecided(ErrorMessage, reason: String, serverUnreachable: Bool = false)
 }
 
 /// What recovery did at start.
@@ -115,7 +116,7 @@ extension TerminalRadioService {
             // server may have executed it: never final, asked again. A storage failure may have
             // come after the ledger's commit: final only if the ledger has no result.
             if case .unavailable(let reason) = error {
-                return .ended(.undecided(Self.undecidedAnswer, reason: reason))
+                return .ended(.undecided(Self.undecidedAnswer, reason: reason, serverUnreachable: true))
             }
             if case .storage = error, !(await provablyNeverExecuted(id, journalRecorded: true)) {
                 return .ended(.undecided(Self.undecidedAnswer, reason: error.description))
@@ -226,7 +227,7 @@ extension TerminalRadioService {
             case .refused:
                 logger.with(payment: request.id).notice("recovery: a confirmed request was refused; never executed")
                 report.refused.append(request.id)
-            case .undecided(_, let reason):
+            case .undecided(_, let reason, _):
                 logger.with(payment: request.id).error("recovery: still unresolved", metadata: ["reason": "\(reason)"])
                 report.unresolved.append(.init(id: request.id, reason: reason))
             }

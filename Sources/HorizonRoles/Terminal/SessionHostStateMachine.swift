@@ -403,14 +403,17 @@ struct SessionHostStateMachine: Sendable {
                 .send(.error(error), to: wallet), .closeLater(wallet),
             ]
             ending = .processorFailure(reason)
-        case .undecided(let error, let reason):
+        case .undecided(let error, let reason, let serverUnreachable):
             actions = [
                 .log(
-                    .error, "outcome not recorded; settled at the next recovery", session: sessionID,
-                    payment: requestID, ["reason": "\(reason)"]),
+                    serverUnreachable ? .warning : .error,
+                    serverUnreachable
+                        ? "the server did not answer; pending, settled at the next recovery"
+                        : "outcome not recorded; settled at the next recovery",
+                    session: sessionID, payment: requestID, ["reason": "\(reason)"]),
                 .send(.error(error), to: wallet), .closeLater(wallet),
             ]
-            ending = .outcomeUnknown(reason)
+            ending = serverUnreachable ? .serverUnreachable(reason) : .outcomeUnknown(reason)
         case .executed(let settled, let answer):
             actions = [
                 .log(
