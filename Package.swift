@@ -24,6 +24,7 @@ let package = Package(
         .library(name: "HorizonAPI", targets: ["HorizonAPI"]),
         .library(name: "HorizonServer", targets: ["HorizonServer"]),
         .library(name: "HorizonServerClient", targets: ["HorizonServerClient"]),
+        .library(name: "HorizonServiceClients", targets: ["HorizonServiceClients"]),
         .executable(name: "horizon-server", targets: ["horizon-server"]),
         .executable(name: "horizon-demo", targets: ["horizon-demo"]),
         .executable(name: "horizon-terminal", targets: ["horizon-terminal"]),
@@ -165,11 +166,20 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: strict),
+        // The reference SDK's service clients (issue 15): merchant, account, cards, programs,
+        // transactions, status messages, over the server client.
+        .target(
+            name: "HorizonServiceClients",
+            dependencies: [
+                "HorizonServerClient", "HorizonAPI", "HorizonCore", "HorizonProtocol",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ], swiftSettings: strict),
         .testTarget(
             name: "HorizonServerTests",
             dependencies: [
                 "HorizonServer", "HorizonAPI", "HorizonLedger", "HorizonCore", "HorizonProtocol",
-                "HorizonSecureChannel", "HorizonTestSupport",
+                "HorizonSecureChannel", "HorizonTestSupport", "HorizonServerClient", "HorizonServiceClients",
                 // Built for the tests that run the program as a process.
                 "horizon-server",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -225,7 +235,8 @@ let package = Package(
             dependencies: [
                 "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonBlueZ", "HorizonSecureChannel",
                 "HorizonProtocol", "HorizonUnixSocket",
-                "HorizonStores", "HorizonRoles", "HorizonAPI", "HorizonServerClient", "HorizonLedger",
+                "HorizonStores", "HorizonRoles", "HorizonAPI", "HorizonServerClient", "HorizonServiceClients",
+                "HorizonLedger",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
