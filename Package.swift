@@ -314,7 +314,9 @@ let package = Package(
             ], swiftSettings: strict),
         .testTarget(
             name: "HorizonStoresTests",
-            dependencies: ["HorizonTestSupport", "HorizonStores", "HorizonProtocol", "HorizonCore"],
+            dependencies: [
+                "HorizonTestSupport", "HorizonLedgerTestSupport", "HorizonStores", "HorizonProtocol", "HorizonCore",
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "HorizonCoreTests", dependencies: ["HorizonTestSupport", "HorizonCore"], swiftSettings: strict),

@@ -39,6 +39,7 @@ struct Summary: Codable, Sendable {
     let median: Double
     let p10: Double
     let p90: Double
+    let p99: Double
     let min: Double
     let max: Double
     let mean: Double
@@ -50,6 +51,7 @@ struct Summary: Codable, Sendable {
             median = .nan
             p10 = .nan
             p90 = .nan
+            p99 = .nan
             min = .nan
             max = .nan
             mean = .nan
@@ -58,6 +60,7 @@ struct Summary: Codable, Sendable {
         median = Self.percentile(sorted, 0.5)
         p10 = Self.percentile(sorted, 0.1)
         p90 = Self.percentile(sorted, 0.9)
+        p99 = Self.percentile(sorted, 0.99)
         min = first
         max = last
         mean = sorted.reduce(0, +) / Double(sorted.count)

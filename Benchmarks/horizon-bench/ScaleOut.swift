@@ -245,8 +245,8 @@ struct ScaleOutRun {
             answers: snapshot.answers, retriesAfterFailure: snapshot.retries, failuresByKind: snapshot.failures,
             executions: checks.executions, conflictingAnswers: checks.conflictingAnswers,
             seconds: elapsed, paymentsPerSecond: Double(records.count) / max(elapsed, 0.001),
-            paymentLatencyMilliseconds: Percentiles(records.compactMap(\.firstAnswerMilliseconds)),
-            requestLatencyMilliseconds: Percentiles(snapshot.requestMilliseconds),
+            paymentLatencyMilliseconds: Summary(records.compactMap(\.firstAnswerMilliseconds)),
+            requestLatencyMilliseconds: Summary(snapshot.requestMilliseconds),
             checks: checks.results)
     }
 
@@ -548,30 +548,6 @@ final class ScaleOutTally: Sendable {
     }
 
     func snapshot() -> State { state.withLock { $0 } }
-}
-
-/// p50, p90, p99 and max of latencies, in milliseconds.
-struct Percentiles: Codable, Sendable {
-    let count: Int
-    let p50: Double
-    let p90: Double
-    let p99: Double
-    let max: Double
-
-    init(_ values: [Double]) {
-        let sorted = values.sorted()
-        count = sorted.count
-        // Nearest rank: the smallest value with at least `fraction` of them at or below it.
-        func rank(_ fraction: Double) -> Double {
-            guard !sorted.isEmpty else { return 0 }
-            let index = Int((fraction * Double(sorted.count)).rounded(.up)) - 1
-            return sorted[Swift.max(0, Swift.min(sorted.count - 1, index))]
-        }
-        p50 = rank(0.5)
-        p90 = rank(0.9)
-        p99 = rank(0.99)
-        max = sorted.last ?? 0
-    }
 }
 
 extension Duration {

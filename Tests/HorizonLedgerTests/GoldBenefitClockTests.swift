@@ -1,6 +1,7 @@
 import Foundation
 import HorizonCore
 import HorizonLedger
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonStores
 import Testing

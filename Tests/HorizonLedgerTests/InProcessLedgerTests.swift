@@ -1,6 +1,7 @@
 import Foundation
 import HorizonCore
 import HorizonLedger
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonStores
 import HorizonTestSupport
@@ -609,38 +610,6 @@ func withLedgerDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
 
 /// The path of the ledger file inside `directory` (a terminal's name for it).
 func ledgerPath(in directory: URL) -> String { directory.appendingPathComponent("ledger.sqlite").path }
-
-/// A distinct, valid uncompressed P-256 point shape for wallet `number`.
-func walletKey(_ number: Int) -> PublicKeyBytes {
-    let body = (0..<64).map { UInt8(truncatingIfNeeded: number &* 31 &+ $0) }
-    return try! PublicKeyBytes(bytes: [PublicKeyBytes.uncompressedPrefix] + body)
-}
-
-/// A distinct payment id for `number`.
-func paymentID(_ number: Int) -> PaymentID {
-    try! PaymentID(bytes: (0..<16).map { UInt8(truncatingIfNeeded: number >> (8 * ($0 % 8))) ^ UInt8($0) })
-}
-
-/// A 32-byte stand-in for the digest of a wallet's signed confirmation.
-func digest(_ number: Int) -> [UInt8] {
-    (0..<32).map { UInt8(truncatingIfNeeded: number &* 131 &+ $0 &* 7) }
-}
-
-func euros(_ minorUnits: Int64) -> Money { try! Money(minorUnits: minorUnits, currency: .eur) }
-
-let terminalKey = try! TerminalKeyID(bytes: [0x7E, 0x12, 0x34, 0x56, 0x78, 0x9A, 0xBC, 0xDE])
-let session = SessionID(rawValue: 0xDEAD_BEEF_0000_0001)!
-
-/// A settlement request; the digest follows the payment id unless given.
-func request(
-    _ id: Int, wallet: Int = 1, amount: Money, tip: Money? = nil, registerUser: String = "anna",
-    digest contentDigest: [UInt8]? = nil, signedConfirmation: [UInt8] = []
-) -> SettlementRequest {
-    SettlementRequest(
-        paymentID: paymentID(id), sessionID: session, walletKey: walletKey(wallet), terminalKeyID: terminalKey,
-        amount: amount, tip: tip ?? .zero(amount.currency), registerUser: registerUser,
-        contentDigest: contentDigest ?? digest(id), signedConfirmation: signedConfirmation)
-}
 
 /// Every transaction in the ledger, newest first.
 func allTransactions(_ ledger: InProcessLedger) async throws -> [SettlementResult] {

@@ -1,5 +1,6 @@
 import HorizonCore
 import HorizonLedger
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonStores
 import Testing

@@ -29,11 +29,8 @@ struct DatabaseDownDuringRequestTests {
         let outage = try #require(holder.outage)
         let till = TerminalKey()
         _ = try await server.activate(till)
-        let wallet = P256.Signing.PrivateKey()
-        let walletID = try await server.ledger.createWallet(
-            name: "Alex", publicKey: try PublicKeyBytes(bytes: Array(wallet.publicKey.x963Representation))
-        ).id
-        try await server.ledger.deposit(try Money(minorUnits: 50_00, currency: .eur), to: walletID)
+        let funded = try await server.fundedWallet(50_00)
+        let (wallet, walletID) = (funded.key, funded.id)
         let confirm = try WalletSigned.confirm(by: wallet, for: till.key.publicKey, amount: 10_00, tip: 50)
         let body = try SubmissionFields(payment: confirm).json()
         try await server.withClient { client in
@@ -148,11 +145,8 @@ struct PostgresDownTests {
         let merchant = try await server.addMerchant()
         let till = TerminalKey()
         _ = try await server.activate(till)
-        let wallet = P256.Signing.PrivateKey()
-        let walletID = try await server.ledger.createWallet(
-            name: "Alex", publicKey: try PublicKeyBytes(bytes: Array(wallet.publicKey.x963Representation))
-        ).id
-        try await server.ledger.deposit(try Money(minorUnits: 50_00, currency: .eur), to: walletID)
+        let funded = try await server.fundedWallet(50_00)
+        let (wallet, walletID) = (funded.key, funded.id)
         let confirm = try WalletSigned.confirm(by: wallet, for: till.key.publicKey, amount: 10_00, tip: 0)
         let body = try SubmissionFields(payment: confirm).json()
 

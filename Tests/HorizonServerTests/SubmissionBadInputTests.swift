@@ -17,17 +17,15 @@ struct SubmissionBadInputTests {
     final class Shop: Sendable {
         let server: TestServer
         let till = TerminalKey()
-        let wallet = P256.Signing.PrivateKey()
+        let wallet: P256.Signing.PrivateKey
         let walletID: WalletID
 
         init() async throws {
             server = try await TestServer()
             let merchant = try await server.addMerchant()
             _ = try await server.activate(till)
-            walletID = try await server.ledger.createWallet(
-                name: "Alex", publicKey: try PublicKeyBytes(bytes: Array(wallet.publicKey.x963Representation))
-            ).id
-            try await server.ledger.deposit(try Money(minorUnits: 100_00, currency: .eur), to: walletID)
+            let funded = try await server.fundedWallet(100_00)
+            (wallet, walletID) = (funded.key, funded.id)
             try await server.ledger.addBonusPoints(500, to: walletID, at: merchant.id)
         }
 
