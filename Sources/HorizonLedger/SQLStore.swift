@@ -12,23 +12,36 @@ public enum SQLValue: Sendable, Equatable {
 /// One row, read strictly: asking for a column the row does not have, or reading it as another
 /// type, is an error (`LedgerError.corruptRow`), never a zero or an empty string.
 public struct SQLRow: Sendable {
-    private let values: [String: SQLValue]
+    /// Column names and their values, in result order. Looked up by comparing names (rows have
+    /// a few columns), not hashing them: a payment reads dozens of rows.
+    private let names: [String]
+    private let cells: [SQLValue]
     /// Columns whose database type the ledger does not read, with that type's name.
     private let unreadable: [String: String]
 
     public init(values: [String: SQLValue], unreadable: [String: String] = [:]) {
-        self.values = values
+        names = Array(values.keys)
+        cells = names.compactMap { values[$0] }
         self.unreadable = unreadable
     }
 
-    public var columns: [String] { Array(values.keys) + Array(unreadable.keys) }
+    /// A row from names and values in result order (the last of a repeated name wins).
+    public init(columns: [String], cells: [SQLValue]) {
+        names = columns
+        self.cells = cells
+        unreadable = [:]
+    }
+
+    public var columns: [String] { names + Array(unreadable.keys) }
 
     private func value(_ column: String) throws(LedgerError) -> SQLValue {
-        if let type = unreadable[column] {
+        if !unreadable.isEmpty, let type = unreadable[column] {
             throw .corruptRow(column: column, reason: "database type \(type) is not one the ledger reads")
         }
-        guard let value = values[column] else { throw .corruptRow(column: column, reason: "missing") }
-        return value
+        guard let index = names.lastIndex(of: column), index < cells.count else {
+            throw .corruptRow(column: column, reason: "missing")
+        }
+        return cells[index]
     }
 
     public func integer(_ column: String) throws(LedgerError) -> Int64 {

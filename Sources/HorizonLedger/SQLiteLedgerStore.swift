@@ -72,7 +72,8 @@ public final class SQLiteLedgerStore: LedgerStore {
             do { rows = try database.query(sql, bound) } catch { throw Self.map(error) }
             return rows.map { row in
                 SQLRow(
-                    values: row.values.mapValues { value in
+                    columns: row.columns,
+                    cells: row.cells.map { value in
                         switch value {
                         case .integer(let number): .integer(number)
                         case .text(let text): .text(text)

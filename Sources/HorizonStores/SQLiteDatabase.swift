@@ -29,10 +29,32 @@ public enum DatabaseValue: Sendable, Equatable {
     public var blob: [UInt8]? { if case .blob(let value) = self { value } else { nil } }
 }
 
-/// A row: column values by name.
+/// A row: column values by name. The names are the statement's, shared by every row of one
+/// result; a lookup compares names (a handful per row) rather than hashing them, and a row costs
+/// one array of values, not a dictionary (issue 13's profile: row dictionaries and the SQL-keyed
+/// statement cache hashed about 500 strings per payment).
 public struct DatabaseRow: Sendable {
-    public let values: [String: DatabaseValue]
-    public subscript(_ column: String) -> DatabaseValue { values[column] ?? .null }
+    /// Column names in result order (as SQLite reports them).
+    public let columns: [String]
+    /// Values in the order of `columns`.
+    public let cells: [DatabaseValue]
+
+    public init(columns: [String], cells: [DatabaseValue]) {
+        self.columns = columns
+        self.cells = cells
+    }
+
+    /// The value of `column`; of the last such column if the result names it twice (as a
+    /// dictionary built from the row would hold); `.null` if there is none.
+    public subscript(_ column: String) -> DatabaseValue {
+        guard let index = columns.lastIndex(of: column), index < cells.count else { return .null }
+        return cells[index]
+    }
+
+    /// The row as a dictionary by column name (the last of a repeated name wins).
+    public var values: [String: DatabaseValue] {
+        Dictionary(zip(columns, cells), uniquingKeysWith: { _, last in last })
+    }
 }
 
 /// A small, synchronous wrapper over the system's SQLite, configured for money:
@@ -148,8 +170,9 @@ public final class SQLiteDatabase: Sendable {
     static func run(
         _ sql: String, _ parameters: [DatabaseValue], on handle: OpaquePointer?, statements: StatementCache
     ) throws(DatabaseError) -> [DatabaseRow] {
-        let statement = try statements.take(sql, on: handle)
-        defer { statements.giveBack(statement, for: sql) }
+        let lease = try statements.take(sql, on: handle)
+        defer { statements.giveBack(lease) }
+        let statement = lease.statement
         for (index, value) in parameters.enumerated() {
             let position = Int32(index + 1)
             let status: Int32
@@ -176,34 +199,43 @@ public final class SQLiteDatabase: Sendable {
             guard status == SQLITE_OK else { throw error(handle, sql) }
         }
         var rows: [DatabaseRow] = []
+        var columns: [String]?
         while true {
             let status = sqlite3_step(statement)
             if status == SQLITE_DONE { break }
             guard status == SQLITE_ROW else { throw error(handle, sql) }
-            var values: [String: DatabaseValue] = [:]
-            for column in 0..<sqlite3_column_count(statement) {
-                let name = String(cString: sqlite3_column_name(statement, column))
+            let count = sqlite3_column_count(statement)
+            // Names once per result (read at the first row: a statement re-prepared after a
+            // schema change may name its columns anew).
+            let names =
+                columns
+                ?? (0..<count).map { column in
+                    sqlite3_column_name(statement, column).map { String(cString: $0) } ?? ""
+                }
+            columns = names
+            var cells: [DatabaseValue] = []
+            cells.reserveCapacity(Int(count))
+            for column in 0..<count {
                 switch sqlite3_column_type(statement, column) {
-                case SQLITE_INTEGER: values[name] = .integer(sqlite3_column_int64(statement, column))
+                case SQLITE_INTEGER: cells.append(.integer(sqlite3_column_int64(statement, column)))
                 case SQLITE_TEXT:
-                    let count = Int(sqlite3_column_bytes(statement, column))
+                    let length = Int(sqlite3_column_bytes(statement, column))
                     if let base = sqlite3_column_text(statement, column) {
-                        values[name] = .text(
-                            String(decoding: UnsafeBufferPointer(start: base, count: count), as: UTF8.self))
+                        cells.append(.text(String(decoding: UnsafeBufferPointer(start: base, count: length), as: UTF8.self)))
                     } else {
-                        values[name] = .text("")
+                        cells.append(.text(""))
                     }
                 case SQLITE_BLOB:
-                    let count = Int(sqlite3_column_bytes(statement, column))
+                    let length = Int(sqlite3_column_bytes(statement, column))
                     if let base = sqlite3_column_blob(statement, column) {
-                        values[name] = .blob(Array(UnsafeRawBufferPointer(start: base, count: count)))
+                        cells.append(.blob(Array(UnsafeRawBufferPointer(start: base, count: length))))
                     } else {
-                        values[name] = .blob([])
+                        cells.append(.blob([]))
                     }
-                default: values[name] = .null
+                default: cells.append(.null)
                 }
             }
-            rows.append(DatabaseRow(values: values))
+            rows.append(DatabaseRow(columns: names, cells: cells))
         }
         return rows
     }
@@ -225,35 +257,58 @@ public final class SQLiteDatabase: Sendable {
 /// bound. Only used under the connection's lock.
 final class StatementCache {
     static let capacity = 64
-    private var statements: [String: OpaquePointer] = [:]
+
+    /// A kept statement; `inUse` while a query runs it (a query inside another's use of the
+    /// same SQL gets a statement of its own, finalized after).
+    fileprivate final class Entry {
+        let statement: OpaquePointer
+        var inUse = false
+        init(_ statement: OpaquePointer) { self.statement = statement }
+    }
+    private var statements: [String: Entry] = [:]
 
     var count: Int { statements.count }
 
-    /// The statement for `sql`: the kept one, or a new one.
-    func take(_ sql: String, on handle: OpaquePointer?) throws(DatabaseError) -> OpaquePointer? {
-        if let kept = statements.removeValue(forKey: sql) { return kept }
-        var statement: OpaquePointer?
-        guard sqlite3_prepare_v2(handle, sql, -1, &statement, nil) == SQLITE_OK else {
-            sqlite3_finalize(statement)
-            throw SQLiteDatabase.error(handle, sql)
-        }
-        return statement
+    /// A statement taken for one use; give it back with `giveBack`.
+    struct Lease {
+        let statement: OpaquePointer?
+        fileprivate let entry: Entry?
     }
 
-    /// Resets `statement` (whatever its last step returned) and keeps it for the next use.
-    func giveBack(_ statement: OpaquePointer?, for sql: String) {
-        guard let statement else { return }
+    /// The statement for `sql`: the kept one (one lookup by the SQL text), or a new one, kept
+    /// if there is room.
+    func take(_ sql: String, on handle: OpaquePointer?) throws(DatabaseError) -> Lease {
+        if let entry = statements[sql], !entry.inUse {
+            entry.inUse = true
+            return Lease(statement: entry.statement, entry: entry)
+        }
+        var prepared: OpaquePointer?
+        guard sqlite3_prepare_v2(handle, sql, -1, &prepared, nil) == SQLITE_OK, let statement = prepared else {
+            sqlite3_finalize(prepared)
+            throw SQLiteDatabase.error(handle, sql)
+        }
+        guard statements.count < Self.capacity, statements[sql] == nil else { return Lease(statement: statement, entry: nil) }
+        let entry = Entry(statement)
+        entry.inUse = true
+        statements[sql] = entry
+        return Lease(statement: statement, entry: entry)
+    }
+
+    /// Resets the statement (whatever its last step returned) and clears its bindings for the
+    /// next use; one that is not kept is finalized.
+    func giveBack(_ lease: Lease) {
+        guard let statement = lease.statement else { return }
         sqlite3_reset(statement)
         sqlite3_clear_bindings(statement)
-        if statements.count < Self.capacity, statements[sql] == nil {
-            statements[sql] = statement
+        if let entry = lease.entry {
+            entry.inUse = false
         } else {
             sqlite3_finalize(statement)
         }
     }
 
     func finalizeAll() {
-        for statement in statements.values { sqlite3_finalize(statement) }
+        for entry in statements.values { sqlite3_finalize(entry.statement) }
         statements.removeAll()
     }
 }

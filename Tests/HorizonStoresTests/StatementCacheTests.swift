@@ -82,4 +82,20 @@ struct StatementCacheTests {
             #expect(try database.query("SELECT \(beyond) AS n").first?["n"] == .integer(Int64(beyond)))
         }
     }
+
+    @Test func rowsReadByNameLikeADictionary() throws {
+        try withDatabase { database in
+            let rows = try database.query(
+                "SELECT ?1 AS a, ?2 AS b, ?3 AS a UNION ALL SELECT 4, NULL, 6", [.integer(1), .text("two"), .blob([3])])
+            #expect(rows.count == 2)
+            #expect(rows[0].columns == ["a", "b", "a"])
+            // A repeated name reads as its last column, as a dictionary of the row would.
+            #expect(rows[0]["a"] == .blob([3]))
+            #expect(rows[0]["b"] == .text("two"))
+            #expect(rows[0]["missing"] == .null)
+            #expect(rows[0].values == ["a": .blob([3]), "b": .text("two")])
+            #expect(rows[1]["a"] == .integer(6))
+            #expect(rows[1]["b"] == .null)
+        }
+    }
 }
