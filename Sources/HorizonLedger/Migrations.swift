@@ -232,6 +232,31 @@ public enum LedgerSchema {
                 "CREATE INDEX wallet_registrations_email ON wallet_registrations(email, created_at)",
                 "CREATE INDEX wallet_registrations_phone ON wallet_registrations(phone, created_at)",
             ]),
+        Migration(
+            version: 5, name: "merchant dashboard: sessions and sign-in attempts",
+            statements: [
+                // A signed-in dashboard browser. Only the SHA-256 of the cookie's token is kept, so
+                // a copy of the database signs nobody in; the CSRF secret is per session and goes
+                // with it. Every server process reads the same rows (no session lives in memory).
+                """
+                CREATE TABLE dashboard_sessions(
+                    token_hash {BYTES} PRIMARY KEY,
+                    merchant_id TEXT NOT NULL REFERENCES merchants(id),
+                    csrf_secret TEXT NOT NULL,
+                    created_at {INT} NOT NULL,
+                    expires_at {INT} NOT NULL) {STRICT}
+                """,
+                "CREATE INDEX dashboard_sessions_expiry ON dashboard_sessions(expires_at)",
+                // Recent sign-in attempts per key ("email:…" or "address:…"), for the sign-in
+                // rate limit that holds across processes; rows older than the window are deleted.
+                """
+                CREATE TABLE dashboard_sign_in_attempts(
+                    id {ID},
+                    attempt_key TEXT NOT NULL,
+                    attempted_at {INT} NOT NULL) {STRICT}
+                """,
+                "CREATE INDEX dashboard_sign_in_attempts_key ON dashboard_sign_in_attempts(attempt_key, attempted_at)",
+            ]),
     ]
 
     /// Brings the store's schema to `target` (the current version unless told otherwise, which
