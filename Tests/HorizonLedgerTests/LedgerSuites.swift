@@ -62,6 +62,18 @@ struct SQLiteLedgerTests {
     @Test func registrationMigratesAVersion3Database() async throws {
         try await LedgerContract.registrationMigratesAVersion3Database(.sqlite)
     }
+    @Test func dashboardSessionsLiveInTheDatabase() async throws {
+        try await LedgerContract.dashboardSessionsLiveInTheDatabase(.sqlite)
+    }
+    @Test func signInAttemptsAreCountedPerKeyWithinTheWindow() async throws {
+        try await LedgerContract.signInAttemptsAreCountedPerKeyWithinTheWindow(.sqlite)
+    }
+    @Test func transactionPagesAreFilteredAndScopedToTheMerchant() async throws {
+        try await LedgerContract.transactionPagesAreFilteredAndScopedToTheMerchant(.sqlite)
+    }
+    @Test func theMerchantsMembershipsAndCouponsAreListed() async throws {
+        try await LedgerContract.theMerchantsMembershipsAndCouponsAreListed(.sqlite)
+    }
 }
 
 @Suite(
@@ -126,5 +138,17 @@ struct PostgresLedgerTests {
     }
     @Test func registrationMigratesAVersion3Database() async throws {
         try await LedgerContract.registrationMigratesAVersion3Database(.postgres)
+    }
+    @Test func dashboardSessionsLiveInTheDatabase() async throws {
+        try await LedgerContract.dashboardSessionsLiveInTheDatabase(.postgres)
+    }
+    @Test func signInAttemptsAreCountedPerKeyWithinTheWindow() async throws {
+        try await LedgerContract.signInAttemptsAreCountedPerKeyWithinTheWindow(.postgres)
+    }
+    @Test func transactionPagesAreFilteredAndScopedToTheMerchant() async throws {
+        try await LedgerContract.transactionPagesAreFilteredAndScopedToTheMerchant(.postgres)
+    }
+    @Test func theMerchantsMembershipsAndCouponsAreListed() async throws {
+        try await LedgerContract.theMerchantsMembershipsAndCouponsAreListed(.postgres)
     }
 }

@@ -111,7 +111,10 @@ struct Dashboard: Sendable {
         } catch let error as APIError where error.code == .invalidCredentials {
             return try again(.unauthorized, "The e-mail or the password is wrong.")
         } catch let error as APIError where error.code == .accountLocked {
-            return try again(.tooManyRequests, "Too many wrong passwords: \(error.message).", headers: error.headers)
+            // The API's words ("too many wrong passwords; this account is locked for 60 s"), as a sentence.
+            return try again(
+                .tooManyRequests, error.message.prefix(1).uppercased() + error.message.dropFirst() + ".",
+                headers: error.headers)
         }
         let token = DashboardSecurity.randomToken()
         let time = now()
@@ -572,7 +575,14 @@ struct DashboardMiddleware: RouterMiddleware {
         let path = request.uri.path
         guard path == "/dashboard" || path.hasPrefix("/dashboard/") else { return try await next(request, context) }
         do {
-            return try await responder.respond(to: request, context: context)
+            let response = try await responder.respond(to: request, context: context)
+            // Hummingbird answers an unmatched path with an empty 404; the dashboard's is a page.
+            if response.status == .notFound, response.headers[.contentType] == nil {
+                return dashboard.errorPage(
+                    for: DashboardRefusal.notFound, request: request,
+                    signedIn: request.cookies[DashboardSecurity.sessionCookie] != nil)
+            }
+            return response
         } catch {
             let signedIn = request.cookies[DashboardSecurity.sessionCookie] != nil
             return dashboard.errorPage(for: error, request: request, signedIn: signedIn)
