@@ -78,8 +78,7 @@ wait "$terminal_pid" || die "the terminal's payment failed: $(cat "$work/termina
 terminal_pid=""
 
 step "dashboard check: headless Chromium at $url/dashboard/"
-refund=()
 shot=()
 [ -n "${README_SHOT:-}" ] && shot=(--readme-shot "$README_SHOT")
 python3 Tools/lib/dashboard_browser.py --url "$url" --email "$email" --password-file "$work/merchant-password" \
-    --output "$output" --amount "12.50 EUR" --terminal-label "$label" "${refund[@]}" "${shot[@]}"
+    --output "$output" --amount "12.50 EUR" --terminal-label "$label" --refund "${shot[@]}"

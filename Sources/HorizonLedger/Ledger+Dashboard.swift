@@ -230,3 +230,33 @@ extension Ledger {
         }
     }
 }
+
+// MARK: Refunds on the dashboard's page
+
+extension Ledger {
+    /// How much of each of these payments `merchant` has refunded, in minor units (payments
+    /// without refunds are absent), in one query for a whole page.
+    public func refundedAmounts(of payments: [PaymentID], merchant: MerchantID) async throws(LedgerError)
+        -> [PaymentID: Int64]
+    {
+        guard !payments.isEmpty else { return [:] }
+        guard payments.count <= 1000 else { throw .invalidArgument("at most 1000 payments at once") }
+        let placeholders = Array(repeating: "?", count: payments.count).joined(separator: ", ")
+        let parameters: [SQLValue] = [.text(merchant.rawValue)] + payments.map { .blob($0.bytes) }
+        return try await store.transaction { db in
+            var amounts: [PaymentID: Int64] = [:]
+            for row in try await db.query(
+                """
+                SELECT payment_id, CAST(SUM(amount) AS BIGINT) AS refunded FROM refunds
+                WHERE merchant_id = ? AND payment_id IN (\(placeholders)) GROUP BY payment_id
+                """, parameters)
+            {
+                guard let id = try? PaymentID(bytes: try row.bytes("payment_id")) else {
+                    throw LedgerError.corruptRow(column: "refunds.payment_id", reason: "not \(PaymentID.byteCount) bytes")
+                }
+                amounts[id] = try row.integer("refunded")
+            }
+            return amounts
+        }
+    }
+}

@@ -136,3 +136,26 @@ extension LedgerContract {
         }
     }
 }
+
+extension LedgerContract {
+    static func refundedAmountsArePerPaymentAndMerchant(_ kind: StoreKind) async throws {
+        try await TestStores.withLedger(kind) { ledger in
+            let (merchant, _, key) = try await Fixture.shop(ledger, balance: 100_00)
+            let refunded = Fixture.payment(wallet: key, amount: 10_00)
+            let untouched = Fixture.payment(wallet: key, amount: 5_00)
+            _ = try await ledger.settle(refunded, merchant: merchant.id, at: 2_000)
+            _ = try await ledger.settle(untouched, merchant: merchant.id, at: 2_000)
+            for (id, cents) in [("r1", Int64(3_00)), ("r2", Int64(2_50))] {
+                _ = try await ledger.refund(
+                    RefundRequest(refundID: RefundID(rawValue: id), paymentID: refunded.paymentID, amount: Fixture.money(cents)),
+                    merchant: merchant.id, at: 3_000)
+            }
+            #expect(
+                try await ledger.refundedAmounts(of: [refunded.paymentID, untouched.paymentID], merchant: merchant.id)
+                    == [refunded.paymentID: 5_50])
+            let (other, _, _) = try await Fixture.shop(ledger, balance: 0, key: 2)
+            #expect(try await ledger.refundedAmounts(of: [refunded.paymentID], merchant: other.id).isEmpty)
+            #expect(try await ledger.refundedAmounts(of: [], merchant: merchant.id).isEmpty)
+        }
+    }
+}

@@ -340,6 +340,67 @@ struct DashboardTests {
         }
     }
 
+    // MARK: Refunds
+
+    @Test func refundsFromTheRowAreIdempotentPartialAndNeverMoreThanWasPaid() async throws {
+        let server = try await TestServer()
+        let merchant = try await server.addMerchant()
+        let shop = try await DashboardShop(server.ledger, merchant: merchant.id)
+        try await shop.pay(20_00, registerUser: "anna", at: server.clock.now)
+        let balance: @Sendable () async throws -> Int64 = {
+            try await server.ledger.balance(of: shop.wallet, in: .eur).minorUnits
+        }
+        let paid = try await balance()
+        try await server.withClient { client in
+            let browser = DashboardBrowser(client)
+            _ = try await browser.signIn()
+            let page = try await browser.get("/dashboard/transactions")
+            let form = try #require(page.text.firstMatch(of: /action="(\/dashboard\/transactions\/\d+\/refund)"/))
+            let refundID = try #require(page.text.firstMatch(of: /name="refund_id" value="([^"]+)"/))
+            #expect(page.text.contains("value=\"20.00\""))  // all of it offered
+
+            // Part of it; the same form sent twice (a double click) refunds once.
+            for _ in 0..<2 {
+                let response = try await browser.post(
+                    String(form.1), ["refund_id": String(refundID.1), "amount": "7.50"], csrf: true)
+                #expect(response.status == .seeOther)
+                #expect(response.headers[.location] == "/dashboard/transactions?done=refunded")
+            }
+            #expect(try await balance() == paid + 7_50)
+            // The same refund id for another amount is refused; nothing moves.
+            let conflict = try await browser.post(
+                String(form.1), ["refund_id": String(refundID.1), "amount": "1.00"], csrf: true)
+            #expect(conflict.status == .conflict)
+            #expect(conflict.text.contains("This refund form was already used for another amount"))
+
+            let after = try await browser.get("/dashboard/transactions?done=refunded")
+            #expect(after.text.contains("The refund was made."))
+            #expect(after.text.contains("refunded 7.50 EUR"))
+            #expect(after.text.contains("value=\"12.50\""))  // what is left
+            let freshID = try #require(after.text.firstMatch(of: /name="refund_id" value="([^"]+)"/))
+            #expect(freshID.1 != refundID.1)
+            let tooMuch = try await browser.post(
+                String(form.1), ["refund_id": String(freshID.1), "amount": "12.51"], csrf: true)
+            #expect(tooMuch.status == .conflict)
+            #expect(tooMuch.text.contains("The refund is more than what is left of payment"))
+            #expect(tooMuch.text.contains("12.50 EUR"))
+            let notMoney = try await browser.post(
+                String(form.1), ["refund_id": String(freshID.1), "amount": "lots"], csrf: true)
+            #expect(notMoney.status == .badRequest)
+            #expect(notMoney.text.contains("is not an amount in EUR"))
+            let rest = try await browser.post(
+                String(form.1), ["refund_id": String(freshID.1), "amount": "12.50"], csrf: true)
+            #expect(rest.status == .seeOther)
+            #expect(try await balance() == paid + 20_00)
+            let done = try await browser.get("/dashboard/transactions")
+            #expect(done.text.contains("refunded 20.00 EUR"))
+            #expect(!done.text.contains("name=\"refund_id\""))  // nothing left to refund
+            let forged = try await browser.post(
+                String(form.1), ["refund_id": "r_forged", "amount": "1.00", "csrf": "wrong"])
+            #expect(forged.status == .forbidden)
+        }
+    }
+
     // MARK: Isolation
 
     @Test func oneMerchantsSessionNeverSeesOrChangesAnothersData() async throws {
@@ -373,6 +434,17 @@ struct DashboardTests {
             let remove = try await browser.post("/dashboard/register-users/remove", ["id": "rose"], csrf: true)
             #expect(remove.status == .notFound)
             #expect(try await server.ledger.registerUsers(of: florist.id).map(\.id) == ["rose"])
+            let floristPayment = try #require(
+                try await server.ledger.transactions(of: florist.id, matching: TransactionFilter(), limit: 1)
+                    .transactions.first)
+            let refund = try await browser.post(
+                "/dashboard/transactions/\(floristPayment.reference)/refund",
+                ["refund_id": "r_steal", "amount": "987.65"], csrf: true)
+            #expect(refund.status == .notFound)
+            #expect(refund.text.contains("That payment does not exist, so nothing was refunded."))
+            #expect(
+                try await server.ledger.refundedAmounts(of: [floristPayment.result.paymentID], merchant: florist.id)
+                    .isEmpty)
         }
         // The florist's own session sees them (the filters above hid nothing by accident).
         try await server.withClient { client in

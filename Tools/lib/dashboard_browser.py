@@ -232,7 +232,9 @@ def main():
             step("refunding the payment from its row")
             browser.open(base + "/dashboard/transactions")
             browser.submit("document.querySelector('form.refund button').click()")
-            expect("The refund was made.", "refunded", screenshot="05-refunded.png")
+            expect("The refund was made.", "refunded " + options.amount, screenshot="05-refunded.png")
+            if browser.evaluate("document.querySelectorAll('form.refund').length") != 0:
+                raise Failure("the fully refunded payment still offers a refund")
 
         step("register users: add one")
         browser.open(base + "/dashboard/register-users")

@@ -49,6 +49,9 @@ struct Dashboard: Sendable {
         router.post("/dashboard/sign-in") { request, context in try await signIn(request, context: context) }
         router.post("/dashboard/sign-out") { request, _ in try await signOut(request) }
         router.get("/dashboard/transactions") { request, _ in try await transactionsPage(request) }
+        router.post("/dashboard/transactions/{reference}/refund") { request, context in
+            try await refund(request, context: context)
+        }
         router.get("/dashboard/register-users") { request, _ in try await registerUsersPage(request) }
         router.post("/dashboard/register-users") { request, _ in try await addRegisterUser(request) }
         router.post("/dashboard/register-users/remove") { request, _ in try await removeRegisterUser(request) }
@@ -146,7 +149,17 @@ struct Dashboard: Sendable {
 
     func transactionsPage(_ request: Request) async throws -> Response {
         guard let signedIn = try await session(of: request) else { return Self.redirect("/dashboard/sign-in") }
-        let query = FormFields(encoded: request.uri.query.map { Substring($0) } ?? "")
+        return try await transactions(
+            signedIn, query: FormFields(encoded: request.uri.query.map { Substring($0) } ?? ""),
+            notice: Self.notice(request))
+    }
+
+    /// The transactions page for `query`'s filters and page; `problem` (a refused refund) is
+    /// shown above the list with `status`.
+    private func transactions(
+        _ signedIn: SignedIn, query: FormFields, notice: String? = nil, problem: String? = nil,
+        status: HTTPResponse.Status = .ok
+    ) async throws -> Response {
         var filter = TransactionFilter()
         var problems: [String] = []
         let fromText = query.text("from") ?? ""
@@ -177,7 +190,7 @@ struct Dashboard: Sendable {
         }
         let users = try await ledger.registerUsers(of: signedIn.merchant.id)
         var model = TransactionsPage(
-            layout: .signedIn("Transactions", signedIn, current: \.onTransactions, notice: Self.notice(request)),
+            layout: .signedIn("Transactions", signedIn, current: \.onTransactions, notice: notice),
             csrf: signedIn.session.csrfSecret, from: fromText, to: toText,
             types: TransactionTypeChoice.options(selected: typeText),
             registerUsers: [Option(value: "", label: "Any", selected: filter.registerUser == nil)]
@@ -199,14 +212,98 @@ struct Dashboard: Sendable {
         if before != nil, page.transactions.isEmpty {
             model.layout.problem = "There are no older transactions: this page is past the last one."
         }
-        model.rows = page.transactions.map { TransactionRow($0) }
+        if let problem { model.layout.problem = problem }
+        let refunded = try await ledger.refundedAmounts(
+            of: page.transactions.map(\.result.paymentID), merchant: signedIn.merchant.id)
+        model.rows = page.transactions.map { transaction in
+            var row = TransactionRow(transaction)
+            let result = transaction.result
+            let done = refunded[result.paymentID] ?? 0
+            let currency = result.amount.currency
+            if done > 0, let money = try? Money(minorUnits: done, currency: currency) {
+                row.refunded = money.description
+            }
+            // What is left of amount plus tip; the form offers all of it and takes any part.
+            let left = result.amount.minorUnits + result.tip.minorUnits - done
+            if result.transactionType == .payment, result.outcome.isApproved, left > 0,
+                let remaining = try? Money(minorUnits: left, currency: currency)
+            {
+                row.refund = RefundForm(
+                    refundID: RefundID.generate().rawValue, refundable: remaining.formattedAmount,
+                    currency: currency.code)
+            }
+            return row
+        }
         let filters = [("from", fromText), ("to", toText), ("type", typeText), ("register_user", filter.registerUser ?? "")]
             .filter { !$0.1.isEmpty }
         if before != nil { model.newestURL = Self.url("/dashboard/transactions", filters) }
         if let next = page.nextBefore {
             model.olderURL = Self.url("/dashboard/transactions", filters + [("before", String(next))])
         }
-        return try self.page("transactions", model)
+        return try self.page("transactions", model, status: status)
+    }
+
+    /// Refunds all or part of one of the merchant's payments from its row. The form's refund id
+    /// was made when the page was rendered: submitting the form twice refunds once.
+    func refund(_ request: Request, context: ServerRequestContext) async throws -> Response {
+        let signedIn = try await requireSession(request)
+        let form = try await checkedForm(request, signedIn)
+        // Another merchant's reference is "not found", exactly like one that does not exist.
+        guard let reference = context.parameters.get("reference").flatMap({ Int64($0) }),
+            let transaction = try await ledger.transaction(reference: reference, of: signedIn.merchant.id)
+        else { throw DashboardRefusal.failed(.notFound, "That payment does not exist, so nothing was refunded.") }
+        func refuse(_ problem: String, _ status: HTTPResponse.Status = .badRequest) async throws -> Response {
+            try await transactions(signedIn, query: FormFields(encoded: ""), problem: problem, status: status)
+        }
+        let currency = transaction.result.amount.currency
+        let amountText = form.text("amount") ?? ""
+        let amount: Money
+        do { amount = try Money.parse(amountText, currency: currency) } catch {
+            return try await refuse(
+                "“\(amountText)” is not an amount in \(currency.code): write it like \(transaction.result.amount.formattedAmount).")
+        }
+        let request = RefundRequest(
+            refundID: RefundID(rawValue: form["refund_id"] ?? ""), paymentID: transaction.result.paymentID,
+            amount: amount)
+        let outcome: Result<Refund, LedgerError>
+        do { outcome = .success(try await ledger.refund(request, merchant: signedIn.merchant.id, at: now())) } catch {
+            outcome = .failure(error)
+        }
+        switch outcome {
+        case .success(let refund):
+            RequestScope.current?.logger.notice(
+                "refund from the dashboard",
+                metadata: ["refund": "\(refund.refundID)", "reference": "\(reference)", "amount": "\(refund.amount)"])
+            return Self.redirect("/dashboard/transactions?done=refunded")
+        case .failure(.refundRefused(let refusal)):
+            return try await refuse(Self.sentence(for: refusal, reference: reference), Self.status(for: refusal))
+        case .failure(let error):
+            throw error
+        }
+    }
+
+    static func sentence(for refusal: RefundRefusal, reference: Int64) -> String {
+        switch refusal {
+        case .exceedsRemaining(let remaining):
+            remaining.minorUnits == 0
+                ? "Payment \(reference) is refunded in full already; nothing was refunded now."
+                : "The refund is more than what is left of payment \(reference) (\(remaining)); nothing was refunded."
+        case .invalidAmount: "A refund must be more than zero."
+        case .idempotencyConflict:
+            "This refund form was already used for another amount; nothing was refunded now. Use the form on the page as it is now."
+        case .invalidRefundID:
+            "The refund form is damaged (its refund id); nothing was refunded. Use the form on the page as it is now."
+        case .paymentNotFound, .notRefundable, .currencyMismatch:
+            "Payment \(reference) cannot be refunded: \(refusal)."
+        }
+    }
+
+    static func status(for refusal: RefundRefusal) -> HTTPResponse.Status {
+        switch refusal {
+        case .exceedsRemaining, .idempotencyConflict: .conflict
+        case .paymentNotFound: .notFound
+        default: .badRequest
+        }
     }
 
     // MARK: Register users
