@@ -56,7 +56,7 @@ for _ in $(seq 1 100); do
 done
 [ -n "$url" ] || die "horizon-server did not start within 10 s: $(cat "$work/server.log")"
 
-step "dashboard check: a terminal and a wallet on the server, a payment of 12.50 EUR over the simulated radio"
+step "dashboard check: a terminal and a wallet on the server, a payment of 12.50 EUR with a 1.50 tip over the simulated radio"
 "$bin/horizon-terminal" activate --server "$url" --email "$email" --password-file "$work/merchant-password" \
     --label "$label" --data-dir "$work/terminal" >/dev/null
 phone="+4915112345678"
@@ -69,10 +69,11 @@ code=$("$bin/horizon-server" outbox --to "$phone" --limit 1 --data-dir "$work/se
 "$bin/horizon-server" wallets top-up alex@example.com 100.00 --data-dir "$work/server" >/dev/null
 "$bin/horizon-terminal" radio --socket "$socket" --idle-exit 30 >/dev/null &
 radio_pid=$!
-"$bin/horizon-terminal" pay 12.50 --data-dir "$work/terminal" --radio-socket "$socket" >"$work/terminal.out" 2>&1 &
+"$bin/horizon-terminal" pay 12.50 --register anna --data-dir "$work/terminal" --radio-socket "$socket" \
+    >"$work/terminal.out" 2>&1 &
 terminal_pid=$!
 sleep 0.5
-"$bin/horizon-wallet" pay --yes --data-dir "$work/wallet" --radio-socket "$socket" --position 0.4,0 \
+"$bin/horizon-wallet" pay --tip 1.50 --yes --data-dir "$work/wallet" --radio-socket "$socket" --position 0.4,0 \
     >"$work/wallet.out" 2>&1 || die "the wallet's payment failed: $(cat "$work/wallet.out")"
 wait "$terminal_pid" || die "the terminal's payment failed: $(cat "$work/terminal.out")"
 terminal_pid=""
@@ -81,4 +82,4 @@ step "dashboard check: headless Chromium at $url/dashboard/"
 shot=()
 [ -n "${README_SHOT:-}" ] && shot=(--readme-shot "$README_SHOT")
 python3 Tools/lib/dashboard_browser.py --url "$url" --email "$email" --password-file "$work/merchant-password" \
-    --output "$output" --amount "12.50 EUR" --terminal-label "$label" --refund "${shot[@]}"
+    --output "$output" --amount "12.50 EUR" --total "14.00 EUR" --terminal-label "$label" --refund "${shot[@]}"

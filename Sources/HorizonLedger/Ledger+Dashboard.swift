@@ -252,7 +252,8 @@ extension Ledger {
                 """, parameters)
             {
                 guard let id = try? PaymentID(bytes: try row.bytes("payment_id")) else {
-                    throw LedgerError.corruptRow(column: "refunds.payment_id", reason: "not \(PaymentID.byteCount) bytes")
+                    throw LedgerError.corruptRow(
+                        column: "refunds.payment_id", reason: "not \(PaymentID.byteCount) bytes")
                 }
                 amounts[id] = try row.integer("refunded")
             }

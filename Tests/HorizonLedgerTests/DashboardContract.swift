@@ -47,12 +47,15 @@ extension LedgerContract {
 
     static func signInAttemptsAreCountedPerKeyWithinTheWindow(_ kind: StoreKind) async throws {
         try await TestStores.withLedger(kind) { ledger in
-            #expect(try await ledger.recordSignInAttempt(keys: ["email:a", "address:1"], window: 100, at: 1_000)
-                == ["email:a": 1, "address:1": 1])
-            #expect(try await ledger.recordSignInAttempt(keys: ["email:a", "address:1"], window: 100, at: 1_050)
-                == ["email:a": 2, "address:1": 2])
-            #expect(try await ledger.recordSignInAttempt(keys: ["email:b", "address:1"], window: 100, at: 1_099)
-                == ["email:b": 1, "address:1": 3])
+            #expect(
+                try await ledger.recordSignInAttempt(keys: ["email:a", "address:1"], window: 100, at: 1_000)
+                    == ["email:a": 1, "address:1": 1])
+            #expect(
+                try await ledger.recordSignInAttempt(keys: ["email:a", "address:1"], window: 100, at: 1_050)
+                    == ["email:a": 2, "address:1": 2])
+            #expect(
+                try await ledger.recordSignInAttempt(keys: ["email:b", "address:1"], window: 100, at: 1_099)
+                    == ["email:b": 1, "address:1": 3])
             // The first attempt is 100 s old now: out of the window, and deleted.
             #expect(try await ledger.recordSignInAttempt(keys: ["email:a"], window: 100, at: 1_100) == ["email:a": 2])
             let stored = try await ledger.store.transaction { db in
@@ -80,7 +83,8 @@ extension LedgerContract {
             let all = try await ledger.transactions(of: merchant.id, matching: TransactionFilter(), limit: 4)
             #expect(all.transactions.map(\.result.amount.minorUnits).prefix(4) == [0, 104, 103, 102])
             let next = try #require(all.nextBefore)
-            let rest = try await ledger.transactions(of: merchant.id, matching: TransactionFilter(), limit: 4, before: next)
+            let rest = try await ledger.transactions(
+                of: merchant.id, matching: TransactionFilter(), limit: 4, before: next)
             #expect(rest.transactions.map(\.result.amount.minorUnits) == [101, 100])
             #expect(rest.nextBefore == nil)
 
@@ -99,7 +103,8 @@ extension LedgerContract {
                     .transactions.allSatisfy { $0.merchantID == merchant.id })
 
             let otherReference = try #require(
-                try await ledger.transactions(of: other.id, matching: TransactionFilter(), limit: 10).transactions.first?
+                try await ledger.transactions(of: other.id, matching: TransactionFilter(), limit: 10).transactions
+                    .first?
                     .reference)
             #expect(try await ledger.transaction(reference: otherReference, of: merchant.id) == nil)
             #expect(try await ledger.transaction(reference: otherReference, of: other.id)?.merchantID == other.id)
@@ -147,7 +152,8 @@ extension LedgerContract {
             _ = try await ledger.settle(untouched, merchant: merchant.id, at: 2_000)
             for (id, cents) in [("r1", Int64(3_00)), ("r2", Int64(2_50))] {
                 _ = try await ledger.refund(
-                    RefundRequest(refundID: RefundID(rawValue: id), paymentID: refunded.paymentID, amount: Fixture.money(cents)),
+                    RefundRequest(
+                        refundID: RefundID(rawValue: id), paymentID: refunded.paymentID, amount: Fixture.money(cents)),
                     merchant: merchant.id, at: 3_000)
             }
             #expect(

@@ -27,7 +27,9 @@ struct DashboardTests {
             #expect(response.status == .seeOther)
             #expect(response.headers[.location] == "/dashboard/transactions")
             let cookie = try #require(
-                response.headers[values: .setCookie].first { $0.hasPrefix("horizon_session=") && !$0.contains("Max-Age=0") })
+                response.headers[values: .setCookie].first {
+                    $0.hasPrefix("horizon_session=") && !$0.contains("Max-Age=0")
+                })
             #expect(cookie.contains("HttpOnly"))
             #expect(cookie.contains("SameSite=Lax"))
             #expect(cookie.contains("Path=/dashboard"))
@@ -73,7 +75,8 @@ struct DashboardTests {
                 let response = try await client.send(.get, path)
                 #expect(response.status == .seeOther, "\(path)")
             }
-            let forged = try await client.send(.get, "/dashboard/programs", headers: [.cookie: "horizon_session=forged"])
+            let forged = try await client.send(
+                .get, "/dashboard/programs", headers: [.cookie: "horizon_session=forged"])
             #expect(forged.headers[.location] == "/dashboard/sign-in")
             let unknown = try await client.send(.get, "/dashboard/nothing-here")
             #expect(unknown.status == .notFound)
@@ -122,7 +125,8 @@ struct DashboardTests {
             #expect(signOut.status == .forbidden)
             #expect(try await server.ledger.dashboardSessionCount(of: merchant.id, at: server.clock.now) == 1)
             // With the page's token the same form works.
-            let added = try await browser.post("/dashboard/register-users", ["id": "till-9", "name": "Alex"], csrf: true)
+            let added = try await browser.post(
+                "/dashboard/register-users", ["id": "till-9", "name": "Alex"], csrf: true)
             #expect(added.status == .seeOther)
             #expect(try await server.ledger.registerUsers(of: merchant.id).map(\.id) == ["till-9"])
         }
@@ -196,7 +200,10 @@ struct DashboardTests {
             let response = try await browser.post("/dashboard/sign-out", [:], csrf: true)
             #expect(response.status == .seeOther)
             #expect(response.headers[.location] == "/dashboard/sign-in?done=signed-out")
-            #expect(response.headers[values: .setCookie].contains { $0.hasPrefix("horizon_session=;") && $0.contains("Max-Age=0") })
+            #expect(
+                response.headers[values: .setCookie].contains {
+                    $0.hasPrefix("horizon_session=;") && $0.contains("Max-Age=0")
+                })
             #expect(try await server.ledger.dashboardSessionCount(of: merchant.id, at: server.clock.now) == 0)
             // The old token (kept by someone who copied it) no longer signs anybody in.
             let replay = try await client.send(
@@ -226,7 +233,8 @@ struct DashboardTests {
         let shop = try await DashboardShop(server.ledger, merchant: merchant.id)
         let start = server.clock.now
         for index in 0..<27 {
-            try await shop.pay(100 + Int64(index), registerUser: index % 2 == 0 ? "anna" : "ben", at: start + Int64(index))
+            try await shop.pay(
+                100 + Int64(index), registerUser: index % 2 == 0 ? "anna" : "ben", at: start + Int64(index))
         }
         try await server.ledger.addRegisterUser(id: "anna", name: "Anna", to: merchant.id)
         try await server.withClient { client in
@@ -267,7 +275,8 @@ struct DashboardTests {
             let browser = DashboardBrowser(client)
             _ = try await browser.signIn()
             _ = try await browser.get("/dashboard/register-users")
-            let added = try await browser.post("/dashboard/register-users", ["id": "till-1", "name": "Anna"], csrf: true)
+            let added = try await browser.post(
+                "/dashboard/register-users", ["id": "till-1", "name": "Anna"], csrf: true)
             #expect(added.headers[.location] == "/dashboard/register-users?done=user-added")
             let page = try await browser.get("/dashboard/register-users?done=user-added")
             #expect(page.text.contains("The register user was added."))

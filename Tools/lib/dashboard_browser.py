@@ -8,7 +8,8 @@ screenshot (PNG) of every page goes to the output folder. Exit status 0 only whe
 passed.
 
   dashboard_browser.py --url http://127.0.0.1:PORT --email E --password-file F --output DIR \
-      --amount "12.50 EUR" --terminal-label "Till 1" [--refund] [--readme-shot docs/dashboard.png]
+      --amount "12.50 EUR" --total "14.00 EUR" --terminal-label "Till 1" [--refund] \
+      [--readme-shot docs/dashboard.png]
 """
 import argparse
 import base64
@@ -164,6 +165,7 @@ def main():
     parser.add_argument("--password-file", required=True)
     parser.add_argument("--output", required=True)
     parser.add_argument("--amount", required=True, help='the payment as the dashboard shows it, e.g. "12.50 EUR"')
+    parser.add_argument("--total", required=True, help='amount plus tip, what a full refund gives back, e.g. "14.00 EUR"')
     parser.add_argument("--terminal-label", required=True)
     parser.add_argument("--refund", action="store_true", help="refund the payment from its row and check it")
     parser.add_argument("--readme-shot", help="also write the transactions page here (the README's picture)")
@@ -221,10 +223,12 @@ def main():
         if browser.evaluate("document.cookie").find("horizon_session") >= 0:
             raise Failure("a script can read the session cookie")
 
-        step("filters: payments from today")
+        step("filters: payments from today, the register user, a type with no transactions")
         today = time.strftime("%Y-%m-%d", time.gmtime())
         browser.open(base + "/dashboard/transactions?type=payment&from=%s&to=%s" % (today, today))
         expect(options.amount, screenshot="04-transactions-filtered.png")
+        browser.open(base + "/dashboard/transactions?register_user=anna")
+        expect(options.amount, "anna")
         browser.open(base + "/dashboard/transactions?type=coupon")
         expect("No transactions match.")
 
@@ -232,7 +236,7 @@ def main():
             step("refunding the payment from its row")
             browser.open(base + "/dashboard/transactions")
             browser.submit("document.querySelector('form.refund button').click()")
-            expect("The refund was made.", "refunded " + options.amount, screenshot="05-refunded.png")
+            expect("The refund was made.", "refunded " + options.total, screenshot="05-refunded.png")
             if browser.evaluate("document.querySelectorAll('form.refund').length") != 0:
                 raise Failure("the fully refunded payment still offers a refund")
 

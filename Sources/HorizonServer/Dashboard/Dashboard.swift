@@ -25,7 +25,8 @@ struct Dashboard: Sendable {
     let maximumBodyBytes: Int
     let now: @Sendable () -> UnixTime
 
-    init(api: APIHandler, configuration: ServerConfiguration, settings: DashboardSettings = DashboardSettings()) throws {
+    init(api: APIHandler, configuration: ServerConfiguration, settings: DashboardSettings = DashboardSettings()) throws
+    {
         ledger = api.ledger
         self.api = api
         templates = try DashboardTemplates()
@@ -101,7 +102,8 @@ struct Dashboard: Sendable {
         let addressKey = "address:" + address
         let counts = try await ledger.recordSignInAttempt(
             keys: [emailKey, addressKey], window: settings.signInWindow, at: now())
-        if (counts[emailKey] ?? 0) > settings.signInsPerEmail || (counts[addressKey] ?? 0) > settings.signInsPerAddress {
+        if (counts[emailKey] ?? 0) > settings.signInsPerEmail || (counts[addressKey] ?? 0) > settings.signInsPerAddress
+        {
             let minutes = (settings.signInWindow + 59) / 60
             return try again(
                 .tooManyRequests,
@@ -122,7 +124,8 @@ struct Dashboard: Sendable {
         let token = DashboardSecurity.randomToken()
         let time = now()
         try await ledger.createDashboardSession(
-            tokenHash: DashboardSecurity.hash(token), merchant: merchant.id, csrfSecret: DashboardSecurity.randomToken(),
+            tokenHash: DashboardSecurity.hash(token), merchant: merchant.id,
+            csrfSecret: DashboardSecurity.randomToken(),
             at: time, expiresAt: time + settings.sessionLifetime)
         RequestScope.current?.logger.notice("dashboard sign-in", metadata: ["merchant": "\(merchant.id)"])
         var response = Self.redirect("/dashboard/transactions")
@@ -165,26 +168,34 @@ struct Dashboard: Sendable {
         let fromText = query.text("from") ?? ""
         let toText = query.text("to") ?? ""
         if !fromText.isEmpty {
-            if let day = DashboardDates.parseDay(fromText) { filter.from = day } else {
+            if let day = DashboardDates.parseDay(fromText) {
+                filter.from = day
+            } else {
                 problems.append("“From” must be a date such as 2026-11-25.")
             }
         }
         if !toText.isEmpty {
             // "To" names the last day shown, so the range ends when that day does.
-            if let day = DashboardDates.parseDay(toText) { filter.until = day + 86_400 } else {
+            if let day = DashboardDates.parseDay(toText) {
+                filter.until = day + 86_400
+            } else {
                 problems.append("“To” must be a date such as 2026-11-25.")
             }
         }
         let typeText = query.text("type") ?? ""
         if !typeText.isEmpty {
-            if let type = TransactionTypeChoice.type(for: typeText) { filter.type = type } else {
+            if let type = TransactionTypeChoice.type(for: typeText) {
+                filter.type = type
+            } else {
                 problems.append("“Type” must be one of the listed types.")
             }
         }
         filter.registerUser = query.text("register_user")
         var before: Int64?
         if let text = query.text("before") {
-            if let reference = Int64(text), reference > 0 { before = reference } else {
+            if let reference = Int64(text), reference > 0 {
+                before = reference
+            } else {
                 problems.append("The page link is broken: start again from the newest transactions.")
             }
         }
@@ -234,8 +245,10 @@ struct Dashboard: Sendable {
             }
             return row
         }
-        let filters = [("from", fromText), ("to", toText), ("type", typeText), ("register_user", filter.registerUser ?? "")]
-            .filter { !$0.1.isEmpty }
+        let filters = [
+            ("from", fromText), ("to", toText), ("type", typeText), ("register_user", filter.registerUser ?? ""),
+        ]
+        .filter { !$0.1.isEmpty }
         if before != nil { model.newestURL = Self.url("/dashboard/transactions", filters) }
         if let next = page.nextBefore {
             model.olderURL = Self.url("/dashboard/transactions", filters + [("before", String(next))])
@@ -260,7 +273,8 @@ struct Dashboard: Sendable {
         let amount: Money
         do { amount = try Money.parse(amountText, currency: currency) } catch {
             return try await refuse(
-                "“\(amountText)” is not an amount in \(currency.code): write it like \(transaction.result.amount.formattedAmount).")
+                "“\(amountText)” is not an amount in \(currency.code): write it like \(transaction.result.amount.formattedAmount)."
+            )
         }
         let request = RefundRequest(
             refundID: RefundID(rawValue: form["refund_id"] ?? ""), paymentID: transaction.result.paymentID,
@@ -394,8 +408,9 @@ struct Dashboard: Sendable {
         let signedIn = try await requireSession(request)
         let form = try await checkedForm(request, signedIn)
         // Another merchant's terminal is "not found", exactly like one that does not exist.
-        guard let id = form["id"], let terminal = try await ledger.terminals(of: signedIn.merchant.id)
-            .first(where: { $0.id.rawValue == id })
+        guard let id = form["id"],
+            let terminal = try await ledger.terminals(of: signedIn.merchant.id)
+                .first(where: { $0.id.rawValue == id })
         else {
             return try await terminals(signedIn, problem: "That terminal does not exist.", status: .notFound)
         }

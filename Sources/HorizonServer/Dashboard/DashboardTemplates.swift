@@ -30,7 +30,8 @@ struct DashboardTemplates: Sendable {
             do {
                 try library.register(String(decoding: bytes, as: UTF8.self), named: name)
             } catch {
-                throw DashboardTemplateError(description: "the dashboard template \(name).mustache does not parse: \(error)")
+                throw DashboardTemplateError(
+                    description: "the dashboard template \(name).mustache does not parse: \(error)")
             }
         }
         self.library = library
