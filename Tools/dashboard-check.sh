@@ -4,7 +4,8 @@
 # the CLIs, then headless Chromium signs in, sees the payment, refunds it, sees the refund and
 # visits every page (Tools/lib/dashboard_browser.py). A screenshot of each page is written to
 # .build/test-output/dashboard/ (or $HORIZON_TEST_OUTPUT/dashboard). Fails when any step's
-# expected text is missing. Expects a built package (Tools/test.sh builds first).
+# expected text is missing. Installs Chromium when missing; expects a built package
+# (Tools/test.sh builds first).
 #
 #   Tools/dashboard-check.sh                 run the check
 #   README_SHOT=docs/dashboard.png Tools/dashboard-check.sh   also write the README's picture
@@ -12,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source Tools/lib/setup.sh
 
-command -v chromium >/dev/null 2>&1 || die "chromium is not installed (Tools/lib/setup.sh installs it with the other Debian packages)"
+ensure_debian_packages "${HORIZON_BROWSER_PACKAGES[@]}"
 command -v python3 >/dev/null 2>&1 || die "python3 is needed to drive Chromium"
 bin=$(swift build --show-bin-path)
 for program in horizon-server horizon-terminal horizon-wallet; do
