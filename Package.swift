@@ -45,6 +45,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.29.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.24.0"),
         .package(url: "https://github.com/swift-server/swift-openapi-async-http-client.git", from: "1.1.0"),
+        // The merchant dashboard's HTML templates (issue 15).
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
     ],
     targets: [
         // Shared vocabulary: bytes, time and scheduling, money, seeded randomness.
@@ -152,7 +154,12 @@ let package = Package(
                 .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ], swiftSettings: strict),
+                .product(name: "Mustache", package: "swift-mustache"),
+            ],
+            // The dashboard's templates are compiled into the binary (`PackageResources`), so an
+            // installed horizon-server needs no resource bundle beside it and no source tree.
+            resources: [.embedInCode("Dashboard/Templates")],
+            swiftSettings: strict),
         // The server's client for terminals and wallets: the generated client over AsyncHTTPClient,
         // with request signing and typed errors.
         .target(

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole Horizon test suite on a fresh Debian machine: installs what the build needs
 # (when missing), builds the package and its tests, starts a throw-away PostgreSQL for the ledger's
-# tests, runs every test, then runs the BlueZ checks
+# tests, runs every test, the demo and the dashboard's browser check, then runs the BlueZ checks
 # against a real bluetoothd in a throw-away VM (Tools/bluez-vm: the adapters, a foreign central,
 # payment flows between two processes, wallet privacy and notify sockets: 13 checks; about 5
 # minutes, at most 14).
@@ -15,7 +15,7 @@ source Tools/lib/setup.sh
 source Tools/lib/postgres.sh
 
 ensure_swift
-ensure_debian_packages
+ensure_debian_packages "${HORIZON_BROWSER_PACKAGES[@]}"
 
 step "building package and tests (a first build compiles swift-crypto, swift-nio, postgres-nio, Hummingbird and AsyncHTTPClient: 10-18 minutes on 2 cores)"
 swift build --build-tests 2>&1 | filter_build_output
@@ -44,6 +44,11 @@ postgres_stop_throwaway
 # a payment over the simulated radio between processes, the server's record of it.
 step "the main job: Tools/demo.sh (the whole system on one machine)"
 Tools/demo.sh
+
+# The merchant dashboard in headless Chromium: sign in, the payment made over the simulated
+# radio, its refund, every page; screenshots in .build/test-output/dashboard/.
+step "the merchant dashboard in headless Chromium: Tools/dashboard-check.sh"
+Tools/dashboard-check.sh
 
 if [ -n "${HORIZON_SKIP_VM:-}" ]; then
     exit 0

@@ -43,8 +43,8 @@ public enum HorizonServer {
         }
     }
 
-    /// The router: the middlewares in order (boundary, rate limit, body limit, signature) and
-    /// every operation of the API.
+    /// The router: the middlewares in order (boundary, rate limit, the dashboard's pages, body
+    /// limit, signature) and every operation of the API.
     public static func router(_ parts: Parts) throws -> Router<ServerRequestContext> {
         let router = Router(context: ServerRequestContext.self)
         let routes = RouteTable()
@@ -54,14 +54,17 @@ public enum HorizonServer {
                 limiter: RateLimiter(
                     burst: parts.configuration.rateLimitBurst, perSecond: parts.configuration.rateLimitPerSecond),
                 clock: parts.rateLimitClock))
-        router.add(middleware: BodyLimitMiddleware(maximumBytes: parts.configuration.maximumBodyBytes))
-        router.add(
-            middleware: SignedRequestMiddleware(
-                ledger: parts.ledger, window: parts.configuration.signatureWindow, clock: parts.now))
         let handler = APIHandler(
             ledger: parts.ledger, issuer: parts.issuer, configuration: parts.configuration,
             passwords: PasswordHasher(costLog2: parts.configuration.passwordCostLog2), metrics: parts.metrics,
             messages: parts.messages, now: parts.now)
+        // The merchant dashboard's HTML pages (issue 15), before the API's JSON-only body rule.
+        router.add(
+            middleware: DashboardMiddleware(dashboard: try Dashboard(api: handler, configuration: parts.configuration)))
+        router.add(middleware: BodyLimitMiddleware(maximumBytes: parts.configuration.maximumBodyBytes))
+        router.add(
+            middleware: SignedRequestMiddleware(
+                ledger: parts.ledger, window: parts.configuration.signatureWindow, clock: parts.now))
         try handler.registerHandlers(on: RecordingTransport(router: router, routes: routes))
         return router
     }

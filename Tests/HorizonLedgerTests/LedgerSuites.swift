@@ -62,6 +62,29 @@ struct SQLiteLedgerTests {
     @Test func registrationMigratesAVersion3Database() async throws {
         try await LedgerContract.registrationMigratesAVersion3Database(.sqlite)
     }
+    // issue 15: refunds
+    @Test func refundsGiveBackUntilNothingIsLeft() async throws { try await LedgerContract.refundsGiveBackUntilNothingIsLeft(.sqlite) }
+    @Test func refundsAreIdempotentByRefundID() async throws { try await LedgerContract.refundsAreIdempotentByRefundID(.sqlite) }
+    @Test func refundRefusalsHaveExactCodes() async throws { try await LedgerContract.refundRefusalsHaveExactCodes(.sqlite) }
+    @Test func refundedPointsRoundDownAndStopAtZero() async throws { try await LedgerContract.refundedPointsRoundDownAndStopAtZero(.sqlite) }
+    @Test func concurrentRefundsNeverExceedThePayment() async throws { try await LedgerContract.concurrentRefundsNeverExceedThePayment(.sqlite) }
+    @Test func refundsMigrateAVersion4Database() async throws { try await LedgerContract.refundsMigrateAVersion4Database(.sqlite) }
+    // issue 15: merchant dashboard
+    @Test func dashboardSessionsLiveInTheDatabase() async throws {
+        try await LedgerContract.dashboardSessionsLiveInTheDatabase(.sqlite)
+    }
+    @Test func signInAttemptsAreCountedPerKeyWithinTheWindow() async throws {
+        try await LedgerContract.signInAttemptsAreCountedPerKeyWithinTheWindow(.sqlite)
+    }
+    @Test func transactionPagesAreFilteredAndScopedToTheMerchant() async throws {
+        try await LedgerContract.transactionPagesAreFilteredAndScopedToTheMerchant(.sqlite)
+    }
+    @Test func theMerchantsMembershipsAndCouponsAreListed() async throws {
+        try await LedgerContract.theMerchantsMembershipsAndCouponsAreListed(.sqlite)
+    }
+    @Test func refundedAmountsArePerPaymentAndMerchant() async throws {
+        try await LedgerContract.refundedAmountsArePerPaymentAndMerchant(.sqlite)
+    }
 }
 
 @Suite(
@@ -126,5 +149,28 @@ struct PostgresLedgerTests {
     }
     @Test func registrationMigratesAVersion3Database() async throws {
         try await LedgerContract.registrationMigratesAVersion3Database(.postgres)
+    }
+    // issue 15: refunds
+    @Test func refundsGiveBackUntilNothingIsLeft() async throws { try await LedgerContract.refundsGiveBackUntilNothingIsLeft(.postgres) }
+    @Test func refundsAreIdempotentByRefundID() async throws { try await LedgerContract.refundsAreIdempotentByRefundID(.postgres) }
+    @Test func refundRefusalsHaveExactCodes() async throws { try await LedgerContract.refundRefusalsHaveExactCodes(.postgres) }
+    @Test func refundedPointsRoundDownAndStopAtZero() async throws { try await LedgerContract.refundedPointsRoundDownAndStopAtZero(.postgres) }
+    @Test func concurrentRefundsNeverExceedThePayment() async throws { try await LedgerContract.concurrentRefundsNeverExceedThePayment(.postgres) }
+    @Test func refundsMigrateAVersion4Database() async throws { try await LedgerContract.refundsMigrateAVersion4Database(.postgres) }
+    // issue 15: merchant dashboard
+    @Test func dashboardSessionsLiveInTheDatabase() async throws {
+        try await LedgerContract.dashboardSessionsLiveInTheDatabase(.postgres)
+    }
+    @Test func signInAttemptsAreCountedPerKeyWithinTheWindow() async throws {
+        try await LedgerContract.signInAttemptsAreCountedPerKeyWithinTheWindow(.postgres)
+    }
+    @Test func transactionPagesAreFilteredAndScopedToTheMerchant() async throws {
+        try await LedgerContract.transactionPagesAreFilteredAndScopedToTheMerchant(.postgres)
+    }
+    @Test func theMerchantsMembershipsAndCouponsAreListed() async throws {
+        try await LedgerContract.theMerchantsMembershipsAndCouponsAreListed(.postgres)
+    }
+    @Test func refundedAmountsArePerPaymentAndMerchant() async throws {
+        try await LedgerContract.refundedAmountsArePerPaymentAndMerchant(.postgres)
     }
 }

@@ -4,6 +4,9 @@
 # Debian packages the targets link against or test with (dbus-daemon: the D-Bus tests start a
 # private bus; libbluetooth-dev: the kernel's controller list for adapter availability).
 HORIZON_DEBIAN_PACKAGES=(pkg-config libsqlite3-dev libdbus-1-dev dbus-daemon libbluetooth-dev)
+# What Tools/test.sh's browser check adds: headless Chromium (driven over its DevTools pipe by
+# Tools/lib/dashboard_browser.py) and a font for its screenshots (Chromium only recommends one).
+HORIZON_BROWSER_PACKAGES=(chromium fonts-dejavu-core)
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 
@@ -31,9 +34,10 @@ ensure_swift() {
     esac
 }
 
+# Installs HORIZON_DEBIAN_PACKAGES and any packages named as arguments, when missing.
 ensure_debian_packages() {
     local missing=()
-    for package in "${HORIZON_DEBIAN_PACKAGES[@]}"; do
+    for package in "${HORIZON_DEBIAN_PACKAGES[@]}" "$@"; do
         dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
     done
     [ ${#missing[@]} -eq 0 ] && return 0

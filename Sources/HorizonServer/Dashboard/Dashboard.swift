@@ -1,0 +1,709 @@
+import Foundation
+import HTTPTypes
+import HorizonCore
+import HorizonLedger
+import HorizonProtocol
+import Hummingbird
+import Logging
+import NIOCore
+
+/// The merchant dashboard: HTML pages under `/dashboard/`, rendered on the server from Mustache
+/// templates, usable without JavaScript.
+///
+/// Sessions live in the database (only the token's hash, with its expiry and CSRF secret), so
+/// any server process serves any request and a sign-out ends the session everywhere. Every query
+/// is scoped to the signed-in merchant: a reference, terminal or register user of another
+/// merchant is "not found".
+struct Dashboard: Sendable {
+    let ledger: Ledger
+    /// The API's sign-in (password and lock-out rules), shared so both refuse alike.
+    let api: APIHandler
+    let templates: DashboardTemplates
+    let settings: DashboardSettings
+    /// Cookies carry `Secure` when the server itself speaks TLS.
+    let secureCookies: Bool
+    let maximumBodyBytes: Int
+    let now: @Sendable () -> UnixTime
+
+    init(api: APIHandler, configuration: ServerConfiguration, settings: DashboardSettings = DashboardSettings()) throws
+    {
+        ledger = api.ledger
+        self.api = api
+        templates = try DashboardTemplates()
+        self.settings = settings
+        secureCookies = configuration.tlsCertificatePath != nil
+        maximumBodyBytes = configuration.maximumBodyBytes
+        now = api.now
+    }
+
+    /// The dashboard's own router: its pages only, without the API's JSON-only body rule.
+    func responder() -> RouterResponder<ServerRequestContext> {
+        let router = Router(context: ServerRequestContext.self)
+        router.get("/dashboard") { _, _ in Self.redirect("/dashboard/transactions") }
+        router.get("/dashboard/style.css") { _, _ in
+            Response(
+                status: .ok,
+                headers: [.contentType: "text/css; charset=utf-8", .cacheControl: "public, max-age=3600"],
+                body: .init(byteBuffer: ByteBuffer(string: templates.stylesheet)))
+        }
+        router.get("/dashboard/sign-in") { request, _ in try await signInPage(request) }
+        router.post("/dashboard/sign-in") { request, context in try await signIn(request, context: context) }
+        router.post("/dashboard/sign-out") { request, _ in try await signOut(request) }
+        router.get("/dashboard/transactions") { request, _ in try await transactionsPage(request) }
+        router.post("/dashboard/transactions/{reference}/refund") { request, context in
+            try await refund(request, context: context)
+        }
+        router.get("/dashboard/register-users") { request, _ in try await registerUsersPage(request) }
+        router.post("/dashboard/register-users") { request, _ in try await addRegisterUser(request) }
+        router.post("/dashboard/register-users/remove") { request, _ in try await removeRegisterUser(request) }
+        router.get("/dashboard/terminals") { request, _ in try await terminalsPage(request) }
+        router.post("/dashboard/terminals/revoke") { request, _ in try await revokeTerminal(request) }
+        router.get("/dashboard/programs") { request, _ in try await programsPage(request) }
+        router.post("/dashboard/programs/bonus-rule") { request, _ in try await setBonusRule(request) }
+        return router.buildResponder()
+    }
+
+    // MARK: Sign-in and sign-out
+
+    func signInPage(_ request: Request) async throws -> Response {
+        if try await session(of: request) != nil { return Self.redirect("/dashboard/transactions") }
+        let token = DashboardSecurity.randomToken()
+        var response = try page(
+            "sign-in", SignInPage(layout: .signedOut("Sign in", notice: Self.notice(request)), csrf: token, email: ""))
+        response.setCookie(
+            DashboardSecurity.cookie(DashboardSecurity.signInCookie, value: token, maxAge: 3600, secure: secureCookies))
+        return response
+    }
+
+    func signIn(_ request: Request, context: ServerRequestContext) async throws -> Response {
+        let form = try await self.form(request)
+        // Login CSRF: the form must come from our own sign-in page (its cookie and field agree).
+        guard let cookie = request.cookies[DashboardSecurity.signInCookie]?.value, let field = form["csrf"],
+            DashboardSecurity.same(cookie, field)
+        else { throw DashboardRefusal.csrf(signedIn: false) }
+        let email = form.text("email") ?? ""
+        func again(_ status: HTTPResponse.Status, _ problem: String, headers: HTTPFields = [:]) throws -> Response {
+            var response = try page(
+                "sign-in", SignInPage(layout: .signedOut("Sign in", problem: problem), csrf: cookie, email: email),
+                status: status)
+            response.headers.append(contentsOf: headers)
+            return response
+        }
+        guard !email.isEmpty, let password = form["password"], !password.isEmpty else {
+            return try again(.badRequest, "Enter the e-mail and the password of the merchant's admin.")
+        }
+        guard email.utf8.count <= 254, password.utf8.count <= 1024 else {
+            return try again(.badRequest, "The e-mail or the password is too long.")
+        }
+        // Counted before the password is checked, so a flood costs no scrypt work, and in the
+        // database, so every server process counts the same attempts.
+        let address = context.remoteAddress?.ipAddress ?? "local"
+        let emailKey = "email:" + email.lowercased()
+        let addressKey = "address:" + address
+        let counts = try await ledger.recordSignInAttempt(
+            keys: [emailKey, addressKey], window: settings.signInWindow, at: now())
+        if (counts[emailKey] ?? 0) > settings.signInsPerEmail || (counts[addressKey] ?? 0) > settings.signInsPerAddress
+        {
+            let minutes = (settings.signInWindow + 59) / 60
+            return try again(
+                .tooManyRequests,
+                "Too many sign-in attempts from here or for this e-mail. Wait \(minutes) minutes, then try again.",
+                headers: [.retryAfter: "\(settings.signInWindow)"])
+        }
+        let merchant: Merchant
+        do {
+            merchant = try await api.signIn(email: email, password: password)
+        } catch let error as APIError where error.code == .invalidCredentials {
+            return try again(.unauthorized, "The e-mail or the password is wrong.")
+        } catch let error as APIError where error.code == .accountLocked {
+            // The API's words ("too many wrong passwords; this account is locked for 60 s"), as a sentence.
+            return try again(
+                .tooManyRequests, error.message.prefix(1).uppercased() + error.message.dropFirst() + ".",
+                headers: error.headers)
+        }
+        let token = DashboardSecurity.randomToken()
+        let time = now()
+        try await ledger.createDashboardSession(
+            tokenHash: DashboardSecurity.hash(token), merchant: merchant.id,
+            csrfSecret: DashboardSecurity.randomToken(),
+            at: time, expiresAt: time + settings.sessionLifetime)
+        RequestScope.current?.logger.notice("dashboard sign-in", metadata: ["merchant": "\(merchant.id)"])
+        var response = Self.redirect("/dashboard/transactions")
+        response.setCookie(
+            DashboardSecurity.cookie(
+                DashboardSecurity.sessionCookie, value: token, maxAge: Int(settings.sessionLifetime),
+                secure: secureCookies))
+        response.setCookie(
+            DashboardSecurity.cookie(DashboardSecurity.signInCookie, value: "", maxAge: 0, secure: secureCookies))
+        return response
+    }
+
+    func signOut(_ request: Request) async throws -> Response {
+        let signedIn = try await requireSession(request)
+        _ = try await checkedForm(request, signedIn)
+        try await ledger.deleteDashboardSession(tokenHash: signedIn.tokenHash)
+        var response = Self.redirect("/dashboard/sign-in?done=signed-out")
+        response.setCookie(
+            DashboardSecurity.cookie(DashboardSecurity.sessionCookie, value: "", maxAge: 0, secure: secureCookies))
+        return response
+    }
+
+    // MARK: Transactions
+
+    func transactionsPage(_ request: Request) async throws -> Response {
+        guard let signedIn = try await session(of: request) else { return Self.redirect("/dashboard/sign-in") }
+        return try await transactions(
+            signedIn, query: FormFields(encoded: request.uri.query.map { Substring($0) } ?? ""),
+            notice: Self.notice(request))
+    }
+
+    /// The transactions page for `query`'s filters and page; `problem` (a refused refund) is
+    /// shown above the list with `status`.
+    private func transactions(
+        _ signedIn: SignedIn, query: FormFields, notice: String? = nil, problem: String? = nil,
+        status: HTTPResponse.Status = .ok
+    ) async throws -> Response {
+        var filter = TransactionFilter()
+        var problems: [String] = []
+        let fromText = query.text("from") ?? ""
+        let toText = query.text("to") ?? ""
+        if !fromText.isEmpty {
+            if let day = DashboardDates.parseDay(fromText) {
+                filter.from = day
+            } else {
+                problems.append("“From” must be a date such as 2026-11-25.")
+            }
+        }
+        if !toText.isEmpty {
+            // "To" names the last day shown, so the range ends when that day does.
+            if let day = DashboardDates.parseDay(toText) {
+                filter.until = day + 86_400
+            } else {
+                problems.append("“To” must be a date such as 2026-11-25.")
+            }
+        }
+        let typeText = query.text("type") ?? ""
+        if !typeText.isEmpty {
+            if let type = TransactionTypeChoice.type(for: typeText) {
+                filter.type = type
+            } else {
+                problems.append("“Type” must be one of the listed types.")
+            }
+        }
+        filter.registerUser = query.text("register_user")
+        var before: Int64?
+        if let text = query.text("before") {
+            if let reference = Int64(text), reference > 0 {
+                before = reference
+            } else {
+                problems.append("The page link is broken: start again from the newest transactions.")
+            }
+        }
+        let users = try await ledger.registerUsers(of: signedIn.merchant.id)
+        var model = TransactionsPage(
+            layout: .signedIn("Transactions", signedIn, current: \.onTransactions, notice: notice),
+            csrf: signedIn.session.csrfSecret, from: fromText, to: toText,
+            types: TransactionTypeChoice.options(selected: typeText),
+            registerUsers: [Option(value: "", label: "Any", selected: filter.registerUser == nil)]
+                + users.map {
+                    Option(
+                        value: $0.id, label: $0.name.isEmpty ? $0.id : "\($0.name) (\($0.id))",
+                        selected: filter.registerUser == $0.id)
+                }, rows: [], newestURL: nil, olderURL: nil)
+        if let user = filter.registerUser, !users.contains(where: { $0.id == user }) {
+            // A register user no longer listed (removed, or named by the register itself) still filters.
+            model.registerUsers.append(Option(value: user, label: user, selected: true))
+        }
+        guard problems.isEmpty else {
+            model.layout.problem = problems.joined(separator: " ")
+            return try page("transactions", model, status: .badRequest)
+        }
+        let page = try await ledger.transactions(
+            of: signedIn.merchant.id, matching: filter, limit: settings.pageSize, before: before)
+        if before != nil, page.transactions.isEmpty {
+            model.layout.problem = "There are no older transactions: this page is past the last one."
+        }
+        if let problem { model.layout.problem = problem }
+        let refunded = try await ledger.refundedAmounts(
+            of: page.transactions.map(\.result.paymentID), merchant: signedIn.merchant.id)
+        model.rows = page.transactions.map { transaction in
+            var row = TransactionRow(transaction)
+            let result = transaction.result
+            let done = refunded[result.paymentID] ?? 0
+            let currency = result.amount.currency
+            if done > 0, let money = try? Money(minorUnits: done, currency: currency) {
+                row.refunded = money.description
+            }
+            // What is left of amount plus tip; the form offers all of it and takes any part.
+            let left = result.amount.minorUnits + result.tip.minorUnits - done
+            if result.transactionType == .payment, result.outcome.isApproved, left > 0,
+                let remaining = try? Money(minorUnits: left, currency: currency)
+            {
+                row.refund = RefundForm(
+                    refundID: RefundID.generate().rawValue, refundable: remaining.formattedAmount,
+                    currency: currency.code)
+            }
+            return row
+        }
+        let filters = [
+            ("from", fromText), ("to", toText), ("type", typeText), ("register_user", filter.registerUser ?? ""),
+        ]
+        .filter { !$0.1.isEmpty }
+        if before != nil { model.newestURL = Self.url("/dashboard/transactions", filters) }
+        if let next = page.nextBefore {
+            model.olderURL = Self.url("/dashboard/transactions", filters + [("before", String(next))])
+        }
+        return try self.page("transactions", model, status: status)
+    }
+
+    /// Refunds all or part of one of the merchant's payments from its row. The form's refund id
+    /// was made when the page was rendered: submitting the form twice refunds once.
+    func refund(_ request: Request, context: ServerRequestContext) async throws -> Response {
+        let signedIn = try await requireSession(request)
+        let form = try await checkedForm(request, signedIn)
+        // Another merchant's reference is "not found", exactly like one that does not exist.
+        guard let reference = context.parameters.get("reference").flatMap({ Int64($0) }),
+            let transaction = try await ledger.transaction(reference: reference, of: signedIn.merchant.id)
+        else { throw DashboardRefusal.failed(.notFound, "That payment does not exist, so nothing was refunded.") }
+        func refuse(_ problem: String, _ status: HTTPResponse.Status = .badRequest) async throws -> Response {
+            try await transactions(signedIn, query: FormFields(encoded: ""), problem: problem, status: status)
+        }
+        let currency = transaction.result.amount.currency
+        let amountText = form.text("amount") ?? ""
+        let amount: Money
+        do { amount = try Money.parse(amountText, currency: currency) } catch {
+            return try await refuse(
+                "“\(amountText)” is not an amount in \(currency.code): write it like \(transaction.result.amount.formattedAmount)."
+            )
+        }
+        let request = RefundRequest(
+            refundID: RefundID(rawValue: form["refund_id"] ?? ""), paymentID: transaction.result.paymentID,
+            amount: amount)
+        let outcome: Result<Refund, LedgerError>
+        do { outcome = .success(try await ledger.refund(request, merchant: signedIn.merchant.id, at: now())) } catch {
+            outcome = .failure(error)
+        }
+        switch outcome {
+        case .success(let refund):
+            RequestScope.current?.logger.notice(
+                "refund from the dashboard",
+                metadata: ["refund": "\(refund.refundID)", "reference": "\(reference)", "amount": "\(refund.amount)"])
+            return Self.redirect("/dashboard/transactions?done=refunded")
+        case .failure(.refundRefused(let refusal)):
+            return try await refuse(Self.sentence(for: refusal, reference: reference), Self.status(for: refusal))
+        case .failure(let error):
+            throw error
+        }
+    }
+
+    static func sentence(for refusal: RefundRefusal, reference: Int64) -> String {
+        switch refusal {
+        case .exceedsRemaining(let remaining):
+            remaining.minorUnits == 0
+                ? "Payment \(reference) is refunded in full already; nothing was refunded now."
+                : "The refund is more than what is left of payment \(reference) (\(remaining)); nothing was refunded."
+        case .invalidAmount: "A refund must be more than zero."
+        case .idempotencyConflict:
+            "This refund form was already used for another amount; nothing was refunded now. Use the form on the page as it is now."
+        case .invalidRefundID:
+            "The refund form is damaged (its refund id); nothing was refunded. Use the form on the page as it is now."
+        case .paymentNotFound, .notRefundable, .currencyMismatch:
+            "Payment \(reference) cannot be refunded: \(refusal)."
+        }
+    }
+
+    static func status(for refusal: RefundRefusal) -> HTTPResponse.Status {
+        switch refusal {
+        case .exceedsRemaining, .idempotencyConflict: .conflict
+        case .paymentNotFound: .notFound
+        default: .badRequest
+        }
+    }
+
+    // MARK: Register users
+
+    func registerUsersPage(_ request: Request) async throws -> Response {
+        guard let signedIn = try await session(of: request) else { return Self.redirect("/dashboard/sign-in") }
+        return try await registerUsers(signedIn, notice: Self.notice(request))
+    }
+
+    private func registerUsers(
+        _ signedIn: SignedIn, notice: String? = nil, problem: String? = nil, status: HTTPResponse.Status = .ok,
+        newID: String = "", newName: String = ""
+    ) async throws -> Response {
+        let users = try await ledger.registerUsers(of: signedIn.merchant.id)
+        var layout = Layout.signedIn("Register users", signedIn, current: \.onRegisterUsers, notice: notice)
+        layout.problem = problem
+        return try page(
+            "register-users",
+            RegisterUsersPage(
+                layout: layout, csrf: signedIn.session.csrfSecret,
+                users: users.map {
+                    RegisterUserRow(id: $0.id, name: $0.name, added: DashboardDates.format($0.addedAt))
+                }, newID: newID, newName: newName), status: status)
+    }
+
+    func addRegisterUser(_ request: Request) async throws -> Response {
+        let signedIn = try await requireSession(request)
+        let form = try await checkedForm(request, signedIn)
+        let id = form.text("id") ?? ""
+        let name = form.text("name") ?? ""
+        func refuse(_ problem: String, _ status: HTTPResponse.Status = .badRequest) async throws -> Response {
+            try await registerUsers(signedIn, problem: problem, status: status, newID: id, newName: name)
+        }
+        guard !id.isEmpty else { return try await refuse("Give the register user an id (the register sends it).") }
+        guard id.utf8.count <= MessageLimits.shortText else {
+            return try await refuse("The id is too long: at most \(MessageLimits.shortText) bytes.")
+        }
+        guard !name.isEmpty else { return try await refuse("Give the register user a name.") }
+        guard name.utf8.count <= 200 else { return try await refuse("The name is too long: at most 200 bytes.") }
+        // Checked before adding (the ledger's own refusal stays the backstop for a race).
+        if try await ledger.registerUsers(of: signedIn.merchant.id).contains(where: { $0.id == id }) {
+            return try await refuse("A register user with the id \(id) exists already.", .conflict)
+        }
+        try await ledger.addRegisterUser(id: id, name: name, to: signedIn.merchant.id, at: now())
+        return Self.redirect("/dashboard/register-users?done=user-added")
+    }
+
+    func removeRegisterUser(_ request: Request) async throws -> Response {
+        let signedIn = try await requireSession(request)
+        let form = try await checkedForm(request, signedIn)
+        guard let id = form["id"], try await ledger.removeRegisterUser(id: id, from: signedIn.merchant.id) else {
+            return try await registerUsers(
+                signedIn, problem: "That register user does not exist (removed already?).", status: .notFound)
+        }
+        return Self.redirect("/dashboard/register-users?done=user-removed")
+    }
+
+    // MARK: Terminals
+
+    func terminalsPage(_ request: Request) async throws -> Response {
+        guard let signedIn = try await session(of: request) else { return Self.redirect("/dashboard/sign-in") }
+        return try await terminals(signedIn, notice: Self.notice(request))
+    }
+
+    private func terminals(
+        _ signedIn: SignedIn, notice: String? = nil, problem: String? = nil, status: HTTPResponse.Status = .ok
+    ) async throws -> Response {
+        let terminals = try await ledger.terminals(of: signedIn.merchant.id)
+        var layout = Layout.signedIn("Terminals", signedIn, current: \.onTerminals, notice: notice)
+        layout.problem = problem
+        let time = now()
+        return try page(
+            "terminals",
+            TerminalsPage(
+                layout: layout, csrf: signedIn.session.csrfSecret,
+                terminals: terminals.map { terminal in
+                    TerminalRow(
+                        id: terminal.id.rawValue, label: terminal.label,
+                        activated: DashboardDates.format(terminal.activatedAt),
+                        expires: DashboardDates.format(terminal.credentialExpiresAt),
+                        status: terminal.revokedAt.map { "revoked \(DashboardDates.format($0))" }
+                            ?? (terminal.credentialExpiresAt > time ? "active" : "credential expired (renews on use)"),
+                        active: !terminal.isRevoked)
+                }), status: status)
+    }
+
+    func revokeTerminal(_ request: Request) async throws -> Response {
+        let signedIn = try await requireSession(request)
+        let form = try await checkedForm(request, signedIn)
+        // Another merchant's terminal is "not found", exactly like one that does not exist.
+        guard let id = form["id"],
+            let terminal = try await ledger.terminals(of: signedIn.merchant.id)
+                .first(where: { $0.id.rawValue == id })
+        else {
+            return try await terminals(signedIn, problem: "That terminal does not exist.", status: .notFound)
+        }
+        try await ledger.revokeTerminal(terminal.id, at: now())
+        RequestScope.current?.logger.notice(
+            "terminal revoked from the dashboard", metadata: ["terminal": "\(terminal.id)"])
+        return Self.redirect("/dashboard/terminals?done=terminal-revoked")
+    }
+
+    // MARK: Programs
+
+    func programsPage(_ request: Request) async throws -> Response {
+        guard let signedIn = try await session(of: request) else { return Self.redirect("/dashboard/sign-in") }
+        return try await programs(signedIn, notice: Self.notice(request))
+    }
+
+    private func programs(
+        _ signedIn: SignedIn, notice: String? = nil, problem: String? = nil, status: HTTPResponse.Status = .ok,
+        points: String? = nil
+    ) async throws -> Response {
+        // Read again: the rule may have changed since sign-in.
+        let merchant = try await ledger.merchant(signedIn.merchant.id)
+        let members = try await ledger.goldMemberships(of: merchant.id)
+        let coupons = try await ledger.coupons(of: merchant.id)
+        var layout = Layout.signedIn("Programs", signedIn, current: \.onPrograms, notice: notice)
+        layout.problem = problem
+        let rule = merchant.bonusPointsPerMajorUnit
+        return try page(
+            "programs",
+            ProgramsPage(
+                layout: layout, csrf: signedIn.session.csrfSecret, currency: merchant.currency.code,
+                points: points ?? String(rule),
+                bonusSummary: rule > 0
+                    ? "Payments earn \(rule) bonus \(rule == 1 ? "point" : "points") per whole \(merchant.currency.code) (tips earn none)."
+                    : "The bonus program is off: payments earn no points.",
+                members: members.map { member in
+                    MemberRow(
+                        wallet: member.walletName.isEmpty ? member.walletID.rawValue : member.walletName,
+                        tier: member.membership.tier, from: DashboardDates.format(member.membership.validFrom),
+                        until: DashboardDates.format(member.membership.validUntil),
+                        period: Self.period(member.membership.benefitPeriod))
+                },
+                coupons: coupons.map { record in
+                    CouponRow(
+                        code: record.coupon.code,
+                        wallet: record.walletName.isEmpty ? record.walletID.rawValue : record.walletName,
+                        description: record.coupon.description, value: record.coupon.value.description,
+                        expires: DashboardDates.format(record.coupon.expiresAt),
+                        redeemed: record.coupon.redeemedAt.map(DashboardDates.format) ?? "no")
+                }), status: status)
+    }
+
+    func setBonusRule(_ request: Request) async throws -> Response {
+        let signedIn = try await requireSession(request)
+        let form = try await checkedForm(request, signedIn)
+        let text = form.text("points") ?? ""
+        guard let points = Int64(text), (0...1_000_000).contains(points) else {
+            return try await programs(
+                signedIn, problem: "Points per unit must be a whole number from 0 to 1000000.", status: .badRequest,
+                points: text)
+        }
+        try await ledger.setBonusRule(pointsPerMajorUnit: points, for: signedIn.merchant.id)
+        return Self.redirect("/dashboard/programs?done=bonus-saved")
+    }
+
+    // MARK: Sessions and forms
+
+    /// The signed-in merchant of a request: its session (by the cookie's token) and merchant.
+    struct SignedIn: Sendable {
+        let session: DashboardSession
+        let merchant: Merchant
+        let tokenHash: [UInt8]
+    }
+
+    func session(of request: Request) async throws -> SignedIn? {
+        guard let token = request.cookies[DashboardSecurity.sessionCookie]?.value, !token.isEmpty,
+            token.utf8.count <= 128
+        else { return nil }
+        let hash = DashboardSecurity.hash(token)
+        guard let session = try await ledger.dashboardSession(tokenHash: hash, at: now()) else { return nil }
+        return SignedIn(session: session, merchant: try await ledger.merchant(session.merchantID), tokenHash: hash)
+    }
+
+    /// A POST needs a session; without one there is nothing to check its CSRF token against.
+    func requireSession(_ request: Request) async throws -> SignedIn {
+        guard let signedIn = try await session(of: request) else { throw DashboardRefusal.sessionEnded }
+        return signedIn
+    }
+
+    /// A form body, up to the server's body limit.
+    func form(_ request: Request) async throws -> FormFields {
+        let type = request.headers[.contentType]?.lowercased() ?? ""
+        let mediaType = type.split(separator: ";", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces) ?? ""
+        guard mediaType == "application/x-www-form-urlencoded" else { throw DashboardRefusal.notAForm }
+        var request = request
+        let body: ByteBuffer
+        do { body = try await request.collectBody(upTo: maximumBodyBytes) } catch {
+            throw DashboardRefusal.tooLarge(maximumBodyBytes)
+        }
+        return FormFields(encoded: Substring(String(buffer: body)))
+    }
+
+    /// A signed-in form: its CSRF field must be this session's secret, else nothing is done.
+    func checkedForm(_ request: Request, _ signedIn: SignedIn) async throws -> FormFields {
+        let form = try await form(request)
+        guard let token = form["csrf"], DashboardSecurity.same(token, signedIn.session.csrfSecret) else {
+            RequestScope.current?.logger.warning(
+                "dashboard form refused: CSRF token missing or wrong", metadata: ["path": "\(request.uri.path)"])
+            throw DashboardRefusal.csrf(signedIn: true)
+        }
+        return form
+    }
+
+    // MARK: Responses
+
+    /// A rendered page with the headers every dashboard page carries.
+    func page(_ template: String, _ model: Any, status: HTTPResponse.Status = .ok) throws -> Response {
+        let html = try templates.render(template, model)
+        return Response(
+            status: status, headers: Self.pageHeaders, body: .init(byteBuffer: ByteBuffer(string: html)))
+    }
+
+    /// No script runs, nothing loads from elsewhere, no other site frames the pages or reads
+    /// them from a cache, and forms post only to this server.
+    static let pageHeaders: HTTPFields = [
+        .contentType: "text/html; charset=utf-8",
+        .contentSecurityPolicy:
+            "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        .xContentTypeOptions: "nosniff", .referrerPolicy: "same-origin", .cacheControl: "no-store",
+        HTTPField.Name("X-Frame-Options")!: "DENY",
+    ]
+
+    static func redirect(_ location: String) -> Response {
+        Response(status: .seeOther, headers: [.location: location, .cacheControl: "no-store"])
+    }
+
+    /// The page for a refusal or failure: HTML, never the API's JSON envelope.
+    func errorPage(for error: any Error, request: Request, signedIn: Bool) -> Response {
+        let refusal: DashboardRefusal
+        switch error {
+        case let error as DashboardRefusal: refusal = error
+        case let error as HTTPError where error.status == .notFound || error.status == .methodNotAllowed:
+            refusal = .notFound
+        case let error as LedgerError:
+            let apiError = APIError(error)
+            refusal =
+                apiError.code == .databaseUnavailable
+                ? .unavailable : .failed(APIError(error).status, "The request could not be done: \(error)")
+        default:
+            RequestScope.current?.logger.error(
+                "dashboard page failed", metadata: ["error": "\(String(reflecting: error))"])
+            refusal = .failed(
+                .internalServerError,
+                "Something went wrong on the server. The request id \(RequestScope.current?.id ?? "") identifies it in the server's log."
+            )
+        }
+        let model = ErrorPage(
+            layout: .signedOut(refusal.title), explanation: refusal.explanation,
+            next: signedIn && !refusal.needsSignIn ? "/dashboard/transactions" : "/dashboard/sign-in",
+            nextLabel: signedIn && !refusal.needsSignIn ? "Back to the dashboard" : "Sign in")
+        do {
+            var response = try page("error", model, status: refusal.status)
+            if case .tooLarge = refusal { response.headers[.connection] = "close" }
+            return response
+        } catch {
+            return Response(
+                status: refusal.status, headers: [.contentType: "text/plain; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(string: "\(refusal.title): \(refusal.explanation)\n")))
+        }
+    }
+
+    /// The confirmation after a form's redirect, by a fixed code (never text from the URL).
+    static func notice(_ request: Request) -> String? {
+        let query = FormFields(encoded: request.uri.query.map { Substring($0) } ?? "")
+        return switch query["done"] {
+        case "signed-out": "You are signed out."
+        case "user-added": "The register user was added."
+        case "user-removed": "The register user was removed."
+        case "terminal-revoked": "The terminal was revoked: it can take no more payments."
+        case "bonus-saved": "The bonus rule was saved; it applies to payments from now on."
+        case "refunded": "The refund was made."
+        default: nil
+        }
+    }
+
+    static func url(_ path: String, _ query: [(String, String)]) -> String {
+        guard !query.isEmpty else { return path }
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return path + "?"
+            + query.map {
+                "\($0.0)=\($0.1.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")"
+            }.joined(separator: "&")
+    }
+
+    static func period(_ seconds: Int64) -> String {
+        if seconds % 86_400 == 0 { return "\(seconds / 86_400) days" }
+        if seconds % 3600 == 0 { return "\(seconds / 3600) hours" }
+        return "\(seconds) s"
+    }
+}
+
+/// Why the dashboard refused a request, as the page says it.
+enum DashboardRefusal: Error, Sendable {
+    case csrf(signedIn: Bool)
+    case sessionEnded
+    case notAForm
+    case tooLarge(Int)
+    case notFound
+    case unavailable
+    case failed(HTTPResponse.Status, String)
+
+    var status: HTTPResponse.Status {
+        switch self {
+        case .csrf, .sessionEnded: .forbidden
+        case .notAForm: .unsupportedMediaType
+        case .tooLarge: .contentTooLarge
+        case .notFound: .notFound
+        case .unavailable: .serviceUnavailable
+        case .failed(let status, _): status
+        }
+    }
+
+    var title: String {
+        switch self {
+        case .csrf: "This form has expired"
+        case .sessionEnded: "Your session has ended"
+        case .notAForm: "Not a form"
+        case .tooLarge: "Too much data"
+        case .notFound: "Page not found"
+        case .unavailable: "The database cannot be reached"
+        case .failed: "The request failed"
+        }
+    }
+
+    var explanation: String {
+        switch self {
+        case .csrf(let signedIn):
+            signedIn
+                ? "The form did not carry this session's security token, so nothing was changed. Open the page again from the dashboard and resubmit."
+                : "The sign-in form did not carry its security token (or cookies are off), so nobody was signed in. Open the sign-in page again."
+        case .sessionEnded: "You are not signed in (the session expired or was signed out), so nothing was changed."
+        case .notAForm: "The dashboard accepts only HTML form posts (application/x-www-form-urlencoded)."
+        case .tooLarge(let limit): "The form sent more than \(limit) bytes."
+        case .notFound: "There is no such page in the dashboard."
+        case .unavailable: "Nothing was changed. Try again in a moment."
+        case .failed(_, let message): message
+        }
+    }
+
+    var needsSignIn: Bool {
+        switch self {
+        case .sessionEnded, .csrf(signedIn: false): true
+        default: false
+        }
+    }
+}
+
+/// Sends `/dashboard` and everything under it to the dashboard's router, before the API's
+/// body rules (JSON only) and request signatures, which do not apply to browser forms.
+struct DashboardMiddleware: RouterMiddleware {
+    typealias Context = ServerRequestContext
+    let dashboard: Dashboard
+    let responder: RouterResponder<ServerRequestContext>
+
+    init(dashboard: Dashboard) {
+        self.dashboard = dashboard
+        responder = dashboard.responder()
+    }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        let path = request.uri.path
+        guard path == "/dashboard" || path.hasPrefix("/dashboard/") else { return try await next(request, context) }
+        do {
+            let response = try await responder.respond(to: request, context: context)
+            // Hummingbird answers an unmatched path with an empty 404; the dashboard's is a page.
+            if response.status == .notFound, response.headers[.contentType] == nil {
+                return dashboard.errorPage(
+                    for: DashboardRefusal.notFound, request: request,
+                    signedIn: request.cookies[DashboardSecurity.sessionCookie] != nil)
+            }
+            return response
+        } catch {
+            let signedIn = request.cookies[DashboardSecurity.sessionCookie] != nil
+            return dashboard.errorPage(for: error, request: request, signedIn: signedIn)
+        }
+    }
+}
+
+extension HTTPField.Name {
+    static let contentSecurityPolicy = HTTPField.Name("Content-Security-Policy")!
+    static let xContentTypeOptions = HTTPField.Name("X-Content-Type-Options")!
+    static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
+}

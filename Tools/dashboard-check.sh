@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The merchant dashboard in a real browser: a Horizon server on SQLite, a merchant with an admin
+# password, a terminal and a wallet on that server, a payment over the simulated radio between
+# the CLIs, then headless Chromium signs in, sees the payment, refunds it, sees the refund and
+# visits every page (Tools/lib/dashboard_browser.py). A screenshot of each page is written to
+# .build/test-output/dashboard/ (or $HORIZON_TEST_OUTPUT/dashboard). Fails when any step's
+# expected text is missing. Installs Chromium when missing; expects a built package
+# (Tools/test.sh builds first).
+#
+#   Tools/dashboard-check.sh                 run the check
+#   README_SHOT=docs/dashboard.png Tools/dashboard-check.sh   also write the README's picture
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source Tools/lib/setup.sh
+
+ensure_debian_packages "${HORIZON_BROWSER_PACKAGES[@]}"
+command -v python3 >/dev/null 2>&1 || die "python3 is needed to drive Chromium"
+bin=$(swift build --show-bin-path)
+for program in horizon-server horizon-terminal horizon-wallet; do
+    [ -x "$bin/$program" ] || die "$bin/$program is not built; run swift build first"
+done
+output="${HORIZON_TEST_OUTPUT:-.build/test-output}/dashboard"
+rm -rf "$output"
+mkdir -p "$output"
+
+work=$(mktemp -d /tmp/horizon-dashboard.XXXXXX)
+socket="$work/radio.sock"
+server_pid=""
+radio_pid=""
+terminal_pid=""
+cleanup() {
+    [ -n "$terminal_pid" ] && kill "$terminal_pid" 2>/dev/null || true
+    [ -n "$radio_pid" ] && kill "$radio_pid" 2>/dev/null || true
+    [ -n "$server_pid" ] && kill -TERM "$server_pid" 2>/dev/null || true
+    wait 2>/dev/null || true
+    if [ -z "${KEEP:-}" ]; then rm -rf "$work"; else echo "data kept in $work"; fi
+}
+trap cleanup EXIT
+
+email="owner@corner.example"
+label="Till 1, Market St"
+printf 'correct horse battery staple\n' >"$work/merchant-password"
+chmod 600 "$work/merchant-password"
+
+step "dashboard check: a server on SQLite with a merchant, in $work/server"
+"$bin/horizon-server" init --data-dir "$work/server" --listen 127.0.0.1:0 >/dev/null
+"$bin/horizon-server" merchants add "Corner Café" --email "$email" --currency EUR \
+    --password-file "$work/merchant-password" --data-dir "$work/server" >/dev/null
+"$bin/horizon-server" serve --data-dir "$work/server" --log-level warning >"$work/server.out" 2>"$work/server.log" &
+server_pid=$!
+url=""
+for _ in $(seq 1 100); do
+    url=$(sed -n 's/^listening on //p' "$work/server.out")
+    [ -n "$url" ] && break
+    kill -0 "$server_pid" 2>/dev/null || die "horizon-server stopped: $(cat "$work/server.log")"
+    sleep 0.1
+done
+[ -n "$url" ] || die "horizon-server did not start within 10 s: $(cat "$work/server.log")"
+
+step "dashboard check: a terminal and a wallet on the server, a payment of 12.50 EUR with a 1.50 tip over the simulated radio"
+"$bin/horizon-terminal" activate --server "$url" --email "$email" --password-file "$work/merchant-password" \
+    --label "$label" --data-dir "$work/terminal" >/dev/null
+phone="+4915112345678"
+"$bin/horizon-wallet" register --server "$url" --name "Alex" --email alex@example.com --phone "$phone" \
+    --data-dir "$work/wallet" >/dev/null
+code=$("$bin/horizon-server" outbox --to "$phone" --limit 1 --data-dir "$work/server" |
+    sed -n 's/.*registration code is \([0-9]\{8\}\).*/\1/p' | head -1)
+[ -n "$code" ] || die "no registration code in the server's outbox"
+"$bin/horizon-wallet" verify "$code" --data-dir "$work/wallet" >/dev/null
+"$bin/horizon-server" wallets top-up alex@example.com 100.00 --data-dir "$work/server" >/dev/null
+"$bin/horizon-terminal" radio --socket "$socket" --idle-exit 30 >/dev/null &
+radio_pid=$!
+"$bin/horizon-terminal" pay 12.50 --register anna --data-dir "$work/terminal" --radio-socket "$socket" \
+    >"$work/terminal.out" 2>&1 &
+terminal_pid=$!
+sleep 0.5
+"$bin/horizon-wallet" pay --tip 1.50 --yes --data-dir "$work/wallet" --radio-socket "$socket" --position 0.4,0 \
+    >"$work/wallet.out" 2>&1 || die "the wallet's payment failed: $(cat "$work/wallet.out")"
+wait "$terminal_pid" || die "the terminal's payment failed: $(cat "$work/terminal.out")"
+terminal_pid=""
+
+step "dashboard check: headless Chromium at $url/dashboard/"
+shot=()
+[ -n "${README_SHOT:-}" ] && shot=(--readme-shot "$README_SHOT")
+python3 Tools/lib/dashboard_browser.py --url "$url" --email "$email" --password-file "$work/merchant-password" \
+    --output "$output" --amount "12.50 EUR" --total "14.00 EUR" --terminal-label "$label" --refund "${shot[@]}"

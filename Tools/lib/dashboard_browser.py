@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+"""Drives the merchant dashboard in headless Chromium, as a merchant would use it.
+
+Chromium is controlled over the DevTools protocol on a pipe (--remote-debugging-pipe: JSON
+messages ending in NUL on file descriptors 3 and 4), so nothing listens on a port and only
+Python's standard library is needed. Every step checks the text the page must show; a
+screenshot (PNG) of every page goes to the output folder. Exit status 0 only when every step
+passed.
+
+  dashboard_browser.py --url http://127.0.0.1:PORT --email E --password-file F --output DIR \
+      --amount "12.50 EUR" --total "14.00 EUR" --terminal-label "Till 1" [--refund] \
+      [--readme-shot docs/dashboard.png]
+"""
+import argparse
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+
+class Failure(Exception):
+    pass
+
+
+class Browser:
+    """One headless Chromium and one page, over the DevTools pipe."""
+
+    def __init__(self, width=1000, height=760):
+        self.profile = tempfile.mkdtemp(prefix="horizon-chromium.")
+        to_chrome_read, to_chrome_write = os.pipe()
+        from_chrome_read, from_chrome_write = os.pipe()
+        binary = shutil.which("chromium") or shutil.which("chromium-browser")
+        if binary is None:
+            raise Failure("chromium is not installed (Tools/lib/setup.sh installs the Debian package)")
+        arguments = [
+            binary, "--headless", "--remote-debugging-pipe", "--disable-gpu", "--no-first-run",
+            "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
+            "--disable-sync", "--hide-scrollbars", "--user-data-dir=" + self.profile,
+            "--window-size=%d,%d" % (width, height), "about:blank",
+        ]
+        # Chromium's sandbox refuses to run as root (CI runs as root).
+        if os.geteuid() == 0:
+            arguments.insert(1, "--no-sandbox")
+
+        def descriptors():
+            # The protocol's fixed descriptors: Chromium reads commands on 3 and writes on 4.
+            # Copied first, because the pipe itself may already sit on 3 or 4, and dup2 onto
+            # itself would keep its close-on-exec flag (Python's pipes are not inheritable).
+            read_end, write_end = os.dup(to_chrome_read), os.dup(from_chrome_write)
+            os.dup2(read_end, 3)
+            os.dup2(write_end, 4)
+
+        # close_fds=False: Python closes unlisted descriptors after preexec_fn, which would
+        # close 3 and 4 again; the pipe's other ends are closed in the parent below.
+        self.process = subprocess.Popen(
+            arguments, close_fds=False, preexec_fn=descriptors,
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.profile, "chromium.log"), "w"))
+        os.close(to_chrome_read)
+        os.close(from_chrome_write)
+        self.writer = os.fdopen(to_chrome_write, "wb", buffering=0)
+        self.reader = os.fdopen(from_chrome_read, "rb", buffering=0)
+        self.buffer = b""
+        self.next_id = 0
+        self.events = []
+        self.session = None
+        self.width, self.height = width, height
+        target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        self.call("Page.enable")
+        self.call("Runtime.enable")
+        self.call("Emulation.setDeviceMetricsOverride",
+                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+
+    def close(self):
+        try:
+            self.call("Browser.close", session=False)
+        except Exception:
+            pass
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+    def _read_message(self, deadline):
+        while b"\0" not in self.buffer:
+            if time.monotonic() > deadline:
+                raise Failure("Chromium did not answer in time")
+            chunk = self.reader.read(65536)
+            if not chunk:
+                raise Failure("Chromium closed the DevTools pipe (exit status %s)" % self.process.poll())
+            self.buffer += chunk
+        message, self.buffer = self.buffer.split(b"\0", 1)
+        return json.loads(message)
+
+    def call(self, method, params=None, session=True, timeout=30):
+        self.next_id += 1
+        message = {"id": self.next_id, "method": method, "params": params or {}}
+        if session and self.session:
+            message["sessionId"] = self.session
+        self.writer.write(json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self._read_message(deadline)
+            if reply.get("id") == self.next_id:
+                if "error" in reply:
+                    raise Failure("%s failed: %s" % (method, reply["error"]))
+                return reply.get("result", {})
+            if "method" in reply:
+                self.events.append(reply)
+
+    def wait_for_event(self, method, timeout=30):
+        deadline = time.monotonic() + timeout
+        while True:
+            for index, event in enumerate(self.events):
+                if event["method"] == method:
+                    del self.events[: index + 1]
+                    return event
+            self.events.append(self._read_message(deadline))
+
+    def evaluate(self, expression):
+        result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True})
+        if "exceptionDetails" in result:
+            raise Failure("the page's script failed: %s" % result["exceptionDetails"].get("text"))
+        return result["result"].get("value")
+
+    def open(self, url):
+        self.events.clear()
+        self.call("Page.navigate", {"url": url})
+        self.wait_for_event("Page.loadEventFired")
+
+    def submit(self, expression):
+        """Runs `expression` (which submits a form) and waits for the page it leads to."""
+        self.events.clear()
+        self.evaluate(expression)
+        self.wait_for_event("Page.loadEventFired")
+
+    def text(self):
+        return self.evaluate("document.body ? document.body.innerText : ''") or ""
+
+    def screenshot(self, path):
+        height = self.evaluate("Math.ceil(document.documentElement.scrollHeight)") or self.height
+        height = max(self.height, min(int(height), 4000))
+        self.call("Emulation.setDeviceMetricsOverride",
+                  {"width": self.width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+        data = self.call("Page.captureScreenshot", {"format": "png"})["data"]
+        self.call("Emulation.setDeviceMetricsOverride",
+                  {"width": self.width, "height": self.height, "deviceScaleFactor": 1, "mobile": False})
+        with open(path, "wb") as file:
+            file.write(base64.b64decode(data))
+
+
+def js_string(text):
+    return json.dumps(text)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--email", required=True)
+    parser.add_argument("--password-file", required=True)
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--amount", required=True, help='the payment as the dashboard shows it, e.g. "12.50 EUR"')
+    parser.add_argument("--total", required=True, help='amount plus tip, what a full refund gives back, e.g. "14.00 EUR"')
+    parser.add_argument("--terminal-label", required=True)
+    parser.add_argument("--refund", action="store_true", help="refund the payment from its row and check it")
+    parser.add_argument("--readme-shot", help="also write the transactions page here (the README's picture)")
+    options = parser.parse_args()
+    with open(options.password_file) as file:
+        password = file.read().rstrip("\n")
+    os.makedirs(options.output, exist_ok=True)
+    base = options.url.rstrip("/")
+    browser = Browser()
+    passed = 0
+    step_name = "starting"
+
+    def step(name):
+        nonlocal step_name
+        step_name = name
+        print("dashboard | " + name, flush=True)
+
+    def expect(*texts, screenshot=None):
+        nonlocal passed
+        page = browser.text()
+        if screenshot:
+            browser.screenshot(os.path.join(options.output, screenshot))
+        for text in texts:
+            if text not in page:
+                raise Failure("expected %r on the page; it shows:\n%s" % (text, page[:1500]))
+        passed += 1
+
+    try:
+        step("an unsigned visit is sent to the sign-in page")
+        browser.open(base + "/dashboard/transactions")
+        expect("Sign in", "E-mail", "Password", screenshot="01-sign-in.png")
+        if not browser.evaluate("location.pathname") == "/dashboard/sign-in":
+            raise Failure("not redirected to /dashboard/sign-in")
+
+        step("a wrong password is refused")
+        browser.submit(
+            "document.getElementById('email').value = %s; document.getElementById('password').value = 'wrong';"
+            "document.querySelector('main form button[type=submit]').click()" % js_string(options.email))
+        expect("The e-mail or the password is wrong.", screenshot="02-sign-in-refused.png")
+
+        step("signing in shows the payment made over the simulated radio")
+        browser.submit(
+            "document.getElementById('email').value = %s; document.getElementById('password').value = %s;"
+            "document.querySelector('main form button[type=submit]').click()"
+            % (js_string(options.email), js_string(password)))
+        expect("Transactions", options.amount, "approved", "Sign out", screenshot="03-transactions.png")
+        if options.readme_shot:
+            browser.screenshot(options.readme_shot)
+
+        step("the session cookie is HttpOnly and SameSite")
+        cookies = browser.call("Network.getCookies", {"urls": [base + "/dashboard/"]}).get("cookies", [])
+        session = [cookie for cookie in cookies if cookie["name"] == "horizon_session"]
+        if not session or not session[0]["httpOnly"] or session[0].get("sameSite") not in ("Lax", "Strict"):
+            raise Failure("the session cookie is missing or not HttpOnly/SameSite: %s" % cookies)
+        if browser.evaluate("document.cookie").find("horizon_session") >= 0:
+            raise Failure("a script can read the session cookie")
+
+        step("filters: payments from today, the register user, a type with no transactions")
+        today = time.strftime("%Y-%m-%d", time.gmtime())
+        browser.open(base + "/dashboard/transactions?type=payment&from=%s&to=%s" % (today, today))
+        expect(options.amount, screenshot="04-transactions-filtered.png")
+        browser.open(base + "/dashboard/transactions?register_user=anna")
+        expect(options.amount, "anna")
+        browser.open(base + "/dashboard/transactions?type=coupon")
+        expect("No transactions match.")
+
+        if options.refund:
+            step("refunding the payment from its row")
+            browser.open(base + "/dashboard/transactions")
+            browser.submit("document.querySelector('form.refund button').click()")
+            expect("The refund was made.", "refunded " + options.total, screenshot="05-refunded.png")
+            if browser.evaluate("document.querySelectorAll('form.refund').length") != 0:
+                raise Failure("the fully refunded payment still offers a refund")
+
+        step("register users: add one")
+        browser.open(base + "/dashboard/register-users")
+        browser.submit(
+            "document.getElementById('id').value = 'alex-till';"
+            "document.getElementById('name').value = 'Alex at the till';"
+            "document.querySelector('form.card button').click()")
+        expect("The register user was added.", "alex-till", "Alex at the till", screenshot="06-register-users.png")
+
+        step("a form with a wrong CSRF token is refused")
+        browser.submit(
+            "document.querySelector('form.card input[name=csrf]').value = 'forged';"
+            "document.getElementById('id').value = 'mallory';"
+            "document.getElementById('name').value = 'Mallory';"
+            "document.querySelector('form.card button').click()")
+        expect("This form has expired", "nothing was changed", screenshot="07-csrf-refused.png")
+        browser.open(base + "/dashboard/register-users")
+        if "Mallory" in browser.text():
+            raise Failure("the forged form added a register user")
+
+        step("register users: remove one")
+        browser.submit("document.querySelector('button[aria-label=\"Remove Alex at the till\"]').click()")
+        expect("The register user was removed.", "No register users yet.")
+
+        step("terminals: the activated terminal is listed")
+        browser.open(base + "/dashboard/terminals")
+        expect(options.terminal_label, "active", "Revoke", screenshot="08-terminals.png")
+
+        step("programs: the bonus rule, memberships and coupons")
+        browser.open(base + "/dashboard/programs")
+        expect("Bonus points", "Gold memberships", "Coupons", screenshot="09-programs.png")
+        browser.submit(
+            "document.getElementById('points').value = '3'; document.querySelector('form.card button').click()")
+        expect("The bonus rule was saved", "Payments earn 3 bonus points per whole")
+
+        step("signing out ends the session")
+        browser.submit("document.querySelector('form.sign-out button').click()")
+        expect("You are signed out.", screenshot="10-signed-out.png")
+        browser.open(base + "/dashboard/transactions")
+        if browser.evaluate("location.pathname") != "/dashboard/sign-in":
+            raise Failure("after sign-out the transactions page did not send to the sign-in page")
+        passed += 1
+    except Failure as failure:
+        print("dashboard | FAILED at '%s': %s" % (step_name, failure), file=sys.stderr, flush=True)
+        try:
+            browser.screenshot(os.path.join(options.output, "failed.png"))
+        except Exception:
+            pass
+        browser.close()
+        return 1
+    browser.close()
+    print("dashboard | %d checks passed; screenshots in %s" % (passed, options.output), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
