@@ -249,7 +249,9 @@ struct SessionHostStateMachine: Sendable {
     }
 
     private mutating func offerSent(_ current: HostedSession, to wallet: any SessionWallet) -> [SessionHostAction] {
+        // One allocation for the handful of actions an event gives, not one per doubling.
         var actions: [SessionHostAction] = []
+        actions.reserveCapacity(8)
         if state == .waitingForWallet {
             state = .walletConnected
             actions.append(.setState(.walletConnected))

@@ -110,10 +110,15 @@ struct SessionClientStateMachine: Sendable {
     struct Attempt: Sendable {
         let tracking: PeripheralTracking
         var link: Link?
-        var credential: TerminalCredential?
+        /// The terminal's credential, with its key's digest worked out once (requests, the
+        /// checks before sending and the receipt's check all compare it).
+        var credential: TerminalCredential? { didSet { terminalKeyDigest = credential?.keyDigestBytes } }
+        private(set) var terminalKeyDigest: DigestBytes?
         var anchor: TrustAnchor?
         var transcriptHash: [UInt8] = []
-        var offer: Offer?
+        /// The offer shown, with its digest (the offer encoded again and hashed) worked out once.
+        var offer: Offer? { didSet { offerDigest = offer.map(HorizonRoles.offerDigest) } }
+        private(set) var offerDigest: DigestBytes?
         /// Addresses that failed the handshake while a request was pending: a clone of the
         /// terminal's advertisement. The next retry tries the terminal's other addresses first.
         var rejectedAddresses: Set<PeerAddress> = []
@@ -225,16 +230,15 @@ struct SessionClientStateMachine: Sendable {
         shown: DigestBytes?, walletKey: PublicKeyBytes, requestID: PaymentID, walletNonce: Nonce, now: UnixTime
     ) -> Result<RequestContext, PaymentClientError>? {
         guard state == .hostConnected || state == .offerReceived else { return nil }
-        guard let attempt, let offer = attempt.offer, attempt.secureLinkGeneration != nil,
-            let credential = attempt.credential
+        guard let attempt, let offer = attempt.offer, let digest = attempt.offerDigest,
+            attempt.secureLinkGeneration != nil, let terminalKeyDigest = attempt.terminalKeyDigest
         else { return .failure(.notReady("no terminal connected")) }
-        let digest = offerDigest(offer)
         if let shown, shown != digest {
             return .failure(.invalidOffer("it is not the offer that was shown; nothing was signed"))
         }
         return .success(
             RequestContext(
-                offer: offer, offerDigest: digest, terminalKeyDigest: credential.keyDigestBytes, walletKey: walletKey,
+                offer: offer, offerDigest: digest, terminalKeyDigest: terminalKeyDigest, walletKey: walletKey,
                 requestID: requestID, walletNonce: walletNonce,
                 expiresAt: now + configuration.confirmationValidity.nanoseconds / 1_000_000_000))
     }
@@ -247,7 +251,7 @@ struct SessionClientStateMachine: Sendable {
     /// only if it binds this attempt's offer and terminal and nothing else is pending.
     mutating func confirm(_ request: SessionMessage, now: UnixTime) -> [SessionClientAction] {
         guard state == .hostConnected || state == .offerReceived else { return [] }
-        guard var attempt, attempt.pending == nil, let offer = attempt.offer, attempt.secureLinkGeneration != nil,
+        guard var attempt, attempt.pending == nil, attempt.offer != nil, attempt.secureLinkGeneration != nil,
             let credential = attempt.credential
         else {
             error = .notReady("no terminal connected")
@@ -268,7 +272,7 @@ struct SessionClientStateMachine: Sendable {
             error = .notReady("not a request a terminal executes")
             return []
         }
-        guard binds.offer == offerDigest(offer), binds.terminal == credential.keyDigestBytes else {
+        guard binds.offer == attempt.offerDigest, binds.terminal == attempt.terminalKeyDigest else {
             error = .invalidOffer("it is not the offer that was shown; nothing was signed")
             return []
         }
@@ -324,7 +328,9 @@ struct SessionClientStateMachine: Sendable {
         offer = nil
         receipt = nil
         error = nil
+        // One allocation for the handful of actions an event gives, not one per doubling.
         var actions: [SessionClientAction] = []
+        actions.reserveCapacity(8)
         if let generation = old.secureLinkGeneration { actions.append(.close(generation: generation)) }
         if old.receiptTimer != nil { actions.append(.cancelReceiptTimer) }
         actions.append(set(.idle))
@@ -367,6 +373,7 @@ struct SessionClientStateMachine: Sendable {
         self.attempt = attempt
         guard let hello else { return [] }
         var actions: [SessionClientAction] = []
+        actions.reserveCapacity(8)
         if state == .connecting { actions.append(set(.fetchingOffer)) }
         actions.append(.send(.hello(hello), generation: generation))
         // Asking again for a pending payment: the same signed confirmation, same payment id.
@@ -398,6 +405,7 @@ struct SessionClientStateMachine: Sendable {
     mutating func linkEnded(_ end: SecureLinkEnd, generation: Int) -> [SessionClientAction] {
         guard isCurrent(generation), !state.isFinished, let attempt else { return [] }
         var actions: [SessionClientAction] = []
+        actions.reserveCapacity(8)
         if case .rejected(let reason) = end {
             // A terminal that cannot prove who it is: never offer this address's session again.
             // Only this address: a nearer clone of a real advertisement must not hide the real
@@ -422,6 +430,7 @@ struct SessionClientStateMachine: Sendable {
         guard let resolution = attempt?.resolving, resolution.paymentID == paymentID else { return [] }
         attempt?.resolving = nil
         var actions: [SessionClientAction] = []
+        actions.reserveCapacity(8)
         if stored, resolution.acknowledges, let generation = attempt?.secureLinkGeneration {
             actions.append(.acknowledge(paymentID, generation: generation))
         }
@@ -514,7 +523,7 @@ struct SessionClientStateMachine: Sendable {
             merchantName: credential.merchantName.sanitizedForDisplay,
             terminalLabel: credential.terminalLabel.sanitizedForDisplay, vouchedBy: attempt.anchor?.name ?? "",
             confirmationCode: ConfirmationCode(transcriptHash: attempt.transcriptHash),
-            digest: offerDigest(offer), amount: offer.amount, registerUser: offer.registerUser.sanitizedForDisplay,
+            digest: attempt.offerDigest ?? offerDigest(offer), amount: offer.amount, registerUser: offer.registerUser.sanitizedForDisplay,
             item: offer.item.sanitizedForDisplay, quantity: offer.quantity,
             merchantPrograms: offer.merchantPrograms, expiresAt: offer.expiresAt)
         return attempt.wantsHost ? becomeHostConnected() : [set(.offerReceived)]
@@ -548,7 +557,7 @@ struct SessionClientStateMachine: Sendable {
             let credential = attempt.credential,
             verify(receipt.signature, over: receipt.signedBytes, publicKey: credential.terminalKey)
         else { return [] }
-        if let mismatch = Self.mismatch(of: receipt, with: pending, signedBy: credential) {
+        if let mismatch = Self.mismatch(of: receipt, with: pending, signedBy: attempt.terminalKeyDigest) {
             error = .receiptMismatch(mismatch)
             return closeCurrentLink()
         }
@@ -569,20 +578,20 @@ struct SessionClientStateMachine: Sendable {
     }
 
     /// Why `receipt` does not answer `pending` as signed, or nil if it does.
-    static func mismatch(of receipt: Receipt, with pending: PendingPayment, signedBy credential: TerminalCredential)
+    static func mismatch(of receipt: Receipt, with pending: PendingPayment, signedBy terminalKeyDigest: DigestBytes?)
         -> String?
     {
         guard receipt.sessionID == pending.sessionID else { return "another session" }
         switch pending.request {
         case .confirm(let confirm):
-            guard credential.keyDigestBytes == confirm.terminalKeyDigest else { return "signed by another terminal" }
+            guard terminalKeyDigest == confirm.terminalKeyDigest else { return "signed by another terminal" }
             guard receipt.transactionType == .payment else { return "not a payment receipt" }
             guard receipt.amount == confirm.amount else {
                 return "amount \(receipt.amount), confirmed \(confirm.amount)"
             }
             guard receipt.tip == confirm.tip else { return "tip \(receipt.tip), confirmed \(confirm.tip)" }
         case .redeem(let redeem):
-            guard credential.keyDigestBytes == redeem.terminalKeyDigest else { return "signed by another terminal" }
+            guard terminalKeyDigest == redeem.terminalKeyDigest else { return "signed by another terminal" }
             guard receipt.transactionType == redeem.transactionType else { return "another kind of redemption" }
         default: return "not a request"
         }
@@ -616,6 +625,7 @@ struct SessionClientStateMachine: Sendable {
     {
         guard var attempt, let pending = attempt.pending else { return [] }
         var actions: [SessionClientAction] = []
+        actions.reserveCapacity(8)
         if attempt.receiptTimer != nil { actions.append(.cancelReceiptTimer) }
         attempt.receiptTimer = nil
         attempt.pending = nil
@@ -630,6 +640,7 @@ struct SessionClientStateMachine: Sendable {
         guard isCurrent(generation), var attempt else { return [] }
         attempt.link = nil
         var actions: [SessionClientAction] = []
+        actions.reserveCapacity(8)
         if attempt.receiptTimer != nil { actions.append(.cancelReceiptTimer) }
         attempt.receiptTimer = nil
         self.attempt = attempt
@@ -678,6 +689,7 @@ struct SessionClientStateMachine: Sendable {
         // Whatever the old link still says is ignored from now on.
         if attempt != nil { generation += 1 }
         var actions: [SessionClientAction] = []
+        actions.reserveCapacity(8)
         // A session is used once. Only a link lost before confirming leaves it worth another try,
         // or a handshake refused at one address (its tracking is ignored instead: the session
         // may be a clone's, and the real terminal advertises it too).
