@@ -37,6 +37,11 @@ public struct APIError: Error, Sendable, Equatable {
         case registrationExpired = "registration_expired"
         case registrationUsed = "registration_used"
         case registrationLocked = "registration_locked"
+        // Wallet services (issue 15).
+        case walletUnknown = "wallet_unknown"
+        case walletKeyRevoked = "wallet_key_revoked"
+        case invalidCursor = "invalid_cursor"
+        case transactionNotFound = "transaction_not_found"
 
         public var status: HTTPResponse.Status {
             switch self {
@@ -60,6 +65,11 @@ public struct APIError: Error, Sendable, Equatable {
             case .registrationExpired: .gone
             case .registrationUsed: .conflict
             case .registrationLocked: .forbidden
+            case .walletUnknown: .forbidden
+            // 401: the identity the app holds is no longer valid (the reference's "identity invalidated").
+            case .walletKeyRevoked: .unauthorized
+            case .invalidCursor: .badRequest
+            case .transactionNotFound: .notFound
             }
         }
     }
