@@ -62,6 +62,9 @@ struct SQLiteLedgerTests {
     @Test func registrationMigratesAVersion3Database() async throws {
         try await LedgerContract.registrationMigratesAVersion3Database(.sqlite)
     }
+    @Test func walletServicesSeeOnlyTheWallet() async throws {
+        try await LedgerContract.walletServicesSeeOnlyTheWallet(.sqlite)
+    }
 }
 
 @Suite(
@@ -126,5 +129,8 @@ struct PostgresLedgerTests {
     }
     @Test func registrationMigratesAVersion3Database() async throws {
         try await LedgerContract.registrationMigratesAVersion3Database(.postgres)
+    }
+    @Test func walletServicesSeeOnlyTheWallet() async throws {
+        try await LedgerContract.walletServicesSeeOnlyTheWallet(.postgres)
     }
 }
