@@ -22,7 +22,7 @@ struct WalletServiceClientsTests {
         let server: TestServer
         let bakery: Merchant
         let till: TerminalKey
-        let walletKey = P256.Signing.PrivateKey()
+        let walletKey: P256.Signing.PrivateKey
         let wallet: WalletID
         let payments: [Confirm]
         let redemption: Redeem
@@ -77,7 +77,7 @@ struct WalletServiceClientsTests {
             _ = try await ledger.addStatusMessage(
                 severity: .info, title: "New: gold memberships", body: "Ask at the till.", at: now)
             return Scene(
-                server: server, bakery: bakery, till: till, wallet: wallet, payments: payments,
+                server: server, bakery: bakery, till: till, walletKey: walletKey, wallet: wallet, payments: payments,
                 redemption: redemption, otherPayment: otherPayment)
         }
 
