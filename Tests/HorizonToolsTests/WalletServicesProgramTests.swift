@@ -17,7 +17,7 @@ struct WalletServicesProgramTests {
         try "a long merchant password\n".write(toFile: passwordFile, atomically: true, encoding: .utf8)
         let merchant = try Programs.run(
             "horizon-server",
-            ["merchants", "add", "Corner Bakery", "--email", "owner@bakery.example", "--password-file", passwordFile,
+            ["merchants", "add", "Corner Bakery", "--email", "owner@bakery.example", "--currency", "EUR", "--password-file", passwordFile,
              "--data-dir", serverDir])
         #expect(merchant.status == 0, "\(merchant.standardError)")
         let added = try Programs.run(
