@@ -51,16 +51,34 @@ struct History: AsyncParsableCommand {
             if let note = WalletSession.note(result) { print(note) }
             return
         }
-        let result = try await session.call { () async throws(ServiceClientError) in
-            try await client.transactions(limit: limit, cursor: cursor)
+        // The wallet's own receipts and pending payments are shown whatever the server does: a
+        // payment still pending must never disappear from the history because the network is down.
+        let receipts = try store.receipts()
+        let result: ServiceResult<WalletTransactionPage>?
+        let unreachable: String?
+        do {
+            result = try await client.transactions(limit: limit, cursor: cursor)
+            unreachable = nil
+        } catch {
+            guard case .server(let serverError) = error, serverError.isNetworkFailure else {
+                throw CLIError(session.describe(error))
+            }
+            result = nil
+            unreachable = session.describe(error)
         }
-        let page = result.value
         if json {
             return try Console().json(
                 ServerHistoryReport(
-                    transactions: page.transactions.map(TransactionJSON.init), nextCursor: page.nextCursor,
-                    pending: pending.map(PendingRow.init), freshness: Freshness(result)))
+                    transactions: result?.value.transactions.map(TransactionJSON.init),
+                    nextCursor: result?.value.nextCursor, pending: pending.map(PendingRow.init), receipts: receipts,
+                    freshness: result.map(Freshness.init), serverError: unreachable))
         }
+        guard let result else {
+            FileHandle.standardError.write(
+                Data("note: \(unreachable ?? "the server cannot be reached"); these are the receipts this wallet keeps itself\n".utf8))
+            return try localReceipts(receipts, pending: pending)
+        }
+        let page = result.value
         for payment in pending {
             print("PENDING   \(payment.merchantName)  \(PendingRow(payment).what)  id \(payment.paymentID)")
         }
@@ -153,11 +171,15 @@ struct TransactionJSON: Encodable {
     }
 }
 
+/// A registered wallet's history: the server's page (nil when the server could not be reached
+/// and nothing was cached, with `serverError` saying so), and what the wallet keeps itself.
 struct ServerHistoryReport: Encodable {
-    let transactions: [TransactionJSON]
+    let transactions: [TransactionJSON]?
     let nextCursor: String?
     let pending: [PendingRow]
-    let freshness: Freshness
+    let receipts: [StoredReceipt]
+    let freshness: Freshness?
+    let serverError: String?
 }
 
 struct HistoryReport: Encodable {
