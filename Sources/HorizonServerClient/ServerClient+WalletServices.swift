@@ -48,7 +48,8 @@ extension HorizonServerClient {
         -> Components.Schemas.WalletTransactionPage
     {
         let output = try await call {
-            try await client.listWalletTransactions(query: .init(limit: limit.map { Int32(clamping: $0) }, cursor: cursor))
+            try await client.listWalletTransactions(
+                query: .init(limit: limit.map { Int32(clamping: $0) }, cursor: cursor))
         }
         switch output {
         case .ok(let ok): return try Self.json { try ok.body.json }

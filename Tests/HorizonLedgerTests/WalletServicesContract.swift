@@ -89,7 +89,8 @@ extension LedgerContract {
             let now: UnixTime = 2_000_000_000
             let always = try await ledger.addStatusMessage(severity: .info, title: "Hello", body: "", at: now)
             let later = try await ledger.addStatusMessage(
-                severity: .warning, title: "Maintenance", body: "02:00", startsAt: now + 100, endsAt: now + 200, at: now)
+                severity: .warning, title: "Maintenance", body: "02:00", startsAt: now + 100, endsAt: now + 200, at: now
+            )
             #expect(try await ledger.statusMessages(shownAt: now).map(\.id) == [always.id])
             #expect(try await ledger.statusMessages(shownAt: now + 150).map(\.id) == [always.id, later.id])
             #expect(try await ledger.statusMessages(shownAt: now + 200).map(\.id) == [always.id])

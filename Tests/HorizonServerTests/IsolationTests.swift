@@ -352,7 +352,8 @@ struct IsolationTests {
         default:
             guard let counterpart = credential.terminalCounterpart else { return nil }
             // The same malformed, expired, replayed or forged header, made with the wallet's key.
-            return try await authorization(counterpart, request, world: world, client: client, key: world.walletDevice.key)
+            return try await authorization(
+                counterpart, request, world: world, client: client, key: world.walletDevice.key)
         }
     }
 

@@ -16,7 +16,8 @@ struct CacheTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let stored = Date(timeIntervalSince1970: 1_750_000_000)
         let first = try Cache.persistentCache(directory: directory)
-        first.store(Answer(name: "Bakery", points: 20), for: Cache.key(client: "bonus", scope: "k1", item: "all"), at: stored)
+        first.store(
+            Answer(name: "Bakery", points: 20), for: Cache.key(client: "bonus", scope: "k1", item: "all"), at: stored)
         let second = try Cache.persistentCache(directory: directory)
         let read = try #require(second.value(Answer.self, for: Cache.key(client: "bonus", scope: "k1", item: "all")))
         #expect(read.value == Answer(name: "Bakery", points: 20) && read.storedAt == stored)
@@ -24,8 +25,9 @@ struct CacheTests {
         #expect(second.value(Answer.self, for: Cache.key(client: "bonus", scope: "k2", item: "all")) == nil)
         let files = try FileManager.default.contentsOfDirectory(atPath: directory.path)
         #expect(files.count == 1)
-        let mode = try FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent(files[0]).path)[
-            .posixPermissions] as? NSNumber
+        let mode =
+            try FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent(files[0]).path)[
+                .posixPermissions] as? NSNumber
         #expect(mode?.intValue == 0o600)
     }
 

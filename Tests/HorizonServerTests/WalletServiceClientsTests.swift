@@ -297,7 +297,10 @@ struct WalletServiceClientsTests {
             _ = try await account.accountData()
             _ = try await transactions.transactions()
             let scope = identity.cacheScope
-            #expect(cache.value(WalletTransactionPage.self, for: Cache.key(client: "wallet-transactions", scope: scope, item: "page/20/first")) != nil)
+            #expect(
+                cache.value(
+                    WalletTransactionPage.self,
+                    for: Cache.key(client: "wallet-transactions", scope: scope, item: "page/20/first")) != nil)
 
             #expect(
                 try await scene.server.ledger.revokeWalletKey(
@@ -322,13 +325,23 @@ struct WalletServiceClientsTests {
                 return
             }
             // Every client's cache for the revoked key is gone, and no request is signed any more.
-            #expect(cache.value(WalletTransactionPage.self, for: Cache.key(client: "wallet-transactions", scope: scope, item: "page/20/first")) == nil)
-            #expect(cache.value(Components.Schemas.WalletAccountData.self, for: Cache.key(client: "account-data", scope: scope, item: "account")) == nil)
+            #expect(
+                cache.value(
+                    WalletTransactionPage.self,
+                    for: Cache.key(client: "wallet-transactions", scope: scope, item: "page/20/first")) == nil)
+            #expect(
+                cache.value(
+                    Components.Schemas.WalletAccountData.self,
+                    for: Cache.key(client: "account-data", scope: scope, item: "account")) == nil)
             do {
                 _ = try await transactions.transactions()
                 Issue.record("an invalidated identity still signs")
             } catch let error as ServiceClientError {
-                #expect(error == .identityInvalidated("this wallet key was revoked (the wallet was restored on another device); restore the wallet here with `horizon-wallet restore`"))
+                #expect(
+                    error
+                        == .identityInvalidated(
+                            "this wallet key was revoked (the wallet was restored on another device); restore the wallet here with `horizon-wallet restore`"
+                        ))
             }
             // A new key (a restoration) makes the identity ready again.
             await identity.setSigningKey(P256.Signing.PrivateKey())

@@ -17,13 +17,18 @@ struct WalletServicesProgramTests {
         try "a long merchant password\n".write(toFile: passwordFile, atomically: true, encoding: .utf8)
         let merchant = try Programs.run(
             "horizon-server",
-            ["merchants", "add", "Corner Bakery", "--email", "owner@bakery.example", "--currency", "EUR", "--password-file", passwordFile,
-             "--data-dir", serverDir])
+            [
+                "merchants", "add", "Corner Bakery", "--email", "owner@bakery.example", "--currency", "EUR",
+                "--password-file", passwordFile,
+                "--data-dir", serverDir,
+            ])
         #expect(merchant.status == 0, "\(merchant.standardError)")
         let added = try Programs.run(
             "horizon-server",
-            ["messages", "add", "Maintenance tonight", "--body", "Payments pause at 02:00.", "--severity", "warning",
-             "--data-dir", serverDir, "--json"])
+            [
+                "messages", "add", "Maintenance tonight", "--body", "Payments pause at 02:00.", "--severity", "warning",
+                "--data-dir", serverDir, "--json",
+            ])
         #expect(added.status == 0, "\(added.standardError)")
         let messageID = try #require(try object(added.standardOutput)["id"] as? Int)
         let badSeverity = try Programs.run(
@@ -45,8 +50,10 @@ struct WalletServicesProgramTests {
         // Register and verify the wallet (the code from the sandbox outbox).
         let register = try Programs.run(
             "horizon-wallet",
-            ["register", "--server", url, "--name", "Alice", "--email", "alice@example.com", "--phone",
-             "+49 151 12345678", "--data-dir", walletDir])
+            [
+                "register", "--server", url, "--name", "Alice", "--email", "alice@example.com", "--phone",
+                "+49 151 12345678", "--data-dir", walletDir,
+            ])
         #expect(register.status == 0, "\(register.standardError)")
         let outbox = try Programs.run(
             "horizon-server", ["outbox", "--data-dir", serverDir, "--to", "+4915112345678", "--json"])
@@ -77,7 +84,8 @@ struct WalletServicesProgramTests {
             "\(emptyName.standardError)")
 
         let balance = try wallet(["balance"])
-        #expect(balance.standardOutput == "balance       25.00 EUR\nbonus points  none yet\n", "\(balance.standardError)")
+        #expect(
+            balance.standardOutput == "balance       25.00 EUR\nbonus points  none yet\n", "\(balance.standardError)")
         let history = try wallet(["history"])
         #expect(history.standardOutput == "no transactions yet\n", "\(history.standardError)")
         let badCursor = try wallet(["history", "--cursor", "nonsense"])
@@ -91,8 +99,11 @@ struct WalletServicesProgramTests {
         #expect(program["merchantName"] as? String == "Corner Bakery" && program["state"] as? String == "not_joined")
         let merchantID = try #require(program["merchantId"] as? String)
         let joined = try wallet(["points", "--join", merchantID])
-        #expect(joined.standardOutput == "Joined the bonus program of Corner Bakery: 0 points\n", "\(joined.standardError)")
-        #expect(try wallet(["points"]).standardOutput.contains("0 points at Corner Bakery  (joined; merchant \(merchantID))"))
+        #expect(
+            joined.standardOutput == "Joined the bonus program of Corner Bakery: 0 points\n", "\(joined.standardError)")
+        #expect(
+            try wallet(["points"]).standardOutput.contains(
+                "0 points at Corner Bakery  (joined; merchant \(merchantID))"))
         let left = try wallet(["points", "--leave", merchantID])
         #expect(left.standardOutput == "Left the bonus program of Corner Bakery; its points were forfeited\n")
         #expect(try wallet(["coupons"]).standardOutput == "no coupons\n")
@@ -126,7 +137,8 @@ struct WalletServicesProgramTests {
         let memberships = try wallet(["memberships"])
         #expect(memberships.status == 0 && memberships.standardOutput.hasPrefix("no gold memberships\n"))
 
-        let removed = try Programs.run("horizon-server", ["messages", "remove", "\(messageID)", "--data-dir", serverDir])
+        let removed = try Programs.run(
+            "horizon-server", ["messages", "remove", "\(messageID)", "--data-dir", serverDir])
         #expect(removed.standardOutput == "Removed message #\(messageID).\n")
         let again = try Programs.run("horizon-server", ["messages", "remove", "\(messageID)", "--data-dir", serverDir])
         #expect(again.status == 1)

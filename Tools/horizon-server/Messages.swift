@@ -61,7 +61,8 @@ struct Messages: AsyncParsableCommand {
             if json { return try console.json(messages.map(MessageJSON.init)) }
             if messages.isEmpty { console.line("No messages: horizon-server messages add TITLE …") }
             for message in messages {
-                let window = "from \(dateText(message.startsAt))" + (message.endsAt.map { " until \(dateText($0))" } ?? "")
+                let window =
+                    "from \(dateText(message.startsAt))" + (message.endsAt.map { " until \(dateText($0))" } ?? "")
                 console.line(
                     "#\(message.id) [\(message.severity.rawValue)] \(message.title)  \(window)\(message.isShown(at: now) ? "  (shown now)" : "")"
                 )

@@ -29,7 +29,9 @@ struct Balance: AsyncParsableCommand {
                     balances: balances.value.map {
                         .init(amount: amountText($0.amount, $0.currency), currency: $0.currency, minorUnits: $0.amount)
                     },
-                    bonusPoints: points.value.map { .init(merchantId: $0.merchantId, merchantName: $0.merchantName, points: $0.points) },
+                    bonusPoints: points.value.map {
+                        .init(merchantId: $0.merchantId, merchantName: $0.merchantName, points: $0.points)
+                    },
                     freshness: Freshness(balances)))
         }
         if balances.value.isEmpty { print("balance       none yet") }

@@ -6,9 +6,9 @@ import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
 import HorizonSecureChannel
+import HorizonServiceClients
 import HorizonSimulatedRadio
 import HorizonStores
-import HorizonServiceClients
 import Logging
 
 struct History: AsyncParsableCommand {
@@ -75,7 +75,9 @@ struct History: AsyncParsableCommand {
         }
         guard let result else {
             FileHandle.standardError.write(
-                Data("note: \(unreachable ?? "the server cannot be reached"); these are the receipts this wallet keeps itself\n".utf8))
+                Data(
+                    "note: \(unreachable ?? "the server cannot be reached"); these are the receipts this wallet keeps itself\n"
+                        .utf8))
             return try localReceipts(receipts, pending: pending)
         }
         let page = result.value
@@ -160,7 +162,8 @@ struct TransactionJSON: Encodable {
 
     var lines: [(String, String)] {
         var lines: [(String, String)] = [
-            ("payment id", paymentId), ("type", type), ("outcome", outcome), ("merchant", "\(merchantName) (\(merchantId))"),
+            ("payment id", paymentId), ("type", type), ("outcome", outcome),
+            ("merchant", "\(merchantName) (\(merchantId))"),
             ("what", what), ("settled", timeText(settledAt)),
         ]
         if let reference { lines.append(("reference", "\(reference)")) }

@@ -44,10 +44,13 @@ struct Points: AsyncParsableCommand {
             all ? try await client.allBonusPrograms() : try await client.participatingBonusPrograms()
         }
         if json {
-            return try Console().json(ProgramsJSON(programs: result.value.map(ProgramJSON.init), freshness: Freshness(result)))
+            return try Console().json(
+                ProgramsJSON(programs: result.value.map(ProgramJSON.init), freshness: Freshness(result)))
         }
         if result.value.isEmpty {
-            print(all ? "no bonus programs" : "no bonus points yet (`horizon-wallet points --all` lists programs to join)")
+            print(
+                all ? "no bonus programs" : "no bonus points yet (`horizon-wallet points --all` lists programs to join)"
+            )
         }
         for program in result.value {
             let state = program.state == .notJoined ? "not joined" : program.state.rawValue

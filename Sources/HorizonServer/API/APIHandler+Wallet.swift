@@ -52,7 +52,8 @@ extension APIHandler {
         // One more than asked tells whether a next page exists without a second query.
         let entries = try await ledger.history(of: wallet.id, limit: min(limit + 1, 100), before: before)
         let page = Array(entries.prefix(limit))
-        let next = entries.count > limit ? page.last.map { WalletHistoryCursor.cursor(for: $0.transaction.reference) } : nil
+        let next =
+            entries.count > limit ? page.last.map { WalletHistoryCursor.cursor(for: $0.transaction.reference) } : nil
         return .ok(.init(body: .json(.init(transactions: page.map(Self.walletTransaction), nextCursor: next))))
     }
 
@@ -164,14 +165,17 @@ extension APIHandler {
                 headers: [.wwwAuthenticate: RequestSignature.scheme])
         case .unknown:
             throw APIError(
-                .walletUnknown, "the signing key is not a registered wallet; register it with `horizon-wallet register`")
+                .walletUnknown, "the signing key is not a registered wallet; register it with `horizon-wallet register`"
+            )
         }
     }
 
     // MARK: Encoding
 
     static func accountData(_ data: WalletAccountData) -> Components.Schemas.WalletAccountData {
-        .init(walletId: data.id.rawValue, name: data.name, email: data.email, phone: data.phone, createdAt: data.createdAt)
+        .init(
+            walletId: data.id.rawValue, name: data.name, email: data.email, phone: data.phone, createdAt: data.createdAt
+        )
     }
 
     static func walletTransaction(_ entry: WalletHistoryEntry) -> Components.Schemas.WalletTransaction {
@@ -219,7 +223,8 @@ enum WalletHistoryCursor {
         else {
             throw APIError(
                 .invalidCursor,
-                "cursor is not one this server gave; pass a page's nextCursor as it is, or start again without a cursor")
+                "cursor is not one this server gave; pass a page's nextCursor as it is, or start again without a cursor"
+            )
         }
         return reference
     }

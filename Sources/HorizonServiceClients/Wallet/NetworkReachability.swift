@@ -135,7 +135,9 @@ public final class NetworkReachability: Sendable {
         inner.withLock { inner in
             let previous = inner.status
             inner.status = status
-            if previous != status { for continuation in inner.statusContinuations.values { continuation.yield(status) } }
+            if previous != status {
+                for continuation in inner.statusContinuations.values { continuation.yield(status) }
+            }
             if previous == .unreachable && status != .unreachable {
                 for continuation in inner.againContinuations.values { continuation.yield(()) }
             }
