@@ -32,7 +32,7 @@ struct Balance: AsyncParsableCommand {
                     bonusPoints: points.value.map {
                         .init(merchantId: $0.merchantId, merchantName: $0.merchantName, points: $0.points)
                     },
-                    freshness: Freshness(balances)))
+                    freshness: FreshnessJSON(balances)))
         }
         if balances.value.isEmpty { print("balance       none yet") }
         for balance in balances.value { print("balance       \(moneyText(balance.amount, balance.currency))") }
@@ -55,5 +55,5 @@ struct BalanceReport: Encodable {
     }
     let balances: [Amount]
     let bonusPoints: [Points]
-    let freshness: Freshness
+    let freshness: FreshnessJSON
 }

@@ -71,7 +71,7 @@ struct History: AsyncParsableCommand {
                 ServerHistoryReport(
                     transactions: result?.value.transactions.map(TransactionJSON.init),
                     nextCursor: result?.value.nextCursor, pending: pending.map(PendingRow.init), receipts: receipts,
-                    freshness: result.map(Freshness.init), serverError: unreachable))
+                    freshness: result.map(FreshnessJSON.init), serverError: unreachable))
         }
         guard let result else {
             FileHandle.standardError.write(
@@ -181,7 +181,7 @@ struct ServerHistoryReport: Encodable {
     let nextCursor: String?
     let pending: [PendingRow]
     let receipts: [StoredReceipt]
-    let freshness: Freshness?
+    let freshness: FreshnessJSON?
     let serverError: String?
 }
 

@@ -45,7 +45,7 @@ struct Points: AsyncParsableCommand {
         }
         if json {
             return try Console().json(
-                ProgramsJSON(programs: result.value.map(ProgramJSON.init), freshness: Freshness(result)))
+                ProgramsJSON(programs: result.value.map(ProgramJSON.init), freshness: FreshnessJSON(result)))
         }
         if result.value.isEmpty {
             print(
@@ -77,7 +77,7 @@ struct Points: AsyncParsableCommand {
 
     struct ProgramsJSON: Encodable {
         let programs: [ProgramJSON]
-        let freshness: Freshness
+        let freshness: FreshnessJSON
     }
 }
 
@@ -104,7 +104,7 @@ struct Coupons: AsyncParsableCommand {
                             description: $0.description, value: amountText($0.value, $0.currency),
                             currency: $0.currency, expiresAt: $0.expiresAt, redeemedAt: $0.redeemedAt,
                             status: $0.status.rawValue)
-                    }, freshness: Freshness(result)))
+                    }, freshness: FreshnessJSON(result)))
         }
         if result.value.isEmpty { print(open ? "no open coupons" : "no coupons") }
         for coupon in result.value {
@@ -135,7 +135,7 @@ struct Coupons: AsyncParsableCommand {
 
     struct CouponsJSON: Encodable {
         let coupons: [CouponJSON]
-        let freshness: Freshness
+        let freshness: FreshnessJSON
     }
 }
 
@@ -158,7 +158,7 @@ struct Memberships: AsyncParsableCommand {
                             merchantId: $0.merchantId, merchantName: $0.merchantName, tier: $0.tier,
                             validFrom: $0.validFrom, validUntil: $0.validUntil, benefitPeriod: $0.benefitPeriod,
                             benefitAvailable: $0.benefitAvailable)
-                    }, freshness: Freshness(result)))
+                    }, freshness: FreshnessJSON(result)))
         }
         if result.value.isEmpty { print("no gold memberships") }
         for membership in result.value {
@@ -181,6 +181,6 @@ struct Memberships: AsyncParsableCommand {
 
     struct MembershipsJSON: Encodable {
         let memberships: [MembershipJSON]
-        let freshness: Freshness
+        let freshness: FreshnessJSON
     }
 }

@@ -70,7 +70,7 @@ struct WalletSession {
 }
 
 /// How a result's freshness reads in JSON.
-struct Freshness: Encodable {
+struct FreshnessJSON: Encodable {
     let cached: Bool
     let storedAt: Int64?
 
@@ -136,7 +136,7 @@ struct Account: AsyncParsableCommand {
             return try Console().json(
                 AccountJSON(
                     walletId: data.walletID, name: data.name, email: data.email, phone: data.phone,
-                    createdAt: data.createdAt, server: session.account.server, freshness: Freshness(result)))
+                    createdAt: data.createdAt, server: session.account.server, freshness: FreshnessJSON(result)))
         }
         if setName != nil { print("Renamed: the account's name is now \(data.name)") }
         print("name        \(data.name)")
@@ -154,6 +154,6 @@ struct Account: AsyncParsableCommand {
         let phone: String?
         let createdAt: Int64
         let server: String
-        let freshness: Freshness
+        let freshness: FreshnessJSON
     }
 }
