@@ -306,7 +306,10 @@ extension Ledger {
         // Saturating: points are a reward, and an absurd rule must not crash a payment.
         let (product, overflow) = (request.amount.minorUnits / unit).multipliedReportingOverflow(
             by: merchant.bonusPointsPerMajorUnit)
-        let earned = overflow ? Money.maximumMinorUnits : min(product, Money.maximumMinorUnits)
+        // A wallet that left the merchant's bonus program earns nothing there until it joins again.
+        let earned =
+            try await bonusMembershipState(walletID, merchant.id, in: db) == .left
+            ? 0 : overflow ? Money.maximumMinorUnits : min(product, Money.maximumMinorUnits)
         let points = min(try await bonusPoints(walletID, merchant.id, in: db) + earned, Money.maximumMinorUnits)
         let merchantAccount = try await account(.merchant, owner: merchant.id.rawValue, merchant.currency, in: db)
         let entry = try await post(

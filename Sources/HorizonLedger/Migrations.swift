@@ -314,6 +314,38 @@ public enum LedgerSchema {
                 """,
                 "CREATE INDEX dashboard_sign_in_attempts_key ON dashboard_sign_in_attempts(attempt_key, attempted_at)",
             ]),
+        // Issue 15, wallet services: a wallet's own history, its bonus program memberships, and
+        // the messages the operator asks every app to show.
+        Migration(
+            version: 7, name: "wallet services: history by wallet, bonus memberships, status messages",
+            statements: [
+                // A wallet's history pages by reference, newest first, without scanning every
+                // merchant's transactions.
+                "CREATE INDEX transactions_wallet ON transactions(wallet_id, reference)",
+                // A wallet's explicit choice about a merchant's bonus program. No row: the wallet
+                // takes part once it earns points (as before this version). 'left': it earns no
+                // points there until it joins again, and leaving forfeited the points it held.
+                """
+                CREATE TABLE bonus_memberships(
+                    merchant_id TEXT NOT NULL REFERENCES merchants(id),
+                    wallet_id TEXT NOT NULL REFERENCES wallets(id),
+                    state TEXT NOT NULL CHECK (state IN ('joined', 'left')),
+                    changed_at {INT} NOT NULL,
+                    PRIMARY KEY (merchant_id, wallet_id)) {STRICT}
+                """,
+                // What the operator asks every wallet app to show (`horizon-server messages`),
+                // shown from starts_at until ends_at (NULL: until removed).
+                """
+                CREATE TABLE status_messages(
+                    id {ID},
+                    severity TEXT NOT NULL CHECK (severity IN ('info', 'warning', 'critical')),
+                    title TEXT NOT NULL CHECK (length(title) > 0),
+                    body TEXT NOT NULL,
+                    starts_at {INT} NOT NULL,
+                    ends_at {INT},
+                    created_at {INT} NOT NULL) {STRICT}
+                """,
+            ]),
     ]
 
     /// Brings the store's schema to `target` (the current version unless told otherwise, which

@@ -85,6 +85,9 @@ struct SQLiteLedgerTests {
     @Test func refundedAmountsArePerPaymentAndMerchant() async throws {
         try await LedgerContract.refundedAmountsArePerPaymentAndMerchant(.sqlite)
     }
+    @Test func walletServicesSeeOnlyTheWallet() async throws {
+        try await LedgerContract.walletServicesSeeOnlyTheWallet(.sqlite)
+    }
 }
 
 @Suite(
@@ -172,5 +175,8 @@ struct PostgresLedgerTests {
     }
     @Test func refundedAmountsArePerPaymentAndMerchant() async throws {
         try await LedgerContract.refundedAmountsArePerPaymentAndMerchant(.postgres)
+    }
+    @Test func walletServicesSeeOnlyTheWallet() async throws {
+        try await LedgerContract.walletServicesSeeOnlyTheWallet(.postgres)
     }
 }

@@ -23,6 +23,9 @@ struct IsolationTests {
         /// Signed by an active terminal's key; `otherMerchant` is what merchant B's terminal gets
         /// when it sends merchant A's request.
         case terminalSigned(request: @Sendable (World) throws -> Request, otherMerchant: OtherMerchant)
+        /// Signed by a wallet's registered, unrevoked key (issue 15, wallet services);
+        /// `otherWallet` is what wallet B gets when it sends wallet A's request.
+        case walletSigned(request: @Sendable (World) throws -> Request, otherWallet: OtherWallet)
         /// Open to anyone, with the reason; `probe` tries what a stranger could (another
         /// tenant's e-mail, registration id or code) and checks the answers itself.
         case open(reason: String, probe: @Sendable (World, any TestClientProtocol) async throws -> Void)
@@ -33,6 +36,14 @@ struct IsolationTests {
         case refused(HTTPResponse.Status, String, String)
         /// Served, but about the signing terminal only (the operation has no other subject).
         case servesOnlyTheSigner(String)
+    }
+
+    enum OtherWallet {
+        /// Refused with this status and code.
+        case refused(HTTPResponse.Status, String, String)
+        /// Served, but about the signing wallet only (no request names a wallet): `check`
+        /// looks at the answer B got.
+        case servesOnlyTheSigner(String, check: @Sendable (World, TestResponse) throws -> Void)
     }
 
     struct Request: Sendable {
@@ -181,6 +192,79 @@ struct IsolationTests {
                 Request(method: .get, path: "/v1/payments/\(world.payment.paymentID.bytes.hexString)", body: nil)
             },
             otherMerchant: .refused(.notFound, "payment_not_found", "was executed for this merchant")),
+        // issue 15: wallet services
+        "getWalletAccount": .walletSigned(
+            request: { _ in Request(method: .get, path: "/v1/wallet/account", body: nil) },
+            otherWallet: .servesOnlyTheSigner("a wallet reads its own data; the request names no wallet") {
+                world, response in
+                let data = try JSONDecoder().decode(Components.Schemas.WalletAccountData.self, from: response.data)
+                #expect(data.walletId == world.walletB.rawValue && data.email == nil)
+            }),
+        "setWalletAccount": .walletSigned(
+            // The name both wallets have already, so a served request changes no row.
+            request: { _ in Request(method: .put, path: "/v1/wallet/account", body: #"{"name": "Alice"}"#) },
+            otherWallet: .servesOnlyTheSigner("a wallet renames itself only") { world, response in
+                let data = try JSONDecoder().decode(Components.Schemas.WalletAccountData.self, from: response.data)
+                #expect(data.walletId == world.walletB.rawValue)
+            }),
+        "getWalletBalances": .walletSigned(
+            request: { _ in Request(method: .get, path: "/v1/wallet/balances", body: nil) },
+            otherWallet: .servesOnlyTheSigner("a wallet reads its own balances") { world, response in
+                let balances = try JSONDecoder().decode(Components.Schemas.WalletBalances.self, from: response.data)
+                #expect(balances.balances.isEmpty, "wallet B has no money: \(response.text)")
+            }),
+        "listWalletTransactions": .walletSigned(
+            request: { _ in Request(method: .get, path: "/v1/wallet/transactions?limit=10", body: nil) },
+            otherWallet: .servesOnlyTheSigner("a wallet lists its own transactions") { world, response in
+                let page = try JSONDecoder().decode(Components.Schemas.WalletTransactionPage.self, from: response.data)
+                #expect(page.transactions.isEmpty && page.nextCursor == nil, "\(response.text)")
+            }),
+        "getWalletTransaction": .walletSigned(
+            request: { world in
+                Request(
+                    method: .get, path: "/v1/wallet/transactions/\(world.payment.paymentID.bytes.hexString)", body: nil)
+            },
+            otherWallet: .refused(.notFound, "transaction_not_found", "this wallet has no transaction")),
+        "listWalletBonusPrograms": .walletSigned(
+            request: { _ in Request(method: .get, path: "/v1/wallet/bonus-programs", body: nil) },
+            otherWallet: .servesOnlyTheSigner("the programs anyone can join, with the signer's own points") {
+                world, response in
+                let list = try JSONDecoder().decode(Components.Schemas.BonusProgramList.self, from: response.data)
+                // The bakery's program (wallet B joined it), never wallet A's 400 points.
+                #expect(list.programs.map(\.points) == [0, 0], "\(response.text)")
+                #expect(list.programs.first { $0.merchantId == world.bakery.id.rawValue }?.state == .joined)
+            }),
+        "setWalletBonusMembership": .walletSigned(
+            // Wallet B joined already: its request changes no row; wallet A's own request joins.
+            request: { world in
+                Request(
+                    method: .put, path: "/v1/wallet/bonus-programs/\(world.bakery.id.rawValue)/membership",
+                    body: #"{"state": "joined"}"#)
+            },
+            otherWallet: .servesOnlyTheSigner("a wallet joins or leaves for itself only") { world, response in
+                let program = try JSONDecoder().decode(Components.Schemas.BonusProgram.self, from: response.data)
+                #expect(program.points == 0 && program.state == .joined, "\(response.text)")
+            }),
+        "listWalletGoldMemberships": .walletSigned(
+            request: { _ in Request(method: .get, path: "/v1/wallet/gold-memberships", body: nil) },
+            otherWallet: .servesOnlyTheSigner("a wallet lists its own memberships") { world, response in
+                let list = try JSONDecoder().decode(Components.Schemas.GoldMembershipList.self, from: response.data)
+                #expect(list.memberships.isEmpty, "\(response.text)")
+            }),
+        "listWalletCoupons": .walletSigned(
+            request: { _ in Request(method: .get, path: "/v1/wallet/coupons", body: nil) },
+            otherWallet: .servesOnlyTheSigner("a wallet lists its own coupons") { world, response in
+                let list = try JSONDecoder().decode(Components.Schemas.CouponList.self, from: response.data)
+                #expect(list.coupons.isEmpty, "\(response.text)")
+            }),
+        "getStatusMessages": .open(reason: "what the operator tells every app; nothing of any tenant") {
+            world, client in
+            let response = try await client.send(.get, "/v1/status-messages")
+            #expect(response.status == .ok)
+            let list = try JSONDecoder().decode(Components.Schemas.StatusMessageList.self, from: response.data)
+            #expect(list.messages.map(\.title) == ["Maintenance tonight"])
+            world.expectNothingOfTheTenants(in: response.text, "/v1/status-messages")
+        },
     ]
 
     /// The operation ids of `openapi.yaml`.
@@ -220,12 +304,66 @@ struct IsolationTests {
         }
     }
 
+    /// The credentials tried on every wallet-signed operation, and the refusal each gets.
+    enum WalletCredential: String, CaseIterable {
+        case none, bearer, malformed, expired, future, replayed, forged, unknownKey, terminalKey, revokedWalletKey
+
+        var expected: (HTTPResponse.Status, String, String) {
+            switch self {
+            case .none, .bearer:
+                (.unauthorized, "unauthenticated", "this operation needs a request signed with the wallet's key")
+            case .malformed: (.unauthorized, "unauthenticated", "the HorizonSignature header is malformed")
+            case .expired, .future: (.unauthorized, "request_expired", "s from the server's clock")
+            case .replayed: (.unauthorized, "request_replayed", "this signed request was already received once")
+            case .forged: (.unauthorized, "signature_invalid", "the request's signature does not verify")
+            case .unknownKey, .terminalKey:
+                (.forbidden, "wallet_unknown", "the signing key is not a registered wallet")
+            case .revokedWalletKey: (.unauthorized, "wallet_key_revoked", "this wallet key was revoked")
+            }
+        }
+
+        /// The terminal credential whose header this one is made like (the key differs).
+        var terminalCounterpart: Credential? {
+            switch self {
+            case .none: Credential.none
+            case .bearer: .bearer
+            case .malformed: .malformed
+            case .expired: .expired
+            case .future: .future
+            case .replayed: .replayed
+            case .forged: .forged
+            case .unknownKey: .unknownKey
+            case .terminalKey, .revokedWalletKey: nil
+            }
+        }
+    }
+
+    /// The Authorization header for a wallet's `request` under `credential` (nil: none).
+    func walletAuthorization(
+        _ credential: WalletCredential, _ request: Request, world: World, client: any TestClientProtocol
+    ) async throws -> String? {
+        let sign = { (key: P256.Signing.PrivateKey) throws -> String in
+            try signedAuthorization(
+                key, method: request.method, path: request.path, body: request.body, time: world.server.clock.now)
+        }
+        switch credential {
+        case .terminalKey: return try sign(world.till.key)
+        case .revokedWalletKey: return try sign(world.revokedWalletDevice.key)
+        default:
+            guard let counterpart = credential.terminalCounterpart else { return nil }
+            // The same malformed, expired, replayed or forged header, made with the wallet's key.
+            return try await authorization(
+                counterpart, request, world: world, client: client, key: world.walletDevice.key)
+        }
+    }
+
     /// The Authorization header for `request` under `credential` (nil: none).
-    func authorization(_ credential: Credential, _ request: Request, world: World, client: any TestClientProtocol)
-        async throws -> String?
-    {
+    func authorization(
+        _ credential: Credential, _ request: Request, world: World, client: any TestClientProtocol,
+        key: P256.Signing.PrivateKey? = nil
+    ) async throws -> String? {
         let now = world.server.clock.now
-        let till = world.till.key
+        let till = key ?? world.till.key
         func sign(_ key: P256.Signing.PrivateKey, time: Int64 = now, nonce: String? = nil) throws -> String {
             try signedAuthorization(
                 key, method: request.method, path: request.path, body: request.body, time: time, nonce: nonce)
@@ -273,12 +411,48 @@ struct IsolationTests {
             "outbox",
         ]
         let before = try await tableSnapshot(world.server.ledger, excluding: ignored)
-        let refusals = try await world.server.withClient { client in
+        let (refusals, walletRefusals) = try await world.server.withClient { client in
             var refusals = 0
+            var walletRefusals = 0
             for (operation, protection) in Self.table.sorted(by: { $0.key < $1.key }) {
                 switch protection {
                 case .open(_, let probe):
                     try await probe(world, client)
+                case .walletSigned(let makeRequest, let otherWallet):
+                    let request = try makeRequest(world)
+                    for credential in WalletCredential.allCases {
+                        let header = try await walletAuthorization(credential, request, world: world, client: client)
+                        let response = try await send(request, authorization: header, client: client)
+                        let (status, code, message) = credential.expected
+                        // A forged signature's refusal names the path the caller sent itself
+                        // (for a membership, the merchant id it chose).
+                        try world.expectRefusal(
+                            response, status, code, message, "\(operation) with \(credential)",
+                            except: ["the bakery's id"])
+                        if status == .unauthorized {
+                            #expect(
+                                response.headers[.wwwAuthenticate] == "HorizonSignature", "\(operation) \(credential)")
+                        }
+                        walletRefusals += 1
+                    }
+                    let byWalletB = try await client.send(
+                        request.method, request.path, json: request.body,
+                        headers: [
+                            .authorization: try signedAuthorization(
+                                world.walletBDevice.key, method: request.method, path: request.path,
+                                body: request.body, time: world.server.clock.now)
+                        ])
+                    switch otherWallet {
+                    case .refused(let status, let code, let message):
+                        try world.expectRefusal(byWalletB, status, code, message, "\(operation) by wallet B")
+                        walletRefusals += 1
+                    case .servesOnlyTheSigner(_, let check):
+                        #expect(byWalletB.status == .ok, "\(operation) by wallet B: \(byWalletB.text)")
+                        try check(world, byWalletB)
+                        world.expectNothingOfTheTenants(
+                            in: byWalletB.text, "\(operation) by wallet B",
+                            except: ["the bakery's id", "the bakery's name", "the shop's id"])
+                    }
                 case .terminalSigned(let makeRequest, let otherMerchant):
                     let request = try makeRequest(world)
                     for credential in Credential.allCases {
@@ -314,9 +488,10 @@ struct IsolationTests {
                     }
                 }
             }
-            return refusals
+            return (refusals, walletRefusals)
         }
         #expect(refusals == 4 * Credential.allCases.count + 3)
+        #expect(walletRefusals == 9 * WalletCredential.allCases.count + 1)
         // Nothing moved: no posting, no transaction, no wallet, key, terminal or account changed
         // (renewal by the other merchant's own terminal updates its own row only).
         // (The other merchant's renewal on the same clock second leaves its row as it was.)
@@ -339,6 +514,24 @@ struct IsolationTests {
                             time: world.server.clock.now)
                     ])
                 #expect(response.status == .ok, "\(operation) by its own till: \(response.text)")
+            }
+        }
+        // The wallet operations signed by wallet A itself are served, about wallet A.
+        try await world.server.withClient { client in
+            for (operation, protection) in Self.table {
+                guard case .walletSigned(let makeRequest, _) = protection else { continue }
+                let request = try makeRequest(world)
+                let response = try await client.send(
+                    request.method, request.path, json: request.body,
+                    headers: [
+                        .authorization: try signedAuthorization(
+                            world.walletDevice.key, method: request.method, path: request.path, body: request.body,
+                            time: world.server.clock.now)
+                    ])
+                #expect(response.status == .ok, "\(operation) by wallet A: \(response.text)")
+                if operation == "getWalletTransaction" || operation == "listWalletTransactions" {
+                    #expect(response.text.contains(world.payment.paymentID.bytes.hexString), "\(operation)")
+                }
             }
         }
         // Payments and redemptions were replays of stored results: still one execution each.
@@ -372,6 +565,11 @@ final class World: Sendable {
     let registrationX: (id: String, code: String)
     let registrationY: (id: String, code: String)
     let restorationZ: (id: String, code: String)
+    /// Issue 15: a second registered wallet (B), which joined the bakery's bonus program, and a
+    /// wallet whose key was revoked.
+    let walletB: WalletID
+    let walletBDevice: WalletDevice
+    let revokedWalletDevice: WalletDevice
 
     private init(
         server: TestServer, bakery: Merchant, shop: Merchant,
@@ -379,8 +577,12 @@ final class World: Sendable {
         shopTillResponse: Components.Schemas.TerminalCredentialResponse, walletID: WalletID, payment: Confirm,
         redemption: Redeem, registrationX: (String, String), registrationY: (String, String),
         restorationZ: (String, String), till: TerminalKey, revokedTill: TerminalKey, shopTill: TerminalKey,
-        walletDevice: WalletDevice, deviceX: WalletDevice, deviceY: WalletDevice
+        walletDevice: WalletDevice, deviceX: WalletDevice, deviceY: WalletDevice, walletB: WalletID,
+        walletBDevice: WalletDevice, revokedWalletDevice: WalletDevice
     ) {
+        self.walletB = walletB
+        self.walletBDevice = walletBDevice
+        self.revokedWalletDevice = revokedWalletDevice
         self.server = server
         self.bakery = bakery
         self.shop = shop
@@ -410,6 +612,17 @@ final class World: Sendable {
         let walletDevice = WalletDevice()
         let deviceX = WalletDevice()
         let deviceY = WalletDevice()
+        let walletBDevice = WalletDevice()
+        let revokedWalletDevice = WalletDevice()
+        // Wallet B has the same name as wallet A, so that its served rename changes no row.
+        let walletB = try await server.ledger.createWallet(name: "Alice", publicKey: walletBDevice.publicKeyBytes).id
+        _ = try await server.ledger.setBonusMembership(.joined, of: walletB, at: bakery.id, time: server.clock.now)
+        _ = try await server.ledger.createWallet(
+            name: "Robin", publicKey: revokedWalletDevice.publicKeyBytes)
+        #expect(try await server.ledger.revokeWalletKey(revokedWalletDevice.publicKeyBytes))
+        _ = try await server.ledger.addStatusMessage(
+            severity: .warning, title: "Maintenance tonight", body: "Payments pause 02:00 to 02:10 UTC.",
+            at: server.clock.now)
         let tillResponse = try await server.activate(till)
         let revokedResponse = try await server.activate(revokedTill, label: "Till 2")
         #expect(try await server.ledger.revokeTerminal(TerminalID(rawValue: revokedResponse.terminalId)))
@@ -475,7 +688,8 @@ final class World: Sendable {
                 shopTillResponse: shopTillResponse, walletID: walletID, payment: payment,
                 redemption: redemption, registrationX: x, registrationY: y, restorationZ: z, till: till,
                 revokedTill: revokedTill, shopTill: shopTill, walletDevice: walletDevice, deviceX: deviceX,
-                deviceY: deviceY)
+                deviceY: deviceY, walletB: walletB, walletBDevice: walletBDevice,
+                revokedWalletDevice: revokedWalletDevice)
         }
     }
 
@@ -507,7 +721,7 @@ final class World: Sendable {
     /// nothing of the tenants.
     func expectRefusal(
         _ response: TestResponse, _ status: HTTPResponse.Status, _ code: String, _ message: String, _ what: String,
-        sourceLocation: SourceLocation = #_sourceLocation
+        except: Set<String> = [], sourceLocation: SourceLocation = #_sourceLocation
     ) throws {
         #expect(response.status == status, "\(what): \(response.text)", sourceLocation: sourceLocation)
         try expectError(response, status, code, message, sourceLocation: sourceLocation)
@@ -516,7 +730,7 @@ final class World: Sendable {
             sourceLocation: sourceLocation)
         #expect(Array(object.keys) == ["error"], sourceLocation: sourceLocation)
         #expect(object["error"]?.keys.sorted() == ["code", "message", "requestId"], sourceLocation: sourceLocation)
-        expectNothingOfTheTenants(in: response.text, what, sourceLocation: sourceLocation)
+        expectNothingOfTheTenants(in: response.text, what, except: except, sourceLocation: sourceLocation)
     }
 }
 

@@ -54,10 +54,15 @@ struct ProgramTests {
         #expect((report?["receipts"] as? [Any])?.count == 1)
         #expect((report?["pending"] as? [Any])?.count == 0)
 
-        let balance = try Programs.run(
-            "horizon-wallet", ["balance", "--data-dir", walletDir, "--ledger", terminalDir + "/ledger.sqlite"])
-        #expect(balance.standardOutput.contains("balance       86.00 EUR"))
-        #expect(balance.standardOutput.contains("bonus points  12 at Test Bakery"))
+        // The money lives in the terminal's ledger, which the wallet does not open (issue 15): the
+        // sandbox wallet is told where to look, and the terminal shows it.
+        let balance = try Programs.run("horizon-wallet", ["balance", "--data-dir", walletDir])
+        #expect(balance.status == 1)
+        #expect(balance.standardError.contains("error: this wallet is not registered with a Horizon server"))
+        #expect(balance.standardError.contains("`horizon-terminal programs show --wallet-dir DIR`"))
+        let shown = try Programs.run(
+            "horizon-terminal", ["programs", "show", "--data-dir", terminalDir, "--wallet-dir", walletDir])
+        #expect(shown.standardOutput.contains("bonus points  12"), "\(shown.standardOutput) \(shown.standardError)")
     }
 
     @Test func aWalletAnsweringNoDeclinesAndBothSidesSaySo() throws {
@@ -232,13 +237,20 @@ struct ProgramTests {
             #expect(result.status == 0, "\(result.standardError)")
             #expect(wallet.standardOutput.contains("Redeemed at Horizon Sandbox Café: \(expected)"))
         }
-        let points = try Programs.run("horizon-wallet", ["points", "--data-dir", walletDir, "--ledger", ledger])
-        #expect(points.standardOutput == "50 bonus points\n")
-        let coupons = try Programs.run(
-            "horizon-wallet", ["coupons", "--json", "--data-dir", walletDir, "--ledger", ledger])
-        let list = try JSONSerialization.jsonObject(with: Data(coupons.standardOutput.utf8)) as? [[String: Any]]
+        // The loyalty is the terminal's to show in the sandbox; the wallet opens no file of it.
+        let shown = try terminal(["programs", "show", "--json", "--wallet-dir", walletDir])
+        let report = try JSONSerialization.jsonObject(with: Data(shown.standardOutput.utf8)) as? [String: Any]
+        #expect(report?["points"] as? Int == 50)
+        let list = report?["coupons"] as? [[String: Any]]
         #expect(list?.first?["code"] as? String == "SUMMER")
         #expect(list?.first?["redeemedAt"] != nil)
+        for command in ["points", "coupons", "memberships"] {
+            let refused = try Programs.run("horizon-wallet", [command, "--data-dir", walletDir])
+            #expect(refused.status == 1, "\(command)")
+            #expect(refused.standardError.hasPrefix("error: this wallet is not registered with a Horizon server"))
+            let old = try Programs.run("horizon-wallet", [command, "--data-dir", walletDir, "--ledger", ledger])
+            #expect(old.status == 2, "--ledger is gone: \(command)")
+        }
 
         // The same coupon again: refused, one clear line on both sides.
         let register = try Programs.start(

@@ -101,9 +101,12 @@ struct WalletRegistrationProgramTests {
             "horizon-wallet", ["pin", "change", "--data-dir", walletDir],
             environment: ["HORIZON_WALLET_PIN": "246810", "HORIZON_WALLET_NEW_PIN": "97531975"])
         #expect(change.status == 0, "\(change.standardError)")
-        // Commands that need only the public key ask for no PIN.
-        let balance = try Programs.run("horizon-wallet", ["balance", "--data-dir", walletDir, "--json"])
+        // Asking the server signs with the key: the PIN unlocks it.
+        let balance = try Programs.run(
+            "horizon-wallet", ["balance", "--data-dir", walletDir, "--json"],
+            environment: ["HORIZON_WALLET_PIN": "97531975"])
         #expect(balance.status == 0, "\(balance.standardError)")
+        #expect(try json(balance.standardOutput)["balances"] as? [Any] != nil)
     }
 
     @Test func anUnreachableServerIsSaidSo() throws {

@@ -21,7 +21,7 @@ struct HorizonServerCommand: AsyncParsableCommand {
             """,
         subcommands: [
             Init.self, Serve.self, Migrate.self, Merchants.self, Terminals.self, Wallets.self, Transactions.self,
-            Outbox.self, Anchor.self,
+            Outbox.self, Anchor.self, Messages.self,
         ])
 }
 

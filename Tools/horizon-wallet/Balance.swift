@@ -1,54 +1,59 @@
 import ArgumentParser
 import Foundation
 import HorizonCLISupport
-import HorizonCore
-import HorizonLedger
-import HorizonProtocol
-import HorizonRadio
-import HorizonRoles
-import HorizonSecureChannel
-import HorizonSimulatedRadio
-import HorizonStores
-import Logging
+import HorizonServiceClients
 
 struct Balance: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show bonus points per merchant and, in the sandbox, the balance the ledger holds.",
+        abstract: "Show this wallet's balance per currency and its bonus points, from its server.",
         discussion: """
-            Bonus points come from this wallet's receipts. The money balance lives in the terminal's in-process \
-            ledger: given with --ledger, or found in a terminal data directory on this machine.
+            Asked of the server the wallet is registered with, signed with the wallet's key. While the server \
+            cannot be reached, the last known answer is shown and marked as such.
             """)
 
-    @OptionGroup var ledger: LedgerChoice
     @Flag(help: "Print JSON.") var json = false
+    @OptionGroup var pin: PINOptions
     @OptionGroup var global: GlobalOptions
 
     func run() async throws {
-        let files = global.walletFiles
-        let publicKey = try files.loadPublicKey()
-        let receipts = try files.openStore().receipts()
-        var points: [String: Int64] = [:]
-        for receipt in receipts.reversed() { points[receipt.merchantName] = receipt.bonusPointsBalance }
-        let sandbox = try await ledger.open()
-        var balance: String?
-        if let sandbox {
-            balance = try await sandbox.account(for: publicKey).map { "\($0.balance)" } ?? "not enrolled yet"
+        let session = try WalletSession.open(global.walletFiles, pin: pin)
+        let account = AccountDataClient(identityClient: session.identity, cache: session.cache)
+        let programs = BonusProgramClient(identityClient: session.identity, cache: session.cache)
+        let balances = try await session.call { () async throws(ServiceClientError) in try await account.balances() }
+        let points = try await session.call { () async throws(ServiceClientError) in
+            try await programs.participatingBonusPrograms()
         }
         if json {
-            try Console().json(
-                BalanceReport(balance: balance, ledger: sandbox == nil ? nil : ledger.path, bonusPoints: points))
-            return
+            return try Console().json(
+                BalanceReport(
+                    balances: balances.value.map {
+                        .init(amount: amountText($0.amount, $0.currency), currency: $0.currency, minorUnits: $0.amount)
+                    },
+                    bonusPoints: points.value.map {
+                        .init(merchantId: $0.merchantId, merchantName: $0.merchantName, points: $0.points)
+                    },
+                    freshness: FreshnessJSON(balances)))
         }
-        print("balance       \(balance ?? "unknown (no terminal ledger on this machine; pass --ledger)")")
-        if points.isEmpty { print("bonus points  none yet") }
-        for (merchant, value) in points.sorted(by: { $0.key < $1.key }) {
-            print("bonus points  \(value) at \(merchant)")
-        }
+        if balances.value.isEmpty { print("balance       none yet") }
+        for balance in balances.value { print("balance       \(moneyText(balance.amount, balance.currency))") }
+        if points.value.isEmpty { print("bonus points  none yet") }
+        for program in points.value { print("bonus points  \(program.points) at \(program.merchantName)") }
+        if let note = WalletSession.note(balances) ?? WalletSession.note(points) { print(note) }
     }
 }
 
 struct BalanceReport: Encodable {
-    let balance: String?
-    let ledger: String?
-    let bonusPoints: [String: Int64]
+    struct Amount: Encodable {
+        let amount: String
+        let currency: String
+        let minorUnits: Int64
+    }
+    struct Points: Encodable {
+        let merchantId: String
+        let merchantName: String
+        let points: Int64
+    }
+    let balances: [Amount]
+    let bonusPoints: [Points]
+    let freshness: FreshnessJSON
 }

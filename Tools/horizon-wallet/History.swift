@@ -6,27 +6,96 @@ import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
 import HorizonSecureChannel
+import HorizonServiceClients
 import HorizonSimulatedRadio
 import HorizonStores
 import Logging
 
-struct History: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List this wallet's receipts and pending payments.")
+struct History: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List this wallet's transactions (from its server) and its pending payments.",
+        discussion: """
+            A registered wallet asks its server, newest first, a page at a time (--limit, then --cursor with the \
+            cursor the page names). A sandbox wallet, with no server, lists the receipts it keeps itself.
+            """)
 
+    @Option(help: "Transactions per page, 1 to 100.") var limit = 20
+    @Option(help: "The cursor a previous page printed, for the next page.") var cursor: String?
+    @Option(help: "Show one transaction in full, by its payment id (32 hex digits).") var details: String?
     @Flag(help: "Print JSON.") var json = false
+    @OptionGroup var pin: PINOptions
     @OptionGroup var global: GlobalOptions
 
-    func run() throws {
+    func validate() throws {
+        guard (1...100).contains(limit) else { throw ValidationError("--limit must be 1 to 100") }
+    }
+
+    func run() async throws {
         let files = global.walletFiles
         _ = try files.loadPublicKey()
         let store = try files.openStore()
-        let receipts = try store.receipts()
         let pending = try SQLitePendingPaymentStore(store: store).all()
+        guard try WalletSession.account(files) != nil else {
+            if cursor != nil || details != nil { throw CLIError(WalletSession.sandboxAdvice) }
+            return try localReceipts(store.receipts(), pending: pending)
+        }
+        let session = try WalletSession.open(files, pin: pin)
+        let client = WalletTransactionsClient(identityClient: session.identity, cache: session.cache)
+        if let details {
+            let result = try await session.call { () async throws(ServiceClientError) in
+                try await client.transactionDetails(paymentID: details.lowercased())
+            }
+            if json { return try Console().json(TransactionJSON(result.value)) }
+            let row = TransactionJSON(result.value)
+            for (label, value) in row.lines { print(label.padding(toLength: 14, withPad: " ", startingAt: 0) + value) }
+            if let note = WalletSession.note(result) { print(note) }
+            return
+        }
+        // The wallet's own receipts and pending payments are shown whatever the server does: a
+        // payment still pending must never disappear from the history because the network is down.
+        let receipts = try store.receipts()
+        let result: ServiceResult<WalletTransactionPage>?
+        let unreachable: String?
+        do {
+            result = try await client.transactions(limit: limit, cursor: cursor)
+            unreachable = nil
+        } catch {
+            guard case .server(let serverError) = error, serverError.isNetworkFailure else {
+                throw CLIError(session.describe(error))
+            }
+            result = nil
+            unreachable = session.describe(error)
+        }
         if json {
-            try Console().json(
-                HistoryReport(
-                    receipts: receipts,
-                    pending: pending.map(PendingRow.init)))
+            return try Console().json(
+                ServerHistoryReport(
+                    transactions: result?.value.transactions.map(TransactionJSON.init),
+                    nextCursor: result?.value.nextCursor, pending: pending.map(PendingRow.init), receipts: receipts,
+                    freshness: result.map(FreshnessJSON.init), serverError: unreachable))
+        }
+        guard let result else {
+            FileHandle.standardError.write(
+                Data(
+                    "note: \(unreachable ?? "the server cannot be reached"); these are the receipts this wallet keeps itself\n"
+                        .utf8))
+            return try localReceipts(receipts, pending: pending)
+        }
+        let page = result.value
+        for payment in pending {
+            print("PENDING   \(payment.merchantName)  \(PendingRow(payment).what)  id \(payment.paymentID)")
+        }
+        if page.transactions.isEmpty, pending.isEmpty {
+            print(cursor == nil ? "no transactions yet" : "no more transactions")
+        }
+        for transaction in page.transactions { print(TransactionJSON(transaction).summary) }
+        if let next = page.nextCursor { print("more: horizon-wallet history --cursor \(next)") }
+        if let note = WalletSession.note(result) { print(note) }
+    }
+
+    /// A sandbox wallet's own receipts (its own store; no server to ask).
+    private func localReceipts(_ receipts: [StoredReceipt], pending: [PendingPayment]) throws {
+        if json {
+            try Console().json(HistoryReport(receipts: receipts, pending: pending.map(PendingRow.init)))
             return
         }
         if receipts.isEmpty, pending.isEmpty { print("no payments yet") }
@@ -41,6 +110,79 @@ struct History: ParsableCommand {
             print("\(time)  \(receipt.merchantName)  \(amount) + tip \(tip)  payment \(receipt.paymentID)")
         }
     }
+}
+
+/// One transaction as the server reports it, for JSON and for the lines printed.
+struct TransactionJSON: Encodable {
+    let paymentId: String
+    let type: String
+    let outcome: String
+    let merchantId: String
+    let merchantName: String
+    let amount: String
+    let tip: String
+    let currency: String
+    let settledAt: Int64
+    let reference: Int64?
+    let item: String?
+    let quantity: Int64?
+    let bonusPointsEarned: Int64?
+    let declineReason: String?
+    let registerUser: String?
+
+    init(_ transaction: WalletTransaction) {
+        paymentId = transaction.paymentId
+        type = transaction.transactionType.rawValue
+        outcome = transaction.outcome.rawValue
+        merchantId = transaction.merchantId
+        merchantName = transaction.merchantName
+        amount = amountText(transaction.amount, transaction.currency)
+        tip = amountText(transaction.tip, transaction.currency)
+        currency = transaction.currency
+        settledAt = transaction.settledAt
+        reference = transaction.reference
+        item = transaction.item
+        quantity = transaction.quantity
+        bonusPointsEarned = transaction.bonusPointsEarned
+        declineReason = transaction.declineReason
+        registerUser = transaction.registerUser
+    }
+
+    var what: String {
+        switch type {
+        case "payment": "\(amount) + tip \(tip) \(currency)"
+        case "bonus": "\(item ?? "") for \(quantity ?? 0) points"
+        default: "\(type) \(item ?? "")"
+        }
+    }
+
+    var summary: String {
+        "\(timeText(settledAt))  \(merchantName)  \(what)  \(outcome)\(declineReason.map { " (\($0))" } ?? "")  id \(paymentId)"
+    }
+
+    var lines: [(String, String)] {
+        var lines: [(String, String)] = [
+            ("payment id", paymentId), ("type", type), ("outcome", outcome),
+            ("merchant", "\(merchantName) (\(merchantId))"),
+            ("what", what), ("settled", timeText(settledAt)),
+        ]
+        if let reference { lines.append(("reference", "\(reference)")) }
+        if let bonusPointsEarned, type == "payment" { lines.append(("points earned", "\(bonusPointsEarned)")) }
+        if let registerUser { lines.append(("served by", registerUser)) }
+        if let declineReason { lines.append(("declined", declineReason)) }
+        return lines
+    }
+}
+
+/// A registered wallet's history: the server's page (nil when the server could not be reached
+/// and nothing was cached, with `serverError` saying so), and what the wallet keeps itself.
+struct ServerHistoryReport: Encodable {
+    let transactions: [TransactionJSON]?
+    let nextCursor: String?
+    let pending: [PendingRow]
+    let receipts: [StoredReceipt]
+    let freshness: FreshnessJSON?
+    let serverError: String?
 }
 
 struct HistoryReport: Encodable {

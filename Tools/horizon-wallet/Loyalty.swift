@@ -1,93 +1,186 @@
 import ArgumentParser
 import Foundation
 import HorizonCLISupport
-import HorizonCore
-import HorizonLedger
-import HorizonProtocol
-import HorizonRoles
-import HorizonSimulatedRadio
-import HorizonStores
+import HorizonServiceClients
 
-/// The terminal's in-process ledger a wallet's loyalty lives in (a single box: terminal and
-/// wallet on one machine): `--ledger`, or the local terminal's. A wallet of an activated
-/// terminal asks its server instead.
-struct LedgerChoice: ParsableArguments {
-    @Option(help: "A terminal's in-process ledger file (default: the local terminal's, if any).") var ledger: String?
+// `points`, `coupons`, `memberships`: this wallet's loyalty at every merchant, asked of its
+// server with its own key (BonusProgramClient, CouponProgramClient, GoldProgramMembershipsClient).
 
-    var path: String { ledger ?? DataDirectory(explicit: nil, role: "terminal").file(TerminalFiles.ledger).path }
+struct Points: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show this wallet's bonus programs and points at every merchant; join or leave one.",
+        discussion: """
+            Leaving a program forfeits the points held there (they are not paid out and do not come back on \
+            joining again); while left, payments there earn no points.
+            """)
 
-    /// The ledger, or nil when there is none to read (and none was named). Opened as it is:
-    /// reading changes nothing and enrols nobody.
-    func open() async throws -> InProcessLedger? {
-        guard FileManager.default.fileExists(atPath: path) else {
-            if ledger != nil { throw CLIError("no ledger at \(path)") }
-            return nil
+    @Option(help: "Join the bonus program of this merchant id.") var join: String?
+    @Option(help: "Leave the bonus program of this merchant id (forfeits its points).") var leave: String?
+    @Flag(help: "List every program the wallet can join, not only the ones it takes part in.") var all = false
+    @Flag(help: "Print JSON.") var json = false
+    @OptionGroup var pin: PINOptions
+    @OptionGroup var global: GlobalOptions
+
+    func validate() throws {
+        if join != nil, leave != nil { throw ValidationError("pass --join or --leave, not both") }
+    }
+
+    func run() async throws {
+        let session = try WalletSession.open(global.walletFiles, pin: pin)
+        let client = BonusProgramClient(identityClient: session.identity, cache: session.cache)
+        if let merchant = join ?? leave {
+            let state: BonusProgramMembershipState = join != nil ? .joined : .left
+            let program = try await session.call { () async throws(ServiceClientError) in
+                try await client.updateBonusProgramMembership(merchantID: merchant, state: state)
+            }
+            if json { return try Console().json(ProgramJSON(program)) }
+            switch state {
+            case .joined: print("Joined the bonus program of \(program.merchantName): \(program.points) points")
+            case .left: print("Left the bonus program of \(program.merchantName); its points were forfeited")
+            }
+            return
         }
-        do {
-            return try await InProcessLedger.openExisting(path: path)
-        } catch {
-            throw CLIError("cannot read the ledger \(path): \(error)")
+        let result = try await session.call { () async throws(ServiceClientError) in
+            all ? try await client.allBonusPrograms() : try await client.participatingBonusPrograms()
+        }
+        if json {
+            return try Console().json(
+                ProgramsJSON(programs: result.value.map(ProgramJSON.init), freshness: FreshnessJSON(result)))
+        }
+        if result.value.isEmpty {
+            print(
+                all ? "no bonus programs" : "no bonus points yet (`horizon-wallet points --all` lists programs to join)"
+            )
+        }
+        for program in result.value {
+            let state = program.state == .notJoined ? "not joined" : program.state.rawValue
+            print("\(program.points) points at \(program.merchantName)  (\(state); merchant \(program.merchantId))")
+        }
+        if let note = WalletSession.note(result) { print(note) }
+    }
+
+    struct ProgramJSON: Encodable {
+        let merchantId: String
+        let merchantName: String
+        let state: String
+        let points: Int64
+        let pointsPerMajorUnit: Int64
+
+        init(_ program: BonusProgram) {
+            merchantId = program.merchantId
+            merchantName = program.merchantName
+            state = program.state.rawValue
+            points = program.points
+            pointsPerMajorUnit = program.pointsPerMajorUnit
         }
     }
 
-    func require() async throws -> InProcessLedger {
-        guard let ledger = try await open() else {
-            throw CLIError("no terminal ledger on this machine; pass --ledger <terminal data dir>/ledger.sqlite")
-        }
-        return ledger
+    struct ProgramsJSON: Encodable {
+        let programs: [ProgramJSON]
+        let freshness: FreshnessJSON
     }
 }
 
-/// `coupons`, `memberships`, `points`: this wallet's loyalty in a terminal's in-process ledger.
 struct Coupons: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "List this wallet's coupons (from the terminal's in-process ledger).")
-    @OptionGroup var ledger: LedgerChoice
+    static let configuration = CommandConfiguration(abstract: "List this wallet's coupons, open and redeemed.")
+
+    @Flag(help: "Only the coupons that can still be redeemed.") var open = false
     @Flag(help: "Print JSON.") var json = false
+    @OptionGroup var pin: PINOptions
     @OptionGroup var global: GlobalOptions
 
     func run() async throws {
-        let coupons = try await ledger.require().coupons(for: try global.walletFiles.loadPublicKey())
-        if json { return try Console().json(coupons.map(CouponRow.init)) }
-        if coupons.isEmpty { print("no coupons") }
-        for coupon in coupons {
-            let expiry = ISO8601DateFormatter().string(
-                from: Date(timeIntervalSince1970: TimeInterval(coupon.expiresAt)))
+        let session = try WalletSession.open(global.walletFiles, pin: pin)
+        let client = CouponProgramClient(identityClient: session.identity, cache: session.cache)
+        let result = try await session.call { () async throws(ServiceClientError) in
+            open ? try await client.openCoupons() : try await client.coupons()
+        }
+        if json {
+            return try Console().json(
+                CouponsJSON(
+                    coupons: result.value.map {
+                        CouponJSON(
+                            merchantId: $0.merchantId, merchantName: $0.merchantName, code: $0.code,
+                            description: $0.description, value: amountText($0.value, $0.currency),
+                            currency: $0.currency, expiresAt: $0.expiresAt, redeemedAt: $0.redeemedAt,
+                            status: $0.status.rawValue)
+                    }, freshness: FreshnessJSON(result)))
+        }
+        if result.value.isEmpty { print(open ? "no open coupons" : "no coupons") }
+        for coupon in result.value {
+            let state =
+                switch coupon.status {
+                case .open: "valid until \(timeText(coupon.expiresAt))"
+                case .redeemed: "redeemed \(coupon.redeemedAt.map(timeText) ?? "")"
+                case .expired: "expired \(timeText(coupon.expiresAt))"
+                }
             print(
-                "\(coupon.code)  \(coupon.description)  \(coupon.redeemedAt == nil ? "valid until \(expiry)" : "redeemed")"
+                "\(coupon.code)  \(coupon.description)  \(moneyText(coupon.value, coupon.currency)) at \(coupon.merchantName)  \(state)"
             )
         }
+        if let note = WalletSession.note(result) { print(note) }
+    }
+
+    struct CouponJSON: Encodable {
+        let merchantId: String
+        let merchantName: String
+        let code: String
+        let description: String
+        let value: String
+        let currency: String
+        let expiresAt: Int64
+        let redeemedAt: Int64?
+        let status: String
+    }
+
+    struct CouponsJSON: Encodable {
+        let coupons: [CouponJSON]
+        let freshness: FreshnessJSON
     }
 }
 
 struct Memberships: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Show this wallet's gold membership (from the terminal's in-process ledger).")
-    @OptionGroup var ledger: LedgerChoice
+    static let configuration = CommandConfiguration(abstract: "Show this wallet's gold memberships.")
+
     @Flag(help: "Print JSON.") var json = false
+    @OptionGroup var pin: PINOptions
     @OptionGroup var global: GlobalOptions
 
     func run() async throws {
-        let membership = try await ledger.require().goldMembership(for: try global.walletFiles.loadPublicKey())
-        if json { return try Console().json(membership.map { [$0] } ?? []) }
-        guard let membership else { return print("no gold membership") }
-        let until = ISO8601DateFormatter().string(
-            from: Date(timeIntervalSince1970: TimeInterval(membership.validUntil)))
-        print("\(membership.tier) until \(until), benefit once every \(membership.benefitPeriod / 86_400) days")
+        let session = try WalletSession.open(global.walletFiles, pin: pin)
+        let client = GoldProgramMembershipsClient(identityClient: session.identity, cache: session.cache)
+        let result = try await session.call { () async throws(ServiceClientError) in try await client.memberships() }
+        if json {
+            return try Console().json(
+                MembershipsJSON(
+                    memberships: result.value.map {
+                        MembershipJSON(
+                            merchantId: $0.merchantId, merchantName: $0.merchantName, tier: $0.tier,
+                            validFrom: $0.validFrom, validUntil: $0.validUntil, benefitPeriod: $0.benefitPeriod,
+                            benefitAvailable: $0.benefitAvailable)
+                    }, freshness: FreshnessJSON(result)))
+        }
+        if result.value.isEmpty { print("no gold memberships") }
+        for membership in result.value {
+            print(
+                "\(membership.tier) at \(membership.merchantName) until \(timeText(membership.validUntil)), benefit once every \(membership.benefitPeriod / 86_400) days (\(membership.benefitAvailable ? "available now" : "used this period"))"
+            )
+        }
+        if let note = WalletSession.note(result) { print(note) }
     }
-}
 
-struct Points: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Show this wallet's bonus points (from the terminal's in-process ledger).")
-    @OptionGroup var ledger: LedgerChoice
-    @Flag(help: "Print JSON.") var json = false
-    @OptionGroup var global: GlobalOptions
+    struct MembershipJSON: Encodable {
+        let merchantId: String
+        let merchantName: String
+        let tier: String
+        let validFrom: Int64
+        let validUntil: Int64
+        let benefitPeriod: Int64
+        let benefitAvailable: Bool
+    }
 
-    func run() async throws {
-        let points =
-            try await ledger.require().account(for: try global.walletFiles.loadPublicKey())?.bonusPoints ?? 0
-        if json { return try Console().json(["points": points]) }
-        print("\(points) bonus points")
+    struct MembershipsJSON: Encodable {
+        let memberships: [MembershipJSON]
+        let freshness: FreshnessJSON
     }
 }

@@ -919,5 +919,587 @@ extension Components {
                 case anchor
             }
         }
+        /// - Remark: Generated from `#/components/schemas/WalletAccountData`.
+        public struct WalletAccountData: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WalletAccountData/walletId`.
+            public var walletId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WalletAccountData/name`.
+            public var name: Swift.String
+            /// As registered; absent for wallets from before registration.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletAccountData/email`.
+            public var email: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/WalletAccountData/phone`.
+            public var phone: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/WalletAccountData/createdAt`.
+            public var createdAt: Swift.Int64
+            /// Creates a new `WalletAccountData`.
+            ///
+            /// - Parameters:
+            ///   - walletId:
+            ///   - name:
+            ///   - email: As registered; absent for wallets from before registration.
+            ///   - phone:
+            ///   - createdAt:
+            public init(
+                walletId: Swift.String,
+                name: Swift.String,
+                email: Swift.String? = nil,
+                phone: Swift.String? = nil,
+                createdAt: Swift.Int64
+            ) {
+                self.walletId = walletId
+                self.name = name
+                self.email = email
+                self.phone = phone
+                self.createdAt = createdAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case walletId
+                case name
+                case email
+                case phone
+                case createdAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WalletAccountUpdate`.
+        public struct WalletAccountUpdate: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WalletAccountUpdate/name`.
+            public var name: Swift.String
+            /// Creates a new `WalletAccountUpdate`.
+            ///
+            /// - Parameters:
+            ///   - name:
+            public init(name: Swift.String) {
+                self.name = name
+            }
+            public enum CodingKeys: String, CodingKey {
+                case name
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.name = try container.decode(
+                    Swift.String.self,
+                    forKey: .name
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "name"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WalletBalances`.
+        public struct WalletBalances: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WalletBalances/balances`.
+            public var balances: [Components.Schemas.Amount]
+            /// Creates a new `WalletBalances`.
+            ///
+            /// - Parameters:
+            ///   - balances:
+            public init(balances: [Components.Schemas.Amount]) {
+                self.balances = balances
+            }
+            public enum CodingKeys: String, CodingKey {
+                case balances
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Amount`.
+        public struct Amount: Codable, Hashable, Sendable {
+            /// Minor units
+            ///
+            /// - Remark: Generated from `#/components/schemas/Amount/amount`.
+            public var amount: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/Amount/currency`.
+            public var currency: Swift.String
+            /// Creates a new `Amount`.
+            ///
+            /// - Parameters:
+            ///   - amount: Minor units
+            ///   - currency:
+            public init(
+                amount: Swift.Int64,
+                currency: Swift.String
+            ) {
+                self.amount = amount
+                self.currency = currency
+            }
+            public enum CodingKeys: String, CodingKey {
+                case amount
+                case currency
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WalletTransactionPage`.
+        public struct WalletTransactionPage: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WalletTransactionPage/transactions`.
+            public var transactions: [Components.Schemas.WalletTransaction]
+            /// Absent on the last page.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletTransactionPage/nextCursor`.
+            public var nextCursor: Swift.String?
+            /// Creates a new `WalletTransactionPage`.
+            ///
+            /// - Parameters:
+            ///   - transactions:
+            ///   - nextCursor: Absent on the last page.
+            public init(
+                transactions: [Components.Schemas.WalletTransaction],
+                nextCursor: Swift.String? = nil
+            ) {
+                self.transactions = transactions
+                self.nextCursor = nextCursor
+            }
+            public enum CodingKeys: String, CodingKey {
+                case transactions
+                case nextCursor
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WalletTransaction`.
+        public struct WalletTransaction: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WalletTransaction/paymentId`.
+            public var paymentId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WalletTransaction/transactionType`.
+            @frozen public enum TransactionTypePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case payment = "payment"
+                case bonus = "bonus"
+                case gold = "gold"
+                case coupon = "coupon"
+            }
+            /// - Remark: Generated from `#/components/schemas/WalletTransaction/transactionType`.
+            public var transactionType: Components.Schemas.WalletTransaction.TransactionTypePayload
+            /// - Remark: Generated from `#/components/schemas/WalletTransaction/outcome`.
+            @frozen public enum OutcomePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case approved = "approved"
+                case declined = "declined"
+            }
+            /// - Remark: Generated from `#/components/schemas/WalletTransaction/outcome`.
+            public var outcome: Components.Schemas.WalletTransaction.OutcomePayload
+            /// The server's reference (approved)
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletTransaction/reference`.
+            public var reference: Swift.Int64?
+            /// - Remark: Generated from `#/components/schemas/WalletTransaction/amount`.
+            public var amount: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/WalletTransaction/tip`.
+            public var tip: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/WalletTransaction/currency`.
+            public var currency: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WalletTransaction/merchantId`.
+            public var merchantId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WalletTransaction/merchantName`.
+            public var merchantName: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WalletTransaction/registerUser`.
+            public var registerUser: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/WalletTransaction/settledAt`.
+            public var settledAt: Swift.Int64
+            /// A redemption's item (the coupon code for a coupon)
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletTransaction/item`.
+            public var item: Swift.String?
+            /// A redemption's quantity (points for bonus)
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletTransaction/quantity`.
+            public var quantity: Swift.Int64?
+            /// - Remark: Generated from `#/components/schemas/WalletTransaction/bonusPointsEarned`.
+            public var bonusPointsEarned: Swift.Int64?
+            /// - Remark: Generated from `#/components/schemas/WalletTransaction/bonusPointsBalance`.
+            public var bonusPointsBalance: Swift.Int64?
+            /// - Remark: Generated from `#/components/schemas/WalletTransaction/declineReason`.
+            public var declineReason: Swift.String?
+            /// Creates a new `WalletTransaction`.
+            ///
+            /// - Parameters:
+            ///   - paymentId:
+            ///   - transactionType:
+            ///   - outcome:
+            ///   - reference: The server's reference (approved)
+            ///   - amount:
+            ///   - tip:
+            ///   - currency:
+            ///   - merchantId:
+            ///   - merchantName:
+            ///   - registerUser:
+            ///   - settledAt:
+            ///   - item: A redemption's item (the coupon code for a coupon)
+            ///   - quantity: A redemption's quantity (points for bonus)
+            ///   - bonusPointsEarned:
+            ///   - bonusPointsBalance:
+            ///   - declineReason:
+            public init(
+                paymentId: Swift.String,
+                transactionType: Components.Schemas.WalletTransaction.TransactionTypePayload,
+                outcome: Components.Schemas.WalletTransaction.OutcomePayload,
+                reference: Swift.Int64? = nil,
+                amount: Swift.Int64,
+                tip: Swift.Int64,
+                currency: Swift.String,
+                merchantId: Swift.String,
+                merchantName: Swift.String,
+                registerUser: Swift.String? = nil,
+                settledAt: Swift.Int64,
+                item: Swift.String? = nil,
+                quantity: Swift.Int64? = nil,
+                bonusPointsEarned: Swift.Int64? = nil,
+                bonusPointsBalance: Swift.Int64? = nil,
+                declineReason: Swift.String? = nil
+            ) {
+                self.paymentId = paymentId
+                self.transactionType = transactionType
+                self.outcome = outcome
+                self.reference = reference
+                self.amount = amount
+                self.tip = tip
+                self.currency = currency
+                self.merchantId = merchantId
+                self.merchantName = merchantName
+                self.registerUser = registerUser
+                self.settledAt = settledAt
+                self.item = item
+                self.quantity = quantity
+                self.bonusPointsEarned = bonusPointsEarned
+                self.bonusPointsBalance = bonusPointsBalance
+                self.declineReason = declineReason
+            }
+            public enum CodingKeys: String, CodingKey {
+                case paymentId
+                case transactionType
+                case outcome
+                case reference
+                case amount
+                case tip
+                case currency
+                case merchantId
+                case merchantName
+                case registerUser
+                case settledAt
+                case item
+                case quantity
+                case bonusPointsEarned
+                case bonusPointsBalance
+                case declineReason
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/BonusProgram`.
+        public struct BonusProgram: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/BonusProgram/merchantId`.
+            public var merchantId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/BonusProgram/merchantName`.
+            public var merchantName: Swift.String
+            /// - Remark: Generated from `#/components/schemas/BonusProgram/currency`.
+            public var currency: Swift.String
+            /// - Remark: Generated from `#/components/schemas/BonusProgram/pointsPerMajorUnit`.
+            public var pointsPerMajorUnit: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/BonusProgram/state`.
+            @frozen public enum StatePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case joined = "joined"
+                case left = "left"
+                case notJoined = "not_joined"
+            }
+            /// - Remark: Generated from `#/components/schemas/BonusProgram/state`.
+            public var state: Components.Schemas.BonusProgram.StatePayload
+            /// - Remark: Generated from `#/components/schemas/BonusProgram/points`.
+            public var points: Swift.Int64
+            /// Creates a new `BonusProgram`.
+            ///
+            /// - Parameters:
+            ///   - merchantId:
+            ///   - merchantName:
+            ///   - currency:
+            ///   - pointsPerMajorUnit:
+            ///   - state:
+            ///   - points:
+            public init(
+                merchantId: Swift.String,
+                merchantName: Swift.String,
+                currency: Swift.String,
+                pointsPerMajorUnit: Swift.Int64,
+                state: Components.Schemas.BonusProgram.StatePayload,
+                points: Swift.Int64
+            ) {
+                self.merchantId = merchantId
+                self.merchantName = merchantName
+                self.currency = currency
+                self.pointsPerMajorUnit = pointsPerMajorUnit
+                self.state = state
+                self.points = points
+            }
+            public enum CodingKeys: String, CodingKey {
+                case merchantId
+                case merchantName
+                case currency
+                case pointsPerMajorUnit
+                case state
+                case points
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/BonusProgramList`.
+        public struct BonusProgramList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/BonusProgramList/programs`.
+            public var programs: [Components.Schemas.BonusProgram]
+            /// Creates a new `BonusProgramList`.
+            ///
+            /// - Parameters:
+            ///   - programs:
+            public init(programs: [Components.Schemas.BonusProgram]) {
+                self.programs = programs
+            }
+            public enum CodingKeys: String, CodingKey {
+                case programs
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/BonusMembershipUpdate`.
+        public struct BonusMembershipUpdate: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/BonusMembershipUpdate/state`.
+            @frozen public enum StatePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case joined = "joined"
+                case left = "left"
+            }
+            /// - Remark: Generated from `#/components/schemas/BonusMembershipUpdate/state`.
+            public var state: Components.Schemas.BonusMembershipUpdate.StatePayload
+            /// Creates a new `BonusMembershipUpdate`.
+            ///
+            /// - Parameters:
+            ///   - state:
+            public init(state: Components.Schemas.BonusMembershipUpdate.StatePayload) {
+                self.state = state
+            }
+            public enum CodingKeys: String, CodingKey {
+                case state
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.state = try container.decode(
+                    Components.Schemas.BonusMembershipUpdate.StatePayload.self,
+                    forKey: .state
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "state"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/GoldMembership`.
+        public struct GoldMembership: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/GoldMembership/merchantId`.
+            public var merchantId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/GoldMembership/merchantName`.
+            public var merchantName: Swift.String
+            /// - Remark: Generated from `#/components/schemas/GoldMembership/tier`.
+            public var tier: Swift.String
+            /// - Remark: Generated from `#/components/schemas/GoldMembership/validFrom`.
+            public var validFrom: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/GoldMembership/validUntil`.
+            public var validUntil: Swift.Int64
+            /// Seconds
+            ///
+            /// - Remark: Generated from `#/components/schemas/GoldMembership/benefitPeriod`.
+            public var benefitPeriod: Swift.Int64
+            /// Whether this period's benefit can be used now
+            ///
+            /// - Remark: Generated from `#/components/schemas/GoldMembership/benefitAvailable`.
+            public var benefitAvailable: Swift.Bool
+            /// Creates a new `GoldMembership`.
+            ///
+            /// - Parameters:
+            ///   - merchantId:
+            ///   - merchantName:
+            ///   - tier:
+            ///   - validFrom:
+            ///   - validUntil:
+            ///   - benefitPeriod: Seconds
+            ///   - benefitAvailable: Whether this period's benefit can be used now
+            public init(
+                merchantId: Swift.String,
+                merchantName: Swift.String,
+                tier: Swift.String,
+                validFrom: Swift.Int64,
+                validUntil: Swift.Int64,
+                benefitPeriod: Swift.Int64,
+                benefitAvailable: Swift.Bool
+            ) {
+                self.merchantId = merchantId
+                self.merchantName = merchantName
+                self.tier = tier
+                self.validFrom = validFrom
+                self.validUntil = validUntil
+                self.benefitPeriod = benefitPeriod
+                self.benefitAvailable = benefitAvailable
+            }
+            public enum CodingKeys: String, CodingKey {
+                case merchantId
+                case merchantName
+                case tier
+                case validFrom
+                case validUntil
+                case benefitPeriod
+                case benefitAvailable
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/GoldMembershipList`.
+        public struct GoldMembershipList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/GoldMembershipList/memberships`.
+            public var memberships: [Components.Schemas.GoldMembership]
+            /// Creates a new `GoldMembershipList`.
+            ///
+            /// - Parameters:
+            ///   - memberships:
+            public init(memberships: [Components.Schemas.GoldMembership]) {
+                self.memberships = memberships
+            }
+            public enum CodingKeys: String, CodingKey {
+                case memberships
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Coupon`.
+        public struct Coupon: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Coupon/merchantId`.
+            public var merchantId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Coupon/merchantName`.
+            public var merchantName: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Coupon/code`.
+            public var code: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Coupon/description`.
+            public var description: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Coupon/value`.
+            public var value: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/Coupon/currency`.
+            public var currency: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Coupon/expiresAt`.
+            public var expiresAt: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/Coupon/redeemedAt`.
+            public var redeemedAt: Swift.Int64?
+            /// - Remark: Generated from `#/components/schemas/Coupon/status`.
+            @frozen public enum StatusPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case open = "open"
+                case redeemed = "redeemed"
+                case expired = "expired"
+            }
+            /// - Remark: Generated from `#/components/schemas/Coupon/status`.
+            public var status: Components.Schemas.Coupon.StatusPayload
+            /// Creates a new `Coupon`.
+            ///
+            /// - Parameters:
+            ///   - merchantId:
+            ///   - merchantName:
+            ///   - code:
+            ///   - description:
+            ///   - value:
+            ///   - currency:
+            ///   - expiresAt:
+            ///   - redeemedAt:
+            ///   - status:
+            public init(
+                merchantId: Swift.String,
+                merchantName: Swift.String,
+                code: Swift.String,
+                description: Swift.String,
+                value: Swift.Int64,
+                currency: Swift.String,
+                expiresAt: Swift.Int64,
+                redeemedAt: Swift.Int64? = nil,
+                status: Components.Schemas.Coupon.StatusPayload
+            ) {
+                self.merchantId = merchantId
+                self.merchantName = merchantName
+                self.code = code
+                self.description = description
+                self.value = value
+                self.currency = currency
+                self.expiresAt = expiresAt
+                self.redeemedAt = redeemedAt
+                self.status = status
+            }
+            public enum CodingKeys: String, CodingKey {
+                case merchantId
+                case merchantName
+                case code
+                case description
+                case value
+                case currency
+                case expiresAt
+                case redeemedAt
+                case status
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/CouponList`.
+        public struct CouponList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/CouponList/coupons`.
+            public var coupons: [Components.Schemas.Coupon]
+            /// Creates a new `CouponList`.
+            ///
+            /// - Parameters:
+            ///   - coupons:
+            public init(coupons: [Components.Schemas.Coupon]) {
+                self.coupons = coupons
+            }
+            public enum CodingKeys: String, CodingKey {
+                case coupons
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/StatusMessage`.
+        public struct StatusMessage: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/StatusMessage/id`.
+            public var id: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/StatusMessage/severity`.
+            @frozen public enum SeverityPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case info = "info"
+                case warning = "warning"
+                case critical = "critical"
+            }
+            /// - Remark: Generated from `#/components/schemas/StatusMessage/severity`.
+            public var severity: Components.Schemas.StatusMessage.SeverityPayload
+            /// - Remark: Generated from `#/components/schemas/StatusMessage/title`.
+            public var title: Swift.String
+            /// - Remark: Generated from `#/components/schemas/StatusMessage/body`.
+            public var body: Swift.String
+            /// - Remark: Generated from `#/components/schemas/StatusMessage/startsAt`.
+            public var startsAt: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/StatusMessage/endsAt`.
+            public var endsAt: Swift.Int64?
+            /// Creates a new `StatusMessage`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - severity:
+            ///   - title:
+            ///   - body:
+            ///   - startsAt:
+            ///   - endsAt:
+            public init(
+                id: Swift.Int64,
+                severity: Components.Schemas.StatusMessage.SeverityPayload,
+                title: Swift.String,
+                body: Swift.String,
+                startsAt: Swift.Int64,
+                endsAt: Swift.Int64? = nil
+            ) {
+                self.id = id
+                self.severity = severity
+                self.title = title
+                self.body = body
+                self.startsAt = startsAt
+                self.endsAt = endsAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case severity
+                case title
+                case body
+                case startsAt
+                case endsAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/StatusMessageList`.
+        public struct StatusMessageList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/StatusMessageList/messages`.
+            public var messages: [Components.Schemas.StatusMessage]
+            /// Creates a new `StatusMessageList`.
+            ///
+            /// - Parameters:
+            ///   - messages:
+            public init(messages: [Components.Schemas.StatusMessage]) {
+                self.messages = messages
+            }
+            public enum CodingKeys: String, CodingKey {
+                case messages
+            }
+        }
     }
 }

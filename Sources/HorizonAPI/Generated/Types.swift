@@ -109,6 +109,66 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/wallets/restorations/{registrationId}/verify`.
     /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/verify/post(verifyWalletRestoration)`.
     func verifyWalletRestoration(_ input: Operations.VerifyWalletRestoration.Input) async throws -> Operations.VerifyWalletRestoration.Output
+    /// The signing wallet's user data (the reference's WalletUserData).
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/account`.
+    /// - Remark: Generated from `#/paths//v1/wallet/account/get(getWalletAccount)`.
+    func getWalletAccount(_ input: Operations.GetWalletAccount.Input) async throws -> Operations.GetWalletAccount.Output
+    /// Changes the signing wallet's user data (its name; e-mail and phone stay as registered).
+    ///
+    /// - Remark: HTTP `PUT /v1/wallet/account`.
+    /// - Remark: Generated from `#/paths//v1/wallet/account/put(setWalletAccount)`.
+    func setWalletAccount(_ input: Operations.SetWalletAccount.Input) async throws -> Operations.SetWalletAccount.Output
+    /// The signing wallet's balance in each currency it holds.
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/balances`.
+    /// - Remark: Generated from `#/paths//v1/wallet/balances/get(getWalletBalances)`.
+    func getWalletBalances(_ input: Operations.GetWalletBalances.Input) async throws -> Operations.GetWalletBalances.Output
+    /// The signing wallet's payments and redemptions, newest first, a page at a time.
+    ///
+    /// Pass the `nextCursor` of a page as `cursor` for the next one; a page without `nextCursor`
+    /// is the last. A cursor this server did not give is refused (400 `invalid_cursor`); a cursor
+    /// past the end answers an empty page.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/transactions`.
+    /// - Remark: Generated from `#/paths//v1/wallet/transactions/get(listWalletTransactions)`.
+    func listWalletTransactions(_ input: Operations.ListWalletTransactions.Input) async throws -> Operations.ListWalletTransactions.Output
+    /// One of the signing wallet's transactions, with the merchant's name.
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/transactions/{paymentId}`.
+    /// - Remark: Generated from `#/paths//v1/wallet/transactions/{paymentId}/get(getWalletTransaction)`.
+    func getWalletTransaction(_ input: Operations.GetWalletTransaction.Input) async throws -> Operations.GetWalletTransaction.Output
+    /// Every merchant's bonus program the signing wallet can join or takes part in, with its points.
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/bonus-programs`.
+    /// - Remark: Generated from `#/paths//v1/wallet/bonus-programs/get(listWalletBonusPrograms)`.
+    func listWalletBonusPrograms(_ input: Operations.ListWalletBonusPrograms.Input) async throws -> Operations.ListWalletBonusPrograms.Output
+    /// Joins or leaves a merchant's bonus program.
+    ///
+    /// Leaving forfeits the points held at that merchant (they are not paid out and do not come
+    /// back on joining again); while left, payments there earn no points. Joining needs a program
+    /// that earns points (400 `invalid_request` otherwise).
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/wallet/bonus-programs/{merchantId}/membership`.
+    /// - Remark: Generated from `#/paths//v1/wallet/bonus-programs/{merchantId}/membership/put(setWalletBonusMembership)`.
+    func setWalletBonusMembership(_ input: Operations.SetWalletBonusMembership.Input) async throws -> Operations.SetWalletBonusMembership.Output
+    /// The signing wallet's gold memberships.
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/gold-memberships`.
+    /// - Remark: Generated from `#/paths//v1/wallet/gold-memberships/get(listWalletGoldMemberships)`.
+    func listWalletGoldMemberships(_ input: Operations.ListWalletGoldMemberships.Input) async throws -> Operations.ListWalletGoldMemberships.Output
+    /// The signing wallet's coupons, open and redeemed.
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/coupons`.
+    /// - Remark: Generated from `#/paths//v1/wallet/coupons/get(listWalletCoupons)`.
+    func listWalletCoupons(_ input: Operations.ListWalletCoupons.Input) async throws -> Operations.ListWalletCoupons.Output
+    /// The messages the server's operator asks every wallet app to show now.
+    ///
+    /// - Remark: HTTP `GET /v1/status-messages`.
+    /// - Remark: Generated from `#/paths//v1/status-messages/get(getStatusMessages)`.
+    func getStatusMessages(_ input: Operations.GetStatusMessages.Input) async throws -> Operations.GetStatusMessages.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -284,6 +344,118 @@ extension APIProtocol {
             headers: headers,
             body: body
         ))
+    }
+    /// The signing wallet's user data (the reference's WalletUserData).
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/account`.
+    /// - Remark: Generated from `#/paths//v1/wallet/account/get(getWalletAccount)`.
+    public func getWalletAccount(headers: Operations.GetWalletAccount.Input.Headers = .init()) async throws -> Operations.GetWalletAccount.Output {
+        try await getWalletAccount(Operations.GetWalletAccount.Input(headers: headers))
+    }
+    /// Changes the signing wallet's user data (its name; e-mail and phone stay as registered).
+    ///
+    /// - Remark: HTTP `PUT /v1/wallet/account`.
+    /// - Remark: Generated from `#/paths//v1/wallet/account/put(setWalletAccount)`.
+    public func setWalletAccount(
+        headers: Operations.SetWalletAccount.Input.Headers = .init(),
+        body: Operations.SetWalletAccount.Input.Body
+    ) async throws -> Operations.SetWalletAccount.Output {
+        try await setWalletAccount(Operations.SetWalletAccount.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// The signing wallet's balance in each currency it holds.
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/balances`.
+    /// - Remark: Generated from `#/paths//v1/wallet/balances/get(getWalletBalances)`.
+    public func getWalletBalances(headers: Operations.GetWalletBalances.Input.Headers = .init()) async throws -> Operations.GetWalletBalances.Output {
+        try await getWalletBalances(Operations.GetWalletBalances.Input(headers: headers))
+    }
+    /// The signing wallet's payments and redemptions, newest first, a page at a time.
+    ///
+    /// Pass the `nextCursor` of a page as `cursor` for the next one; a page without `nextCursor`
+    /// is the last. A cursor this server did not give is refused (400 `invalid_cursor`); a cursor
+    /// past the end answers an empty page.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/transactions`.
+    /// - Remark: Generated from `#/paths//v1/wallet/transactions/get(listWalletTransactions)`.
+    public func listWalletTransactions(
+        query: Operations.ListWalletTransactions.Input.Query = .init(),
+        headers: Operations.ListWalletTransactions.Input.Headers = .init()
+    ) async throws -> Operations.ListWalletTransactions.Output {
+        try await listWalletTransactions(Operations.ListWalletTransactions.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// One of the signing wallet's transactions, with the merchant's name.
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/transactions/{paymentId}`.
+    /// - Remark: Generated from `#/paths//v1/wallet/transactions/{paymentId}/get(getWalletTransaction)`.
+    public func getWalletTransaction(
+        path: Operations.GetWalletTransaction.Input.Path,
+        headers: Operations.GetWalletTransaction.Input.Headers = .init()
+    ) async throws -> Operations.GetWalletTransaction.Output {
+        try await getWalletTransaction(Operations.GetWalletTransaction.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Every merchant's bonus program the signing wallet can join or takes part in, with its points.
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/bonus-programs`.
+    /// - Remark: Generated from `#/paths//v1/wallet/bonus-programs/get(listWalletBonusPrograms)`.
+    public func listWalletBonusPrograms(
+        query: Operations.ListWalletBonusPrograms.Input.Query = .init(),
+        headers: Operations.ListWalletBonusPrograms.Input.Headers = .init()
+    ) async throws -> Operations.ListWalletBonusPrograms.Output {
+        try await listWalletBonusPrograms(Operations.ListWalletBonusPrograms.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// Joins or leaves a merchant's bonus program.
+    ///
+    /// Leaving forfeits the points held at that merchant (they are not paid out and do not come
+    /// back on joining again); while left, payments there earn no points. Joining needs a program
+    /// that earns points (400 `invalid_request` otherwise).
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/wallet/bonus-programs/{merchantId}/membership`.
+    /// - Remark: Generated from `#/paths//v1/wallet/bonus-programs/{merchantId}/membership/put(setWalletBonusMembership)`.
+    public func setWalletBonusMembership(
+        path: Operations.SetWalletBonusMembership.Input.Path,
+        headers: Operations.SetWalletBonusMembership.Input.Headers = .init(),
+        body: Operations.SetWalletBonusMembership.Input.Body
+    ) async throws -> Operations.SetWalletBonusMembership.Output {
+        try await setWalletBonusMembership(Operations.SetWalletBonusMembership.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// The signing wallet's gold memberships.
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/gold-memberships`.
+    /// - Remark: Generated from `#/paths//v1/wallet/gold-memberships/get(listWalletGoldMemberships)`.
+    public func listWalletGoldMemberships(headers: Operations.ListWalletGoldMemberships.Input.Headers = .init()) async throws -> Operations.ListWalletGoldMemberships.Output {
+        try await listWalletGoldMemberships(Operations.ListWalletGoldMemberships.Input(headers: headers))
+    }
+    /// The signing wallet's coupons, open and redeemed.
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/coupons`.
+    /// - Remark: Generated from `#/paths//v1/wallet/coupons/get(listWalletCoupons)`.
+    public func listWalletCoupons(headers: Operations.ListWalletCoupons.Input.Headers = .init()) async throws -> Operations.ListWalletCoupons.Output {
+        try await listWalletCoupons(Operations.ListWalletCoupons.Input(headers: headers))
+    }
+    /// The messages the server's operator asks every wallet app to show now.
+    ///
+    /// - Remark: HTTP `GET /v1/status-messages`.
+    /// - Remark: Generated from `#/paths//v1/status-messages/get(getStatusMessages)`.
+    public func getStatusMessages(headers: Operations.GetStatusMessages.Input.Headers = .init()) async throws -> Operations.GetStatusMessages.Output {
+        try await getStatusMessages(Operations.GetStatusMessages.Input(headers: headers))
     }
 }
 

@@ -44,6 +44,11 @@ public struct APIError: Error, Sendable, Equatable {
         case currencyMismatch = "currency_mismatch"
         case refundExceedsRemaining = "refund_exceeds_remaining"
         case idempotencyConflict = "idempotency_conflict"
+        // Wallet services (issue 15).
+        case walletUnknown = "wallet_unknown"
+        case walletKeyRevoked = "wallet_key_revoked"
+        case invalidCursor = "invalid_cursor"
+        case transactionNotFound = "transaction_not_found"
 
         public var status: HTTPResponse.Status {
             switch self {
@@ -70,6 +75,11 @@ public struct APIError: Error, Sendable, Equatable {
             case .refundIDInvalid, .refundAmountInvalid: .badRequest
             case .paymentNotRefundable, .refundExceedsRemaining, .idempotencyConflict: .conflict
             case .currencyMismatch: .unprocessableContent
+            case .walletUnknown: .forbidden
+            // 401: the identity the app holds is no longer valid (the reference's "identity invalidated").
+            case .walletKeyRevoked: .unauthorized
+            case .invalidCursor: .badRequest
+            case .transactionNotFound: .notFound
             }
         }
     }
