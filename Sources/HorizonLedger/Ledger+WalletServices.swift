@@ -28,6 +28,8 @@ public struct WalletAccountData: Sendable, Equatable {
 public struct WalletHistoryEntry: Sendable, Equatable {
     public let transaction: LedgerTransaction
     public let merchantName: String
+    /// What the merchant gave back of it, oldest first.
+    public let refunds: [Refund]
 }
 
 /// A wallet's relation to a merchant's bonus program.
@@ -166,10 +168,11 @@ extension Ledger {
                 WHERE t.wallet_id = ? AND t.reference < ? ORDER BY t.reference DESC LIMIT ?
                 """, [.text(wallet.rawValue), .integer(before ?? Int64.max), .integer(Int64(limit))])
             {
+                let transaction = try Self.decodeTransaction(row).transaction
                 entries.append(
                     WalletHistoryEntry(
-                        transaction: try Self.decodeTransaction(row).transaction,
-                        merchantName: try row.text("merchant_name")))
+                        transaction: transaction, merchantName: try row.text("merchant_name"),
+                        refunds: try await Self.refunds(of: transaction.result.paymentID, in: db)))
             }
             return entries
         }
@@ -188,7 +191,8 @@ extension Ledger {
                 ).first
             else { return nil }
             return WalletHistoryEntry(
-                transaction: try Self.decodeTransaction(row).transaction, merchantName: try row.text("merchant_name"))
+                transaction: try Self.decodeTransaction(row).transaction, merchantName: try row.text("merchant_name"),
+                refunds: try await Self.refunds(of: id, in: db))
         }
     }
 

@@ -50,6 +50,9 @@ extension LedgerContract {
             #expect(
                 try await ledger.refunds(of: payment, merchant: merchant.id).map(\.refundID.rawValue) == ["r-1", "r-2"])
             #expect(try await ledger.refund(RefundID(rawValue: "r-2"), merchant: merchant.id) == second)
+            // The wallet's own history shows what came back (issue 15 item 4).
+            #expect(try await ledger.history(of: wallet.id).first?.refunds == [first, second])
+            #expect(try await ledger.historyEntry(payment, of: wallet.id)?.refunds == [first, second])
 
             await #expect(throws: LedgerError.refundRefused(.exceedsRemaining(remaining: F.money(0)))) {
                 _ = try await ledger.refund(refundRequest(payment, 1, id: "r-3"), merchant: merchant.id)

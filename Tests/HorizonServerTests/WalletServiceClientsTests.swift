@@ -176,6 +176,23 @@ struct WalletServiceClientsTests {
             #expect(paid.merchantName == "Corner Bakery" && paid.merchantId == scene.bakery.id.rawValue)
             #expect(paid.amount == 20_00 && paid.tip == 1_00 && paid.outcome == .approved)
             #expect(paid.bonusPointsEarned == 20 && paid.registerUser == "till-user-1")
+            #expect(paid.refunds == [], "nothing refunded yet")
+
+            // The merchant gives back 5.25 of it: the wallet's details and its page show it.
+            let refund = try await scene.server.ledger.refund(
+                RefundRequest(
+                    refundID: RefundID(rawValue: "r-1"), paymentID: scene.payments[1].paymentID,
+                    amount: try Money(minorUnits: 5_25, currency: .eur)), merchant: scene.bakery.id)
+            let refunded = try await transactions.transactionDetails(paymentID: ids[2]).value
+            #expect(
+                refunded.refunds == [
+                    .init(
+                        refundId: "r-1", amount: 5_25, currency: "EUR", destination: "horizon_balance",
+                        bonusPointsReversed: refund.bonusPointsReversed, refundedAt: refund.createdAt)
+                ])
+            #expect(refund.bonusPointsReversed == 5, "floor(20 points × 5.25 / 21.00)")
+            let page = try await transactions.transactions(limit: 3).value
+            #expect(page.transactions.first { $0.paymentId == ids[2] }?.refunds?.map(\.amount) == [5_25])
             do {
                 _ = try await transactions.transactionDetails(paymentID: scene.otherPayment.paymentID.bytes.hexString)
                 Issue.record("another wallet's transaction was shown")

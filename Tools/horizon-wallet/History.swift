@@ -129,6 +129,16 @@ struct TransactionJSON: Encodable {
     let bonusPointsEarned: Int64?
     let declineReason: String?
     let registerUser: String?
+    /// What the merchant gave back, oldest first.
+    let refunds: [RefundJSON]
+
+    struct RefundJSON: Encodable {
+        let refundId: String
+        let amount: String
+        let destination: String
+        let bonusPointsReversed: Int64
+        let refundedAt: Int64
+    }
 
     init(_ transaction: WalletTransaction) {
         paymentId = transaction.paymentId
@@ -146,6 +156,12 @@ struct TransactionJSON: Encodable {
         bonusPointsEarned = transaction.bonusPointsEarned
         declineReason = transaction.declineReason
         registerUser = transaction.registerUser
+        refunds = (transaction.refunds ?? []).map { refund in
+            RefundJSON(
+                refundId: refund.refundId, amount: amountText(refund.amount, refund.currency) + " " + refund.currency,
+                destination: refund.destination, bonusPointsReversed: refund.bonusPointsReversed,
+                refundedAt: refund.refundedAt)
+        }
     }
 
     var what: String {
@@ -157,7 +173,9 @@ struct TransactionJSON: Encodable {
     }
 
     var summary: String {
-        "\(timeText(settledAt))  \(merchantName)  \(what)  \(outcome)\(declineReason.map { " (\($0))" } ?? "")  id \(paymentId)"
+        let refunded = refunds.isEmpty ? "" : "  refunded \(refunds.map(\.amount).joined(separator: ", "))"
+        return
+            "\(timeText(settledAt))  \(merchantName)  \(what)  \(outcome)\(declineReason.map { " (\($0))" } ?? "")\(refunded)  id \(paymentId)"
     }
 
     var lines: [(String, String)] {
@@ -170,6 +188,15 @@ struct TransactionJSON: Encodable {
         if let bonusPointsEarned, type == "payment" { lines.append(("points earned", "\(bonusPointsEarned)")) }
         if let registerUser { lines.append(("served by", registerUser)) }
         if let declineReason { lines.append(("declined", declineReason)) }
+        for refund in refunds {
+            lines.append(
+                (
+                    "refunded",
+                    "\(refund.amount) on \(timeText(refund.refundedAt)) to \(refund.destination)"
+                        + (refund.bonusPointsReversed > 0 ? ", \(refund.bonusPointsReversed) points taken back" : "")
+                        + "  (refund \(refund.refundId))"
+                ))
+        }
         return lines
     }
 }

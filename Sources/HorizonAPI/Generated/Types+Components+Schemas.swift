@@ -1104,6 +1104,10 @@ extension Components {
             public var bonusPointsBalance: Swift.Int64?
             /// - Remark: Generated from `#/components/schemas/WalletTransaction/declineReason`.
             public var declineReason: Swift.String?
+            /// What the merchant gave back of this payment, oldest first (empty if nothing)
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletTransaction/refunds`.
+            public var refunds: [Components.Schemas.WalletRefund]?
             /// Creates a new `WalletTransaction`.
             ///
             /// - Parameters:
@@ -1123,6 +1127,7 @@ extension Components {
             ///   - bonusPointsEarned:
             ///   - bonusPointsBalance:
             ///   - declineReason:
+            ///   - refunds: What the merchant gave back of this payment, oldest first (empty if nothing)
             public init(
                 paymentId: Swift.String,
                 transactionType: Components.Schemas.WalletTransaction.TransactionTypePayload,
@@ -1139,7 +1144,8 @@ extension Components {
                 quantity: Swift.Int64? = nil,
                 bonusPointsEarned: Swift.Int64? = nil,
                 bonusPointsBalance: Swift.Int64? = nil,
-                declineReason: Swift.String? = nil
+                declineReason: Swift.String? = nil,
+                refunds: [Components.Schemas.WalletRefund]? = nil
             ) {
                 self.paymentId = paymentId
                 self.transactionType = transactionType
@@ -1157,6 +1163,7 @@ extension Components {
                 self.bonusPointsEarned = bonusPointsEarned
                 self.bonusPointsBalance = bonusPointsBalance
                 self.declineReason = declineReason
+                self.refunds = refunds
             }
             public enum CodingKeys: String, CodingKey {
                 case paymentId
@@ -1175,6 +1182,60 @@ extension Components {
                 case bonusPointsEarned
                 case bonusPointsBalance
                 case declineReason
+                case refunds
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WalletRefund`.
+        public struct WalletRefund: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WalletRefund/refundId`.
+            public var refundId: Swift.String
+            /// Minor units given back
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletRefund/amount`.
+            public var amount: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/WalletRefund/currency`.
+            public var currency: Swift.String
+            /// Where the money went: horizon_balance (the wallet's account) or a card
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletRefund/destination`.
+            public var destination: Swift.String
+            /// Bonus points taken back with it
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletRefund/bonusPointsReversed`.
+            public var bonusPointsReversed: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/WalletRefund/refundedAt`.
+            public var refundedAt: Swift.Int64
+            /// Creates a new `WalletRefund`.
+            ///
+            /// - Parameters:
+            ///   - refundId:
+            ///   - amount: Minor units given back
+            ///   - currency:
+            ///   - destination: Where the money went: horizon_balance (the wallet's account) or a card
+            ///   - bonusPointsReversed: Bonus points taken back with it
+            ///   - refundedAt:
+            public init(
+                refundId: Swift.String,
+                amount: Swift.Int64,
+                currency: Swift.String,
+                destination: Swift.String,
+                bonusPointsReversed: Swift.Int64,
+                refundedAt: Swift.Int64
+            ) {
+                self.refundId = refundId
+                self.amount = amount
+                self.currency = currency
+                self.destination = destination
+                self.bonusPointsReversed = bonusPointsReversed
+                self.refundedAt = refundedAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case refundId
+                case amount
+                case currency
+                case destination
+                case bonusPointsReversed
+                case refundedAt
             }
         }
         /// - Remark: Generated from `#/components/schemas/BonusProgram`.

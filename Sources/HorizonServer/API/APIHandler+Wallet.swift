@@ -190,7 +190,13 @@ extension APIHandler {
             merchantId: transaction.merchantID.rawValue, merchantName: entry.merchantName,
             registerUser: transaction.registerUser.isEmpty ? nil : transaction.registerUser,
             settledAt: result.settledAt, item: isPayment ? nil : result.item,
-            quantity: isPayment ? nil : result.quantity)
+            quantity: isPayment ? nil : result.quantity,
+            refunds: entry.refunds.map { refund in
+                .init(
+                    refundId: refund.refundID.rawValue, amount: refund.amount.minorUnits,
+                    currency: refund.amount.currency.code, destination: refund.destination.rawValue,
+                    bonusPointsReversed: refund.bonusPointsReversed, refundedAt: refund.createdAt)
+            })
         switch result.outcome {
         case .approved(let reference, let earned, let balance):
             body.reference = Int64(bitPattern: reference)
