@@ -158,18 +158,54 @@ def js_string(text):
     return json.dumps(text)
 
 
+def answer_challenge(url, output):
+    """A card's 3-D Secure challenge, as a person answers it: open the link the wallet printed,
+    approve, and see the page that hands MD and PaRes back to the wallet."""
+    browser = Browser()
+    try:
+        print("3-D Secure | opening the challenge the wallet printed", flush=True)
+        browser.open(url)
+        page = browser.text()
+        browser.screenshot(os.path.join(output, "11-3ds-challenge.png"))
+        if "3-D Secure sandbox" not in page:
+            raise Failure("expected the challenge page; it shows:\n%s" % page[:1500])
+        print("3-D Secure | approving", flush=True)
+        browser.submit("document.getElementById('approve').click()")
+        page = browser.text()
+        browser.screenshot(os.path.join(output, "12-3ds-finished.png"))
+        if "3-D Secure finished" not in page:
+            raise Failure("expected the finished page after approving; it shows:\n%s" % page[:1500])
+        if not browser.evaluate("document.getElementById('PaRes') && document.getElementById('PaRes').value"):
+            raise Failure("the finished page carries no PaRes for the wallet")
+    except Failure as failure:
+        print("3-D Secure | FAILED: %s" % failure, file=sys.stderr, flush=True)
+        browser.close()
+        return 1
+    browser.close()
+    print("3-D Secure | the challenge was answered in the browser", flush=True)
+    return 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", required=True)
-    parser.add_argument("--email", required=True)
-    parser.add_argument("--password-file", required=True)
+    parser.add_argument("--challenge-url", help="only answer this 3-D Secure challenge (approve) and check its pages")
+    parser.add_argument("--url")
+    parser.add_argument("--email")
+    parser.add_argument("--password-file")
     parser.add_argument("--output", required=True)
-    parser.add_argument("--amount", required=True, help='the payment as the dashboard shows it, e.g. "12.50 EUR"')
-    parser.add_argument("--total", required=True, help='amount plus tip, what a full refund gives back, e.g. "14.00 EUR"')
-    parser.add_argument("--terminal-label", required=True)
+    parser.add_argument("--amount", help='the payment as the dashboard shows it, e.g. "12.50 EUR"')
+    parser.add_argument("--total", help='amount plus tip, what a full refund gives back, e.g. "14.00 EUR"')
+    parser.add_argument("--terminal-label")
     parser.add_argument("--refund", action="store_true", help="refund the payment from its row and check it")
     parser.add_argument("--readme-shot", help="also write the transactions page here (the README's picture)")
     options = parser.parse_args()
+    os.makedirs(options.output, exist_ok=True)
+    if options.challenge_url:
+        return answer_challenge(options.challenge_url, options.output)
+    missing = [name for name in ("url", "email", "password_file", "amount", "total", "terminal_label")
+               if getattr(options, name) is None]
+    if missing:
+        parser.error("the dashboard check needs " + ", ".join("--" + name.replace("_", "-") for name in missing))
     with open(options.password_file) as file:
         password = file.read().rstrip("\n")
     os.makedirs(options.output, exist_ok=True)
