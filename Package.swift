@@ -180,6 +180,8 @@ let package = Package(
             dependencies: [
                 "HorizonServer", "HorizonAPI", "HorizonLedger", "HorizonCore", "HorizonProtocol",
                 "HorizonSecureChannel", "HorizonTestSupport", "HorizonServerClient", "HorizonServiceClients",
+                // The sandbox card processor's tests run on both stores (issue 15).
+                "HorizonLedgerTestSupport",
                 // Built for the tests that run the program as a process.
                 "horizon-server",
                 .product(name: "Hummingbird", package: "hummingbird"),

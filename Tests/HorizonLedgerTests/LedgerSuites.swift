@@ -62,6 +62,15 @@ struct SQLiteLedgerTests {
     @Test func registrationMigratesAVersion3Database() async throws {
         try await LedgerContract.registrationMigratesAVersion3Database(.sqlite)
     }
+    // issue 15: cards and 3-D Secure.
+    @Test func cardsBelongToOneWallet() async throws { try await LedgerContract.cardsBelongToOneWallet(.sqlite) }
+    @Test func threeDSecureChallengeGatesACard() async throws {
+        try await LedgerContract.threeDSecureChallengeGatesACard(.sqlite)
+    }
+    @Test func failedAndAbandonedChallengesLeaveTheCardUnusable() async throws {
+        try await LedgerContract.failedAndAbandonedChallengesLeaveTheCardUnusable(.sqlite)
+    }
+    @Test func cardRowsAreCheckedByTheDatabase() async throws { try await LedgerContract.cardRowsAreCheckedByTheDatabase(.sqlite) }
 }
 
 @Suite(
@@ -127,4 +136,13 @@ struct PostgresLedgerTests {
     @Test func registrationMigratesAVersion3Database() async throws {
         try await LedgerContract.registrationMigratesAVersion3Database(.postgres)
     }
+    // issue 15: cards and 3-D Secure.
+    @Test func cardsBelongToOneWallet() async throws { try await LedgerContract.cardsBelongToOneWallet(.postgres) }
+    @Test func threeDSecureChallengeGatesACard() async throws {
+        try await LedgerContract.threeDSecureChallengeGatesACard(.postgres)
+    }
+    @Test func failedAndAbandonedChallengesLeaveTheCardUnusable() async throws {
+        try await LedgerContract.failedAndAbandonedChallengesLeaveTheCardUnusable(.postgres)
+    }
+    @Test func cardRowsAreCheckedByTheDatabase() async throws { try await LedgerContract.cardRowsAreCheckedByTheDatabase(.postgres) }
 }

@@ -186,7 +186,7 @@ extension LedgerContract {
                 try await db.query("INSERT INTO wallets(id, name, created_at) VALUES ('w_v3', 'Bob', 500)")
             }
             let ledger = try await Ledger.open(store)
-            #expect(try await ledger.schemaVersion() == 4)
+            #expect(try await ledger.schemaVersion() == LedgerSchema.currentVersion)
             #expect(try await ledger.walletContact(WalletID(rawValue: "w_v3")) == WalletContact(email: nil, phone: nil))
         }
     }

@@ -26,6 +26,9 @@ struct IsolationTests {
         /// Open to anyone, with the reason; `probe` tries what a stranger could (another
         /// tenant's e-mail, registration id or code) and checks the answers itself.
         case open(reason: String, probe: @Sendable (World, any TestClientProtocol) async throws -> Void)
+        /// Signed by a registered wallet's key (issue 15: cards); `otherWallet` is what wallet B
+        /// gets when it sends wallet A's request.
+        case walletSigned(request: @Sendable (World) throws -> Request, otherWallet: OtherMerchant)
     }
 
     enum OtherMerchant {
@@ -181,7 +184,71 @@ struct IsolationTests {
                 Request(method: .get, path: "/v1/payments/\(world.payment.paymentID.bytes.hexString)", body: nil)
             },
             otherMerchant: .refused(.notFound, "payment_not_found", "was executed for this merchant")),
+        // issue 15: cards and 3-D Secure.
+        "getPaymentCards": .walletSigned(
+            request: { _ in Request(method: .get, path: "/v1/wallet/cards", body: nil) },
+            otherWallet: .servesOnlyTheSigner("lists the signing wallet's own cards; the request names no other")),
+        "addPaymentCard": .walletSigned(
+            request: { _ in
+                Request(
+                    method: .post, path: "/v1/wallet/cards",
+                    body: #"{"cardholder": "Wendy", "cardNumber": "4242424242424242", "expiry": "12/30", "cvc": "123"}"#)
+            },
+            otherWallet: .servesOnlyTheSigner("adds the card to the signing wallet; the request names no other")),
+        "updatePaymentCard": .walletSigned(
+            request: { world in
+                Request(method: .patch, path: "/v1/wallet/cards/\(world.card)", body: #"{"active": false}"#)
+            },
+            otherWallet: .refused(.notFound, "card_not_found", "this wallet has no such card")),
+        "removePaymentCard": .walletSigned(
+            request: { world in Request(method: .delete, path: "/v1/wallet/cards/\(world.cardToRemove)", body: nil) },
+            otherWallet: .refused(.notFound, "card_not_found", "this wallet has no such card")),
+        "executeAddPaymentCard": .walletSigned(
+            request: { world in
+                Request(
+                    method: .post, path: "/v1/wallet/cards/\(world.challengedCard)/3ds",
+                    body: #"{"md": "\#(world.challenge.md)", "paRes": "\#(world.challenge.paRes ?? "")"}"#)
+            },
+            otherWallet: .refused(.notFound, "card_not_found", "this wallet has no such card")),
+        "getCardChallenge": .walletSigned(
+            request: { world in
+                Request(method: .get, path: "/v1/wallet/card-challenges/\(world.challenge.md)", body: nil)
+            },
+            otherWallet: .refused(.notFound, "card_challenge_not_found", "no 3-D Secure challenge with this MD")),
     ]
+
+    /// The credentials tried on every wallet-signed operation, and the refusal each gets.
+    enum WalletCredential: String, CaseIterable {
+        case none, expired, forged, unknownKey, terminalKey, revokedWalletKey
+
+        var expected: (HTTPResponse.Status, String, String) {
+            switch self {
+            case .none: (.unauthorized, "unauthenticated", "this operation needs a request signed with the wallet's key")
+            case .expired: (.unauthorized, "request_expired", "s from the server's clock")
+            case .forged: (.unauthorized, "signature_invalid", "the request's signature does not verify")
+            case .unknownKey, .terminalKey, .revokedWalletKey:
+                (.forbidden, "wallet_unknown", "the signing key is not a registered wallet key")
+            }
+        }
+
+        func authorization(_ request: Request, world: World) throws -> String? {
+            let now = world.server.clock.now
+            let wallet = world.walletDevice.key
+            func sign(_ key: P256.Signing.PrivateKey, time: Int64 = now) throws -> String {
+                try signedAuthorization(key, method: request.method, path: request.path, body: request.body, time: time)
+            }
+            switch self {
+            case .none: return nil
+            case .expired: return try sign(wallet, time: now - 301)
+            case .forged:
+                return try signedAuthorization(
+                    wallet, method: request.method, path: "/v1/anchor", body: request.body, time: now)
+            case .unknownKey: return try sign(P256.Signing.PrivateKey())
+            case .terminalKey: return try sign(world.till.key)
+            case .revokedWalletKey: return try sign(world.revokedWalletDevice.key)
+            }
+        }
+    }
 
     /// The operation ids of `openapi.yaml`.
     static func operationIDs() throws -> [String] {
@@ -279,6 +346,27 @@ struct IsolationTests {
                 switch protection {
                 case .open(_, let probe):
                     try await probe(world, client)
+                case .walletSigned(let makeRequest, let otherWallet):
+                    let request = try makeRequest(world)
+                    // A refusal may quote the path the caller sent (a forged signature's does):
+                    // what is in the request is not a leak.
+                    let sent = Set(world.secrets.filter { request.path.contains($0.value) }.keys)
+                    for credential in WalletCredential.allCases {
+                        let header = try credential.authorization(request, world: world)
+                        let response = try await send(request, authorization: header, client: client)
+                        let (status, code, message) = credential.expected
+                        try expectError(response, status, code, message)
+                        world.expectNothingOfTheTenants(
+                            in: response.text, "\(operation) with \(credential)", except: sent)
+                    }
+                    // Wallet B sending wallet A's request; an operation that serves only its
+                    // signer is checked after the snapshot below (serving it may write).
+                    if case .refused(let status, let code, let message) = otherWallet {
+                        let byOther = try await client.sendSigned(
+                            request.method, request.path, json: request.body, by: world.otherWalletDevice.key,
+                            time: world.server.clock.now)
+                        try world.expectRefusal(byOther, status, code, message, "\(operation) by another wallet")
+                    }
                 case .terminalSigned(let makeRequest, let otherMerchant):
                     let request = try makeRequest(world)
                     for credential in Credential.allCases {
@@ -341,6 +429,27 @@ struct IsolationTests {
                 #expect(response.status == .ok, "\(operation) by its own till: \(response.text)")
             }
         }
+        // Wallet-signed operations: served for the wallet they belong to; an operation that
+        // names no card serves another wallet only with that wallet's own cards.
+        try await world.server.withClient { client in
+            for (operation, protection) in Self.table.sorted(by: { $0.key < $1.key }) {
+                guard case .walletSigned(let makeRequest, let otherWallet) = protection else { continue }
+                let request = try makeRequest(world)
+                if case .servesOnlyTheSigner = otherWallet {
+                    let byOther = try await client.sendSigned(
+                        request.method, request.path, json: request.body, by: world.otherWalletDevice.key,
+                        time: world.server.clock.now)
+                    #expect(byOther.status.kind == .successful, "\(operation) by another wallet: \(byOther.text)")
+                    world.expectNothingOfTheTenants(in: byOther.text, "\(operation) by another wallet")
+                }
+                let response = try await client.sendSigned(
+                    request.method, request.path, json: request.body, by: world.walletDevice.key,
+                    time: world.server.clock.now)
+                #expect(response.status.kind == .successful, "\(operation) by its own wallet: \(response.text)")
+            }
+        }
+        let otherCards = try await world.server.ledger.paymentCards(of: world.otherWalletID)
+        #expect(otherCards.count == 1 && otherCards.allSatisfy { $0.walletID == world.otherWalletID })
         // Payments and redemptions were replays of stored results: still one execution each.
         #expect(try await world.server.ledger.executionCount(of: world.payment.paymentID) == 1)
         #expect(try await world.server.ledger.executionCount(of: world.redemption.redemptionID) == 1)
@@ -372,6 +481,15 @@ final class World: Sendable {
     let registrationX: (id: String, code: String)
     let registrationY: (id: String, code: String)
     let restorationZ: (id: String, code: String)
+    // issue 15: wallet A's cards (one to update, one to remove, one after its approved 3-D
+    // Secure challenge), wallet B, and a wallet key that was revoked.
+    let card: PaymentCardID
+    let cardToRemove: PaymentCardID
+    let challengedCard: PaymentCardID
+    let challenge: CardChallenge
+    let otherWalletDevice: WalletDevice
+    let otherWalletID: WalletID
+    let revokedWalletDevice: WalletDevice
 
     private init(
         server: TestServer, bakery: Merchant, shop: Merchant,
@@ -379,8 +497,15 @@ final class World: Sendable {
         shopTillResponse: Components.Schemas.TerminalCredentialResponse, walletID: WalletID, payment: Confirm,
         redemption: Redeem, registrationX: (String, String), registrationY: (String, String),
         restorationZ: (String, String), till: TerminalKey, revokedTill: TerminalKey, shopTill: TerminalKey,
-        walletDevice: WalletDevice, deviceX: WalletDevice, deviceY: WalletDevice
+        walletDevice: WalletDevice, deviceX: WalletDevice, deviceY: WalletDevice, cards: WorldCards
     ) {
+        self.card = cards.card
+        self.cardToRemove = cards.cardToRemove
+        self.challengedCard = cards.challengedCard
+        self.challenge = cards.challenge
+        self.otherWalletDevice = cards.otherWalletDevice
+        self.otherWalletID = cards.otherWalletID
+        self.revokedWalletDevice = cards.revokedWalletDevice
         self.server = server
         self.bakery = bakery
         self.shop = shop
@@ -470,12 +595,13 @@ final class World: Sendable {
                 try JSONDecoder().decode(Components.Schemas.OneTimeCodeSent.self, from: restore.data).registrationId,
                 try await code(to: walletEmail)
             )
+            let cards = try await WorldCards.make(server: server, owner: walletID)
             return World(
                 server: server, bakery: bakery, shop: shop, tillResponse: tillResponse,
                 shopTillResponse: shopTillResponse, walletID: walletID, payment: payment,
                 redemption: redemption, registrationX: x, registrationY: y, restorationZ: z, till: till,
                 revokedTill: revokedTill, shopTill: shopTill, walletDevice: walletDevice, deviceX: deviceX,
-                deviceY: deviceY)
+                deviceY: deviceY, cards: cards)
         }
     }
 
@@ -492,6 +618,9 @@ final class World: Sendable {
             "registration X's code": registrationX.code, "registration Y's code": registrationY.code,
             "restoration Z's code": restorationZ.code, "a payment result": #""outcome""#,
             "a transaction reference": #""reference""#, "a balance": #""bonusPointsBalance""#,
+            "the wallet's card": card.rawValue, "the wallet's card to remove": cardToRemove.rawValue,
+            "the wallet's challenged card": challengedCard.rawValue, "the challenge's MD": challenge.md,
+            "the challenge's PaRes": challenge.paRes ?? "",
         ]
     }
 
@@ -522,4 +651,37 @@ final class World: Sendable {
 
 private func keys(of data: Data) throws -> [String] {
     (try JSONSerialization.jsonObject(with: data) as? [String: Any])?.keys.sorted() ?? []
+}
+
+/// Wallet A's cards in the world, wallet B, and a revoked wallet key (issue 15).
+struct WorldCards: Sendable {
+    let card: PaymentCardID
+    let cardToRemove: PaymentCardID
+    let challengedCard: PaymentCardID
+    let challenge: CardChallenge
+    let otherWalletDevice: WalletDevice
+    let otherWalletID: WalletID
+    let revokedWalletDevice: WalletDevice
+
+    static func make(server: TestServer, owner: WalletID) async throws -> WorldCards {
+        let time = server.clock.now
+        func visa(_ token: String) -> NewPaymentCard {
+            NewPaymentCard(
+                token: token, brand: .visa, lastFour: "4242", expiryMonth: 12, expiryYear: 2030, cardholder: "Wendy")
+        }
+        let ledger = server.ledger
+        let card = try await ledger.addPaymentCard(visa("tok_world_1"), to: owner, at: time).card
+        let cardToRemove = try await ledger.addPaymentCard(visa("tok_world_2"), to: owner, at: time).card
+        let (challengedCard, opened) = try await ledger.addPaymentCard(
+            visa("tok_world_3"), to: owner, challengeLifetime: 3600, at: time)
+        let challenge = try await ledger.decideCardChallenge(md: try #require(opened).md, approve: true, at: time)
+        let other = WalletDevice()
+        let otherWallet = try await ledger.createWallet(name: "Other", publicKey: other.publicKeyBytes, at: time)
+        let revoked = WalletDevice()
+        _ = try await ledger.createWallet(name: "Revoked", publicKey: revoked.publicKeyBytes, at: time)
+        #expect(try await ledger.revokeWalletKey(revoked.publicKeyBytes, at: time))
+        return WorldCards(
+            card: card.id, cardToRemove: cardToRemove.id, challengedCard: challengedCard.id, challenge: challenge,
+            otherWalletDevice: other, otherWalletID: otherWallet.id, revokedWalletDevice: revoked)
+    }
 }
