@@ -259,7 +259,7 @@ let package = Package(
             dependencies: [
                 "HorizonCLISupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonProtocol",
                 "HorizonStores", "HorizonRoles", "HorizonSecureChannel", "HorizonAPI", "HorizonServerClient",
-                "HorizonLedger", .product(name: "Crypto", package: "swift-crypto"),
+                "HorizonServiceClients", "HorizonLedger", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ], path: "Tools/horizon-wallet", swiftSettings: strict),

@@ -7,7 +7,8 @@ import Testing
 extension LedgerContract {
     static func visa(token: String = "tok_a", name: String? = nil) -> NewPaymentCard {
         NewPaymentCard(
-            token: token, brand: .visa, lastFour: "4242", expiryMonth: 12, expiryYear: 2030, cardholder: " Alice Smith ",
+            token: token, brand: .visa, lastFour: "4242", expiryMonth: 12, expiryYear: 2030,
+            cardholder: " Alice Smith ",
             name: name)
     }
 
@@ -140,7 +141,8 @@ extension LedgerContract {
             // Failed on the page.
             let (failedCard, failedOpened) = try await ledger.addPaymentCard(
                 visa(token: "tok_f"), to: alice.id, challengeLifetime: 600, at: 1000)
-            let failed = try await ledger.decideCardChallenge(md: try #require(failedOpened).md, approve: false, at: 1010)
+            let failed = try await ledger.decideCardChallenge(
+                md: try #require(failedOpened).md, approve: false, at: 1010)
             #expect(failed.decision == .failed)
             await #expect(throws: CardError.challengeFailed) {
                 try await ledger.completeCardChallenge(

@@ -70,7 +70,9 @@ struct SQLiteLedgerTests {
     @Test func failedAndAbandonedChallengesLeaveTheCardUnusable() async throws {
         try await LedgerContract.failedAndAbandonedChallengesLeaveTheCardUnusable(.sqlite)
     }
-    @Test func cardRowsAreCheckedByTheDatabase() async throws { try await LedgerContract.cardRowsAreCheckedByTheDatabase(.sqlite) }
+    @Test func cardRowsAreCheckedByTheDatabase() async throws {
+        try await LedgerContract.cardRowsAreCheckedByTheDatabase(.sqlite)
+    }
 }
 
 @Suite(
@@ -144,5 +146,7 @@ struct PostgresLedgerTests {
     @Test func failedAndAbandonedChallengesLeaveTheCardUnusable() async throws {
         try await LedgerContract.failedAndAbandonedChallengesLeaveTheCardUnusable(.postgres)
     }
-    @Test func cardRowsAreCheckedByTheDatabase() async throws { try await LedgerContract.cardRowsAreCheckedByTheDatabase(.postgres) }
+    @Test func cardRowsAreCheckedByTheDatabase() async throws {
+        try await LedgerContract.cardRowsAreCheckedByTheDatabase(.postgres)
+    }
 }

@@ -44,7 +44,10 @@ struct CardTests {
     @Test func badCardsAreRefusedWithTheirOwnCode() async throws {
         let setup = try await Setup.make()
         let cases: [(String, HTTPResponse.Status, String, String)] = [
-            (Self.addCard(number: "4242 4242 4242 4241"), .badRequest, "card_number_invalid", "its check digit is wrong"),
+            (
+                Self.addCard(number: "4242 4242 4242 4241"), .badRequest, "card_number_invalid",
+                "its check digit is wrong"
+            ),
             (Self.addCard(number: "4242 4242"), .badRequest, "card_number_invalid", "must be 13 to 19 digits (got 8)"),
             (Self.addCard(number: "4242-4242-4242-424x"), .badRequest, "card_number_invalid", "only digits"),
             (
@@ -119,10 +122,13 @@ struct CardTests {
             let object = try #require(try JSONSerialization.jsonObject(with: added.data) as? [String: [String: Any]])
             #expect(
                 object["card"]?.keys.sorted()
-                    == ["active", "brand", "cardholder", "expiryMonth", "expiryYear", "id", "lastFour", "name", "state"])
+                    == [
+                        "active", "brand", "cardholder", "expiryMonth", "expiryYear", "id", "lastFour", "name", "state",
+                    ])
 
             let listed = try await client.sendSigned(.get, "/v1/wallet/cards", by: key, time: now)
-            #expect(try JSONDecoder().decode(Components.Schemas.PaymentCardList.self, from: listed.data).cards == [card])
+            #expect(
+                try JSONDecoder().decode(Components.Schemas.PaymentCardList.self, from: listed.data).cards == [card])
 
             let updated = try await client.sendSigned(
                 .patch, "/v1/wallet/cards/\(card.id)", json: #"{"active": false, "name": "Old card"}"#, by: key,
@@ -213,7 +219,8 @@ struct CardTests {
             try expectError(
                 try await client.sendSigned(
                     .post, "/v1/wallet/cards/\(cardID)/3ds", json: #"{"md": "\#(details.md)", "paRes": "\#(paRes)0"}"#,
-                    by: key, time: now), .unprocessableContent, "card_pares_invalid", "is not the one this challenge gave")
+                    by: key, time: now), .unprocessableContent, "card_pares_invalid",
+                "is not the one this challenge gave")
             #expect(try await setup.server.ledger.payableCard(cardID, of: setup.aliceWallet.id) == nil)
             let completed = try await client.sendSigned(
                 .post, "/v1/wallet/cards/\(cardID)/3ds", json: #"{"md": "\#(details.md)", "paRes": "\#(paRes)"}"#,
@@ -254,7 +261,8 @@ struct CardTests {
             // Approved, but the PaRes of another challenge (and the MD of another card).
             let (cardA, challengeA) = try await addThreeDSCard()
             let (_, challengeB) = try await addThreeDSCard()
-            _ = try await client.postForm("/v1/cards/3ds/challenge/answer", ["MD": challengeA.md, "decision": "approve"])
+            _ = try await client.postForm(
+                "/v1/cards/3ds/challenge/answer", ["MD": challengeA.md, "decision": "approve"])
             let answerB = try await client.postForm(
                 "/v1/cards/3ds/challenge/answer", ["MD": challengeB.md, "decision": "approve"])
             let paResB = try #require(Self.value(of: "PaRes", in: answerB.text))

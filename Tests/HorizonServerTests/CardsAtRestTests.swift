@@ -1,13 +1,13 @@
 import Crypto
 import Foundation
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 import HorizonAPI
 import HorizonLedger
 import HorizonTestSupport
 import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Issue 15 item 2: after cards are added to a real `horizon-server` process logging at trace
 /// level, neither the SQLite database file, its WAL, nor the server's log holds a card number
@@ -70,7 +70,9 @@ struct CardsAtRestTests {
                 #expect(!text.contains(card.spaced), "\(place) holds the card number \(card.spaced)")
                 // A CVC is a few digits that random ids can contain by chance: look for it where
                 // a leak would put it: next to its field name, as a JSON string, or on its own.
-                for pattern in ["cvc\\W{0,6}\(card.cvc)", "\"\(card.cvc)\"", "(?<![0-9A-Za-z])\(card.cvc)(?![0-9A-Za-z])"] {
+                for pattern in [
+                    "cvc\\W{0,6}\(card.cvc)", "\"\(card.cvc)\"", "(?<![0-9A-Za-z])\(card.cvc)(?![0-9A-Za-z])",
+                ] {
                     #expect(
                         text.range(of: pattern, options: [.regularExpression, .caseInsensitive]) == nil,
                         "\(place) holds the CVC \(card.cvc) (\(pattern))")

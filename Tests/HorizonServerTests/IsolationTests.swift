@@ -192,7 +192,8 @@ struct IsolationTests {
             request: { _ in
                 Request(
                     method: .post, path: "/v1/wallet/cards",
-                    body: #"{"cardholder": "Wendy", "cardNumber": "4242424242424242", "expiry": "12/30", "cvc": "123"}"#)
+                    body: #"{"cardholder": "Wendy", "cardNumber": "4242424242424242", "expiry": "12/30", "cvc": "123"}"#
+                )
             },
             otherWallet: .servesOnlyTheSigner("adds the card to the signing wallet; the request names no other")),
         "updatePaymentCard": .walletSigned(
@@ -223,7 +224,8 @@ struct IsolationTests {
 
         var expected: (HTTPResponse.Status, String, String) {
             switch self {
-            case .none: (.unauthorized, "unauthenticated", "this operation needs a request signed with the wallet's key")
+            case .none:
+                (.unauthorized, "unauthenticated", "this operation needs a request signed with the wallet's key")
             case .expired: (.unauthorized, "request_expired", "s from the server's clock")
             case .forged: (.unauthorized, "signature_invalid", "the request's signature does not verify")
             case .unknownKey, .terminalKey, .revokedWalletKey:

@@ -44,7 +44,10 @@ struct SandboxCardProcessorTests {
                 ("4242424242424242", .charged, false),
                 ("5555555555554444", .charged, false),
                 ("378282246310005", .charged, false),
-                ("4000000000000002", .declined(code: "card_declined", reason: "the card was declined by its issuer"), false),
+                (
+                    "4000000000000002", .declined(code: "card_declined", reason: "the card was declined by its issuer"),
+                    false
+                ),
                 (
                     "4000000000009995",
                     .declined(code: "insufficient_funds", reason: "the card has insufficient funds for this amount"),
@@ -61,10 +64,11 @@ struct SandboxCardProcessorTests {
                 #expect(charge.outcome == outcome, "\(number)")
                 #expect(try await sandbox.lookup(idempotencyKey: "pay-\(number)") == charge)
             }
-            await #expect(throws: CardProcessorError.cardNotAccepted(
-                "the sandbox card processor accepts only its test card numbers (for example 4242 4242 4242 4242, "
-                    + "see README \"Cards\"); no real card is charged on this server"))
-            {
+            await #expect(
+                throws: CardProcessorError.cardNotAccepted(
+                    "the sandbox card processor accepts only its test card numbers (for example 4242 4242 4242 4242, "
+                        + "see README \"Cards\"); no real card is charged on this server")
+            ) {
                 _ = try await sandbox.tokenize(Self.card("4111111111111111"), at: 100)
             }
             await #expect(throws: CardProcessorError.unknownToken) {
@@ -140,15 +144,17 @@ struct SandboxCardProcessorTests {
                     chargeKey: "p5", amount: try Money(minorUnits: 1, currency: .eur), idempotencyKey: "r1", at: 103)
             }
             // 7.50 is left: 8.00 is refused, 7.50 goes through, then nothing is left.
-            await #expect(throws: CardProcessorError.refundExceedsCharge(left: try Money(minorUnits: 7_50, currency: .eur)))
-            {
+            await #expect(
+                throws: CardProcessorError.refundExceedsCharge(left: try Money(minorUnits: 7_50, currency: .eur))
+            ) {
                 _ = try await second.refund(
                     chargeKey: "p5", amount: try Money(minorUnits: 8_00, currency: .eur), idempotencyKey: "r2", at: 104)
             }
             _ = try await second.refund(
                 chargeKey: "p5", amount: try Money(minorUnits: 7_50, currency: .eur), idempotencyKey: "r3", at: 105)
-            await #expect(throws: CardProcessorError.refundExceedsCharge(left: try Money(minorUnits: 0, currency: .eur)))
-            {
+            await #expect(
+                throws: CardProcessorError.refundExceedsCharge(left: try Money(minorUnits: 0, currency: .eur))
+            ) {
                 _ = try await first.refund(
                     chargeKey: "p5", amount: try Money(minorUnits: 1, currency: .eur), idempotencyKey: "r4", at: 106)
             }

@@ -128,8 +128,9 @@ extension APIHandler {
         -> Operations.RemovePaymentCard.Output
     {
         let wallet = try await cardOwner()
-        do { try await ledger.removePaymentCard(PaymentCardID(rawValue: input.path.cardId), of: wallet.id, at: now()) }
-        catch { throw Self.apiError(error) }
+        do {
+            try await ledger.removePaymentCard(PaymentCardID(rawValue: input.path.cardId), of: wallet.id, at: now())
+        } catch { throw Self.apiError(error) }
         metrics.record(event: "card_removed")
         return .noContent(.init())
     }

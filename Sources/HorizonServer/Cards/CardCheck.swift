@@ -25,15 +25,18 @@ enum CardCheck {
     static func number(_ typed: String) throws(APIError) -> String {
         let digits = typed.filter { $0 != " " && $0 != "-" }
         guard digits.allSatisfy({ $0.isASCII && $0.isNumber }) else {
-            throw APIError(.cardNumberInvalid, "the card number may contain only digits (spaces and dashes are ignored)")
+            throw APIError(
+                .cardNumberInvalid, "the card number may contain only digits (spaces and dashes are ignored)")
         }
         guard (13...19).contains(digits.count) else {
             throw APIError(
-                .cardNumberInvalid, "the card number must be 13 to 19 digits (got \(digits.count)); check it on the card")
+                .cardNumberInvalid,
+                "the card number must be 13 to 19 digits (got \(digits.count)); check it on the card")
         }
         guard luhnIsValid(digits) else {
             throw APIError(
-                .cardNumberInvalid, "the card number is not valid (its check digit is wrong); check for a mistyped digit")
+                .cardNumberInvalid,
+                "the card number is not valid (its check digit is wrong); check for a mistyped digit")
         }
         return digits
     }

@@ -23,8 +23,9 @@ enum ThreeDSecurePages {
     /// Whether a path takes HTML form posts (`application/x-www-form-urlencoded`) instead of JSON.
     static func acceptsForms(path: String) -> Bool { path.hasPrefix("/v1/cards/3ds/") }
 
-    static func register(on router: Router<ServerRequestContext>, ledger: Ledger, now: @escaping @Sendable () -> UnixTime)
-    {
+    static func register(
+        on router: Router<ServerRequestContext>, ledger: Ledger, now: @escaping @Sendable () -> UnixTime
+    ) {
         // The reference loads the redirection URL as a POST with `MD` in the body; a person's
         // browser follows it as a GET with `MD` in the query. Both show the same page.
         router.get(RouterPath(challengePath)) { request, _ in
@@ -83,7 +84,9 @@ enum ThreeDSecurePages {
                 .badRequest, title: "No challenge named",
                 body: "<p>The link has no <code>MD</code>. Open the challenge link the wallet printed.</p>")
         }
-        guard let challenge = try await ledger.cardChallenge(md: md) else { return refusal(CardError.challengeNotFound) }
+        guard let challenge = try await ledger.cardChallenge(md: md) else {
+            return refusal(CardError.challengeNotFound)
+        }
         if challenge.decision != nil {
             return page(
                 .conflict, title: "Already answered",
@@ -114,7 +117,9 @@ enum ThreeDSecurePages {
                 .gone, title: "Challenge expired",
                 body: "<p>This challenge expired. Remove the card in the wallet and add it again.</p>")
         default:
-            page(.internalServerError, title: "Not available", body: "<p>The challenge cannot be answered now; retry.</p>")
+            page(
+                .internalServerError, title: "Not available",
+                body: "<p>The challenge cannot be answered now; retry.</p>")
         }
     }
 

@@ -257,7 +257,8 @@ struct BodyLimitMiddleware: RouterMiddleware {
             let mediaType = type.split(separator: ";", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces) ?? ""
             // The 3-D Secure pages are HTML forms a browser posts (issue 15).
             let isForm =
-                mediaType == "application/x-www-form-urlencoded" && ThreeDSecurePages.acceptsForms(path: request.uri.path)
+                mediaType == "application/x-www-form-urlencoded"
+                && ThreeDSecurePages.acceptsForms(path: request.uri.path)
             guard mediaType == "application/json" || isForm else {
                 throw APIError(
                     .unsupportedMediaType,
