@@ -198,6 +198,8 @@ let package = Package(
                 "HorizonServer", "HorizonServerClient", "HorizonAPI", "HorizonLedger", "HorizonRoles", "HorizonStores",
                 "HorizonCore", "HorizonProtocol", "HorizonSecureChannel", "HorizonSimulatedRadio", "HorizonTestSupport",
                 "HorizonCLISupport", "HorizonLedgerTestSupport",
+                // Paying with a card over the radio: the wallet's WalletClient (issue 15).
+                "HorizonServiceClients",
                 // Built for the scale-out command's smoke run (Tools/scale-out.sh runs them as processes).
                 "horizon-server", "horizon-bench",
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -1,5 +1,7 @@
 import Foundation
 import HorizonCore
+import HorizonProtocol
+import HorizonStores
 
 /// A payment card's id: `c_` and 32 hex digits, made by the ledger when the card is added.
 public struct PaymentCardID: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
@@ -393,5 +395,110 @@ extension Ledger {
             throw .invalidText("\(field) must be 1 to \(maximumCardTextBytes) bytes of printable text")
         }
         return trimmed
+    }
+}
+
+// MARK: Paying with a card
+
+/// What the card processor did for a card payment, as the ledger records it.
+public enum CardChargeResult: Sendable, Equatable {
+    /// The processor charged the card (amount and tip) under the payment id.
+    case charged
+    /// The processor declined the charge: the protocol's code and the processor's reason.
+    case declined(code: ErrorCode, reason: String)
+    /// Nothing was charged, and why (the card was removed, switched off or not verified).
+    case notCharged(reason: String)
+}
+
+extension Ledger {
+    /// Settles a payment the wallet confirmed with one of its cards, once per payment id like
+    /// `settle` (a retry gets the stored result; other terms are a conflict). The ledger's own
+    /// checks come first (amount, currency, a registered wallet); then the charge decides: a
+    /// charged card moves the money from outside (the external account) to the merchant and
+    /// earns bonus points as any payment; a decline is stored with the processor's reason.
+    public func settleCardPayment(
+        _ request: SettlementRequest, card: PaymentCardID, charge: CardChargeResult, merchant: MerchantID,
+        at time: UnixTime = now()
+    ) async throws(LedgerError) -> SettlementResult {
+        let record = Record(
+            id: request.paymentID, sessionID: request.sessionID, walletKey: request.walletKey,
+            terminalKeyID: request.terminalKeyID, transactionType: .payment, item: "", quantity: 0,
+            amount: request.amount, tip: request.tip, registerUser: request.registerUser,
+            contentDigest: request.contentDigest)
+        return try await executeOnce(
+            record, merchant: merchant, at: time,
+            sameTerms: { stored in
+                // The digest covers the signed payment method, so a retry naming another card
+                // (or the balance) is a conflict.
+                stored.contentDigest == request.contentDigest && stored.transaction.walletKey == request.walletKey
+                    && stored.transaction.result.transactionType == .payment
+                    && stored.transaction.result.sessionID == request.sessionID
+                    && stored.transaction.result.amount == request.amount
+                    && stored.transaction.result.tip == request.tip
+            },
+            execute: { (merchant, db) throws(LedgerError) in
+                try await Self.executeCardPayment(request, card: card, charge: charge, at: merchant, time: time, in: db)
+            })
+    }
+
+    /// The card that paid a payment, if a card did.
+    public func cardOfPayment(_ id: PaymentID) async throws(LedgerError) -> PaymentCardID? {
+        try await store.transaction { db in
+            try await db.query("SELECT card_id FROM card_payments WHERE payment_id = ?", [.blob(id.bytes)]).first.map {
+                row throws(LedgerError) in PaymentCardID(rawValue: try row.text("card_id"))
+            }
+        }
+    }
+
+    static func executeCardPayment(
+        _ request: SettlementRequest, card: PaymentCardID, charge: CardChargeResult, at merchant: Merchant,
+        time: UnixTime, in db: any SQLTransaction
+    ) async throws(LedgerError) -> Execution {
+        func decline(_ code: ErrorCode, _ reason: String, wallet: WalletID? = nil) -> Execution {
+            Execution(outcome: .declined(code: code, reason: reason), walletID: wallet, entryID: nil)
+        }
+        guard request.amount.minorUnits > 0 else {
+            return decline(.invalidAmount, "the amount must be greater than zero")
+        }
+        for money in [request.amount, request.tip] where money.currency != merchant.currency {
+            return decline(
+                .unsupportedCurrency, "this merchant settles in \(merchant.currency.code), not \(money.currency.code)")
+        }
+        guard let total = try? request.amount.adding(request.tip) else {
+            return decline(.invalidAmount, "amount plus tip is out of range")
+        }
+        guard let walletID = try await activeWalletID(for: request.walletKey, in: db) else {
+            return decline(.unknownWallet, "this wallet is not registered with the merchant's Horizon server")
+        }
+        switch charge {
+        case .declined(let code, let reason): return decline(code, reason, wallet: walletID)
+        case .notCharged(let reason): return decline(.declined, reason, wallet: walletID)
+        case .charged: break
+        }
+        var unit: Int64 = 1
+        for _ in 0..<merchant.currency.exponent { unit *= 10 }
+        // As for a payment from the balance: points per whole unit of the amount, saturating.
+        let (product, overflow) = (request.amount.minorUnits / unit).multipliedReportingOverflow(
+            by: merchant.bonusPointsPerMajorUnit)
+        let earned = overflow ? Money.maximumMinorUnits : min(product, Money.maximumMinorUnits)
+        let points = min(try await bonusPoints(walletID, merchant.id, in: db) + earned, Money.maximumMinorUnits)
+        let external = try await account(.external, owner: externalOwner, merchant.currency, in: db)
+        let merchantAccount = try await account(.merchant, owner: merchant.id.rawValue, merchant.currency, in: db)
+        let entry = try await post(
+            "payment",
+            [
+                Leg(account: external.id, currency: merchant.currency, amount: -total.minorUnits),
+                Leg(account: merchantAccount.id, currency: merchant.currency, amount: total.minorUnits),
+            ], at: time, in: db)
+        try await setBonusPoints(points, walletID, merchant.id, in: db)
+        try await db.query(
+            "INSERT INTO card_payments(payment_id, card_id, charge_key, created_at) VALUES (?, ?, ?, ?)",
+            [
+                .blob(request.paymentID.bytes), .text(card.rawValue), .text(request.paymentID.bytes.hexString),
+                .integer(time),
+            ])
+        return Execution(
+            outcome: .approved(reference: 0, bonusPointsEarned: earned, bonusPointsBalance: points), walletID: walletID,
+            entryID: entry)
     }
 }

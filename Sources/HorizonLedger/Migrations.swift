@@ -272,6 +272,15 @@ public enum LedgerSchema {
                     completed_at {INT}) {STRICT}
                 """,
                 "CREATE INDEX card_challenges_card ON card_challenges(card_id)",
+                // Which card paid a payment (its processor charge has the payment id as its
+                // idempotency key): what a refund goes back to.
+                """
+                CREATE TABLE card_payments(
+                    payment_id {BYTES} PRIMARY KEY,
+                    card_id TEXT NOT NULL REFERENCES payment_cards(id),
+                    charge_key TEXT NOT NULL,
+                    created_at {INT} NOT NULL) {STRICT}
+                """,
                 // The sandbox processor's own state (a real processor keeps this on its side):
                 // what each token does when charged, and every charge, lost attempt and refund by
                 // its idempotency key, so that several server processes and restarts agree.

@@ -932,6 +932,10 @@ public enum Operations {
     /// terminal's key, and that the terms the terminal states are the signed ones; then it
     /// executes the payment once: the first result (approval or decline) is stored and returned
     /// to every retry, and the same payment id with other terms is refused (409 payment_conflict).
+    /// A Confirm that names one of the wallet's cards (issue 15) is charged through the card
+    /// processor with the payment id as its idempotency key; a timeout is resolved by asking the
+    /// processor what happened before one retry. `card_processor_unavailable` (503): nothing was
+    /// recorded; retry with the same payment id, which never charges twice.
     ///
     ///
     /// - Remark: HTTP `POST /v1/payments`.

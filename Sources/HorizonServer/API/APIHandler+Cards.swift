@@ -3,6 +3,7 @@ import HorizonAPI
 import HorizonCore
 import HorizonLedger
 import HorizonProtocol
+import HorizonStores
 
 /// A wallet's payment cards (issue 15 item 2, the reference's `WalletClient`): add with the
 /// server's checks and the processor's token, 3-D Secure completion, list, update, remove.
@@ -133,6 +134,92 @@ extension APIHandler {
         } catch { throw Self.apiError(error) }
         metrics.record(event: "card_removed")
         return .noContent(.init())
+    }
+
+    // MARK: Paying with a card
+
+    /// Charges a card payment through the processor, or finds the charge a lost answer made.
+    ///
+    /// The payment id is the idempotency key. A charge that exists for it (an earlier attempt
+    /// whose answer was lost, or another server process's) is the answer, whatever the card's
+    /// state now; otherwise the card must be the paying wallet's and usable. A processor
+    /// timeout is resolved by asking the processor what happened (`lookup`) before one retry;
+    /// when it still cannot say, nothing is recorded and the terminal is told to retry later
+    /// with the same payment id, which can never charge twice.
+    func chargeCard(_ cardID: PaymentCardID, for request: SettlementRequest, terminal: TerminalRecord)
+        async throws -> CardChargeResult
+    {
+        let key = request.paymentID.bytes.hexString
+        let time = now()
+        // A stored result is replayed by the ledger before it looks at the charge: do not
+        // charge (or even ask the processor) for a payment that was executed already.
+        if try await ledger.transaction(for: request.paymentID) != nil {
+            return .notCharged(reason: "the payment was executed before")
+        }
+        let merchant = try await ledger.merchant(terminal.merchantID)
+        // The ledger declines another currency before the charge; so nothing is charged for it.
+        guard request.amount.currency == merchant.currency, request.tip.currency == merchant.currency,
+            let total = try? request.amount.adding(request.tip), request.amount.minorUnits > 0
+        else {
+            return .notCharged(reason: "the payment's amount or currency cannot be charged at this merchant")
+        }
+        if let found = try await lookUpCharge(key) { return try Self.chargeResult(found, amount: total) }
+        guard let wallet = try await ledger.wallet(forKey: request.walletKey),
+            let card = try await ledger.payableCard(cardID, of: wallet.id)
+        else {
+            return .notCharged(
+                reason:
+                    "card \(cardID) cannot pay: it is not this wallet's, was removed, is switched off or has not passed 3-D Secure"
+            )
+        }
+        for attempt in 1...2 {
+            let outcome: Result<CardCharge, CardProcessorError>
+            do throws(CardProcessorError) {
+                outcome = .success(
+                    try await cards.charge(token: card.token, amount: total, idempotencyKey: key, at: time))
+            } catch {
+                outcome = .failure(error)
+            }
+            switch outcome {
+            case .success(let charge): return try Self.chargeResult(charge, amount: total)
+            case .failure(.timeout):
+                metrics.record(event: "card_charge_timeout")
+                RequestScope.current?.logger.warning(
+                    "card processor timed out; asking what happened",
+                    metadata: ["payment": "\(key)", "attempt": "\(attempt)"])
+                if let found = try await lookUpCharge(key) { return try Self.chargeResult(found, amount: total) }
+            case .failure(.idempotencyConflict):
+                throw APIError(
+                    .paymentConflict,
+                    "payment \(key) was charged before with other terms; nothing was executed now (a new payment needs a new id)"
+                )
+            case .failure(let error): throw Self.apiError(error)
+            }
+        }
+        throw APIError(
+            .cardProcessorUnavailable,
+            "the card processor did not answer; nothing was recorded, retry with the same payment id (it cannot charge twice)",
+            headers: [.retryAfter: "5"])
+    }
+
+    private func lookUpCharge(_ key: String) async throws -> CardCharge? {
+        do { return try await cards.lookup(idempotencyKey: key) } catch { throw Self.apiError(error) }
+    }
+
+    /// The processor's charge as the ledger records it; a charge of another amount under this
+    /// payment id is a conflict (the same id with other terms).
+    static func chargeResult(_ charge: CardCharge, amount: Money) throws -> CardChargeResult {
+        guard charge.amount == amount else {
+            throw APIError(
+                .paymentConflict,
+                "payment \(charge.idempotencyKey) was charged before with another amount; nothing was executed now")
+        }
+        switch charge.outcome {
+        case .charged: return .charged
+        case .declined(let code, let reason):
+            return .declined(
+                code: code == "insufficient_funds" ? .insufficientFunds : .declined, reason: "\(reason) (\(code))")
+        }
     }
 
     // MARK: Helpers

@@ -1,5 +1,6 @@
 import Foundation
 import HorizonAPI
+import HorizonProtocol
 import Synchronization
 
 /// A card as the wallet app shows it (the reference's `PaymentCard`). The server keeps no
@@ -100,7 +101,7 @@ public enum WalletClientError: Error, Equatable, Sendable, CustomStringConvertib
 /// if it can pay, else none (the account balance pays).
 ///
 /// Every call is signed with the wallet's key: build `server` with the wallet's `signingKey`.
-public final class WalletClient: Sendable {
+public final class WalletClient: PaymentCardIDProvider, Sendable {
     public let server: HorizonServerClient
     private let state = Mutex<State>(State())
 
