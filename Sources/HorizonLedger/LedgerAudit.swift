@@ -55,6 +55,43 @@ public enum LedgerAudit {
             GROUP BY entry_id HAVING COUNT(*) > 1
             """
         ),
+        // issue 15: refunds
+        (
+            "a payment's refunds total more than its amount plus tip",
+            """
+            SELECT 'transaction ' || CAST(t.reference AS TEXT) AS what FROM transactions t
+            JOIN refunds r ON r.payment_id = t.payment_id
+            GROUP BY t.reference, t.amount, t.tip HAVING SUM(r.amount) > t.amount + t.tip
+            """
+        ),
+        (
+            "a refund of something other than an approved payment of its merchant, in its currency, to its wallet",
+            """
+            SELECT 'refund ' || CAST(r.reference AS TEXT) AS what FROM refunds r
+            LEFT JOIN transactions t ON t.payment_id = r.payment_id
+            WHERE t.reference IS NULL OR t.outcome <> 'approved' OR t.transaction_type <> 1
+               OR t.merchant_id <> r.merchant_id OR t.currency <> r.currency OR t.wallet_id <> r.wallet_id
+            """
+        ),
+        (
+            "a refund's entry did not move its amount out of its merchant's account",
+            """
+            SELECT 'refund ' || CAST(r.reference AS TEXT) AS what FROM refunds r
+            JOIN entries e ON e.id = r.entry_id
+            LEFT JOIN postings p ON p.entry_id = r.entry_id AND p.amount < 0
+            LEFT JOIN accounts a ON a.id = p.account_id
+            GROUP BY r.reference, r.amount, r.merchant_id, e.kind
+            HAVING e.kind <> 'refund' OR COUNT(p.id) <> 1 OR SUM(p.amount) <> -r.amount
+               OR MAX(a.kind) <> 'merchant' OR MAX(a.owner_id) <> r.merchant_id
+            """
+        ),
+        (
+            "an entry is used by both a transaction and a refund",
+            """
+            SELECT 'entry ' || CAST(r.entry_id AS TEXT) AS what FROM refunds r
+            JOIN transactions t ON t.entry_id = r.entry_id
+            """
+        ),
     ]
 
     /// Every violation found, as "check: where"; empty when the ledger is consistent.

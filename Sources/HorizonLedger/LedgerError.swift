@@ -27,6 +27,8 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
     case database(String)
     /// A setting (a database URL, an option) that cannot work.
     case invalidConfiguration(String)
+    /// A refund was refused for the reason given (its `code` is stable); nothing was refunded.
+    case refundRefused(RefundRefusal)
 
     public var description: String {
         switch self {
@@ -46,6 +48,7 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
             "the database stayed busy with conflicting transactions after \(attempts) attempts; nothing was executed, retry"
         case .database(let reason): "the database refused the operation: \(reason)"
         case .invalidConfiguration(let reason): reason
+        case .refundRefused(let refusal): refusal.description
         }
     }
 }

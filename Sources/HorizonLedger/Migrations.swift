@@ -6,6 +6,11 @@ struct Migration: Sendable {
     /// Statements in the dialect-neutral template (`{ID}`, `{INT}`, `{BYTES}`, `{STRICT}`),
     /// one statement each (both drivers run one statement per call).
     let statements: [String]
+    /// Statements only one dialect runs, before the shared ones: for changes the two databases
+    /// spell differently (SQLite cannot alter a CHECK constraint; it rebuilds the table).
+    var dialectStatements: [SQLDialect: [String]] = [:]
+
+    func statements(for dialect: SQLDialect) -> [String] { dialectStatements[dialect, default: []] + statements }
 }
 
 /// The ledger's schema history, and the runner that brings a database up to date.
@@ -232,8 +237,60 @@ public enum LedgerSchema {
                 "CREATE INDEX wallet_registrations_email ON wallet_registrations(email, created_at)",
                 "CREATE INDEX wallet_registrations_phone ON wallet_registrations(phone, created_at)",
             ]),
+        // issue 15: refunds
         Migration(
-            version: 5, name: "payment cards, 3-D Secure challenges and the sandbox card processor",
+            version: 5, name: "refunds",
+            statements: [
+                // One row per executed refund. The refund id is the client's idempotency key,
+                // unique per merchant. `destination` is the payment method the money went back
+                // to (today always 'horizon_balance'; no CHECK, so that a new method such as a
+                // card needs no rebuild: the rules decode it strictly), with the method's own id
+                // in destination_reference. The entry is the money's movement; bonus_reversed the
+                // points taken back from the wallet.
+                """
+                CREATE TABLE refunds(
+                    reference {ID},
+                    merchant_id TEXT NOT NULL REFERENCES merchants(id),
+                    refund_id TEXT NOT NULL CHECK (length(refund_id) BETWEEN 1 AND 64),
+                    payment_id {BYTES} NOT NULL REFERENCES transactions(payment_id),
+                    wallet_id TEXT NOT NULL REFERENCES wallets(id),
+                    amount {INT} NOT NULL CHECK (amount > 0),
+                    currency TEXT NOT NULL CHECK (length(currency) = 3),
+                    destination TEXT NOT NULL,
+                    destination_reference TEXT,
+                    bonus_reversed {INT} NOT NULL CHECK (bonus_reversed >= 0),
+                    entry_id {INT} NOT NULL UNIQUE REFERENCES entries(id),
+                    created_at {INT} NOT NULL,
+                    UNIQUE (merchant_id, refund_id)) {STRICT}
+                """,
+                "CREATE INDEX refunds_payment ON refunds(payment_id, reference)",
+            ],
+            dialectStatements: [
+                // An entry of kind 'refund'. SQLite cannot change a CHECK in place: the table is
+                // rebuilt with the same ids (foreign keys are not enforced by this store, so the
+                // postings' and transactions' references name the new table once it is renamed).
+                .sqlite: [
+                    """
+                    CREATE TABLE entries_v5(
+                        id {ID},
+                        kind TEXT NOT NULL CHECK (kind IN ('payment', 'deposit', 'enrollment', 'refund')),
+                        created_at {INT} NOT NULL) {STRICT}
+                    """,
+                    "INSERT INTO entries_v5(id, kind, created_at) SELECT id, kind, created_at FROM entries",
+                    "DROP TABLE entries",
+                    "ALTER TABLE entries_v5 RENAME TO entries",
+                ],
+                .postgres: [
+                    "ALTER TABLE entries DROP CONSTRAINT entries_kind_check",
+                    """
+                    ALTER TABLE entries ADD CONSTRAINT entries_kind_check
+                        CHECK (kind IN ('payment', 'deposit', 'enrollment', 'refund'))
+                    """,
+                ],
+            ]),
+        // issue 15: cards and 3-D Secure
+        Migration(
+            version: 6, name: "payment cards, 3-D Secure challenges and the sandbox card processor",
             statements: [
                 // A wallet's card as the server keeps it: the processor's token and what a person
                 // needs to recognise the card. Never the number or the CVC (issue 15 item 2).
@@ -340,7 +397,7 @@ public enum LedgerSchema {
             let found = try await version(in: db)
             if found > currentVersion { throw LedgerError.schemaTooNew(found: found, supported: currentVersion) }
             for migration in migrations where migration.version > found && migration.version <= target {
-                for statement in migration.statements {
+                for statement in migration.statements(for: dialect) {
                     do {
                         try await db.query(dialect.render(statement))
                     } catch LedgerError.contention(let attempts) {

@@ -73,6 +73,13 @@ struct SQLiteLedgerTests {
     @Test func cardRowsAreCheckedByTheDatabase() async throws {
         try await LedgerContract.cardRowsAreCheckedByTheDatabase(.sqlite)
     }
+    // issue 15: refunds
+    @Test func refundsGiveBackUntilNothingIsLeft() async throws { try await LedgerContract.refundsGiveBackUntilNothingIsLeft(.sqlite) }
+    @Test func refundsAreIdempotentByRefundID() async throws { try await LedgerContract.refundsAreIdempotentByRefundID(.sqlite) }
+    @Test func refundRefusalsHaveExactCodes() async throws { try await LedgerContract.refundRefusalsHaveExactCodes(.sqlite) }
+    @Test func refundedPointsRoundDownAndStopAtZero() async throws { try await LedgerContract.refundedPointsRoundDownAndStopAtZero(.sqlite) }
+    @Test func concurrentRefundsNeverExceedThePayment() async throws { try await LedgerContract.concurrentRefundsNeverExceedThePayment(.sqlite) }
+    @Test func refundsMigrateAVersion4Database() async throws { try await LedgerContract.refundsMigrateAVersion4Database(.sqlite) }
 }
 
 @Suite(
@@ -149,4 +156,11 @@ struct PostgresLedgerTests {
     @Test func cardRowsAreCheckedByTheDatabase() async throws {
         try await LedgerContract.cardRowsAreCheckedByTheDatabase(.postgres)
     }
+    // issue 15: refunds
+    @Test func refundsGiveBackUntilNothingIsLeft() async throws { try await LedgerContract.refundsGiveBackUntilNothingIsLeft(.postgres) }
+    @Test func refundsAreIdempotentByRefundID() async throws { try await LedgerContract.refundsAreIdempotentByRefundID(.postgres) }
+    @Test func refundRefusalsHaveExactCodes() async throws { try await LedgerContract.refundRefusalsHaveExactCodes(.postgres) }
+    @Test func refundedPointsRoundDownAndStopAtZero() async throws { try await LedgerContract.refundedPointsRoundDownAndStopAtZero(.postgres) }
+    @Test func concurrentRefundsNeverExceedThePayment() async throws { try await LedgerContract.concurrentRefundsNeverExceedThePayment(.postgres) }
+    @Test func refundsMigrateAVersion4Database() async throws { try await LedgerContract.refundsMigrateAVersion4Database(.postgres) }
 }

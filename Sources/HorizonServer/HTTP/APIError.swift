@@ -52,6 +52,13 @@ public struct APIError: Error, Sendable, Equatable {
         case cardChallengeExpired = "card_challenge_expired"
         case cardChallengeFailed = "card_challenge_failed"
         case cardPaResInvalid = "card_pares_invalid"
+        // issue 15: refunds (the codes of `RefundRefusal`)
+        case refundIDInvalid = "refund_id_invalid"
+        case refundAmountInvalid = "refund_amount_invalid"
+        case paymentNotRefundable = "payment_not_refundable"
+        case currencyMismatch = "currency_mismatch"
+        case refundExceedsRemaining = "refund_exceeds_remaining"
+        case idempotencyConflict = "idempotency_conflict"
 
         public var status: HTTPResponse.Status {
             switch self {
@@ -83,6 +90,9 @@ public struct APIError: Error, Sendable, Equatable {
             case .cardNotFound, .cardChallengeNotFound: .notFound
             case .cardChallengePending: .conflict
             case .cardChallengeExpired: .gone
+            case .refundIDInvalid, .refundAmountInvalid: .badRequest
+            case .paymentNotRefundable, .refundExceedsRemaining, .idempotencyConflict: .conflict
+            case .currencyMismatch: .unprocessableContent
             }
         }
     }
@@ -126,6 +136,18 @@ extension APIError {
             self.init(
                 .databaseUnavailable, "the server's database is unavailable; nothing was changed, retry shortly",
                 headers: [.retryAfter: "1"])
+        case .refundRefused(let refusal):
+            let code: Code =
+                switch refusal {
+                case .invalidRefundID: .refundIDInvalid
+                case .invalidAmount: .refundAmountInvalid
+                case .paymentNotFound: .paymentNotFound
+                case .notRefundable: .paymentNotRefundable
+                case .currencyMismatch: .currencyMismatch
+                case .exceedsRemaining: .refundExceedsRemaining
+                case .idempotencyConflict: .idempotencyConflict
+                }
+            self.init(code, refusal.description)
         case .conflictingRetry, .schemaTooNew, .migrationFailed, .corruptRow, .database, .invalidConfiguration:
             self.init(
                 .internalError, "the server could not complete the request; the request id identifies it in the log")
