@@ -198,3 +198,53 @@ extension LedgerContract {
         }
     }
 }
+
+/// Paying with a card, and refunding a card payment to its card (issue 15), on every store.
+extension LedgerContract {
+    static func aCardPaymentIsSettledOnceAndRefundedToItsCard(_ kind: StoreKind) async throws {
+        try await TestStores.withLedger(kind) { ledger in
+            let (merchant, wallet, key) = try await F.shop(ledger)
+            let (card, _) = try await ledger.addPaymentCard(visa(), to: wallet.id, at: 100)
+            let request = F.payment(wallet: key, amount: 10_00, tip: 1_00)
+            let paid = try await ledger.settleCardPayment(
+                request, card: card.id, charge: .charged, merchant: merchant.id)
+            guard case .approved(_, 10, 10) = paid.outcome else {
+                Issue.record("a charged card payment was not approved with 10 points: \(paid.outcome)")
+                return
+            }
+            // The card paid: the wallet's balance is untouched, the merchant has amount plus tip.
+            #expect(try await ledger.balance(of: wallet.id, in: .eur) == F.money(100_00))
+            #expect(try await ledger.balance(of: merchant.id) == F.money(11_00))
+            #expect(try await ledger.cardOfPayment(request.paymentID) == card.id)
+            // A retry is the stored result, whatever the charge now says; other terms conflict.
+            #expect(
+                try await ledger.settleCardPayment(
+                    request, card: card.id, charge: .notCharged(reason: "retry"), merchant: merchant.id) == paid)
+            await #expect(throws: LedgerError.conflictingRetry(request.paymentID)) {
+                try await ledger.settle(
+                    F.payment(request.paymentID, wallet: key, amount: 10_00, tip: 2_00), merchant: merchant.id)
+            }
+            #expect(try await ledger.executionCount(of: request.paymentID) == 1)
+
+            // Refunds go back to the card: out through the external account, the card named.
+            let refund = try await ledger.refund(
+                refundRequest(request.paymentID, 4_00, id: "card-r1"), merchant: merchant.id, at: 2_000)
+            #expect(refund.destination == .card && refund.destinationReference == card.id.rawValue)
+            #expect(try await ledger.balance(of: wallet.id, in: .eur) == F.money(100_00))
+            #expect(try await ledger.balance(of: merchant.id) == F.money(7_00))
+
+            // Declines and charges that did not happen are stored as declines; no money moves.
+            let declined = try await ledger.settleCardPayment(
+                F.payment(wallet: key, amount: 5_00), card: card.id,
+                charge: .declined(code: .insufficientFunds, reason: "no funds (insufficient_funds)"),
+                merchant: merchant.id)
+            #expect(declined.outcome == .declined(code: .insufficientFunds, reason: "no funds (insufficient_funds)"))
+            let notCharged = try await ledger.settleCardPayment(
+                F.payment(wallet: key, amount: 5_00), card: card.id, charge: .notCharged(reason: "card removed"),
+                merchant: merchant.id)
+            #expect(notCharged.outcome == .declined(code: .declined, reason: "card removed"))
+            #expect(try await ledger.balance(of: merchant.id) == F.money(7_00))
+            #expect(try await LedgerAudit.violations(in: ledger.store).isEmpty)
+        }
+    }
+}

@@ -73,6 +73,9 @@ struct SQLiteLedgerTests {
     @Test func cardRowsAreCheckedByTheDatabase() async throws {
         try await LedgerContract.cardRowsAreCheckedByTheDatabase(.sqlite)
     }
+    @Test func aCardPaymentIsSettledOnceAndRefundedToItsCard() async throws {
+        try await LedgerContract.aCardPaymentIsSettledOnceAndRefundedToItsCard(.sqlite)
+    }
     // issue 15: refunds
     @Test func refundsGiveBackUntilNothingIsLeft() async throws { try await LedgerContract.refundsGiveBackUntilNothingIsLeft(.sqlite) }
     @Test func refundsAreIdempotentByRefundID() async throws { try await LedgerContract.refundsAreIdempotentByRefundID(.sqlite) }
@@ -155,6 +158,9 @@ struct PostgresLedgerTests {
     }
     @Test func cardRowsAreCheckedByTheDatabase() async throws {
         try await LedgerContract.cardRowsAreCheckedByTheDatabase(.postgres)
+    }
+    @Test func aCardPaymentIsSettledOnceAndRefundedToItsCard() async throws {
+        try await LedgerContract.aCardPaymentIsSettledOnceAndRefundedToItsCard(.postgres)
     }
     // issue 15: refunds
     @Test func refundsGiveBackUntilNothingIsLeft() async throws { try await LedgerContract.refundsGiveBackUntilNothingIsLeft(.postgres) }
