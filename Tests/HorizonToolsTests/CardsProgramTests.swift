@@ -86,6 +86,21 @@ struct CardsProgramTests {
             text.contains("Added Visa •••• 3220, expires 12/30, Alice Smith (Visa •••• 3220), active; it can pay."),
             "\(text)")
 
+        // With --json the link goes to standard error, and standard output is the card's JSON alone.
+        let jsonOutput = sandbox.path("add-3ds-json.out")
+        let jsonWaiting = try OutputToFile(
+            Programs.url("horizon-wallet"),
+            ["cards", "add", "--number", "4000 0000 0000 3220", "--wait", "60", "--json"] + common, output: jsonOutput)
+        let jsonPrinted = jsonWaiting.line(startingWith: challengePrefix, timeout: 30, inErrors: true)
+        let jsonLink = try #require(jsonPrinted, "no link printed on standard error: \(jsonWaiting.errors)")
+        _ = try HTTP.request(
+            "\(url)/v1/cards/3ds/challenge/answer",
+            form: "MD=\(jsonLink.dropFirst(challengePrefix.count))&decision=approve")
+        #expect(jsonWaiting.wait(timeout: 30) == 0, "\(jsonWaiting.errors)")
+        let jsonCard = try json(jsonWaiting.text)
+        #expect(
+            jsonCard["lastFour"] as? String == "3220" && jsonCard["isReady"] as? Bool == true, "\(jsonWaiting.text)")
+
         let updated = try Programs.run(
             "horizon-wallet", ["cards", "update", cardID, "--active", "false", "--data-dir", walletDir])
         #expect(updated.status == 0, "\(updated.standardError)")
@@ -97,7 +112,7 @@ struct CardsProgramTests {
         let listed = try Programs.run("horizon-wallet", ["cards", "list", "--data-dir", walletDir, "--json"])
         let cards = try #require(
             try JSONSerialization.jsonObject(with: Data(listed.standardOutput.utf8)) as? [[String: Any]])
-        #expect(cards.map { $0["lastFour"] as? String } == ["3220"])
+        #expect(cards.map { $0["lastFour"] as? String } == ["3220", "3220"])
         let again = try Programs.run("horizon-wallet", ["cards", "remove", cardID, "--data-dir", walletDir])
         #expect(again.status == 1 && again.standardError.contains("card_not_found"), "\(again.standardError)")
     }
@@ -125,30 +140,33 @@ struct CardsProgramTests {
     }
 }
 
-/// A program whose standard output goes to a file, so a test can read it while it runs.
+/// A program whose standard output and error go to files, so a test can read them while it runs.
 final class OutputToFile {
     let process = Process()
     let path: String
-    private let errorsPipe = Pipe()
+    let errorPath: String
 
     init(_ executable: URL, _ arguments: [String], output: String) throws {
         path = output
-        _ = FileManager.default.createFile(atPath: output, contents: nil)
+        errorPath = output + ".err"
+        for file in [path, errorPath] { _ = FileManager.default.createFile(atPath: file, contents: nil) }
         process.executableURL = executable
         process.arguments = arguments
         process.standardInput = FileHandle.nullDevice
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
-        process.standardError = errorsPipe
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
         try process.run()
     }
 
     var text: String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
-    var errors: String { String(decoding: errorsPipe.fileHandleForReading.availableData, as: UTF8.self) }
+    var errors: String { (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "" }
 
-    func line(startingWith prefix: String, timeout: TimeInterval) -> String? {
+    /// The first line of standard output (or, with `inErrors`, standard error) starting with `prefix`.
+    func line(startingWith prefix: String, timeout: TimeInterval, inErrors: Bool = false) -> String? {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
-            if let line = text.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) { return String(line) }
+            let lines = (inErrors ? errors : text).split(separator: "\n")
+            if let line = lines.first(where: { $0.hasPrefix(prefix) }) { return String(line) }
             if !process.isRunning { return nil }
             Thread.sleep(forTimeInterval: 0.05)
         }

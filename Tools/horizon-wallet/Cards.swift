@@ -59,21 +59,27 @@ struct AddCard: AsyncParsableCommand {
         switch result {
         case .added(let added): card = added
         case .challengeRequired(let pending, let details):
-            // The link goes to standard output at once (also with --json), so a person or a
-            // script can open it while the command waits.
+            // The link is shown at once, so a person or a script can open it while the command
+            // waits: on standard output, or on standard error with --json (which keeps standard
+            // output for the JSON alone).
             let console = Console()
-            console.line("This card needs 3-D Secure. Open this link in a browser and answer the challenge:")
-            console.line(details.redirectionURL.absoluteString)
+            let json = json
+            @Sendable func say(_ text: String) {
+                if json { FileHandle.standardError.write(Data((text + "\n").utf8)) } else { console.line(text) }
+            }
+            say("This card needs 3-D Secure. Open this link in a browser and answer the challenge:")
+            say(details.redirectionURL.absoluteString)
             do {
                 card = try await wallet.waitForChallenge(details, timeout: .seconds(wait)) { waited in
-                    console.status("Waiting for the challenge to be answered… \(waited.components.seconds) s")
+                    let progress = "Waiting for the challenge to be answered… \(waited.components.seconds) s"
+                    if json { say(progress) } else { console.status(progress) }
                 }
             } catch {
                 throw CLIError(
                     "\(CardCommands.sentence(error, server: url)) (card \(pending.id) stays unusable; remove it with `horizon-wallet cards remove \(pending.id)`)"
                 )
             }
-            console.line()
+            if !json { console.line() }
         }
         if json { return try Console().json(card) }
         print("Added \(CardCommands.describe(card)); it can pay.")
