@@ -5,7 +5,9 @@ import HorizonAPI
 import HorizonCore
 import HorizonLedger
 import HorizonProtocol
+import HorizonServer
 import HummingbirdTesting
+import Synchronization
 import Testing
 
 /// Issue 15 item 3: a payment the wallet signed for one of its cards is charged through the
@@ -203,5 +205,55 @@ struct CardPaymentTests {
             }
         }
         #expect(try await shop.merchantBalance == (try Self.euros(0)))
+    }
+
+    /// The sandbox, but every charge is lost on the way in (nothing charged) while `down` is set.
+    final class UnansweringProcessor: CardProcessor {
+        let sandbox: SandboxCardProcessor
+        let down = Mutex(true)
+        let attempts = Mutex(0)
+        init(_ sandbox: SandboxCardProcessor) { self.sandbox = sandbox }
+
+        func tokenize(_ card: CardDetails, at time: UnixTime) async throws(CardProcessorError) -> CardTokenization {
+            try await sandbox.tokenize(card, at: time)
+        }
+        func charge(token: String, amount: Money, idempotencyKey: String, at time: UnixTime)
+            async throws(CardProcessorError) -> CardCharge
+        {
+            attempts.withLock { $0 += 1 }
+            if down.withLock({ $0 }) { throw .timeout }
+            return try await sandbox.charge(token: token, amount: amount, idempotencyKey: idempotencyKey, at: time)
+        }
+        func refund(chargeKey: String, amount: Money, idempotencyKey: String, at time: UnixTime)
+            async throws(CardProcessorError) -> CardRefund
+        {
+            try await sandbox.refund(chargeKey: chargeKey, amount: amount, idempotencyKey: idempotencyKey, at: time)
+        }
+        func lookup(idempotencyKey: String) async throws(CardProcessorError) -> CardCharge? {
+            try await sandbox.lookup(idempotencyKey: idempotencyKey)
+        }
+    }
+
+    /// A processor that never answers: asked what happened, then retried once; still nothing
+    /// known, so nothing is recorded (the terminal keeps the payment pending); once it answers,
+    /// the same payment id is charged once and approved.
+    @Test func aProcessorThatDoesNotAnswerLeavesThePaymentUnrecordedUntilItDoes() async throws {
+        let shop = try await Shop.open()
+        let processor = UnansweringProcessor(SandboxCardProcessor(ledger: shop.server.ledger))
+        try await shop.server.withClient(cardProcessor: processor) { client in
+            let card = try await shop.addCard("4242424242424242", client: client)
+            let confirm = try shop.confirm(.card(id: card))
+            try expectError(
+                try await shop.submit(confirm, client: client), .serviceUnavailable, "card_processor_unavailable",
+                "nothing was recorded, retry with the same payment id")
+            #expect(processor.attempts.withLock { $0 } == 2, "not one retry after asking what happened")
+            #expect(try await shop.server.ledger.executionCount(of: confirm.paymentID) == 0)
+            #expect(try await shop.charges(of: confirm) == 0)
+
+            processor.down.withLock { $0 = false }
+            #expect(try shop.result(try await shop.submit(confirm, client: client)).outcome == .approved)
+            #expect(try await shop.charges(of: confirm) == 1)
+            #expect(try await shop.server.ledger.executionCount(of: confirm.paymentID) == 1)
+        }
     }
 }
