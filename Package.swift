@@ -187,6 +187,8 @@ let package = Package(
             dependencies: [
                 "HorizonServer", "HorizonAPI", "HorizonLedger", "HorizonCore", "HorizonProtocol",
                 "HorizonSecureChannel", "HorizonTestSupport", "HorizonServerClient", "HorizonServiceClients",
+                // The sandbox card processor's tests run on both stores (issue 15).
+                "HorizonLedgerTestSupport",
                 // Built for the tests that run the program as a process.
                 "horizon-server",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -203,6 +205,8 @@ let package = Package(
                 "HorizonServer", "HorizonServerClient", "HorizonAPI", "HorizonLedger", "HorizonRoles", "HorizonStores",
                 "HorizonCore", "HorizonProtocol", "HorizonSecureChannel", "HorizonSimulatedRadio", "HorizonTestSupport",
                 "HorizonCLISupport", "HorizonLedgerTestSupport",
+                // Paying with a card over the radio: the wallet's WalletClient (issue 15).
+                "HorizonServiceClients",
                 // Built for the scale-out command's smoke run (Tools/scale-out.sh runs them as processes).
                 "horizon-server", "horizon-bench",
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -50,6 +50,10 @@ public struct RefundRequest: Sendable, Equatable {
 public enum RefundDestination: String, Sendable, Equatable, Codable {
     /// The wallet's Horizon account in the payment's currency.
     case horizonBalance = "horizon_balance"
+    /// The card that paid (issue 15, `card_payments`): the money leaves through the external
+    /// account, `destination_reference` is the card's id, and the server asks the card processor
+    /// to refund the charge (`CardRefunds` in HorizonServer).
+    case card
 }
 
 /// One executed refund, as stored (and as every retry with the same id and terms gets it).
@@ -184,11 +188,12 @@ extension Ledger {
             let reversed = min(due, held)
             if reversed > 0 { try await Self.setBonusPoints(held - reversed, walletID, merchant, in: db) }
 
-            let destination = Self.refundDestination(of: payment)
+            let (destination, destinationReference) = try await Self.refundDestination(of: payment, in: db)
             let source = try await Self.account(.merchant, owner: merchant.rawValue, currency, in: db)
             let target: (id: Int64, balance: Int64)
             switch destination {
             case .horizonBalance: target = try await Self.account(.wallet, owner: walletID.rawValue, currency, in: db)
+            case .card: target = try await Self.account(.external, owner: Self.externalOwner, currency, in: db)
             }
             let entryID = try await Self.post(
                 "refund",
@@ -200,12 +205,13 @@ extension Ledger {
                 """
                 INSERT INTO refunds(merchant_id, refund_id, payment_id, wallet_id, amount, currency, destination,
                     destination_reference, bonus_reversed, entry_id, created_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?) RETURNING *
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *
                 """,
                 [
                     .text(merchant.rawValue), .text(request.refundID.rawValue), .blob(request.paymentID.bytes),
                     .text(walletID.rawValue), .integer(request.amount.minorUnits), .text(currency.code),
-                    .text(destination.rawValue), .integer(reversed), .integer(entryID), .integer(time),
+                    .text(destination.rawValue), destinationReference.map { .text($0) } ?? .null, .integer(reversed),
+                    .integer(entryID), .integer(time),
                 ])
             guard let row = rows.first else { throw LedgerError.database("inserting a refund returned no row") }
             return try Self.decodeRefund(row)
@@ -227,9 +233,18 @@ extension Ledger {
         try await store.transaction { db in try await Self.storedRefund(id, merchant: merchant, in: db) }
     }
 
-    /// Where the refund of `payment` goes: the method it was paid with. Every payment today is
-    /// paid from the Horizon balance; card payments decide here (see `RefundDestination`).
-    static func refundDestination(of payment: LedgerTransaction) -> RefundDestination { .horizonBalance }
+    /// Where the refund of `payment` goes: the method it was paid with, and that method's id.
+    /// A card payment (`card_payments`) goes back to its card; any other to the Horizon balance.
+    static func refundDestination(of payment: LedgerTransaction, in db: any SQLTransaction)
+        async throws(LedgerError) -> (RefundDestination, reference: String?)
+    {
+        guard
+            let row = try await db.query(
+                "SELECT card_id FROM card_payments WHERE payment_id = ?", [.blob(payment.result.paymentID.bytes)]
+            ).first
+        else { return (.horizonBalance, nil) }
+        return (.card, try row.text("card_id"))
+    }
 
     /// `floor(points × part / whole)` without overflow (points and amounts are each below 2^63).
     static func proportionalPoints(_ points: Int64, part: Int64, of whole: Int64) -> Int64 {

@@ -346,6 +346,88 @@ public enum LedgerSchema {
                     created_at {INT} NOT NULL) {STRICT}
                 """,
             ]),
+        // issue 15: cards and 3-D Secure
+        Migration(
+            version: 8, name: "payment cards, 3-D Secure challenges and the sandbox card processor",
+            statements: [
+                // A wallet's card as the server keeps it: the processor's token and what a person
+                // needs to recognise the card. Never the number or the CVC (issue 15 item 2).
+                // `state` is 'challenge' until a required 3-D Secure challenge succeeds; a removed
+                // card keeps its row (payments name it) but cannot pay or be listed.
+                """
+                CREATE TABLE payment_cards(
+                    id TEXT PRIMARY KEY,
+                    wallet_id TEXT NOT NULL REFERENCES wallets(id),
+                    token TEXT NOT NULL UNIQUE,
+                    brand TEXT NOT NULL CHECK (brand IN ('visa', 'mastercard', 'amex')),
+                    last_four TEXT NOT NULL CHECK (length(last_four) = 4),
+                    expiry_month {INT} NOT NULL CHECK (expiry_month BETWEEN 1 AND 12),
+                    expiry_year {INT} NOT NULL,
+                    cardholder TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    active {INT} NOT NULL CHECK (active IN (0, 1)),
+                    state TEXT NOT NULL CHECK (state IN ('challenge', 'ready')),
+                    created_at {INT} NOT NULL,
+                    removed_at {INT}) {STRICT}
+                """,
+                "CREATE INDEX payment_cards_wallet ON payment_cards(wallet_id)",
+                // A 3-D Secure challenge (the reference's MD / PaRes round trip). The decision is
+                // written when the person submits the challenge page; `completed_at` when the
+                // wallet finishes adding the card with the PaRes. In the database, so any server
+                // process serves any step.
+                """
+                CREATE TABLE card_challenges(
+                    md TEXT PRIMARY KEY,
+                    card_id TEXT NOT NULL REFERENCES payment_cards(id),
+                    created_at {INT} NOT NULL,
+                    expires_at {INT} NOT NULL,
+                    decision TEXT CHECK (decision IN ('approved', 'failed')),
+                    pa_res TEXT,
+                    decided_at {INT},
+                    completed_at {INT}) {STRICT}
+                """,
+                "CREATE INDEX card_challenges_card ON card_challenges(card_id)",
+                // Which card paid a payment (its processor charge has the payment id as its
+                // idempotency key): what a refund goes back to.
+                """
+                CREATE TABLE card_payments(
+                    payment_id {BYTES} PRIMARY KEY,
+                    card_id TEXT NOT NULL REFERENCES payment_cards(id),
+                    charge_key TEXT NOT NULL,
+                    created_at {INT} NOT NULL) {STRICT}
+                """,
+                // The sandbox processor's own state (a real processor keeps this on its side):
+                // what each token does when charged, and every charge, lost attempt and refund by
+                // its idempotency key, so that several server processes and restarts agree.
+                """
+                CREATE TABLE sandbox_card_tokens(
+                    token TEXT PRIMARY KEY,
+                    behaviour TEXT NOT NULL,
+                    created_at {INT} NOT NULL) {STRICT}
+                """,
+                """
+                CREATE TABLE sandbox_card_charges(
+                    idempotency_key TEXT PRIMARY KEY,
+                    token TEXT NOT NULL REFERENCES sandbox_card_tokens(token),
+                    amount {INT} NOT NULL CHECK (amount > 0),
+                    currency TEXT NOT NULL CHECK (length(currency) = 3),
+                    outcome TEXT NOT NULL CHECK (outcome IN ('charged', 'declined')),
+                    decline_code TEXT,
+                    created_at {INT} NOT NULL) {STRICT}
+                """,
+                """
+                CREATE TABLE sandbox_card_lost_attempts(
+                    idempotency_key TEXT PRIMARY KEY,
+                    created_at {INT} NOT NULL) {STRICT}
+                """,
+                """
+                CREATE TABLE sandbox_card_refunds(
+                    idempotency_key TEXT PRIMARY KEY,
+                    charge_key TEXT NOT NULL REFERENCES sandbox_card_charges(idempotency_key),
+                    amount {INT} NOT NULL CHECK (amount > 0),
+                    created_at {INT} NOT NULL) {STRICT}
+                """,
+            ]),
     ]
 
     /// Brings the store's schema to `target` (the current version unless told otherwise, which

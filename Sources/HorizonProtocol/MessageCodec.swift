@@ -199,6 +199,12 @@ extension Confirm {
         writer.write(raw: paymentID.bytes)
         writer.write(raw: walletNonce.bytes)
         writer.write(expiresAt)
+        switch paymentMethod {
+        case .accountBalance: writer.write(PaymentMethod.accountBalanceTag)
+        case .card(let id):
+            writer.write(PaymentMethod.cardTag)
+            writer.write(string: id)
+        }
     }
 
     static func read(from reader: inout ByteReader) throws(WireError) -> Confirm {
@@ -212,11 +218,20 @@ extension Confirm {
         let paymentID = try PaymentID.read(from: &reader, field: "paymentID")
         let walletNonce = try Nonce.read(from: &reader, field: "walletNonce")
         let expiresAt = try reader.read(Int64.self, "expiresAt")
+        let paymentMethod: PaymentMethod
+        switch try reader.read(UInt8.self, "paymentMethod") {
+        case PaymentMethod.accountBalanceTag: paymentMethod = .accountBalance
+        case PaymentMethod.cardTag:
+            paymentMethod = .card(
+                id: try reader.readString("paymentMethod card id", maximumBytes: PaymentMethod.maximumCardIDBytes))
+        case let other:
+            throw .invalidValue(field: "paymentMethod", reason: "unknown payment method \(other)")
+        }
         let signature = try SignatureBytes.read(from: &reader, field: "signature")
         return try Confirm(
             sessionID: sessionID, terminalKeyDigest: terminalKeyDigest, walletKey: walletKey,
             offerDigest: offerDigest, amount: amount, tip: tip, paymentID: paymentID, walletNonce: walletNonce,
-            expiresAt: expiresAt, signature: signature)
+            expiresAt: expiresAt, paymentMethod: paymentMethod, signature: signature)
     }
 }
 

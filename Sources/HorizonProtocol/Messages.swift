@@ -242,10 +242,49 @@ public struct Offer: Hashable, Sendable {
     public var signedBytes: [UInt8] { domainSeparatedSignedFields }
 }
 
+/// How the wallet pays (issue 15): from its Horizon account balance, the default, or with one
+/// of its cards on the server, named by the card's id. Signed in the confirmation, so a terminal
+/// cannot move a payment to another method.
+public enum PaymentMethod: Hashable, Sendable, CustomStringConvertible {
+    case accountBalance
+    case card(id: String)
+
+    /// The longest card id on the wire, in UTF-8 bytes (the server's are 34).
+    public static let maximumCardIDBytes = 64
+
+    static let accountBalanceTag: UInt8 = 0
+    static let cardTag: UInt8 = 1
+
+    /// Refuses a card id that is empty, too long or not printable ASCII.
+    static func check(_ method: PaymentMethod) throws(WireError) {
+        guard case .card(let id) = method else { return }
+        guard !id.isEmpty, id.utf8.count <= maximumCardIDBytes else {
+            throw .invalidValue(field: "paymentMethod", reason: "a card id is 1 to \(maximumCardIDBytes) bytes")
+        }
+        guard id.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            throw .invalidValue(field: "paymentMethod", reason: "a card id is printable ASCII without spaces")
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .accountBalance: "account balance"
+        case .card(let id): "card \(id)"
+        }
+    }
+}
+
+/// What `PaymentClient` asks which card to pay with (the reference's `paymentCardIDProvider`,
+/// which `WalletClient` is): nil pays from the account balance.
+public protocol PaymentCardIDProvider: Sendable {
+    var paymentCardID: String? { get }
+}
+
 /// Wallet → terminal: the person accepted, signed by the wallet over everything the ledger
 /// needs to execute the payment exactly once, and over the offer the person was shown.
 public struct Confirm: Hashable, Sendable {
-    public static let signatureDomain: [UInt8] = Array("horizon/confirm/v2".utf8)
+    /// v3: the payment method is signed too (issue 15).
+    public static let signatureDomain: [UInt8] = Array("horizon/confirm/v3".utf8)
 
     public let sessionID: SessionID
     /// SHA-256 of the terminal's full public key: a confirmation binds one terminal, not a
@@ -261,16 +300,20 @@ public struct Confirm: Hashable, Sendable {
     public let paymentID: PaymentID
     public let walletNonce: Nonce
     public let expiresAt: UnixTime
+    /// The account balance unless the person chose a card.
+    public let paymentMethod: PaymentMethod
     public let signature: SignatureBytes
 
-    /// Throws if the tip's currency differs from the amount's, or amount plus tip exceeds
-    /// `Money.maximumMinorUnits`.
+    /// Throws if the tip's currency differs from the amount's, amount plus tip exceeds
+    /// `Money.maximumMinorUnits`, or a card id is malformed.
     public init(
         sessionID: SessionID, terminalKeyDigest: DigestBytes, walletKey: PublicKeyBytes, offerDigest: DigestBytes,
         amount: Money, tip: Money, paymentID: PaymentID, walletNonce: Nonce, expiresAt: UnixTime,
-        signature: SignatureBytes = .unsigned
+        paymentMethod: PaymentMethod = .accountBalance, signature: SignatureBytes = .unsigned
     ) throws(WireError) {
         try checkTip(amount: amount, tip: tip)
+        try PaymentMethod.check(paymentMethod)
+        self.paymentMethod = paymentMethod
         self.sessionID = sessionID
         self.terminalKeyDigest = terminalKeyDigest
         self.walletKey = walletKey
@@ -293,6 +336,7 @@ public struct Confirm: Hashable, Sendable {
         paymentID = other.paymentID
         walletNonce = other.walletNonce
         expiresAt = other.expiresAt
+        paymentMethod = other.paymentMethod
         self.signature = signature
     }
 

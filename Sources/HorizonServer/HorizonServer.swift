@@ -23,6 +23,8 @@ public enum HorizonServer {
         public var issuer: Issuer
         public var metrics: ServerMetrics
         public var messages: any MessageSender
+        /// The card processor (issue 15); the sandbox over this ledger unless given.
+        public var cardProcessor: any CardProcessor
         public var now: @Sendable () -> UnixTime
         /// The rate limiter's clock (its buckets refill by the sub-second).
         public var rateLimitClock: @Sendable () -> ContinuousClock.Instant
@@ -31,13 +33,15 @@ public enum HorizonServer {
             configuration: ServerConfiguration, ledger: Ledger, issuer: Issuer,
             metrics: ServerMetrics = ServerMetrics(),
             messages: (any MessageSender)? = nil, now: @escaping @Sendable () -> UnixTime = { Ledger.now() },
-            rateLimitClock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
+            rateLimitClock: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
+            cardProcessor: (any CardProcessor)? = nil
         ) {
             self.configuration = configuration
             self.ledger = ledger
             self.issuer = issuer
             self.metrics = metrics
             self.messages = messages ?? OutboxMessageSender(ledger: ledger)
+            self.cardProcessor = cardProcessor ?? SandboxCardProcessor(ledger: ledger)
             self.now = now
             self.rateLimitClock = rateLimitClock
         }
@@ -57,7 +61,7 @@ public enum HorizonServer {
         let handler = APIHandler(
             ledger: parts.ledger, issuer: parts.issuer, configuration: parts.configuration,
             passwords: PasswordHasher(costLog2: parts.configuration.passwordCostLog2), metrics: parts.metrics,
-            messages: parts.messages, now: parts.now)
+            messages: parts.messages, cards: parts.cardProcessor, now: parts.now)
         // The merchant dashboard's HTML pages (issue 15), before the API's JSON-only body rule.
         router.add(
             middleware: DashboardMiddleware(dashboard: try Dashboard(api: handler, configuration: parts.configuration)))
@@ -66,6 +70,7 @@ public enum HorizonServer {
             middleware: SignedRequestMiddleware(
                 ledger: parts.ledger, window: parts.configuration.signatureWindow, clock: parts.now))
         try handler.registerHandlers(on: RecordingTransport(router: router, routes: routes))
+        ThreeDSecurePages.register(on: router, ledger: parts.ledger, now: parts.now)
         return router
     }
 

@@ -62,6 +62,20 @@ struct SQLiteLedgerTests {
     @Test func registrationMigratesAVersion3Database() async throws {
         try await LedgerContract.registrationMigratesAVersion3Database(.sqlite)
     }
+    // issue 15: cards and 3-D Secure.
+    @Test func cardsBelongToOneWallet() async throws { try await LedgerContract.cardsBelongToOneWallet(.sqlite) }
+    @Test func threeDSecureChallengeGatesACard() async throws {
+        try await LedgerContract.threeDSecureChallengeGatesACard(.sqlite)
+    }
+    @Test func failedAndAbandonedChallengesLeaveTheCardUnusable() async throws {
+        try await LedgerContract.failedAndAbandonedChallengesLeaveTheCardUnusable(.sqlite)
+    }
+    @Test func cardRowsAreCheckedByTheDatabase() async throws {
+        try await LedgerContract.cardRowsAreCheckedByTheDatabase(.sqlite)
+    }
+    @Test func aCardPaymentIsSettledOnceAndRefundedToItsCard() async throws {
+        try await LedgerContract.aCardPaymentIsSettledOnceAndRefundedToItsCard(.sqlite)
+    }
     // issue 15: refunds
     @Test func refundsGiveBackUntilNothingIsLeft() async throws { try await LedgerContract.refundsGiveBackUntilNothingIsLeft(.sqlite) }
     @Test func refundsAreIdempotentByRefundID() async throws { try await LedgerContract.refundsAreIdempotentByRefundID(.sqlite) }
@@ -152,6 +166,20 @@ struct PostgresLedgerTests {
     }
     @Test func registrationMigratesAVersion3Database() async throws {
         try await LedgerContract.registrationMigratesAVersion3Database(.postgres)
+    }
+    // issue 15: cards and 3-D Secure.
+    @Test func cardsBelongToOneWallet() async throws { try await LedgerContract.cardsBelongToOneWallet(.postgres) }
+    @Test func threeDSecureChallengeGatesACard() async throws {
+        try await LedgerContract.threeDSecureChallengeGatesACard(.postgres)
+    }
+    @Test func failedAndAbandonedChallengesLeaveTheCardUnusable() async throws {
+        try await LedgerContract.failedAndAbandonedChallengesLeaveTheCardUnusable(.postgres)
+    }
+    @Test func cardRowsAreCheckedByTheDatabase() async throws {
+        try await LedgerContract.cardRowsAreCheckedByTheDatabase(.postgres)
+    }
+    @Test func aCardPaymentIsSettledOnceAndRefundedToItsCard() async throws {
+        try await LedgerContract.aCardPaymentIsSettledOnceAndRefundedToItsCard(.postgres)
     }
     // issue 15: refunds
     @Test func refundsGiveBackUntilNothingIsLeft() async throws { try await LedgerContract.refundsGiveBackUntilNothingIsLeft(.postgres) }

@@ -90,11 +90,13 @@ struct Fixtures {
             expiresAt: 1_750_000_000, signature: signature)
     }
 
-    func confirm(amount: Money? = nil, tip: Money? = nil) throws -> Confirm {
+    func confirm(amount: Money? = nil, tip: Money? = nil, paymentMethod: PaymentMethod = .accountBalance) throws
+        -> Confirm
+    {
         try Confirm(
             sessionID: sessionID, terminalKeyDigest: terminalKeyDigest, walletKey: walletKey, offerDigest: offerDigest,
             amount: amount ?? self.amount, tip: tip ?? self.tip, paymentID: paymentID, walletNonce: walletNonce,
-            expiresAt: 1_750_000_060, signature: signature)
+            expiresAt: 1_750_000_060, paymentMethod: paymentMethod, signature: signature)
     }
 
     func receipt(outcome: ReceiptOutcome = .approved) throws -> Receipt {
@@ -131,8 +133,16 @@ struct Fixtures {
                 layout: header + [
                     ("sessionID", 8), ("terminalKeyDigest", 32), ("walletKey", 65), ("offerDigest", 32),
                     ("amount currency", 3), ("amount", 8), ("tip currency", 3), ("tip", 8), ("paymentID", 16),
-                    ("walletNonce", 16),
-                ] + signedTail),
+                    ("walletNonce", 16), ("expiresAt", 8), ("paymentMethod", 1), ("signature", 64),
+                ]),
+            Sample(
+                name: "confirm with a card", message: .confirm(try confirm(paymentMethod: .card(id: "c_card"))),
+                layout: header + [
+                    ("sessionID", 8), ("terminalKeyDigest", 32), ("walletKey", 65), ("offerDigest", 32),
+                    ("amount currency", 3), ("amount", 8), ("tip currency", 3), ("tip", 8), ("paymentID", 16),
+                    ("walletNonce", 16), ("expiresAt", 8), ("paymentMethod", 1), ("paymentMethod card id length", 2),
+                    ("paymentMethod card id", 6), ("signature", 64),
+                ]),
             Sample(
                 name: "receipt approved", message: .receipt(try receipt()),
                 layout: header + [

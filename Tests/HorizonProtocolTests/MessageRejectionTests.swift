@@ -58,6 +58,24 @@ struct MessageRejectionTests {
         expectRefused(sample.encoded + [0x01, 0x02, 0x03], .trailingBytes(count: 3))
     }
 
+    // MARK: Payment method (issue 15)
+
+    @Test func aConfirmNamesAKnownPaymentMethodAndAPrintableCardID() throws {
+        let confirm = try sample("confirm")
+        expectRefused(
+            confirm.bytes(replacing: ["paymentMethod": [2]]),
+            .invalidValue(field: "paymentMethod", reason: "unknown payment method 2"))
+        let card = try sample("confirm with a card")
+        expectRefused(
+            card.bytes(replacing: ["paymentMethod card id": Array("c card".utf8)]),
+            .invalidValue(field: "paymentMethod", reason: "a card id is printable ASCII without spaces"))
+        expectRefused(
+            card.bytes(replacing: ["paymentMethod card id length": [0, 65]]),
+            .fieldTooLong(field: "paymentMethod card id", length: 65, maximum: 64))
+        // The balance's encoding with a card's bytes after it: trailing bytes, not a card.
+        expectRefused(card.bytes(replacing: ["paymentMethod": [0]]), .trailingBytes(count: 8))
+    }
+
     // MARK: Money
 
     @Test func negativeAmounts() throws {

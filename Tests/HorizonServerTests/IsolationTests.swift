@@ -257,6 +257,48 @@ struct IsolationTests {
                 let list = try JSONDecoder().decode(Components.Schemas.CouponList.self, from: response.data)
                 #expect(list.coupons.isEmpty, "\(response.text)")
             }),
+        // issue 15: cards and 3-D Secure. Wallet B adding a card adds it to wallet B (the card
+        // tables are left out of the snapshot; wallet A's cards are checked after).
+        "getPaymentCards": .walletSigned(
+            request: { _ in Request(method: .get, path: "/v1/wallet/cards", body: nil) },
+            otherWallet: .servesOnlyTheSigner("lists the signing wallet's own cards") { world, response in
+                let list = try JSONDecoder().decode(Components.Schemas.PaymentCardList.self, from: response.data)
+                #expect(!list.cards.contains { world.cards.all.contains($0.id) }, "\(response.text)")
+            }),
+        "addPaymentCard": .walletSigned(
+            request: { _ in
+                Request(
+                    method: .post, path: "/v1/wallet/cards",
+                    body: #"{"cardholder": "Wendy", "cardNumber": "4242424242424242", "expiry": "12/30", "cvc": "123"}"#
+                )
+            },
+            otherWallet: .servesOnlyTheSigner("adds the card to the signing wallet; the request names no other") {
+                world, response in
+                let added = try JSONDecoder().decode(Components.Schemas.AddPaymentCardResult.self, from: response.data)
+                #expect(!world.cards.all.contains(added.card.id))
+            }),
+        "updatePaymentCard": .walletSigned(
+            request: { world in
+                Request(method: .patch, path: "/v1/wallet/cards/\(world.cards.card)", body: #"{"active": false}"#)
+            },
+            otherWallet: .refused(.notFound, "card_not_found", "this wallet has no such card")),
+        "removePaymentCard": .walletSigned(
+            request: { world in
+                Request(method: .delete, path: "/v1/wallet/cards/\(world.cards.cardToRemove)", body: nil)
+            },
+            otherWallet: .refused(.notFound, "card_not_found", "this wallet has no such card")),
+        "executeAddPaymentCard": .walletSigned(
+            request: { world in
+                Request(
+                    method: .post, path: "/v1/wallet/cards/\(world.cards.challengedCard)/3ds",
+                    body: #"{"md": "\#(world.cards.challenge.md)", "paRes": "\#(world.cards.challenge.paRes ?? "")"}"#)
+            },
+            otherWallet: .refused(.notFound, "card_not_found", "this wallet has no such card")),
+        "getCardChallenge": .walletSigned(
+            request: { world in
+                Request(method: .get, path: "/v1/wallet/card-challenges/\(world.cards.challenge.md)", body: nil)
+            },
+            otherWallet: .refused(.notFound, "card_challenge_not_found", "no 3-D Secure challenge with this MD")),
         "getStatusMessages": .open(reason: "what the operator tells every app; nothing of any tenant") {
             world, client in
             let response = try await client.send(.get, "/v1/status-messages")
@@ -409,6 +451,8 @@ struct IsolationTests {
             "request_nonces", "merchant_logins", "wallet_registrations",
             // Restoration starts queue a mail (to the account's own address).
             "outbox",
+            // Wallet B's served card request adds a card of its own (checked below).
+            "payment_cards", "card_challenges", "sandbox_card_tokens",
         ]
         let before = try await tableSnapshot(world.server.ledger, excluding: ignored)
         let (refusals, walletRefusals) = try await world.server.withClient { client in
@@ -447,7 +491,7 @@ struct IsolationTests {
                         try world.expectRefusal(byWalletB, status, code, message, "\(operation) by wallet B")
                         walletRefusals += 1
                     case .servesOnlyTheSigner(_, let check):
-                        #expect(byWalletB.status == .ok, "\(operation) by wallet B: \(byWalletB.text)")
+                        #expect(byWalletB.status.kind == .successful, "\(operation) by wallet B: \(byWalletB.text)")
                         try check(world, byWalletB)
                         world.expectNothingOfTheTenants(
                             in: byWalletB.text, "\(operation) by wallet B",
@@ -491,7 +535,17 @@ struct IsolationTests {
             return (refusals, walletRefusals)
         }
         #expect(refusals == 4 * Credential.allCases.count + 3)
-        #expect(walletRefusals == 9 * WalletCredential.allCases.count + 1)
+        let walletOperations = Self.table.values.filter {
+            if case .walletSigned = $0 { true } else { false }
+        }
+        let refusedForWalletB = walletOperations.filter {
+            if case .walletSigned(_, .refused) = $0 { true } else { false }
+        }
+        #expect(walletRefusals == walletOperations.count * WalletCredential.allCases.count + refusedForWalletB.count)
+        // Wallet A's cards are as they were; wallet B's request added a card to wallet B only.
+        let cardsOfA = try await world.server.ledger.paymentCards(of: world.walletID)
+        #expect(Set(cardsOfA.map(\.id.rawValue)) == Set([world.cards.card, world.cards.cardToRemove, world.cards.challengedCard]))
+        #expect(try await world.server.ledger.paymentCards(of: world.walletB).count == 1)
         // Nothing moved: no posting, no transaction, no wallet, key, terminal or account changed
         // (renewal by the other merchant's own terminal updates its own row only).
         // (The other merchant's renewal on the same clock second leaves its row as it was.)
@@ -528,7 +582,7 @@ struct IsolationTests {
                             world.walletDevice.key, method: request.method, path: request.path, body: request.body,
                             time: world.server.clock.now)
                     ])
-                #expect(response.status == .ok, "\(operation) by wallet A: \(response.text)")
+                #expect(response.status.kind == .successful, "\(operation) by wallet A: \(response.text)")
                 if operation == "getWalletTransaction" || operation == "listWalletTransactions" {
                     #expect(response.text.contains(world.payment.paymentID.bytes.hexString), "\(operation)")
                 }
@@ -570,6 +624,8 @@ final class World: Sendable {
     let walletB: WalletID
     let walletBDevice: WalletDevice
     let revokedWalletDevice: WalletDevice
+    /// Issue 15: wallet A's cards.
+    let cards: WorldCards
 
     private init(
         server: TestServer, bakery: Merchant, shop: Merchant,
@@ -578,8 +634,9 @@ final class World: Sendable {
         redemption: Redeem, registrationX: (String, String), registrationY: (String, String),
         restorationZ: (String, String), till: TerminalKey, revokedTill: TerminalKey, shopTill: TerminalKey,
         walletDevice: WalletDevice, deviceX: WalletDevice, deviceY: WalletDevice, walletB: WalletID,
-        walletBDevice: WalletDevice, revokedWalletDevice: WalletDevice
+        walletBDevice: WalletDevice, revokedWalletDevice: WalletDevice, cards: WorldCards
     ) {
+        self.cards = cards
         self.walletB = walletB
         self.walletBDevice = walletBDevice
         self.revokedWalletDevice = revokedWalletDevice
@@ -683,13 +740,14 @@ final class World: Sendable {
                 try JSONDecoder().decode(Components.Schemas.OneTimeCodeSent.self, from: restore.data).registrationId,
                 try await code(to: walletEmail)
             )
+            let cards = try await WorldCards.make(server: server, owner: walletID)
             return World(
                 server: server, bakery: bakery, shop: shop, tillResponse: tillResponse,
                 shopTillResponse: shopTillResponse, walletID: walletID, payment: payment,
                 redemption: redemption, registrationX: x, registrationY: y, restorationZ: z, till: till,
                 revokedTill: revokedTill, shopTill: shopTill, walletDevice: walletDevice, deviceX: deviceX,
                 deviceY: deviceY, walletB: walletB, walletBDevice: walletBDevice,
-                revokedWalletDevice: revokedWalletDevice)
+                revokedWalletDevice: revokedWalletDevice, cards: cards)
         }
     }
 
@@ -736,4 +794,32 @@ final class World: Sendable {
 
 private func keys(of data: Data) throws -> [String] {
     (try JSONSerialization.jsonObject(with: data) as? [String: Any])?.keys.sorted() ?? []
+}
+
+/// Wallet A's cards in the world (issue 15): one to update, one to remove, and one after its
+/// approved 3-D Secure challenge.
+struct WorldCards: Sendable {
+    let card: String
+    let cardToRemove: String
+    let challengedCard: String
+    let challenge: CardChallenge
+
+    var all: Set<String> { [card, cardToRemove, challengedCard] }
+
+    static func make(server: TestServer, owner: WalletID) async throws -> WorldCards {
+        let time = server.clock.now
+        func visa(_ token: String) -> NewPaymentCard {
+            NewPaymentCard(
+                token: token, brand: .visa, lastFour: "4242", expiryMonth: 12, expiryYear: 2030, cardholder: "Wendy")
+        }
+        let ledger = server.ledger
+        let card = try await ledger.addPaymentCard(visa("tok_world_1"), to: owner, at: time).card
+        let cardToRemove = try await ledger.addPaymentCard(visa("tok_world_2"), to: owner, at: time).card
+        let (challengedCard, opened) = try await ledger.addPaymentCard(
+            visa("tok_world_3"), to: owner, challengeLifetime: 3600, at: time)
+        let challenge = try await ledger.decideCardChallenge(md: try #require(opened).md, approve: true, at: time)
+        return WorldCards(
+            card: card.id.rawValue, cardToRemove: cardToRemove.id.rawValue, challengedCard: challengedCard.id.rawValue,
+            challenge: challenge)
+    }
 }

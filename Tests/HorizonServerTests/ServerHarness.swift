@@ -44,20 +44,25 @@ final class TestServer: Sendable {
 
     deinit { try? FileManager.default.removeItem(at: directory) }
 
-    /// The parts of a server over `ledger` (this server's own unless another is given).
-    func parts(ledger: Ledger? = nil, metrics: ServerMetrics? = nil) -> HorizonServer.Parts {
+    /// The parts of a server over `ledger` (this server's own unless another is given), with
+    /// the sandbox card processor unless `cardProcessor` is given.
+    func parts(ledger: Ledger? = nil, metrics: ServerMetrics? = nil, cardProcessor: (any CardProcessor)? = nil)
+        -> HorizonServer.Parts
+    {
         let clock = clock
         return HorizonServer.Parts(
             configuration: configuration, ledger: ledger ?? self.ledger, issuer: issuer,
             metrics: metrics ?? self.metrics,
-            now: { clock.now }, rateLimitClock: { clock.instant })
+            now: { clock.now }, rateLimitClock: { clock.instant }, cardProcessor: cardProcessor)
     }
 
     /// Runs `body` against the router, without sockets.
     func withClient<T: Sendable>(
-        ledger: Ledger? = nil, _ body: @Sendable (any TestClientProtocol) async throws -> T
+        ledger: Ledger? = nil, cardProcessor: (any CardProcessor)? = nil,
+        _ body: @Sendable (any TestClientProtocol) async throws -> T
     ) async throws -> T {
-        let application = Application(router: try HorizonServer.router(parts(ledger: ledger)), logger: .quiet)
+        let application = Application(
+            router: try HorizonServer.router(parts(ledger: ledger, cardProcessor: cardProcessor)), logger: .quiet)
         return try await application.test(.router, body)
     }
 

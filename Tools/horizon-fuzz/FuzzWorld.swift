@@ -78,6 +78,11 @@ final class FuzzWorld: Sendable {
                 sessionID: sessionID, terminalKeyDigest: terminalKeyDigest, walletKey: walletPublic,
                 offerDigest: offerDigest, amount: amount, tip: tip, paymentID: paymentID, walletNonce: walletNonce,
                 expiresAt: Self.wallClock + 120)
+            // The same confirmation paying with a card (issue 15): the method is signed too.
+            let cardConfirm = try Confirm(
+                sessionID: sessionID, terminalKeyDigest: terminalKeyDigest, walletKey: walletPublic,
+                offerDigest: offerDigest, amount: amount, tip: tip, paymentID: paymentID, walletNonce: walletNonce,
+                expiresAt: Self.wallClock + 120, paymentMethod: .card(id: "c_0123456789abcdef0123456789abcdef"))
             let receipt = try Receipt(
                 sessionID: sessionID, transactionType: .payment, paymentID: paymentID, outcome: .approved,
                 amount: amount, tip: tip, transactionReference: 42, settledAt: Self.wallClock, bonusPointsEarned: 12,
@@ -98,6 +103,7 @@ final class FuzzWorld: Sendable {
                 .offer(offer.withSignature(signature(offer.signedBytes, with: terminalKey))),
                 .offer(redemptionOffer.withSignature(signature(redemptionOffer.signedBytes, with: terminalKey))),
                 .confirm(confirm.withSignature(signature(confirm.signedBytes, with: walletKey))),
+                .confirm(cardConfirm.withSignature(signature(cardConfirm.signedBytes, with: walletKey))),
                 .receipt(receipt.withSignature(signature(receipt.signedBytes, with: terminalKey))),
                 .receipt(declined.withSignature(signature(declined.signedBytes, with: terminalKey))),
                 .redeem(redeem.withSignature(signature(redeem.signedBytes, with: walletKey))),

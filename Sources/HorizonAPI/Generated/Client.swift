@@ -575,6 +575,10 @@ public struct Client: APIProtocol {
     /// terminal's key, and that the terms the terminal states are the signed ones; then it
     /// executes the payment once: the first result (approval or decline) is stored and returned
     /// to every retry, and the same payment id with other terms is refused (409 payment_conflict).
+    /// A Confirm that names one of the wallet's cards (issue 15) is charged through the card
+    /// processor with the payment id as its idempotency key; a timeout is resolved by asking the
+    /// processor what happened before one retry. `card_processor_unavailable` (503): nothing was
+    /// recorded; retry with the same payment id, which never charges twice.
     ///
     ///
     /// - Remark: HTTP `POST /v1/payments`.
@@ -1974,6 +1978,526 @@ public struct Client: APIProtocol {
                     case "application/json":
                         body = try await converter.getResponseBodyAsJSON(
                             Components.Schemas.StatusMessageList.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// The signing wallet's cards (the reference's getWallet); removed cards are not listed.
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/cards`.
+    /// - Remark: Generated from `#/paths//v1/wallet/cards/get(getPaymentCards)`.
+    public func getPaymentCards(_ input: Operations.GetPaymentCards.Input) async throws -> Operations.GetPaymentCards.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.GetPaymentCards.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/wallet/cards",
+                    parameters: []
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .get
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                return (request, nil)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.GetPaymentCards.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.PaymentCardList.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// Adds a card to the signing wallet (the reference's addPaymentCard).
+    ///
+    /// The server checks the number (13 to 19 digits, Luhn, Visa / Mastercard / American Express),
+    /// the expiry (MM/YY, not past, at most 20 years ahead) and the CVC (3 digits, 4 for American
+    /// Express); the card processor tokenizes it; only the token, brand, last four digits, expiry,
+    /// cardholder and name are stored, never the number or the CVC. Errors: `card_number_invalid`,
+    /// `card_brand_unsupported`, `card_expiry_invalid`, `card_expired`, `card_cvc_invalid`,
+    /// `card_not_accepted` (the sandbox knows only its test numbers), `card_processor_unavailable`.
+    /// A card that needs 3-D Secure answers 202 with `paymentDetails`: open `redirectionUrl` in a
+    /// browser; the challenge page posts `MD` and `PaRes` to `postDataTermUrl`; then complete with
+    /// executeAddPaymentCard. Until then the card cannot pay.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallet/cards`.
+    /// - Remark: Generated from `#/paths//v1/wallet/cards/post(addPaymentCard)`.
+    public func addPaymentCard(_ input: Operations.AddPaymentCard.Input) async throws -> Operations.AddPaymentCard.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.AddPaymentCard.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/wallet/cards",
+                    parameters: []
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .post
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                let body: OpenAPIRuntime.HTTPBody?
+                switch input.body {
+                case let .json(value):
+                    body = try converter.setRequiredRequestBodyAsJSON(
+                        value,
+                        headerFields: &request.headerFields,
+                        contentType: "application/json; charset=utf-8"
+                    )
+                }
+                return (request, body)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 201:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.AddPaymentCard.Output.Created.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.AddPaymentCardResult.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .created(.init(body: body))
+                case 202:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.AddPaymentCard.Output.Accepted.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.AddPaymentCardResult.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .accepted(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// Switches one of the signing wallet's cards on or off and renames it (the reference's updateCard).
+    ///
+    /// - Remark: HTTP `PATCH /v1/wallet/cards/{cardId}`.
+    /// - Remark: Generated from `#/paths//v1/wallet/cards/{cardId}/patch(updatePaymentCard)`.
+    public func updatePaymentCard(_ input: Operations.UpdatePaymentCard.Input) async throws -> Operations.UpdatePaymentCard.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.UpdatePaymentCard.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/wallet/cards/{}",
+                    parameters: [
+                        input.path.cardId
+                    ]
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .patch
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                let body: OpenAPIRuntime.HTTPBody?
+                switch input.body {
+                case let .json(value):
+                    body = try converter.setRequiredRequestBodyAsJSON(
+                        value,
+                        headerFields: &request.headerFields,
+                        contentType: "application/json; charset=utf-8"
+                    )
+                }
+                return (request, body)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.UpdatePaymentCard.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.PaymentCard.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// Removes one of the signing wallet's cards (the reference's removeCard); it can no longer pay.
+    ///
+    /// - Remark: HTTP `DELETE /v1/wallet/cards/{cardId}`.
+    /// - Remark: Generated from `#/paths//v1/wallet/cards/{cardId}/delete(removePaymentCard)`.
+    public func removePaymentCard(_ input: Operations.RemovePaymentCard.Input) async throws -> Operations.RemovePaymentCard.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.RemovePaymentCard.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/wallet/cards/{}",
+                    parameters: [
+                        input.path.cardId
+                    ]
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .delete
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                return (request, nil)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 204:
+                    return .noContent(.init())
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// Completes adding a card with the MD and PaRes of its 3-D Secure challenge (the reference's executeAddPaymentCard).
+    ///
+    /// Errors: `card_not_found`, `card_challenge_not_found` (no such MD for this card),
+    /// `card_challenge_pending` (not answered yet), `card_challenge_expired`,
+    /// `card_challenge_failed`, `card_pares_invalid` (not this challenge's PaRes). Completing a
+    /// completed challenge again answers the card (a retry after a lost answer).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallet/cards/{cardId}/3ds`.
+    /// - Remark: Generated from `#/paths//v1/wallet/cards/{cardId}/3ds/post(executeAddPaymentCard)`.
+    public func executeAddPaymentCard(_ input: Operations.ExecuteAddPaymentCard.Input) async throws -> Operations.ExecuteAddPaymentCard.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.ExecuteAddPaymentCard.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/wallet/cards/{}/3ds",
+                    parameters: [
+                        input.path.cardId
+                    ]
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .post
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                let body: OpenAPIRuntime.HTTPBody?
+                switch input.body {
+                case let .json(value):
+                    body = try converter.setRequiredRequestBodyAsJSON(
+                        value,
+                        headerFields: &request.headerFields,
+                        contentType: "application/json; charset=utf-8"
+                    )
+                }
+                return (request, body)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.ExecuteAddPaymentCard.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.PaymentCard.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// The state of a 3-D Secure challenge of one of the signing wallet's cards, with its PaRes once answered.
+    ///
+    /// For a wallet that cannot read the browser's term page (a command line): it polls this
+    /// until the person has answered, then completes with executeAddPaymentCard.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/card-challenges/{md}`.
+    /// - Remark: Generated from `#/paths//v1/wallet/card-challenges/{md}/get(getCardChallenge)`.
+    public func getCardChallenge(_ input: Operations.GetCardChallenge.Input) async throws -> Operations.GetCardChallenge.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.GetCardChallenge.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/wallet/card-challenges/{}",
+                    parameters: [
+                        input.path.md
+                    ]
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .get
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                return (request, nil)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.GetCardChallenge.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.CardChallengeStatus.self,
                             from: responseBody,
                             transforming: { value in
                                 .json(value)

@@ -300,6 +300,72 @@ extension APIProtocol {
             method: .get,
             path: server.apiPathComponentsWithServerPrefix("/v1/status-messages")
         )
+        try transport.register(
+            {
+                try await server.getPaymentCards(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .get,
+            path: server.apiPathComponentsWithServerPrefix("/v1/wallet/cards")
+        )
+        try transport.register(
+            {
+                try await server.addPaymentCard(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/wallet/cards")
+        )
+        try transport.register(
+            {
+                try await server.updatePaymentCard(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .patch,
+            path: server.apiPathComponentsWithServerPrefix("/v1/wallet/cards/{cardId}")
+        )
+        try transport.register(
+            {
+                try await server.removePaymentCard(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .delete,
+            path: server.apiPathComponentsWithServerPrefix("/v1/wallet/cards/{cardId}")
+        )
+        try transport.register(
+            {
+                try await server.executeAddPaymentCard(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/wallet/cards/{cardId}/3ds")
+        )
+        try transport.register(
+            {
+                try await server.getCardChallenge(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .get,
+            path: server.apiPathComponentsWithServerPrefix("/v1/wallet/card-challenges/{md}")
+        )
     }
 }
 
@@ -745,6 +811,10 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
     /// terminal's key, and that the terms the terminal states are the signed ones; then it
     /// executes the payment once: the first result (approval or decline) is stored and returned
     /// to every retry, and the same payment id with other terms is refused (409 payment_conflict).
+    /// A Confirm that names one of the wallet's cards (issue 15) is charged through the card
+    /// processor with the payment id as its idempotency key; a timeout is resolved by asking the
+    /// processor what happened before one retry. `card_processor_unavailable` (503): nothing was
+    /// recorded; retry with the same payment id, which never charges twice.
     ///
     ///
     /// - Remark: HTTP `POST /v1/payments`.
@@ -2045,6 +2115,507 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
             deserializer: { request, requestBody, metadata in
                 let headers: Operations.GetStatusMessages.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
                 return Operations.GetStatusMessages.Input(headers: headers)
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// The signing wallet's cards (the reference's getWallet); removed cards are not listed.
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/cards`.
+    /// - Remark: Generated from `#/paths//v1/wallet/cards/get(getPaymentCards)`.
+    func getPaymentCards(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.GetPaymentCards.id,
+            using: {
+                APIHandler.getPaymentCards($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let headers: Operations.GetPaymentCards.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.GetPaymentCards.Input(headers: headers)
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Adds a card to the signing wallet (the reference's addPaymentCard).
+    ///
+    /// The server checks the number (13 to 19 digits, Luhn, Visa / Mastercard / American Express),
+    /// the expiry (MM/YY, not past, at most 20 years ahead) and the CVC (3 digits, 4 for American
+    /// Express); the card processor tokenizes it; only the token, brand, last four digits, expiry,
+    /// cardholder and name are stored, never the number or the CVC. Errors: `card_number_invalid`,
+    /// `card_brand_unsupported`, `card_expiry_invalid`, `card_expired`, `card_cvc_invalid`,
+    /// `card_not_accepted` (the sandbox knows only its test numbers), `card_processor_unavailable`.
+    /// A card that needs 3-D Secure answers 202 with `paymentDetails`: open `redirectionUrl` in a
+    /// browser; the challenge page posts `MD` and `PaRes` to `postDataTermUrl`; then complete with
+    /// executeAddPaymentCard. Until then the card cannot pay.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallet/cards`.
+    /// - Remark: Generated from `#/paths//v1/wallet/cards/post(addPaymentCard)`.
+    func addPaymentCard(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.AddPaymentCard.id,
+            using: {
+                APIHandler.addPaymentCard($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let headers: Operations.AddPaymentCard.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
+                let body: Operations.AddPaymentCard.Input.Body
+                let chosenContentType = try converter.bestContentType(
+                    received: contentType,
+                    options: [
+                        "application/json"
+                    ]
+                )
+                switch chosenContentType {
+                case "application/json":
+                    body = try await converter.getRequiredRequestBodyAsJSON(
+                        Components.Schemas.AddPaymentCardRequest.self,
+                        from: requestBody,
+                        transforming: { value in
+                            .json(value)
+                        }
+                    )
+                default:
+                    preconditionFailure("bestContentType chose an invalid content type.")
+                }
+                return Operations.AddPaymentCard.Input(
+                    headers: headers,
+                    body: body
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .created(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 201)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .accepted(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 202)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Switches one of the signing wallet's cards on or off and renames it (the reference's updateCard).
+    ///
+    /// - Remark: HTTP `PATCH /v1/wallet/cards/{cardId}`.
+    /// - Remark: Generated from `#/paths//v1/wallet/cards/{cardId}/patch(updatePaymentCard)`.
+    func updatePaymentCard(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.UpdatePaymentCard.id,
+            using: {
+                APIHandler.updatePaymentCard($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.UpdatePaymentCard.Input.Path = .init(cardId: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "cardId",
+                    as: Swift.String.self
+                ))
+                let headers: Operations.UpdatePaymentCard.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
+                let body: Operations.UpdatePaymentCard.Input.Body
+                let chosenContentType = try converter.bestContentType(
+                    received: contentType,
+                    options: [
+                        "application/json"
+                    ]
+                )
+                switch chosenContentType {
+                case "application/json":
+                    body = try await converter.getRequiredRequestBodyAsJSON(
+                        Components.Schemas.UpdatePaymentCardRequest.self,
+                        from: requestBody,
+                        transforming: { value in
+                            .json(value)
+                        }
+                    )
+                default:
+                    preconditionFailure("bestContentType chose an invalid content type.")
+                }
+                return Operations.UpdatePaymentCard.Input(
+                    path: path,
+                    headers: headers,
+                    body: body
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Removes one of the signing wallet's cards (the reference's removeCard); it can no longer pay.
+    ///
+    /// - Remark: HTTP `DELETE /v1/wallet/cards/{cardId}`.
+    /// - Remark: Generated from `#/paths//v1/wallet/cards/{cardId}/delete(removePaymentCard)`.
+    func removePaymentCard(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.RemovePaymentCard.id,
+            using: {
+                APIHandler.removePaymentCard($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.RemovePaymentCard.Input.Path = .init(cardId: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "cardId",
+                    as: Swift.String.self
+                ))
+                let headers: Operations.RemovePaymentCard.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.RemovePaymentCard.Input(
+                    path: path,
+                    headers: headers
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .noContent(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 204)
+                    suppressMutabilityWarning(&response)
+                    return (response, nil)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Completes adding a card with the MD and PaRes of its 3-D Secure challenge (the reference's executeAddPaymentCard).
+    ///
+    /// Errors: `card_not_found`, `card_challenge_not_found` (no such MD for this card),
+    /// `card_challenge_pending` (not answered yet), `card_challenge_expired`,
+    /// `card_challenge_failed`, `card_pares_invalid` (not this challenge's PaRes). Completing a
+    /// completed challenge again answers the card (a retry after a lost answer).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallet/cards/{cardId}/3ds`.
+    /// - Remark: Generated from `#/paths//v1/wallet/cards/{cardId}/3ds/post(executeAddPaymentCard)`.
+    func executeAddPaymentCard(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.ExecuteAddPaymentCard.id,
+            using: {
+                APIHandler.executeAddPaymentCard($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.ExecuteAddPaymentCard.Input.Path = .init(cardId: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "cardId",
+                    as: Swift.String.self
+                ))
+                let headers: Operations.ExecuteAddPaymentCard.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
+                let body: Operations.ExecuteAddPaymentCard.Input.Body
+                let chosenContentType = try converter.bestContentType(
+                    received: contentType,
+                    options: [
+                        "application/json"
+                    ]
+                )
+                switch chosenContentType {
+                case "application/json":
+                    body = try await converter.getRequiredRequestBodyAsJSON(
+                        Components.Schemas.ExecuteAddPaymentCardRequest.self,
+                        from: requestBody,
+                        transforming: { value in
+                            .json(value)
+                        }
+                    )
+                default:
+                    preconditionFailure("bestContentType chose an invalid content type.")
+                }
+                return Operations.ExecuteAddPaymentCard.Input(
+                    path: path,
+                    headers: headers,
+                    body: body
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// The state of a 3-D Secure challenge of one of the signing wallet's cards, with its PaRes once answered.
+    ///
+    /// For a wallet that cannot read the browser's term page (a command line): it polls this
+    /// until the person has answered, then completes with executeAddPaymentCard.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/card-challenges/{md}`.
+    /// - Remark: Generated from `#/paths//v1/wallet/card-challenges/{md}/get(getCardChallenge)`.
+    func getCardChallenge(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.GetCardChallenge.id,
+            using: {
+                APIHandler.getCardChallenge($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.GetCardChallenge.Input.Path = .init(md: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "md",
+                    as: Swift.String.self
+                ))
+                let headers: Operations.GetCardChallenge.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.GetCardChallenge.Input(
+                    path: path,
+                    headers: headers
+                )
             },
             serializer: { output, request in
                 switch output {

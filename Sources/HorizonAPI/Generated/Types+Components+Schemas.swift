@@ -1562,5 +1562,388 @@ extension Components {
                 case messages
             }
         }
+        /// - Remark: Generated from `#/components/schemas/PaymentCard`.
+        public struct PaymentCard: Codable, Hashable, Sendable {
+            /// The card's id (`c_` and 32 hex digits): what a payment names.
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentCard/id`.
+            public var id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/PaymentCard/brand`.
+            @frozen public enum BrandPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case visa = "visa"
+                case mastercard = "mastercard"
+                case amex = "amex"
+            }
+            /// - Remark: Generated from `#/components/schemas/PaymentCard/brand`.
+            public var brand: Components.Schemas.PaymentCard.BrandPayload
+            /// - Remark: Generated from `#/components/schemas/PaymentCard/lastFour`.
+            public var lastFour: Swift.String
+            /// - Remark: Generated from `#/components/schemas/PaymentCard/expiryMonth`.
+            public var expiryMonth: Swift.Int32
+            /// Four digits.
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentCard/expiryYear`.
+            public var expiryYear: Swift.Int32
+            /// - Remark: Generated from `#/components/schemas/PaymentCard/cardholder`.
+            public var cardholder: Swift.String
+            /// The person's name for the card.
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentCard/name`.
+            public var name: Swift.String
+            /// An inactive card cannot pay.
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentCard/active`.
+            public var active: Swift.Bool
+            /// `challenge_required` until its 3-D Secure challenge succeeds: it cannot pay.
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentCard/state`.
+            @frozen public enum StatePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case ready = "ready"
+                case challengeRequired = "challenge_required"
+            }
+            /// `challenge_required` until its 3-D Secure challenge succeeds: it cannot pay.
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentCard/state`.
+            public var state: Components.Schemas.PaymentCard.StatePayload
+            /// Creates a new `PaymentCard`.
+            ///
+            /// - Parameters:
+            ///   - id: The card's id (`c_` and 32 hex digits): what a payment names.
+            ///   - brand:
+            ///   - lastFour:
+            ///   - expiryMonth:
+            ///   - expiryYear: Four digits.
+            ///   - cardholder:
+            ///   - name: The person's name for the card.
+            ///   - active: An inactive card cannot pay.
+            ///   - state: `challenge_required` until its 3-D Secure challenge succeeds: it cannot pay.
+            public init(
+                id: Swift.String,
+                brand: Components.Schemas.PaymentCard.BrandPayload,
+                lastFour: Swift.String,
+                expiryMonth: Swift.Int32,
+                expiryYear: Swift.Int32,
+                cardholder: Swift.String,
+                name: Swift.String,
+                active: Swift.Bool,
+                state: Components.Schemas.PaymentCard.StatePayload
+            ) {
+                self.id = id
+                self.brand = brand
+                self.lastFour = lastFour
+                self.expiryMonth = expiryMonth
+                self.expiryYear = expiryYear
+                self.cardholder = cardholder
+                self.name = name
+                self.active = active
+                self.state = state
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case brand
+                case lastFour
+                case expiryMonth
+                case expiryYear
+                case cardholder
+                case name
+                case active
+                case state
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/PaymentCardList`.
+        public struct PaymentCardList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/PaymentCardList/cards`.
+            public var cards: [Components.Schemas.PaymentCard]
+            /// Creates a new `PaymentCardList`.
+            ///
+            /// - Parameters:
+            ///   - cards:
+            public init(cards: [Components.Schemas.PaymentCard]) {
+                self.cards = cards
+            }
+            public enum CodingKeys: String, CodingKey {
+                case cards
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/AddPaymentCardRequest`.
+        public struct AddPaymentCardRequest: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/AddPaymentCardRequest/cardholder`.
+            public var cardholder: Swift.String
+            /// 13 to 19 digits; spaces and dashes are ignored.
+            ///
+            /// - Remark: Generated from `#/components/schemas/AddPaymentCardRequest/cardNumber`.
+            public var cardNumber: Swift.String
+            /// MM/YY (MM/YYYY is accepted).
+            ///
+            /// - Remark: Generated from `#/components/schemas/AddPaymentCardRequest/expiry`.
+            public var expiry: Swift.String
+            /// - Remark: Generated from `#/components/schemas/AddPaymentCardRequest/cvc`.
+            public var cvc: Swift.String
+            /// The person's name for the card; default "Visa •••• 4242".
+            ///
+            /// - Remark: Generated from `#/components/schemas/AddPaymentCardRequest/name`.
+            public var name: Swift.String?
+            /// Creates a new `AddPaymentCardRequest`.
+            ///
+            /// - Parameters:
+            ///   - cardholder:
+            ///   - cardNumber: 13 to 19 digits; spaces and dashes are ignored.
+            ///   - expiry: MM/YY (MM/YYYY is accepted).
+            ///   - cvc:
+            ///   - name: The person's name for the card; default "Visa •••• 4242".
+            public init(
+                cardholder: Swift.String,
+                cardNumber: Swift.String,
+                expiry: Swift.String,
+                cvc: Swift.String,
+                name: Swift.String? = nil
+            ) {
+                self.cardholder = cardholder
+                self.cardNumber = cardNumber
+                self.expiry = expiry
+                self.cvc = cvc
+                self.name = name
+            }
+            public enum CodingKeys: String, CodingKey {
+                case cardholder
+                case cardNumber
+                case expiry
+                case cvc
+                case name
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.cardholder = try container.decode(
+                    Swift.String.self,
+                    forKey: .cardholder
+                )
+                self.cardNumber = try container.decode(
+                    Swift.String.self,
+                    forKey: .cardNumber
+                )
+                self.expiry = try container.decode(
+                    Swift.String.self,
+                    forKey: .expiry
+                )
+                self.cvc = try container.decode(
+                    Swift.String.self,
+                    forKey: .cvc
+                )
+                self.name = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .name
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "cardholder",
+                    "cardNumber",
+                    "expiry",
+                    "cvc",
+                    "name"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/AddPaymentCardResult`.
+        public struct AddPaymentCardResult: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/AddPaymentCardResult/card`.
+            public var card: Components.Schemas.PaymentCard
+            /// - Remark: Generated from `#/components/schemas/AddPaymentCardResult/paymentDetails`.
+            public var paymentDetails: Components.Schemas.PaymentDetails?
+            /// Creates a new `AddPaymentCardResult`.
+            ///
+            /// - Parameters:
+            ///   - card:
+            ///   - paymentDetails:
+            public init(
+                card: Components.Schemas.PaymentCard,
+                paymentDetails: Components.Schemas.PaymentDetails? = nil
+            ) {
+                self.card = card
+                self.paymentDetails = paymentDetails
+            }
+            public enum CodingKeys: String, CodingKey {
+                case card
+                case paymentDetails
+            }
+        }
+        /// The reference's PaymentDetails, for a card that needs a 3-D Secure challenge.
+        ///
+        /// - Remark: Generated from `#/components/schemas/PaymentDetails`.
+        public struct PaymentDetails: Codable, Hashable, Sendable {
+            /// The reference's MD: names the challenge.
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentDetails/md`.
+            public var md: Swift.String
+            /// The challenge page, relative to the server's base URL (GET it, or POST `MD` as a form).
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentDetails/redirectionUrl`.
+            public var redirectionUrl: Swift.String
+            /// Where the challenge page posts `MD` and `PaRes` (relative to the server's base URL).
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentDetails/postDataTermUrl`.
+            public var postDataTermUrl: Swift.String
+            /// Unix seconds; the challenge is refused after.
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentDetails/expiresAt`.
+            public var expiresAt: Swift.Int64
+            /// Always false here: this card is enrolled and needs the challenge.
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentDetails/card3DSNotEnrolled`.
+            public var card3DSNotEnrolled: Swift.Bool
+            /// Creates a new `PaymentDetails`.
+            ///
+            /// - Parameters:
+            ///   - md: The reference's MD: names the challenge.
+            ///   - redirectionUrl: The challenge page, relative to the server's base URL (GET it, or POST `MD` as a form).
+            ///   - postDataTermUrl: Where the challenge page posts `MD` and `PaRes` (relative to the server's base URL).
+            ///   - expiresAt: Unix seconds; the challenge is refused after.
+            ///   - card3DSNotEnrolled: Always false here: this card is enrolled and needs the challenge.
+            public init(
+                md: Swift.String,
+                redirectionUrl: Swift.String,
+                postDataTermUrl: Swift.String,
+                expiresAt: Swift.Int64,
+                card3DSNotEnrolled: Swift.Bool
+            ) {
+                self.md = md
+                self.redirectionUrl = redirectionUrl
+                self.postDataTermUrl = postDataTermUrl
+                self.expiresAt = expiresAt
+                self.card3DSNotEnrolled = card3DSNotEnrolled
+            }
+            public enum CodingKeys: String, CodingKey {
+                case md
+                case redirectionUrl
+                case postDataTermUrl
+                case expiresAt
+                case card3DSNotEnrolled
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ExecuteAddPaymentCardRequest`.
+        public struct ExecuteAddPaymentCardRequest: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ExecuteAddPaymentCardRequest/md`.
+            public var md: Swift.String
+            /// - Remark: Generated from `#/components/schemas/ExecuteAddPaymentCardRequest/paRes`.
+            public var paRes: Swift.String
+            /// Creates a new `ExecuteAddPaymentCardRequest`.
+            ///
+            /// - Parameters:
+            ///   - md:
+            ///   - paRes:
+            public init(
+                md: Swift.String,
+                paRes: Swift.String
+            ) {
+                self.md = md
+                self.paRes = paRes
+            }
+            public enum CodingKeys: String, CodingKey {
+                case md
+                case paRes
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.md = try container.decode(
+                    Swift.String.self,
+                    forKey: .md
+                )
+                self.paRes = try container.decode(
+                    Swift.String.self,
+                    forKey: .paRes
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "md",
+                    "paRes"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/UpdatePaymentCardRequest`.
+        public struct UpdatePaymentCardRequest: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/UpdatePaymentCardRequest/active`.
+            public var active: Swift.Bool?
+            /// - Remark: Generated from `#/components/schemas/UpdatePaymentCardRequest/name`.
+            public var name: Swift.String?
+            /// Creates a new `UpdatePaymentCardRequest`.
+            ///
+            /// - Parameters:
+            ///   - active:
+            ///   - name:
+            public init(
+                active: Swift.Bool? = nil,
+                name: Swift.String? = nil
+            ) {
+                self.active = active
+                self.name = name
+            }
+            public enum CodingKeys: String, CodingKey {
+                case active
+                case name
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.active = try container.decodeIfPresent(
+                    Swift.Bool.self,
+                    forKey: .active
+                )
+                self.name = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .name
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "active",
+                    "name"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/CardChallengeStatus`.
+        public struct CardChallengeStatus: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/CardChallengeStatus/md`.
+            public var md: Swift.String
+            /// - Remark: Generated from `#/components/schemas/CardChallengeStatus/cardId`.
+            public var cardId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/CardChallengeStatus/state`.
+            @frozen public enum StatePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case open = "open"
+                case approved = "approved"
+                case failed = "failed"
+                case expired = "expired"
+                case completed = "completed"
+            }
+            /// - Remark: Generated from `#/components/schemas/CardChallengeStatus/state`.
+            public var state: Components.Schemas.CardChallengeStatus.StatePayload
+            /// Once answered (approved or failed): what executeAddPaymentCard takes.
+            ///
+            /// - Remark: Generated from `#/components/schemas/CardChallengeStatus/paRes`.
+            public var paRes: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/CardChallengeStatus/expiresAt`.
+            public var expiresAt: Swift.Int64
+            /// Creates a new `CardChallengeStatus`.
+            ///
+            /// - Parameters:
+            ///   - md:
+            ///   - cardId:
+            ///   - state:
+            ///   - paRes: Once answered (approved or failed): what executeAddPaymentCard takes.
+            ///   - expiresAt:
+            public init(
+                md: Swift.String,
+                cardId: Swift.String,
+                state: Components.Schemas.CardChallengeStatus.StatePayload,
+                paRes: Swift.String? = nil,
+                expiresAt: Swift.Int64
+            ) {
+                self.md = md
+                self.cardId = cardId
+                self.state = state
+                self.paRes = paRes
+                self.expiresAt = expiresAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case md
+                case cardId
+                case state
+                case paRes
+                case expiresAt
+            }
+        }
     }
 }

@@ -59,6 +59,10 @@ public protocol APIProtocol: Sendable {
     /// terminal's key, and that the terms the terminal states are the signed ones; then it
     /// executes the payment once: the first result (approval or decline) is stored and returned
     /// to every retry, and the same payment id with other terms is refused (409 payment_conflict).
+    /// A Confirm that names one of the wallet's cards (issue 15) is charged through the card
+    /// processor with the payment id as its idempotency key; a timeout is resolved by asking the
+    /// processor what happened before one retry. `card_processor_unavailable` (503): nothing was
+    /// recorded; retry with the same payment id, which never charges twice.
     ///
     ///
     /// - Remark: HTTP `POST /v1/payments`.
@@ -169,6 +173,57 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/status-messages`.
     /// - Remark: Generated from `#/paths//v1/status-messages/get(getStatusMessages)`.
     func getStatusMessages(_ input: Operations.GetStatusMessages.Input) async throws -> Operations.GetStatusMessages.Output
+    /// The signing wallet's cards (the reference's getWallet); removed cards are not listed.
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/cards`.
+    /// - Remark: Generated from `#/paths//v1/wallet/cards/get(getPaymentCards)`.
+    func getPaymentCards(_ input: Operations.GetPaymentCards.Input) async throws -> Operations.GetPaymentCards.Output
+    /// Adds a card to the signing wallet (the reference's addPaymentCard).
+    ///
+    /// The server checks the number (13 to 19 digits, Luhn, Visa / Mastercard / American Express),
+    /// the expiry (MM/YY, not past, at most 20 years ahead) and the CVC (3 digits, 4 for American
+    /// Express); the card processor tokenizes it; only the token, brand, last four digits, expiry,
+    /// cardholder and name are stored, never the number or the CVC. Errors: `card_number_invalid`,
+    /// `card_brand_unsupported`, `card_expiry_invalid`, `card_expired`, `card_cvc_invalid`,
+    /// `card_not_accepted` (the sandbox knows only its test numbers), `card_processor_unavailable`.
+    /// A card that needs 3-D Secure answers 202 with `paymentDetails`: open `redirectionUrl` in a
+    /// browser; the challenge page posts `MD` and `PaRes` to `postDataTermUrl`; then complete with
+    /// executeAddPaymentCard. Until then the card cannot pay.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallet/cards`.
+    /// - Remark: Generated from `#/paths//v1/wallet/cards/post(addPaymentCard)`.
+    func addPaymentCard(_ input: Operations.AddPaymentCard.Input) async throws -> Operations.AddPaymentCard.Output
+    /// Switches one of the signing wallet's cards on or off and renames it (the reference's updateCard).
+    ///
+    /// - Remark: HTTP `PATCH /v1/wallet/cards/{cardId}`.
+    /// - Remark: Generated from `#/paths//v1/wallet/cards/{cardId}/patch(updatePaymentCard)`.
+    func updatePaymentCard(_ input: Operations.UpdatePaymentCard.Input) async throws -> Operations.UpdatePaymentCard.Output
+    /// Removes one of the signing wallet's cards (the reference's removeCard); it can no longer pay.
+    ///
+    /// - Remark: HTTP `DELETE /v1/wallet/cards/{cardId}`.
+    /// - Remark: Generated from `#/paths//v1/wallet/cards/{cardId}/delete(removePaymentCard)`.
+    func removePaymentCard(_ input: Operations.RemovePaymentCard.Input) async throws -> Operations.RemovePaymentCard.Output
+    /// Completes adding a card with the MD and PaRes of its 3-D Secure challenge (the reference's executeAddPaymentCard).
+    ///
+    /// Errors: `card_not_found`, `card_challenge_not_found` (no such MD for this card),
+    /// `card_challenge_pending` (not answered yet), `card_challenge_expired`,
+    /// `card_challenge_failed`, `card_pares_invalid` (not this challenge's PaRes). Completing a
+    /// completed challenge again answers the card (a retry after a lost answer).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallet/cards/{cardId}/3ds`.
+    /// - Remark: Generated from `#/paths//v1/wallet/cards/{cardId}/3ds/post(executeAddPaymentCard)`.
+    func executeAddPaymentCard(_ input: Operations.ExecuteAddPaymentCard.Input) async throws -> Operations.ExecuteAddPaymentCard.Output
+    /// The state of a 3-D Secure challenge of one of the signing wallet's cards, with its PaRes once answered.
+    ///
+    /// For a wallet that cannot read the browser's term page (a command line): it polls this
+    /// until the person has answered, then completes with executeAddPaymentCard.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/card-challenges/{md}`.
+    /// - Remark: Generated from `#/paths//v1/wallet/card-challenges/{md}/get(getCardChallenge)`.
+    func getCardChallenge(_ input: Operations.GetCardChallenge.Input) async throws -> Operations.GetCardChallenge.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -235,6 +290,10 @@ extension APIProtocol {
     /// terminal's key, and that the terms the terminal states are the signed ones; then it
     /// executes the payment once: the first result (approval or decline) is stored and returned
     /// to every retry, and the same payment id with other terms is refused (409 payment_conflict).
+    /// A Confirm that names one of the wallet's cards (issue 15) is charged through the card
+    /// processor with the payment id as its idempotency key; a timeout is resolved by asking the
+    /// processor what happened before one retry. `card_processor_unavailable` (503): nothing was
+    /// recorded; retry with the same payment id, which never charges twice.
     ///
     ///
     /// - Remark: HTTP `POST /v1/payments`.
@@ -456,6 +515,103 @@ extension APIProtocol {
     /// - Remark: Generated from `#/paths//v1/status-messages/get(getStatusMessages)`.
     public func getStatusMessages(headers: Operations.GetStatusMessages.Input.Headers = .init()) async throws -> Operations.GetStatusMessages.Output {
         try await getStatusMessages(Operations.GetStatusMessages.Input(headers: headers))
+    }
+    /// The signing wallet's cards (the reference's getWallet); removed cards are not listed.
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/cards`.
+    /// - Remark: Generated from `#/paths//v1/wallet/cards/get(getPaymentCards)`.
+    public func getPaymentCards(headers: Operations.GetPaymentCards.Input.Headers = .init()) async throws -> Operations.GetPaymentCards.Output {
+        try await getPaymentCards(Operations.GetPaymentCards.Input(headers: headers))
+    }
+    /// Adds a card to the signing wallet (the reference's addPaymentCard).
+    ///
+    /// The server checks the number (13 to 19 digits, Luhn, Visa / Mastercard / American Express),
+    /// the expiry (MM/YY, not past, at most 20 years ahead) and the CVC (3 digits, 4 for American
+    /// Express); the card processor tokenizes it; only the token, brand, last four digits, expiry,
+    /// cardholder and name are stored, never the number or the CVC. Errors: `card_number_invalid`,
+    /// `card_brand_unsupported`, `card_expiry_invalid`, `card_expired`, `card_cvc_invalid`,
+    /// `card_not_accepted` (the sandbox knows only its test numbers), `card_processor_unavailable`.
+    /// A card that needs 3-D Secure answers 202 with `paymentDetails`: open `redirectionUrl` in a
+    /// browser; the challenge page posts `MD` and `PaRes` to `postDataTermUrl`; then complete with
+    /// executeAddPaymentCard. Until then the card cannot pay.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallet/cards`.
+    /// - Remark: Generated from `#/paths//v1/wallet/cards/post(addPaymentCard)`.
+    public func addPaymentCard(
+        headers: Operations.AddPaymentCard.Input.Headers = .init(),
+        body: Operations.AddPaymentCard.Input.Body
+    ) async throws -> Operations.AddPaymentCard.Output {
+        try await addPaymentCard(Operations.AddPaymentCard.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Switches one of the signing wallet's cards on or off and renames it (the reference's updateCard).
+    ///
+    /// - Remark: HTTP `PATCH /v1/wallet/cards/{cardId}`.
+    /// - Remark: Generated from `#/paths//v1/wallet/cards/{cardId}/patch(updatePaymentCard)`.
+    public func updatePaymentCard(
+        path: Operations.UpdatePaymentCard.Input.Path,
+        headers: Operations.UpdatePaymentCard.Input.Headers = .init(),
+        body: Operations.UpdatePaymentCard.Input.Body
+    ) async throws -> Operations.UpdatePaymentCard.Output {
+        try await updatePaymentCard(Operations.UpdatePaymentCard.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Removes one of the signing wallet's cards (the reference's removeCard); it can no longer pay.
+    ///
+    /// - Remark: HTTP `DELETE /v1/wallet/cards/{cardId}`.
+    /// - Remark: Generated from `#/paths//v1/wallet/cards/{cardId}/delete(removePaymentCard)`.
+    public func removePaymentCard(
+        path: Operations.RemovePaymentCard.Input.Path,
+        headers: Operations.RemovePaymentCard.Input.Headers = .init()
+    ) async throws -> Operations.RemovePaymentCard.Output {
+        try await removePaymentCard(Operations.RemovePaymentCard.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Completes adding a card with the MD and PaRes of its 3-D Secure challenge (the reference's executeAddPaymentCard).
+    ///
+    /// Errors: `card_not_found`, `card_challenge_not_found` (no such MD for this card),
+    /// `card_challenge_pending` (not answered yet), `card_challenge_expired`,
+    /// `card_challenge_failed`, `card_pares_invalid` (not this challenge's PaRes). Completing a
+    /// completed challenge again answers the card (a retry after a lost answer).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallet/cards/{cardId}/3ds`.
+    /// - Remark: Generated from `#/paths//v1/wallet/cards/{cardId}/3ds/post(executeAddPaymentCard)`.
+    public func executeAddPaymentCard(
+        path: Operations.ExecuteAddPaymentCard.Input.Path,
+        headers: Operations.ExecuteAddPaymentCard.Input.Headers = .init(),
+        body: Operations.ExecuteAddPaymentCard.Input.Body
+    ) async throws -> Operations.ExecuteAddPaymentCard.Output {
+        try await executeAddPaymentCard(Operations.ExecuteAddPaymentCard.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// The state of a 3-D Secure challenge of one of the signing wallet's cards, with its PaRes once answered.
+    ///
+    /// For a wallet that cannot read the browser's term page (a command line): it polls this
+    /// until the person has answered, then completes with executeAddPaymentCard.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/card-challenges/{md}`.
+    /// - Remark: Generated from `#/paths//v1/wallet/card-challenges/{md}/get(getCardChallenge)`.
+    public func getCardChallenge(
+        path: Operations.GetCardChallenge.Input.Path,
+        headers: Operations.GetCardChallenge.Input.Headers = .init()
+    ) async throws -> Operations.GetCardChallenge.Output {
+        try await getCardChallenge(Operations.GetCardChallenge.Input(
+            path: path,
+            headers: headers
+        ))
     }
 }
 

@@ -13,12 +13,17 @@ import Logging
 /// → (`offer` arrives) → `decideForCandidate()` → `connectToPaymentSession()` → in
 /// `onHostConnected`, `setOrderConfirmedByUser(true, tip:)` → `completed` with `receipt`.
 public final class PaymentClient: TransactionClient, @unchecked Sendable {
+    /// Which card to pay with (the reference's `paymentCardIDProvider`, e.g. `WalletClient`):
+    /// asked when the person confirms; nil, or no provider, pays from the account balance.
+    public let paymentCardIDProvider: (any PaymentCardIDProvider)?
+
     public init(
         radio: any CentralRadio, identity: WalletIdentity, trustAnchors: [TrustAnchor],
         configuration: PaymentClientConfiguration = PaymentClientConfiguration(),
         pendingStore: any PendingPaymentStore = InMemoryPendingPaymentStore(), scanner: SightingHub? = nil,
-        logger: Logger = .silent
+        paymentCardIDProvider: (any PaymentCardIDProvider)? = nil, logger: Logger = .silent
     ) {
+        self.paymentCardIDProvider = paymentCardIDProvider
         super.init(
             transactionType: .payment, radio: radio, identity: identity, trustAnchors: trustAnchors,
             configuration: configuration, pendingStore: pendingStore, scanner: scanner, logger: logger,
@@ -43,6 +48,8 @@ public final class PaymentClient: TransactionClient, @unchecked Sendable {
             core.decline()
             return true
         }
+        // Asked once, now: the method the person confirms with is the one signed.
+        let method = paymentCardIDProvider?.paymentCardID.map { PaymentMethod.card(id: $0) } ?? .accountBalance
         return core.sendRequest(confirming: offer) { (context) throws(PaymentClientError) in
             guard tip.currency == context.offer.amount.currency else {
                 throw .invalidTip("the tip must be in \(context.offer.amount.currency.code)")
@@ -53,7 +60,7 @@ public final class PaymentClient: TransactionClient, @unchecked Sendable {
                         sessionID: context.offer.sessionID, terminalKeyDigest: context.terminalKeyDigest,
                         walletKey: context.walletKey, offerDigest: context.offerDigest, amount: context.offer.amount,
                         tip: tip, paymentID: context.requestID, walletNonce: context.walletNonce,
-                        expiresAt: context.expiresAt))
+                        expiresAt: context.expiresAt, paymentMethod: method))
             } catch {
                 throw .invalidTip(String(describing: error))
             }

@@ -15,10 +15,23 @@ extension APIHandler {
             throw APIError(.unsupportedMediaType, "the body must be JSON")
         }
         let terminal = try await signingTerminal()
-        let request = try Self.settlementRequest(submission, terminal: terminal)
-        let result = try await executeOnce("payment", request.paymentID, terminal: terminal) {
-            (ledger, time) throws(LedgerError) in
-            try await ledger.settle(request, merchant: terminal.merchantID, at: time)
+        let (request, method) = try Self.settlementRequest(submission, terminal: terminal)
+        let result: SettlementResult
+        switch method {
+        case .accountBalance:
+            result = try await executeOnce("payment", request.paymentID, terminal: terminal) {
+                (ledger, time) throws(LedgerError) in
+                try await ledger.settle(request, merchant: terminal.merchantID, at: time)
+            }
+        case .card(let id):
+            // The charge happens before the ledger's transaction (a processor is no database);
+            // the payment id as its idempotency key makes every retry the same charge.
+            let charge = try await chargeCard(PaymentCardID(rawValue: id), for: request, terminal: terminal)
+            result = try await executeOnce("payment", request.paymentID, terminal: terminal) {
+                (ledger, time) throws(LedgerError) in
+                try await ledger.settleCardPayment(
+                    request, card: PaymentCardID(rawValue: id), charge: charge, merchant: terminal.merchantID, at: time)
+            }
         }
         return .ok(.init(body: .json(Self.paymentResult(result))))
     }
@@ -76,9 +89,10 @@ extension APIHandler {
 
     /// The submission as the ledger's request, after every check that it is what the wallet
     /// signed, for this terminal: the wallet's signature over the exact Confirm bytes, the
-    /// terminal key the Confirm names, and each term the terminal states.
+    /// terminal key the Confirm names, and each term the terminal states; with the payment
+    /// method the wallet signed.
     static func settlementRequest(_ submission: Components.Schemas.PaymentSubmission, terminal: TerminalRecord)
-        throws -> SettlementRequest
+        throws -> (SettlementRequest, PaymentMethod)
     {
         // The contract's limits first (the generated decoder checks types, not ranges): a stated
         // term out of range is bad input, not a disagreement with what the wallet signed.
@@ -112,10 +126,11 @@ extension APIHandler {
                 "\(mismatches.joined(separator: ", ")) differ(s) from what the wallet signed; nothing was executed")
         }
         let keyID = try keyID(of: terminal)
-        return SettlementRequest(
+        let request = SettlementRequest(
             paymentID: confirm.paymentID, sessionID: confirm.sessionID, walletKey: confirm.walletKey,
             terminalKeyID: keyID, amount: confirm.amount, tip: confirm.tip, registerUser: submission.registerUser,
             contentDigest: Array(SHA256.hash(data: confirm.signedBytes)), signedConfirmation: confirmationBytes)
+        return (request, confirm.paymentMethod)
     }
 
     /// A redemption, checked as a payment is: the wallet's signature over the exact Redeem

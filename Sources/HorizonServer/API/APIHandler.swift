@@ -16,6 +16,8 @@ struct APIHandler: APIProtocol {
     let passwords: PasswordHasher
     let metrics: ServerMetrics
     let messages: any MessageSender
+    /// Tokenizes, charges and refunds cards (the sandbox processor unless a test gives another).
+    let cards: any CardProcessor
     let now: @Sendable () -> UnixTime
 
     // MARK: Operations

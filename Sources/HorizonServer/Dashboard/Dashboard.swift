@@ -703,7 +703,7 @@ struct DashboardMiddleware: RouterMiddleware {
 }
 
 extension HTTPField.Name {
-    static let contentSecurityPolicy = HTTPField.Name("Content-Security-Policy")!
-    static let xContentTypeOptions = HTTPField.Name("X-Content-Type-Options")!
+    static let contentSecurityPolicy = HTTPField.Name.contentSecurityPolicy
+    static let xContentTypeOptions = HTTPField.Name.xContentTypeOptions
     static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
 }

@@ -37,6 +37,20 @@ public struct APIError: Error, Sendable, Equatable {
         case registrationExpired = "registration_expired"
         case registrationUsed = "registration_used"
         case registrationLocked = "registration_locked"
+        // issue 15: cards and 3-D Secure.
+        case cardNumberInvalid = "card_number_invalid"
+        case cardBrandUnsupported = "card_brand_unsupported"
+        case cardExpiryInvalid = "card_expiry_invalid"
+        case cardExpired = "card_expired"
+        case cardCVCInvalid = "card_cvc_invalid"
+        case cardNotAccepted = "card_not_accepted"
+        case cardProcessorUnavailable = "card_processor_unavailable"
+        case cardNotFound = "card_not_found"
+        case cardChallengeNotFound = "card_challenge_not_found"
+        case cardChallengePending = "card_challenge_pending"
+        case cardChallengeExpired = "card_challenge_expired"
+        case cardChallengeFailed = "card_challenge_failed"
+        case cardPaResInvalid = "card_pares_invalid"
         // issue 15: refunds (the codes of `RefundRefusal`)
         case refundIDInvalid = "refund_id_invalid"
         case refundAmountInvalid = "refund_amount_invalid"
@@ -72,6 +86,13 @@ public struct APIError: Error, Sendable, Equatable {
             case .registrationExpired: .gone
             case .registrationUsed: .conflict
             case .registrationLocked: .forbidden
+            case .cardNumberInvalid, .cardBrandUnsupported, .cardExpiryInvalid, .cardExpired, .cardCVCInvalid:
+                .badRequest
+            case .cardNotAccepted, .cardChallengeFailed, .cardPaResInvalid: .unprocessableContent
+            case .cardProcessorUnavailable: .serviceUnavailable
+            case .cardNotFound, .cardChallengeNotFound: .notFound
+            case .cardChallengePending: .conflict
+            case .cardChallengeExpired: .gone
             case .refundIDInvalid, .refundAmountInvalid: .badRequest
             case .paymentNotRefundable, .refundExceedsRemaining, .idempotencyConflict: .conflict
             case .currencyMismatch: .unprocessableContent

@@ -255,7 +255,11 @@ struct BodyLimitMiddleware: RouterMiddleware {
             let type = request.headers[.contentType]?.lowercased() ?? ""
             // The media type itself, without parameters such as charset ("application/jsonp" is not JSON).
             let mediaType = type.split(separator: ";", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces) ?? ""
-            guard mediaType == "application/json" else {
+            // The 3-D Secure pages are HTML forms a browser posts (issue 15).
+            let isForm =
+                mediaType == "application/x-www-form-urlencoded"
+                && ThreeDSecurePages.acceptsForms(path: request.uri.path)
+            guard mediaType == "application/json" || isForm else {
                 throw APIError(
                     .unsupportedMediaType,
                     "the body must be JSON with Content-Type: application/json (got \(type.isEmpty ? "none" : type))")
