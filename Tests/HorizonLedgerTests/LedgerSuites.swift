@@ -63,12 +63,31 @@ struct SQLiteLedgerTests {
         try await LedgerContract.registrationMigratesAVersion3Database(.sqlite)
     }
     // issue 15: refunds
-    @Test func refundsGiveBackUntilNothingIsLeft() async throws { try await LedgerContract.refundsGiveBackUntilNothingIsLeft(.sqlite) }
-    @Test func refundsAreIdempotentByRefundID() async throws { try await LedgerContract.refundsAreIdempotentByRefundID(.sqlite) }
-    @Test func refundRefusalsHaveExactCodes() async throws { try await LedgerContract.refundRefusalsHaveExactCodes(.sqlite) }
-    @Test func refundedPointsRoundDownAndStopAtZero() async throws { try await LedgerContract.refundedPointsRoundDownAndStopAtZero(.sqlite) }
-    @Test func concurrentRefundsNeverExceedThePayment() async throws { try await LedgerContract.concurrentRefundsNeverExceedThePayment(.sqlite) }
-    @Test func refundsMigrateAVersion4Database() async throws { try await LedgerContract.refundsMigrateAVersion4Database(.sqlite) }
+    @Test func refundsGiveBackUntilNothingIsLeft() async throws {
+        try await LedgerContract.refundsGiveBackUntilNothingIsLeft(.sqlite)
+    }
+    @Test func refundsAreIdempotentByRefundID() async throws {
+        try await LedgerContract.refundsAreIdempotentByRefundID(.sqlite)
+    }
+    @Test func refundRefusalsHaveExactCodes() async throws {
+        try await LedgerContract.refundRefusalsHaveExactCodes(.sqlite)
+    }
+    @Test func refundedPointsRoundDownAndStopAtZero() async throws {
+        try await LedgerContract.refundedPointsRoundDownAndStopAtZero(.sqlite)
+    }
+    @Test func concurrentRefundsNeverExceedThePayment() async throws {
+        try await LedgerContract.concurrentRefundsNeverExceedThePayment(.sqlite)
+    }
+    @Test func refundsMigrateAVersion4Database() async throws {
+        try await LedgerContract.refundsMigrateAVersion4Database(.sqlite)
+    }
+    // issue 15: merchant service
+    @Test func transactionsArePagedAndFiltered() async throws {
+        try await LedgerContract.transactionsArePagedAndFiltered(.sqlite)
+    }
+    @Test func registerUsersAndTerminalsAreScopedToTheirMerchant() async throws {
+        try await LedgerContract.registerUsersAndTerminalsAreScopedToTheirMerchant(.sqlite)
+    }
 }
 
 @Suite(
@@ -135,10 +154,29 @@ struct PostgresLedgerTests {
         try await LedgerContract.registrationMigratesAVersion3Database(.postgres)
     }
     // issue 15: refunds
-    @Test func refundsGiveBackUntilNothingIsLeft() async throws { try await LedgerContract.refundsGiveBackUntilNothingIsLeft(.postgres) }
-    @Test func refundsAreIdempotentByRefundID() async throws { try await LedgerContract.refundsAreIdempotentByRefundID(.postgres) }
-    @Test func refundRefusalsHaveExactCodes() async throws { try await LedgerContract.refundRefusalsHaveExactCodes(.postgres) }
-    @Test func refundedPointsRoundDownAndStopAtZero() async throws { try await LedgerContract.refundedPointsRoundDownAndStopAtZero(.postgres) }
-    @Test func concurrentRefundsNeverExceedThePayment() async throws { try await LedgerContract.concurrentRefundsNeverExceedThePayment(.postgres) }
-    @Test func refundsMigrateAVersion4Database() async throws { try await LedgerContract.refundsMigrateAVersion4Database(.postgres) }
+    @Test func refundsGiveBackUntilNothingIsLeft() async throws {
+        try await LedgerContract.refundsGiveBackUntilNothingIsLeft(.postgres)
+    }
+    @Test func refundsAreIdempotentByRefundID() async throws {
+        try await LedgerContract.refundsAreIdempotentByRefundID(.postgres)
+    }
+    @Test func refundRefusalsHaveExactCodes() async throws {
+        try await LedgerContract.refundRefusalsHaveExactCodes(.postgres)
+    }
+    @Test func refundedPointsRoundDownAndStopAtZero() async throws {
+        try await LedgerContract.refundedPointsRoundDownAndStopAtZero(.postgres)
+    }
+    @Test func concurrentRefundsNeverExceedThePayment() async throws {
+        try await LedgerContract.concurrentRefundsNeverExceedThePayment(.postgres)
+    }
+    @Test func refundsMigrateAVersion4Database() async throws {
+        try await LedgerContract.refundsMigrateAVersion4Database(.postgres)
+    }
+    // issue 15: merchant service
+    @Test func transactionsArePagedAndFiltered() async throws {
+        try await LedgerContract.transactionsArePagedAndFiltered(.postgres)
+    }
+    @Test func registerUsersAndTerminalsAreScopedToTheirMerchant() async throws {
+        try await LedgerContract.registerUsersAndTerminalsAreScopedToTheirMerchant(.postgres)
+    }
 }

@@ -44,6 +44,13 @@ public struct APIError: Error, Sendable, Equatable {
         case currencyMismatch = "currency_mismatch"
         case refundExceedsRemaining = "refund_exceeds_remaining"
         case idempotencyConflict = "idempotency_conflict"
+        // issue 15: merchant service
+        case registerUserIDInvalid = "register_user_id_invalid"
+        case registerUserNameInvalid = "register_user_name_invalid"
+        case registerUserExists = "register_user_exists"
+        case registerUserNotFound = "register_user_not_found"
+        case cursorInvalid = "cursor_invalid"
+        case terminalNotFound = "terminal_not_found"
 
         public var status: HTTPResponse.Status {
             switch self {
@@ -70,6 +77,9 @@ public struct APIError: Error, Sendable, Equatable {
             case .refundIDInvalid, .refundAmountInvalid: .badRequest
             case .paymentNotRefundable, .refundExceedsRemaining, .idempotencyConflict: .conflict
             case .currencyMismatch: .unprocessableContent
+            case .registerUserIDInvalid, .registerUserNameInvalid, .cursorInvalid: .badRequest
+            case .registerUserExists: .conflict
+            case .registerUserNotFound, .terminalNotFound: .notFound
             }
         }
     }
