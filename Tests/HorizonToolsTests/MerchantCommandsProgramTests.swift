@@ -1,0 +1,90 @@
+import Foundation
+import Testing
+
+/// `horizon-terminal register-users | transactions | programs | refund` on an activated terminal
+/// (issue 15 item 5): a real `horizon-server`, the terminal and a wallet as processes; the
+/// commands go through the merchant service with the terminal's key and open no ledger file.
+@Suite("horizon-terminal's merchant commands at a server", .offTheCooperativePool)
+struct MerchantCommandsProgramTests {
+    @Test func registerUsersTransactionsProgramsAndRefundsGoThroughTheServer() throws {
+        let rig = try RemoteLedgerRig()
+        let paid = try rig.pay("5.00", walletTimeout: 30)
+        paid.expectPaid()
+        let paymentID = try #require(try rig.transactions().first?.id)
+
+        // `pay` still opens the terminal's own ledger for its currency; the merchant commands
+        // must not: with the file gone, none of them may bring it back.
+        let ledgerFile = rig.terminalDir + "/ledger.sqlite"
+        if FileManager.default.fileExists(atPath: ledgerFile) {
+            try FileManager.default.moveItem(atPath: ledgerFile, toPath: ledgerFile + ".away")
+        }
+        func terminal(_ arguments: [String]) throws -> ProgramResult {
+            try Programs.run("horizon-terminal", arguments + ["--data-dir", rig.terminalDir])
+        }
+        func json(_ result: ProgramResult) throws -> Any {
+            #expect(result.status == 0, "\(result.standardError)")
+            return try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8))
+        }
+
+        // Register users: added with an id made from the name, refused when taken, renamed, removed.
+        let added = try json(try terminal(["register-users", "add", "Ada Lovelace", "--json"])) as? [String: Any]
+        #expect(added?["id"] as? String == "ada-lovelace" && added?["name"] as? String == "Ada Lovelace")
+        let taken = try terminal(["register-users", "add", "Ada Lovelace"])
+        #expect(taken.status == 1)
+        #expect(taken.standardError.contains("register_user_exists"), "\(taken.standardError)")
+        let tooLong = try terminal(["register-users", "add", String(repeating: "x", count: 65)])
+        #expect(tooLong.status != 0 && tooLong.standardError.contains("a name must be 1 to 64 bytes"))
+        let renamed = try json(try terminal(["register-users", "rename", "ada-lovelace", "Ada L.", "--json"]))
+        #expect((renamed as? [String: Any])?["name"] as? String == "Ada L.")
+        let listed = try json(try terminal(["register-users", "list", "--json"])) as? [[String: Any]]
+        #expect(listed?.map { $0["id"] as? String } == ["ada-lovelace"])
+        #expect(try terminal(["register-users", "remove", "ada-lovelace"]).status == 0)
+        let gone = try terminal(["register-users", "remove", "ada-lovelace"])
+        #expect(gone.status == 1 && gone.standardError.contains("register_user_not_found"), "\(gone.standardError)")
+
+        // Transactions at the server, filtered; a bad cursor is refused with its code.
+        let page = try json(try terminal(["transactions", "--type", "payment", "--json"])) as? [String: Any]
+        let rows = page?["transactions"] as? [[String: Any]]
+        #expect(rows?.map { $0["paymentId"] as? String } == [paymentID])
+        #expect(page?["nextCursor"] == nil)
+        let bonus = try json(try terminal(["transactions", "--type", "bonus", "--json"])) as? [String: Any]
+        #expect((bonus?["transactions"] as? [Any])?.isEmpty == true)
+        let badCursor = try terminal(["transactions", "--cursor", "bogus"])
+        #expect(
+            badCursor.status == 1 && badCursor.standardError.contains("cursor_invalid"), "\(badCursor.standardError)")
+
+        // Programs: the merchant's, from the server; a wallet's standing is not a terminal's to change there.
+        let programs = try json(try terminal(["programs", "--json"])) as? [String: Any]
+        #expect(programs?["hasBonusProgram"] as? Bool == true)
+        #expect(programs?["bonusPointsPerMajorUnit"] as? Int == 1 && programs?["currency"] as? String == "EUR")
+        let points = try terminal(["programs", "points", "5", "--wallet", "04" + String(repeating: "11", count: 64)])
+        #expect(points.status == 1 && points.standardError.contains("is set up there by the merchant"))
+
+        // Refunds: a part with a generated id, its retry by that id, the rest, then nothing left.
+        let first = try json(try terminal(["refund", paymentID, "--amount", "1.50", "--json"])) as? [String: Any]
+        let refundID = try #require(first?["refundID"] as? String)
+        #expect(refundID.hasPrefix("r_") && first?["amount"] as? String == "1.50")
+        let retry =
+            try json(try terminal(["refund", paymentID, "--amount", "1.50", "--refund-id", refundID, "--json"]))
+            as? [String: Any]
+        #expect(retry?["refundID"] as? String == refundID && retry?["createdAt"] as? Int == first?["createdAt"] as? Int)
+        let conflict = try terminal(["refund", paymentID, "--amount", "2.00", "--refund-id", refundID])
+        #expect(conflict.status == 1 && conflict.standardError.contains("idempotency_conflict"))
+        let rest = try terminal(["refund", paymentID])
+        #expect(rest.status == 0, "\(rest.standardError)")
+        #expect(rest.standardOutput.contains("refunded 3.50 EUR of payment \(paymentID)"), "\(rest.standardOutput)")
+        #expect(rest.standardError.contains("refund id r_"), "the generated id is printed for a retry")
+        let tooMuch = try terminal(["refund", paymentID, "--amount", "0.01"])
+        #expect(tooMuch.status == 1 && tooMuch.standardError.contains("refund_exceeds_remaining"))
+        let nothing = try terminal(["refund", paymentID])
+        #expect(nothing.status == 1 && nothing.standardError.contains("nothing is left to refund"))
+        let badID = try terminal(["refund", "xyz"])
+        #expect(badID.status != 0 && badID.standardError.contains("the payment id must be 32 hex digits"))
+
+        let details = try json(try terminal(["transactions", paymentID, "--json"])) as? [String: Any]
+        #expect(details?["refundableAmount"] as? Int == 0)
+        #expect((details?["refunds"] as? [[String: Any]])?.compactMap { $0["amount"] as? Int } == [150, 350])
+        #expect(try rig.walletBalance() == 100_00, "the wallet has its 5.00 back")
+        #expect(!FileManager.default.fileExists(atPath: ledgerFile), "a merchant command opened the terminal's ledger")
+    }
+}
