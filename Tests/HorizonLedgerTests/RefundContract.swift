@@ -50,6 +50,7 @@ extension LedgerContract {
             #expect(
                 try await ledger.refunds(of: payment, merchant: merchant.id).map(\.refundID.rawValue) == ["r-1", "r-2"])
             #expect(try await ledger.refund(RefundID(rawValue: "r-2"), merchant: merchant.id) == second)
+            #expect(try await ledger.refunds(toWallet: wallet.id) == [second, first])
 
             await #expect(throws: LedgerError.refundRefused(.exceedsRemaining(remaining: F.money(0)))) {
                 _ = try await ledger.refund(refundRequest(payment, 1, id: "r-3"), merchant: merchant.id)

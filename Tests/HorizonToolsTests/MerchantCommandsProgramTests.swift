@@ -1,4 +1,5 @@
 import Foundation
+import HorizonTestSupport
 import Testing
 
 /// `horizon-terminal register-users | transactions | programs | refund` on an activated terminal
@@ -86,5 +87,53 @@ struct MerchantCommandsProgramTests {
         #expect((details?["refunds"] as? [[String: Any]])?.compactMap { $0["amount"] as? Int } == [150, 350])
         #expect(try rig.walletBalance() == 100_00, "the wallet has its 5.00 back")
         #expect(!FileManager.default.fileExists(atPath: ledgerFile), "a merchant command opened the terminal's ledger")
+    }
+
+    @Test func theSandboxRefundsInItsOwnLedger() throws {
+        let sandbox = try Sandbox()
+        let terminalDir = sandbox.path("terminal")
+        let walletDir = sandbox.path("wallet")
+        let socket = sandbox.path("radio.sock")
+        #expect(
+            try Programs.run("horizon-terminal", ["init", "--data-dir", terminalDir, "--merchant-name", "Test Bakery"])
+                .status == 0)
+        #expect(
+            try Programs.run(
+                "horizon-wallet", ["init", "--data-dir", walletDir, "--trust", terminalDir + "/anchor.pub"]
+            )
+            .status == 0)
+        let terminal = try Programs.start(
+            "horizon-terminal", ["pay", "12.50", "--data-dir", terminalDir, "--radio-socket", socket, "--json"])
+        let wallet = try Programs.run(
+            "horizon-wallet",
+            ["pay", "--tip", "1.50", "--yes", "--data-dir", walletDir, "--radio-socket", socket, "--timeout", "30"])
+        #expect(terminal.finish().status == 0 && wallet.status == 0, "\(wallet.standardError)")
+        let listed = try Programs.run("horizon-terminal", ["transactions", "--json", "--data-dir", terminalDir])
+        let rows = try JSONSerialization.jsonObject(with: Data(listed.standardOutput.utf8)) as? [[String: Any]]
+        let paymentID = try #require(rows?.first?["paymentID"] as? String)
+
+        let part = try Programs.run(
+            "horizon-terminal", ["refund", paymentID, "--amount", "4.00", "--json", "--data-dir", terminalDir])
+        #expect(part.status == 0, "\(part.standardError)")
+        let refund = try JSONSerialization.jsonObject(with: Data(part.standardOutput.utf8)) as? [String: Any]
+        #expect(refund?["amount"] as? String == "4.00" && refund?["destination"] as? String == "horizon_balance")
+        // floor(12 points × 4.00 / 14.00) = 3 points back.
+        #expect(refund?["bonusPointsReversed"] as? Int == 3)
+        let rest = try Programs.run("horizon-terminal", ["refund", paymentID, "--data-dir", terminalDir])
+        #expect(rest.standardOutput.contains("refunded 10.00 EUR"), "\(rest.standardOutput) \(rest.standardError)")
+        let again = try Programs.run(
+            "horizon-terminal", ["refund", paymentID, "--amount", "0.01", "--data-dir", terminalDir])
+        #expect(again.status == 1 && again.standardError.contains("refund_exceeds_remaining"), "\(again.standardError)")
+        let filtered = try Programs.run(
+            "horizon-terminal", ["transactions", "--type", "payment", "--data-dir", terminalDir])
+        #expect(filtered.status == 1 && filtered.standardError.contains("need an activated terminal"))
+
+        let balance = try Programs.run(
+            "horizon-wallet", ["balance", "--data-dir", walletDir, "--ledger", terminalDir + "/ledger.sqlite"])
+        #expect(balance.standardOutput.contains("balance       100.00 EUR"), "\(balance.standardOutput)")
+        // The points the payment earned are gone from the ledger (the wallet's own receipts keep what they said).
+        let points = try Programs.run(
+            "horizon-wallet", ["points", "--data-dir", walletDir, "--ledger", terminalDir + "/ledger.sqlite"])
+        #expect(points.standardOutput == "0 bonus points\n", "\(points.standardOutput) \(points.standardError)")
     }
 }
