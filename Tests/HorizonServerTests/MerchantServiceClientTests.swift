@@ -205,6 +205,9 @@ struct MerchantServiceClientTests {
             } while cursor != nil
             #expect(pages == 3)
             #expect(seen == [redemption] + ids.reversed())
+            // The wallet's account id (the same at every merchant) is not the merchant's to see.
+            let listed = String(decoding: try JSONEncoder().encode(try await merchant.transactions()), as: UTF8.self)
+            #expect(listed.contains(ids[0]) && !listed.contains(shop.walletID.rawValue), "\(listed)")
 
             let adas = try await merchant.transactions(.init(registerUserID: "ada"))
             #expect(adas.transactions.map(\.paymentId) == [ids[4], ids[2], ids[0]])

@@ -1039,6 +1039,10 @@ extension Components {
             case gold = "gold"
             case coupon = "coupon"
         }
+        /// One payment or redemption as its merchant sees it. The wallet's account id is left out on
+        /// purpose: it is the same at every merchant, so merchants comparing lists could follow a person.
+        ///
+        ///
         /// - Remark: Generated from `#/components/schemas/MerchantTransaction`.
         public struct MerchantTransaction: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/MerchantTransaction/paymentId`.
@@ -1072,8 +1076,6 @@ extension Components {
             public var bonusPointsEarned: Swift.Int64?
             /// - Remark: Generated from `#/components/schemas/MerchantTransaction/registerUser`.
             public var registerUser: Swift.String
-            /// - Remark: Generated from `#/components/schemas/MerchantTransaction/walletId`.
-            public var walletId: Swift.String?
             /// 8-byte key id, hex
             ///
             /// - Remark: Generated from `#/components/schemas/MerchantTransaction/terminalKeyId`.
@@ -1100,7 +1102,6 @@ extension Components {
             ///   - quantity:
             ///   - bonusPointsEarned:
             ///   - registerUser:
-            ///   - walletId:
             ///   - terminalKeyId: 8-byte key id, hex
             ///   - settledAt:
             ///   - refundedAmount: Minor units refunded so far
@@ -1118,7 +1119,6 @@ extension Components {
                 quantity: Swift.Int64? = nil,
                 bonusPointsEarned: Swift.Int64? = nil,
                 registerUser: Swift.String,
-                walletId: Swift.String? = nil,
                 terminalKeyId: Swift.String,
                 settledAt: Swift.Int64,
                 refundedAmount: Swift.Int64
@@ -1136,7 +1136,6 @@ extension Components {
                 self.quantity = quantity
                 self.bonusPointsEarned = bonusPointsEarned
                 self.registerUser = registerUser
-                self.walletId = walletId
                 self.terminalKeyId = terminalKeyId
                 self.settledAt = settledAt
                 self.refundedAmount = refundedAmount
@@ -1155,7 +1154,6 @@ extension Components {
                 case quantity
                 case bonusPointsEarned
                 case registerUser
-                case walletId
                 case terminalKeyId
                 case settledAt
                 case refundedAmount

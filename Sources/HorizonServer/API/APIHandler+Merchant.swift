@@ -219,7 +219,7 @@ extension APIHandler {
             outcome: result.outcome.isApproved ? .approved : .declined, amount: result.amount.minorUnits,
             tip: result.tip.minorUnits, currency: result.amount.currency.code, item: isPayment ? nil : result.item,
             quantity: isPayment ? nil : result.quantity, registerUser: transaction.registerUser,
-            walletId: transaction.walletID?.rawValue, terminalKeyId: transaction.terminalKeyID.bytes.hexString,
+            terminalKeyId: transaction.terminalKeyID.bytes.hexString,
             settledAt: result.settledAt, refundedAmount: refunded.minorUnits)
         switch result.outcome {
         case .approved(_, let earned, _): body.bonusPointsEarned = earned
