@@ -10,32 +10,6 @@ public struct DashboardSession: Sendable, Equatable {
     public let expiresAt: UnixTime
 }
 
-/// Which of a merchant's transactions the dashboard lists. Nil fields do not filter.
-public struct TransactionFilter: Sendable, Equatable {
-    /// Settled at or after (Unix seconds).
-    public var from: UnixTime?
-    /// Settled before (Unix seconds).
-    public var until: UnixTime?
-    public var type: TransactionType?
-    public var registerUser: String?
-
-    public init(
-        from: UnixTime? = nil, until: UnixTime? = nil, type: TransactionType? = nil, registerUser: String? = nil
-    ) {
-        self.from = from
-        self.until = until
-        self.type = type
-        self.registerUser = registerUser
-    }
-}
-
-/// One page of transactions, newest first, and where the next page starts.
-public struct TransactionPage: Sendable, Equatable {
-    public let transactions: [LedgerTransaction]
-    /// The `before` of the next (older) page; nil on the last page.
-    public let nextBefore: Int64?
-}
-
 /// A gold membership with the wallet that holds it, for the merchant's list.
 public struct MemberRecord: Sendable, Equatable {
     public let walletID: WalletID
@@ -142,44 +116,6 @@ extension Ledger {
 // MARK: What the dashboard lists
 
 extension Ledger {
-    /// A merchant's transactions matching `filter`, newest first, `limit` to a page; `before`
-    /// (a reference) starts the page after the previous one.
-    public func transactions(
-        of merchant: MerchantID, matching filter: TransactionFilter, limit: Int = 50, before: Int64? = nil
-    ) async throws(LedgerError) -> TransactionPage {
-        guard (1...1000).contains(limit) else { throw .invalidArgument("a page holds 1 to 1000 transactions") }
-        var conditions = ["merchant_id = ?", "reference < ?"]
-        var parameters: [SQLValue] = [.text(merchant.rawValue), .integer(before ?? Int64.max)]
-        if let from = filter.from {
-            conditions.append("settled_at >= ?")
-            parameters.append(.integer(from))
-        }
-        if let until = filter.until {
-            conditions.append("settled_at < ?")
-            parameters.append(.integer(until))
-        }
-        if let type = filter.type {
-            conditions.append("transaction_type = ?")
-            parameters.append(.integer(Int64(type.rawValue)))
-        }
-        if let user = filter.registerUser {
-            conditions.append("register_user = ?")
-            parameters.append(.text(user))
-        }
-        // One row more than the page tells whether an older page exists.
-        parameters.append(.integer(Int64(limit) + 1))
-        let sql =
-            "SELECT * FROM transactions WHERE \(conditions.joined(separator: " AND ")) ORDER BY reference DESC LIMIT ?"
-        return try await store.transaction { [parameters] db in
-            _ = try await Self.merchant(merchant, in: db)
-            var rows: [LedgerTransaction] = []
-            for row in try await db.query(sql, parameters) { rows.append(try Self.decodeTransaction(row).transaction) }
-            let more = rows.count > limit
-            let page = Array(rows.prefix(limit))
-            return TransactionPage(transactions: page, nextBefore: more ? page.last?.reference : nil)
-        }
-    }
-
     /// One transaction of `merchant` by its reference; nil when it is not this merchant's.
     public func transaction(reference: Int64, of merchant: MerchantID) async throws(LedgerError) -> LedgerTransaction? {
         try await store.transaction { db in
@@ -227,37 +163,6 @@ extension Ledger {
                         walletName: try row.text("wallet_name"), coupon: try Self.decodeCoupon(row, found.currency)))
             }
             return coupons
-        }
-    }
-}
-
-// MARK: Refunds on the dashboard's page
-
-extension Ledger {
-    /// How much of each of these payments `merchant` has refunded, in minor units (payments
-    /// without refunds are absent), in one query for a whole page.
-    public func refundedAmounts(of payments: [PaymentID], merchant: MerchantID) async throws(LedgerError)
-        -> [PaymentID: Int64]
-    {
-        guard !payments.isEmpty else { return [:] }
-        guard payments.count <= 1000 else { throw .invalidArgument("at most 1000 payments at once") }
-        let placeholders = Array(repeating: "?", count: payments.count).joined(separator: ", ")
-        let parameters: [SQLValue] = [.text(merchant.rawValue)] + payments.map { .blob($0.bytes) }
-        return try await store.transaction { db in
-            var amounts: [PaymentID: Int64] = [:]
-            for row in try await db.query(
-                """
-                SELECT payment_id, CAST(SUM(amount) AS BIGINT) AS refunded FROM refunds
-                WHERE merchant_id = ? AND payment_id IN (\(placeholders)) GROUP BY payment_id
-                """, parameters)
-            {
-                guard let id = try? PaymentID(bytes: try row.bytes("payment_id")) else {
-                    throw LedgerError.corruptRow(
-                        column: "refunds.payment_id", reason: "not \(PaymentID.byteCount) bytes")
-                }
-                amounts[id] = try row.integer("refunded")
-            }
-            return amounts
         }
     }
 }

@@ -80,36 +80,36 @@ extension LedgerContract {
                 Fixture.redemption(.bonusRedemption, wallet: key, item: "Coffee", quantity: 1), merchant: merchant.id,
                 at: 10_000 + 5 * 86_400)
 
-            let all = try await ledger.transactions(of: merchant.id, matching: TransactionFilter(), limit: 4)
-            #expect(all.transactions.map(\.result.amount.minorUnits).prefix(4) == [0, 104, 103, 102])
-            let next = try #require(all.nextBefore)
+            let all = try await ledger.transactions(of: merchant.id, filter: TransactionFilter(), limit: 4)
+            #expect(all.transactions.map(\.transaction.result.amount.minorUnits).prefix(4) == [0, 104, 103, 102])
+            let next = try #require(all.nextCursor)
             let rest = try await ledger.transactions(
-                of: merchant.id, matching: TransactionFilter(), limit: 4, before: next)
-            #expect(rest.transactions.map(\.result.amount.minorUnits) == [101, 100])
-            #expect(rest.nextBefore == nil)
+                of: merchant.id, filter: TransactionFilter(), limit: 4, after: next)
+            #expect(rest.transactions.map(\.transaction.result.amount.minorUnits) == [101, 100])
+            #expect(rest.nextCursor == nil)
 
             let payments = try await ledger.transactions(
-                of: merchant.id, matching: TransactionFilter(type: .payment), limit: 10)
+                of: merchant.id, filter: TransactionFilter(type: .payment), limit: 10)
             #expect(payments.transactions.count == 5)
             let anna = try await ledger.transactions(
-                of: merchant.id, matching: TransactionFilter(registerUser: "anna"), limit: 10)
-            #expect(anna.transactions.map(\.result.amount.minorUnits) == [101, 100])
+                of: merchant.id, filter: TransactionFilter(registerUser: "anna"), limit: 10)
+            #expect(anna.transactions.map(\.transaction.result.amount.minorUnits) == [101, 100])
             let days = try await ledger.transactions(
-                of: merchant.id, matching: TransactionFilter(from: 10_000 + 86_400, until: 10_000 + 3 * 86_400),
+                of: merchant.id, filter: TransactionFilter(from: 10_000 + 86_400, to: 10_000 + 3 * 86_400),
                 limit: 10)
-            #expect(days.transactions.map(\.result.amount.minorUnits) == [102, 101])
+            #expect(days.transactions.map(\.transaction.result.amount.minorUnits) == [102, 101])
             #expect(
-                try await ledger.transactions(of: merchant.id, matching: TransactionFilter(), limit: 10)
-                    .transactions.allSatisfy { $0.merchantID == merchant.id })
+                try await ledger.transactions(of: merchant.id, filter: TransactionFilter(), limit: 10)
+                    .transactions.allSatisfy { $0.transaction.merchantID == merchant.id })
 
             let otherReference = try #require(
-                try await ledger.transactions(of: other.id, matching: TransactionFilter(), limit: 10).transactions
+                try await ledger.transactions(of: other.id, filter: TransactionFilter(), limit: 10).transactions
                     .first?
-                    .reference)
+                    .transaction.reference)
             #expect(try await ledger.transaction(reference: otherReference, of: merchant.id) == nil)
             #expect(try await ledger.transaction(reference: otherReference, of: other.id)?.merchantID == other.id)
             await #expect(throws: LedgerError.invalidArgument("a page holds 1 to 1000 transactions")) {
-                try await ledger.transactions(of: merchant.id, matching: TransactionFilter(), limit: 0)
+                try await ledger.transactions(of: merchant.id, filter: TransactionFilter(), limit: 0)
             }
         }
     }
@@ -138,30 +138,6 @@ extension LedgerContract {
             let coupons = try await ledger.coupons(of: merchant.id)
             #expect(coupons.map(\.coupon.code) == ["A", "B"])
             #expect(coupons.first?.coupon.value == Fixture.money(100))
-        }
-    }
-}
-
-extension LedgerContract {
-    static func refundedAmountsArePerPaymentAndMerchant(_ kind: StoreKind) async throws {
-        try await TestStores.withLedger(kind) { ledger in
-            let (merchant, _, key) = try await Fixture.shop(ledger, balance: 100_00)
-            let refunded = Fixture.payment(wallet: key, amount: 10_00)
-            let untouched = Fixture.payment(wallet: key, amount: 5_00)
-            _ = try await ledger.settle(refunded, merchant: merchant.id, at: 2_000)
-            _ = try await ledger.settle(untouched, merchant: merchant.id, at: 2_000)
-            for (id, cents) in [("r1", Int64(3_00)), ("r2", Int64(2_50))] {
-                _ = try await ledger.refund(
-                    RefundRequest(
-                        refundID: RefundID(rawValue: id), paymentID: refunded.paymentID, amount: Fixture.money(cents)),
-                    merchant: merchant.id, at: 3_000)
-            }
-            #expect(
-                try await ledger.refundedAmounts(of: [refunded.paymentID, untouched.paymentID], merchant: merchant.id)
-                    == [refunded.paymentID: 5_50])
-            let (other, _, _) = try await Fixture.shop(ledger, balance: 0, key: 2)
-            #expect(try await ledger.refundedAmounts(of: [refunded.paymentID], merchant: other.id).isEmpty)
-            #expect(try await ledger.refundedAmounts(of: [], merchant: merchant.id).isEmpty)
         }
     }
 }

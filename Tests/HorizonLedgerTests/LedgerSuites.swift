@@ -77,12 +77,31 @@ struct SQLiteLedgerTests {
         try await LedgerContract.aCardPaymentIsSettledOnceAndRefundedToItsCard(.sqlite)
     }
     // issue 15: refunds
-    @Test func refundsGiveBackUntilNothingIsLeft() async throws { try await LedgerContract.refundsGiveBackUntilNothingIsLeft(.sqlite) }
-    @Test func refundsAreIdempotentByRefundID() async throws { try await LedgerContract.refundsAreIdempotentByRefundID(.sqlite) }
-    @Test func refundRefusalsHaveExactCodes() async throws { try await LedgerContract.refundRefusalsHaveExactCodes(.sqlite) }
-    @Test func refundedPointsRoundDownAndStopAtZero() async throws { try await LedgerContract.refundedPointsRoundDownAndStopAtZero(.sqlite) }
-    @Test func concurrentRefundsNeverExceedThePayment() async throws { try await LedgerContract.concurrentRefundsNeverExceedThePayment(.sqlite) }
-    @Test func refundsMigrateAVersion4Database() async throws { try await LedgerContract.refundsMigrateAVersion4Database(.sqlite) }
+    @Test func refundsGiveBackUntilNothingIsLeft() async throws {
+        try await LedgerContract.refundsGiveBackUntilNothingIsLeft(.sqlite)
+    }
+    @Test func refundsAreIdempotentByRefundID() async throws {
+        try await LedgerContract.refundsAreIdempotentByRefundID(.sqlite)
+    }
+    @Test func refundRefusalsHaveExactCodes() async throws {
+        try await LedgerContract.refundRefusalsHaveExactCodes(.sqlite)
+    }
+    @Test func refundedPointsRoundDownAndStopAtZero() async throws {
+        try await LedgerContract.refundedPointsRoundDownAndStopAtZero(.sqlite)
+    }
+    @Test func concurrentRefundsNeverExceedThePayment() async throws {
+        try await LedgerContract.concurrentRefundsNeverExceedThePayment(.sqlite)
+    }
+    @Test func refundsMigrateAVersion4Database() async throws {
+        try await LedgerContract.refundsMigrateAVersion4Database(.sqlite)
+    }
+    // issue 15: merchant service
+    @Test func transactionsArePagedAndFiltered() async throws {
+        try await LedgerContract.transactionsArePagedAndFiltered(.sqlite)
+    }
+    @Test func registerUsersAndTerminalsAreScopedToTheirMerchant() async throws {
+        try await LedgerContract.registerUsersAndTerminalsAreScopedToTheirMerchant(.sqlite)
+    }
     // issue 15: merchant dashboard
     @Test func dashboardSessionsLiveInTheDatabase() async throws {
         try await LedgerContract.dashboardSessionsLiveInTheDatabase(.sqlite)
@@ -95,9 +114,6 @@ struct SQLiteLedgerTests {
     }
     @Test func theMerchantsMembershipsAndCouponsAreListed() async throws {
         try await LedgerContract.theMerchantsMembershipsAndCouponsAreListed(.sqlite)
-    }
-    @Test func refundedAmountsArePerPaymentAndMerchant() async throws {
-        try await LedgerContract.refundedAmountsArePerPaymentAndMerchant(.sqlite)
     }
     @Test func walletServicesSeeOnlyTheWallet() async throws {
         try await LedgerContract.walletServicesSeeOnlyTheWallet(.sqlite)
@@ -182,12 +198,31 @@ struct PostgresLedgerTests {
         try await LedgerContract.aCardPaymentIsSettledOnceAndRefundedToItsCard(.postgres)
     }
     // issue 15: refunds
-    @Test func refundsGiveBackUntilNothingIsLeft() async throws { try await LedgerContract.refundsGiveBackUntilNothingIsLeft(.postgres) }
-    @Test func refundsAreIdempotentByRefundID() async throws { try await LedgerContract.refundsAreIdempotentByRefundID(.postgres) }
-    @Test func refundRefusalsHaveExactCodes() async throws { try await LedgerContract.refundRefusalsHaveExactCodes(.postgres) }
-    @Test func refundedPointsRoundDownAndStopAtZero() async throws { try await LedgerContract.refundedPointsRoundDownAndStopAtZero(.postgres) }
-    @Test func concurrentRefundsNeverExceedThePayment() async throws { try await LedgerContract.concurrentRefundsNeverExceedThePayment(.postgres) }
-    @Test func refundsMigrateAVersion4Database() async throws { try await LedgerContract.refundsMigrateAVersion4Database(.postgres) }
+    @Test func refundsGiveBackUntilNothingIsLeft() async throws {
+        try await LedgerContract.refundsGiveBackUntilNothingIsLeft(.postgres)
+    }
+    @Test func refundsAreIdempotentByRefundID() async throws {
+        try await LedgerContract.refundsAreIdempotentByRefundID(.postgres)
+    }
+    @Test func refundRefusalsHaveExactCodes() async throws {
+        try await LedgerContract.refundRefusalsHaveExactCodes(.postgres)
+    }
+    @Test func refundedPointsRoundDownAndStopAtZero() async throws {
+        try await LedgerContract.refundedPointsRoundDownAndStopAtZero(.postgres)
+    }
+    @Test func concurrentRefundsNeverExceedThePayment() async throws {
+        try await LedgerContract.concurrentRefundsNeverExceedThePayment(.postgres)
+    }
+    @Test func refundsMigrateAVersion4Database() async throws {
+        try await LedgerContract.refundsMigrateAVersion4Database(.postgres)
+    }
+    // issue 15: merchant service
+    @Test func transactionsArePagedAndFiltered() async throws {
+        try await LedgerContract.transactionsArePagedAndFiltered(.postgres)
+    }
+    @Test func registerUsersAndTerminalsAreScopedToTheirMerchant() async throws {
+        try await LedgerContract.registerUsersAndTerminalsAreScopedToTheirMerchant(.postgres)
+    }
     // issue 15: merchant dashboard
     @Test func dashboardSessionsLiveInTheDatabase() async throws {
         try await LedgerContract.dashboardSessionsLiveInTheDatabase(.postgres)
@@ -200,9 +235,6 @@ struct PostgresLedgerTests {
     }
     @Test func theMerchantsMembershipsAndCouponsAreListed() async throws {
         try await LedgerContract.theMerchantsMembershipsAndCouponsAreListed(.postgres)
-    }
-    @Test func refundedAmountsArePerPaymentAndMerchant() async throws {
-        try await LedgerContract.refundedAmountsArePerPaymentAndMerchant(.postgres)
     }
     @Test func walletServicesSeeOnlyTheWallet() async throws {
         try await LedgerContract.walletServicesSeeOnlyTheWallet(.postgres)

@@ -93,4 +93,29 @@ struct CardRefundTests {
         #expect(try await shop.merchantBalance == (try Money(minorUnits: 5_00, currency: .eur)))
         #expect(try await LedgerAudit.violations(in: shop.server.ledger.store).isEmpty)
     }
+
+    /// The merchant service's refund endpoint (what `horizon-terminal refund` and the dashboard
+    /// use) sends a card payment's refund on to the card processor, once per refund id.
+    @Test func theMerchantServiceRefundsACardPaymentToItsCard() async throws {
+        let shop = try await CardPaymentTests.Shop.open()
+        try await shop.server.withClient { client in
+            let card = try await shop.addCard("4242424242424242", client: client)
+            let confirm = try shop.confirm(.card(id: card))
+            #expect(try shop.result(try await shop.submit(confirm, client: client)).outcome == .approved)
+            let body = """
+                {"refundId": "api-1", "paymentId": "\(confirm.paymentID.bytes.hexString)", "amount": 250, "currency": "EUR"}
+                """
+            for _ in 0..<2 {
+                let response = try await client.sendSigned(
+                    .post, "/v1/merchant/refunds", json: body, by: shop.till.key, time: shop.server.clock.now)
+                #expect(response.status == .ok, "\(response.text)")
+                #expect(response.text.contains(#""destination" : "card""#), "\(response.text)")
+            }
+            let atTheProcessor = try await shop.server.ledger.store.transaction { db in
+                try await db.query("SELECT idempotency_key, amount FROM sandbox_card_refunds")
+                    .map { "\(try $0.text("idempotency_key"))=\(try $0.integer("amount"))" }
+            }
+            #expect(atTheProcessor == ["\(shop.merchant.id.rawValue)/api-1=250"])
+        }
+    }
 }

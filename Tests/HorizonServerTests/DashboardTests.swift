@@ -243,7 +243,7 @@ struct DashboardTests {
             let first = try await browser.get("/dashboard/transactions")
             #expect(first.text.contains("1.26 EUR"))  // the newest
             #expect(!first.text.contains(">1.01 EUR<"))  // on the second page
-            let older = try #require(first.text.firstMatch(of: /href="(\/dashboard\/transactions\?before=\d+)"/))
+            let older = try #require(first.text.firstMatch(of: /href="(\/dashboard\/transactions\?before=[A-Za-z0-9_-]+)"/))
             let second = try await browser.get(String(older.1))
             #expect(second.text.contains("1.00 EUR"))
             #expect(second.text.contains("1.01 EUR"))
@@ -262,9 +262,13 @@ struct DashboardTests {
             let badDate = try await browser.get("/dashboard/transactions?from=2026-02-31")
             #expect(badDate.status == .badRequest)
             #expect(badDate.text.contains("“From” must be a date such as 2026-11-25."))
-            let pastTheEnd = try await browser.get("/dashboard/transactions?before=1")
+            // A cursor before the oldest reference (base64url of "tx1:1"): past the end.
+            let pastTheEnd = try await browser.get("/dashboard/transactions?before=dHgxOjE")
             #expect(pastTheEnd.status == .ok)
             #expect(pastTheEnd.text.contains("There are no older transactions"))
+            let broken = try await browser.get("/dashboard/transactions?before=not-a-cursor")
+            #expect(broken.status == .badRequest)
+            #expect(broken.text.contains("The page link is broken"))
         }
     }
 
@@ -444,16 +448,15 @@ struct DashboardTests {
             #expect(remove.status == .notFound)
             #expect(try await server.ledger.registerUsers(of: florist.id).map(\.id) == ["rose"])
             let floristPayment = try #require(
-                try await server.ledger.transactions(of: florist.id, matching: TransactionFilter(), limit: 1)
-                    .transactions.first)
+                try await server.ledger.transactions(of: florist.id, filter: TransactionFilter(), limit: 1)
+                    .transactions.first?.transaction)
             let refund = try await browser.post(
                 "/dashboard/transactions/\(floristPayment.reference)/refund",
                 ["refund_id": "r_steal", "amount": "987.65"], csrf: true)
             #expect(refund.status == .notFound)
             #expect(refund.text.contains("That payment does not exist, so nothing was refunded."))
             #expect(
-                try await server.ledger.refundedAmounts(of: [floristPayment.result.paymentID], merchant: florist.id)
-                    .isEmpty)
+                try await server.ledger.refunds(of: floristPayment.result.paymentID, merchant: florist.id).isEmpty)
         }
         // The florist's own session sees them (the filters above hid nothing by accident).
         try await server.withClient { client in

@@ -36,6 +36,10 @@ struct IsolationTests {
         case refused(HTTPResponse.Status, String, String)
         /// Served, but about the signing terminal only (the operation has no other subject).
         case servesOnlyTheSigner(String)
+        /// Served about the signer's own merchant (its own list, its own new row): `check` looks
+        /// at the answer, that nothing of the other merchant is in it, and undoes what the
+        /// signer's merchant itself wrote, so that the tables compare equal afterwards.
+        case servesTheSignersOwn(check: @Sendable (World, TestResponse) async throws -> Void)
     }
 
     enum OtherWallet {
@@ -192,6 +196,94 @@ struct IsolationTests {
                 Request(method: .get, path: "/v1/payments/\(world.payment.paymentID.bytes.hexString)", body: nil)
             },
             otherMerchant: .refused(.notFound, "payment_not_found", "was executed for this merchant")),
+        // issue 15: merchant service
+        "listRegisterUsers": .terminalSigned(
+            request: { _ in Request(method: .get, path: "/v1/merchant/register-users", body: nil) },
+            otherMerchant: .servesTheSignersOwn { (world: World, response: TestResponse) async throws in
+                #expect(response.status == .ok, "\(response.text)")
+                let list = try JSONDecoder().decode(Components.Schemas.RegisterUserList.self, from: response.data)
+                #expect(list.registerUsers.isEmpty, "the shop has no register users: \(response.text)")
+                world.expectNothingOfTheTenants(in: response.text, "the shop's register users")
+            }),
+        "addRegisterUser": .terminalSigned(
+            request: { _ in
+                Request(method: .post, path: "/v1/merchant/register-users", body: #"{"id": "new-1", "name": "Nina"}"#)
+            },
+            otherMerchant: .servesTheSignersOwn { (world: World, response: TestResponse) async throws in
+                // The id is the merchant's own namespace: the shop gets its own new-1, the bakery nothing.
+                #expect(response.status == .created, "\(response.text)")
+                #expect(try await world.server.ledger.registerUser(id: "new-1", of: world.bakery.id) == nil)
+                #expect(try await world.server.ledger.removeRegisterUser(id: "new-1", from: world.shop.id))
+                world.expectNothingOfTheTenants(in: response.text, "the shop's new register user")
+            }),
+        "renameRegisterUser": .terminalSigned(
+            request: { _ in
+                Request(method: .put, path: "/v1/merchant/register-users/007", body: #"{"name": "Jim"}"#)
+            },
+            otherMerchant: .refused(.notFound, "register_user_not_found", "this merchant has no register user 007")),
+        "removeRegisterUser": .terminalSigned(
+            request: { _ in Request(method: .delete, path: "/v1/merchant/register-users/099", body: nil) },
+            otherMerchant: .refused(.notFound, "register_user_not_found", "this merchant has no register user 099")),
+        "listMerchantTransactions": .terminalSigned(
+            request: { _ in
+                Request(method: .get, path: "/v1/merchant/transactions?limit=10&type=payment", body: nil)
+            },
+            otherMerchant: .servesTheSignersOwn { (world: World, response: TestResponse) async throws in
+                #expect(response.status == .ok, "\(response.text)")
+                let page = try JSONDecoder().decode(
+                    Components.Schemas.MerchantTransactionPage.self, from: response.data)
+                #expect(page.transactions.isEmpty && page.nextCursor == nil, "\(response.text)")
+                world.expectNothingOfTheTenants(in: response.text, "the shop's transactions")
+            }),
+        "getMerchantTransaction": .terminalSigned(
+            request: { world in
+                Request(
+                    method: .get, path: "/v1/merchant/transactions/\(world.payment.paymentID.bytes.hexString)",
+                    body: nil)
+            },
+            otherMerchant: .refused(.notFound, "payment_not_found", "was executed for this merchant")),
+        "listRefunds": .terminalSigned(
+            request: { world in
+                Request(
+                    method: .get,
+                    path: "/v1/merchant/transactions/\(world.payment.paymentID.bytes.hexString)/refunds", body: nil)
+            },
+            otherMerchant: .refused(.notFound, "payment_not_found", "was executed for this merchant")),
+        "createRefund": .terminalSigned(
+            request: { world in
+                Request(
+                    method: .post, path: "/v1/merchant/refunds",
+                    body: """
+                        {"refundId": "iso-1", "paymentId": "\(world.payment.paymentID.bytes.hexString)", \
+                        "amount": 100, "currency": "EUR"}
+                        """)
+            },
+            otherMerchant: .refused(.notFound, "payment_not_found", "was executed for this merchant")),
+        "getMerchantPrograms": .terminalSigned(
+            request: { _ in Request(method: .get, path: "/v1/merchant/programs", body: nil) },
+            otherMerchant: .servesTheSignersOwn { (world: World, response: TestResponse) async throws in
+                #expect(response.status == .ok, "\(response.text)")
+                let programs = try JSONDecoder().decode(Components.Schemas.MerchantPrograms.self, from: response.data)
+                // The bakery granted nothing either, but the shop's answer is the shop's rule.
+                #expect(!programs.hasGoldProgram && !programs.hasCouponProgram)
+                #expect(programs.bonusProgram.currency == world.shop.currency.code)
+                world.expectNothingOfTheTenants(in: response.text, "the shop's programs")
+            }),
+        "listMerchantTerminals": .terminalSigned(
+            request: { _ in Request(method: .get, path: "/v1/merchant/terminals", body: nil) },
+            otherMerchant: .servesTheSignersOwn { (world: World, response: TestResponse) async throws in
+                #expect(response.status == .ok, "\(response.text)")
+                let list = try JSONDecoder().decode(Components.Schemas.MerchantTerminalList.self, from: response.data)
+                #expect(list.terminals.map(\.terminalId) == [world.shopTillResponse.terminalId])
+                #expect(list.terminals.map(\.isCaller) == [true])
+                world.expectNothingOfTheTenants(in: response.text, "the shop's terminals")
+                #expect(!response.text.contains(world.revokedTillID), "the bakery's revoked till")
+            }),
+        "revokeMerchantTerminal": .terminalSigned(
+            request: { world in
+                Request(method: .post, path: "/v1/merchant/terminals/\(world.revokedTillID)/revoke", body: nil)
+            },
+            otherMerchant: .refused(.notFound, "terminal_not_found", "this merchant has no terminal")),
         // issue 15: wallet services
         "getWalletAccount": .walletSigned(
             request: { _ in Request(method: .get, path: "/v1/wallet/account", body: nil) },
@@ -529,12 +621,18 @@ struct IsolationTests {
                         #expect(credential.terminalId == world.shopTillResponse.terminalId)
                         world.expectNothingOfTheTenants(
                             in: byShop.text, "\(operation) by the other merchant", except: ["the shop's id"])
+                    case .servesTheSignersOwn(let check):
+                        try await check(world, byShop)
                     }
                 }
             }
             return (refusals, walletRefusals)
         }
-        #expect(refusals == 4 * Credential.allCases.count + 3)
+        let signed = Self.table.values.filter { if case .terminalSigned = $0 { true } else { false } }
+        let refusedByTheOtherMerchant = signed.filter {
+            if case .terminalSigned(_, .refused) = $0 { true } else { false }
+        }
+        #expect(refusals == signed.count * Credential.allCases.count + refusedByTheOtherMerchant.count)
         let walletOperations = Self.table.values.filter {
             if case .walletSigned = $0 { true } else { false }
         }
@@ -567,7 +665,7 @@ struct IsolationTests {
                             world.till.key, method: request.method, path: request.path, body: request.body,
                             time: world.server.clock.now)
                     ])
-                #expect(response.status == .ok, "\(operation) by its own till: \(response.text)")
+                #expect(response.status.kind == .successful, "\(operation) by its own till: \(response.text)")
             }
         }
         // The wallet operations signed by wallet A itself are served, about wallet A.
@@ -608,6 +706,7 @@ final class World: Sendable {
     let till: TerminalKey
     let tillResponse: Components.Schemas.TerminalCredentialResponse
     let revokedTill: TerminalKey
+    let revokedTillID: String
     let shopTill: TerminalKey
     let shopTillResponse: Components.Schemas.TerminalCredentialResponse
     let walletDevice: WalletDevice
@@ -632,7 +731,8 @@ final class World: Sendable {
         tillResponse: Components.Schemas.TerminalCredentialResponse,
         shopTillResponse: Components.Schemas.TerminalCredentialResponse, walletID: WalletID, payment: Confirm,
         redemption: Redeem, registrationX: (String, String), registrationY: (String, String),
-        restorationZ: (String, String), till: TerminalKey, revokedTill: TerminalKey, shopTill: TerminalKey,
+        restorationZ: (String, String), till: TerminalKey, revokedTill: TerminalKey, revokedTillID: String,
+        shopTill: TerminalKey,
         walletDevice: WalletDevice, deviceX: WalletDevice, deviceY: WalletDevice, walletB: WalletID,
         walletBDevice: WalletDevice, revokedWalletDevice: WalletDevice, cards: WorldCards
     ) {
@@ -653,6 +753,7 @@ final class World: Sendable {
         self.restorationZ = restorationZ
         self.till = till
         self.revokedTill = revokedTill
+        self.revokedTillID = revokedTillID
         self.shopTill = shopTill
         self.walletDevice = walletDevice
         self.deviceX = deviceX
@@ -683,6 +784,9 @@ final class World: Sendable {
         let tillResponse = try await server.activate(till)
         let revokedResponse = try await server.activate(revokedTill, label: "Till 2")
         #expect(try await server.ledger.revokeTerminal(TerminalID(rawValue: revokedResponse.terminalId)))
+        // The bakery's cashiers, which the merchant service renames and removes.
+        try await server.ledger.addRegisterUser(id: "007", name: "James", to: bakery.id)
+        try await server.ledger.addRegisterUser(id: "099", name: "Moneypenny", to: bakery.id)
         let shopTillResponse = try await server.withClient { client in
             let response = try await client.send(
                 .post, "/v1/terminals/activate",
@@ -745,7 +849,8 @@ final class World: Sendable {
                 server: server, bakery: bakery, shop: shop, tillResponse: tillResponse,
                 shopTillResponse: shopTillResponse, walletID: walletID, payment: payment,
                 redemption: redemption, registrationX: x, registrationY: y, restorationZ: z, till: till,
-                revokedTill: revokedTill, shopTill: shopTill, walletDevice: walletDevice, deviceX: deviceX,
+                revokedTill: revokedTill, revokedTillID: revokedResponse.terminalId, shopTill: shopTill,
+                walletDevice: walletDevice, deviceX: deviceX,
                 deviceY: deviceY, walletB: walletB, walletBDevice: walletBDevice,
                 revokedWalletDevice: revokedWalletDevice, cards: cards)
         }

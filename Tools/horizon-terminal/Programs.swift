@@ -14,12 +14,20 @@ struct WalletChoice: ParsableArguments {
     @Option(help: "A wallet data directory on this machine to read the key from.") var walletDir: String?
 
     func validate() throws {
-        guard (wallet == nil) != (walletDir == nil) else {
-            throw ValidationError("name the wallet with --wallet KEYHEX or --wallet-dir DIR")
+        guard wallet == nil || walletDir == nil else {
+            throw ValidationError("name the wallet with --wallet KEYHEX or --wallet-dir DIR, not both")
         }
     }
 
+    var isGiven: Bool { wallet != nil || walletDir != nil }
+
+    /// For the commands that change one wallet's standing.
+    func require() throws {
+        guard isGiven else { throw ValidationError("name the wallet with --wallet KEYHEX or --wallet-dir DIR") }
+    }
+
     func key() throws -> PublicKeyBytes {
+        guard isGiven else { throw ValidationError("name the wallet with --wallet KEYHEX or --wallet-dir DIR") }
         if let walletDir {
             return try WalletFiles(directory: DataDirectory(explicit: walletDir, role: "wallet")).loadPublicKey()
         }
@@ -30,20 +38,41 @@ struct WalletChoice: ParsableArguments {
     }
 }
 
-/// `programs`: set up the loyalty programs in the terminal's in-process ledger.
+/// `programs`: the merchant's loyalty programs; in the sandbox, also set them up.
 struct Programs: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Set up loyalty programs in the in-process ledger: bonus points, gold memberships, coupons.",
+        abstract: "Show the merchant's loyalty programs; set them up in the sandbox's in-process ledger.",
+        discussion: """
+            Without a wallet, `programs` shows which programs the merchant runs (bonus points, gold memberships, \
+            coupons) and the bonus rule: an activated terminal asks its server, the sandbox its ledger. With \
+            --wallet or --wallet-dir, and with points, gold and coupon, it shows or changes one wallet's standing \
+            in the single-box sandbox; at a server these are the merchant's (the dashboard), not a terminal's.
+            """,
         subcommands: [Show.self, Points.self, Gold.self, Coupon.self], defaultSubcommand: Show.self)
+
+    /// Refuses a sandbox-only command on an activated terminal, whose programs live at its server.
+    static func requireSandbox(_ global: GlobalOptions, _ what: String) throws {
+        if let server = try global.terminalFiles.loadSettings().server {
+            throw CLIError(
+                "this terminal settles at \(server): \(what) is set up there by the merchant (the dashboard), not in a terminal's ledger"
+            )
+        }
+    }
 
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "show", abstract: "Show a wallet's points, membership and coupons.")
+            commandName: "show",
+            abstract: "Show the merchant's programs, or (sandbox) a wallet's points, membership and coupons.")
         @OptionGroup var walletChoice: WalletChoice
         @Flag(help: "Print JSON.") var json = false
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
+            guard walletChoice.isGiven else {
+                try await showMerchantPrograms()
+                return
+            }
+            try Programs.requireSandbox(global, "a wallet's standing")
             let ledger = try await global.terminalFiles.loadLedger()
             let key = try walletChoice.key()
             let report = LoyaltyReport(
@@ -56,6 +85,29 @@ struct Programs: AsyncParsableCommand {
                 report.print()
             }
         }
+
+        private func showMerchantPrograms() async throws {
+            let summary: ProgramSummary
+            if let merchant = try await global.merchantService() {
+                summary = ProgramSummary(
+                    hasBonusProgram: await merchant.hasBonusProgram, hasGoldProgram: await merchant.hasGoldProgram,
+                    hasCouponProgram: await merchant.hasCouponProgram,
+                    bonusPointsPerMajorUnit: await merchant.bonusProgramDetails?.pointsPerMajorUnit ?? 0,
+                    currency: await merchant.bonusProgramDetails?.currency ?? "")
+            } else {
+                let ledger = try await global.terminalFiles.loadLedger()
+                let programs = try await ledger.merchantPrograms()
+                summary = ProgramSummary(
+                    hasBonusProgram: programs.hasBonusProgram, hasGoldProgram: programs.hasGoldProgram,
+                    hasCouponProgram: programs.hasCouponProgram,
+                    bonusPointsPerMajorUnit: ledger.merchant.bonusPointsPerMajorUnit, currency: ledger.currency.code)
+            }
+            if json {
+                try Console().json(summary)
+            } else {
+                summary.print()
+            }
+        }
     }
 
     struct Points: AsyncParsableCommand {
@@ -64,7 +116,10 @@ struct Programs: AsyncParsableCommand {
         @OptionGroup var walletChoice: WalletChoice
         @OptionGroup var global: GlobalOptions
 
+        func validate() throws { try walletChoice.require() }
+
         func run() async throws {
+            try Programs.requireSandbox(global, "bonus points")
             let ledger = try await global.terminalFiles.loadLedger()
             let key = try walletChoice.key()
             try await ledger.addBonusPoints(points, for: key, at: UnixTime(Date().timeIntervalSince1970))
@@ -81,10 +136,12 @@ struct Programs: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
 
         func validate() throws {
+            try walletChoice.require()
             guard days > 0, periodDays > 0 else { throw ValidationError("--days and --period-days must be positive") }
         }
 
         func run() async throws {
+            try Programs.requireSandbox(global, "a gold membership")
             let ledger = try await global.terminalFiles.loadLedger()
             let now = UnixTime(Date().timeIntervalSince1970)
             try await ledger.grantGoldMembership(
@@ -104,11 +161,13 @@ struct Programs: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
 
         func validate() throws {
+            try walletChoice.require()
             guard !code.isEmpty, code.utf8.count <= 64 else { throw ValidationError("a code must be 1 to 64 bytes") }
             guard days > 0 else { throw ValidationError("--days must be positive") }
         }
 
         func run() async throws {
+            try Programs.requireSandbox(global, "a coupon")
             let ledger = try await global.terminalFiles.loadLedger()
             let worth = try AmountArgument.money(value, in: ledger.currency, option: "--value")
             let now = UnixTime(Date().timeIntervalSince1970)
@@ -144,5 +203,22 @@ struct LoyaltyReport: Encodable {
             let state = coupon.redeemedAt != nil ? "redeemed" : "valid"
             Swift.print("coupon        \(coupon.code)  \(coupon.description)  \(state)")
         }
+    }
+}
+
+/// Which programs the merchant runs, and its bonus rule.
+struct ProgramSummary: Encodable {
+    let hasBonusProgram: Bool
+    let hasGoldProgram: Bool
+    let hasCouponProgram: Bool
+    /// Points a payment earns per whole currency unit of its amount (tips earn none).
+    let bonusPointsPerMajorUnit: Int64
+    let currency: String
+
+    func print() {
+        func yesNo(_ flag: Bool) -> String { flag ? "yes" : "no" }
+        Swift.print("bonus program   \(yesNo(hasBonusProgram))  (\(bonusPointsPerMajorUnit) points per 1 \(currency))")
+        Swift.print("gold program    \(yesNo(hasGoldProgram))")
+        Swift.print("coupon program  \(yesNo(hasCouponProgram))")
     }
 }

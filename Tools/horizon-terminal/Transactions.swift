@@ -1,22 +1,63 @@
 import ArgumentParser
 import Foundation
 import HorizonCLISupport
+import HorizonCore
 import HorizonLedger
+import HorizonServiceClients
 import HorizonStores
 
-/// `transactions`: the ledger's history.
+/// `transactions`: the merchant's history (an activated terminal's at its server, the sandbox's in its ledger).
 struct Transactions: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List the ledger's transactions, newest first.")
+    static let configuration = CommandConfiguration(
+        abstract: "List the merchant's transactions, newest first, or show one with its refunds.",
+        discussion: """
+            An activated terminal lists its merchant's transactions at the server, a page at a time: the last \
+            line (or nextCursor in JSON) gives the --cursor of the next page. Filters: --from/--to (a date \
+            2026-11-25, a time 2026-11-25T14:00:00Z, or Unix seconds; from inclusive, to exclusive), --type \
+            (payment, bonus, gold, coupon) and --register-user (its id). With a payment id, shows that payment \
+            with its refunds and what is left to refund. The single-box sandbox lists its own ledger (no filters).
+            """)
 
-    @Option(help: "How many to show.") var limit = 20
+    @Argument(help: "A payment's id: show it with its refunds.") var paymentID: String?
+    @Option(help: "How many to show (a server page holds 1 to 200).") var limit = 20
+    @Option(help: "The page to show: the cursor the page before printed.") var cursor: String?
+    @Option(help: "Settled at or after: a date, a time (ISO 8601) or Unix seconds.") var from: String?
+    @Option(help: "Settled before: a date, a time (ISO 8601) or Unix seconds.") var to: String?
+    @Option(help: "Only one kind: payment, bonus, gold or coupon.") var type: String?
+    @Option(help: "Only those of one register user (its id).") var registerUser: String?
     @Flag(help: "Print JSON.") var json = false
     @OptionGroup var global: GlobalOptions
 
     func validate() throws {
         guard (1...100_000).contains(limit) else { throw ValidationError("--limit must be 1 to 100000") }
+        if let type, MerchantServiceClient.TransactionKind(rawValue: type) == nil {
+            throw ValidationError("--type must be payment, bonus, gold or coupon")
+        }
+        _ = try Self.time(from, option: "--from")
+        _ = try Self.time(to, option: "--to")
+    }
+
+    /// `text` as a point in time: Unix seconds, an ISO 8601 time, or a date (its midnight UTC).
+    static func time(_ text: String?, option: String) throws -> Date? {
+        guard let text else { return nil }
+        if let seconds = Int64(text) { return Date(timeIntervalSince1970: TimeInterval(seconds)) }
+        if let date = ISO8601DateFormatter().date(from: text) { return date }
+        let day = ISO8601DateFormatter()
+        day.formatOptions = [.withFullDate]
+        if let date = day.date(from: text) { return date }
+        throw ValidationError("\(option) must be a date (2026-11-25), a time (2026-11-25T14:00:00Z) or Unix seconds")
     }
 
     func run() async throws {
+        if let merchant = try await global.merchantService() {
+            try await runAtServer(merchant)
+            return
+        }
+        guard paymentID == nil, cursor == nil, from == nil, to == nil, type == nil, registerUser == nil else {
+            throw CLIError(
+                "the single-box sandbox lists its ledger newest first with --limit only; filters, paging and one payment's details need an activated terminal"
+            )
+        }
         let ledger = try await global.terminalFiles.loadLedger()
         let transactions = try await ledger.transactions(limit: limit).map(TransactionRow.init)
         if json {
@@ -30,6 +71,56 @@ struct Transactions: AsyncParsableCommand {
                 "\(time)  \(row.outcome.padding(toLength: 8, withPad: " ", startingAt: 0))  \(row.amount) + \(row.tip) \(row.currency)  payment \(row.paymentID)\(row.reason.map { "  (\($0))" } ?? "")"
             )
         }
+    }
+
+    private func runAtServer(_ merchant: MerchantServiceClient) async throws {
+        if let paymentID {
+            let details = try await merchant.run { try await $0.transaction(paymentID: paymentID.lowercased()) }
+            if json {
+                try Console().json(details)
+                return
+            }
+            print(Self.line(details.transaction))
+            for refund in details.refunds {
+                print("  refund \(refund.refundId)  \(Self.amount(refund.amount, refund.currency)) \(refund.currency)")
+            }
+            print("  refundable \(Self.amount(details.refundableAmount, details.transaction.currency))")
+            return
+        }
+        let query = MerchantServiceClient.TransactionQuery(
+            from: try Self.time(from, option: "--from"), to: try Self.time(to, option: "--to"),
+            type: type.flatMap(MerchantServiceClient.TransactionKind.init(rawValue:)), registerUserID: registerUser,
+            limit: min(limit, 200), cursor: cursor)
+        let page = try await merchant.run { try await $0.transactions(query) }
+        if json {
+            try Console().json(page)
+            return
+        }
+        if page.transactions.isEmpty { print("no transactions") }
+        for transaction in page.transactions { print(Self.line(transaction)) }
+        if let next = page.nextCursor { print("more: --cursor \(next)") }
+    }
+
+    static func line(_ transaction: MerchantServiceClient.Transaction) -> String {
+        let time = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(transaction.settledAt)))
+        let outcome = transaction.outcome.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)
+        let kind = transaction.transactionType.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0)
+        var line =
+            "\(time)  \(outcome)  \(kind)  \(amount(transaction.amount, transaction.currency)) + \(amount(transaction.tip, transaction.currency)) \(transaction.currency)  \(transaction.paymentId)"
+        if !transaction.registerUser.isEmpty { line += "  by \(transaction.registerUser)" }
+        if transaction.refundedAmount > 0 {
+            line += "  refunded \(amount(transaction.refundedAmount, transaction.currency))"
+        }
+        if let reason = transaction.declineReason { line += "  (\(reason))" }
+        return line
+    }
+
+    /// Minor units as the currency writes them (1.50 for 150 EUR cents).
+    static func amount(_ minorUnits: Int64, _ code: String) -> String {
+        guard let currency = try? Currency(code: code),
+            let money = try? Money(minorUnits: minorUnits, currency: currency)
+        else { return "\(minorUnits)" }
+        return money.formattedAmount
     }
 }
 

@@ -1945,5 +1945,577 @@ extension Components {
                 case expiresAt
             }
         }
+        /// - Remark: Generated from `#/components/schemas/RegisterUser`.
+        public struct RegisterUser: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/RegisterUser/id`.
+            public var id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/RegisterUser/name`.
+            public var name: Swift.String
+            /// - Remark: Generated from `#/components/schemas/RegisterUser/addedAt`.
+            public var addedAt: Swift.Int64
+            /// Creates a new `RegisterUser`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - name:
+            ///   - addedAt:
+            public init(
+                id: Swift.String,
+                name: Swift.String,
+                addedAt: Swift.Int64
+            ) {
+                self.id = id
+                self.name = name
+                self.addedAt = addedAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case name
+                case addedAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/RegisterUserList`.
+        public struct RegisterUserList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/RegisterUserList/registerUsers`.
+            public var registerUsers: [Components.Schemas.RegisterUser]
+            /// Creates a new `RegisterUserList`.
+            ///
+            /// - Parameters:
+            ///   - registerUsers:
+            public init(registerUsers: [Components.Schemas.RegisterUser]) {
+                self.registerUsers = registerUsers
+            }
+            public enum CodingKeys: String, CodingKey {
+                case registerUsers
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/RegisterUserAddition`.
+        public struct RegisterUserAddition: Codable, Hashable, Sendable {
+            /// 1 to 64 characters of A-Z a-z 0-9 . _ : -
+            ///
+            /// - Remark: Generated from `#/components/schemas/RegisterUserAddition/id`.
+            public var id: Swift.String
+            /// 1 to 64 bytes of printable text
+            ///
+            /// - Remark: Generated from `#/components/schemas/RegisterUserAddition/name`.
+            public var name: Swift.String
+            /// Creates a new `RegisterUserAddition`.
+            ///
+            /// - Parameters:
+            ///   - id: 1 to 64 characters of A-Z a-z 0-9 . _ : -
+            ///   - name: 1 to 64 bytes of printable text
+            public init(
+                id: Swift.String,
+                name: Swift.String
+            ) {
+                self.id = id
+                self.name = name
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case name
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.id = try container.decode(
+                    Swift.String.self,
+                    forKey: .id
+                )
+                self.name = try container.decode(
+                    Swift.String.self,
+                    forKey: .name
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "id",
+                    "name"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/RegisterUserName`.
+        public struct RegisterUserName: Codable, Hashable, Sendable {
+            /// 1 to 64 bytes of printable text
+            ///
+            /// - Remark: Generated from `#/components/schemas/RegisterUserName/name`.
+            public var name: Swift.String
+            /// Creates a new `RegisterUserName`.
+            ///
+            /// - Parameters:
+            ///   - name: 1 to 64 bytes of printable text
+            public init(name: Swift.String) {
+                self.name = name
+            }
+            public enum CodingKeys: String, CodingKey {
+                case name
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.name = try container.decode(
+                    Swift.String.self,
+                    forKey: .name
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "name"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/TransactionKind`.
+        @frozen public enum TransactionKind: String, Codable, Hashable, Sendable, CaseIterable {
+            case payment = "payment"
+            case bonus = "bonus"
+            case gold = "gold"
+            case coupon = "coupon"
+        }
+        /// One payment or redemption as its merchant sees it. The wallet's account id is left out on
+        /// purpose: it is the same at every merchant, so merchants comparing lists could follow a person.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/MerchantTransaction`.
+        public struct MerchantTransaction: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/MerchantTransaction/paymentId`.
+            public var paymentId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/MerchantTransaction/reference`.
+            public var reference: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/MerchantTransaction/transactionType`.
+            public var transactionType: Components.Schemas.TransactionKind
+            /// - Remark: Generated from `#/components/schemas/MerchantTransaction/outcome`.
+            @frozen public enum OutcomePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case approved = "approved"
+                case declined = "declined"
+            }
+            /// - Remark: Generated from `#/components/schemas/MerchantTransaction/outcome`.
+            public var outcome: Components.Schemas.MerchantTransaction.OutcomePayload
+            /// - Remark: Generated from `#/components/schemas/MerchantTransaction/declineCode`.
+            public var declineCode: Swift.Int32?
+            /// - Remark: Generated from `#/components/schemas/MerchantTransaction/declineReason`.
+            public var declineReason: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/MerchantTransaction/amount`.
+            public var amount: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/MerchantTransaction/tip`.
+            public var tip: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/MerchantTransaction/currency`.
+            public var currency: Swift.String
+            /// - Remark: Generated from `#/components/schemas/MerchantTransaction/item`.
+            public var item: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/MerchantTransaction/quantity`.
+            public var quantity: Swift.Int64?
+            /// - Remark: Generated from `#/components/schemas/MerchantTransaction/bonusPointsEarned`.
+            public var bonusPointsEarned: Swift.Int64?
+            /// - Remark: Generated from `#/components/schemas/MerchantTransaction/registerUser`.
+            public var registerUser: Swift.String
+            /// 8-byte key id, hex
+            ///
+            /// - Remark: Generated from `#/components/schemas/MerchantTransaction/terminalKeyId`.
+            public var terminalKeyId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/MerchantTransaction/settledAt`.
+            public var settledAt: Swift.Int64
+            /// Minor units refunded so far
+            ///
+            /// - Remark: Generated from `#/components/schemas/MerchantTransaction/refundedAmount`.
+            public var refundedAmount: Swift.Int64
+            /// Creates a new `MerchantTransaction`.
+            ///
+            /// - Parameters:
+            ///   - paymentId:
+            ///   - reference:
+            ///   - transactionType:
+            ///   - outcome:
+            ///   - declineCode:
+            ///   - declineReason:
+            ///   - amount:
+            ///   - tip:
+            ///   - currency:
+            ///   - item:
+            ///   - quantity:
+            ///   - bonusPointsEarned:
+            ///   - registerUser:
+            ///   - terminalKeyId: 8-byte key id, hex
+            ///   - settledAt:
+            ///   - refundedAmount: Minor units refunded so far
+            public init(
+                paymentId: Swift.String,
+                reference: Swift.Int64,
+                transactionType: Components.Schemas.TransactionKind,
+                outcome: Components.Schemas.MerchantTransaction.OutcomePayload,
+                declineCode: Swift.Int32? = nil,
+                declineReason: Swift.String? = nil,
+                amount: Swift.Int64,
+                tip: Swift.Int64,
+                currency: Swift.String,
+                item: Swift.String? = nil,
+                quantity: Swift.Int64? = nil,
+                bonusPointsEarned: Swift.Int64? = nil,
+                registerUser: Swift.String,
+                terminalKeyId: Swift.String,
+                settledAt: Swift.Int64,
+                refundedAmount: Swift.Int64
+            ) {
+                self.paymentId = paymentId
+                self.reference = reference
+                self.transactionType = transactionType
+                self.outcome = outcome
+                self.declineCode = declineCode
+                self.declineReason = declineReason
+                self.amount = amount
+                self.tip = tip
+                self.currency = currency
+                self.item = item
+                self.quantity = quantity
+                self.bonusPointsEarned = bonusPointsEarned
+                self.registerUser = registerUser
+                self.terminalKeyId = terminalKeyId
+                self.settledAt = settledAt
+                self.refundedAmount = refundedAmount
+            }
+            public enum CodingKeys: String, CodingKey {
+                case paymentId
+                case reference
+                case transactionType
+                case outcome
+                case declineCode
+                case declineReason
+                case amount
+                case tip
+                case currency
+                case item
+                case quantity
+                case bonusPointsEarned
+                case registerUser
+                case terminalKeyId
+                case settledAt
+                case refundedAmount
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/MerchantTransactionPage`.
+        public struct MerchantTransactionPage: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/MerchantTransactionPage/transactions`.
+            public var transactions: [Components.Schemas.MerchantTransaction]
+            /// Absent on the last page
+            ///
+            /// - Remark: Generated from `#/components/schemas/MerchantTransactionPage/nextCursor`.
+            public var nextCursor: Swift.String?
+            /// Creates a new `MerchantTransactionPage`.
+            ///
+            /// - Parameters:
+            ///   - transactions:
+            ///   - nextCursor: Absent on the last page
+            public init(
+                transactions: [Components.Schemas.MerchantTransaction],
+                nextCursor: Swift.String? = nil
+            ) {
+                self.transactions = transactions
+                self.nextCursor = nextCursor
+            }
+            public enum CodingKeys: String, CodingKey {
+                case transactions
+                case nextCursor
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/MerchantTransactionDetails`.
+        public struct MerchantTransactionDetails: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/MerchantTransactionDetails/transaction`.
+            public var transaction: Components.Schemas.MerchantTransaction
+            /// - Remark: Generated from `#/components/schemas/MerchantTransactionDetails/refunds`.
+            public var refunds: [Components.Schemas.Refund]
+            /// Minor units still refundable (0 for declines and redemptions)
+            ///
+            /// - Remark: Generated from `#/components/schemas/MerchantTransactionDetails/refundableAmount`.
+            public var refundableAmount: Swift.Int64
+            /// Creates a new `MerchantTransactionDetails`.
+            ///
+            /// - Parameters:
+            ///   - transaction:
+            ///   - refunds:
+            ///   - refundableAmount: Minor units still refundable (0 for declines and redemptions)
+            public init(
+                transaction: Components.Schemas.MerchantTransaction,
+                refunds: [Components.Schemas.Refund],
+                refundableAmount: Swift.Int64
+            ) {
+                self.transaction = transaction
+                self.refunds = refunds
+                self.refundableAmount = refundableAmount
+            }
+            public enum CodingKeys: String, CodingKey {
+                case transaction
+                case refunds
+                case refundableAmount
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/RefundCreation`.
+        public struct RefundCreation: Codable, Hashable, Sendable {
+            /// The client's idempotency key: 1 to 64 characters of A-Z a-z 0-9 . _ : -
+            ///
+            /// - Remark: Generated from `#/components/schemas/RefundCreation/refundId`.
+            public var refundId: Swift.String
+            /// 16 bytes, lowercase hex
+            ///
+            /// - Remark: Generated from `#/components/schemas/RefundCreation/paymentId`.
+            public var paymentId: Swift.String
+            /// Minor units, more than zero
+            ///
+            /// - Remark: Generated from `#/components/schemas/RefundCreation/amount`.
+            public var amount: Swift.Int64
+            /// The payment's currency
+            ///
+            /// - Remark: Generated from `#/components/schemas/RefundCreation/currency`.
+            public var currency: Swift.String
+            /// Creates a new `RefundCreation`.
+            ///
+            /// - Parameters:
+            ///   - refundId: The client's idempotency key: 1 to 64 characters of A-Z a-z 0-9 . _ : -
+            ///   - paymentId: 16 bytes, lowercase hex
+            ///   - amount: Minor units, more than zero
+            ///   - currency: The payment's currency
+            public init(
+                refundId: Swift.String,
+                paymentId: Swift.String,
+                amount: Swift.Int64,
+                currency: Swift.String
+            ) {
+                self.refundId = refundId
+                self.paymentId = paymentId
+                self.amount = amount
+                self.currency = currency
+            }
+            public enum CodingKeys: String, CodingKey {
+                case refundId
+                case paymentId
+                case amount
+                case currency
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.refundId = try container.decode(
+                    Swift.String.self,
+                    forKey: .refundId
+                )
+                self.paymentId = try container.decode(
+                    Swift.String.self,
+                    forKey: .paymentId
+                )
+                self.amount = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .amount
+                )
+                self.currency = try container.decode(
+                    Swift.String.self,
+                    forKey: .currency
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "refundId",
+                    "paymentId",
+                    "amount",
+                    "currency"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Refund`.
+        public struct Refund: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Refund/refundId`.
+            public var refundId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Refund/reference`.
+            public var reference: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/Refund/paymentId`.
+            public var paymentId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Refund/amount`.
+            public var amount: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/Refund/currency`.
+            public var currency: Swift.String
+            /// The payment method the money went back to: horizon_balance or card
+            ///
+            /// - Remark: Generated from `#/components/schemas/Refund/destination`.
+            public var destination: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Refund/bonusPointsReversed`.
+            public var bonusPointsReversed: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/Refund/createdAt`.
+            public var createdAt: Swift.Int64
+            /// Creates a new `Refund`.
+            ///
+            /// - Parameters:
+            ///   - refundId:
+            ///   - reference:
+            ///   - paymentId:
+            ///   - amount:
+            ///   - currency:
+            ///   - destination: The payment method the money went back to: horizon_balance or card
+            ///   - bonusPointsReversed:
+            ///   - createdAt:
+            public init(
+                refundId: Swift.String,
+                reference: Swift.Int64,
+                paymentId: Swift.String,
+                amount: Swift.Int64,
+                currency: Swift.String,
+                destination: Swift.String,
+                bonusPointsReversed: Swift.Int64,
+                createdAt: Swift.Int64
+            ) {
+                self.refundId = refundId
+                self.reference = reference
+                self.paymentId = paymentId
+                self.amount = amount
+                self.currency = currency
+                self.destination = destination
+                self.bonusPointsReversed = bonusPointsReversed
+                self.createdAt = createdAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case refundId
+                case reference
+                case paymentId
+                case amount
+                case currency
+                case destination
+                case bonusPointsReversed
+                case createdAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/RefundList`.
+        public struct RefundList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/RefundList/refunds`.
+            public var refunds: [Components.Schemas.Refund]
+            /// Creates a new `RefundList`.
+            ///
+            /// - Parameters:
+            ///   - refunds:
+            public init(refunds: [Components.Schemas.Refund]) {
+                self.refunds = refunds
+            }
+            public enum CodingKeys: String, CodingKey {
+                case refunds
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/MerchantPrograms`.
+        public struct MerchantPrograms: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/MerchantPrograms/hasBonusProgram`.
+            public var hasBonusProgram: Swift.Bool
+            /// - Remark: Generated from `#/components/schemas/MerchantPrograms/hasGoldProgram`.
+            public var hasGoldProgram: Swift.Bool
+            /// - Remark: Generated from `#/components/schemas/MerchantPrograms/hasCouponProgram`.
+            public var hasCouponProgram: Swift.Bool
+            /// - Remark: Generated from `#/components/schemas/MerchantPrograms/bonusProgram`.
+            public var bonusProgram: Components.Schemas.BonusProgramDetails
+            /// Creates a new `MerchantPrograms`.
+            ///
+            /// - Parameters:
+            ///   - hasBonusProgram:
+            ///   - hasGoldProgram:
+            ///   - hasCouponProgram:
+            ///   - bonusProgram:
+            public init(
+                hasBonusProgram: Swift.Bool,
+                hasGoldProgram: Swift.Bool,
+                hasCouponProgram: Swift.Bool,
+                bonusProgram: Components.Schemas.BonusProgramDetails
+            ) {
+                self.hasBonusProgram = hasBonusProgram
+                self.hasGoldProgram = hasGoldProgram
+                self.hasCouponProgram = hasCouponProgram
+                self.bonusProgram = bonusProgram
+            }
+            public enum CodingKeys: String, CodingKey {
+                case hasBonusProgram
+                case hasGoldProgram
+                case hasCouponProgram
+                case bonusProgram
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/BonusProgramDetails`.
+        public struct BonusProgramDetails: Codable, Hashable, Sendable {
+            /// Points a payment earns per whole currency unit of its amount (tips earn none); 0: no bonus program
+            ///
+            /// - Remark: Generated from `#/components/schemas/BonusProgramDetails/pointsPerMajorUnit`.
+            public var pointsPerMajorUnit: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/BonusProgramDetails/currency`.
+            public var currency: Swift.String
+            /// Creates a new `BonusProgramDetails`.
+            ///
+            /// - Parameters:
+            ///   - pointsPerMajorUnit: Points a payment earns per whole currency unit of its amount (tips earn none); 0: no bonus program
+            ///   - currency:
+            public init(
+                pointsPerMajorUnit: Swift.Int64,
+                currency: Swift.String
+            ) {
+                self.pointsPerMajorUnit = pointsPerMajorUnit
+                self.currency = currency
+            }
+            public enum CodingKeys: String, CodingKey {
+                case pointsPerMajorUnit
+                case currency
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/MerchantTerminal`.
+        public struct MerchantTerminal: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/MerchantTerminal/terminalId`.
+            public var terminalId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/MerchantTerminal/label`.
+            public var label: Swift.String
+            /// 8-byte key id, hex
+            ///
+            /// - Remark: Generated from `#/components/schemas/MerchantTerminal/keyId`.
+            public var keyId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/MerchantTerminal/activatedAt`.
+            public var activatedAt: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/MerchantTerminal/credentialExpiresAt`.
+            public var credentialExpiresAt: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/MerchantTerminal/revokedAt`.
+            public var revokedAt: Swift.Int64?
+            /// Whether this is the terminal that signed the request
+            ///
+            /// - Remark: Generated from `#/components/schemas/MerchantTerminal/isCaller`.
+            public var isCaller: Swift.Bool
+            /// Creates a new `MerchantTerminal`.
+            ///
+            /// - Parameters:
+            ///   - terminalId:
+            ///   - label:
+            ///   - keyId: 8-byte key id, hex
+            ///   - activatedAt:
+            ///   - credentialExpiresAt:
+            ///   - revokedAt:
+            ///   - isCaller: Whether this is the terminal that signed the request
+            public init(
+                terminalId: Swift.String,
+                label: Swift.String,
+                keyId: Swift.String,
+                activatedAt: Swift.Int64,
+                credentialExpiresAt: Swift.Int64,
+                revokedAt: Swift.Int64? = nil,
+                isCaller: Swift.Bool
+            ) {
+                self.terminalId = terminalId
+                self.label = label
+                self.keyId = keyId
+                self.activatedAt = activatedAt
+                self.credentialExpiresAt = credentialExpiresAt
+                self.revokedAt = revokedAt
+                self.isCaller = isCaller
+            }
+            public enum CodingKeys: String, CodingKey {
+                case terminalId
+                case label
+                case keyId
+                case activatedAt
+                case credentialExpiresAt
+                case revokedAt
+                case isCaller
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/MerchantTerminalList`.
+        public struct MerchantTerminalList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/MerchantTerminalList/terminals`.
+            public var terminals: [Components.Schemas.MerchantTerminal]
+            /// Creates a new `MerchantTerminalList`.
+            ///
+            /// - Parameters:
+            ///   - terminals:
+            public init(terminals: [Components.Schemas.MerchantTerminal]) {
+                self.terminals = terminals
+            }
+            public enum CodingKeys: String, CodingKey {
+                case terminals
+            }
+        }
     }
 }

@@ -224,6 +224,80 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/wallet/card-challenges/{md}`.
     /// - Remark: Generated from `#/paths//v1/wallet/card-challenges/{md}/get(getCardChallenge)`.
     func getCardChallenge(_ input: Operations.GetCardChallenge.Input) async throws -> Operations.GetCardChallenge.Output
+    /// The calling terminal's merchant's register users (cashiers), by id.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/register-users`.
+    /// - Remark: Generated from `#/paths//v1/merchant/register-users/get(listRegisterUsers)`.
+    func listRegisterUsers(_ input: Operations.ListRegisterUsers.Input) async throws -> Operations.ListRegisterUsers.Output
+    /// Adds a register user with the merchant's own id for them.
+    ///
+    /// Errors: `register_user_id_invalid` (not 1 to 64 characters of A-Z a-z 0-9 . _ : -),
+    /// `register_user_name_invalid` (empty, only spaces, control characters or over 64 bytes),
+    /// `register_user_exists` (the id is taken; rename it with PUT instead).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/register-users`.
+    /// - Remark: Generated from `#/paths//v1/merchant/register-users/post(addRegisterUser)`.
+    func addRegisterUser(_ input: Operations.AddRegisterUser.Input) async throws -> Operations.AddRegisterUser.Output
+    /// Renames a register user (`register_user_not_found` if the merchant has no such id).
+    ///
+    /// - Remark: HTTP `PUT /v1/merchant/register-users/{userId}`.
+    /// - Remark: Generated from `#/paths//v1/merchant/register-users/{userId}/put(renameRegisterUser)`.
+    func renameRegisterUser(_ input: Operations.RenameRegisterUser.Input) async throws -> Operations.RenameRegisterUser.Output
+    /// Removes a register user (`register_user_not_found` if the merchant has no such id). Past transactions keep the id.
+    ///
+    /// - Remark: HTTP `DELETE /v1/merchant/register-users/{userId}`.
+    /// - Remark: Generated from `#/paths//v1/merchant/register-users/{userId}/delete(removeRegisterUser)`.
+    func removeRegisterUser(_ input: Operations.RemoveRegisterUser.Input) async throws -> Operations.RemoveRegisterUser.Output
+    /// The merchant's payments and redemptions, newest first, a page at a time.
+    ///
+    /// Filters combine: `from` (inclusive) and `to` (exclusive) are Unix seconds of settlement,
+    /// `type` one kind, `registerUser` the cashier's id. `cursor` is the `nextCursor` of the page
+    /// before, opaque; a page past the end is empty and has no `nextCursor`. Errors:
+    /// `invalid_cursor` (not a cursor this server made), `invalid_request` (limit out of 1 to 200,
+    /// `from` after `to`, an unknown type).
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/transactions`.
+    /// - Remark: Generated from `#/paths//v1/merchant/transactions/get(listMerchantTransactions)`.
+    func listMerchantTransactions(_ input: Operations.ListMerchantTransactions.Input) async throws -> Operations.ListMerchantTransactions.Output
+    /// One payment or redemption of the merchant, with its refunds and what is left to refund.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/transactions/{paymentId}`.
+    /// - Remark: Generated from `#/paths//v1/merchant/transactions/{paymentId}/get(getMerchantTransaction)`.
+    func getMerchantTransaction(_ input: Operations.GetMerchantTransaction.Input) async throws -> Operations.GetMerchantTransaction.Output
+    /// The refunds of one payment of the merchant, oldest first.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/transactions/{paymentId}/refunds`.
+    /// - Remark: Generated from `#/paths//v1/merchant/transactions/{paymentId}/refunds/get(listRefunds)`.
+    func listRefunds(_ input: Operations.ListRefunds.Input) async throws -> Operations.ListRefunds.Output
+    /// Refunds all or part of an approved payment of the merchant, to the method it was paid with. Once per refund id.
+    ///
+    /// The refund id is the client's idempotency key: the same id with the same payment and amount
+    /// answers the stored refund and moves nothing again. Errors: `idempotency_conflict` (the id was
+    /// used for another refund), `refund_exceeds_remaining`, `payment_not_found` (unknown, or another
+    /// merchant's), `payment_not_refundable` (declined, or a redemption), `refund_amount_invalid`,
+    /// `currency_mismatch`, `refund_id_invalid`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/refunds`.
+    /// - Remark: Generated from `#/paths//v1/merchant/refunds/post(createRefund)`.
+    func createRefund(_ input: Operations.CreateRefund.Input) async throws -> Operations.CreateRefund.Output
+    /// Which loyalty programs the merchant runs, and its bonus rule.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/programs`.
+    /// - Remark: Generated from `#/paths//v1/merchant/programs/get(getMerchantPrograms)`.
+    func getMerchantPrograms(_ input: Operations.GetMerchantPrograms.Input) async throws -> Operations.GetMerchantPrograms.Output
+    /// The merchant's terminals, active and revoked.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/terminals`.
+    /// - Remark: Generated from `#/paths//v1/merchant/terminals/get(listMerchantTerminals)`.
+    func listMerchantTerminals(_ input: Operations.ListMerchantTerminals.Input) async throws -> Operations.ListMerchantTerminals.Output
+    /// Revokes one of the merchant's terminals (`terminal_not_found` for another merchant's). Revoking a revoked one answers it as it is.
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/terminals/{terminalId}/revoke`.
+    /// - Remark: Generated from `#/paths//v1/merchant/terminals/{terminalId}/revoke/post(revokeMerchantTerminal)`.
+    func revokeMerchantTerminal(_ input: Operations.RevokeMerchantTerminal.Input) async throws -> Operations.RevokeMerchantTerminal.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -609,6 +683,152 @@ extension APIProtocol {
         headers: Operations.GetCardChallenge.Input.Headers = .init()
     ) async throws -> Operations.GetCardChallenge.Output {
         try await getCardChallenge(Operations.GetCardChallenge.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// The calling terminal's merchant's register users (cashiers), by id.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/register-users`.
+    /// - Remark: Generated from `#/paths//v1/merchant/register-users/get(listRegisterUsers)`.
+    public func listRegisterUsers(headers: Operations.ListRegisterUsers.Input.Headers = .init()) async throws -> Operations.ListRegisterUsers.Output {
+        try await listRegisterUsers(Operations.ListRegisterUsers.Input(headers: headers))
+    }
+    /// Adds a register user with the merchant's own id for them.
+    ///
+    /// Errors: `register_user_id_invalid` (not 1 to 64 characters of A-Z a-z 0-9 . _ : -),
+    /// `register_user_name_invalid` (empty, only spaces, control characters or over 64 bytes),
+    /// `register_user_exists` (the id is taken; rename it with PUT instead).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/register-users`.
+    /// - Remark: Generated from `#/paths//v1/merchant/register-users/post(addRegisterUser)`.
+    public func addRegisterUser(
+        headers: Operations.AddRegisterUser.Input.Headers = .init(),
+        body: Operations.AddRegisterUser.Input.Body
+    ) async throws -> Operations.AddRegisterUser.Output {
+        try await addRegisterUser(Operations.AddRegisterUser.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Renames a register user (`register_user_not_found` if the merchant has no such id).
+    ///
+    /// - Remark: HTTP `PUT /v1/merchant/register-users/{userId}`.
+    /// - Remark: Generated from `#/paths//v1/merchant/register-users/{userId}/put(renameRegisterUser)`.
+    public func renameRegisterUser(
+        path: Operations.RenameRegisterUser.Input.Path,
+        headers: Operations.RenameRegisterUser.Input.Headers = .init(),
+        body: Operations.RenameRegisterUser.Input.Body
+    ) async throws -> Operations.RenameRegisterUser.Output {
+        try await renameRegisterUser(Operations.RenameRegisterUser.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Removes a register user (`register_user_not_found` if the merchant has no such id). Past transactions keep the id.
+    ///
+    /// - Remark: HTTP `DELETE /v1/merchant/register-users/{userId}`.
+    /// - Remark: Generated from `#/paths//v1/merchant/register-users/{userId}/delete(removeRegisterUser)`.
+    public func removeRegisterUser(
+        path: Operations.RemoveRegisterUser.Input.Path,
+        headers: Operations.RemoveRegisterUser.Input.Headers = .init()
+    ) async throws -> Operations.RemoveRegisterUser.Output {
+        try await removeRegisterUser(Operations.RemoveRegisterUser.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// The merchant's payments and redemptions, newest first, a page at a time.
+    ///
+    /// Filters combine: `from` (inclusive) and `to` (exclusive) are Unix seconds of settlement,
+    /// `type` one kind, `registerUser` the cashier's id. `cursor` is the `nextCursor` of the page
+    /// before, opaque; a page past the end is empty and has no `nextCursor`. Errors:
+    /// `invalid_cursor` (not a cursor this server made), `invalid_request` (limit out of 1 to 200,
+    /// `from` after `to`, an unknown type).
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/transactions`.
+    /// - Remark: Generated from `#/paths//v1/merchant/transactions/get(listMerchantTransactions)`.
+    public func listMerchantTransactions(
+        query: Operations.ListMerchantTransactions.Input.Query = .init(),
+        headers: Operations.ListMerchantTransactions.Input.Headers = .init()
+    ) async throws -> Operations.ListMerchantTransactions.Output {
+        try await listMerchantTransactions(Operations.ListMerchantTransactions.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// One payment or redemption of the merchant, with its refunds and what is left to refund.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/transactions/{paymentId}`.
+    /// - Remark: Generated from `#/paths//v1/merchant/transactions/{paymentId}/get(getMerchantTransaction)`.
+    public func getMerchantTransaction(
+        path: Operations.GetMerchantTransaction.Input.Path,
+        headers: Operations.GetMerchantTransaction.Input.Headers = .init()
+    ) async throws -> Operations.GetMerchantTransaction.Output {
+        try await getMerchantTransaction(Operations.GetMerchantTransaction.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// The refunds of one payment of the merchant, oldest first.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/transactions/{paymentId}/refunds`.
+    /// - Remark: Generated from `#/paths//v1/merchant/transactions/{paymentId}/refunds/get(listRefunds)`.
+    public func listRefunds(
+        path: Operations.ListRefunds.Input.Path,
+        headers: Operations.ListRefunds.Input.Headers = .init()
+    ) async throws -> Operations.ListRefunds.Output {
+        try await listRefunds(Operations.ListRefunds.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Refunds all or part of an approved payment of the merchant, to the method it was paid with. Once per refund id.
+    ///
+    /// The refund id is the client's idempotency key: the same id with the same payment and amount
+    /// answers the stored refund and moves nothing again. Errors: `idempotency_conflict` (the id was
+    /// used for another refund), `refund_exceeds_remaining`, `payment_not_found` (unknown, or another
+    /// merchant's), `payment_not_refundable` (declined, or a redemption), `refund_amount_invalid`,
+    /// `currency_mismatch`, `refund_id_invalid`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/refunds`.
+    /// - Remark: Generated from `#/paths//v1/merchant/refunds/post(createRefund)`.
+    public func createRefund(
+        headers: Operations.CreateRefund.Input.Headers = .init(),
+        body: Operations.CreateRefund.Input.Body
+    ) async throws -> Operations.CreateRefund.Output {
+        try await createRefund(Operations.CreateRefund.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Which loyalty programs the merchant runs, and its bonus rule.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/programs`.
+    /// - Remark: Generated from `#/paths//v1/merchant/programs/get(getMerchantPrograms)`.
+    public func getMerchantPrograms(headers: Operations.GetMerchantPrograms.Input.Headers = .init()) async throws -> Operations.GetMerchantPrograms.Output {
+        try await getMerchantPrograms(Operations.GetMerchantPrograms.Input(headers: headers))
+    }
+    /// The merchant's terminals, active and revoked.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/terminals`.
+    /// - Remark: Generated from `#/paths//v1/merchant/terminals/get(listMerchantTerminals)`.
+    public func listMerchantTerminals(headers: Operations.ListMerchantTerminals.Input.Headers = .init()) async throws -> Operations.ListMerchantTerminals.Output {
+        try await listMerchantTerminals(Operations.ListMerchantTerminals.Input(headers: headers))
+    }
+    /// Revokes one of the merchant's terminals (`terminal_not_found` for another merchant's). Revoking a revoked one answers it as it is.
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/terminals/{terminalId}/revoke`.
+    /// - Remark: Generated from `#/paths//v1/merchant/terminals/{terminalId}/revoke/post(revokeMerchantTerminal)`.
+    public func revokeMerchantTerminal(
+        path: Operations.RevokeMerchantTerminal.Input.Path,
+        headers: Operations.RevokeMerchantTerminal.Input.Headers = .init()
+    ) async throws -> Operations.RevokeMerchantTerminal.Output {
+        try await revokeMerchantTerminal(Operations.RevokeMerchantTerminal.Input(
             path: path,
             headers: headers
         ))

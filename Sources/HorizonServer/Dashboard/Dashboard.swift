@@ -177,7 +177,7 @@ struct Dashboard: Sendable {
         if !toText.isEmpty {
             // "To" names the last day shown, so the range ends when that day does.
             if let day = DashboardDates.parseDay(toText) {
-                filter.until = day + 86_400
+                filter.to = day + 86_400
             } else {
                 problems.append("“To” must be a date such as 2026-11-25.")
             }
@@ -191,10 +191,10 @@ struct Dashboard: Sendable {
             }
         }
         filter.registerUser = query.text("register_user")
-        var before: Int64?
+        var before: TransactionCursor?
         if let text = query.text("before") {
-            if let reference = Int64(text), reference > 0 {
-                before = reference
+            if let cursor = TransactionCursor(token: text) {
+                before = cursor
             } else {
                 problems.append("The page link is broken: start again from the newest transactions.")
             }
@@ -219,17 +219,15 @@ struct Dashboard: Sendable {
             return try page("transactions", model, status: .badRequest)
         }
         let page = try await ledger.transactions(
-            of: signedIn.merchant.id, matching: filter, limit: settings.pageSize, before: before)
+            of: signedIn.merchant.id, filter: filter, limit: settings.pageSize, after: before)
         if before != nil, page.transactions.isEmpty {
             model.layout.problem = "There are no older transactions: this page is past the last one."
         }
         if let problem { model.layout.problem = problem }
-        let refunded = try await ledger.refundedAmounts(
-            of: page.transactions.map(\.result.paymentID), merchant: signedIn.merchant.id)
-        model.rows = page.transactions.map { transaction in
-            var row = TransactionRow(transaction)
-            let result = transaction.result
-            let done = refunded[result.paymentID] ?? 0
+        model.rows = page.transactions.map { summary in
+            var row = TransactionRow(summary.transaction)
+            let result = summary.transaction.result
+            let done = summary.refunded.minorUnits
             let currency = result.amount.currency
             if done > 0, let money = try? Money(minorUnits: done, currency: currency) {
                 row.refunded = money.description
@@ -250,8 +248,8 @@ struct Dashboard: Sendable {
         ]
         .filter { !$0.1.isEmpty }
         if before != nil { model.newestURL = Self.url("/dashboard/transactions", filters) }
-        if let next = page.nextBefore {
-            model.olderURL = Self.url("/dashboard/transactions", filters + [("before", String(next))])
+        if let next = page.nextCursor {
+            model.olderURL = Self.url("/dashboard/transactions", filters + [("before", next.token)])
         }
         return try self.page("transactions", model, status: status)
     }
@@ -279,9 +277,20 @@ struct Dashboard: Sendable {
         let request = RefundRequest(
             refundID: RefundID(rawValue: form["refund_id"] ?? ""), paymentID: transaction.result.paymentID,
             amount: amount)
+        // To the method the payment came from: a card payment's refund goes on to its processor.
         let outcome: Result<Refund, LedgerError>
-        do { outcome = .success(try await ledger.refund(request, merchant: signedIn.merchant.id, at: now())) } catch {
-            outcome = .failure(error)
+        do {
+            outcome = .success(
+                try await CardRefunds(ledger: ledger, processor: api.cards).refund(
+                    request, merchant: signedIn.merchant.id, at: now()))
+        } catch {
+            switch error {
+            case .ledger(let error): outcome = .failure(error)
+            case .processor(_, let refund):
+                return try await refuse(
+                    "Refund \(refund.refundID) of \(refund.amount) is recorded, but the card processor has not confirmed it yet; finish it with `horizon-terminal refund \(refund.paymentID.bytes.hexString) --amount \(refund.amount.formattedAmount) --refund-id \(refund.refundID)` (the same id refunds once).",
+                    .serviceUnavailable)
+            }
         }
         switch outcome {
         case .success(let refund):

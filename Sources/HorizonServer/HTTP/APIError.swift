@@ -63,6 +63,12 @@ public struct APIError: Error, Sendable, Equatable {
         case walletKeyRevoked = "wallet_key_revoked"
         case invalidCursor = "invalid_cursor"
         case transactionNotFound = "transaction_not_found"
+        // issue 15: merchant service
+        case registerUserIDInvalid = "register_user_id_invalid"
+        case registerUserNameInvalid = "register_user_name_invalid"
+        case registerUserExists = "register_user_exists"
+        case registerUserNotFound = "register_user_not_found"
+        case terminalNotFound = "terminal_not_found"
 
         public var status: HTTPResponse.Status {
             switch self {
@@ -101,6 +107,9 @@ public struct APIError: Error, Sendable, Equatable {
             case .walletKeyRevoked: .unauthorized
             case .invalidCursor: .badRequest
             case .transactionNotFound: .notFound
+            case .registerUserIDInvalid, .registerUserNameInvalid: .badRequest
+            case .registerUserExists: .conflict
+            case .registerUserNotFound, .terminalNotFound: .notFound
             }
         }
     }

@@ -1,0 +1,137 @@
+import Foundation
+import HorizonTestSupport
+import Testing
+
+/// `horizon-terminal register-users | transactions | programs | refund` on an activated terminal
+/// (issue 15 item 5): a real `horizon-server`, the terminal and a wallet as processes; the
+/// commands go through the merchant service with the terminal's key and open no ledger file.
+@Suite("horizon-terminal's merchant commands at a server", .offTheCooperativePool)
+struct MerchantCommandsProgramTests {
+    @Test func registerUsersTransactionsProgramsAndRefundsGoThroughTheServer() throws {
+        let rig = try RemoteLedgerRig()
+        let paid = try rig.pay("5.00", walletTimeout: 30)
+        paid.expectPaid()
+        let paymentID = try #require(try rig.transactions().first?.id)
+
+        // `pay` still opens the terminal's own ledger for its currency; the merchant commands
+        // must not: with the file gone, none of them may bring it back.
+        let ledgerFile = rig.terminalDir + "/ledger.sqlite"
+        if FileManager.default.fileExists(atPath: ledgerFile) {
+            try FileManager.default.moveItem(atPath: ledgerFile, toPath: ledgerFile + ".away")
+        }
+        func terminal(_ arguments: [String]) throws -> ProgramResult {
+            try Programs.run("horizon-terminal", arguments + ["--data-dir", rig.terminalDir])
+        }
+        func json(_ result: ProgramResult) throws -> Any {
+            #expect(result.status == 0, "\(result.standardError)")
+            return try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8))
+        }
+
+        // Register users: added with an id made from the name, refused when taken, renamed, removed.
+        let added = try json(try terminal(["register-users", "add", "Ada Lovelace", "--json"])) as? [String: Any]
+        #expect(added?["id"] as? String == "ada-lovelace" && added?["name"] as? String == "Ada Lovelace")
+        let taken = try terminal(["register-users", "add", "Ada Lovelace"])
+        #expect(taken.status == 1)
+        #expect(taken.standardError.contains("register_user_exists"), "\(taken.standardError)")
+        let tooLong = try terminal(["register-users", "add", String(repeating: "x", count: 65)])
+        #expect(tooLong.status != 0 && tooLong.standardError.contains("a name must be 1 to 64 bytes"))
+        let renamed = try json(try terminal(["register-users", "rename", "ada-lovelace", "Ada L.", "--json"]))
+        #expect((renamed as? [String: Any])?["name"] as? String == "Ada L.")
+        let listed = try json(try terminal(["register-users", "list", "--json"])) as? [[String: Any]]
+        #expect(listed?.map { $0["id"] as? String } == ["ada-lovelace"])
+        #expect(try terminal(["register-users", "remove", "ada-lovelace"]).status == 0)
+        let gone = try terminal(["register-users", "remove", "ada-lovelace"])
+        #expect(gone.status == 1 && gone.standardError.contains("register_user_not_found"), "\(gone.standardError)")
+
+        // Transactions at the server, filtered; a bad cursor is refused with its code.
+        let page = try json(try terminal(["transactions", "--type", "payment", "--json"])) as? [String: Any]
+        let rows = page?["transactions"] as? [[String: Any]]
+        #expect(rows?.map { $0["paymentId"] as? String } == [paymentID])
+        #expect(page?["nextCursor"] == nil)
+        let bonus = try json(try terminal(["transactions", "--type", "bonus", "--json"])) as? [String: Any]
+        #expect((bonus?["transactions"] as? [Any])?.isEmpty == true)
+        let badCursor = try terminal(["transactions", "--cursor", "bogus"])
+        #expect(
+            badCursor.status == 1 && badCursor.standardError.contains("invalid_cursor"), "\(badCursor.standardError)")
+
+        // Programs: the merchant's, from the server; a wallet's standing is not a terminal's to change there.
+        let programs = try json(try terminal(["programs", "--json"])) as? [String: Any]
+        #expect(programs?["hasBonusProgram"] as? Bool == true)
+        #expect(programs?["bonusPointsPerMajorUnit"] as? Int == 1 && programs?["currency"] as? String == "EUR")
+        let points = try terminal(["programs", "points", "5", "--wallet", "04" + String(repeating: "11", count: 64)])
+        #expect(points.status == 1 && points.standardError.contains("is set up there by the merchant"))
+
+        // Refunds: a part with a generated id, its retry by that id, the rest, then nothing left.
+        let first = try json(try terminal(["refund", paymentID, "--amount", "1.50", "--json"])) as? [String: Any]
+        let refundID = try #require(first?["refundID"] as? String)
+        #expect(refundID.hasPrefix("r_") && first?["amount"] as? String == "1.50")
+        let retry =
+            try json(try terminal(["refund", paymentID, "--amount", "1.50", "--refund-id", refundID, "--json"]))
+            as? [String: Any]
+        #expect(retry?["refundID"] as? String == refundID && retry?["createdAt"] as? Int == first?["createdAt"] as? Int)
+        let conflict = try terminal(["refund", paymentID, "--amount", "2.00", "--refund-id", refundID])
+        #expect(conflict.status == 1 && conflict.standardError.contains("idempotency_conflict"))
+        let rest = try terminal(["refund", paymentID])
+        #expect(rest.status == 0, "\(rest.standardError)")
+        #expect(rest.standardOutput.contains("refunded 3.50 EUR of payment \(paymentID)"), "\(rest.standardOutput)")
+        #expect(rest.standardError.contains("refund id r_"), "the generated id is printed for a retry")
+        let tooMuch = try terminal(["refund", paymentID, "--amount", "0.01"])
+        #expect(tooMuch.status == 1 && tooMuch.standardError.contains("refund_exceeds_remaining"))
+        let nothing = try terminal(["refund", paymentID])
+        #expect(nothing.status == 1 && nothing.standardError.contains("nothing is left to refund"))
+        let badID = try terminal(["refund", "xyz"])
+        #expect(badID.status != 0 && badID.standardError.contains("the payment id must be 32 hex digits"))
+
+        let details = try json(try terminal(["transactions", paymentID, "--json"])) as? [String: Any]
+        #expect(details?["refundableAmount"] as? Int == 0)
+        #expect((details?["refunds"] as? [[String: Any]])?.compactMap { $0["amount"] as? Int } == [150, 350])
+        #expect(try rig.walletBalance() == 100_00, "the wallet has its 5.00 back")
+        #expect(!FileManager.default.fileExists(atPath: ledgerFile), "a merchant command opened the terminal's ledger")
+    }
+
+    @Test func theSandboxRefundsInItsOwnLedger() throws {
+        let sandbox = try Sandbox()
+        let terminalDir = sandbox.path("terminal")
+        let walletDir = sandbox.path("wallet")
+        let socket = sandbox.path("radio.sock")
+        #expect(
+            try Programs.run("horizon-terminal", ["init", "--data-dir", terminalDir, "--merchant-name", "Test Bakery"])
+                .status == 0)
+        #expect(
+            try Programs.run(
+                "horizon-wallet", ["init", "--data-dir", walletDir, "--trust", terminalDir + "/anchor.pub"]
+            )
+            .status == 0)
+        let terminal = try Programs.start(
+            "horizon-terminal", ["pay", "12.50", "--data-dir", terminalDir, "--radio-socket", socket, "--json"])
+        let wallet = try Programs.run(
+            "horizon-wallet",
+            ["pay", "--tip", "1.50", "--yes", "--data-dir", walletDir, "--radio-socket", socket, "--timeout", "30"])
+        #expect(terminal.finish().status == 0 && wallet.status == 0, "\(wallet.standardError)")
+        let listed = try Programs.run("horizon-terminal", ["transactions", "--json", "--data-dir", terminalDir])
+        let rows = try JSONSerialization.jsonObject(with: Data(listed.standardOutput.utf8)) as? [[String: Any]]
+        let paymentID = try #require(rows?.first?["paymentID"] as? String)
+
+        let part = try Programs.run(
+            "horizon-terminal", ["refund", paymentID, "--amount", "4.00", "--json", "--data-dir", terminalDir])
+        #expect(part.status == 0, "\(part.standardError)")
+        let refund = try JSONSerialization.jsonObject(with: Data(part.standardOutput.utf8)) as? [String: Any]
+        #expect(refund?["amount"] as? String == "4.00" && refund?["destination"] as? String == "horizon_balance")
+        // floor(12 points × 4.00 / 14.00) = 3 points back.
+        #expect(refund?["bonusPointsReversed"] as? Int == 3)
+        let rest = try Programs.run("horizon-terminal", ["refund", paymentID, "--data-dir", terminalDir])
+        #expect(rest.standardOutput.contains("refunded 10.00 EUR"), "\(rest.standardOutput) \(rest.standardError)")
+        let again = try Programs.run(
+            "horizon-terminal", ["refund", paymentID, "--amount", "0.01", "--data-dir", terminalDir])
+        #expect(again.status == 1 && again.standardError.contains("refund_exceeds_remaining"), "\(again.standardError)")
+        let filtered = try Programs.run(
+            "horizon-terminal", ["transactions", "--type", "payment", "--data-dir", terminalDir])
+        #expect(filtered.status == 1 && filtered.standardError.contains("need an activated terminal"))
+
+        // The points the payment earned are gone from the sandbox's ledger (the wallet's own
+        // receipts keep what they said); a sandbox wallet reads its loyalty through the terminal.
+        let points = try Programs.run(
+            "horizon-terminal", ["programs", "show", "--wallet-dir", walletDir, "--data-dir", terminalDir])
+        #expect(points.standardOutput.contains("bonus points  0\n"), "\(points.standardOutput) \(points.standardError)")
+    }
+}
