@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The merchant dashboard in a real browser: a Horizon server on SQLite, a merchant with an admin
 # password, a terminal and a wallet on that server, a payment over the simulated radio between
-# the CLIs, then headless Chromium signs in, sees the payment, refunds it, sees the refund and
-# visits every page (Tools/lib/dashboard_browser.py). A screenshot of each page is written to
+# the CLIs, a card added with its 3-D Secure challenge answered in the browser, then headless
+# Chromium signs in, sees the payment, refunds it, sees the refund and visits every page
+# (Tools/lib/dashboard_browser.py). A screenshot of each page is written to
 # .build/test-output/dashboard/ (or $HORIZON_TEST_OUTPUT/dashboard). Fails when any step's
 # expected text is missing. Installs Chromium when missing; expects a built package
 # (Tools/test.sh builds first).
@@ -68,6 +69,23 @@ code=$("$bin/horizon-server" outbox --to "$phone" --limit 1 --data-dir "$work/se
 [ -n "$code" ] || die "no registration code in the server's outbox"
 "$bin/horizon-wallet" verify "$code" --data-dir "$work/wallet" >/dev/null
 "$bin/horizon-server" wallets top-up alex@example.com 100.00 --data-dir "$work/server" >/dev/null
+
+step "dashboard check: a card that needs 3-D Secure, its challenge answered in headless Chromium"
+HORIZON_WALLET_CARD_CVC=123 "$bin/horizon-wallet" cards add --cardholder "Alex Doe" --number "4000 0000 0000 3220" \
+    --expiry 12/30 --wait 120 --data-dir "$work/wallet" >"$work/card.out" 2>&1 &
+card_pid=$!
+challenge=""
+for _ in $(seq 1 300); do
+    challenge=$(grep -o 'https\?://[^ ]*3ds[^ ]*' "$work/card.out" | head -1 || true)
+    [ -n "$challenge" ] && break
+    kill -0 "$card_pid" 2>/dev/null || die "horizon-wallet cards add stopped: $(cat "$work/card.out")"
+    sleep 0.1
+done
+[ -n "$challenge" ] || die "horizon-wallet cards add printed no challenge link: $(cat "$work/card.out")"
+python3 Tools/lib/dashboard_browser.py --challenge-url "$challenge" --output "$output" ||
+    die "the 3-D Secure challenge failed in the browser"
+wait "$card_pid" || die "horizon-wallet cards add failed after the challenge: $(cat "$work/card.out")"
+grep -q "it can pay" "$work/card.out" || die "the card was not added: $(cat "$work/card.out")"
 "$bin/horizon-terminal" radio --socket "$socket" --idle-exit 30 >/dev/null &
 radio_pid=$!
 "$bin/horizon-terminal" pay 12.50 --register anna --data-dir "$work/terminal" --radio-socket "$socket" \

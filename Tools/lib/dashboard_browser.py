@@ -172,7 +172,13 @@ def answer_challenge(url, output):
         print("3-D Secure | approving", flush=True)
         browser.submit("document.getElementById('approve').click()")
         page = browser.text()
-        browser.screenshot(os.path.join(output, "12-3ds-finished.png"))
+        browser.screenshot(os.path.join(output, "12-3ds-approved.png"))
+        if "approved" not in page:
+            raise Failure("expected the issuer's approval after approving; it shows:\n%s" % page[:1500])
+        print("3-D Secure | continuing to the wallet's term page", flush=True)
+        browser.submit("document.getElementById('continue').click()")
+        page = browser.text()
+        browser.screenshot(os.path.join(output, "13-3ds-finished.png"))
         if "3-D Secure finished" not in page:
             raise Failure("expected the finished page after approving; it shows:\n%s" % page[:1500])
         if not browser.evaluate("document.getElementById('PaRes') && document.getElementById('PaRes').value"):
