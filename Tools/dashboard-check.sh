@@ -58,7 +58,7 @@ for _ in $(seq 1 100); do
 done
 [ -n "$url" ] || die "horizon-server did not start within 10 s: $(cat "$work/server.log")"
 
-step "dashboard check: a terminal and a wallet on the server, a payment of 12.50 EUR with a 1.50 tip over the simulated radio"
+step "dashboard check: a terminal and a wallet on the server; a card added through 3-D Secure in the browser pays 12.50 EUR with a 1.50 tip over the simulated radio"
 "$bin/horizon-terminal" activate --server "$url" --email "$email" --password-file "$work/merchant-password" \
     --label "$label" --data-dir "$work/terminal" >/dev/null
 phone="+4915112345678"
@@ -86,13 +86,15 @@ python3 Tools/lib/dashboard_browser.py --challenge-url "$challenge" --output "$o
     die "the 3-D Secure challenge failed in the browser"
 wait "$card_pid" || die "horizon-wallet cards add failed after the challenge: $(cat "$work/card.out")"
 grep -q "it can pay" "$work/card.out" || die "the card was not added: $(cat "$work/card.out")"
+card_id=$("$bin/horizon-wallet" cards list --data-dir "$work/wallet" | awk 'NR == 1 { print $1 }')
+[ -n "$card_id" ] || die "horizon-wallet cards list shows no card"
 "$bin/horizon-terminal" radio --socket "$socket" --idle-exit 30 >/dev/null &
 radio_pid=$!
 "$bin/horizon-terminal" pay 12.50 --register anna --data-dir "$work/terminal" --radio-socket "$socket" \
     >"$work/terminal.out" 2>&1 &
 terminal_pid=$!
 sleep 0.5
-"$bin/horizon-wallet" pay --tip 1.50 --yes --data-dir "$work/wallet" --radio-socket "$socket" --position 0.4,0 \
+"$bin/horizon-wallet" pay --tip 1.50 --card "$card_id" --yes --data-dir "$work/wallet" --radio-socket "$socket" --position 0.4,0 \
     >"$work/wallet.out" 2>&1 || die "the wallet's payment failed: $(cat "$work/wallet.out")"
 wait "$terminal_pid" || die "the terminal's payment failed: $(cat "$work/terminal.out")"
 terminal_pid=""

@@ -20,15 +20,32 @@ struct Pay: AsyncParsableCommand {
             """)
 
     @Option(help: "The tip to add, e.g. 1.50 (in the offer's currency).") var tip = "0"
+    @Option(
+        help: ArgumentHelp(
+            "Pay with this card (an id from `horizon-wallet cards list`) instead of the account balance.",
+            valueName: "card-id")) var card: String?
     @OptionGroup var options: ConfirmOptions
+
+    /// The card named on the command line, as the payment client asks for it.
+    struct ChosenCard: PaymentCardIDProvider {
+        let paymentCardID: String?
+    }
+
+    func validate() throws {
+        if let card, card.isEmpty || card.utf8.count > 64 || card.contains(where: { $0.isWhitespace }) {
+            throw ValidationError("--card takes a card id as `horizon-wallet cards list` prints it")
+        }
+    }
 
     func run() async throws {
         let wallet = try options.openWallet()
         defer { wallet.radio.shutdown() }
         let client = PaymentClient(
             radio: wallet.radio, identity: wallet.identity, trustAnchors: wallet.anchors,
-            pendingStore: wallet.pendingStore, logger: wallet.logger)
+            pendingStore: wallet.pendingStore, paymentCardIDProvider: card.map { ChosenCard(paymentCardID: $0) },
+            logger: wallet.logger)
         let tipText = tip
+        let paidWith = card.map { " with card \($0)" } ?? ""
         let timeout = options.timeout
         try await withInterruptCancellation {
             let flow = try await wallet.flow(clients: [client], decider: client.manualConnectionDecider)
@@ -44,7 +61,7 @@ struct Pay: AsyncParsableCommand {
                             throw CLIError("--tip: \(error)")
                         }
                         let total = (try? offer.amount.adding(tip)) ?? offer.amount
-                        return "Pay \(offer.amount) + tip \(tip) = \(total)?"
+                        return "Pay \(offer.amount) + tip \(tip) = \(total)\(paidWith)?"
                     },
                     confirm: { (client, offer) throws(PaymentClientError) in
                         guard let payment = client as? PaymentClient else { throw .notReady("not a payment terminal") }
