@@ -454,33 +454,21 @@ extension Ledger {
         _ request: SettlementRequest, card: PaymentCardID, charge: CardChargeResult, at merchant: Merchant,
         time: UnixTime, in db: any SQLTransaction
     ) async throws(LedgerError) -> Execution {
-        func decline(_ code: ErrorCode, _ reason: String, wallet: WalletID? = nil) -> Execution {
-            Execution(outcome: .declined(code: code, reason: reason), walletID: wallet, entryID: nil)
-        }
-        guard request.amount.minorUnits > 0 else {
-            return decline(.invalidAmount, "the amount must be greater than zero")
-        }
-        for money in [request.amount, request.tip] where money.currency != merchant.currency {
-            return decline(
-                .unsupportedCurrency, "this merchant settles in \(merchant.currency.code), not \(money.currency.code)")
-        }
-        guard let total = try? request.amount.adding(request.tip) else {
-            return decline(.invalidAmount, "amount plus tip is out of range")
+        let total: Money
+        switch checkTerms(request, at: merchant) {
+        case .declined(let execution): return execution
+        case .total(let checked): total = checked
         }
         guard let walletID = try await activeWalletID(for: request.walletKey, in: db) else {
-            return decline(.unknownWallet, "this wallet is not registered with the merchant's Horizon server")
+            return .declined(.unknownWallet, "this wallet is not registered with the merchant's Horizon server")
         }
         switch charge {
-        case .declined(let code, let reason): return decline(code, reason, wallet: walletID)
-        case .notCharged(let reason): return decline(.declined, reason, wallet: walletID)
+        case .declined(let code, let reason): return .declined(code, reason, wallet: walletID)
+        case .notCharged(let reason): return .declined(.declined, reason, wallet: walletID)
         case .charged: break
         }
-        var unit: Int64 = 1
-        for _ in 0..<merchant.currency.exponent { unit *= 10 }
-        // As for a payment from the balance: points per whole unit of the amount, saturating.
-        let (product, overflow) = (request.amount.minorUnits / unit).multipliedReportingOverflow(
-            by: merchant.bonusPointsPerMajorUnit)
-        let earned = overflow ? Money.maximumMinorUnits : min(product, Money.maximumMinorUnits)
+        // As for a payment from the balance (a wallet that left the program earns none).
+        let earned = try await pointsEarned(by: request.amount, walletID, at: merchant, in: db)
         let points = min(try await bonusPoints(walletID, merchant.id, in: db) + earned, Money.maximumMinorUnits)
         let external = try await account(.external, owner: externalOwner, merchant.currency, in: db)
         let merchantAccount = try await account(.merchant, owner: merchant.id.rawValue, merchant.currency, in: db)

@@ -30,28 +30,25 @@ extension Ledger {
     static func executeRedemption(
         _ request: RedemptionRequest, at merchant: Merchant, time: UnixTime, in db: any SQLTransaction
     ) async throws(LedgerError) -> Execution {
-        func decline(_ code: ErrorCode, _ reason: String, wallet: WalletID? = nil) -> Execution {
-            Execution(outcome: .declined(code: code, reason: reason), walletID: wallet, entryID: nil)
-        }
         func approve(_ points: Int64, _ wallet: WalletID) -> Execution {
             Execution(
                 outcome: .approved(reference: 0, bonusPointsEarned: 0, bonusPointsBalance: points), walletID: wallet,
                 entryID: nil)
         }
         guard let wallet = try await activeWalletID(for: request.walletKey, in: db) else {
-            return decline(.unknownWallet, "this wallet has no account with the merchant")
+            return .declined(.unknownWallet, "this wallet has no account with the merchant")
         }
         let points = try await bonusPoints(wallet, merchant.id, in: db)
         let scope: [SQLValue] = [.text(merchant.id.rawValue), .text(wallet.rawValue)]
         switch request.transactionType {
         case .payment:
-            return decline(.protocolViolation, "a payment is not a redemption", wallet: wallet)
+            return .declined(.protocolViolation, "a payment is not a redemption", wallet: wallet)
         case .bonusRedemption:
             guard request.quantity > 0 else {
-                return decline(.invalidAmount, "a bonus redemption must spend at least one point", wallet: wallet)
+                return .declined(.invalidAmount, "a bonus redemption must spend at least one point", wallet: wallet)
             }
             guard points >= request.quantity else {
-                return decline(
+                return .declined(
                     .insufficientPoints, "not enough bonus points: \(request.quantity) needed, \(points) held",
                     wallet: wallet)
             }
@@ -62,16 +59,16 @@ extension Ledger {
                 let row = try await db.query(
                     "SELECT * FROM gold_memberships WHERE merchant_id = ? AND wallet_id = ?", scope
                 ).first
-            else { return decline(.notFound, "this wallet has no gold membership", wallet: wallet) }
+            else { return .declined(.notFound, "this wallet has no gold membership", wallet: wallet) }
             let membership = try decodeMembership(row)
             guard time >= membership.validFrom, time <= membership.validUntil else {
-                return decline(.expired, "the gold membership is not valid now", wallet: wallet)
+                return .declined(.expired, "the gold membership is not valid now", wallet: wallet)
             }
             let current = (time - membership.validFrom) / membership.benefitPeriod
             // Not only the same period: terminals sharing this ledger disagree about the time (and a
             // clock may be set back), so a benefit used in a later period already covers this one.
             if let last = membership.lastBenefitPeriod, current <= last {
-                return decline(.alreadyRedeemed, "the gold benefit was already used this period", wallet: wallet)
+                return .declined(.alreadyRedeemed, "the gold benefit was already used this period", wallet: wallet)
             }
             try await db.query(
                 "UPDATE gold_memberships SET last_benefit_period = ? WHERE merchant_id = ? AND wallet_id = ?",
@@ -83,13 +80,13 @@ extension Ledger {
                     "SELECT * FROM coupons WHERE merchant_id = ? AND code = ? AND wallet_id = ?",
                     [.text(merchant.id.rawValue), .text(request.item), .text(wallet.rawValue)]
                 ).first
-            else { return decline(.notFound, "this wallet has no coupon \(request.item)", wallet: wallet) }
+            else { return .declined(.notFound, "this wallet has no coupon \(request.item)", wallet: wallet) }
             let coupon = try decodeCoupon(row, merchant.currency)
             if coupon.redeemedAt != nil {
-                return decline(.alreadyRedeemed, "coupon \(request.item) was already redeemed", wallet: wallet)
+                return .declined(.alreadyRedeemed, "coupon \(request.item) was already redeemed", wallet: wallet)
             }
             guard time <= coupon.expiresAt else {
-                return decline(.expired, "coupon \(request.item) has expired", wallet: wallet)
+                return .declined(.expired, "coupon \(request.item) has expired", wallet: wallet)
             }
             try await db.query(
                 """

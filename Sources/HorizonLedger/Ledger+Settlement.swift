@@ -116,6 +116,50 @@ extension Ledger {
         let outcome: SettlementOutcome
         let walletID: WalletID?
         let entryID: Int64?
+
+        /// A decline to store: no money moved.
+        static func declined(_ code: ErrorCode, _ reason: String, wallet: WalletID? = nil) -> Execution {
+            Execution(outcome: .declined(code: code, reason: reason), walletID: wallet, entryID: nil)
+        }
+    }
+
+    /// A payment's terms checked against the merchant before any wallet is looked at: its total,
+    /// or the decline to store.
+    enum CheckedTerms {
+        case total(Money)
+        case declined(Execution)
+    }
+
+    /// The rules every payment's terms meet, whatever pays it (the balance or a card): a positive
+    /// amount, amount and tip in the merchant's currency, and a total within range.
+    static func checkTerms(_ request: SettlementRequest, at merchant: Merchant) -> CheckedTerms {
+        guard request.amount.minorUnits > 0 else {
+            return .declined(.declined(.invalidAmount, "the amount must be greater than zero"))
+        }
+        for money in [request.amount, request.tip] where money.currency != merchant.currency {
+            return .declined(
+                .declined(
+                    .unsupportedCurrency,
+                    "this merchant settles in \(merchant.currency.code), not \(money.currency.code)"))
+        }
+        guard let total = try? request.amount.adding(request.tip) else {
+            return .declined(.declined(.invalidAmount, "amount plus tip is out of range"))
+        }
+        return .total(total)
+    }
+
+    /// The bonus points a payment of `amount` earns `wallet` at `merchant`, whatever pays it:
+    /// the merchant's rule per whole unit of the amount, saturating (points are a reward, and an
+    /// absurd rule must not crash a payment); none while the wallet has left the program.
+    static func pointsEarned(by amount: Money, _ wallet: WalletID, at merchant: Merchant, in db: any SQLTransaction)
+        async throws(LedgerError) -> Int64
+    {
+        guard try await bonusMembershipState(wallet, merchant.id, in: db) != .left else { return 0 }
+        var unit: Int64 = 1
+        for _ in 0..<merchant.currency.exponent { unit *= 10 }
+        let (product, overflow) = (amount.minorUnits / unit).multipliedReportingOverflow(
+            by: merchant.bonusPointsPerMajorUnit)
+        return overflow ? Money.maximumMinorUnits : min(product, Money.maximumMinorUnits)
     }
 
     struct Stored: Sendable {
@@ -255,18 +299,10 @@ extension Ledger {
         _ request: SettlementRequest, at merchant: Merchant, enrollment: WalletEnrollment, time: UnixTime,
         in db: any SQLTransaction
     ) async throws(LedgerError) -> Execution {
-        func decline(_ code: ErrorCode, _ reason: String, wallet: WalletID? = nil) -> Execution {
-            Execution(outcome: .declined(code: code, reason: reason), walletID: wallet, entryID: nil)
-        }
-        guard request.amount.minorUnits > 0 else {
-            return decline(.invalidAmount, "the amount must be greater than zero")
-        }
-        for money in [request.amount, request.tip] where money.currency != merchant.currency {
-            return decline(
-                .unsupportedCurrency, "this merchant settles in \(merchant.currency.code), not \(money.currency.code)")
-        }
-        guard let total = try? request.amount.adding(request.tip) else {
-            return decline(.invalidAmount, "amount plus tip is out of range")
+        let total: Money
+        switch checkTerms(request, at: merchant) {
+        case .declined(let execution): return execution
+        case .total(let checked): total = checked
         }
         let walletID: WalletID
         if let known = try await activeWalletID(for: request.walletKey, in: db) {
@@ -287,7 +323,7 @@ extension Ledger {
                         kind: "enrollment", at: time, in: db)
                 }
             default:
-                return decline(
+                return .declined(
                     .unknownWallet,
                     keyKnown
                         ? "this wallet key was revoked; register the wallet again"
@@ -296,20 +332,12 @@ extension Ledger {
         }
         let wallet = try await account(.wallet, owner: walletID.rawValue, merchant.currency, in: db)
         guard wallet.balance >= total.minorUnits else {
-            return decline(
+            return .declined(
                 .insufficientFunds,
                 "insufficient funds: \(total) needed, \(try money(wallet.balance, merchant.currency, column: "balance")) available",
                 wallet: walletID)
         }
-        var unit: Int64 = 1
-        for _ in 0..<merchant.currency.exponent { unit *= 10 }
-        // Saturating: points are a reward, and an absurd rule must not crash a payment.
-        let (product, overflow) = (request.amount.minorUnits / unit).multipliedReportingOverflow(
-            by: merchant.bonusPointsPerMajorUnit)
-        // A wallet that left the merchant's bonus program earns nothing there until it joins again.
-        let earned =
-            try await bonusMembershipState(walletID, merchant.id, in: db) == .left
-            ? 0 : overflow ? Money.maximumMinorUnits : min(product, Money.maximumMinorUnits)
+        let earned = try await pointsEarned(by: request.amount, walletID, at: merchant, in: db)
         let points = min(try await bonusPoints(walletID, merchant.id, in: db) + earned, Money.maximumMinorUnits)
         let merchantAccount = try await account(.merchant, owner: merchant.id.rawValue, merchant.currency, in: db)
         let entry = try await post(

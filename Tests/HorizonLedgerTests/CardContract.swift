@@ -244,6 +244,16 @@ extension LedgerContract {
                 merchant: merchant.id)
             #expect(notCharged.outcome == .declined(code: .declined, reason: "card removed"))
             #expect(try await ledger.balance(of: merchant.id) == F.money(7_00))
+
+            // The bonus rule is the same whatever pays: a wallet that left the program earns no
+            // points by card either (the rule once lived in the balance payment only).
+            _ = try await ledger.setBonusMembership(.left, of: wallet.id, at: merchant.id)
+            let afterLeaving = try await ledger.settleCardPayment(
+                F.payment(wallet: key, amount: 20_00), card: card.id, charge: .charged, merchant: merchant.id)
+            guard case .approved(_, 0, 0) = afterLeaving.outcome else {
+                Issue.record("a wallet that left the program earned points by card: \(afterLeaving.outcome)")
+                return
+            }
             #expect(try await LedgerAudit.violations(in: ledger.store).isEmpty)
         }
     }
