@@ -428,6 +428,29 @@ public enum LedgerSchema {
                     created_at {INT} NOT NULL) {STRICT}
                 """,
             ]),
+        Migration(
+            version: 9, name: "daily tokens for offline payments",
+            statements: [
+                // Every daily token the server signed (issue 16 item 3): what a wallet may spend
+                // offline, so that settling offline payments can later be bounded by it. The
+                // signed bytes are kept because a signature cannot be made again identically: a
+                // wallet asking twice gets the very token it had. `balance_at_issue` and
+                // `revocation_digest` tell whether a refresh has anything new to sign.
+                """
+                CREATE TABLE daily_tokens(
+                    token_id {BYTES} PRIMARY KEY CHECK (length(token_id) = 16),
+                    wallet_id TEXT NOT NULL REFERENCES wallets(id),
+                    wallet_key {BYTES} NOT NULL,
+                    currency TEXT NOT NULL CHECK (length(currency) = 3),
+                    allowance {INT} NOT NULL CHECK (allowance >= 0),
+                    balance_at_issue {INT} NOT NULL,
+                    revocation_digest {BYTES} NOT NULL,
+                    issued_at {INT} NOT NULL,
+                    expires_at {INT} NOT NULL CHECK (expires_at > issued_at AND expires_at - issued_at <= 86400),
+                    token {BYTES} NOT NULL) {STRICT}
+                """,
+                "CREATE INDEX daily_tokens_wallet ON daily_tokens(wallet_id, currency, expires_at)",
+            ]),
     ]
 
     /// Brings the store's schema to `target` (the current version unless told otherwise, which

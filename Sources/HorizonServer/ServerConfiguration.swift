@@ -1,4 +1,5 @@
 import Foundation
+import HorizonCore
 import HorizonLedger
 
 /// Everything a server process needs to know, from `server.json` in its data directory and the
@@ -27,6 +28,24 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
     public var loginFirstLockSeconds: Int64
     public var tlsCertificatePath: String?
     public var tlsKeyPath: String?
+    /// The most a daily token lets a wallet spend offline, in major units of the token's
+    /// currency (issue 16: 50.00 EUR, like a card terminal's offline floor); nil for 50. Optional
+    /// so that a `server.json` written before daily tokens still loads.
+    public var offlineAllowanceMajorUnits: Int64?
+    /// How long a daily token is valid, in seconds (at most 24 h); nil for 24 h.
+    public var dailyTokenValidity: Int64?
+
+    public static let defaultOfflineAllowanceMajorUnits: Int64 = 50
+    public static let defaultDailyTokenValidity: Int64 = 86_400
+
+    /// The offline allowance cap in `currency`'s minor units (50 EUR is 5000; 50 JPY is 50).
+    public func offlineAllowanceCap(in currency: Currency) -> Int64 {
+        var cap = offlineAllowanceMajorUnits ?? Self.defaultOfflineAllowanceMajorUnits
+        for _ in 0..<currency.exponent { cap = cap.multipliedReportingOverflow(by: 10).partialValue }
+        return min(cap, Money.maximumMinorUnits)
+    }
+
+    public var effectiveDailyTokenValidity: Int64 { dailyTokenValidity ?? Self.defaultDailyTokenValidity }
 
     public init(
         listen: String = "127.0.0.1:8080", database: String = "sqlite:horizon.sqlite",
@@ -66,6 +85,12 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
         }
         guard (10...3600).contains(signatureWindow) else {
             throw .invalidSetting("signatureWindow must be 10 to 3600 s")
+        }
+        if let offlineAllowanceMajorUnits, !(0...1_000_000).contains(offlineAllowanceMajorUnits) {
+            throw .invalidSetting("offlineAllowanceMajorUnits must be 0 to 1000000 (major units of the currency)")
+        }
+        if let dailyTokenValidity, !(600...86_400).contains(dailyTokenValidity) {
+            throw .invalidSetting("dailyTokenValidity must be 600 to 86400 seconds (a daily token lives at most 24 h)")
         }
         guard (tlsCertificatePath == nil) == (tlsKeyPath == nil) else {
             throw .invalidSetting("--tls-certificate and --tls-key go together")

@@ -118,6 +118,9 @@ struct SQLiteLedgerTests {
     @Test func walletServicesSeeOnlyTheWallet() async throws {
         try await LedgerContract.walletServicesSeeOnlyTheWallet(.sqlite)
     }
+    @Test func dailyTokensAreKeptPerWalletAndKey() async throws {
+        try await LedgerContract.dailyTokensAreKeptPerWalletAndKey(.sqlite)
+    }
 }
 
 @Suite(
@@ -238,5 +241,8 @@ struct PostgresLedgerTests {
     }
     @Test func walletServicesSeeOnlyTheWallet() async throws {
         try await LedgerContract.walletServicesSeeOnlyTheWallet(.postgres)
+    }
+    @Test func dailyTokensAreKeptPerWalletAndKey() async throws {
+        try await LedgerContract.dailyTokensAreKeptPerWalletAndKey(.postgres)
     }
 }

@@ -5,6 +5,7 @@ import HorizonAPI
 import HorizonCore
 import HorizonLedger
 import HorizonProtocol
+import HorizonSecureChannel
 import HorizonServer
 import HummingbirdTesting
 import Testing
@@ -349,6 +350,19 @@ struct IsolationTests {
                 let list = try JSONDecoder().decode(Components.Schemas.CouponList.self, from: response.data)
                 #expect(list.coupons.isEmpty, "\(response.text)")
             }),
+        // issue 16: daily token. Wallet B asking gets its own token (its key, its account, its
+        // zero allowance), never wallet A's; the token table is left out of the snapshot and
+        // checked after.
+        "issueDailyToken": .walletSigned(
+            request: { _ in Request(method: .post, path: "/v1/wallet/daily-token", body: #"{"currency": "EUR"}"#) },
+            otherWallet: .servesOnlyTheSigner("a wallet gets its own token only; the request names no wallet") {
+                world, response in
+                let answer = try JSONDecoder().decode(Components.Schemas.DailyTokenResponse.self, from: response.data)
+                let token = try DailyToken.decode(Array(try #require(Data(base64Encoded: answer.token))))
+                #expect(token.walletAccountID == world.walletB.rawValue)
+                #expect(token.walletKey == Array(world.walletBDevice.key.publicKey.x963Representation))
+                #expect(answer.allowance == 0 && token.allowance.minorUnits == 0, "wallet B holds no money")
+            }),
         // issue 15: cards and 3-D Secure. Wallet B adding a card adds it to wallet B (the card
         // tables are left out of the snapshot; wallet A's cards are checked after).
         "getPaymentCards": .walletSigned(
@@ -545,6 +559,8 @@ struct IsolationTests {
             "outbox",
             // Wallet B's served card request adds a card of its own (checked below).
             "payment_cards", "card_challenges", "sandbox_card_tokens",
+            // Wallet B's served token request records its own token (checked below).
+            "daily_tokens",
         ]
         let before = try await tableSnapshot(world.server.ledger, excluding: ignored)
         let (refusals, walletRefusals) = try await world.server.withClient { client in
@@ -644,6 +660,14 @@ struct IsolationTests {
         let cardsOfA = try await world.server.ledger.paymentCards(of: world.walletID)
         #expect(Set(cardsOfA.map(\.id.rawValue)) == Set([world.cards.card, world.cards.cardToRemove, world.cards.challengedCard]))
         #expect(try await world.server.ledger.paymentCards(of: world.walletB).count == 1)
+        // No refused request got wallet A a token; wallet B's request recorded one, for wallet B.
+        let now = world.server.clock.now
+        #expect(
+            try await world.server.ledger.dailyTokens(of: world.walletID, validBetween: now - 60, and: now + 60).isEmpty
+        )
+        let tokensOfB = try await world.server.ledger.dailyTokens(
+            of: world.walletB, validBetween: now - 60, and: now + 60)
+        #expect(tokensOfB.map(\.walletKey) == [world.walletBDevice.publicKeyBytes])
         // Nothing moved: no posting, no transaction, no wallet, key, terminal or account changed
         // (renewal by the other merchant's own terminal updates its own row only).
         // (The other merchant's renewal on the same clock second leaves its row as it was.)

@@ -3461,4 +3461,97 @@ public struct Client: APIProtocol {
             }
         )
     }
+    /// The signing wallet's daily token for offline payments (the reference's DailyTokenClient).
+    ///
+    /// The token is a compact binary structure signed by the issuer key (DailyToken in
+    /// HorizonSecureChannel), so a terminal checks it with the anchor it already holds. Asking again
+    /// while the stored token is valid returns the same token; with `refresh`, a new one is signed
+    /// when the wallet's balance or the revocation data changed since. The allowance is the
+    /// wallet's balance, capped by the server's offline limit; the validity is at most 24 h.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallet/daily-token`.
+    /// - Remark: Generated from `#/paths//v1/wallet/daily-token/post(issueDailyToken)`.
+    public func issueDailyToken(_ input: Operations.IssueDailyToken.Input) async throws -> Operations.IssueDailyToken.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.IssueDailyToken.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/wallet/daily-token",
+                    parameters: []
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .post
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                let body: OpenAPIRuntime.HTTPBody?
+                switch input.body {
+                case let .json(value):
+                    body = try converter.setRequiredRequestBodyAsJSON(
+                        value,
+                        headerFields: &request.headerFields,
+                        contentType: "application/json; charset=utf-8"
+                    )
+                }
+                return (request, body)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.IssueDailyToken.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.DailyTokenResponse.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
 }

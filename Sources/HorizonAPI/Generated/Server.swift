@@ -487,6 +487,17 @@ extension APIProtocol {
             method: .post,
             path: server.apiPathComponentsWithServerPrefix("/v1/merchant/terminals/{terminalId}/revoke")
         )
+        try transport.register(
+            {
+                try await server.issueDailyToken(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/wallet/daily-token")
+        )
     }
 }
 
@@ -3589,6 +3600,99 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                 return Operations.RevokeMerchantTerminal.Input(
                     path: path,
                     headers: headers
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// The signing wallet's daily token for offline payments (the reference's DailyTokenClient).
+    ///
+    /// The token is a compact binary structure signed by the issuer key (DailyToken in
+    /// HorizonSecureChannel), so a terminal checks it with the anchor it already holds. Asking again
+    /// while the stored token is valid returns the same token; with `refresh`, a new one is signed
+    /// when the wallet's balance or the revocation data changed since. The allowance is the
+    /// wallet's balance, capped by the server's offline limit; the validity is at most 24 h.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallet/daily-token`.
+    /// - Remark: Generated from `#/paths//v1/wallet/daily-token/post(issueDailyToken)`.
+    func issueDailyToken(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.IssueDailyToken.id,
+            using: {
+                APIHandler.issueDailyToken($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let headers: Operations.IssueDailyToken.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
+                let body: Operations.IssueDailyToken.Input.Body
+                let chosenContentType = try converter.bestContentType(
+                    received: contentType,
+                    options: [
+                        "application/json"
+                    ]
+                )
+                switch chosenContentType {
+                case "application/json":
+                    body = try await converter.getRequiredRequestBodyAsJSON(
+                        Components.Schemas.DailyTokenRequest.self,
+                        from: requestBody,
+                        transforming: { value in
+                            .json(value)
+                        }
+                    )
+                default:
+                    preconditionFailure("bestContentType chose an invalid content type.")
+                }
+                return Operations.IssueDailyToken.Input(
+                    headers: headers,
+                    body: body
                 )
             },
             serializer: { output, request in

@@ -2517,5 +2517,108 @@ extension Components {
                 case terminals
             }
         }
+        /// - Remark: Generated from `#/components/schemas/DailyTokenRequest`.
+        public struct DailyTokenRequest: Codable, Hashable, Sendable {
+            /// The token's currency; may be left out when the wallet holds exactly one.
+            ///
+            /// - Remark: Generated from `#/components/schemas/DailyTokenRequest/currency`.
+            public var currency: Swift.String?
+            /// Sign a new token if the balance or the revocation data changed since the stored one.
+            ///
+            /// - Remark: Generated from `#/components/schemas/DailyTokenRequest/refresh`.
+            public var refresh: Swift.Bool?
+            /// Creates a new `DailyTokenRequest`.
+            ///
+            /// - Parameters:
+            ///   - currency: The token's currency; may be left out when the wallet holds exactly one.
+            ///   - refresh: Sign a new token if the balance or the revocation data changed since the stored one.
+            public init(
+                currency: Swift.String? = nil,
+                refresh: Swift.Bool? = nil
+            ) {
+                self.currency = currency
+                self.refresh = refresh
+            }
+            public enum CodingKeys: String, CodingKey {
+                case currency
+                case refresh
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.currency = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .currency
+                )
+                self.refresh = try container.decodeIfPresent(
+                    Swift.Bool.self,
+                    forKey: .refresh
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "currency",
+                    "refresh"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/DailyTokenResponse`.
+        public struct DailyTokenResponse: Codable, Hashable, Sendable {
+            /// The signed token, base64 (DailyToken's encoding).
+            ///
+            /// - Remark: Generated from `#/components/schemas/DailyTokenResponse/token`.
+            public var token: Swift.String
+            /// 32 hex digits.
+            ///
+            /// - Remark: Generated from `#/components/schemas/DailyTokenResponse/tokenId`.
+            public var tokenId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/DailyTokenResponse/currency`.
+            public var currency: Swift.String
+            /// Minor units.
+            ///
+            /// - Remark: Generated from `#/components/schemas/DailyTokenResponse/allowance`.
+            public var allowance: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/DailyTokenResponse/issuedAt`.
+            public var issuedAt: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/DailyTokenResponse/expiresAt`.
+            public var expiresAt: Swift.Int64
+            /// False when the stored token was returned.
+            ///
+            /// - Remark: Generated from `#/components/schemas/DailyTokenResponse/issuedNow`.
+            public var issuedNow: Swift.Bool
+            /// Creates a new `DailyTokenResponse`.
+            ///
+            /// - Parameters:
+            ///   - token: The signed token, base64 (DailyToken's encoding).
+            ///   - tokenId: 32 hex digits.
+            ///   - currency:
+            ///   - allowance: Minor units.
+            ///   - issuedAt:
+            ///   - expiresAt:
+            ///   - issuedNow: False when the stored token was returned.
+            public init(
+                token: Swift.String,
+                tokenId: Swift.String,
+                currency: Swift.String,
+                allowance: Swift.Int64,
+                issuedAt: Swift.Int64,
+                expiresAt: Swift.Int64,
+                issuedNow: Swift.Bool
+            ) {
+                self.token = token
+                self.tokenId = tokenId
+                self.currency = currency
+                self.allowance = allowance
+                self.issuedAt = issuedAt
+                self.expiresAt = expiresAt
+                self.issuedNow = issuedNow
+            }
+            public enum CodingKeys: String, CodingKey {
+                case token
+                case tokenId
+                case currency
+                case allowance
+                case issuedAt
+                case expiresAt
+                case issuedNow
+            }
+        }
     }
 }

@@ -5898,4 +5898,151 @@ public enum Operations {
             }
         }
     }
+    /// The signing wallet's daily token for offline payments (the reference's DailyTokenClient).
+    ///
+    /// The token is a compact binary structure signed by the issuer key (DailyToken in
+    /// HorizonSecureChannel), so a terminal checks it with the anchor it already holds. Asking again
+    /// while the stored token is valid returns the same token; with `refresh`, a new one is signed
+    /// when the wallet's balance or the revocation data changed since. The allowance is the
+    /// wallet's balance, capped by the server's offline limit; the validity is at most 24 h.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallet/daily-token`.
+    /// - Remark: Generated from `#/paths//v1/wallet/daily-token/post(issueDailyToken)`.
+    public enum IssueDailyToken {
+        public static let id: Swift.String = "issueDailyToken"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/wallet/daily-token/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.IssueDailyToken.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.IssueDailyToken.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.IssueDailyToken.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/wallet/daily-token/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/wallet/daily-token/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.DailyTokenRequest)
+            }
+            public var body: Operations.IssueDailyToken.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            ///   - body:
+            public init(
+                headers: Operations.IssueDailyToken.Input.Headers = .init(),
+                body: Operations.IssueDailyToken.Input.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/wallet/daily-token/POST/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/wallet/daily-token/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.DailyTokenResponse)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.DailyTokenResponse {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.IssueDailyToken.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.IssueDailyToken.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The wallet's current token.
+            ///
+            /// - Remark: Generated from `#/paths//v1/wallet/daily-token/post(issueDailyToken)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.IssueDailyToken.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.IssueDailyToken.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/wallet/daily-token/post(issueDailyToken)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
 }

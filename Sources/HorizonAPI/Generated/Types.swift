@@ -298,6 +298,18 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/merchant/terminals/{terminalId}/revoke`.
     /// - Remark: Generated from `#/paths//v1/merchant/terminals/{terminalId}/revoke/post(revokeMerchantTerminal)`.
     func revokeMerchantTerminal(_ input: Operations.RevokeMerchantTerminal.Input) async throws -> Operations.RevokeMerchantTerminal.Output
+    /// The signing wallet's daily token for offline payments (the reference's DailyTokenClient).
+    ///
+    /// The token is a compact binary structure signed by the issuer key (DailyToken in
+    /// HorizonSecureChannel), so a terminal checks it with the anchor it already holds. Asking again
+    /// while the stored token is valid returns the same token; with `refresh`, a new one is signed
+    /// when the wallet's balance or the revocation data changed since. The allowance is the
+    /// wallet's balance, capped by the server's offline limit; the validity is at most 24 h.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallet/daily-token`.
+    /// - Remark: Generated from `#/paths//v1/wallet/daily-token/post(issueDailyToken)`.
+    func issueDailyToken(_ input: Operations.IssueDailyToken.Input) async throws -> Operations.IssueDailyToken.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -831,6 +843,26 @@ extension APIProtocol {
         try await revokeMerchantTerminal(Operations.RevokeMerchantTerminal.Input(
             path: path,
             headers: headers
+        ))
+    }
+    /// The signing wallet's daily token for offline payments (the reference's DailyTokenClient).
+    ///
+    /// The token is a compact binary structure signed by the issuer key (DailyToken in
+    /// HorizonSecureChannel), so a terminal checks it with the anchor it already holds. Asking again
+    /// while the stored token is valid returns the same token; with `refresh`, a new one is signed
+    /// when the wallet's balance or the revocation data changed since. The allowance is the
+    /// wallet's balance, capped by the server's offline limit; the validity is at most 24 h.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallet/daily-token`.
+    /// - Remark: Generated from `#/paths//v1/wallet/daily-token/post(issueDailyToken)`.
+    public func issueDailyToken(
+        headers: Operations.IssueDailyToken.Input.Headers = .init(),
+        body: Operations.IssueDailyToken.Input.Body
+    ) async throws -> Operations.IssueDailyToken.Output {
+        try await issueDailyToken(Operations.IssueDailyToken.Input(
+            headers: headers,
+            body: body
         ))
     }
 }
