@@ -179,6 +179,8 @@ let package = Package(
             name: "HorizonServiceClients",
             dependencies: [
                 "HorizonServerClient", "HorizonAPI", "HorizonCore", "HorizonProtocol",
+                // The daily token is checked against the pinned anchor before it is kept.
+                "HorizonSecureChannel",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strict),
