@@ -26,7 +26,8 @@ struct HorizonWallet: ParsableCommand {
             """,
         subcommands: [
             Init.self, Register.self, Verify.self, Restore.self, PIN.self, Scan.self, Pay.self, Redeem.self,
-            History.self, Balance.self, Account.self, Coupons.self, Memberships.self, Points.self, Cards.self, RadioCommand.self,
+            History.self, Balance.self, Account.self, Coupons.self, Memberships.self, Points.self, Cards.self,
+            Token.self, RadioCommand.self,
         ])
 }
 
