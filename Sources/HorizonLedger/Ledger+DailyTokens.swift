@@ -19,10 +19,14 @@ public struct DailyTokenRecord: Sendable, Equatable {
     public let expiresAt: UnixTime
     /// The signed token as it was handed out.
     public let token: [UInt8]
+    /// When a newer token for the same key and currency replaced it (nil for the current one).
+    /// A superseded token stays valid offline until it expires.
+    public let supersededAt: UnixTime?
 
     public init(
         tokenID: [UInt8], walletID: WalletID, walletKey: PublicKeyBytes, allowance: Money, balanceAtIssue: Int64,
-        revocationDigest: [UInt8], issuedAt: UnixTime, expiresAt: UnixTime, token: [UInt8]
+        revocationDigest: [UInt8], issuedAt: UnixTime, expiresAt: UnixTime, token: [UInt8],
+        supersededAt: UnixTime? = nil
     ) {
         self.tokenID = tokenID
         self.walletID = walletID
@@ -33,6 +37,7 @@ public struct DailyTokenRecord: Sendable, Equatable {
         self.issuedAt = issuedAt
         self.expiresAt = expiresAt
         self.token = token
+        self.supersededAt = supersededAt
     }
 }
 
@@ -43,7 +48,7 @@ extension Ledger {
     {
         try await store.transaction { db in
             try await Self.dailyTokens(
-                where: "wallet_id = ? AND wallet_key = ? AND currency = ? AND expires_at > ?",
+                where: "wallet_id = ? AND wallet_key = ? AND currency = ? AND expires_at > ? AND superseded_at IS NULL",
                 [.text(wallet.rawValue), .blob(key.bytes), .text(currency.code), .integer(time)], in: db
             )
             .first
@@ -74,6 +79,16 @@ extension Ledger {
             guard try await Self.activeWalletID(for: record.walletKey, in: db) == record.walletID else {
                 throw LedgerError.invalidArgument("the token's key is not an active key of wallet \(record.walletID)")
             }
+            // The token handed out from now on; the older ones stay valid until they expire.
+            try await db.query(
+                """
+                UPDATE daily_tokens SET superseded_at = ?
+                WHERE wallet_id = ? AND wallet_key = ? AND currency = ? AND superseded_at IS NULL
+                """,
+                [
+                    .integer(record.issuedAt), .text(record.walletID.rawValue), .blob(record.walletKey.bytes),
+                    .text(record.allowance.currency.code),
+                ])
             try await db.query(
                 """
                 INSERT INTO daily_tokens(token_id, wallet_id, wallet_key, currency, allowance, balance_at_issue,
@@ -94,7 +109,10 @@ extension Ledger {
     {
         var records: [DailyTokenRecord] = []
         for row in try await db.query(
-            "SELECT * FROM daily_tokens WHERE \(condition) ORDER BY issued_at DESC, token_id", parameters)
+            """
+            SELECT * FROM daily_tokens WHERE \(condition)
+            ORDER BY issued_at DESC, CASE WHEN superseded_at IS NULL THEN 0 ELSE 1 END, token_id
+            """, parameters)
         {
             let key: PublicKeyBytes
             do { key = try PublicKeyBytes(bytes: try row.bytes("wallet_key")) } catch let error as LedgerError {
@@ -110,7 +128,8 @@ extension Ledger {
                     allowance: try Self.money(row.integer("allowance"), currency, column: "daily_tokens.allowance"),
                     balanceAtIssue: try row.integer("balance_at_issue"),
                     revocationDigest: try row.bytes("revocation_digest"), issuedAt: try row.integer("issued_at"),
-                    expiresAt: try row.integer("expires_at"), token: try row.bytes("token")))
+                    expiresAt: try row.integer("expires_at"), token: try row.bytes("token"),
+                    supersededAt: try row.optionalInteger("superseded_at")))
         }
         return records
     }

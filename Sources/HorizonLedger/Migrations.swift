@@ -435,7 +435,10 @@ public enum LedgerSchema {
                 // offline, so that settling offline payments can later be bounded by it. The
                 // signed bytes are kept because a signature cannot be made again identically: a
                 // wallet asking twice gets the very token it had. `balance_at_issue` and
-                // `revocation_digest` tell whether a refresh has anything new to sign.
+                // `revocation_digest` tell whether a refresh has anything new to sign. A newer token
+                // for the same wallet key and currency marks the older `superseded_at` (it stays
+                // valid offline until it expires: the wallet may still hold it), so the current
+                // token is known even when two are signed within one second.
                 """
                 CREATE TABLE daily_tokens(
                     token_id {BYTES} PRIMARY KEY CHECK (length(token_id) = 16),
@@ -447,6 +450,7 @@ public enum LedgerSchema {
                     revocation_digest {BYTES} NOT NULL,
                     issued_at {INT} NOT NULL,
                     expires_at {INT} NOT NULL CHECK (expires_at > issued_at AND expires_at - issued_at <= 86400),
+                    superseded_at {INT},
                     token {BYTES} NOT NULL) {STRICT}
                 """,
                 "CREATE INDEX daily_tokens_wallet ON daily_tokens(wallet_id, currency, expires_at)",

@@ -34,9 +34,19 @@ extension LedgerContract {
             #expect(
                 try await ledger.currentDailyToken(of: bob.id, key: F.key(2), currency: .eur, at: 3_000)?.tokenID
                     == Array(repeating: 3, count: 16))
-            // Every token valid in a period: what bounds the wallet's offline spending later.
-            #expect(try await ledger.dailyTokens(of: alice.id, validBetween: 0, and: 90_000) == [second, first])
+            // Every token valid in a period, superseded or not: what bounds the wallet's offline
+            // spending later (a superseded token stays valid until it expires).
+            let all = try await ledger.dailyTokens(of: alice.id, validBetween: 0, and: 90_000)
+            #expect(all.map(\.tokenID) == [second.tokenID, first.tokenID])
+            #expect(all.map(\.supersededAt) == [nil, 2_000])
             #expect(try await ledger.dailyTokens(of: alice.id, validBetween: 88_000, and: 90_000) == [second])
+
+            // Two tokens signed within one second: the one recorded last is the current one.
+            let sameSecond = record(7, wallet: alice.id, key: F.key(1), issuedAt: 2_000)
+            try await ledger.recordDailyToken(sameSecond)
+            #expect(
+                try await ledger.currentDailyToken(of: alice.id, key: F.key(1), currency: .eur, at: 3_000) == sameSecond
+            )
 
             // A token for a key that is not the wallet's, for longer than 24 h, or a second time: refused.
             await #expect(
