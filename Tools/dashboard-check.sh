@@ -13,6 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source Tools/lib/setup.sh
+source Tools/lib/shop.sh
 
 ensure_debian_packages "${HORIZON_BROWSER_PACKAGES[@]}"
 command -v python3 >/dev/null 2>&1 || die "python3 is needed to drive Chromium"
@@ -24,19 +25,7 @@ output="${HORIZON_TEST_OUTPUT:-.build/test-output}/dashboard"
 rm -rf "$output"
 mkdir -p "$output"
 
-work=$(mktemp -d /tmp/horizon-dashboard.XXXXXX)
-socket="$work/radio.sock"
-server_pid=""
-radio_pid=""
-terminal_pid=""
-cleanup() {
-    [ -n "$terminal_pid" ] && kill "$terminal_pid" 2>/dev/null || true
-    [ -n "$radio_pid" ] && kill "$radio_pid" 2>/dev/null || true
-    [ -n "$server_pid" ] && kill -TERM "$server_pid" 2>/dev/null || true
-    wait 2>/dev/null || true
-    if [ -z "${KEEP:-}" ]; then rm -rf "$work"; else echo "data kept in $work"; fi
-}
-trap cleanup EXIT
+shop_work_area horizon-dashboard
 
 email="owner@corner.example"
 label="Till 1, Market St"
@@ -47,16 +36,7 @@ step "dashboard check: a server on SQLite with a merchant, in $work/server"
 "$bin/horizon-server" init --data-dir "$work/server" --listen 127.0.0.1:0 >/dev/null
 "$bin/horizon-server" merchants add "Corner Café" --email "$email" --currency EUR \
     --password-file "$work/merchant-password" --data-dir "$work/server" >/dev/null
-"$bin/horizon-server" serve --data-dir "$work/server" --log-level warning >"$work/server.out" 2>"$work/server.log" &
-server_pid=$!
-url=""
-for _ in $(seq 1 100); do
-    url=$(sed -n 's/^listening on //p' "$work/server.out")
-    [ -n "$url" ] && break
-    kill -0 "$server_pid" 2>/dev/null || die "horizon-server stopped: $(cat "$work/server.log")"
-    sleep 0.1
-done
-[ -n "$url" ] || die "horizon-server did not start within 10 s: $(cat "$work/server.log")"
+shop_start_server
 
 step "dashboard check: a terminal and a wallet on the server; a card added through 3-D Secure in the browser pays 12.50 EUR with a 1.50 tip over the simulated radio"
 "$bin/horizon-terminal" activate --server "$url" --email "$email" --password-file "$work/merchant-password" \

@@ -11,6 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source Tools/lib/setup.sh
+source Tools/lib/shop.sh
 
 amount=${1:-12.50}
 tip=${2:-1.50}
@@ -24,19 +25,7 @@ step "building horizon-server, horizon-terminal and horizon-wallet (a first buil
 swift build 2>&1 | filter_build_output
 bin=$(swift build --show-bin-path)
 
-work=$(mktemp -d /tmp/horizon-demo.XXXXXX)
-socket="$work/radio.sock"
-server_pid=""
-radio_pid=""
-terminal_pid=""
-cleanup() {
-    [ -n "$terminal_pid" ] && kill "$terminal_pid" 2>/dev/null || true
-    [ -n "$radio_pid" ] && kill "$radio_pid" 2>/dev/null || true
-    [ -n "$server_pid" ] && kill -TERM "$server_pid" 2>/dev/null || true
-    wait 2>/dev/null || true
-    if [ -z "${KEEP:-}" ]; then rm -rf "$work"; else echo "data kept in $work"; fi
-}
-trap cleanup EXIT
+shop_work_area horizon-demo
 
 email="owner@corner.example"
 printf 'correct horse battery staple\n' >"$work/merchant-password"
@@ -46,16 +35,7 @@ step "the server: an issuer key, an SQLite database and a merchant, in $work/ser
 "$bin/horizon-server" init --data-dir "$work/server" --listen 127.0.0.1:0 | sed 's/^/server   | /'
 "$bin/horizon-server" merchants add "Corner Café" --email "$email" --currency EUR \
     --password-file "$work/merchant-password" --data-dir "$work/server" | sed 's/^/server   | /'
-"$bin/horizon-server" serve --data-dir "$work/server" --log-level warning >"$work/server.out" 2>"$work/server.log" &
-server_pid=$!
-url=""
-for _ in $(seq 1 100); do
-    url=$(sed -n 's/^listening on //p' "$work/server.out")
-    [ -n "$url" ] && break
-    kill -0 "$server_pid" 2>/dev/null || die "horizon-server stopped: $(cat "$work/server.log")"
-    sleep 0.1
-done
-[ -n "$url" ] || die "horizon-server did not start within 10 s: $(cat "$work/server.log")"
+shop_start_server
 echo "server   | listening on $url"
 
 step "the terminal: a new key, activated with the server for Corner Café"
