@@ -132,4 +132,27 @@ struct OperationsTests {
         #expect(text.contains(#"horizon_api_errors_total{code="not_found"} 2"#), "\(text)")
         #expect(text.contains(#"horizon_http_request_duration_seconds_bucket{method="GET",route="/v1/anchor""#))
     }
+
+    /// The dashboard's router runs inside a middleware; its pages are still counted by route, with
+    /// ids collapsed, and its unknown paths still share `unmatched`.
+    @Test func metricsLabelTheDashboardsPagesByRoute() async throws {
+        let server = try await TestServer()
+        let text = try await server.withClient { client in
+            _ = try await client.send(.get, "/dashboard/sign-in")
+            _ = try await client.send(.get, "/dashboard/transactions")
+            _ = try await client.send(.post, "/dashboard/transactions/\(UUID().uuidString)/refund")
+            _ = try await client.send(.get, "/dashboard/no-such-page-\(UUID().uuidString)")
+            return try await client.send(.get, "/metrics").text
+        }
+        let counted = text.split(separator: "\n").filter { $0.hasPrefix("horizon_http_requests_total{") }
+        func count(_ labels: String) -> Int {
+            counted.filter { $0.contains(labels) }.compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }
+                .reduce(0, +)
+        }
+        #expect(count(#"method="GET",route="/dashboard/sign-in",status="200""#) == 1, "\(text)")
+        #expect(count(#"method="GET",route="/dashboard/transactions","#) == 1, "\(text)")
+        #expect(count(#"method="POST",route="/dashboard/transactions/{reference}/refund","#) == 1, "\(text)")
+        #expect(count(#"method="GET",route="unmatched",status="404""#) == 1, "\(text)")
+        #expect(!text.contains("no-such-page"))
+    }
 }

@@ -552,6 +552,26 @@ struct Dashboard: Sendable {
         HTTPField.Name("X-Frame-Options")!: "DENY",
     ]
 
+    /// The dashboard's routes as the metrics label them. Its router runs inside a middleware, so
+    /// Hummingbird's matched endpoint does not reach the metrics; a path is labelled by the
+    /// template it fits (ids collapse into `{reference}`), and anything else stays `unmatched`.
+    static let routeTemplates = [
+        "/dashboard", "/dashboard/style.css", "/dashboard/sign-in", "/dashboard/sign-out", "/dashboard/transactions",
+        "/dashboard/transactions/{reference}/refund", "/dashboard/register-users", "/dashboard/register-users/remove",
+        "/dashboard/terminals", "/dashboard/terminals/revoke", "/dashboard/programs", "/dashboard/programs/bonus-rule",
+    ]
+
+    static func routeLabel(forPath path: String) -> String? {
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        return routeTemplates.first { template in
+            let parts = template.split(separator: "/", omittingEmptySubsequences: false)
+            return parts.count == segments.count
+                && zip(parts, segments).allSatisfy { part, segment in
+                    part == segment || (part.hasPrefix("{") && !segment.isEmpty)
+                }
+        }
+    }
+
     static func redirect(_ location: String) -> Response {
         Response(status: .seeOther, headers: [.location: location, .cacheControl: "no-store"])
     }

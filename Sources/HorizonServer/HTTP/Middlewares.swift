@@ -50,7 +50,7 @@ struct BoundaryMiddleware: RouterMiddleware {
         // Unknown paths share one label, so a scan of random paths cannot grow the metrics.
         let route =
             response.status == .notFound || response.status == .methodNotAllowed
-            ? "unmatched" : (context.endpointPath ?? "unmatched")
+            ? "unmatched" : (context.endpointPath ?? Dashboard.routeLabel(forPath: request.uri.path) ?? "unmatched")
         metrics.recordRequest(
             method: request.method.rawValue, route: route, status: response.status.code, duration: duration)
         logger.info(
