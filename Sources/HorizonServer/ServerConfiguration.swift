@@ -34,6 +34,13 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
     public var offlineAllowanceMajorUnits: Int64?
     /// How long a daily token is valid, in seconds (at most 24 h); nil for 24 h.
     public var dailyTokenValidity: Int64?
+    /// `true` when a TLS-terminating proxy stands in front: the dashboard's cookies then carry
+    /// `Secure` although this process speaks plain HTTP. nil: `Secure` exactly when the server
+    /// itself speaks TLS. (Not guessed from `X-Forwarded-Proto`, which any client can send.)
+    public var behindTLSProxy: Bool?
+
+    /// Whether the dashboard's cookies are marked `Secure`.
+    public var secureCookies: Bool { tlsCertificatePath != nil || behindTLSProxy == true }
 
     public static let defaultOfflineAllowanceMajorUnits: Int64 = 50
     public static let defaultDailyTokenValidity: Int64 = 86_400

@@ -68,6 +68,26 @@ struct DashboardTests {
         }
     }
 
+    /// Behind a TLS-terminating proxy the process speaks HTTP, yet the browser is on HTTPS: the
+    /// operator says so, and the cookies are Secure. A client's `X-Forwarded-Proto` alone is not
+    /// believed.
+    @Test func theCookieIsSecureBehindATLSProxyOnlyWhenConfigured() async throws {
+        for behindProxy in [false, true] {
+            var configuration = ServerConfiguration.testing()
+            configuration.behindTLSProxy = behindProxy
+            let server = try await TestServer(configuration: configuration)
+            try await server.addMerchant()
+            try await server.withClient { client in
+                let browser = DashboardBrowser(client)
+                browser.extraHeaders = [HTTPField.Name("X-Forwarded-Proto")!: "https"]
+                let (response, _) = try await browser.signIn()
+                let cookie = try #require(
+                    response.headers[values: .setCookie].first { $0.hasPrefix("horizon_session=") })
+                #expect(cookie.contains("Secure") == behindProxy, "\(cookie)")
+            }
+        }
+    }
+
     @Test func withoutASessionPagesSendToSignIn() async throws {
         let server = try await TestServer()
         try await server.withClient { client in
@@ -476,6 +496,8 @@ final class DashboardBrowser: @unchecked Sendable {
     let client: any TestClientProtocol
     private(set) var cookies: [String: String] = [:]
     private(set) var csrf = ""
+    /// Sent with every request (e.g. what a proxy in front would add).
+    var extraHeaders: HTTPFields = [:]
 
     init(_ client: any TestClientProtocol) { self.client = client }
 
@@ -515,8 +537,9 @@ final class DashboardBrowser: @unchecked Sendable {
     }
 
     private var cookieHeader: HTTPFields {
-        guard !cookies.isEmpty else { return [:] }
-        return [.cookie: cookies.map { "\($0.key)=\($0.value)" }.joined(separator: "; ")]
+        var headers = extraHeaders
+        if !cookies.isEmpty { headers[.cookie] = cookies.map { "\($0.key)=\($0.value)" }.joined(separator: "; ") }
+        return headers
     }
 
     private func remember(_ response: TestResponse) {

@@ -31,6 +31,13 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "The PEM private key of --tls-certificate.")
     var tlsKey: String?
 
+    @Flag(
+        help: """
+            A TLS-terminating proxy stands in front: mark the dashboard's cookies Secure although \
+            this process speaks plain HTTP (server.json: "behindTLSProxy": true).
+            """)
+    var behindTLSProxy = false
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error.")
     var logLevel = "info"
 
@@ -39,6 +46,7 @@ struct Serve: AsyncParsableCommand {
         if let listen { settings.listen = listen }
         settings.tlsCertificatePath = tlsCertificate ?? settings.tlsCertificatePath
         settings.tlsKeyPath = tlsKey ?? settings.tlsKeyPath
+        if behindTLSProxy { settings.behindTLSProxy = true }
         do { try settings.validate() } catch { throw ValidationError("\(error)") }
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error")

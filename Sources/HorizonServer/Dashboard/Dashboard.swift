@@ -20,7 +20,7 @@ struct Dashboard: Sendable {
     let api: APIHandler
     let templates: DashboardTemplates
     let settings: DashboardSettings
-    /// Cookies carry `Secure` when the server itself speaks TLS.
+    /// Cookies carry `Secure` when the server speaks TLS or stands behind a TLS proxy.
     let secureCookies: Bool
     let maximumBodyBytes: Int
     let now: @Sendable () -> UnixTime
@@ -31,7 +31,7 @@ struct Dashboard: Sendable {
         self.api = api
         templates = try DashboardTemplates()
         self.settings = settings
-        secureCookies = configuration.tlsCertificatePath != nil
+        secureCookies = configuration.secureCookies
         maximumBodyBytes = configuration.maximumBodyBytes
         now = api.now
     }
