@@ -228,22 +228,6 @@ extension Ledger {
         }
     }
 
-    /// The refunds a wallet received (at every merchant), newest first: for the wallet's
-    /// history, next to its payments.
-    public func refunds(toWallet wallet: WalletID, limit: Int = 100) async throws(LedgerError) -> [Refund] {
-        guard (1...1000).contains(limit) else { throw .invalidArgument("a page holds 1 to 1000 refunds") }
-        return try await store.transaction { db in
-            var refunds: [Refund] = []
-            for row in try await db.query(
-                "SELECT * FROM refunds WHERE wallet_id = ? ORDER BY reference DESC LIMIT ?",
-                [.text(wallet.rawValue), .integer(Int64(limit))])
-            {
-                refunds.append(try Self.decodeRefund(row))
-            }
-            return refunds
-        }
-    }
-
     /// One refund of `merchant` by its refund id, or nil.
     public func refund(_ id: RefundID, merchant: MerchantID) async throws(LedgerError) -> Refund? {
         try await store.transaction { db in try await Self.storedRefund(id, merchant: merchant, in: db) }
@@ -287,6 +271,23 @@ extension Ledger {
             "SELECT * FROM refunds WHERE payment_id = ? ORDER BY reference", [.blob(paymentID.bytes)])
         {
             refunds.append(try decodeRefund(row))
+        }
+        return refunds
+    }
+
+    /// The refunds of each of `payments` (oldest first per payment), in one query.
+    static func refunds(ofPayments payments: [PaymentID], in db: any SQLTransaction) async throws(LedgerError)
+        -> [PaymentID: [Refund]]
+    {
+        guard !payments.isEmpty else { return [:] }
+        var refunds: [PaymentID: [Refund]] = [:]
+        let placeholders = Array(repeating: "?", count: payments.count).joined(separator: ", ")
+        for row in try await db.query(
+            "SELECT * FROM refunds WHERE payment_id IN (\(placeholders)) ORDER BY reference",
+            payments.map { .blob($0.bytes) })
+        {
+            let refund = try decodeRefund(row)
+            refunds[refund.paymentID, default: []].append(refund)
         }
         return refunds
     }

@@ -161,20 +161,22 @@ extension Ledger {
         guard (1...100).contains(limit) else { throw .invalidArgument("a page holds 1 to 100 transactions") }
         return try await store.transaction { db in
             _ = try await Self.wallet(wallet, in: db)
-            var entries: [WalletHistoryEntry] = []
+            var page: [(transaction: LedgerTransaction, merchantName: String)] = []
             for row in try await db.query(
                 """
                 SELECT t.*, m.name AS merchant_name FROM transactions t JOIN merchants m ON m.id = t.merchant_id
                 WHERE t.wallet_id = ? AND t.reference < ? ORDER BY t.reference DESC LIMIT ?
                 """, [.text(wallet.rawValue), .integer(before ?? Int64.max), .integer(Int64(limit))])
             {
-                let transaction = try Self.decodeTransaction(row).transaction
-                entries.append(
-                    WalletHistoryEntry(
-                        transaction: transaction, merchantName: try row.text("merchant_name"),
-                        refunds: try await Self.refunds(of: transaction.result.paymentID, in: db)))
+                page.append((try Self.decodeTransaction(row).transaction, try row.text("merchant_name")))
             }
-            return entries
+            // One query for the whole page's refunds, not one per transaction.
+            let refunds = try await Self.refunds(ofPayments: page.map(\.transaction.result.paymentID), in: db)
+            return page.map {
+                WalletHistoryEntry(
+                    transaction: $0.transaction, merchantName: $0.merchantName,
+                    refunds: refunds[$0.transaction.result.paymentID] ?? [])
+            }
         }
     }
 
