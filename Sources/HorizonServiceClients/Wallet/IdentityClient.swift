@@ -35,6 +35,17 @@ extension IdentityObserver {
     public func identityDidGetReady() async {}
 }
 
+/// A service client whose only state is what it cached under its own name: `reset()` (on an
+/// invalidated identity, or by the app) clears exactly that.
+public protocol CachingServiceClient: IdentityObserver {
+    static var cacheName: String { get }
+    var cache: Cache { get }
+}
+
+extension CachingServiceClient {
+    public func reset() async { cache.reset(client: Self.cacheName) }
+}
+
 /// Why a service client has no answer.
 public enum ServiceClientError: Error, Equatable, Sendable, CustomStringConvertible {
     /// No key signs requests yet: register (or unlock) the wallet first.

@@ -41,8 +41,8 @@ public enum BonusProgramMembershipState: String, Sendable, Equatable {
 }
 
 /// The reference's `AccountDataClient`: the wallet user's data, and the balance per currency.
-public final class AccountDataClient: IdentityObserver {
-    static let cacheName = "account-data"
+public final class AccountDataClient: CachingServiceClient {
+    public static let cacheName = "account-data"
     public let identityClient: IdentityClient
     public let cache: Cache
 
@@ -77,12 +77,11 @@ public final class AccountDataClient: IdentityObserver {
         }
     }
 
-    public func reset() async { cache.reset(client: Self.cacheName) }
 }
 
 /// The reference's `WalletTransactionsClient`: the wallet's transactions and their details.
-public final class WalletTransactionsClient: IdentityObserver {
-    static let cacheName = "wallet-transactions"
+public final class WalletTransactionsClient: CachingServiceClient {
+    public static let cacheName = "wallet-transactions"
     public let identityClient: IdentityClient
     public let cache: Cache
 
@@ -111,13 +110,12 @@ public final class WalletTransactionsClient: IdentityObserver {
         }
     }
 
-    public func reset() async { cache.reset(client: Self.cacheName) }
 }
 
 /// The reference's `BonusProgramClient`: every merchant's bonus program the wallet can join, the
 /// ones it takes part in, and joining or leaving one.
-public final class BonusProgramClient: IdentityObserver {
-    static let cacheName = "bonus-programs"
+public final class BonusProgramClient: CachingServiceClient {
+    public static let cacheName = "bonus-programs"
     public let identityClient: IdentityClient
     public let cache: Cache
 
@@ -153,12 +151,11 @@ public final class BonusProgramClient: IdentityObserver {
         return program
     }
 
-    public func reset() async { cache.reset(client: Self.cacheName) }
 }
 
 /// The reference's `GoldProgramMembershipsClient`: the wallet's gold memberships.
-public final class GoldProgramMembershipsClient: IdentityObserver {
-    static let cacheName = "gold-memberships"
+public final class GoldProgramMembershipsClient: CachingServiceClient {
+    public static let cacheName = "gold-memberships"
     public let identityClient: IdentityClient
     public let cache: Cache
 
@@ -174,12 +171,11 @@ public final class GoldProgramMembershipsClient: IdentityObserver {
         }
     }
 
-    public func reset() async { cache.reset(client: Self.cacheName) }
 }
 
 /// The reference's `CouponProgramClient`: the wallet's coupons, open and redeemed.
-public final class CouponProgramClient: IdentityObserver {
-    static let cacheName = "coupons"
+public final class CouponProgramClient: CachingServiceClient {
+    public static let cacheName = "coupons"
     public let identityClient: IdentityClient
     public let cache: Cache
 
@@ -207,14 +203,13 @@ public final class CouponProgramClient: IdentityObserver {
         return ServiceResult(value: all.value.filter { $0.status == .redeemed }, freshness: all.freshness)
     }
 
-    public func reset() async { cache.reset(client: Self.cacheName) }
 }
 
 /// The reference's `CustomStatusMessageManager`: the messages the server's operator asks the app
 /// to show (`horizon-server messages add`), less the ones the person dismissed. The messages are
 /// the same for every wallet, so they need no key and are cached for no identity.
-public final class CustomStatusMessageManager: IdentityObserver {
-    static let cacheName = "status-messages"
+public final class CustomStatusMessageManager: CachingServiceClient {
+    public static let cacheName = "status-messages"
     public let identityClient: IdentityClient
     public let cache: Cache
 
@@ -248,5 +243,4 @@ public final class CustomStatusMessageManager: IdentityObserver {
 
     private func dismissedIDs() -> Set<Int64> { cache.value(Set<Int64>.self, for: dismissedKey)?.value ?? [] }
 
-    public func reset() async { cache.reset(client: Self.cacheName) }
 }
