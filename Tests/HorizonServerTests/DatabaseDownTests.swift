@@ -260,7 +260,7 @@ final class ThrowawayPostgres: Sendable {
         process.currentDirectoryURL = repository
         // Into a file, not a pipe, for the same reason.
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("pg-shell-\(UUID().uuidString).log")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         defer { try? FileManager.default.removeItem(at: log) }
         let output = try FileHandle(forWritingTo: log)
         process.standardOutput = output
