@@ -77,9 +77,26 @@ struct StatementCacheTests {
                 #expect(rows.first?["n"] == .integer(Int64(index)))
             }
             #expect(database.cachedStatementCount == StatementCache.capacity)
-            // Statements beyond the capacity still work; they are simply prepared each time.
+            // Statements beyond the capacity still work, each in place of the least recently used.
             let beyond = StatementCache.capacity + 5
             #expect(try database.query("SELECT \(beyond) AS n").first?["n"] == .integer(Int64(beyond)))
+        }
+    }
+
+    /// Statements run once (a migration's, SQL built at run time) must not crowd out the ones in
+    /// use: the terminal's ledger once prepared 11 statements afresh on every payment because
+    /// the first 64 ever seen kept their places.
+    @Test func theLeastRecentlyUsedStatementMakesRoomNotTheNewOne() throws {
+        try withDatabase { database in
+            let hot = "SELECT COUNT(*) AS n FROM items"
+            for index in 0..<(StatementCache.capacity * 3) {
+                try database.query("SELECT \(index) AS once")
+                if index >= StatementCache.capacity, index % 8 == 0 { #expect(try database.query(hot).first?["n"] == .integer(0)) }
+            }
+            #expect(database.cachedStatementCount == StatementCache.capacity)
+            #expect(database.keepsStatement(for: hot), "the statement used all along was evicted")
+            #expect(database.keepsStatement(for: "SELECT \(StatementCache.capacity * 3 - 1) AS once"))
+            #expect(!database.keepsStatement(for: "SELECT 1 AS once"), "the oldest one-off statement is still kept")
         }
     }
 
