@@ -235,3 +235,20 @@ struct ObliviousHTTPTests {
         }
     }
 }
+
+@Suite("Signed gateway key configuration")
+struct SignedGatewayKeyConfigurationTests {
+    @Test func aConfigurationVerifiesOnlyAgainstTheAnchorThatSignedIt() throws {
+        let issuer = P256.Signing.PrivateKey()
+        let configuration = ObliviousHTTPKeyConfiguration(keyID: 3, publicKey: P256.KeyAgreement.PrivateKey().publicKey)
+        let signed = try SignedGatewayKeyConfiguration.sign(configuration, with: issuer)
+        #expect(try signed.verified(by: [issuer.publicKey]) == configuration)
+        #expect(throws: ObliviousHTTPError.self) { _ = try signed.verified(by: [P256.Signing.PrivateKey().publicKey]) }
+        // Another key put under the issuer's signature is refused.
+        let swapped = SignedGatewayKeyConfiguration(
+            configuration: ObliviousHTTPKeyConfiguration(keyID: 3, publicKey: P256.KeyAgreement.PrivateKey().publicKey),
+            signature: signed.signature)
+        #expect(throws: ObliviousHTTPError.self) { _ = try swapped.verified(by: [issuer.publicKey]) }
+        #expect(SignedGatewayKeyConfiguration.signedBytes(configuration).starts(with: Array("horizon/ohttp-key-config/v1\u{0}".utf8)))
+    }
+}

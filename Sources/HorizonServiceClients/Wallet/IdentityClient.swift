@@ -193,7 +193,7 @@ public final class IdentityClient: Sendable {
                     await invalidate(reason: message)
                     throw .identityInvalidated(message)
                 }
-            case .invalidResponse, .invalidServerURL, .cancelled:
+            case .invalidResponse, .invalidServerURL, .cancelled, .notRelayed, .relayOutcomeUnknown:
                 break
             }
             throw .server(error)
