@@ -66,7 +66,8 @@ public enum ObliviousHTTP {
         do {
             var sender: HPKE.Sender
             switch try configuration.recipientKey() {
-            case .p256(let key): sender = try HPKE.Sender(recipientKey: key, ciphersuite: suite, info: info(header: header))
+            case .p256(let key):
+                sender = try HPKE.Sender(recipientKey: key, ciphersuite: suite, info: info(header: header))
             case .x25519(let key):
                 sender = try HPKE.Sender(recipientKey: key, ciphersuite: suite, info: info(header: header))
             }
@@ -171,7 +172,8 @@ public struct ObliviousHTTPGateway: Sendable {
         guard header == ObliviousHTTP.header(keyID: configuration.keyID, kem: kem) else {
             throw .malformedEncapsulatedRequest("the header names a suite other than this gateway's")
         }
-        let encapsulatedKey = Array(encapsulated[ObliviousHTTP.headerBytes..<(ObliviousHTTP.headerBytes + kem.publicKeyBytes)])
+        let encapsulatedKey = Array(
+            encapsulated[ObliviousHTTP.headerBytes..<(ObliviousHTTP.headerBytes + kem.publicKeyBytes)])
         let ciphertext = encapsulated.dropFirst(ObliviousHTTP.headerBytes + kem.publicKeyBytes)
         let suite = ObliviousHTTP.ciphersuite(kem)
         let info = ObliviousHTTP.info(header: header)

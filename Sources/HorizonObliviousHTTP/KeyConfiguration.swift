@@ -54,8 +54,9 @@ public struct ObliviousHTTPKeyConfiguration: Sendable, Equatable {
         symmetricAlgorithms = [.hkdfSHA256AES128GCM]
     }
 
-    init(keyID: UInt8, kem: ObliviousHTTPKEM, publicKey: [UInt8], symmetricAlgorithms: [ObliviousHTTPSymmetricAlgorithm])
-    {
+    init(
+        keyID: UInt8, kem: ObliviousHTTPKEM, publicKey: [UInt8], symmetricAlgorithms: [ObliviousHTTPSymmetricAlgorithm]
+    ) {
         self.keyID = keyID
         self.kem = kem
         self.publicKey = publicKey

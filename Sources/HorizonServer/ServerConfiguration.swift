@@ -109,7 +109,8 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
             throw .invalidSetting("dailyTokenValidity must be 600 to 86400 seconds (a daily token lives at most 24 h)")
         }
         if let gatewayRelaysPerMinute, !(1...100_000).contains(gatewayRelaysPerMinute) {
-            throw .invalidSetting("gatewayRelaysPerMinute must be 1 to 100000 (sealed requests one terminal relays a minute)")
+            throw .invalidSetting(
+                "gatewayRelaysPerMinute must be 1 to 100000 (sealed requests one terminal relays a minute)")
         }
         guard (tlsCertificatePath == nil) == (tlsKeyPath == nil) else {
             throw .invalidSetting("--tls-certificate and --tls-key go together")

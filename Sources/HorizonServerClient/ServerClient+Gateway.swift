@@ -37,9 +37,12 @@ extension HorizonServerClient {
         case .ok(let ok):
             let body = try Self.json { try ok.body.json }
             guard body.label == SignedGatewayKeyConfiguration.label else {
-                throw .invalidResponse("the gateway key configuration is labelled \(body.label), not \(SignedGatewayKeyConfiguration.label)")
+                throw .invalidResponse(
+                    "the gateway key configuration is labelled \(body.label), not \(SignedGatewayKeyConfiguration.label)"
+                )
             }
-            guard let configuration = Data(base64Encoded: body.keyConfig), let signature = Data(base64Encoded: body.signature)
+            guard let configuration = Data(base64Encoded: body.keyConfig),
+                let signature = Data(base64Encoded: body.signature)
             else { throw .invalidResponse("the gateway key configuration or its signature is not base64") }
             do {
                 return SignedGatewayKeyConfiguration(
@@ -84,7 +87,8 @@ struct ObliviousRelayTransport: ClientTransport {
         if let body {
             do { content = Array(try await Data(collecting: body, upTo: ObliviousHTTP.maximumSealedBytes)) } catch {
                 throw ServerClientError.notRelayed(
-                    "the request body is larger than \(ObliviousHTTP.maximumSealedBytes) bytes, more than a relay carries")
+                    "the request body is larger than \(ObliviousHTTP.maximumSealedBytes) bytes, more than a relay carries"
+                )
             }
         } else {
             content = []

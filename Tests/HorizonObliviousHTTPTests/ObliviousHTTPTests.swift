@@ -72,7 +72,9 @@ struct ObliviousHTTPTests {
         #expect {
             _ = try ObliviousHTTP.seal(tooLarge, to: gateway.configuration)
         } throws: { error in
-            guard case ObliviousHTTPError.tooLarge(let sealed, 4096)? = error as? ObliviousHTTPError else { return false }
+            guard case ObliviousHTTPError.tooLarge(let sealed, 4096)? = error as? ObliviousHTTPError else {
+                return false
+            }
             return sealed > 4096 && "\(error)".contains("Nothing was sent")
         }
     }
@@ -176,9 +178,11 @@ struct ObliviousHTTPTests {
         // Only ChaCha20-Poly1305 offered: decodes, but nothing can be sealed to it.
         var onlyChaCha = Array(good.prefix(35)) + [0x00, 0x04, 0x00, 0x01, 0x00, 0x03]
         let chaCha = try ObliviousHTTPKeyConfiguration(decoding: onlyChaCha)
-        #expect(throws: ObliviousHTTPError.unsupportedKeyConfiguration("it does not offer HKDF-SHA256 with AES-128-GCM"))
-        {
-            _ = try ObliviousHTTP.seal(BinaryHTTPRequest(method: "GET", scheme: "https", authority: "", path: "/"), to: chaCha)
+        #expect(
+            throws: ObliviousHTTPError.unsupportedKeyConfiguration("it does not offer HKDF-SHA256 with AES-128-GCM")
+        ) {
+            _ = try ObliviousHTTP.seal(
+                BinaryHTTPRequest(method: "GET", scheme: "https", authority: "", path: "/"), to: chaCha)
         }
         onlyChaCha[36] = 0x06
         #expect(throws: ObliviousHTTPError.self) { _ = try ObliviousHTTPKeyConfiguration(decoding: onlyChaCha) }
@@ -225,7 +229,8 @@ struct ObliviousHTTPTests {
         #expect(throws: ObliviousHTTPError.self) { _ = try BinaryHTTPRequest(decoding: [0x02] + good.dropFirst()) }
         #expect(throws: ObliviousHTTPError.self) { _ = try BinaryHTTPResponse(decoding: good) }
         let upperCaseName = BinaryHTTPRequest(
-            method: "GET", scheme: "https", authority: "", path: "/", headerFields: [.init(name: "x", value: "a\r\nb: c")])
+            method: "GET", scheme: "https", authority: "", path: "/",
+            headerFields: [.init(name: "x", value: "a\r\nb: c")])
         #expect(throws: ObliviousHTTPError.self) { _ = try BinaryHTTPRequest(decoding: upperCaseName.encoded()) }
         let badPath = BinaryHTTPRequest(method: "GET", scheme: "https", authority: "", path: "/a b")
         #expect(throws: ObliviousHTTPError.self) { _ = try BinaryHTTPRequest(decoding: badPath.encoded()) }
@@ -249,6 +254,8 @@ struct SignedGatewayKeyConfigurationTests {
             configuration: ObliviousHTTPKeyConfiguration(keyID: 3, publicKey: P256.KeyAgreement.PrivateKey().publicKey),
             signature: signed.signature)
         #expect(throws: ObliviousHTTPError.self) { _ = try swapped.verified(by: [issuer.publicKey]) }
-        #expect(SignedGatewayKeyConfiguration.signedBytes(configuration).starts(with: Array("horizon/ohttp-key-config/v1\u{0}".utf8)))
+        #expect(
+            SignedGatewayKeyConfiguration.signedBytes(configuration).starts(
+                with: Array("horizon/ohttp-key-config/v1\u{0}".utf8)))
     }
 }

@@ -200,7 +200,9 @@ struct GatewayTests {
                 _ = try await scene.terminal(url, key: P256.Signing.PrivateKey()).forwardToGateway(try request())
             }
             let sealedRequest = try request()
-            do { _ = try await scene.terminal(url, key: P256.Signing.PrivateKey()).forwardToGateway(sealedRequest) } catch let error as ServerClientError {
+            do {
+                _ = try await scene.terminal(url, key: P256.Signing.PrivateKey()).forwardToGateway(sealedRequest)
+            } catch let error as ServerClientError {
                 #expect(error.code == "terminal_unknown")
             }
             do { _ = try await HorizonServerClient(serverURL: url).forwardToGateway(try request()) } catch {
@@ -225,7 +227,9 @@ struct GatewayTests {
             // Revoked: refused, and a wallet relayed by it learns the outcome is unknown.
             #expect(try await scene.server.ledger.revokeTerminal(TerminalID(rawValue: scene.tillID)))
             let afterRevocation = try request()
-            do { _ = try await scene.terminal(url).forwardToGateway(afterRevocation) } catch let error as ServerClientError {
+            do { _ = try await scene.terminal(url).forwardToGateway(afterRevocation) } catch let error
+                as ServerClientError
+            {
                 #expect(error.code == "terminal_revoked")
             }
             let wallet = try await scene.relayedWallet(url)

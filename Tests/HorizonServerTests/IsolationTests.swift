@@ -652,7 +652,8 @@ struct IsolationTests {
                         request,
                         headers: [
                             .authorization: try signedAuthorization(
-                                world.shopTill.key, method: request.method, path: request.path, bodyBytes: request.bytes,
+                                world.shopTill.key, method: request.method, path: request.path,
+                                bodyBytes: request.bytes,
                                 time: world.server.clock.now)
                         ])
                     switch otherMerchant {
@@ -731,7 +732,8 @@ struct IsolationTests {
                     request,
                     headers: [
                         .authorization: try signedAuthorization(
-                            world.walletDevice.key, method: request.method, path: request.path, bodyBytes: request.bytes,
+                            world.walletDevice.key, method: request.method, path: request.path,
+                            bodyBytes: request.bytes,
                             time: world.server.clock.now)
                     ])
                 #expect(response.status.kind == .successful, "\(operation) by wallet A: \(response.text)")
@@ -1006,7 +1008,8 @@ extension TestClientProtocol {
         var headers = headers
         if request.bytes != nil, headers[.contentType] == nil { headers[.contentType] = request.contentType }
         return try await executeRequest(
-            uri: request.path, method: request.method, headers: headers, body: request.bytes.map { ByteBuffer(bytes: $0) })
+            uri: request.path, method: request.method, headers: headers,
+            body: request.bytes.map { ByteBuffer(bytes: $0) })
     }
 }
 

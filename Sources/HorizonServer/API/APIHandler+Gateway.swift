@@ -70,7 +70,8 @@ extension APIHandler {
         let now = self.now()
         guard let dateText = request.value(of: "date"), let date = HTTPDate.parse(dateText) else {
             return Self.sealedError(
-                APIError(.invalidRequest, "a relayed request needs a date field (an HTTP date) to be checked for replay"))
+                APIError(
+                    .invalidRequest, "a relayed request needs a date field (an HTTP date) to be checked for replay"))
         }
         // Compared without arithmetic on the caller's value, which could overflow.
         guard date >= now - gateway.window, date <= now + gateway.window else {
@@ -91,7 +92,9 @@ extension APIHandler {
                 ))
         case .full:
             return Self.sealedError(
-                APIError(.gatewayBusy, "the gateway is busy; nothing was done, retry in a minute", headers: [.retryAfter: "60"]))
+                APIError(
+                    .gatewayBusy, "the gateway is busy; nothing was done, retry in a minute",
+                    headers: [.retryAfter: "60"]))
         }
         guard request.path.hasPrefix("/v1/"), request.path != "/v1/gateway", !request.path.hasPrefix("/v1/gateway?")
         else {
@@ -112,6 +115,7 @@ extension APIHandler {
         let requestID = RequestScope.current?.id ?? ""
         var fields = [HTTPHeaderField(name: "content-type", value: "application/json; charset=utf-8")]
         for field in error.headers { fields.append(.init(name: field.name.canonicalName, value: field.value)) }
-        return BinaryHTTPResponse(status: error.status.code, headerFields: fields, content: error.jsonBody(requestID: requestID))
+        return BinaryHTTPResponse(
+            status: error.status.code, headerFields: fields, content: error.jsonBody(requestID: requestID))
     }
 }

@@ -32,7 +32,8 @@ public struct GatewayKey: Sendable {
             try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
         } catch {
             guard FileManager.default.fileExists(atPath: path) else {
-                throw .unwritable(path: path, reason: "the gateway key could not be written: \(error.localizedDescription)")
+                throw .unwritable(
+                    path: path, reason: "the gateway key could not be written: \(error.localizedDescription)")
             }
         }
         return try load(from: path)
