@@ -107,6 +107,35 @@ struct GatewayTests {
         }
     }
 
+    @Test func theServiceClientsOfAnIdentityRoutedThroughTheGatewayWorkUnchanged() async throws {
+        let scene = try await Scene.make()
+        try await scene.withLiveServer { url in
+            let clock = scene.server.clock
+            let identity = IdentityClient(
+                serverURL: url, signingKey: scene.wallet.key, timeout: .seconds(5), clock: { clock.now })
+            let keys = GatewayKeyConfigClient(
+                identityClient: identity, cache: .temporaryAnonymousCache(), trustAnchors: [scene.server.issuer.anchor])
+            let relays = Mutex(0)
+            let terminal = scene.terminal(url)
+            identity.routeThroughGateway(
+                GatewayRoute(keyConfiguration: try await keys.keyConfiguration()) { sealed in
+                    relays.withLock { $0 += 1 }
+                    return try await terminal.forwardToGateway(sealed)
+                })
+            #expect(identity.isRoutedThroughGateway)
+            let account = AccountDataClient(identityClient: identity, cache: .temporaryAnonymousCache())
+            let balances = try await account.balances()
+            #expect(balances.value.first?.amount == 80_00)
+            _ = try await account.accountData()
+            _ = try await WalletTransactionsClient(identityClient: identity, cache: .temporaryAnonymousCache())
+                .transactions()
+            #expect(relays.withLock { $0 } == 3)
+            identity.routeThroughGateway(nil)
+            _ = try await account.balances()
+            #expect(relays.withLock { $0 } == 3, "direct again")
+        }
+    }
+
     @Test func theKeyConfigurationIsTheAnchorsOrRefusedAndIsKeptForOfflineUse() async throws {
         let scene = try await Scene.make()
         let cache = Cache.temporaryAnonymousCache()

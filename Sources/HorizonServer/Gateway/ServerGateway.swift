@@ -44,9 +44,11 @@ final class ServerGateway: Sendable {
             fields.append(HTTPField(name: name, value: field.value))
         }
         fields[.contentLength] = String(inner.content.count)
+        guard let method = HTTPRequest.Method(inner.method) else {
+            throw APIError(.invalidRequest, "the relayed request's method is not an HTTP method")
+        }
         let head = HTTPRequest(
-            method: HTTPRequest.Method(inner.method) ?? .get, scheme: inner.scheme, authority: inner.authority,
-            path: inner.path, headerFields: fields)
+            method: method, scheme: inner.scheme, authority: inner.authority, path: inner.path, headerFields: fields)
         let request = Request(head: head, body: .init(buffer: ByteBuffer(bytes: inner.content)))
         let response = try await responder.respond(to: request, context: ServerRequestContext(relayedWith: logger))
         let sink = ResponseSink(limit: ObliviousHTTP.maximumSealedBytes)

@@ -16,7 +16,9 @@ public struct GatewayKey: Sendable {
 
     /// The configuration's key id: the first byte of the public key's SHA-256, so a wallet
     /// holding an older key's configuration is told "unknown key" rather than failing to decrypt.
-    public var keyID: UInt8 { SHA256.hash(data: privateKey.publicKey.x963Representation).first { _ in true } ?? 0 }
+    public var keyID: UInt8 {
+        SHA256.hash(data: privateKey.publicKey.x963Representation).withUnsafeBytes { $0.first ?? 0 }
+    }
 
     public var gateway: ObliviousHTTPGateway { ObliviousHTTPGateway(keyID: keyID, privateKey: privateKey) }
 
