@@ -401,6 +401,27 @@ struct GatewayTests {
         }
     }
 
+    @Test func anAnswerTooLargeToRelayIsRefusedSealedWithWhatToDo() async throws {
+        let scene = try await Scene.make()
+        for index in 0..<3 {
+            _ = try await scene.server.ledger.addStatusMessage(
+                severity: .info, title: "Notice \(index)", body: String(repeating: "x", count: 2000),
+                at: scene.server.clock.now - 10)
+        }
+        try await scene.withLiveServer { url in
+            let wallet = try await scene.relayedWallet(url)
+            do {
+                _ = try await wallet.statusMessages()
+                Issue.record("an answer over 4096 bytes was relayed")
+            } catch let error as ServerClientError {
+                #expect(error.code == "gateway_response_too_large", "\(error)")
+                #expect("\(error)".contains("send the request directly when online"))
+            }
+            // Directly, the same answer is served whole.
+            #expect(try await HorizonServerClient(serverURL: url).statusMessages().count == 3)
+        }
+    }
+
     @Test func theGatewayKeySurvivesRestartsAndIsOwnerReadableOnly() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
