@@ -192,6 +192,26 @@ struct GatewayTests {
                 #expect(message.contains("already received once") && message.contains("not served again"))
             }
             #expect(answers.withLock { $0.count } == 2)
+
+            // Through another terminal it is the same replay; once its date has left the window
+            // it is refused for its date, so the window need not remember it longer.
+            let other = TerminalKey()
+            _ = try await scene.server.activate(other, label: "Till 2")
+            let configuration = try await scene.keyConfiguration(url)
+            let (sealed, opener) = try scene.sealed(
+                "GET", "/v1/wallet/balances",
+                authorization: try signedAuthorization(
+                    scene.wallet.key, method: .get, path: "/v1/wallet/balances", body: nil,
+                    time: scene.server.clock.now), configuration: configuration)
+            #expect(try opener.openResponse(try await terminal.forwardToGateway(sealed)).status == 200)
+            let viaOther = try opener.openResponse(
+                try await scene.terminal(url, key: other.key).forwardToGateway(sealed))
+            #expect(viaOther.status == 409)
+            #expect(String(decoding: viaOther.content, as: UTF8.self).contains("gateway_request_replayed"))
+            scene.server.clock.advance(301)
+            let late = try opener.openResponse(try await terminal.forwardToGateway(sealed))
+            #expect(late.status == 400)
+            #expect(String(decoding: late.content, as: UTF8.self).contains("gateway_request_expired"))
         }
     }
 
