@@ -24,6 +24,7 @@ let package = Package(
         .library(name: "HorizonAPI", targets: ["HorizonAPI"]),
         .library(name: "HorizonServer", targets: ["HorizonServer"]),
         .library(name: "HorizonServerClient", targets: ["HorizonServerClient"]),
+        .library(name: "HorizonObliviousHTTP", targets: ["HorizonObliviousHTTP"]),
         .library(name: "HorizonServiceClients", targets: ["HorizonServiceClients"]),
         .executable(name: "horizon-server", targets: ["horizon-server"]),
         .executable(name: "horizon-demo", targets: ["horizon-demo"]),
@@ -136,11 +137,24 @@ let package = Package(
             exclude: ["openapi.yaml", "openapi-generator-config.yaml", "Generated/openapi.sha256"],
             swiftSettings: strict),
 
+        // Oblivious HTTP (issue 16, RFC 9458) and binary HTTP (RFC 9292): a wallet's request sealed
+        // to the server's gateway key, so that a relaying terminal carries bytes it cannot read.
+        .target(
+            name: "HorizonObliviousHTTP",
+            dependencies: ["HorizonCore", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strict),
+        .testTarget(
+            name: "HorizonObliviousHTTPTests",
+            dependencies: ["HorizonObliviousHTTP", "HorizonCore", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strict),
+
         // The Horizon server (issue 14): Hummingbird 2 serving HorizonAPI over HorizonLedger.
         .target(
             name: "HorizonServer",
             dependencies: [
                 "HorizonAPI", "HorizonLedger", "HorizonCore", "HorizonProtocol", "HorizonSecureChannel", "HorizonStores",
+                // issue 16: the gateway opens sealed requests.
+                "HorizonObliviousHTTP",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -166,6 +180,8 @@ let package = Package(
             name: "HorizonServerClient",
             dependencies: [
                 "HorizonAPI", "HorizonCore", "HorizonProtocol", "HorizonStores",
+                // issue 16: requests sealed to the gateway and sent through a relay.
+                "HorizonObliviousHTTP",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -181,6 +197,8 @@ let package = Package(
                 "HorizonServerClient", "HorizonAPI", "HorizonCore", "HorizonProtocol",
                 // The daily token is checked against the pinned anchor before it is kept.
                 "HorizonSecureChannel",
+                // issue 16: the gateway key configuration, checked against the anchor too.
+                "HorizonObliviousHTTP",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strict),
@@ -189,6 +207,8 @@ let package = Package(
             dependencies: [
                 "HorizonServer", "HorizonAPI", "HorizonLedger", "HorizonCore", "HorizonProtocol",
                 "HorizonSecureChannel", "HorizonTestSupport", "HorizonServerClient", "HorizonServiceClients",
+                // issue 16: requests relayed sealed through the gateway.
+                "HorizonObliviousHTTP",
                 // The sandbox card processor's tests run on both stores (issue 15).
                 "HorizonLedgerTestSupport",
                 // Built for the tests that run the program as a process.

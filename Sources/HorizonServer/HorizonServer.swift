@@ -28,13 +28,16 @@ public enum HorizonServer {
         public var now: @Sendable () -> UnixTime
         /// The rate limiter's clock (its buckets refill by the sub-second).
         public var rateLimitClock: @Sendable () -> ContinuousClock.Instant
+        /// The gateway's HPKE key (issue 16). `horizon-server` loads the one kept in its data
+        /// directory (`GatewayKey.loadOrCreate`); without one, a new key lives as long as these parts.
+        public var gatewayKey: GatewayKey
 
         public init(
             configuration: ServerConfiguration, ledger: Ledger, issuer: Issuer,
             metrics: ServerMetrics = ServerMetrics(),
             messages: (any MessageSender)? = nil, now: @escaping @Sendable () -> UnixTime = { Ledger.now() },
             rateLimitClock: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
-            cardProcessor: (any CardProcessor)? = nil
+            cardProcessor: (any CardProcessor)? = nil, gatewayKey: GatewayKey? = nil
         ) {
             self.configuration = configuration
             self.ledger = ledger
@@ -44,6 +47,7 @@ public enum HorizonServer {
             self.cardProcessor = cardProcessor ?? SandboxCardProcessor(ledger: ledger)
             self.now = now
             self.rateLimitClock = rateLimitClock
+            self.gatewayKey = gatewayKey ?? .generate()
         }
     }
 
@@ -58,10 +62,15 @@ public enum HorizonServer {
                 limiter: RateLimiter(
                     burst: parts.configuration.rateLimitBurst, perSecond: parts.configuration.rateLimitPerSecond),
                 clock: parts.rateLimitClock))
+        let gateway = try ServerGateway(
+            key: parts.gatewayKey, issuer: parts.issuer,
+            relaysPerMinute: parts.configuration.effectiveGatewayRelaysPerMinute,
+            window: parts.configuration.signatureWindow)
         let handler = APIHandler(
             ledger: parts.ledger, issuer: parts.issuer, configuration: parts.configuration,
             passwords: PasswordHasher(costLog2: parts.configuration.passwordCostLog2), metrics: parts.metrics,
-            messages: parts.messages, cards: parts.cardProcessor, now: parts.now)
+            messages: parts.messages, cards: parts.cardProcessor, now: parts.now, gateway: gateway,
+            rateLimitClock: parts.rateLimitClock)
         // The merchant dashboard's HTML pages (issue 15), before the API's JSON-only body rule.
         router.add(
             middleware: DashboardMiddleware(dashboard: try Dashboard(api: handler, configuration: parts.configuration)))
@@ -71,6 +80,9 @@ public enum HorizonServer {
                 ledger: parts.ledger, window: parts.configuration.signatureWindow, clock: parts.now))
         try handler.registerHandlers(on: RecordingTransport(router: router, routes: routes))
         ThreeDSecurePages.register(on: router, ledger: parts.ledger, now: parts.now)
+        // The gateway serves the requests it opens through this same router, every middleware
+        // included (issue 16); its responder is built once every route is on it.
+        gateway.setResponder(router.buildResponder())
         return router
     }
 

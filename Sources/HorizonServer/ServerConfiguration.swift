@@ -42,6 +42,22 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
     /// Whether the dashboard's cookies are marked `Secure`.
     public var secureCookies: Bool { tlsCertificatePath != nil || behindTLSProxy == true }
 
+    /// The gateway's HPKE private key (PEM), relative paths from the data directory; nil for
+    /// `gateway-key.pem` (issue 16). Made by `horizon-server init` or the first `serve`, then kept:
+    /// wallets cache the signed key configuration, so a new key on every restart would break them.
+    public var gatewayKeyPath: String?
+    /// Sealed requests one terminal may relay to the gateway a minute; nil for 60.
+    public var gatewayRelaysPerMinute: Int?
+
+    public static let defaultGatewayKeyPath = "gateway-key.pem"
+    public static let defaultGatewayRelaysPerMinute = 60
+
+    public var effectiveGatewayRelaysPerMinute: Int { gatewayRelaysPerMinute ?? Self.defaultGatewayRelaysPerMinute }
+
+    public func gatewayKeyFile(in directory: String) -> String {
+        Self.resolve(gatewayKeyPath ?? Self.defaultGatewayKeyPath, in: directory)
+    }
+
     public static let defaultOfflineAllowanceMajorUnits: Int64 = 50
     public static let defaultDailyTokenValidity: Int64 = 86_400
 
@@ -98,6 +114,10 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
         }
         if let dailyTokenValidity, !(600...86_400).contains(dailyTokenValidity) {
             throw .invalidSetting("dailyTokenValidity must be 600 to 86400 seconds (a daily token lives at most 24 h)")
+        }
+        if let gatewayRelaysPerMinute, !(1...100_000).contains(gatewayRelaysPerMinute) {
+            throw .invalidSetting(
+                "gatewayRelaysPerMinute must be 1 to 100000 (sealed requests one terminal relays a minute)")
         }
         guard (tlsCertificatePath == nil) == (tlsKeyPath == nil) else {
             throw .invalidSetting("--tls-certificate and --tls-key go together")

@@ -21,10 +21,18 @@ public struct HorizonServerClient: Sendable {
         serverURL: URL, signingKey: P256.Signing.PrivateKey? = nil, timeout: Duration = .seconds(10),
         clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }
     ) {
-        self.serverURL = serverURL
         let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
         let transport = AsyncHTTPClientTransport(
             configuration: .init(client: Self.http, timeout: .milliseconds(max(1, milliseconds))))
+        self.init(serverURL: serverURL, signingKey: signingKey, transport: transport, clock: clock)
+    }
+
+    /// A client over `transport` (HTTP, or the sealed relay of issue 16), signing with `signingKey`.
+    init(
+        serverURL: URL, signingKey: P256.Signing.PrivateKey?, transport: any ClientTransport,
+        clock: @escaping @Sendable () -> Int64
+    ) {
+        self.serverURL = serverURL
         var middlewares: [any ClientMiddleware] = []
         if let signingKey { middlewares.append(RequestSigningMiddleware(key: signingKey, clock: clock)) }
         client = Client(serverURL: serverURL, transport: transport, middlewares: middlewares)
@@ -146,6 +154,8 @@ public struct HorizonServerClient: Sendable {
     }
 
     static func transportError(_ error: any Error) -> ServerClientError {
+        // The relay transport (issue 16) says itself whether the request left the device.
+        if let error = error as? ServerClientError { return error }
         if let error = error as? HTTPClientError {
             if error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
                 return .timedOut
@@ -183,6 +193,13 @@ public enum ServerClientError: Error, Equatable, Sendable, CustomStringConvertib
     case invalidResponse(String)
     case invalidServerURL(String)
     case cancelled
+    /// issue 16: a request for the relay (a terminal and the server's gateway) was not sent:
+    /// it could not be sealed or is too large. Nothing left the device; fixing the cause and
+    /// calling again is safe.
+    case notRelayed(String)
+    /// issue 16: the sealed request was handed to the relay, but no answer that opens came back.
+    /// The server may or may not have acted on it; nothing is sent again automatically.
+    case relayOutcomeUnknown(String)
 
     public var description: String {
         switch self {
@@ -193,6 +210,9 @@ public enum ServerClientError: Error, Equatable, Sendable, CustomStringConvertib
         case .invalidResponse(let reason): "the server's answer cannot be used: \(reason)"
         case .invalidServerURL(let text): "\(text) is not a server URL (expected http://HOST:PORT or https://HOST)"
         case .cancelled: "cancelled"
+        case .notRelayed(let reason): "the request was not sent through the relay: \(reason)"
+        case .relayOutcomeUnknown(let reason):
+            "the relayed request got no usable answer (\(reason)); the server may or may not have acted on it, so it was not sent again: check the result (e.g. the balance or the history) before repeating it"
         }
     }
 

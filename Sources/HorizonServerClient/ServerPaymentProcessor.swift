@@ -90,7 +90,8 @@ public struct ServerPaymentProcessor: PaymentProcessor, RedemptionProcessor {
                 return .refused(code: code, reason: message)
             }
             return .unavailable("\(code): \(message)")
-        case .unreachable, .timedOut, .invalidResponse, .cancelled, .invalidServerURL:
+        case .unreachable, .timedOut, .invalidResponse, .cancelled, .invalidServerURL, .notRelayed,
+            .relayOutcomeUnknown:
             return .unavailable(error.description)
         }
     }

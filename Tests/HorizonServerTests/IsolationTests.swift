@@ -4,10 +4,12 @@ import HTTPTypes
 import HorizonAPI
 import HorizonCore
 import HorizonLedger
+import HorizonObliviousHTTP
 import HorizonProtocol
 import HorizonSecureChannel
 import HorizonServer
 import HummingbirdTesting
+import NIOCore
 import Testing
 
 /// Issue 14 item 5: every operation of `openapi.yaml` tried with no credentials, malformed,
@@ -55,6 +57,11 @@ struct IsolationTests {
         let method: HTTPRequest.Method
         let path: String
         let body: String?
+        /// issue 16: a body that is not text (the gateway's sealed requests), and its media type.
+        var binaryBody: [UInt8]? = nil
+        var contentType = "application/json"
+
+        var bytes: [UInt8]? { binaryBody ?? body.map { Array($0.utf8) } }
     }
 
     static let table: [String: Protection] = [
@@ -363,6 +370,29 @@ struct IsolationTests {
                 #expect(token.walletKey == Array(world.walletBDevice.key.publicKey.x963Representation))
                 #expect(answer.allowance == 0 && token.allowance.minorUnits == 0, "wallet B holds no money")
             }),
+        // issue 16: gateway. The key configuration is public; the relay is terminal-signed, any
+        // active terminal may relay, and what it relays is sealed: the wallet's own signature
+        // inside decides whose request it is (GatewayTests shows a wallet cannot act as another).
+        "getGatewayKeyConfig": .open(reason: "the gateway's public key, signed by the issuer; public by nature") {
+            world, client in
+            let response = try await client.send(.get, "/v1/gateway/key-config")
+            #expect(response.status == .ok)
+            #expect(try keys(of: response.data) == ["keyConfig", "label", "signature"])
+            world.expectNothingOfTheTenants(in: response.text, "/v1/gateway/key-config")
+        },
+        "relayThroughGateway": .terminalSigned(
+            request: { world in
+                Request(
+                    method: .post, path: "/v1/gateway", body: nil,
+                    binaryBody: try world.sealedBalanceRequest(), contentType: "message/ohttp-req")
+            },
+            otherMerchant: .servesTheSignersOwn { (world: World, response: TestResponse) async throws in
+                // Any active terminal relays; the answer is sealed to the wallet, nothing readable.
+                #expect(response.status == .ok, "\(response.text)")
+                #expect(response.headers[.contentType] == "message/ohttp-res")
+                #expect(ObliviousHTTP.sizeBuckets.contains(response.data.count))
+                world.expectNothingOfTheTenants(in: response.text, "a relayed answer")
+            }),
         // issue 15: cards and 3-D Secure. Wallet B adding a card adds it to wallet B (the card
         // tables are left out of the snapshot; wallet A's cards are checked after).
         "getPaymentCards": .walletSigned(
@@ -492,7 +522,7 @@ struct IsolationTests {
     ) async throws -> String? {
         let sign = { (key: P256.Signing.PrivateKey) throws -> String in
             try signedAuthorization(
-                key, method: request.method, path: request.path, body: request.body, time: world.server.clock.now)
+                key, method: request.method, path: request.path, bodyBytes: request.bytes, time: world.server.clock.now)
         }
         switch credential {
         case .terminalKey: return try sign(world.till.key)
@@ -514,7 +544,7 @@ struct IsolationTests {
         let till = key ?? world.till.key
         func sign(_ key: P256.Signing.PrivateKey, time: Int64 = now, nonce: String? = nil) throws -> String {
             try signedAuthorization(
-                key, method: request.method, path: request.path, body: request.body, time: time, nonce: nonce)
+                key, method: request.method, path: request.path, bodyBytes: request.bytes, time: time, nonce: nonce)
         }
         switch credential {
         case .none: return nil
@@ -537,7 +567,7 @@ struct IsolationTests {
         case .forged:
             // The till's signature over another request (another path), put on this one.
             return try signedAuthorization(
-                till, method: request.method, path: "/v1/anchor", body: request.body, time: now)
+                till, method: request.method, path: "/v1/anchor", bodyBytes: request.bytes, time: now)
         case .unknownKey: return try sign(P256.Signing.PrivateKey())
         case .walletKey: return try sign(world.walletDevice.key)
         case .revokedTerminal: return try sign(world.revokedTill.key)
@@ -547,7 +577,7 @@ struct IsolationTests {
     func send(_ request: Request, authorization: String?, client: any TestClientProtocol) async throws -> TestResponse {
         var headers: HTTPFields = [:]
         if let authorization { headers[.authorization] = authorization }
-        return try await client.send(request.method, request.path, json: request.body, headers: headers)
+        return try await client.send(request, headers: headers)
     }
 
     @Test func everyOperationRefusesWhoeverMayNotUseIt() async throws {
@@ -588,11 +618,11 @@ struct IsolationTests {
                         walletRefusals += 1
                     }
                     let byWalletB = try await client.send(
-                        request.method, request.path, json: request.body,
+                        request,
                         headers: [
                             .authorization: try signedAuthorization(
                                 world.walletBDevice.key, method: request.method, path: request.path,
-                                body: request.body, time: world.server.clock.now)
+                                bodyBytes: request.bytes, time: world.server.clock.now)
                         ])
                     switch otherWallet {
                     case .refused(let status, let code, let message):
@@ -619,10 +649,11 @@ struct IsolationTests {
                         refusals += 1
                     }
                     let byShop = try await client.send(
-                        request.method, request.path, json: request.body,
+                        request,
                         headers: [
                             .authorization: try signedAuthorization(
-                                world.shopTill.key, method: request.method, path: request.path, body: request.body,
+                                world.shopTill.key, method: request.method, path: request.path,
+                                bodyBytes: request.bytes,
                                 time: world.server.clock.now)
                         ])
                     switch otherMerchant {
@@ -683,10 +714,10 @@ struct IsolationTests {
                 guard case .terminalSigned(let makeRequest, _) = protection else { continue }
                 let request = try makeRequest(world)
                 let response = try await client.send(
-                    request.method, request.path, json: request.body,
+                    request,
                     headers: [
                         .authorization: try signedAuthorization(
-                            world.till.key, method: request.method, path: request.path, body: request.body,
+                            world.till.key, method: request.method, path: request.path, bodyBytes: request.bytes,
                             time: world.server.clock.now)
                     ])
                 #expect(response.status.kind == .successful, "\(operation) by its own till: \(response.text)")
@@ -698,10 +729,11 @@ struct IsolationTests {
                 guard case .walletSigned(let makeRequest, _) = protection else { continue }
                 let request = try makeRequest(world)
                 let response = try await client.send(
-                    request.method, request.path, json: request.body,
+                    request,
                     headers: [
                         .authorization: try signedAuthorization(
-                            world.walletDevice.key, method: request.method, path: request.path, body: request.body,
+                            world.walletDevice.key, method: request.method, path: request.path,
+                            bodyBytes: request.bytes,
                             time: world.server.clock.now)
                     ])
                 #expect(response.status.kind == .successful, "\(operation) by wallet A: \(response.text)")
@@ -951,4 +983,46 @@ struct WorldCards: Sendable {
             card: card.id.rawValue, cardToRemove: cardToRemove.id.rawValue, challengedCard: challengedCard.id.rawValue,
             challenge: challenge)
     }
+}
+
+// issue 16: gateway
+extension World {
+    /// Wallet A's balance request, signed by wallet A and sealed to the server's gateway key.
+    func sealedBalanceRequest() throws -> [UInt8] {
+        let path = "/v1/wallet/balances"
+        let authorization = try signedAuthorization(
+            walletDevice.key, method: .get, path: path, body: nil, time: server.clock.now)
+        let request = BinaryHTTPRequest(
+            method: "GET", scheme: "http", authority: "localhost", path: path,
+            headerFields: [
+                .init(name: "authorization", value: authorization),
+                .init(name: "date", value: HTTPDate.format(server.clock.now)),
+            ])
+        return try ObliviousHTTP.seal(request, to: server.gatewayKey.gateway.configuration).sealed
+    }
+}
+
+extension TestClientProtocol {
+    /// Sends an isolation table request with its body and media type.
+    func send(_ request: IsolationTests.Request, headers: HTTPFields) async throws -> TestResponse {
+        var headers = headers
+        if request.bytes != nil, headers[.contentType] == nil { headers[.contentType] = request.contentType }
+        return try await executeRequest(
+            uri: request.path, method: request.method, headers: headers,
+            body: request.bytes.map { ByteBuffer(bytes: $0) })
+    }
+}
+
+/// `signedAuthorization` over a body given as bytes (the gateway's sealed requests are not text).
+func signedAuthorization(
+    _ key: P256.Signing.PrivateKey, method: HTTPRequest.Method, path: String, bodyBytes: [UInt8]?, time: Int64,
+    nonce: String? = nil
+) throws -> String {
+    let nonce = nonce ?? (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+    let bytes = RequestSignature.signedBytes(
+        method: method.rawValue, path: path, time: time, nonce: nonce, body: bodyBytes ?? [])
+    return RequestSignature(
+        publicKey: Array(key.publicKey.x963Representation), time: time, nonce: nonce,
+        signature: Array(try key.signature(for: bytes).rawRepresentation)
+    ).headerValue
 }

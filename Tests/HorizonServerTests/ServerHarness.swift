@@ -25,6 +25,8 @@ final class TestServer: Sendable {
     let clock: TestClock
     let configuration: ServerConfiguration
     let metrics = ServerMetrics()
+    /// issue 16: one gateway key for every router of this server, as a data directory keeps it.
+    let gatewayKey = GatewayKey.generate()
 
     init(configuration: ServerConfiguration = .testing(), store: (@Sendable (String) throws -> any LedgerStore)? = nil)
         async throws
@@ -53,7 +55,8 @@ final class TestServer: Sendable {
         return HorizonServer.Parts(
             configuration: configuration, ledger: ledger ?? self.ledger, issuer: issuer,
             metrics: metrics ?? self.metrics,
-            now: { clock.now }, rateLimitClock: { clock.instant }, cardProcessor: cardProcessor)
+            now: { clock.now }, rateLimitClock: { clock.instant }, cardProcessor: cardProcessor,
+            gatewayKey: gatewayKey)
     }
 
     /// Runs `body` against the router, without sockets.

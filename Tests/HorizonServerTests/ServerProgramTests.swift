@@ -76,6 +76,37 @@ struct ServerProgramTests {
         #expect(server.errors.contains(health.headers["x-request-id"] ?? "-"), "\(server.errors)")
     }
 
+    /// issue 16: the gateway key is made by init (owner-readable only) and kept: the key
+    /// configuration served after a restart is the one served before, so wallets' cached copies
+    /// stay usable. A data directory from before issue 16 gets its key on the first serve.
+    @Test func theGatewayKeyConfigurationSurvivesARestart() async throws {
+        let sandbox = try ServerSandbox()
+        let data = sandbox.path("server")
+        let initialised = try ServerProcess.run(["init", "--data-dir", data])
+        #expect(initialised.status == 0, "\(initialised.errors)")
+        let mode = try FileManager.default.attributesOfItem(atPath: data + "/gateway-key.pem")[.posixPermissions]
+        #expect((mode as? NSNumber)?.intValue == 0o600)
+        // As an older data directory: no gateway key yet.
+        try FileManager.default.removeItem(atPath: data + "/gateway-key.pem")
+        func servedConfiguration() async throws -> [String: String] {
+            let server = try ServerProcess(["serve", "--listen", "127.0.0.1:0", "--data-dir", data])
+            defer { server.kill() }
+            let line = try #require(server.waitForOutput(prefix: "listening on http://127.0.0.1:", timeout: 20))
+            let port = try #require(Int(line.dropFirst("listening on http://127.0.0.1:".count)), "\(line)")
+            let served = try await RawHTTP.get(port: port, "/v1/gateway/key-config")
+            #expect(served.status == 200, "\(served.body)")
+            server.signal(SIGTERM)
+            _ = server.wait(timeout: 5)
+            return try #require(try JSONSerialization.jsonObject(with: Data(served.body.utf8)) as? [String: String])
+        }
+        let first = try await servedConfiguration()
+        #expect(FileManager.default.fileExists(atPath: data + "/gateway-key.pem"))
+        let second = try await servedConfiguration()
+        // The same key configuration (ECDSA signatures differ each time they are made).
+        #expect(first["keyConfig"] != nil && first["keyConfig"] == second["keyConfig"])
+        #expect(first["label"] == "horizon/ohttp-key-config/v1")
+    }
+
     @Test func initTwiceRefusesAndKeepsTheIssuer() throws {
         let sandbox = try ServerSandbox()
         let data = sandbox.path("server")

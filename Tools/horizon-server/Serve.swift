@@ -52,6 +52,11 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error")
         }
         let issuer = try options.issuer(settings)
+        // Made on the first start of a data directory initialised before issue 16, then kept.
+        let gatewayKey: GatewayKey
+        do { gatewayKey = try GatewayKey.loadOrCreate(at: settings.gatewayKeyFile(in: options.directory.path)) } catch {
+            throw CLIError("\(error)")
+        }
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
@@ -72,7 +77,7 @@ struct Serve: AsyncParsableCommand {
         let host = (try? settings.listenAddress().host) ?? "127.0.0.1"
         do {
             let application = try HorizonServer.application(
-                .init(configuration: settings, ledger: ledger, issuer: issuer), logger: logger,
+                .init(configuration: settings, ledger: ledger, issuer: issuer, gatewayKey: gatewayKey), logger: logger,
                 onServerRunning: { port in
                     // Written unbuffered: scripts wait for this line to know the port.
                     FileHandle.standardOutput.write(Data("listening on \(scheme)://\(host):\(port)\n".utf8))

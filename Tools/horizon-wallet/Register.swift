@@ -317,7 +317,8 @@ enum WalletServer {
                 default: "refused"
                 }
             return "\(what): \(message) (\(code), request \(requestID))"
-        case .invalidResponse, .invalidServerURL, .cancelled: return error.description
+        case .invalidResponse, .invalidServerURL, .cancelled, .notRelayed, .relayOutcomeUnknown:
+            return error.description
         }
     }
 }

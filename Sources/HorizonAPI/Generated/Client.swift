@@ -3554,4 +3554,183 @@ public struct Client: APIProtocol {
             }
         )
     }
+    /// The gateway's Oblivious HTTP key configuration, signed by the issuer key wallets pin.
+    ///
+    /// Public data. `keyConfig` is one RFC 9458 key configuration (DHKEM(P-256, HKDF-SHA256),
+    /// HKDF-SHA256, AES-128-GCM); `signature` is the issuer key's ECDSA P-256/SHA-256 signature
+    /// (raw r||s) over the UTF-8 label `horizon/ohttp-key-config/v1`, a zero byte and the
+    /// configuration's bytes. A wallet verifies it against its pinned anchor before sealing to it.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/gateway/key-config`.
+    /// - Remark: Generated from `#/paths//v1/gateway/key-config/get(getGatewayKeyConfig)`.
+    public func getGatewayKeyConfig(_ input: Operations.GetGatewayKeyConfig.Input) async throws -> Operations.GetGatewayKeyConfig.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.GetGatewayKeyConfig.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/gateway/key-config",
+                    parameters: []
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .get
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                return (request, nil)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.GetGatewayKeyConfig.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.GatewayKeyConfig.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// Opens a sealed wallet request relayed by a terminal, serves it, and answers it sealed.
+    ///
+    /// Signed by the relaying terminal's key (HorizonSignature); each terminal may relay a limited
+    /// number of requests a minute. The body is an encapsulated request (RFC 9458 section 4.3) of
+    /// a known-length binary HTTP request (RFC 9292) to a `/v1/` path, with a `date` field within
+    /// the signature window of the server's clock; it is served exactly as if sent directly (the
+    /// wallet's own signature decides who it is). The answer is the encapsulated response: every
+    /// outcome of the inner request, errors included, travels sealed in it, as does the refusal of
+    /// a replayed request (the same encapsulated key seen before) or of a date outside the window.
+    /// A body that cannot be opened is refused here with 400 `gateway_request_invalid`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/gateway`.
+    /// - Remark: Generated from `#/paths//v1/gateway/post(relayThroughGateway)`.
+    public func relayThroughGateway(_ input: Operations.RelayThroughGateway.Input) async throws -> Operations.RelayThroughGateway.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.RelayThroughGateway.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/gateway",
+                    parameters: []
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .post
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                let body: OpenAPIRuntime.HTTPBody?
+                switch input.body {
+                case let .messageOhttpReq(value):
+                    body = try converter.setRequiredRequestBodyAsBinary(
+                        value,
+                        headerFields: &request.headerFields,
+                        contentType: "message/ohttp-req"
+                    )
+                }
+                return (request, body)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.RelayThroughGateway.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "message/ohttp-res"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "message/ohttp-res":
+                        body = try converter.getResponseBodyAsBinary(
+                            OpenAPIRuntime.HTTPBody.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .messageOhttpRes(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
 }

@@ -498,6 +498,28 @@ extension APIProtocol {
             method: .post,
             path: server.apiPathComponentsWithServerPrefix("/v1/wallet/daily-token")
         )
+        try transport.register(
+            {
+                try await server.getGatewayKeyConfig(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .get,
+            path: server.apiPathComponentsWithServerPrefix("/v1/gateway/key-config")
+        )
+        try transport.register(
+            {
+                try await server.relayThroughGateway(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/gateway")
+        )
     }
 }
 
@@ -3712,6 +3734,171 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                             value,
                             headerFields: &response.headerFields,
                             contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// The gateway's Oblivious HTTP key configuration, signed by the issuer key wallets pin.
+    ///
+    /// Public data. `keyConfig` is one RFC 9458 key configuration (DHKEM(P-256, HKDF-SHA256),
+    /// HKDF-SHA256, AES-128-GCM); `signature` is the issuer key's ECDSA P-256/SHA-256 signature
+    /// (raw r||s) over the UTF-8 label `horizon/ohttp-key-config/v1`, a zero byte and the
+    /// configuration's bytes. A wallet verifies it against its pinned anchor before sealing to it.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/gateway/key-config`.
+    /// - Remark: Generated from `#/paths//v1/gateway/key-config/get(getGatewayKeyConfig)`.
+    func getGatewayKeyConfig(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.GetGatewayKeyConfig.id,
+            using: {
+                APIHandler.getGatewayKeyConfig($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let headers: Operations.GetGatewayKeyConfig.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.GetGatewayKeyConfig.Input(headers: headers)
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Opens a sealed wallet request relayed by a terminal, serves it, and answers it sealed.
+    ///
+    /// Signed by the relaying terminal's key (HorizonSignature); each terminal may relay a limited
+    /// number of requests a minute. The body is an encapsulated request (RFC 9458 section 4.3) of
+    /// a known-length binary HTTP request (RFC 9292) to a `/v1/` path, with a `date` field within
+    /// the signature window of the server's clock; it is served exactly as if sent directly (the
+    /// wallet's own signature decides who it is). The answer is the encapsulated response: every
+    /// outcome of the inner request, errors included, travels sealed in it, as does the refusal of
+    /// a replayed request (the same encapsulated key seen before) or of a date outside the window.
+    /// A body that cannot be opened is refused here with 400 `gateway_request_invalid`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/gateway`.
+    /// - Remark: Generated from `#/paths//v1/gateway/post(relayThroughGateway)`.
+    func relayThroughGateway(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.RelayThroughGateway.id,
+            using: {
+                APIHandler.relayThroughGateway($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let headers: Operations.RelayThroughGateway.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
+                let body: Operations.RelayThroughGateway.Input.Body
+                let chosenContentType = try converter.bestContentType(
+                    received: contentType,
+                    options: [
+                        "message/ohttp-req"
+                    ]
+                )
+                switch chosenContentType {
+                case "message/ohttp-req":
+                    body = try converter.getRequiredRequestBodyAsBinary(
+                        OpenAPIRuntime.HTTPBody.self,
+                        from: requestBody,
+                        transforming: { value in
+                            .messageOhttpReq(value)
+                        }
+                    )
+                default:
+                    preconditionFailure("bestContentType chose an invalid content type.")
+                }
+                return Operations.RelayThroughGateway.Input(
+                    headers: headers,
+                    body: body
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .messageOhttpRes(value):
+                        try converter.validateAcceptIfPresent(
+                            "message/ohttp-res",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsBinary(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "message/ohttp-res"
                         )
                     }
                     return (response, body)

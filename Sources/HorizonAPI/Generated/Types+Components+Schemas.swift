@@ -2620,5 +2620,40 @@ extension Components {
                 case issuedNow
             }
         }
+        /// - Remark: Generated from `#/components/schemas/GatewayKeyConfig`.
+        public struct GatewayKeyConfig: Codable, Hashable, Sendable {
+            /// The RFC 9458 key configuration, standard base64.
+            ///
+            /// - Remark: Generated from `#/components/schemas/GatewayKeyConfig/keyConfig`.
+            public var keyConfig: Swift.String
+            /// The issuer key's raw r||s signature, standard base64.
+            ///
+            /// - Remark: Generated from `#/components/schemas/GatewayKeyConfig/signature`.
+            public var signature: Swift.String
+            /// The signature's domain label, horizon/ohttp-key-config/v1.
+            ///
+            /// - Remark: Generated from `#/components/schemas/GatewayKeyConfig/label`.
+            public var label: Swift.String
+            /// Creates a new `GatewayKeyConfig`.
+            ///
+            /// - Parameters:
+            ///   - keyConfig: The RFC 9458 key configuration, standard base64.
+            ///   - signature: The issuer key's raw r||s signature, standard base64.
+            ///   - label: The signature's domain label, horizon/ohttp-key-config/v1.
+            public init(
+                keyConfig: Swift.String,
+                signature: Swift.String,
+                label: Swift.String
+            ) {
+                self.keyConfig = keyConfig
+                self.signature = signature
+                self.label = label
+            }
+            public enum CodingKeys: String, CodingKey {
+                case keyConfig
+                case signature
+                case label
+            }
+        }
     }
 }

@@ -6045,4 +6045,295 @@ public enum Operations {
             }
         }
     }
+    /// The gateway's Oblivious HTTP key configuration, signed by the issuer key wallets pin.
+    ///
+    /// Public data. `keyConfig` is one RFC 9458 key configuration (DHKEM(P-256, HKDF-SHA256),
+    /// HKDF-SHA256, AES-128-GCM); `signature` is the issuer key's ECDSA P-256/SHA-256 signature
+    /// (raw r||s) over the UTF-8 label `horizon/ohttp-key-config/v1`, a zero byte and the
+    /// configuration's bytes. A wallet verifies it against its pinned anchor before sealing to it.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/gateway/key-config`.
+    /// - Remark: Generated from `#/paths//v1/gateway/key-config/get(getGatewayKeyConfig)`.
+    public enum GetGatewayKeyConfig {
+        public static let id: Swift.String = "getGatewayKeyConfig"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/gateway/key-config/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetGatewayKeyConfig.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetGatewayKeyConfig.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.GetGatewayKeyConfig.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            public init(headers: Operations.GetGatewayKeyConfig.Input.Headers = .init()) {
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/gateway/key-config/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/gateway/key-config/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.GatewayKeyConfig)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.GatewayKeyConfig {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.GetGatewayKeyConfig.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.GetGatewayKeyConfig.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The signed key configuration.
+            ///
+            /// - Remark: Generated from `#/paths//v1/gateway/key-config/get(getGatewayKeyConfig)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetGatewayKeyConfig.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.GetGatewayKeyConfig.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/gateway/key-config/get(getGatewayKeyConfig)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Opens a sealed wallet request relayed by a terminal, serves it, and answers it sealed.
+    ///
+    /// Signed by the relaying terminal's key (HorizonSignature); each terminal may relay a limited
+    /// number of requests a minute. The body is an encapsulated request (RFC 9458 section 4.3) of
+    /// a known-length binary HTTP request (RFC 9292) to a `/v1/` path, with a `date` field within
+    /// the signature window of the server's clock; it is served exactly as if sent directly (the
+    /// wallet's own signature decides who it is). The answer is the encapsulated response: every
+    /// outcome of the inner request, errors included, travels sealed in it, as does the refusal of
+    /// a replayed request (the same encapsulated key seen before) or of a date outside the window.
+    /// A body that cannot be opened is refused here with 400 `gateway_request_invalid`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/gateway`.
+    /// - Remark: Generated from `#/paths//v1/gateway/post(relayThroughGateway)`.
+    public enum RelayThroughGateway {
+        public static let id: Swift.String = "relayThroughGateway"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/gateway/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RelayThroughGateway.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RelayThroughGateway.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.RelayThroughGateway.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/gateway/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/gateway/POST/requestBody/content/message\/ohttp-req`.
+                case messageOhttpReq(OpenAPIRuntime.HTTPBody)
+            }
+            public var body: Operations.RelayThroughGateway.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            ///   - body:
+            public init(
+                headers: Operations.RelayThroughGateway.Input.Headers = .init(),
+                body: Operations.RelayThroughGateway.Input.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/gateway/POST/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/gateway/POST/responses/200/content/message\/ohttp-res`.
+                    case messageOhttpRes(OpenAPIRuntime.HTTPBody)
+                    /// The associated value of the enum case if `self` is `.messageOhttpRes`.
+                    ///
+                    /// - Throws: An error if `self` is not `.messageOhttpRes`.
+                    /// - SeeAlso: `.messageOhttpRes`.
+                    public var messageOhttpRes: OpenAPIRuntime.HTTPBody {
+                        get throws {
+                            switch self {
+                            case let .messageOhttpRes(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.RelayThroughGateway.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.RelayThroughGateway.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The sealed answer of the inner request.
+            ///
+            /// - Remark: Generated from `#/paths//v1/gateway/post(relayThroughGateway)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.RelayThroughGateway.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.RelayThroughGateway.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/gateway/post(relayThroughGateway)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case messageOhttpRes
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "message/ohttp-res":
+                    self = .messageOhttpRes
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .messageOhttpRes:
+                    return "message/ohttp-res"
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .messageOhttpRes,
+                    .json
+                ]
+            }
+        }
+    }
 }

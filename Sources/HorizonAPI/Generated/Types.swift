@@ -310,6 +310,32 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/wallet/daily-token`.
     /// - Remark: Generated from `#/paths//v1/wallet/daily-token/post(issueDailyToken)`.
     func issueDailyToken(_ input: Operations.IssueDailyToken.Input) async throws -> Operations.IssueDailyToken.Output
+    /// The gateway's Oblivious HTTP key configuration, signed by the issuer key wallets pin.
+    ///
+    /// Public data. `keyConfig` is one RFC 9458 key configuration (DHKEM(P-256, HKDF-SHA256),
+    /// HKDF-SHA256, AES-128-GCM); `signature` is the issuer key's ECDSA P-256/SHA-256 signature
+    /// (raw r||s) over the UTF-8 label `horizon/ohttp-key-config/v1`, a zero byte and the
+    /// configuration's bytes. A wallet verifies it against its pinned anchor before sealing to it.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/gateway/key-config`.
+    /// - Remark: Generated from `#/paths//v1/gateway/key-config/get(getGatewayKeyConfig)`.
+    func getGatewayKeyConfig(_ input: Operations.GetGatewayKeyConfig.Input) async throws -> Operations.GetGatewayKeyConfig.Output
+    /// Opens a sealed wallet request relayed by a terminal, serves it, and answers it sealed.
+    ///
+    /// Signed by the relaying terminal's key (HorizonSignature); each terminal may relay a limited
+    /// number of requests a minute. The body is an encapsulated request (RFC 9458 section 4.3) of
+    /// a known-length binary HTTP request (RFC 9292) to a `/v1/` path, with a `date` field within
+    /// the signature window of the server's clock; it is served exactly as if sent directly (the
+    /// wallet's own signature decides who it is). The answer is the encapsulated response: every
+    /// outcome of the inner request, errors included, travels sealed in it, as does the refusal of
+    /// a replayed request (the same encapsulated key seen before) or of a date outside the window.
+    /// A body that cannot be opened is refused here with 400 `gateway_request_invalid`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/gateway`.
+    /// - Remark: Generated from `#/paths//v1/gateway/post(relayThroughGateway)`.
+    func relayThroughGateway(_ input: Operations.RelayThroughGateway.Input) async throws -> Operations.RelayThroughGateway.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -861,6 +887,42 @@ extension APIProtocol {
         body: Operations.IssueDailyToken.Input.Body
     ) async throws -> Operations.IssueDailyToken.Output {
         try await issueDailyToken(Operations.IssueDailyToken.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// The gateway's Oblivious HTTP key configuration, signed by the issuer key wallets pin.
+    ///
+    /// Public data. `keyConfig` is one RFC 9458 key configuration (DHKEM(P-256, HKDF-SHA256),
+    /// HKDF-SHA256, AES-128-GCM); `signature` is the issuer key's ECDSA P-256/SHA-256 signature
+    /// (raw r||s) over the UTF-8 label `horizon/ohttp-key-config/v1`, a zero byte and the
+    /// configuration's bytes. A wallet verifies it against its pinned anchor before sealing to it.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/gateway/key-config`.
+    /// - Remark: Generated from `#/paths//v1/gateway/key-config/get(getGatewayKeyConfig)`.
+    public func getGatewayKeyConfig(headers: Operations.GetGatewayKeyConfig.Input.Headers = .init()) async throws -> Operations.GetGatewayKeyConfig.Output {
+        try await getGatewayKeyConfig(Operations.GetGatewayKeyConfig.Input(headers: headers))
+    }
+    /// Opens a sealed wallet request relayed by a terminal, serves it, and answers it sealed.
+    ///
+    /// Signed by the relaying terminal's key (HorizonSignature); each terminal may relay a limited
+    /// number of requests a minute. The body is an encapsulated request (RFC 9458 section 4.3) of
+    /// a known-length binary HTTP request (RFC 9292) to a `/v1/` path, with a `date` field within
+    /// the signature window of the server's clock; it is served exactly as if sent directly (the
+    /// wallet's own signature decides who it is). The answer is the encapsulated response: every
+    /// outcome of the inner request, errors included, travels sealed in it, as does the refusal of
+    /// a replayed request (the same encapsulated key seen before) or of a date outside the window.
+    /// A body that cannot be opened is refused here with 400 `gateway_request_invalid`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/gateway`.
+    /// - Remark: Generated from `#/paths//v1/gateway/post(relayThroughGateway)`.
+    public func relayThroughGateway(
+        headers: Operations.RelayThroughGateway.Input.Headers = .init(),
+        body: Operations.RelayThroughGateway.Input.Body
+    ) async throws -> Operations.RelayThroughGateway.Output {
+        try await relayThroughGateway(Operations.RelayThroughGateway.Input(
             headers: headers,
             body: body
         ))

@@ -69,6 +69,12 @@ public struct APIError: Error, Sendable, Equatable {
         case registerUserExists = "register_user_exists"
         case registerUserNotFound = "register_user_not_found"
         case terminalNotFound = "terminal_not_found"
+        // issue 16: gateway
+        case gatewayRequestInvalid = "gateway_request_invalid"
+        case gatewayRequestReplayed = "gateway_request_replayed"
+        case gatewayRequestExpired = "gateway_request_expired"
+        case gatewayResponseTooLarge = "gateway_response_too_large"
+        case gatewayBusy = "gateway_busy"
 
         public var status: HTTPResponse.Status {
             switch self {
@@ -110,6 +116,10 @@ public struct APIError: Error, Sendable, Equatable {
             case .registerUserIDInvalid, .registerUserNameInvalid: .badRequest
             case .registerUserExists: .conflict
             case .registerUserNotFound, .terminalNotFound: .notFound
+            case .gatewayRequestInvalid, .gatewayRequestExpired: .badRequest
+            case .gatewayRequestReplayed: .conflict
+            case .gatewayResponseTooLarge: .contentTooLarge
+            case .gatewayBusy: .serviceUnavailable
             }
         }
     }

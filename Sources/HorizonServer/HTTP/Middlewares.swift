@@ -36,7 +36,10 @@ struct BoundaryMiddleware: RouterMiddleware {
         } catch {
             let apiError = Self.apiError(for: error, request: request, routes: routes)
             if apiError.code == .internalError || apiError.code == .databaseUnavailable {
-                logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
+                // A relayed request's error is described by its type only: its text could quote
+                // what the wallet sent, which nobody but the wallet and the handler may read.
+                let described = context.isRelayed ? "\(type(of: error))" : String(reflecting: error)
+                logger.error("request failed", metadata: ["error": "\(described)"])
             }
             metrics.recordError(code: apiError.code.rawValue)
             var headers = apiError.headers
@@ -53,7 +56,9 @@ struct BoundaryMiddleware: RouterMiddleware {
             ? "unmatched" : (context.endpointPath ?? Dashboard.routeLabel(forPath: request.uri.path) ?? "unmatched")
         metrics.recordRequest(
             method: request.method.rawValue, route: route, status: response.status.code, duration: duration)
-        logger.info(
+        // A relayed request's path is logged at debug only (issue 16: the gateway's inner requests).
+        logger.log(
+            level: context.isRelayed ? .debug : .info,
             "\(request.method.rawValue) \(request.uri.path) \(response.status.code)",
             metadata: [
                 "ms": "\(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)"
@@ -179,6 +184,8 @@ struct RateLimitMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
+        // The gateway's inner requests were counted as their terminal's relays (issue 16).
+        if context.isRelayed { return try await next(request, context) }
         let peer = context.remoteAddress?.ipAddress ?? "local"
         if let wait = limiter.take(for: peer, at: clock()) {
             let seconds = max(
@@ -259,7 +266,9 @@ struct BodyLimitMiddleware: RouterMiddleware {
             let isForm =
                 mediaType == "application/x-www-form-urlencoded"
                 && ThreeDSecurePages.acceptsForms(path: request.uri.path)
-            guard mediaType == "application/json" || isForm else {
+            // The gateway's sealed requests (issue 16, RFC 9458).
+            let isSealed = mediaType == "message/ohttp-req" && request.uri.path == "/v1/gateway"
+            guard mediaType == "application/json" || isForm || isSealed else {
                 throw APIError(
                     .unsupportedMediaType,
                     "the body must be JSON with Content-Type: application/json (got \(type.isEmpty ? "none" : type))")

@@ -20,12 +20,28 @@ public struct RequestScope: Sendable {
 public struct ServerRequestContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
     public let remoteAddress: SocketAddress?
+    /// A wallet's request the gateway opened (issue 16): it is logged at debug only, and limited
+    /// by the relay limit of the terminal that carried it rather than by a peer address.
+    public let isRelayed: Bool
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
+        isRelayed = false
+    }
+
+    /// The context of a request opened by the gateway: no socket of its own.
+    init(relayedWith logger: Logger) {
+        coreContext = .init(source: RelayedRequestSource(logger: logger))
+        remoteAddress = nil
+        isRelayed = true
     }
 
     /// Bodies are limited (and collected) by `BodyLimitMiddleware`, with the server's own setting.
     public var maxUploadSize: Int { Int.max }
+}
+
+/// Where a relayed request's context comes from: the gateway, not a connection.
+struct RelayedRequestSource: RequestContextSource {
+    let logger: Logger
 }

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HorizonAPI
+import HorizonObliviousHTTP
 import Synchronization
 
 /// What the identity is, as the reference's `IdentityClient` tells its observers.
@@ -92,6 +93,8 @@ public final class IdentityClient: Sendable {
     private struct Inner {
         var key: P256.Signing.PrivateKey?
         var state: IdentityState
+        /// issue 16: when set, every request goes sealed through this relay.
+        var gatewayRoute: GatewayRoute?
         var observers: [Observer] = []
         var continuations: [UUID: AsyncStream<IdentityEvent>.Continuation] = [:]
     }
@@ -162,18 +165,29 @@ public final class IdentityClient: Sendable {
 
     /// A server client signing with the identity's key.
     public func signedClient() throws(ServiceClientError) -> HorizonServerClient {
-        let key: P256.Signing.PrivateKey? = inner.withLock { $0.key }
+        let (key, route) = inner.withLock { ($0.key, $0.gatewayRoute) }
         guard let key else {
             if case .invalidated(let reason) = state { throw .identityInvalidated(reason) }
             throw .identityNotReady
         }
+        if let route { return route.client(serverURL: serverURL, signingKey: key, clock: clock) }
         return HorizonServerClient(serverURL: serverURL, signingKey: key, timeout: timeout, clock: clock)
     }
 
     /// A server client for the operations that need no key (health, status messages).
     public func unsignedClient() -> HorizonServerClient {
-        HorizonServerClient(serverURL: serverURL, timeout: timeout, clock: clock)
+        if let route = inner.withLock({ $0.gatewayRoute }) {
+            return route.client(serverURL: serverURL, signingKey: nil, clock: clock)
+        }
+        return HorizonServerClient(serverURL: serverURL, timeout: timeout, clock: clock)
     }
+
+    /// issue 16: sends every request of every client of this identity sealed through `route`
+    /// (a terminal relaying to the server's gateway) from now on; nil goes back to direct HTTP.
+    public func routeThroughGateway(_ route: GatewayRoute?) { inner.withLock { $0.gatewayRoute = route } }
+
+    /// Whether requests go through a relay (the wallet shows when it used the proxy).
+    public var isRoutedThroughGateway: Bool { inner.withLock { $0.gatewayRoute != nil } }
 
     /// A short, stable name of the identity for cache keys: answers cached for one key are never
     /// served for another.
@@ -204,7 +218,7 @@ public final class IdentityClient: Sendable {
                     await invalidate(reason: message)
                     throw .identityInvalidated(message)
                 }
-            case .invalidResponse, .invalidServerURL, .cancelled:
+            case .invalidResponse, .invalidServerURL, .cancelled, .notRelayed, .relayOutcomeUnknown:
                 break
             }
             throw .server(error)
@@ -262,5 +276,27 @@ extension ServerClientError {
         case .unreachable, .timedOut: true
         default: false
         }
+    }
+}
+
+/// issue 16: a relay to the server's gateway and the verified key configuration requests are
+/// sealed to (from `GatewayKeyConfigClient`).
+public struct GatewayRoute: Sendable {
+    public let keyConfiguration: ObliviousHTTPKeyConfiguration
+    public let relay: @Sendable ([UInt8]) async throws -> [UInt8]
+
+    public init(
+        keyConfiguration: ObliviousHTTPKeyConfiguration, relay: @escaping @Sendable ([UInt8]) async throws -> [UInt8]
+    ) {
+        self.keyConfiguration = keyConfiguration
+        self.relay = relay
+    }
+
+    func client(serverURL: URL, signingKey: P256.Signing.PrivateKey?, clock: @escaping @Sendable () -> Int64)
+        -> HorizonServerClient
+    {
+        HorizonServerClient(
+            serverURL: serverURL, signingKey: signingKey, gatewayKeyConfiguration: keyConfiguration, relay: relay,
+            clock: clock)
     }
 }
