@@ -250,6 +250,9 @@ public final class Ledger: Sendable {
 
     enum AccountKind: String {
         case wallet, merchant, external
+        /// What a wallet owes for guaranteed offline payments beyond its balance (issue 16): at
+        /// or below zero, repaid first by the wallet's next top-up (`fund`).
+        case offlineDebt = "offline_debt"
     }
 
     /// The external account's owner: money that entered from outside (cards, cash, the sandbox).
@@ -325,21 +328,55 @@ public final class Ledger: Sendable {
         }
     }
 
+    /// Moves `money` from the external account to the wallet. An offline debt in that currency
+    /// (issue 16) is repaid first: the server fronted that money to merchants, so a top-up
+    /// clears it before the wallet can spend again.
     @discardableResult
     static func fund(_ wallet: WalletID, with money: Money, kind: String, at time: UnixTime, in db: any SQLTransaction)
         async throws(LedgerError) -> Int64
     {
+        let debt = try await existingAccount(.offlineDebt, owner: wallet.rawValue, money.currency, in: db)
+        let repaid = min(money.minorUnits, -(debt?.balance ?? 0))
+        let credited = money.minorUnits - repaid
         let target = try await account(.wallet, owner: wallet.rawValue, money.currency, in: db)
-        guard target.balance <= Money.maximumMinorUnits - money.minorUnits else {
+        guard target.balance <= Money.maximumMinorUnits - credited else {
             throw LedgerError.invalidArgument("a wallet holds at most 10^15 minor units; this deposit would exceed it")
         }
         let source = try await account(.external, owner: externalOwner, money.currency, in: db)
-        return try await post(
-            kind,
-            [
-                Leg(account: source.id, currency: money.currency, amount: -money.minorUnits),
-                Leg(account: target.id, currency: money.currency, amount: money.minorUnits),
-            ], at: time, in: db)
+        var legs = [Leg(account: source.id, currency: money.currency, amount: -money.minorUnits)]
+        // A posting of zero is refused, so each leg is there only when it moves something.
+        if let debt, repaid > 0 { legs.append(Leg(account: debt.id, currency: money.currency, amount: repaid)) }
+        if credited > 0 { legs.append(Leg(account: target.id, currency: money.currency, amount: credited)) }
+        return try await post(kind, legs, at: time, in: db)
+    }
+
+    /// The id and balance of an account if it exists (without creating it, unlike `account`).
+    static func existingAccount(_ kind: AccountKind, owner: String, _ currency: Currency, in db: any SQLTransaction)
+        async throws(LedgerError) -> (id: Int64, balance: Int64)?
+    {
+        guard
+            let row = try await db.query(
+                "SELECT id, balance FROM accounts WHERE kind = ? AND owner_id = ? AND currency = ?",
+                [.text(kind.rawValue), .text(owner), .text(currency.code)]
+            ).first
+        else { return nil }
+        return (try row.integer("id"), try row.integer("balance"))
+    }
+
+    /// What the wallet owes in `currency` for guaranteed offline payments beyond its balance
+    /// (issue 16); zero when it owes nothing. Its next top-ups repay it first.
+    public func offlineDebt(of wallet: WalletID, in currency: Currency) async throws(LedgerError) -> Money {
+        try await store.transaction { db in
+            _ = try await Self.wallet(wallet, in: db)
+            return try await Self.offlineDebt(of: wallet, currency, in: db)
+        }
+    }
+
+    static func offlineDebt(of wallet: WalletID, _ currency: Currency, in db: any SQLTransaction)
+        async throws(LedgerError) -> Money
+    {
+        let balance = try await existingAccount(.offlineDebt, owner: wallet.rawValue, currency, in: db)?.balance ?? 0
+        return try money(-balance, currency, column: "offline debt")
     }
 
     /// A wallet's balance in one currency (zero when it has no account in it).

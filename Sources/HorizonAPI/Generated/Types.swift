@@ -310,6 +310,35 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/wallet/daily-token`.
     /// - Remark: Generated from `#/paths//v1/wallet/daily-token/post(issueDailyToken)`.
     func issueDailyToken(_ input: Operations.IssueDailyToken.Input) async throws -> Operations.IssueDailyToken.Output
+    /// Settles a payment a terminal accepted offline under the wallet's daily token (signed by the terminal's key). Once per payment id.
+    ///
+    /// The terminal forwards what it kept while offline: the wallet's signed Confirm exactly as it
+    /// arrived, the wallet's daily token as the wallet presented it, and when it accepted the
+    /// payment. The server checks the Confirm as for `submitPayment`, then the token: signed by
+    /// this server's issuer key and one it issued (`daily_token_unknown`), the Confirm's signer's
+    /// (`daily_token_other_wallet`), valid at `acceptedAt` (`daily_token_expired`,
+    /// `daily_token_not_yet_valid`), `acceptedAt` not in the future (`accepted_at_in_future`), the
+    /// token's currency (`currency_mismatch`), and amount plus tip within its allowance
+    /// (`offline_amount_exceeds_token`). Refusals record nothing.
+    ///
+    /// The payment id is the key as for online payments: a payment settled before (offline, or
+    /// online when the terminal timed out on it) gets its first result again; the same id with
+    /// other terms is refused (409 payment_conflict).
+    ///
+    /// Policy for what a wallet spent offline beyond its allowance: the server guarantees a
+    /// merchant offline payments up to one allowance per wallet: the approved offline payments
+    /// under all the wallet's tokens valid at `acceptedAt` are bounded by the largest allowance
+    /// among them, not by their sum. A payment within that guarantee settles even if the
+    /// wallet's balance no longer covers it (the shortfall becomes the wallet's offline debt,
+    /// repaid first by its next top-up; meanwhile its new tokens' allowance is 0 and online
+    /// payments decline). A payment beyond it settles only if the balance covers it, as online;
+    /// otherwise it is declined with decline code 20 (offline_allowance_exceeded): the merchant
+    /// is not paid, and the decline is stored and listed with the merchant's transactions.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/payments/offline`.
+    /// - Remark: Generated from `#/paths//v1/payments/offline/post(submitOfflinePayment)`.
+    func submitOfflinePayment(_ input: Operations.SubmitOfflinePayment.Input) async throws -> Operations.SubmitOfflinePayment.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -861,6 +890,43 @@ extension APIProtocol {
         body: Operations.IssueDailyToken.Input.Body
     ) async throws -> Operations.IssueDailyToken.Output {
         try await issueDailyToken(Operations.IssueDailyToken.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Settles a payment a terminal accepted offline under the wallet's daily token (signed by the terminal's key). Once per payment id.
+    ///
+    /// The terminal forwards what it kept while offline: the wallet's signed Confirm exactly as it
+    /// arrived, the wallet's daily token as the wallet presented it, and when it accepted the
+    /// payment. The server checks the Confirm as for `submitPayment`, then the token: signed by
+    /// this server's issuer key and one it issued (`daily_token_unknown`), the Confirm's signer's
+    /// (`daily_token_other_wallet`), valid at `acceptedAt` (`daily_token_expired`,
+    /// `daily_token_not_yet_valid`), `acceptedAt` not in the future (`accepted_at_in_future`), the
+    /// token's currency (`currency_mismatch`), and amount plus tip within its allowance
+    /// (`offline_amount_exceeds_token`). Refusals record nothing.
+    ///
+    /// The payment id is the key as for online payments: a payment settled before (offline, or
+    /// online when the terminal timed out on it) gets its first result again; the same id with
+    /// other terms is refused (409 payment_conflict).
+    ///
+    /// Policy for what a wallet spent offline beyond its allowance: the server guarantees a
+    /// merchant offline payments up to one allowance per wallet: the approved offline payments
+    /// under all the wallet's tokens valid at `acceptedAt` are bounded by the largest allowance
+    /// among them, not by their sum. A payment within that guarantee settles even if the
+    /// wallet's balance no longer covers it (the shortfall becomes the wallet's offline debt,
+    /// repaid first by its next top-up; meanwhile its new tokens' allowance is 0 and online
+    /// payments decline). A payment beyond it settles only if the balance covers it, as online;
+    /// otherwise it is declined with decline code 20 (offline_allowance_exceeded): the merchant
+    /// is not paid, and the decline is stored and listed with the merchant's transactions.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/payments/offline`.
+    /// - Remark: Generated from `#/paths//v1/payments/offline/post(submitOfflinePayment)`.
+    public func submitOfflinePayment(
+        headers: Operations.SubmitOfflinePayment.Input.Headers = .init(),
+        body: Operations.SubmitOfflinePayment.Input.Body
+    ) async throws -> Operations.SubmitOfflinePayment.Output {
+        try await submitOfflinePayment(Operations.SubmitOfflinePayment.Input(
             headers: headers,
             body: body
         ))

@@ -69,6 +69,13 @@ public struct APIError: Error, Sendable, Equatable {
         case registerUserExists = "register_user_exists"
         case registerUserNotFound = "register_user_not_found"
         case terminalNotFound = "terminal_not_found"
+        // issue 16: offline settlement (the daily token a forwarded offline payment was accepted under)
+        case dailyTokenUnknown = "daily_token_unknown"
+        case dailyTokenOtherWallet = "daily_token_other_wallet"
+        case dailyTokenExpired = "daily_token_expired"
+        case dailyTokenNotYetValid = "daily_token_not_yet_valid"
+        case acceptedAtInFuture = "accepted_at_in_future"
+        case offlineAmountExceedsToken = "offline_amount_exceeds_token"
 
         public var status: HTTPResponse.Status {
             switch self {
@@ -110,6 +117,9 @@ public struct APIError: Error, Sendable, Equatable {
             case .registerUserIDInvalid, .registerUserNameInvalid: .badRequest
             case .registerUserExists: .conflict
             case .registerUserNotFound, .terminalNotFound: .notFound
+            case .dailyTokenUnknown, .dailyTokenOtherWallet, .dailyTokenExpired, .dailyTokenNotYetValid,
+                .acceptedAtInFuture, .offlineAmountExceedsToken:
+                .unprocessableContent
             }
         }
     }
