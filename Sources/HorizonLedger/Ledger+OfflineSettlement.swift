@@ -121,7 +121,7 @@ extension Ledger {
             let shortfall = total.minorUnits - fromWallet
             if fromWallet > 0 { legs.append(Leg(account: wallet.id, currency: currency, amount: -fromWallet)) }
             if shortfall > 0 {
-                let debt = try await account(.offlineDebt, owner: walletID.rawValue, currency, in: db)
+                let debt = try await account(.external, owner: offlineDebtOwner(walletID), currency, in: db)
                 legs.append(Leg(account: debt.id, currency: currency, amount: -shortfall))
             }
         } else {

@@ -250,13 +250,18 @@ public final class Ledger: Sendable {
 
     enum AccountKind: String {
         case wallet, merchant, external
-        /// What a wallet owes for guaranteed offline payments beyond its balance (issue 16): at
-        /// or below zero, repaid first by the wallet's next top-up (`fund`).
-        case offlineDebt = "offline_debt"
     }
 
     /// The external account's owner: money that entered from outside (cards, cash, the sandbox).
     static let externalOwner = "external"
+
+    /// The owner of a wallet's offline debt account (issue 16): an external account of its own
+    /// per wallet and currency, at or below zero. The money the server fronts to merchants for a
+    /// guaranteed offline payment beyond the wallet's balance enters from outside the wallets'
+    /// money, like a top-up, and the wallet owes it back: its next top-ups repay it first
+    /// (`fund`). Keeping the debt out of the wallet's own account keeps that account at or above
+    /// zero (its CHECK), so every balance stays a `Money`.
+    static func offlineDebtOwner(_ wallet: WalletID) -> String { "offline_debt:" + wallet.rawValue }
 
     /// The id and balance of an account, created at zero if it does not exist yet.
     static func account(_ kind: AccountKind, owner: String, _ currency: Currency, in db: any SQLTransaction)
@@ -335,7 +340,7 @@ public final class Ledger: Sendable {
     static func fund(_ wallet: WalletID, with money: Money, kind: String, at time: UnixTime, in db: any SQLTransaction)
         async throws(LedgerError) -> Int64
     {
-        let debt = try await existingAccount(.offlineDebt, owner: wallet.rawValue, money.currency, in: db)
+        let debt = try await existingAccount(.external, owner: offlineDebtOwner(wallet), money.currency, in: db)
         let repaid = min(money.minorUnits, -(debt?.balance ?? 0))
         let credited = money.minorUnits - repaid
         let target = try await account(.wallet, owner: wallet.rawValue, money.currency, in: db)
@@ -375,7 +380,7 @@ public final class Ledger: Sendable {
     static func offlineDebt(of wallet: WalletID, _ currency: Currency, in db: any SQLTransaction)
         async throws(LedgerError) -> Money
     {
-        let balance = try await existingAccount(.offlineDebt, owner: wallet.rawValue, currency, in: db)?.balance ?? 0
+        let balance = try await existingAccount(.external, owner: offlineDebtOwner(wallet), currency, in: db)?.balance ?? 0
         return try money(-balance, currency, column: "offline debt")
     }
 

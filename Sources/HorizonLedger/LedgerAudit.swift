@@ -26,7 +26,7 @@ public enum LedgerAudit {
         ),
         (
             "a wallet or merchant account is below zero",
-            "SELECT 'account ' || CAST(id AS TEXT) AS what FROM accounts WHERE kind IN ('wallet', 'merchant') AND balance < 0"
+            "SELECT 'account ' || CAST(id AS TEXT) AS what FROM accounts WHERE kind <> 'external' AND balance < 0"
         ),
         (
             "the accounts of a currency do not sum to zero",
@@ -95,7 +95,10 @@ public enum LedgerAudit {
         // issue 16: offline settlement
         (
             "an offline debt account is above zero",
-            "SELECT 'account ' || CAST(id AS TEXT) AS what FROM accounts WHERE kind = 'offline_debt' AND balance > 0"
+            """
+            SELECT 'account ' || CAST(id AS TEXT) AS what FROM accounts
+            WHERE kind = 'external' AND owner_id LIKE 'offline!_debt:%' ESCAPE '!' AND balance > 0
+            """
         ),
         (
             "an offline payment's columns are set in part, or a redemption is marked offline",
@@ -110,7 +113,8 @@ public enum LedgerAudit {
             "an offline debt posted outside a guaranteed offline payment or a top-up",
             """
             SELECT 'entry ' || CAST(p.entry_id AS TEXT) AS what FROM postings p
-            JOIN accounts a ON a.id = p.account_id AND a.kind = 'offline_debt'
+            JOIN accounts a ON a.id = p.account_id AND a.kind = 'external'
+                AND a.owner_id LIKE 'offline!_debt:%' ESCAPE '!'
             JOIN entries e ON e.id = p.entry_id
             LEFT JOIN transactions t ON t.entry_id = p.entry_id
             WHERE NOT ((p.amount < 0 AND t.offline_guaranteed = 1) OR (p.amount > 0 AND e.kind IN ('deposit', 'enrollment')))

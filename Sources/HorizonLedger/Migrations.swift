@@ -457,55 +457,17 @@ public enum LedgerSchema {
             ]),
         // issue 16: offline settlement
         Migration(
-            version: 10, name: "offline settlement: the offline columns of a payment and the wallet's offline debt",
+            version: 10, name: "offline settlement: the offline columns of a payment",
             statements: [
                 // A payment a terminal accepted offline: the daily token it was accepted under, when,
                 // and whether it settled within the wallet's offline guarantee. All three are NULL
-                // for a payment settled online, all three set for an offline one.
+                // for a payment settled online, all three set for an offline one. (A wallet's
+                // offline debt needs no new table: it is an external account of its own, see
+                // `Ledger.offlineDebtOwner`.)
                 "ALTER TABLE transactions ADD COLUMN offline_token_id {BYTES}",
                 "ALTER TABLE transactions ADD COLUMN offline_accepted_at {INT}",
                 "ALTER TABLE transactions ADD COLUMN offline_guaranteed {INT} CHECK (offline_guaranteed IN (0, 1))",
                 "CREATE INDEX transactions_offline_token ON transactions(offline_token_id)",
-            ],
-            dialectStatements: [
-                // An account of kind 'offline_debt' per wallet and currency: what the server paid
-                // merchants for the wallet's guaranteed offline payments beyond its balance. It
-                // is at or below zero (a receivable), so the wallet's own account never goes below
-                // zero and every balance stays a `Money`. SQLite cannot change a CHECK in place:
-                // the table is rebuilt with the same ids (as migration 5 rebuilt entries).
-                .sqlite: [
-                    """
-                    CREATE TABLE accounts_v10(
-                        id {ID},
-                        kind TEXT NOT NULL CHECK (kind IN ('wallet', 'merchant', 'external', 'offline_debt')),
-                        owner_id TEXT NOT NULL,
-                        currency TEXT NOT NULL CHECK (length(currency) = 3),
-                        balance {INT} NOT NULL,
-                        UNIQUE (kind, owner_id, currency),
-                        UNIQUE (id, currency),
-                        CHECK (kind = 'external' OR kind = 'offline_debt' OR balance >= 0),
-                        CHECK (kind <> 'offline_debt' OR balance <= 0)) {STRICT}
-                    """,
-                    """
-                    INSERT INTO accounts_v10(id, kind, owner_id, currency, balance)
-                    SELECT id, kind, owner_id, currency, balance FROM accounts
-                    """,
-                    "DROP TABLE accounts",
-                    "ALTER TABLE accounts_v10 RENAME TO accounts",
-                ],
-                .postgres: [
-                    "ALTER TABLE accounts DROP CONSTRAINT accounts_kind_check",
-                    "ALTER TABLE accounts DROP CONSTRAINT accounts_check",
-                    """
-                    ALTER TABLE accounts ADD CONSTRAINT accounts_kind_check
-                        CHECK (kind IN ('wallet', 'merchant', 'external', 'offline_debt'))
-                    """,
-                    """
-                    ALTER TABLE accounts ADD CONSTRAINT accounts_check
-                        CHECK (kind = 'external' OR kind = 'offline_debt' OR balance >= 0)
-                    """,
-                    "ALTER TABLE accounts ADD CONSTRAINT accounts_offline_debt_check CHECK (kind <> 'offline_debt' OR balance <= 0)",
-                ],
             ]),
     ]
 

@@ -21,6 +21,12 @@ public struct OfflinePaymentSettlement: Sendable, Equatable {
         /// Whether it settled within the wallet's offline guarantee (paid even if the wallet's
         /// balance fell short); false when the balance paid it, or it was declined.
         public let guaranteed: Bool
+
+        public init(tokenID: String, acceptedAt: Int64, guaranteed: Bool) {
+            self.tokenID = tokenID
+            self.acceptedAt = acceptedAt
+            self.guaranteed = guaranteed
+        }
     }
 
     public let paymentID: PaymentID
