@@ -6,6 +6,7 @@ import HorizonLedger
 import HorizonProtocol
 import HorizonSecureChannel
 import HorizonServerClient
+import HorizonStores
 import Testing
 
 /// Issue 16 item 3, the server side: `HorizonServerClient.submitOfflinePayment` against the
@@ -293,6 +294,39 @@ struct OfflineSettlementTests {
                 #expect(try await bakery.server.ledger.executionCount(of: id) == 0)
             }
             #expect(try await bakery.balance() == (try Money(minorUnits: 80_00, currency: .eur)))
+        }
+    }
+
+    /// The dashboard's transactions page marks offline payments, guaranteed or not.
+    @Test func theDashboardMarksOfflinePayments() async throws {
+        let server = try await TestServer()
+        let merchant = try await server.addMerchant()
+        let shop = try await DashboardShop(server.ledger, merchant: merchant.id)
+        let now = server.clock.now
+        let tokenID = [UInt8](repeating: 5, count: 16)
+        try await server.ledger.recordDailyToken(
+            DailyTokenRecord(
+                tokenID: tokenID, walletID: shop.wallet, walletKey: shop.key,
+                allowance: try Money(minorUnits: 50_00, currency: .eur), balanceAtIssue: 50_00,
+                revocationDigest: [UInt8](repeating: 0, count: 32), issuedAt: now, expiresAt: now + 3600,
+                token: [1, 2, 3]))
+        var generator = SystemRandomNumberGenerator()
+        for cents in [40_00, 20_00] as [Int64] {
+            let payment = SettlementRequest(
+                paymentID: PaymentID.random(using: &generator), sessionID: try #require(SessionID(rawValue: 7)),
+                walletKey: shop.key, terminalKeyID: try TerminalKeyID(bytes: [1, 2, 3, 4, 5, 6, 7, 8]),
+                amount: try Money(minorUnits: cents, currency: .eur), tip: .zero(.eur), registerUser: "anna",
+                contentDigest: [UInt8](repeating: UInt8(cents / 100), count: 32))
+            let result = try await server.ledger.settleOffline(
+                OfflineSettlementRequest(payment: payment, tokenID: tokenID, acceptedAt: now), merchant: merchant.id)
+            #expect(result.outcome.isApproved)
+        }
+        try await server.withClient { client in
+            let browser = DashboardBrowser(client)
+            _ = try await browser.signIn()
+            let page = try await browser.get("/dashboard/transactions")
+            #expect(page.text.contains("payment (offline, guaranteed)"), "\(page.text)")
+            #expect(page.text.contains("payment (offline)<"), "\(page.text)")
         }
     }
 }
