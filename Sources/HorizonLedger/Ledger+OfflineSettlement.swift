@@ -159,7 +159,8 @@ extension Ledger {
             throw .notFound("daily token \(id)")
         }
         guard token.walletKey == request.payment.walletKey else {
-            throw .invalidArgument("daily token \(id) belongs to another wallet key than the one that signed the payment")
+            throw .invalidArgument(
+                "daily token \(id) belongs to another wallet key than the one that signed the payment")
         }
         guard token.allowance.currency == total.currency else {
             throw .invalidArgument(

@@ -380,7 +380,8 @@ public final class Ledger: Sendable {
     static func offlineDebt(of wallet: WalletID, _ currency: Currency, in db: any SQLTransaction)
         async throws(LedgerError) -> Money
     {
-        let balance = try await existingAccount(.external, owner: offlineDebtOwner(wallet), currency, in: db)?.balance ?? 0
+        let debt = try await existingAccount(.external, owner: offlineDebtOwner(wallet), currency, in: db)
+        let balance = debt?.balance ?? 0
         return try money(-balance, currency, column: "offline debt")
     }
 

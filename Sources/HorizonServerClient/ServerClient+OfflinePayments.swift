@@ -74,7 +74,8 @@ extension HorizonServerClient {
         case .default(let status, let error): throw try Self.refusal(status, error)
         }
         guard answer.paymentId == paymentID.bytes.hexString else {
-            throw .invalidResponse("the server answered for payment \(answer.paymentId), not \(paymentID.bytes.hexString)")
+            throw .invalidResponse(
+                "the server answered for payment \(answer.paymentId), not \(paymentID.bytes.hexString)")
         }
         let outcome: OfflinePaymentSettlement.Outcome
         switch answer.outcome {

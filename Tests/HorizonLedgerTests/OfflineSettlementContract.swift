@@ -70,7 +70,8 @@ extension LedgerContract {
                 try await ledger.transaction(for: second.paymentID)?.offline
                     == OfflineAcceptance(tokenID: token, acceptedAt: tokenIssuedAt + 700, guaranteed: false))
             // 40.00 + 10.00 fits the guarantee whole: paid, all of it as debt.
-            #expect(try await ledger.settleOffline(offline(third, token: token), merchant: merchant.id).outcome.isApproved)
+            #expect(
+                try await ledger.settleOffline(offline(third, token: token), merchant: merchant.id).outcome.isApproved)
             #expect(try await ledger.offlineDebt(of: wallet.id, in: .eur) == F.money(20_00))
             #expect(try await ledger.balance(of: merchant.id) == F.money(50_00))
 
@@ -98,7 +99,8 @@ extension LedgerContract {
             for payment in payments {
                 let result = try await ledger.settleOffline(offline(payment, token: richToken), merchant: shop.id)
                 #expect(result.outcome.isApproved)
-                guaranteed.append(try #require(try await ledger.transaction(for: payment.paymentID)?.offline).guaranteed)
+                guaranteed.append(
+                    try #require(try await ledger.transaction(for: payment.paymentID)?.offline).guaranteed)
             }
             #expect(guaranteed == [true, false, false])
             #expect(try await ledger.balance(of: rich.id, in: .eur) == F.money(30_00))
@@ -169,7 +171,9 @@ extension LedgerContract {
             let raced = F.payment(wallet: key, amount: 5_00, digest: 3)
             let results = try await withThrowingTaskGroup(of: SettlementResult.self) { group in
                 for _ in 0..<10 {
-                    group.addTask { try await ledger.settleOffline(offline(raced, token: token), merchant: merchant.id) }
+                    group.addTask {
+                        try await ledger.settleOffline(offline(raced, token: token), merchant: merchant.id)
+                    }
                 }
                 var results: [SettlementResult] = []
                 for try await result in group { results.append(result) }
@@ -190,7 +194,9 @@ extension LedgerContract {
             let payments = (0..<10).map { F.payment(wallet: key, amount: 10_00, digest: UInt8($0)) }
             let results = try await withThrowingTaskGroup(of: SettlementResult.self) { group in
                 for payment in payments {
-                    group.addTask { try await ledger.settleOffline(offline(payment, token: token), merchant: merchant.id) }
+                    group.addTask {
+                        try await ledger.settleOffline(offline(payment, token: token), merchant: merchant.id)
+                    }
                 }
                 var results: [SettlementResult] = []
                 for try await result in group { results.append(result) }
@@ -219,7 +225,8 @@ extension LedgerContract {
             }
             await #expect(
                 throws: LedgerError.invalidArgument(
-                    "daily token \(bobsToken.hexString) belongs to another wallet key than the one that signed the payment")
+                    "daily token \(bobsToken.hexString) belongs to another wallet key than the one that signed the payment"
+                )
             ) {
                 try await ledger.settleOffline(offline(payment, token: bobsToken), merchant: merchant.id)
             }
@@ -227,7 +234,8 @@ extension LedgerContract {
                 throws: LedgerError.invalidArgument(
                     "daily token \(hex) was not valid when the payment was accepted (87400; valid 1000 to 87400)")
             ) {
-                try await ledger.settleOffline(offline(payment, token: token, acceptedAt: 87_400), merchant: merchant.id)
+                try await ledger.settleOffline(
+                    offline(payment, token: token, acceptedAt: 87_400), merchant: merchant.id)
             }
             await #expect(
                 throws: LedgerError.invalidArgument(
@@ -254,11 +262,14 @@ extension LedgerContract {
                 )
                 try await db.query("INSERT INTO wallets(id, name, created_at) VALUES ('w_old', 'Bob', 500)")
                 try await db.query(
-                    "INSERT INTO wallet_keys(public_key, wallet_id, added_at) VALUES (?, 'w_old', 500)", [.blob(key.bytes)])
+                    "INSERT INTO wallet_keys(public_key, wallet_id, added_at) VALUES (?, 'w_old', 500)",
+                    [.blob(key.bytes)])
                 try await db.query(
-                    "INSERT INTO accounts(id, kind, owner_id, currency, balance) VALUES (7, 'external', 'external', 'EUR', -2000)")
+                    "INSERT INTO accounts(id, kind, owner_id, currency, balance) VALUES (7, 'external', 'external', 'EUR', -2000)"
+                )
                 try await db.query(
-                    "INSERT INTO accounts(id, kind, owner_id, currency, balance) VALUES (8, 'wallet', 'w_old', 'EUR', 2000)")
+                    "INSERT INTO accounts(id, kind, owner_id, currency, balance) VALUES (8, 'wallet', 'w_old', 'EUR', 2000)"
+                )
                 try await db.query("INSERT INTO entries(id, kind, created_at) VALUES (3, 'deposit', 500)")
                 try await db.query(
                     "INSERT INTO postings(entry_id, account_id, currency, amount) VALUES (3, 7, 'EUR', -2000)")
@@ -277,7 +288,8 @@ extension LedgerContract {
             let token = try await offlineToken(ledger, 1, wallet: wallet, key: key)
             let fronted = F.payment(wallet: key, amount: 25_00, digest: 2)
             #expect(
-                try await ledger.settleOffline(offline(fronted, token: token), merchant: merchant.id).outcome.isApproved)
+                try await ledger.settleOffline(offline(fronted, token: token), merchant: merchant.id).outcome.isApproved
+            )
             #expect(try await ledger.offlineDebt(of: wallet, in: .eur) == F.money(10_00))
             #expect(try await LedgerAudit.violations(in: store) == [])
             // The wallet's own account still never goes below zero; the debt is an account of its own.
@@ -296,10 +308,12 @@ extension LedgerContract {
             let violations = try await LedgerAudit.violations(in: store)
             #expect(violations.contains { $0.hasPrefix("an offline debt account is above zero") }, "\(violations)")
             try await ledger.store.transaction { db in
-                try await db.query("UPDATE transactions SET offline_guaranteed = NULL WHERE offline_token_id IS NOT NULL")
+                try await db.query(
+                    "UPDATE transactions SET offline_guaranteed = NULL WHERE offline_token_id IS NOT NULL")
             }
             await #expect(
-                throws: LedgerError.corruptRow(column: "offline_token_id", reason: "the offline columns are set in part")
+                throws: LedgerError.corruptRow(
+                    column: "offline_token_id", reason: "the offline columns are set in part")
             ) {
                 _ = try await ledger.transaction(for: fronted.paymentID)
             }

@@ -160,7 +160,8 @@ struct OfflineSettlementTests {
             let page = try await bakery.client(bakery.tills[0].key).merchantTransactions()
             let declined = try #require(
                 page.transactions.first { $0.paymentId == atSecond.paymentID.bytes.hexString })
-            #expect(declined.outcome == .declined && declined.declineCode == 20 && declined.offline?.guaranteed == false)
+            #expect(
+                declined.outcome == .declined && declined.declineCode == 20 && declined.offline?.guaranteed == false)
 
             // In debt: a new token allows nothing, and an online payment declines.
             let renewed = try DailyToken.decode(try await bakery.token(refresh: true))
@@ -168,7 +169,8 @@ struct OfflineSettlementTests {
             let refused = try await bakery.client(bakery.tills[0].key).submitPayment(
                 try JSONDecoder().decode(
                     Components.Schemas.PaymentSubmission.self,
-                    from: Data(try SubmissionFields(payment: try bakery.confirm(1_00, for: bakery.tills[0])).json().utf8)))
+                    from: Data(
+                        try SubmissionFields(payment: try bakery.confirm(1_00, for: bakery.tills[0])).json().utf8)))
             #expect(refused.outcome == .declined && refused.declineCode == 1, "\(refused)")
             // A top-up repays the debt first.
             try await bakery.server.ledger.deposit(try Money(minorUnits: 30_00, currency: .eur), to: bakery.walletID)
@@ -209,8 +211,15 @@ struct OfflineSettlementTests {
                     Components.Schemas.PaymentSubmission.self,
                     from: Data(try SubmissionFields(payment: confirm, registerUser: "anna").json().utf8)))
             let forwarded = try await bakery.forward(confirm, by: bakery.tills[0], token: token)
-            #expect(forwarded.outcome == .settled(reference: try #require(online.reference), bonusPointsEarned: 12, bonusPointsBalance: 12))
+            #expect(
+                forwarded.outcome
+                    == .settled(
+                        reference: try #require(online.reference), bonusPointsEarned: 12, bonusPointsBalance: 12))
             #expect(forwarded.offline == nil, "the online result is the result")
+            // Forwarded again later, even with a token that could back nothing now: the stored
+            // result, not a refusal of a check the first submission never needed.
+            let later = try await bakery.forward(confirm, by: bakery.tills[0], token: Array("not a token".utf8))
+            #expect(later == forwarded)
 
             let raced = try bakery.confirm(5_00, for: bakery.tills[1])
             let results = try await withThrowingTaskGroup(of: OfflinePaymentSettlement.self) { group in
@@ -250,11 +259,19 @@ struct OfflineSettlementTests {
             let cases: [(String, Confirm, [UInt8], Int64, String)] = [
                 ("another issuer", try bakery.confirm(10_00, for: till), foreign, now, "daily_token_unknown"),
                 ("never recorded", try bakery.confirm(10_00, for: till), unrecorded, now, "daily_token_unknown"),
-                ("another wallet's", try bakery.confirm(10_00, for: till), othersToken, now, "daily_token_other_wallet"),
-                ("before its issue", try bakery.confirm(10_00, for: till), token, now - 3600, "daily_token_not_yet_valid"),
+                (
+                    "another wallet's", try bakery.confirm(10_00, for: till), othersToken, now,
+                    "daily_token_other_wallet"
+                ),
+                (
+                    "before its issue", try bakery.confirm(10_00, for: till), token, now - 3600,
+                    "daily_token_not_yet_valid"
+                ),
                 ("in the future", try bakery.confirm(10_00, for: till), token, now + 3600, "accepted_at_in_future"),
-                ("beyond its allowance", try bakery.confirm(45_00, tip: 5_01, for: till), token, now,
-                    "offline_amount_exceeds_token"),
+                (
+                    "beyond its allowance", try bakery.confirm(45_00, tip: 5_01, for: till), token, now,
+                    "offline_amount_exceeds_token"
+                ),
             ]
             for (what, confirm, token, acceptedAt, code) in cases {
                 do {

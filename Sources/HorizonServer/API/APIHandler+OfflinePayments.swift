@@ -34,9 +34,13 @@ extension APIHandler {
                 "the wallet chose a card for this payment; a card is charged online only, so an offline payment must be paid from the wallet's balance"
             )
         }
-        let token = try await checkedDailyToken(submission, payment: payment, at: now())
-        let request = OfflineSettlementRequest(
-            payment: payment, tokenID: token.tokenID, acceptedAt: submission.acceptedAt)
+        // A payment executed before (online, the terminal having timed out on it, or by an
+        // earlier forward) gets its stored result: the first outcome is the outcome, and a retry
+        // must not fail on a check the first submission passed or never needed. The ledger
+        // replays it (or refuses other terms) before the token would be used.
+        let executedBefore = try await ledger.transaction(for: payment.paymentID) != nil
+        let tokenID = executedBefore ? [] : try await checkedDailyToken(submission, payment: payment, at: now()).tokenID
+        let request = OfflineSettlementRequest(payment: payment, tokenID: tokenID, acceptedAt: submission.acceptedAt)
         let result = try await executeOnce("offline_payment", payment.paymentID, terminal: terminal) {
             (ledger, time) throws(LedgerError) in
             try await ledger.settleOffline(request, merchant: terminal.merchantID, at: time)
