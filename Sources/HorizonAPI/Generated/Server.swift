@@ -3757,11 +3757,12 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
     /// (`daily_token_other_wallet`), valid at `acceptedAt` (`daily_token_expired`,
     /// `daily_token_not_yet_valid`), `acceptedAt` not in the future (`accepted_at_in_future`), the
     /// token's currency (`currency_mismatch`), and amount plus tip within its allowance
-    /// (`offline_amount_exceeds_token`). Refusals record nothing.
+    /// (`offline_amount_exceeds_token`); a malformed token, or a Confirm that chose a card (a card
+    /// is charged online only), is `invalid_request`. Refusals record nothing.
     ///
     /// The payment id is the key as for online payments: a payment settled before (offline, or
-    /// online when the terminal timed out on it) gets its first result again; the same id with
-    /// other terms is refused (409 payment_conflict).
+    /// online when the terminal timed out on it) gets its first result again, without the token
+    /// checks; the same id with other terms is refused (409 payment_conflict).
     ///
     /// Policy for what a wallet spent offline beyond its allowance: the server guarantees a
     /// merchant offline payments up to one allowance per wallet: the approved offline payments
