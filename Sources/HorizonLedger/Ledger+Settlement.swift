@@ -20,14 +20,7 @@ extension Ledger {
         let enrollment = options.enrollment
         return try await executeOnce(
             record, merchant: merchant, at: time,
-            sameTerms: { stored in
-                // A retry must be the same payment in every term, not only the same digest.
-                stored.contentDigest == request.contentDigest && stored.transaction.walletKey == request.walletKey
-                    && stored.transaction.result.transactionType == .payment
-                    && stored.transaction.result.sessionID == request.sessionID
-                    && stored.transaction.result.amount == request.amount
-                    && stored.transaction.result.tip == request.tip
-            },
+            sameTerms: { stored in Self.isSamePayment(stored, request) },
             execute: { (merchant, db) throws(LedgerError) in
                 try await Self.executePayment(request, at: merchant, enrollment: enrollment, time: time, in: db)
             })
@@ -94,6 +87,16 @@ extension Ledger {
         }
     }
 
+    /// Whether a stored transaction is this payment: a retry must be the same payment in every
+    /// term, not only the same digest. Online and offline submissions of one payment compare
+    /// equal (a terminal that timed out online may forward the same payment offline).
+    static func isSamePayment(_ stored: Stored, _ request: SettlementRequest) -> Bool {
+        stored.contentDigest == request.contentDigest && stored.transaction.walletKey == request.walletKey
+            && stored.transaction.result.transactionType == .payment
+            && stored.transaction.result.sessionID == request.sessionID
+            && stored.transaction.result.amount == request.amount && stored.transaction.result.tip == request.tip
+    }
+
     // MARK: Exactly once
 
     /// The columns every executed payment or redemption writes.
@@ -109,6 +112,9 @@ extension Ledger {
         let tip: Money
         let registerUser: String
         let contentDigest: [UInt8]
+        /// The daily token and the time of an offline acceptance (issue 16); nil when online.
+        var offlineTokenID: [UInt8]? = nil
+        var offlineAcceptedAt: UnixTime? = nil
     }
 
     /// What a rule decided, and what it touched.
@@ -116,6 +122,8 @@ extension Ledger {
         let outcome: SettlementOutcome
         let walletID: WalletID?
         let entryID: Int64?
+        /// Whether an offline payment settled within the wallet's offline guarantee (issue 16).
+        var offlineGuaranteed = false
 
         /// A decline to store: no money moved.
         static func declined(_ code: ErrorCode, _ reason: String, wallet: WalletID? = nil) -> Execution {
@@ -213,12 +221,18 @@ extension Ledger {
             code = .integer(Int64(errorCode.rawValue))
             reason = .text(text)
         }
+        // The offline columns are all set for a payment accepted offline, all NULL otherwise.
+        var offline: [SQLValue] = [.null, .null, .null]
+        if let tokenID = record.offlineTokenID, let acceptedAt = record.offlineAcceptedAt {
+            offline = [.blob(tokenID), .integer(acceptedAt), .integer(execution.offlineGuaranteed ? 1 : 0)]
+        }
         let rows = try await db.query(
             """
             INSERT INTO transactions(payment_id, merchant_id, transaction_type, item, quantity, session_id,
                 wallet_key, wallet_id, terminal_key_id, amount, tip, currency, register_user, content_digest,
-                outcome, decline_code, decline_reason, bonus_earned, bonus_balance, entry_id, settled_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING reference
+                outcome, decline_code, decline_reason, bonus_earned, bonus_balance, entry_id, settled_at,
+                offline_token_id, offline_accepted_at, offline_guaranteed)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING reference
             """,
             [
                 .blob(record.id.bytes), .text(merchant.rawValue), .integer(Int64(record.transactionType.rawValue)),
@@ -228,7 +242,7 @@ extension Ledger {
                 .text(record.amount.currency.code), .text(record.registerUser), .blob(record.contentDigest),
                 .text(execution.outcome.isApproved ? "approved" : "declined"), code, reason, .integer(earned),
                 .integer(balance), execution.entryID.map { .integer($0) } ?? .null, .integer(time),
-            ])
+            ] + offline)
         guard let row = rows.first else { throw .database("inserting a transaction returned no reference") }
         return try row.integer("reference")
     }
@@ -288,8 +302,29 @@ extension Ledger {
             transaction: LedgerTransaction(
                 reference: reference, merchantID: MerchantID(rawValue: try row.text("merchant_id")),
                 walletID: try row.optionalText("wallet_id").map(WalletID.init(rawValue:)), walletKey: walletKey,
-                terminalKeyID: terminalKeyID, registerUser: try row.text("register_user"), result: result),
+                terminalKeyID: terminalKeyID, registerUser: try row.text("register_user"), result: result,
+                offline: try decodeOffline(row)),
             contentDigest: try row.bytes("content_digest"))
+    }
+
+    /// The offline columns (issue 16): all NULL for an online payment, all set for an offline one.
+    static func decodeOffline(_ row: SQLRow) throws(LedgerError) -> OfflineAcceptance? {
+        let tokenID = try row.optionalBytes("offline_token_id")
+        let acceptedAt = try row.optionalInteger("offline_accepted_at")
+        let guaranteed = try row.optionalInteger("offline_guaranteed")
+        switch (tokenID, acceptedAt, guaranteed) {
+        case (nil, nil, nil): return nil
+        case (let tokenID?, let acceptedAt?, let guaranteed?):
+            guard tokenID.count == 16 else {
+                throw .corruptRow(column: "offline_token_id", reason: "not 16 bytes")
+            }
+            guard guaranteed == 0 || guaranteed == 1 else {
+                throw .corruptRow(column: "offline_guaranteed", reason: "\(guaranteed) is neither 0 nor 1")
+            }
+            return OfflineAcceptance(tokenID: tokenID, acceptedAt: acceptedAt, guaranteed: guaranteed == 1)
+        default:
+            throw .corruptRow(column: "offline_token_id", reason: "the offline columns are set in part")
+        }
     }
 
     // MARK: The payment rule
@@ -331,6 +366,17 @@ extension Ledger {
             }
         }
         let wallet = try await account(.wallet, owner: walletID.rawValue, merchant.currency, in: db)
+        // An offline debt (issue 16) is owed before anything new is spent: online payments
+        // decline until a top-up has repaid it.
+        let owed = try await offlineDebt(of: walletID, merchant.currency, in: db)
+        if owed.minorUnits > 0 {
+            guard wallet.balance - owed.minorUnits >= total.minorUnits else {
+                return .declined(
+                    .insufficientFunds,
+                    "insufficient funds: the wallet owes \(owed) for offline payments; top it up before paying again",
+                    wallet: walletID)
+            }
+        }
         guard wallet.balance >= total.minorUnits else {
             return .declined(
                 .insufficientFunds,

@@ -255,6 +255,14 @@ public final class Ledger: Sendable {
     /// The external account's owner: money that entered from outside (cards, cash, the sandbox).
     static let externalOwner = "external"
 
+    /// The owner of a wallet's offline debt account (issue 16): an external account of its own
+    /// per wallet and currency, at or below zero. The money the server fronts to merchants for a
+    /// guaranteed offline payment beyond the wallet's balance enters from outside the wallets'
+    /// money, like a top-up, and the wallet owes it back: its next top-ups repay it first
+    /// (`fund`). Keeping the debt out of the wallet's own account keeps that account at or above
+    /// zero (its CHECK), so every balance stays a `Money`.
+    static func offlineDebtOwner(_ wallet: WalletID) -> String { "offline_debt:" + wallet.rawValue }
+
     /// The id and balance of an account, created at zero if it does not exist yet.
     static func account(_ kind: AccountKind, owner: String, _ currency: Currency, in db: any SQLTransaction)
         async throws(LedgerError) -> (id: Int64, balance: Int64)
@@ -325,21 +333,56 @@ public final class Ledger: Sendable {
         }
     }
 
+    /// Moves `money` from the external account to the wallet. An offline debt in that currency
+    /// (issue 16) is repaid first: the server fronted that money to merchants, so a top-up
+    /// clears it before the wallet can spend again.
     @discardableResult
     static func fund(_ wallet: WalletID, with money: Money, kind: String, at time: UnixTime, in db: any SQLTransaction)
         async throws(LedgerError) -> Int64
     {
+        let debt = try await existingAccount(.external, owner: offlineDebtOwner(wallet), money.currency, in: db)
+        let repaid = min(money.minorUnits, -(debt?.balance ?? 0))
+        let credited = money.minorUnits - repaid
         let target = try await account(.wallet, owner: wallet.rawValue, money.currency, in: db)
-        guard target.balance <= Money.maximumMinorUnits - money.minorUnits else {
+        guard target.balance <= Money.maximumMinorUnits - credited else {
             throw LedgerError.invalidArgument("a wallet holds at most 10^15 minor units; this deposit would exceed it")
         }
         let source = try await account(.external, owner: externalOwner, money.currency, in: db)
-        return try await post(
-            kind,
-            [
-                Leg(account: source.id, currency: money.currency, amount: -money.minorUnits),
-                Leg(account: target.id, currency: money.currency, amount: money.minorUnits),
-            ], at: time, in: db)
+        var legs = [Leg(account: source.id, currency: money.currency, amount: -money.minorUnits)]
+        // A posting of zero is refused, so each leg is there only when it moves something.
+        if let debt, repaid > 0 { legs.append(Leg(account: debt.id, currency: money.currency, amount: repaid)) }
+        if credited > 0 { legs.append(Leg(account: target.id, currency: money.currency, amount: credited)) }
+        return try await post(kind, legs, at: time, in: db)
+    }
+
+    /// The id and balance of an account if it exists (without creating it, unlike `account`).
+    static func existingAccount(_ kind: AccountKind, owner: String, _ currency: Currency, in db: any SQLTransaction)
+        async throws(LedgerError) -> (id: Int64, balance: Int64)?
+    {
+        guard
+            let row = try await db.query(
+                "SELECT id, balance FROM accounts WHERE kind = ? AND owner_id = ? AND currency = ?",
+                [.text(kind.rawValue), .text(owner), .text(currency.code)]
+            ).first
+        else { return nil }
+        return (try row.integer("id"), try row.integer("balance"))
+    }
+
+    /// What the wallet owes in `currency` for guaranteed offline payments beyond its balance
+    /// (issue 16); zero when it owes nothing. Its next top-ups repay it first.
+    public func offlineDebt(of wallet: WalletID, in currency: Currency) async throws(LedgerError) -> Money {
+        try await store.transaction { db in
+            _ = try await Self.wallet(wallet, in: db)
+            return try await Self.offlineDebt(of: wallet, currency, in: db)
+        }
+    }
+
+    static func offlineDebt(of wallet: WalletID, _ currency: Currency, in db: any SQLTransaction)
+        async throws(LedgerError) -> Money
+    {
+        let debt = try await existingAccount(.external, owner: offlineDebtOwner(wallet), currency, in: db)
+        let balance = debt?.balance ?? 0
+        return try money(-balance, currency, column: "offline debt")
     }
 
     /// A wallet's balance in one currency (zero when it has no account in it).

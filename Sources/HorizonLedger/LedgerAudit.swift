@@ -92,6 +92,34 @@ public enum LedgerAudit {
             JOIN transactions t ON t.entry_id = r.entry_id
             """
         ),
+        // issue 16: offline settlement
+        (
+            "an offline debt account is above zero",
+            """
+            SELECT 'account ' || CAST(id AS TEXT) AS what FROM accounts
+            WHERE kind = 'external' AND owner_id LIKE 'offline!_debt:%' ESCAPE '!' AND balance > 0
+            """
+        ),
+        (
+            "an offline payment's columns are set in part, or a redemption is marked offline",
+            """
+            SELECT 'transaction ' || CAST(reference AS TEXT) AS what FROM transactions
+            WHERE NOT ((offline_token_id IS NULL AND offline_accepted_at IS NULL AND offline_guaranteed IS NULL)
+                OR (offline_token_id IS NOT NULL AND offline_accepted_at IS NOT NULL AND offline_guaranteed IS NOT NULL
+                    AND transaction_type = 1))
+            """
+        ),
+        (
+            "an offline debt posted outside a guaranteed offline payment or a top-up",
+            """
+            SELECT 'entry ' || CAST(p.entry_id AS TEXT) AS what FROM postings p
+            JOIN accounts a ON a.id = p.account_id AND a.kind = 'external'
+                AND a.owner_id LIKE 'offline!_debt:%' ESCAPE '!'
+            JOIN entries e ON e.id = p.entry_id
+            LEFT JOIN transactions t ON t.entry_id = p.entry_id
+            WHERE NOT ((p.amount < 0 AND t.offline_guaranteed = 1) OR (p.amount > 0 AND e.kind IN ('deposit', 'enrollment')))
+            """
+        ),
     ]
 
     /// Every violation found, as "check: where"; empty when the ledger is consistent.

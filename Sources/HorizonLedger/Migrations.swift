@@ -455,6 +455,20 @@ public enum LedgerSchema {
                 """,
                 "CREATE INDEX daily_tokens_wallet ON daily_tokens(wallet_id, currency, expires_at)",
             ]),
+        // issue 16: offline settlement
+        Migration(
+            version: 10, name: "offline settlement: the offline columns of a payment",
+            statements: [
+                // A payment a terminal accepted offline: the daily token it was accepted under, when,
+                // and whether it settled within the wallet's offline guarantee. All three are NULL
+                // for a payment settled online, all three set for an offline one. (A wallet's
+                // offline debt needs no new table: it is an external account of its own, see
+                // `Ledger.offlineDebtOwner`.)
+                "ALTER TABLE transactions ADD COLUMN offline_token_id {BYTES}",
+                "ALTER TABLE transactions ADD COLUMN offline_accepted_at {INT}",
+                "ALTER TABLE transactions ADD COLUMN offline_guaranteed {INT} CHECK (offline_guaranteed IN (0, 1))",
+                "CREATE INDEX transactions_offline_token ON transactions(offline_token_id)",
+            ]),
     ]
 
     /// Brings the store's schema to `target` (the current version unless told otherwise, which

@@ -65,6 +65,26 @@ public struct LedgerTransaction: Sendable, Equatable {
     public let terminalKeyID: TerminalKeyID
     public let registerUser: String
     public let result: SettlementResult
+    /// How it was settled when a terminal accepted it offline (issue 16); nil when online.
+    public var offline: OfflineAcceptance? = nil
+}
+
+/// How a payment a terminal accepted offline was settled (issue 16 item 3).
+public struct OfflineAcceptance: Sendable, Equatable {
+    /// The daily token the wallet presented.
+    public let tokenID: [UInt8]
+    /// When the terminal accepted it (the terminal's clock).
+    public let acceptedAt: UnixTime
+    /// Whether it settled within the wallet's offline guarantee (the server paid the merchant
+    /// even if the wallet's balance fell short); false when the balance paid it beyond the
+    /// guarantee, or when it was declined.
+    public let guaranteed: Bool
+
+    public init(tokenID: [UInt8], acceptedAt: UnixTime, guaranteed: Bool) {
+        self.tokenID = tokenID
+        self.acceptedAt = acceptedAt
+        self.guaranteed = guaranteed
+    }
 }
 
 /// What the ledger does with a wallet key it does not know.

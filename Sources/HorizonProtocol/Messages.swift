@@ -41,6 +41,9 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let alreadyRedeemed = ErrorCode(rawValue: 17)
     public static let expired = ErrorCode(rawValue: 18)
     public static let insufficientPoints = ErrorCode(rawValue: 19)
+    /// Issue 16: an offline payment beyond the wallet's offline guarantee that its balance does
+    /// not cover; the server declined it and the merchant is not paid.
+    public static let offlineAllowanceExceeded = ErrorCode(rawValue: 20)
 
     /// The name of a known code, nil for a code this version does not know.
     public var name: String? {
@@ -64,6 +67,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
         case 17: "alreadyRedeemed"
         case 18: "expired"
         case 19: "insufficientPoints"
+        case 20: "offlineAllowanceExceeded"
         default: nil
         }
     }

@@ -121,6 +121,25 @@ struct SQLiteLedgerTests {
     @Test func dailyTokensAreKeptPerWalletAndKey() async throws {
         try await LedgerContract.dailyTokensAreKeptPerWalletAndKey(.sqlite)
     }
+    // issue 16: offline settlement
+    @Test func offlinePaymentsAreGuaranteedUpToOneAllowance() async throws {
+        try await LedgerContract.offlinePaymentsAreGuaranteedUpToOneAllowance(.sqlite)
+    }
+    @Test func overlappingTokensDoNotDoubleTheGuarantee() async throws {
+        try await LedgerContract.overlappingTokensDoNotDoubleTheGuarantee(.sqlite)
+    }
+    @Test func offlinePaymentsExecuteOnce() async throws {
+        try await LedgerContract.offlinePaymentsExecuteOnce(.sqlite)
+    }
+    @Test func concurrentOfflinePaymentsStayWithinTheGuarantee() async throws {
+        try await LedgerContract.concurrentOfflinePaymentsStayWithinTheGuarantee(.sqlite)
+    }
+    @Test func offlineTokenGuards() async throws {
+        try await LedgerContract.offlineTokenGuards(.sqlite)
+    }
+    @Test func offlineSettlementMigratesAVersion9Database() async throws {
+        try await LedgerContract.offlineSettlementMigratesAVersion9Database(.sqlite)
+    }
 }
 
 @Suite(
@@ -244,5 +263,24 @@ struct PostgresLedgerTests {
     }
     @Test func dailyTokensAreKeptPerWalletAndKey() async throws {
         try await LedgerContract.dailyTokensAreKeptPerWalletAndKey(.postgres)
+    }
+    // issue 16: offline settlement
+    @Test func offlinePaymentsAreGuaranteedUpToOneAllowance() async throws {
+        try await LedgerContract.offlinePaymentsAreGuaranteedUpToOneAllowance(.postgres)
+    }
+    @Test func overlappingTokensDoNotDoubleTheGuarantee() async throws {
+        try await LedgerContract.overlappingTokensDoNotDoubleTheGuarantee(.postgres)
+    }
+    @Test func offlinePaymentsExecuteOnce() async throws {
+        try await LedgerContract.offlinePaymentsExecuteOnce(.postgres)
+    }
+    @Test func concurrentOfflinePaymentsStayWithinTheGuarantee() async throws {
+        try await LedgerContract.concurrentOfflinePaymentsStayWithinTheGuarantee(.postgres)
+    }
+    @Test func offlineTokenGuards() async throws {
+        try await LedgerContract.offlineTokenGuards(.postgres)
+    }
+    @Test func offlineSettlementMigratesAVersion9Database() async throws {
+        try await LedgerContract.offlineSettlementMigratesAVersion9Database(.postgres)
     }
 }

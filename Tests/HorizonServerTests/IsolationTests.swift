@@ -204,6 +204,20 @@ struct IsolationTests {
                 Request(method: .get, path: "/v1/payments/\(world.payment.paymentID.bytes.hexString)", body: nil)
             },
             otherMerchant: .refused(.notFound, "payment_not_found", "was executed for this merchant")),
+        // issue 16: offline settlement. The bakery's payment forwarded as accepted offline under
+        // wallet A's daily token: the shop's till is refused (the wallet signed for the bakery's
+        // till); the bakery's own till gets the stored online result back, nothing settles twice.
+        "submitOfflinePayment": .terminalSigned(
+            request: { world in
+                Request(
+                    method: .post, path: "/v1/payments/offline",
+                    body: try SubmissionFields(payment: world.payment).json([
+                        "dailyToken": Data(world.offlineToken).base64EncodedString(),
+                        "acceptedAt": Int(world.server.clock.now),
+                    ]))
+            },
+            otherMerchant: .refused(
+                .unprocessableContent, "terms_mismatch", "the wallet signed for another terminal's key")),
         // issue 15: merchant service
         "listRegisterUsers": .terminalSigned(
             request: { _ in Request(method: .get, path: "/v1/merchant/register-users", body: nil) },
@@ -691,11 +705,12 @@ struct IsolationTests {
         let cardsOfA = try await world.server.ledger.paymentCards(of: world.walletID)
         #expect(Set(cardsOfA.map(\.id.rawValue)) == Set([world.cards.card, world.cards.cardToRemove, world.cards.challengedCard]))
         #expect(try await world.server.ledger.paymentCards(of: world.walletB).count == 1)
-        // No refused request got wallet A a token; wallet B's request recorded one, for wallet B.
+        // No refused request got wallet A a token (it has only the one the world recorded for
+        // offline payments); wallet B's request recorded one, for wallet B.
         let now = world.server.clock.now
         #expect(
-            try await world.server.ledger.dailyTokens(of: world.walletID, validBetween: now - 60, and: now + 60).isEmpty
-        )
+            try await world.server.ledger.dailyTokens(of: world.walletID, validBetween: now - 60, and: now + 60).map(
+                \.token) == [world.offlineToken])
         let tokensOfB = try await world.server.ledger.dailyTokens(
             of: world.walletB, validBetween: now - 60, and: now + 60)
         #expect(tokensOfB.map(\.walletKey) == [world.walletBDevice.publicKeyBytes])
@@ -781,6 +796,8 @@ final class World: Sendable {
     let revokedWalletDevice: WalletDevice
     /// Issue 15: wallet A's cards.
     let cards: WorldCards
+    /// Issue 16: wallet A's daily token, recorded by the server, for forwarded offline payments.
+    let offlineToken: [UInt8]
 
     private init(
         server: TestServer, bakery: Merchant, shop: Merchant,
@@ -790,8 +807,9 @@ final class World: Sendable {
         restorationZ: (String, String), till: TerminalKey, revokedTill: TerminalKey, revokedTillID: String,
         shopTill: TerminalKey,
         walletDevice: WalletDevice, deviceX: WalletDevice, deviceY: WalletDevice, walletB: WalletID,
-        walletBDevice: WalletDevice, revokedWalletDevice: WalletDevice, cards: WorldCards
+        walletBDevice: WalletDevice, revokedWalletDevice: WalletDevice, cards: WorldCards, offlineToken: [UInt8]
     ) {
+        self.offlineToken = offlineToken
         self.cards = cards
         self.walletB = walletB
         self.walletBDevice = walletBDevice
@@ -873,6 +891,7 @@ final class World: Sendable {
             )
             try await server.ledger.deposit(try Money(minorUnits: balance, currency: .eur), to: walletID)
             try await server.ledger.addBonusPoints(500, to: walletID, at: bakery.id)
+            let offlineToken = try await Self.recordDailyToken(of: walletDevice, walletID, server: server)
 
             // It pays and redeems at the bakery's till.
             let payment = try WalletSigned.confirm(
@@ -908,8 +927,27 @@ final class World: Sendable {
                 revokedTill: revokedTill, revokedTillID: revokedResponse.terminalId, shopTill: shopTill,
                 walletDevice: walletDevice, deviceX: deviceX,
                 deviceY: deviceY, walletB: walletB, walletBDevice: walletBDevice,
-                revokedWalletDevice: revokedWalletDevice, cards: cards)
+                revokedWalletDevice: revokedWalletDevice, cards: cards, offlineToken: offlineToken)
         }
+    }
+
+    /// Issue 16: a daily token for the wallet, signed by the server's issuer and recorded as the
+    /// server records the tokens it hands out.
+    static func recordDailyToken(of device: WalletDevice, _ wallet: WalletID, server: TestServer) async throws
+        -> [UInt8]
+    {
+        let now = server.clock.now
+        let allowance = try Money(minorUnits: 50_00, currency: .eur)
+        let revocation = DailyToken.RevocationState(revokedKeyIDs: [])
+        let token = try DailyToken.issue(
+            by: server.issuer.signingKey, walletKey: device.key.publicKey, walletAccountID: wallet.rawValue,
+            allowance: allowance, issuedAt: now, expiresAt: now + 86_400, revocation: revocation)
+        try await server.ledger.recordDailyToken(
+            DailyTokenRecord(
+                tokenID: token.tokenID, walletID: wallet, walletKey: device.publicKeyBytes, allowance: allowance,
+                balanceAtIssue: balance, revocationDigest: revocation.digest, issuedAt: now,
+                expiresAt: now + 86_400, token: token.encoded()))
+        return token.encoded()
     }
 
     /// What no refusal, and no open operation, may show: the bakery's and the wallet's data and

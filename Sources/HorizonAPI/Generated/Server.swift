@@ -520,6 +520,17 @@ extension APIProtocol {
             method: .post,
             path: server.apiPathComponentsWithServerPrefix("/v1/gateway")
         )
+        try transport.register(
+            {
+                try await server.submitOfflinePayment(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/payments/offline")
+        )
     }
 }
 
@@ -3899,6 +3910,117 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                             value,
                             headerFields: &response.headerFields,
                             contentType: "message/ohttp-res"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Settles a payment a terminal accepted offline under the wallet's daily token (signed by the terminal's key). Once per payment id.
+    ///
+    /// The terminal forwards what it kept while offline: the wallet's signed Confirm exactly as it
+    /// arrived, the wallet's daily token as the wallet presented it, and when it accepted the
+    /// payment. The server checks the Confirm as for `submitPayment`, then the token: signed by
+    /// this server's issuer key and one it issued (`daily_token_unknown`), the Confirm's signer's
+    /// (`daily_token_other_wallet`), valid at `acceptedAt` (`daily_token_expired`,
+    /// `daily_token_not_yet_valid`), `acceptedAt` not in the future (`accepted_at_in_future`), the
+    /// token's currency (`currency_mismatch`), and amount plus tip within its allowance
+    /// (`offline_amount_exceeds_token`); a malformed token, or a Confirm that chose a card (a card
+    /// is charged online only), is `invalid_request`. Refusals record nothing.
+    ///
+    /// The payment id is the key as for online payments: a payment settled before (offline, or
+    /// online when the terminal timed out on it) gets its first result again, without the token
+    /// checks; the same id with other terms is refused (409 payment_conflict).
+    ///
+    /// Policy for what a wallet spent offline beyond its allowance: the server guarantees a
+    /// merchant offline payments up to one allowance per wallet: the approved offline payments
+    /// under all the wallet's tokens valid at `acceptedAt` are bounded by the largest allowance
+    /// among them, not by their sum. A payment within that guarantee settles even if the
+    /// wallet's balance no longer covers it (the shortfall becomes the wallet's offline debt,
+    /// repaid first by its next top-up; meanwhile its new tokens' allowance is 0 and online
+    /// payments decline). A payment beyond it settles only if the balance covers it, as online;
+    /// otherwise it is declined with decline code 20 (offline_allowance_exceeded): the merchant
+    /// is not paid, and the decline is stored and listed with the merchant's transactions.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/payments/offline`.
+    /// - Remark: Generated from `#/paths//v1/payments/offline/post(submitOfflinePayment)`.
+    func submitOfflinePayment(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.SubmitOfflinePayment.id,
+            using: {
+                APIHandler.submitOfflinePayment($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let headers: Operations.SubmitOfflinePayment.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
+                let body: Operations.SubmitOfflinePayment.Input.Body
+                let chosenContentType = try converter.bestContentType(
+                    received: contentType,
+                    options: [
+                        "application/json"
+                    ]
+                )
+                switch chosenContentType {
+                case "application/json":
+                    body = try await converter.getRequiredRequestBodyAsJSON(
+                        Components.Schemas.OfflinePaymentSubmission.self,
+                        from: requestBody,
+                        transforming: { value in
+                            .json(value)
+                        }
+                    )
+                default:
+                    preconditionFailure("bestContentType chose an invalid content type.")
+                }
+                return Operations.SubmitOfflinePayment.Input(
+                    headers: headers,
+                    body: body
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
                         )
                     }
                     return (response, body)

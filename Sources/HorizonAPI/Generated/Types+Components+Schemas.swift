@@ -489,6 +489,8 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/PaymentResult/quantity`.
             public var quantity: Swift.Int64?
+            /// - Remark: Generated from `#/components/schemas/PaymentResult/offline`.
+            public var offline: Components.Schemas.OfflineAcceptance?
             /// Creates a new `PaymentResult`.
             ///
             /// - Parameters:
@@ -507,6 +509,7 @@ extension Components {
             ///   - transactionType:
             ///   - item: A redemption's item (the coupon code for a coupon)
             ///   - quantity: A redemption's quantity (points for bonus)
+            ///   - offline:
             public init(
                 paymentId: Swift.String,
                 outcome: Components.Schemas.PaymentResult.OutcomePayload,
@@ -522,7 +525,8 @@ extension Components {
                 settledAt: Swift.Int64,
                 transactionType: Components.Schemas.PaymentResult.TransactionTypePayload? = nil,
                 item: Swift.String? = nil,
-                quantity: Swift.Int64? = nil
+                quantity: Swift.Int64? = nil,
+                offline: Components.Schemas.OfflineAcceptance? = nil
             ) {
                 self.paymentId = paymentId
                 self.outcome = outcome
@@ -539,6 +543,7 @@ extension Components {
                 self.transactionType = transactionType
                 self.item = item
                 self.quantity = quantity
+                self.offline = offline
             }
             public enum CodingKeys: String, CodingKey {
                 case paymentId
@@ -556,6 +561,7 @@ extension Components {
                 case transactionType
                 case item
                 case quantity
+                case offline
             }
         }
         /// - Remark: Generated from `#/components/schemas/RedemptionSubmission`.
@@ -2112,6 +2118,8 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/MerchantTransaction/refundedAmount`.
             public var refundedAmount: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/MerchantTransaction/offline`.
+            public var offline: Components.Schemas.OfflineAcceptance?
             /// Creates a new `MerchantTransaction`.
             ///
             /// - Parameters:
@@ -2131,6 +2139,7 @@ extension Components {
             ///   - terminalKeyId: 8-byte key id, hex
             ///   - settledAt:
             ///   - refundedAmount: Minor units refunded so far
+            ///   - offline:
             public init(
                 paymentId: Swift.String,
                 reference: Swift.Int64,
@@ -2147,7 +2156,8 @@ extension Components {
                 registerUser: Swift.String,
                 terminalKeyId: Swift.String,
                 settledAt: Swift.Int64,
-                refundedAmount: Swift.Int64
+                refundedAmount: Swift.Int64,
+                offline: Components.Schemas.OfflineAcceptance? = nil
             ) {
                 self.paymentId = paymentId
                 self.reference = reference
@@ -2165,6 +2175,7 @@ extension Components {
                 self.terminalKeyId = terminalKeyId
                 self.settledAt = settledAt
                 self.refundedAmount = refundedAmount
+                self.offline = offline
             }
             public enum CodingKeys: String, CodingKey {
                 case paymentId
@@ -2183,6 +2194,7 @@ extension Components {
                 case terminalKeyId
                 case settledAt
                 case refundedAmount
+                case offline
             }
         }
         /// - Remark: Generated from `#/components/schemas/MerchantTransactionPage`.
@@ -2653,6 +2665,187 @@ extension Components {
                 case keyConfig
                 case signature
                 case label
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/OfflinePaymentSubmission`.
+        public struct OfflinePaymentSubmission: Codable, Hashable, Sendable {
+            /// The wallet's signed Confirm message exactly as received over the radio, standard base64.
+            ///
+            /// - Remark: Generated from `#/components/schemas/OfflinePaymentSubmission/confirmation`.
+            public var confirmation: Swift.String
+            /// 16 bytes, lowercase hex
+            ///
+            /// - Remark: Generated from `#/components/schemas/OfflinePaymentSubmission/paymentId`.
+            public var paymentId: Swift.String
+            /// The session id, as a signed 64-bit integer
+            ///
+            /// - Remark: Generated from `#/components/schemas/OfflinePaymentSubmission/sessionId`.
+            public var sessionId: Swift.Int64
+            /// The wallet's P-256 public key, X9.63, standard base64
+            ///
+            /// - Remark: Generated from `#/components/schemas/OfflinePaymentSubmission/walletKey`.
+            public var walletKey: Swift.String
+            /// Minor units
+            ///
+            /// - Remark: Generated from `#/components/schemas/OfflinePaymentSubmission/amount`.
+            public var amount: Swift.Int64
+            /// Minor units
+            ///
+            /// - Remark: Generated from `#/components/schemas/OfflinePaymentSubmission/tip`.
+            public var tip: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/OfflinePaymentSubmission/currency`.
+            public var currency: Swift.String
+            /// The register user who rang up the sale (not signed by the wallet).
+            ///
+            /// - Remark: Generated from `#/components/schemas/OfflinePaymentSubmission/registerUser`.
+            public var registerUser: Swift.String
+            /// The wallet's daily token as the wallet presented it (DailyToken's encoding), standard base64.
+            ///
+            /// - Remark: Generated from `#/components/schemas/OfflinePaymentSubmission/dailyToken`.
+            public var dailyToken: Swift.String
+            /// When the terminal accepted the payment offline, Unix seconds (the terminal's clock).
+            ///
+            /// - Remark: Generated from `#/components/schemas/OfflinePaymentSubmission/acceptedAt`.
+            public var acceptedAt: Swift.Int64
+            /// Creates a new `OfflinePaymentSubmission`.
+            ///
+            /// - Parameters:
+            ///   - confirmation: The wallet's signed Confirm message exactly as received over the radio, standard base64.
+            ///   - paymentId: 16 bytes, lowercase hex
+            ///   - sessionId: The session id, as a signed 64-bit integer
+            ///   - walletKey: The wallet's P-256 public key, X9.63, standard base64
+            ///   - amount: Minor units
+            ///   - tip: Minor units
+            ///   - currency:
+            ///   - registerUser: The register user who rang up the sale (not signed by the wallet).
+            ///   - dailyToken: The wallet's daily token as the wallet presented it (DailyToken's encoding), standard base64.
+            ///   - acceptedAt: When the terminal accepted the payment offline, Unix seconds (the terminal's clock).
+            public init(
+                confirmation: Swift.String,
+                paymentId: Swift.String,
+                sessionId: Swift.Int64,
+                walletKey: Swift.String,
+                amount: Swift.Int64,
+                tip: Swift.Int64,
+                currency: Swift.String,
+                registerUser: Swift.String,
+                dailyToken: Swift.String,
+                acceptedAt: Swift.Int64
+            ) {
+                self.confirmation = confirmation
+                self.paymentId = paymentId
+                self.sessionId = sessionId
+                self.walletKey = walletKey
+                self.amount = amount
+                self.tip = tip
+                self.currency = currency
+                self.registerUser = registerUser
+                self.dailyToken = dailyToken
+                self.acceptedAt = acceptedAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case confirmation
+                case paymentId
+                case sessionId
+                case walletKey
+                case amount
+                case tip
+                case currency
+                case registerUser
+                case dailyToken
+                case acceptedAt
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.confirmation = try container.decode(
+                    Swift.String.self,
+                    forKey: .confirmation
+                )
+                self.paymentId = try container.decode(
+                    Swift.String.self,
+                    forKey: .paymentId
+                )
+                self.sessionId = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .sessionId
+                )
+                self.walletKey = try container.decode(
+                    Swift.String.self,
+                    forKey: .walletKey
+                )
+                self.amount = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .amount
+                )
+                self.tip = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .tip
+                )
+                self.currency = try container.decode(
+                    Swift.String.self,
+                    forKey: .currency
+                )
+                self.registerUser = try container.decode(
+                    Swift.String.self,
+                    forKey: .registerUser
+                )
+                self.dailyToken = try container.decode(
+                    Swift.String.self,
+                    forKey: .dailyToken
+                )
+                self.acceptedAt = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .acceptedAt
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "confirmation",
+                    "paymentId",
+                    "sessionId",
+                    "walletKey",
+                    "amount",
+                    "tip",
+                    "currency",
+                    "registerUser",
+                    "dailyToken",
+                    "acceptedAt"
+                ])
+            }
+        }
+        /// How a payment accepted offline was settled.
+        ///
+        /// - Remark: Generated from `#/components/schemas/OfflineAcceptance`.
+        public struct OfflineAcceptance: Codable, Hashable, Sendable {
+            /// The daily token's id, 32 hex digits
+            ///
+            /// - Remark: Generated from `#/components/schemas/OfflineAcceptance/tokenId`.
+            public var tokenId: Swift.String
+            /// When the terminal accepted it offline
+            ///
+            /// - Remark: Generated from `#/components/schemas/OfflineAcceptance/acceptedAt`.
+            public var acceptedAt: Swift.Int64
+            /// Whether it settled within the wallet's offline guarantee (false when its balance paid it beyond the guarantee, or it was declined).
+            ///
+            /// - Remark: Generated from `#/components/schemas/OfflineAcceptance/guaranteed`.
+            public var guaranteed: Swift.Bool
+            /// Creates a new `OfflineAcceptance`.
+            ///
+            /// - Parameters:
+            ///   - tokenId: The daily token's id, 32 hex digits
+            ///   - acceptedAt: When the terminal accepted it offline
+            ///   - guaranteed: Whether it settled within the wallet's offline guarantee (false when its balance paid it beyond the guarantee, or it was declined).
+            public init(
+                tokenId: Swift.String,
+                acceptedAt: Swift.Int64,
+                guaranteed: Swift.Bool
+            ) {
+                self.tokenId = tokenId
+                self.acceptedAt = acceptedAt
+                self.guaranteed = guaranteed
+            }
+            public enum CodingKeys: String, CodingKey {
+                case tokenId
+                case acceptedAt
+                case guaranteed
             }
         }
     }

@@ -6336,4 +6336,169 @@ public enum Operations {
             }
         }
     }
+    /// Settles a payment a terminal accepted offline under the wallet's daily token (signed by the terminal's key). Once per payment id.
+    ///
+    /// The terminal forwards what it kept while offline: the wallet's signed Confirm exactly as it
+    /// arrived, the wallet's daily token as the wallet presented it, and when it accepted the
+    /// payment. The server checks the Confirm as for `submitPayment`, then the token: signed by
+    /// this server's issuer key and one it issued (`daily_token_unknown`), the Confirm's signer's
+    /// (`daily_token_other_wallet`), valid at `acceptedAt` (`daily_token_expired`,
+    /// `daily_token_not_yet_valid`), `acceptedAt` not in the future (`accepted_at_in_future`), the
+    /// token's currency (`currency_mismatch`), and amount plus tip within its allowance
+    /// (`offline_amount_exceeds_token`); a malformed token, or a Confirm that chose a card (a card
+    /// is charged online only), is `invalid_request`. Refusals record nothing.
+    ///
+    /// The payment id is the key as for online payments: a payment settled before (offline, or
+    /// online when the terminal timed out on it) gets its first result again, without the token
+    /// checks; the same id with other terms is refused (409 payment_conflict).
+    ///
+    /// Policy for what a wallet spent offline beyond its allowance: the server guarantees a
+    /// merchant offline payments up to one allowance per wallet: the approved offline payments
+    /// under all the wallet's tokens valid at `acceptedAt` are bounded by the largest allowance
+    /// among them, not by their sum. A payment within that guarantee settles even if the
+    /// wallet's balance no longer covers it (the shortfall becomes the wallet's offline debt,
+    /// repaid first by its next top-up; meanwhile its new tokens' allowance is 0 and online
+    /// payments decline). A payment beyond it settles only if the balance covers it, as online;
+    /// otherwise it is declined with decline code 20 (offline_allowance_exceeded): the merchant
+    /// is not paid, and the decline is stored and listed with the merchant's transactions.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/payments/offline`.
+    /// - Remark: Generated from `#/paths//v1/payments/offline/post(submitOfflinePayment)`.
+    public enum SubmitOfflinePayment {
+        public static let id: Swift.String = "submitOfflinePayment"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/payments/offline/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SubmitOfflinePayment.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SubmitOfflinePayment.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.SubmitOfflinePayment.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/payments/offline/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/payments/offline/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.OfflinePaymentSubmission)
+            }
+            public var body: Operations.SubmitOfflinePayment.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            ///   - body:
+            public init(
+                headers: Operations.SubmitOfflinePayment.Input.Headers = .init(),
+                body: Operations.SubmitOfflinePayment.Input.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/payments/offline/POST/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/payments/offline/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.PaymentResult)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.PaymentResult {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.SubmitOfflinePayment.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.SubmitOfflinePayment.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The payment's result (approved or declined), now or as stored before.
+            ///
+            /// - Remark: Generated from `#/paths//v1/payments/offline/post(submitOfflinePayment)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.SubmitOfflinePayment.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.SubmitOfflinePayment.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/payments/offline/post(submitOfflinePayment)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
 }

@@ -336,6 +336,36 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/gateway`.
     /// - Remark: Generated from `#/paths//v1/gateway/post(relayThroughGateway)`.
     func relayThroughGateway(_ input: Operations.RelayThroughGateway.Input) async throws -> Operations.RelayThroughGateway.Output
+    /// Settles a payment a terminal accepted offline under the wallet's daily token (signed by the terminal's key). Once per payment id.
+    ///
+    /// The terminal forwards what it kept while offline: the wallet's signed Confirm exactly as it
+    /// arrived, the wallet's daily token as the wallet presented it, and when it accepted the
+    /// payment. The server checks the Confirm as for `submitPayment`, then the token: signed by
+    /// this server's issuer key and one it issued (`daily_token_unknown`), the Confirm's signer's
+    /// (`daily_token_other_wallet`), valid at `acceptedAt` (`daily_token_expired`,
+    /// `daily_token_not_yet_valid`), `acceptedAt` not in the future (`accepted_at_in_future`), the
+    /// token's currency (`currency_mismatch`), and amount plus tip within its allowance
+    /// (`offline_amount_exceeds_token`); a malformed token, or a Confirm that chose a card (a card
+    /// is charged online only), is `invalid_request`. Refusals record nothing.
+    ///
+    /// The payment id is the key as for online payments: a payment settled before (offline, or
+    /// online when the terminal timed out on it) gets its first result again, without the token
+    /// checks; the same id with other terms is refused (409 payment_conflict).
+    ///
+    /// Policy for what a wallet spent offline beyond its allowance: the server guarantees a
+    /// merchant offline payments up to one allowance per wallet: the approved offline payments
+    /// under all the wallet's tokens valid at `acceptedAt` are bounded by the largest allowance
+    /// among them, not by their sum. A payment within that guarantee settles even if the
+    /// wallet's balance no longer covers it (the shortfall becomes the wallet's offline debt,
+    /// repaid first by its next top-up; meanwhile its new tokens' allowance is 0 and online
+    /// payments decline). A payment beyond it settles only if the balance covers it, as online;
+    /// otherwise it is declined with decline code 20 (offline_allowance_exceeded): the merchant
+    /// is not paid, and the decline is stored and listed with the merchant's transactions.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/payments/offline`.
+    /// - Remark: Generated from `#/paths//v1/payments/offline/post(submitOfflinePayment)`.
+    func submitOfflinePayment(_ input: Operations.SubmitOfflinePayment.Input) async throws -> Operations.SubmitOfflinePayment.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -923,6 +953,44 @@ extension APIProtocol {
         body: Operations.RelayThroughGateway.Input.Body
     ) async throws -> Operations.RelayThroughGateway.Output {
         try await relayThroughGateway(Operations.RelayThroughGateway.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Settles a payment a terminal accepted offline under the wallet's daily token (signed by the terminal's key). Once per payment id.
+    ///
+    /// The terminal forwards what it kept while offline: the wallet's signed Confirm exactly as it
+    /// arrived, the wallet's daily token as the wallet presented it, and when it accepted the
+    /// payment. The server checks the Confirm as for `submitPayment`, then the token: signed by
+    /// this server's issuer key and one it issued (`daily_token_unknown`), the Confirm's signer's
+    /// (`daily_token_other_wallet`), valid at `acceptedAt` (`daily_token_expired`,
+    /// `daily_token_not_yet_valid`), `acceptedAt` not in the future (`accepted_at_in_future`), the
+    /// token's currency (`currency_mismatch`), and amount plus tip within its allowance
+    /// (`offline_amount_exceeds_token`); a malformed token, or a Confirm that chose a card (a card
+    /// is charged online only), is `invalid_request`. Refusals record nothing.
+    ///
+    /// The payment id is the key as for online payments: a payment settled before (offline, or
+    /// online when the terminal timed out on it) gets its first result again, without the token
+    /// checks; the same id with other terms is refused (409 payment_conflict).
+    ///
+    /// Policy for what a wallet spent offline beyond its allowance: the server guarantees a
+    /// merchant offline payments up to one allowance per wallet: the approved offline payments
+    /// under all the wallet's tokens valid at `acceptedAt` are bounded by the largest allowance
+    /// among them, not by their sum. A payment within that guarantee settles even if the
+    /// wallet's balance no longer covers it (the shortfall becomes the wallet's offline debt,
+    /// repaid first by its next top-up; meanwhile its new tokens' allowance is 0 and online
+    /// payments decline). A payment beyond it settles only if the balance covers it, as online;
+    /// otherwise it is declined with decline code 20 (offline_allowance_exceeded): the merchant
+    /// is not paid, and the decline is stored and listed with the merchant's transactions.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/payments/offline`.
+    /// - Remark: Generated from `#/paths//v1/payments/offline/post(submitOfflinePayment)`.
+    public func submitOfflinePayment(
+        headers: Operations.SubmitOfflinePayment.Input.Headers = .init(),
+        body: Operations.SubmitOfflinePayment.Input.Body
+    ) async throws -> Operations.SubmitOfflinePayment.Output {
+        try await submitOfflinePayment(Operations.SubmitOfflinePayment.Input(
             headers: headers,
             body: body
         ))

@@ -24,7 +24,10 @@ extension APIHandler {
         let balances = try await ledger.balances(of: wallet.id)
         let currency = try Self.tokenCurrency(request.currency, balances: balances)
         let time = now()
-        let balance = balances.first { $0.currency == currency }?.minorUnits ?? 0
+        // What the wallet could spend: its balance less an offline debt (issue 16), so that a
+        // wallet in debt gets an allowance of 0 until a top-up has repaid it.
+        let owed = try await ledger.offlineDebt(of: wallet.id, in: currency)
+        let balance = (balances.first { $0.currency == currency }?.minorUnits ?? 0) - owed.minorUnits
         let revocation = DailyToken.RevocationState(revokedKeyIDs: try await ledger.revokedTerminalKeyIDs())
 
         if let stored = try await ledger.currentDailyToken(of: wallet.id, key: signer, currency: currency, at: time) {

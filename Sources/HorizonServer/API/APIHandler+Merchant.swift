@@ -233,6 +233,8 @@ extension APIHandler {
             body.declineCode = Int32(code.rawValue)
             body.declineReason = reason
         }
+        // issue 16: offline settlement
+        body.offline = transaction.offline.map(Self.offlineAcceptance)
         return body
     }
 

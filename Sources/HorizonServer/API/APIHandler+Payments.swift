@@ -53,7 +53,7 @@ extension APIHandler {
 
     /// Runs a checked payment or redemption through the ledger's exactly-once execution: a
     /// conflicting retry becomes `payment_conflict`; the outcome is counted and logged.
-    private func executeOnce(
+    func executeOnce(
         _ kind: String, _ id: PaymentID, terminal: TerminalRecord,
         _ execute: (Ledger, UnixTime) async throws(LedgerError) -> SettlementResult
     ) async throws -> SettlementResult {
@@ -84,7 +84,9 @@ extension APIHandler {
         else {
             throw APIError(.paymentNotFound, "no payment \(id.bytes.hexString) was executed for this merchant")
         }
-        return .ok(.init(body: .json(Self.paymentResult(transaction.result))))
+        var body = Self.paymentResult(transaction.result)
+        body.offline = transaction.offline.map(Self.offlineAcceptance)  // issue 16: offline settlement
+        return .ok(.init(body: .json(body)))
     }
 
     /// The submission as the ledger's request, after every check that it is what the wallet

@@ -75,6 +75,13 @@ public struct APIError: Error, Sendable, Equatable {
         case gatewayRequestExpired = "gateway_request_expired"
         case gatewayResponseTooLarge = "gateway_response_too_large"
         case gatewayBusy = "gateway_busy"
+        // issue 16: offline settlement (the daily token a forwarded offline payment was accepted under)
+        case dailyTokenUnknown = "daily_token_unknown"
+        case dailyTokenOtherWallet = "daily_token_other_wallet"
+        case dailyTokenExpired = "daily_token_expired"
+        case dailyTokenNotYetValid = "daily_token_not_yet_valid"
+        case acceptedAtInFuture = "accepted_at_in_future"
+        case offlineAmountExceedsToken = "offline_amount_exceeds_token"
 
         public var status: HTTPResponse.Status {
             switch self {
@@ -120,6 +127,9 @@ public struct APIError: Error, Sendable, Equatable {
             case .gatewayRequestReplayed: .conflict
             case .gatewayResponseTooLarge: .contentTooLarge
             case .gatewayBusy: .serviceUnavailable
+            case .dailyTokenUnknown, .dailyTokenOtherWallet, .dailyTokenExpired, .dailyTokenNotYetValid,
+                .acceptedAtInFuture, .offlineAmountExceedsToken:
+                .unprocessableContent
             }
         }
     }
