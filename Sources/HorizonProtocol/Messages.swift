@@ -41,6 +41,13 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let alreadyRedeemed = ErrorCode(rawValue: 17)
     public static let expired = ErrorCode(rawValue: 18)
     public static let insufficientPoints = ErrorCode(rawValue: 19)
+    /// A relayed request (issue 16): the terminal could not reach the server or got no answer
+    /// from it; the request may or may not have been processed.
+    public static let gatewayUnreachable = ErrorCode(rawValue: 20)
+    /// A relayed request larger than the terminal relays; it was not sent on.
+    public static let payloadTooLarge = ErrorCode(rawValue: 21)
+    /// This terminal does not relay requests (no gateway configured); nothing was sent on.
+    public static let proxyUnavailable = ErrorCode(rawValue: 22)
 
     /// The name of a known code, nil for a code this version does not know.
     public var name: String? {
@@ -64,6 +71,9 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
         case 17: "alreadyRedeemed"
         case 18: "expired"
         case 19: "insufficientPoints"
+        case 20: "gatewayUnreachable"
+        case 21: "payloadTooLarge"
+        case 22: "proxyUnavailable"
         default: nil
         }
     }
@@ -556,5 +566,23 @@ public struct ProxyEnvelope: Hashable, Sendable {
         }
         self.requestID = requestID
         self.sealed = sealed
+    }
+}
+
+/// Terminal → wallet: why the relayed request `requestID` has no answer (issue 16), in place of
+/// its `ProxyResponse`. The code says what the wallet may conclude: `rateLimited`,
+/// `payloadTooLarge` and `proxyUnavailable` mean the request never left the terminal;
+/// `gatewayUnreachable` means it may have reached the server, so its outcome is unknown.
+public struct ProxyError: Hashable, Sendable {
+    public let requestID: UInt32
+    public let code: ErrorCode
+    public let message: String
+
+    /// A `message` over `MessageLimits.messageText` UTF-8 bytes is shortened at a character
+    /// boundary, as in `ErrorMessage`.
+    public init(requestID: UInt32, code: ErrorCode, message: String = "") {
+        self.requestID = requestID
+        self.code = code
+        self.message = truncatedText(message, maximum: MessageLimits.messageText)
     }
 }
