@@ -181,6 +181,8 @@ let package = Package(
                 "HorizonServerClient", "HorizonAPI", "HorizonCore", "HorizonProtocol",
                 // The daily token is checked against the pinned anchor before it is kept.
                 "HorizonSecureChannel",
+                // issue 16: the request proxy uses the proxy when NetworkReachability is not fast.
+                "HorizonRoles",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strict),
