@@ -370,6 +370,84 @@ struct RequestProxyTests {
         }
     }
 
+    /// The reference's wiring: the terminal's coordinator over its payment and redemption hosts
+    /// (one radio service), the wallet's over all four clients' connectors; a wallet looking at a
+    /// bonus redemption relays through the redemption client's channel.
+    @Test func aWalletInARedemptionRelaysThroughTheRedemptionClientsConnector() throws {
+        let bench = try RedemptionBench(.bonusRedemption)
+        let gateway = TestGateway()
+        let host = RequestProxyHostCoordinator(proxyHostConnectors: [
+            bench.terminal.host.connector, bench.host.connector,
+        ])
+        host.configure(gateway: gateway)
+        let wallet = try bench.wallet()
+        let autopilot = WalletAutopilot(coordinator: wallet.coordinator) { _, _ in .ignore }
+        _ = autopilot
+        let clients = wallet.coordinator
+        let client = RequestProxyClientCoordinator(proxyClientConnectors: [
+            clients.paymentClient.connector, clients.bonusRedemptionClient.connector,
+            clients.goldRedemptionClient.connector, clients.couponRedemptionClient.connector,
+        ])
+        client.configureRequestProxyClient()
+        #expect(bench.host.start(RedemptionOffer(item: "Free coffee", points: 100, value: euros(320))))
+        #expect(bench.world.run(until: { clients.bonusRedemptionClient.state == .offerReceived }))
+        #expect(clients.paymentClient.state == .idle)
+
+        let results = RelayResults()
+        results.relay(Array("points?".utf8), through: client, as: 0)
+        #expect(bench.world.run(until: { results.count == 1 }))
+        #expect(results[0]?.answer == TestGateway.answer(Array("points?".utf8)))
+        #expect(host.relayedCount == 1)
+    }
+
+    /// One coordinator over the hosts of two terminals' radio services: one budget for both.
+    @Test func hostsOfOneCoordinatorShareOneBudget() throws {
+        let world = try World()
+        let gateway = TestGateway()
+        let first = try world.terminal("first")
+        let second = try world.terminal("second", at: Position(x: 30, y: 0))
+        let host = RequestProxyHostCoordinator(proxyHostConnectors: [first.host.connector, second.host.connector])
+        host.configure(gateway: gateway, limits: RequestProxyLimits(maximumRelaysPerWindow: 3))
+        #expect(host.limits?.maximumRelaysPerWindow == 3)
+        let nearFirst = try world.wallet("near-first")
+        let nearSecond = try world.wallet("near-second", at: Position(x: 30.3, y: 0))
+        let apps = [ScriptedWalletApp(nearFirst, decision: .ignore), ScriptedWalletApp(nearSecond, decision: .ignore)]
+        _ = apps
+        let clients = [nearFirst, nearSecond].map { wallet in
+            let client = RequestProxyClientCoordinator(proxyClientConnectors: [wallet.client.connector])
+            client.configureRequestProxyClient()
+            return client
+        }
+        #expect(first.host.start(amount: euros(100)))
+        #expect(second.host.start(amount: euros(200)))
+        #expect(
+            world.run(until: {
+                nearFirst.client.state == .offerReceived && nearSecond.client.state == .offerReceived
+            }))
+        #expect(nearSecond.client.offer?.amount == euros(200), "each wallet is at its own terminal")
+
+        let results = RelayResults()
+        results.relay([1], through: clients[0], as: 0)
+        results.relay([2], through: clients[0], as: 1)
+        #expect(world.run(until: { results.count == 2 }))
+        results.relay([3], through: clients[1], as: 2)
+        #expect(world.run(until: { results.count == 3 }))
+        results.relay([4], through: clients[1], as: 3)
+        #expect(world.run(until: { results.count == 4 }))
+        #expect((0..<3).allSatisfy { results[$0]?.answer != nil })
+        guard case .limitReached? = results[3]?.failure else {
+            Issue.record("expected the shared budget to be spent, got \(String(describing: results[3]))")
+            return
+        }
+        #expect(gateway.requests.count == 3)
+        // Stopped: the terminals no longer relay.
+        host.stop()
+        results.relay([5], through: clients[0], as: 4)
+        #expect(world.run(until: { results.count == 5 }))
+        #expect(
+            results[4]?.failure == .refused(code: .proxyUnavailable, reason: "this terminal does not relay requests"))
+    }
+
     /// `relay` as async code calls it, while the simulation runs in step with the clock.
     @Test func theAsyncRelayReturnsTheAnswer() async throws {
         let world = try World()
