@@ -370,6 +370,35 @@ struct RequestProxyTests {
         }
     }
 
+    /// No terminal connected: the wallet connects to the nearest advertising terminal for the
+    /// request alone (no Hello, so the sale there is untouched) and the link closes after the
+    /// answer; with that turned off it fails `noTerminalInReach`, nothing sent.
+    @Test func withNoTerminalConnectedTheWalletConnectsForTheRequestAlone() throws {
+        let world = try World()
+        let gateway = TestGateway()
+        let (terminal, wallet, host, client) = try Self.connected(world, gateway: gateway)
+        #expect(terminal.host.start(amount: euros(800)))
+        #expect(world.run(until: { !wallet.client.fusionTracker.trackings.isEmpty }))
+
+        let results = RelayResults()
+        results.relay(Array("balance?".utf8), through: client, as: 0)
+        #expect(world.run(until: { results.count == 1 }))
+        #expect(results[0]?.answer == TestGateway.answer(Array("balance?".utf8)))
+        #expect(host.relayedCount == 1)
+        #expect(world.run(until: { terminal.service.connectionCount == 0 }, timeout: .seconds(5)))
+        #expect(wallet.client.state == .idle)
+        #expect(terminal.host.state == .waitingForWallet)
+
+        let connectedOnly = RequestProxyClientCoordinator(
+            proxyClientConnectors: [wallet.client.connector],
+            configuration: RequestProxyClientConfiguration(connectsWhenNoTerminalIsConnected: false))
+        connectedOnly.configureRequestProxyClient()
+        results.relay([1], through: connectedOnly, as: 1)
+        #expect(world.run(until: { results.count == 2 }))
+        #expect(results[1]?.failure == .noTerminalInReach)
+        #expect(gateway.requests.count == 1)
+    }
+
     /// The reference's wiring: the terminal's coordinator over its payment and redemption hosts
     /// (one radio service), the wallet's over all four clients' connectors; a wallet looking at a
     /// bonus redemption relays through the redemption client's channel.

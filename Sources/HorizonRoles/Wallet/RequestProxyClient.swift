@@ -1,6 +1,8 @@
 import HorizonCore
+import HorizonLink
 import HorizonProtocol
 import HorizonRadio
+import HorizonSecureChannel
 import Logging
 import Synchronization
 
@@ -66,6 +68,20 @@ public protocol ProxyClientConnector: AnyObject, Sendable {
     func setProxyListener(_ listener: (any ProxyClientListener)?)
     /// Runs `action` on the client's scheduler after `delay` (the coordinator's timeouts).
     func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> ScheduledAction
+    /// With no established channel: connects to the nearest terminal advertising for this
+    /// client, for this one request, and sends it there once the secure channel is up.
+    /// `completion` gets the new channel's id, or nil when no terminal could be reached (nothing
+    /// was sent). The channel closes after its answer.
+    func connectAndSendProxyRequest(_ envelope: ProxyEnvelope, completion: @escaping @Sendable (Int?) -> Void)
+}
+
+extension ProxyClientConnector {
+    /// A connector that cannot connect on its own relays only over channels it has.
+    public func connectAndSendProxyRequest(
+        _ envelope: ProxyEnvelope, completion: @escaping @Sendable (Int?) -> Void
+    ) {
+        completion(nil)
+    }
 }
 
 /// The connector of a `PaymentClient` or `RedemptionClient`: its `SessionClient` tells it when
@@ -77,7 +93,15 @@ final class SessionProxyConnector: ProxyClientConnector {
         weak var listener: (any ProxyClientListener)?
         /// Weak: the client owns its connector.
         weak var client: SessionClient?
+        /// Channels opened for one request each, by id (negative, so never a session link's
+        /// generation).
+        var dialed: [Int: SecureLink] = [:]
+        var lastDialedID = 0
     }
+
+    /// How long a channel opened for one request stays open at most: the request's own timeout
+    /// ends the wait for its answer, this ends the link if the answer never came.
+    static let dialedChannelLifetime = Duration.seconds(30)
 
     private let scheduler: any Scheduler
     private let state = Mutex(State())
@@ -101,6 +125,79 @@ final class SessionProxyConnector: ProxyClientConnector {
 
     func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> ScheduledAction {
         scheduler.schedule(after: delay, action)
+    }
+
+    func connectAndSendProxyRequest(_ envelope: ProxyEnvelope, completion: @escaping @Sendable (Int?) -> Void) {
+        scheduler.execute { [self] in
+            let client = state.withLock { $0.client }
+            // The nearest session the client hears (its tracker lists them nearest first).
+            guard let client, let nearest = client.fusionTracker.trackings.first?.peripheralMetaData else {
+                completion(nil)
+                return
+            }
+            let id = state.withLock { state in
+                state.lastDialedID -= 1
+                return state.lastDialedID
+            }
+            let configuration = client.configuration
+            client.radio.connect(to: nearest.address, timeout: configuration.connectTimeout) { [self] result in
+                guard case .success(let link) = result,
+                    let messageLink = try? MessageLink(
+                        link: link, scheduler: scheduler, limits: configuration.linkLimits)
+                else {
+                    if case .success(let link) = result { link.close() }
+                    completion(nil)
+                    return
+                }
+                open(
+                    id, over: messageLink, to: nearest, anchors: client.trustAnchors,
+                    configuration: configuration.secureLink, sending: envelope, completion: completion)
+            }
+        }
+    }
+
+    /// The secure handshake on a link opened for one request; the request leaves once it is up.
+    private func open(
+        _ id: Int, over messageLink: MessageLink, to terminal: PeripheralMetaData, anchors: [TrustAnchor],
+        configuration: SecureLinkConfiguration, sending envelope: ProxyEnvelope,
+        completion: @escaping @Sendable (Int?) -> Void
+    ) {
+        // Called at most once: with the channel when the request left, nil if it never did.
+        let pending = Mutex<(@Sendable (Int?) -> Void)?>(completion)
+        let finish: @Sendable (Int?) -> Void = { channel in pending.withLock { $0.take() }?(channel) }
+        do {
+            let secure = try SecureLink.initiate(
+                over: messageLink, trustAnchors: anchors, expectedTerminalKeyID: terminal.terminalKeyID.bytes,
+                context: TerminalRadioService.context(for: terminal.sessionID), configuration: configuration,
+                handler: SecureLinkHandler(
+                    onEstablished: { [weak self] _ in
+                        guard let self, let secure = self.state.withLock({ $0.dialed[id] }),
+                            (try? secure.send(SessionMessage.proxyRequest(envelope).encoded())) != nil
+                        else {
+                            finish(nil)
+                            return
+                        }
+                        finish(id)
+                        self.scheduler.schedule(after: Self.dialedChannelLifetime) { secure.close() }
+                    },
+                    onMessage: { [weak self] bytes in
+                        guard let self, let message = try? SessionMessage.decode(bytes),
+                            self.received(message, generation: id)
+                        else { return }
+                        // One request per channel: its answer is in.
+                        self.state.withLock { $0.dialed[id] }?.close()
+                    },
+                    onEnd: { [weak self] _ in
+                        finish(nil)
+                        guard let self else { return }
+                        _ = self.state.withLock { $0.dialed.removeValue(forKey: id) }
+                        self.channelEnded(id)
+                    }))
+            state.withLock { $0.dialed[id] = secure }
+        } catch {
+            messageLink.close()
+            finish(nil)
+        }
     }
 
     // From the session client, on its scheduler.
@@ -144,8 +241,14 @@ public struct RequestProxyClientConfiguration: Sendable, Equatable {
     /// How long to wait for the answer after sending (default 20 s: the terminal's own request
     /// to the server plus a few radio round trips). After it, the outcome is unknown.
     public var timeout: Duration
+    /// With no terminal connected, connect to the nearest one advertising a session of one of
+    /// the clients' kinds for the request alone (default true); false fails `noTerminalInReach`.
+    public var connectsWhenNoTerminalIsConnected: Bool
 
-    public init(timeout: Duration = .seconds(20)) { self.timeout = timeout }
+    public init(timeout: Duration = .seconds(20), connectsWhenNoTerminalIsConnected: Bool = true) {
+        self.timeout = timeout
+        self.connectsWhenNoTerminalIsConnected = connectsWhenNoTerminalIsConnected
+    }
 }
 
 /// The wallet's request proxy rules as a value: which requests are out, on which connector's
@@ -222,10 +325,12 @@ struct RequestProxyClientStateMachine: Sendable {
 /// through the terminal a payment or redemption client is connected to, as `ProxyRequest`s over
 /// its secure channel, and `relay` returns the sealed answer.
 ///
-/// It relays only over a channel that is already established: with none, `relay` fails at once
-/// with `noTerminalInReach` (it does not connect to a terminal for a request). A request is sent
-/// once; after sending, no answer within the timeout, a gateway failure or a lost link are
-/// `outcomeUnknown`, never retried here.
+/// It relays over a client's established channel when there is one; with none, it connects to
+/// the nearest terminal advertising a session the clients hear, for that request alone (the
+/// channel closes after the answer), or fails with `noTerminalInReach` when none can be reached
+/// (or `connectsWhenNoTerminalIsConnected` is off). A request is sent once; after sending, no
+/// answer within the timeout, a gateway failure or a lost link are `outcomeUnknown`, never
+/// retried here.
 public final class RequestProxyClientCoordinator: ProxyClientListener, Sendable {
     public let proxyClientConnectors: [any ProxyClientConnector]
     public let configuration: RequestProxyClientConfiguration
@@ -303,15 +408,39 @@ public final class RequestProxyClientCoordinator: ProxyClientListener, Sendable 
         send(request, from: 0)
     }
 
-    /// Tries connector `index` and, if it has no channel, the next ones in turn.
+    /// Tries connector `index` and, if it has no channel, the next ones in turn; with none,
+    /// connects for this request (`connect`).
     private func send(_ request: ProxyEnvelope, from index: Int) {
         guard index < proxyClientConnectors.count else {
-            apply(state.withLock { $0.machine.notSent(request.requestID) })
+            if configuration.connectsWhenNoTerminalIsConnected {
+                connect(request, from: 0)
+            } else {
+                apply(state.withLock { $0.machine.notSent(request.requestID) })
+            }
             return
         }
         proxyClientConnectors[index].sendProxyRequest(request) { [self] channel in
             guard let channel else {
                 send(request, from: index + 1)
+                return
+            }
+            logger.debug(
+                "sent a request through the terminal",
+                metadata: ["request": "\(request.requestID)", "bytes": "\(request.sealed.count)"])
+            apply(state.withLock { $0.machine.sent(request.requestID, connector: index, channel: channel) })
+        }
+    }
+
+    /// Asks connector `index`, then the next ones, to connect to the nearest terminal for this
+    /// request alone.
+    private func connect(_ request: ProxyEnvelope, from index: Int) {
+        guard index < proxyClientConnectors.count else {
+            apply(state.withLock { $0.machine.notSent(request.requestID) })
+            return
+        }
+        proxyClientConnectors[index].connectAndSendProxyRequest(request) { [self] channel in
+            guard let channel else {
+                connect(request, from: index + 1)
                 return
             }
             logger.debug(
