@@ -371,6 +371,13 @@ public final class RequestProxyClientCoordinator: ProxyClientListener, Sendable 
         set { state.withLock { $0.shouldUseProxy = newValue } }
     }
 
+    /// Whether the app's requests should go through a terminal now: configured, and
+    /// `shouldUseProxyDueToNetworkProblem` says the network is bad.
+    public var shouldUseProxy: Bool {
+        let (configured, problem) = state.withLock { ($0.isConfigured, $0.shouldUseProxy) }
+        return configured && problem()
+    }
+
     /// Whether a relayed request is waiting for its answer now.
     public var isUsingProxy: Bool { usingProxy.value }
     /// The current value of `isUsingProxy`, then each change.
