@@ -95,6 +95,7 @@ struct RequestProxyTests {
         #expect(world.run(until: { wallet.client.state == .completed && terminal.host.state == .completed }))
         #expect(try terminal.ledger.merchantBalance() == euros(1250))
         #expect(terminal.service.connectionCount <= 1)
+        #expect(host.refusedCount == 0)
     }
 
     /// The gateway takes 3 s (virtual); the wallet confirms while its relay is out, and the
@@ -122,6 +123,7 @@ struct RequestProxyTests {
         #expect(results[0]?.answer == TestGateway.answer(Array("programs?".utf8)))
         #expect(terminal.host.state == .completed)
         #expect(try terminal.ledger.merchantBalance() == euros(700))
+        #expect(host.relayedCount == 1)
     }
 
     /// A terminal that answers the second request before the first: each answer reaches the
@@ -170,7 +172,7 @@ struct RequestProxyTests {
     @Test func aGatewayFailureReachesTheWalletAsOutcomeUnknown() throws {
         let world = try World()
         let gateway = TestGateway(fails: true)
-        let (terminal, wallet, _, client) = try Self.connected(world, gateway: gateway)
+        let (terminal, wallet, host, client) = try Self.connected(world, gateway: gateway)
         let app = ScriptedWalletApp(wallet, decision: .ignore)
         _ = app
         #expect(terminal.host.start(amount: euros(300)))
@@ -191,6 +193,7 @@ struct RequestProxyTests {
         // The session is undisturbed.
         #expect(wallet.client.state == .offerReceived)
         #expect(terminal.host.state == .awaitingUserDecision)
+        #expect(host.relayedCount == 1)
     }
 
     /// Without a connected terminal nothing is sent; too large is refused before sending; a
@@ -198,7 +201,7 @@ struct RequestProxyTests {
     @Test func refusalsTheWalletCanTellApart() throws {
         let world = try World()
         let gateway = TestGateway()
-        let (terminal, wallet, _, client) = try Self.connected(
+        let (terminal, wallet, host, client) = try Self.connected(
             world, gateway: gateway, limits: RequestProxyLimits(maximumSealedBytes: 100))
         let results = RelayResults()
         results.relay([0x42], through: client, as: 0)
@@ -241,6 +244,8 @@ struct RequestProxyTests {
         #expect(world.run(until: { results.count == 4 }))
         #expect(
             results[3]?.failure == .refused(code: .proxyUnavailable, reason: "this terminal does not relay requests"))
+        #expect(host.relayedCount == 0)
+        #expect(host.refusedCount == 1)
     }
 
     /// Foreign centrals flood proxy requests (each within the message rate): each connection gets
@@ -330,7 +335,7 @@ struct RequestProxyTests {
         let world = try World()
         let gateway = TestGateway()
         let recorder = LogRecorder()
-        let (terminal, wallet, _, client) = try Self.connected(
+        let (terminal, wallet, host, client) = try Self.connected(
             world, gateway: gateway, logger: recorder.logger(level: .trace))
         let app = ScriptedWalletApp(wallet, decision: .ignore)
         _ = app
@@ -368,6 +373,7 @@ struct RequestProxyTests {
             let text = line.message + line.metadata.map { "\($0.key)=\($0.value)" }.joined()
             for forbiddenText in forbidden { #expect(!text.contains(forbiddenText), "log: \(text)") }
         }
+        #expect(host.relayedCount == 1)
     }
 
     /// No terminal connected: the wallet connects to the nearest advertising terminal for the
@@ -481,7 +487,7 @@ struct RequestProxyTests {
     @Test func theAsyncRelayReturnsTheAnswer() async throws {
         let world = try World()
         let gateway = TestGateway()
-        let (terminal, wallet, _, client) = try Self.connected(world, gateway: gateway)
+        let (terminal, wallet, host, client) = try Self.connected(world, gateway: gateway)
         let app = ScriptedWalletApp(wallet, decision: .ignore)
         _ = app
         #expect(terminal.host.start(amount: euros(300)))
@@ -494,6 +500,7 @@ struct RequestProxyTests {
         }
         #expect(answer == TestGateway.answer(Array("cards?".utf8)))
         #expect(event == .relayed(requestBytes: 6, responseBytes: TestGateway.answer(Array("cards?".utf8)).count))
+        #expect(host.relayedCount == 1)
     }
 }
 

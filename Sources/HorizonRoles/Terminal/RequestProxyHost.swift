@@ -266,7 +266,8 @@ protocol TerminalProxyHandler: AnyObject, Sendable {
 ///
 /// The sealed bytes are never decoded, logged, journaled or kept: the logger hears sizes, counts
 /// and timing; the bytes live only until the answer is sent. Until `configure` is called, the
-/// terminal answers every proxy request with `proxyUnavailable`.
+/// terminal answers every proxy request with `proxyUnavailable`. The radio services hold their
+/// coordinator weakly: keep a reference for as long as the terminal relays.
 public final class RequestProxyHostCoordinator: TerminalProxyHandler, Sendable {
     public let proxyHostConnectors: [any ProxyHostConnector]
     private let logger: Logger

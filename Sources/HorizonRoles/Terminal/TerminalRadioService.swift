@@ -188,8 +188,9 @@ public final class TerminalRadioService: Sendable {
     /// the scheduler.
     private let counters = Counters()
     /// Where wallets' proxy requests go (a `RequestProxyHostCoordinator`); nil: not relaying.
-    /// Set from the app's thread, read on the scheduler, so behind a lock.
-    private let proxyHandler = Mutex<(any TerminalProxyHandler)?>(nil)
+    /// Set from the app's thread, read on the scheduler, so behind a lock. Weak, as the
+    /// reference's: the app keeps its coordinator, which holds the services it relays for.
+    private let proxyHandler = Mutex(WeakProxyHandler())
 
     /// The connections open now, authenticated or not, as they change: what an app waits on to
     /// let the last wallet hang up before it leaves the air.
@@ -254,7 +255,7 @@ public final class TerminalRadioService: Sendable {
 
     /// The coordinator that relays this service's wallets' proxy requests (nil: none).
     func setProxyHandler(_ handler: (any TerminalProxyHandler)?) {
-        proxyHandler.withLock { $0 = handler }
+        proxyHandler.withLock { $0.handler = handler }
     }
 
     func unregister(_ sessionID: SessionID) {
@@ -438,7 +439,7 @@ public final class TerminalRadioService: Sendable {
             acknowledge(acknowledgement.paymentID, from: connection)
         case .proxyRequest(let envelope):
             // Any established connection may ask, session or not: the relay's own limits apply.
-            if let handler = proxyHandler.withLock({ $0 }) {
+            if let handler = proxyHandler.withLock({ $0.handler }) {
                 handler.proxyRequest(envelope, on: connection)
             } else {
                 connection.send(RequestProxyHostCoordinator.unavailable(envelope.requestID))
@@ -614,7 +615,7 @@ public final class TerminalRadioService: Sendable {
             return state.connections.removeValue(forKey: id)
         }
         record?.idleTimer?.cancel()
-        if let record, record.isEstablished { proxyHandler.withLock { $0 }?.connectionEnded(record.connection) }
+        if let record, record.isEstablished { proxyHandler.withLock { $0.handler }?.connectionEnded(record.connection) }
         guard let record, record.isEstablished, let sessionID = record.connection.sessionID,
             let handler = handlers.withValue({ $0[sessionID] })
         else { return }
@@ -631,6 +632,11 @@ public final class TerminalRadioService: Sendable {
     static func context(for sessionID: SessionID) -> [UInt8] {
         (0..<8).map { UInt8(truncatingIfNeeded: sessionID.rawValue >> (56 - 8 * $0)) }
     }
+}
+
+/// The request proxy a service hands proxy requests to, held weakly.
+private struct WeakProxyHandler {
+    weak var handler: (any TerminalProxyHandler)?
 }
 
 /// The service's counts, readable from any thread.

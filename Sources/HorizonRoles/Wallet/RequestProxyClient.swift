@@ -171,9 +171,12 @@ final class SessionProxyConnector: ProxyClientConnector {
                 context: TerminalRadioService.context(for: terminal.sessionID), configuration: configuration,
                 handler: SecureLinkHandler(
                     onEstablished: { [weak self] _ in
-                        guard let self, let secure = self.state.withLock({ $0.dialed[id] }),
-                            (try? secure.send(SessionMessage.proxyRequest(envelope).encoded())) != nil
-                        else {
+                        guard let self, let secure = self.state.withLock({ $0.dialed[id] }) else {
+                            finish(nil)
+                            return
+                        }
+                        guard (try? secure.send(SessionMessage.proxyRequest(envelope).encoded())) != nil else {
+                            secure.close()
                             finish(nil)
                             return
                         }
