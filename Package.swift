@@ -199,6 +199,8 @@ let package = Package(
                 "HorizonSecureChannel",
                 // issue 16: the gateway key configuration, checked against the anchor too.
                 "HorizonObliviousHTTP",
+                // issue 16: the request proxy uses the proxy when NetworkReachability is not fast.
+                "HorizonRoles",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strict),

@@ -13,6 +13,7 @@ public enum SessionMessageType: UInt8, CaseIterable, Hashable, Sendable, CustomS
     case proxyRequest = 0x09
     case proxyResponse = 0x0A
     case receiptAcknowledgement = 0x0B
+    case proxyError = 0x0C
 
     public var description: String {
         switch self {
@@ -27,6 +28,7 @@ public enum SessionMessageType: UInt8, CaseIterable, Hashable, Sendable, CustomS
         case .proxyRequest: "proxy request"
         case .proxyResponse: "proxy response"
         case .receiptAcknowledgement: "receipt acknowledgement"
+        case .proxyError: "proxy error"
         }
     }
 }
@@ -49,6 +51,7 @@ public enum SessionMessage: Hashable, Sendable {
     case proxyRequest(ProxyEnvelope)
     case proxyResponse(ProxyEnvelope)
     case receiptAcknowledgement(ReceiptAcknowledgement)
+    case proxyError(ProxyError)
 
     /// The protocol version this code speaks. Version 2 (issue 12): Hello carries a per-attempt
     /// session key with proof of possession; Confirm and Redeem bind the terminal's full key
@@ -73,6 +76,7 @@ public enum SessionMessage: Hashable, Sendable {
         case .proxyRequest: .proxyRequest
         case .proxyResponse: .proxyResponse
         case .receiptAcknowledgement: .receiptAcknowledgement
+        case .proxyError: .proxyError
         }
     }
 
@@ -85,7 +89,7 @@ public enum SessionMessage: Hashable, Sendable {
         case .receipt(let message): message.sessionID
         case .redeem(let message): message.sessionID
         case .cancel(let message): message.sessionID
-        case .error, .paymentStatusQuery, .proxyRequest, .proxyResponse, .receiptAcknowledgement: nil
+        case .error, .paymentStatusQuery, .proxyRequest, .proxyResponse, .receiptAcknowledgement, .proxyError: nil
         }
     }
 
@@ -104,6 +108,7 @@ public enum SessionMessage: Hashable, Sendable {
         case .paymentStatusQuery(let message): message.write(to: &writer)
         case .proxyRequest(let message), .proxyResponse(let message): message.write(to: &writer)
         case .receiptAcknowledgement(let message): message.write(to: &writer)
+        case .proxyError(let message): message.write(to: &writer)
         }
         return writer.bytes
     }
@@ -131,6 +136,7 @@ public enum SessionMessage: Hashable, Sendable {
         case .proxyResponse: message = .proxyResponse(try ProxyEnvelope.read(from: &reader))
         case .receiptAcknowledgement:
             message = .receiptAcknowledgement(try ReceiptAcknowledgement.read(from: &reader))
+        case .proxyError: message = .proxyError(try ProxyError.read(from: &reader))
         }
         try reader.expectEnd()
         return message
@@ -383,6 +389,21 @@ extension ReceiptAcknowledgement {
 
     static func read(from reader: inout ByteReader) throws(WireError) -> ReceiptAcknowledgement {
         ReceiptAcknowledgement(paymentID: try PaymentID.read(from: &reader, field: "paymentID"))
+    }
+}
+
+extension ProxyError {
+    func write(to writer: inout ByteWriter) {
+        writer.write(requestID)
+        writer.write(code.rawValue)
+        writer.write(string: message)
+    }
+
+    static func read(from reader: inout ByteReader) throws(WireError) -> ProxyError {
+        let requestID = try reader.read(UInt32.self, "requestID")
+        let code = ErrorCode(rawValue: try reader.read(UInt16.self, "code"))
+        let message = try reader.readString("message", maximumBytes: MessageLimits.messageText)
+        return ProxyError(requestID: requestID, code: code, message: message)
     }
 }
 

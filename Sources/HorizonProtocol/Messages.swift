@@ -44,6 +44,13 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// Issue 16: an offline payment beyond the wallet's offline guarantee that its balance does
     /// not cover; the server declined it and the merchant is not paid.
     public static let offlineAllowanceExceeded = ErrorCode(rawValue: 20)
+    /// A relayed request (issue 16): the terminal could not reach the server or got no answer
+    /// from it; the request may or may not have been processed.
+    public static let gatewayUnreachable = ErrorCode(rawValue: 21)
+    /// A relayed request larger than the terminal relays; it was not sent on.
+    public static let payloadTooLarge = ErrorCode(rawValue: 22)
+    /// This terminal does not relay requests (no gateway configured); nothing was sent on.
+    public static let proxyUnavailable = ErrorCode(rawValue: 23)
 
     /// The name of a known code, nil for a code this version does not know.
     public var name: String? {
@@ -68,6 +75,9 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
         case 18: "expired"
         case 19: "insufficientPoints"
         case 20: "offlineAllowanceExceeded"
+        case 21: "gatewayUnreachable"
+        case 22: "payloadTooLarge"
+        case 23: "proxyUnavailable"
         default: nil
         }
     }
@@ -560,5 +570,23 @@ public struct ProxyEnvelope: Hashable, Sendable {
         }
         self.requestID = requestID
         self.sealed = sealed
+    }
+}
+
+/// Terminal → wallet: why the relayed request `requestID` has no answer (issue 16), in place of
+/// its `ProxyResponse`. The code says what the wallet may conclude: `rateLimited`,
+/// `payloadTooLarge` and `proxyUnavailable` mean the request never left the terminal;
+/// `gatewayUnreachable` means it may have reached the server, so its outcome is unknown.
+public struct ProxyError: Hashable, Sendable {
+    public let requestID: UInt32
+    public let code: ErrorCode
+    public let message: String
+
+    /// A `message` over `MessageLimits.messageText` UTF-8 bytes is shortened at a character
+    /// boundary, as in `ErrorMessage`.
+    public init(requestID: UInt32, code: ErrorCode, message: String = "") {
+        self.requestID = requestID
+        self.code = code
+        self.message = truncatedText(message, maximum: MessageLimits.messageText)
     }
 }

@@ -193,6 +193,10 @@ struct Fixtures {
                 name: "proxy response", message: .proxyResponse(try ProxyEnvelope(requestID: 0xFFFF_FFFF, sealed: [])),
                 layout: header + [("requestID", 4), ("sealed length", 2), ("sealed", 0)]),
             Sample(
+                name: "proxy error",
+                message: .proxyError(ProxyError(requestID: 9, code: .payloadTooLarge, message: "big")),
+                layout: header + [("requestID", 4), ("code", 2), ("message length", 2), ("message", 3)]),
+            Sample(
                 name: "receipt acknowledgement",
                 message: .receiptAcknowledgement(ReceiptAcknowledgement(paymentID: paymentID)),
                 layout: header + [("paymentID", 16)]),

@@ -37,7 +37,7 @@ struct MessageRejectionTests {
 
     @Test func unknownTypeTags() {
         expectRefused([0x02, 0x00], .unknownType(0x00))
-        expectRefused([0x02, 0x0C], .unknownType(0x0C))
+        expectRefused([0x02, 0x0D], .unknownType(0x0D))
         expectRefused([0x02, 0xFF, 0x00, 0x00], .unknownType(0xFF))
     }
 

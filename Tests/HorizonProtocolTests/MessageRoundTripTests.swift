@@ -27,7 +27,7 @@ struct MessageRoundTripTests {
 
     @Test func typeTagsAreTheDocumentedOnes() {
         let tags = SessionMessageType.allCases.map(\.rawValue)
-        #expect(tags == [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B])
+        #expect(tags == [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C])
     }
 
     @Test func offerBytesAreTheDocumentedLayout() throws {
@@ -102,6 +102,8 @@ struct MessageRoundTripTests {
         messages.append(.proxyRequest(try ProxyEnvelope(requestID: 0, sealed: [])))
         messages.append(
             .proxyResponse(try ProxyEnvelope(requestID: .max, sealed: counting(MessageLimits.sealedPayload, from: 0))))
+        messages.append(.proxyError(ProxyError(requestID: .max, code: .gatewayUnreachable, message: longMessage)))
+        messages.append(.proxyError(ProxyError(requestID: 0, code: ErrorCode(rawValue: 999))))
 
         for message in messages {
             let bytes = message.encoded()
@@ -114,7 +116,7 @@ struct MessageRoundTripTests {
         let f = try Fixtures()
         for sample in try f.samples() {
             switch sample.message.type {
-            case .error, .paymentStatusQuery, .proxyRequest, .proxyResponse, .receiptAcknowledgement:
+            case .error, .paymentStatusQuery, .proxyRequest, .proxyResponse, .receiptAcknowledgement, .proxyError:
                 #expect(sample.message.sessionID == nil)
             default: #expect(sample.message.sessionID == f.sessionID)
             }

@@ -196,6 +196,47 @@ public struct TerminalFiles: Sendable {
 public struct TerminalRuntime {
     public let processor: any PaymentProcessor & RedemptionProcessor
     public let service: TerminalRadioService
+    /// Relays wallets' sealed requests to the server (issue 16); nil: this terminal does not
+    /// relay, and wallets asking are told so (`proxyUnavailable`).
+    public var requestProxy: TerminalRequestProxy?
+
+    public init(
+        processor: any PaymentProcessor & RedemptionProcessor, service: TerminalRadioService,
+        requestProxy: TerminalRequestProxy? = nil
+    ) {
+        self.processor = processor
+        self.service = service
+        self.requestProxy = requestProxy
+    }
+
+    /// Starts relaying for the wallets of `hosts` (one budget for all of them), if this terminal
+    /// has a gateway; returns the running coordinator.
+    @discardableResult
+    public func startRequestProxy(hosts: [any ProxyHostConnector]) -> RequestProxyHostCoordinator? {
+        requestProxy?.start(hosts: hosts)
+    }
+}
+
+/// The terminal's request proxy as the apps run it (issue 16): a `RequestProxyHostCoordinator`
+/// over the hosts a command opens, relaying through `gateway` within `limits`. An activated
+/// terminal's gateway posts to its server (`HorizonServerClient.forwardToGateway`).
+public struct TerminalRequestProxy: Sendable {
+    public let gateway: any ProxyGateway
+    public let limits: RequestProxyLimits
+    public let logger: Logger
+
+    public init(gateway: any ProxyGateway, limits: RequestProxyLimits = RequestProxyLimits(), logger: Logger) {
+        self.gateway = gateway
+        self.limits = limits
+        self.logger = logger
+    }
+
+    /// A configured coordinator over `hosts`.
+    public func start(hosts: [any ProxyHostConnector]) -> RequestProxyHostCoordinator {
+        let coordinator = RequestProxyHostCoordinator(proxyHostConnectors: hosts, logger: logger)
+        coordinator.configure(gateway: gateway, limits: limits)
+        return coordinator
+    }
 }
 
 extension TerminalRuntime {

@@ -115,6 +115,7 @@ final class FuzzWorld: Sendable {
                 .receiptAcknowledgement(ReceiptAcknowledgement(paymentID: paymentID)),
                 .proxyRequest(try ProxyEnvelope(requestID: 7, sealed: Array(0..<40))),
                 .proxyResponse(try ProxyEnvelope(requestID: 7, sealed: [])),
+                .proxyError(ProxyError(requestID: 7, code: .gatewayUnreachable, message: "no answer")),
             ]
         } catch {
             finding("the sample messages could not be built: \(error)")

@@ -32,7 +32,8 @@ enum MessageFuzz {
             case .confirm(let confirm): (Confirm.signatureDomain, confirm.signedBytes)
             case .receipt(let receipt): (Receipt.signatureDomain, receipt.signedBytes)
             case .redeem(let redeem): (Redeem.signatureDomain, redeem.signedBytes)
-            case .hello, .cancel, .error, .paymentStatusQuery, .proxyRequest, .proxyResponse, .receiptAcknowledgement:
+            case .hello, .cancel, .error, .paymentStatusQuery, .proxyRequest, .proxyResponse, .receiptAcknowledgement,
+                .proxyError:
                 nil
             }
         if let signed {
@@ -42,6 +43,7 @@ enum MessageFuzz {
             }
         }
         if case .error(let error) = message { _ = error.code.description }
+        if case .proxyError(let error) = message { _ = error.code.description }
     }
 
     static func seeds() -> [[UInt8]] {

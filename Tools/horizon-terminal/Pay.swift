@@ -51,6 +51,9 @@ struct Pay: AsyncParsableCommand {
         let runtime = try await files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
         let host = try await runtime.paymentHost(
             ledger: ledger, decisionTimeoutSeconds: timeout ?? settings.userDecisionTimeoutSeconds)
+        // Wallets with bad network may send their requests through this terminal (issue 16).
+        let requestProxy = runtime.startRequestProxy(hosts: [host.connector])
+        defer { requestProxy?.stop() }
         let console = Console()
         let cashier = registerUser.map(RegisterUser.init(name:))
         let outcome = await SessionRun(

@@ -83,6 +83,9 @@ struct Redeem: AsyncParsableCommand {
                     userDecisionTimeout: .seconds(settings.userDecisionTimeoutSeconds),
                     currency: ledger.currency, merchantPrograms: try await ledger.merchantPrograms()))
         else { throw CLIError("\(kind) is not a redemption") }
+        // Wallets with bad network may send their requests through this terminal (issue 16).
+        let requestProxy = runtime.startRequestProxy(hosts: [host.connector])
+        defer { requestProxy?.stop() }
         let console = Console()
         let offer = RedemptionOffer(item: item, points: points ?? 0, value: worth)
         let cashier = registerUser.map(RegisterUser.init(name:))

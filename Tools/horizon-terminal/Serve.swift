@@ -56,6 +56,9 @@ struct Serve: AsyncParsableCommand {
         let runtime = try await files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
         let host = try await runtime.paymentHost(
             ledger: ledger, decisionTimeoutSeconds: settings.userDecisionTimeoutSeconds)
+        // Wallets with bad network may send their requests through this terminal (issue 16).
+        let requestProxy = runtime.startRequestProxy(hosts: [host.connector])
+        defer { requestProxy?.stop() }
         let observer = BluetoothConflictObserver(
             scanner: SightingHub(radio: device), ownTerminalKeyID: runtime.service.terminalKeyID)
         let path =

@@ -187,6 +187,10 @@ public final class TerminalRadioService: Sendable {
     /// Counts for tests, benchmarks and the apps, which read them from any thread; written on
     /// the scheduler.
     private let counters = Counters()
+    /// Where wallets' proxy requests go (a `RequestProxyHostCoordinator`); nil: not relaying.
+    /// Set from the app's thread, read on the scheduler, so behind a lock. Weak, as the
+    /// reference's: the app keeps its coordinator, which holds the services it relays for.
+    private let proxyHandler = Mutex(WeakProxyHandler())
 
     /// The connections open now, authenticated or not, as they change: what an app waits on to
     /// let the last wallet hang up before it leaves the air.
@@ -247,6 +251,11 @@ public final class TerminalRadioService: Sendable {
 
     func register(_ sessionID: SessionID, handler: any TerminalSessionHandler) {
         handlers.withValue { $0[sessionID] = handler }
+    }
+
+    /// The coordinator that relays this service's wallets' proxy requests (nil: none).
+    func setProxyHandler(_ handler: (any TerminalProxyHandler)?) {
+        proxyHandler.withLock { $0.handler = handler }
     }
 
     func unregister(_ sessionID: SessionID) {
@@ -428,6 +437,13 @@ public final class TerminalRadioService: Sendable {
             receiveHello(hello, on: connection)
         case .receiptAcknowledgement(let acknowledgement):
             acknowledge(acknowledgement.paymentID, from: connection)
+        case .proxyRequest(let envelope):
+            // Any established connection may ask, session or not: the relay's own limits apply.
+            if let handler = proxyHandler.withLock({ $0.handler }) {
+                handler.proxyRequest(envelope, on: connection)
+            } else {
+                connection.send(RequestProxyHostCoordinator.unavailable(envelope.requestID))
+            }
         default:
             // A retry of a request already confirmed is answered from the journal, whichever
             // session the wallet reached us through; a status query only from the journal.
@@ -599,6 +615,7 @@ public final class TerminalRadioService: Sendable {
             return state.connections.removeValue(forKey: id)
         }
         record?.idleTimer?.cancel()
+        if let record, record.isEstablished { proxyHandler.withLock { $0.handler }?.connectionEnded(record.connection) }
         guard let record, record.isEstablished, let sessionID = record.connection.sessionID,
             let handler = handlers.withValue({ $0[sessionID] })
         else { return }
@@ -615,6 +632,11 @@ public final class TerminalRadioService: Sendable {
     static func context(for sessionID: SessionID) -> [UInt8] {
         (0..<8).map { UInt8(truncatingIfNeeded: sessionID.rawValue >> (56 - 8 * $0)) }
     }
+}
+
+/// The request proxy a service hands proxy requests to, held weakly.
+private struct WeakProxyHandler {
+    weak var handler: (any TerminalProxyHandler)?
 }
 
 /// The service's counts, readable from any thread.

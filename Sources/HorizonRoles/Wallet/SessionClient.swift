@@ -228,6 +228,8 @@ final class SessionClient: Sendable {
     private let core: Mutex<Core>
     /// The app's callback, not protocol state: kept apart from the machine.
     private let hostConnectedCallback = Mutex<(@Sendable () -> Void)?>(nil)
+    /// The request proxy's way onto this client's secure channel (issue 16).
+    let proxyConnector: SessionProxyConnector
 
     init(
         transactionType: TransactionType, radio: any CentralRadio, identity: WalletIdentity,
@@ -250,7 +252,15 @@ final class SessionClient: Sendable {
         fusionTracker = FusionTracker(
             scanner: scanner ?? SightingHub(radio: radio), transactionTypes: [transactionType],
             configuration: configuration.tracker)
+        proxyConnector = SessionProxyConnector(scheduler: radio.scheduler)
         fusionTracker.manualConnectionDecider.observeState { [weak self] state in self?.deciderChanged(state) }
+        proxyConnector.attach(self)
+    }
+
+    /// Sends a proxy message on the secure link of `generation`; false if that link is gone.
+    func sendProxyMessage(_ message: SessionMessage, generation: Int) -> Bool {
+        guard let secure = link(generation) else { return false }
+        return (try? secure.send(message.encoded())) != nil
     }
 
     var scheduler: any Scheduler { radio.scheduler }
@@ -557,12 +567,15 @@ final class SessionClient: Sendable {
             .map { hello.withProof($0) }
         let established = SessionClientStateMachine.Established(
             credential: info.terminalCredential, anchor: info.vouchingAnchor, transcriptHash: info.transcriptHash)
+        proxyConnector.channelEstablished(generation)
         handle { $0.established(established, hello: signed, generation: generation) }
     }
 
     private func received(_ bytes: [UInt8], generation: Int) {
         // Bytes that do not decode are no message of the protocol: nothing to act on.
         guard let message = try? SessionMessage.decode(bytes) else { return }
+        // Proxy answers belong to the request proxy, not to the session.
+        if proxyConnector.received(message, generation: generation) { return }
         let now = scheduler.wallClock
         handle { $0.received(message, generation: generation, now: now) }
     }
@@ -571,6 +584,7 @@ final class SessionClient: Sendable {
         core.withLock { core in
             if core.link?.generation == generation { core.link = nil }
         }
+        proxyConnector.channelEnded(generation)
         handle { $0.linkEnded(end, generation: generation) }
     }
 }

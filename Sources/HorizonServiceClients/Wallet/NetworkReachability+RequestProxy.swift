@@ -1,0 +1,19 @@
+import HorizonRoles
+
+extension RequestProxyClientCoordinator {
+    /// The reference's wiring (issue 16): requests go through the terminal whenever `reachability`
+    /// does not report the server as answering fast (unknown, unreachable or slow).
+    public func useNetworkReachability(_ reachability: NetworkReachability) {
+        shouldUseProxyDueToNetworkProblem = { reachability.reachabilityStatus != .fast }
+    }
+
+    /// A coordinator over `proxyClientConnectors` that uses the proxy whenever `reachability`
+    /// does not report the server as answering fast.
+    public convenience init(
+        proxyClientConnectors: [any ProxyClientConnector], networkReachability: NetworkReachability,
+        configuration: RequestProxyClientConfiguration = RequestProxyClientConfiguration()
+    ) {
+        self.init(proxyClientConnectors: proxyClientConnectors, configuration: configuration)
+        useNetworkReachability(networkReachability)
+    }
+}
