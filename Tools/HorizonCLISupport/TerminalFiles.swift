@@ -7,6 +7,7 @@ import HorizonRadio
 import HorizonRoles
 import HorizonSecureChannel
 import HorizonServerClient
+import HorizonServiceClients
 import HorizonStores
 import Logging
 
@@ -268,15 +269,14 @@ extension TerminalFiles {
     ) async throws -> TerminalRuntime {
         try CrashInjection.validate(for: "terminal")
         // An activated terminal settles through its server; otherwise the ledger runs in process.
+        let server: HorizonServerClient? =
+            if let url = try loadSettings().server {
+                HorizonServerClient(
+                    serverURL: try Self.serverURL(url), signingKey: identity.signingKey,
+                    timeout: try Self.serverTimeout())
+            } else { nil }
         let processor: any PaymentProcessor & RedemptionProcessor =
-            if let server = try loadSettings().server {
-                ServerPaymentProcessor(
-                    client: HorizonServerClient(
-                        serverURL: try Self.serverURL(server), signingKey: identity.signingKey,
-                        timeout: try Self.serverTimeout()))
-            } else {
-                CrashInjection.processor(wrapping: ledger)
-            }
+            if let server { ServerPaymentProcessor(client: server) } else { CrashInjection.processor(wrapping: ledger) }
         if !(processor is ServerPaymentProcessor) {
             // Said once at start, so nobody mistakes play money for a real deployment.
             logger.notice("settling in process: \(ledger.modeDescription)")
@@ -295,7 +295,11 @@ extension TerminalFiles {
         } else {
             logger.notice("\(recovery)")
         }
-        return TerminalRuntime(processor: processor, service: service)
+        // An activated terminal relays wallets' sealed requests to its server's gateway (issue 16).
+        let requestProxy = server.map {
+            TerminalRequestProxy(gateway: ServerProxyGateway(client: $0), logger: logger)
+        }
+        return TerminalRuntime(processor: processor, service: service, requestProxy: requestProxy)
     }
 }
 
