@@ -152,7 +152,8 @@ let package = Package(
         .target(
             name: "HorizonServer",
             dependencies: [
-                "HorizonAPI", "HorizonLedger", "HorizonCore", "HorizonProtocol", "HorizonSecureChannel", "HorizonStores",
+                "HorizonAPI", "HorizonLedger", "HorizonCore", "HorizonProtocol", "HorizonSecureChannel",
+                "HorizonStores",
                 // issue 16: the gateway opens sealed requests.
                 "HorizonObliviousHTTP",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -199,7 +200,8 @@ let package = Package(
                 "HorizonSecureChannel",
                 // issue 16: the gateway key configuration, checked against the anchor too.
                 "HorizonObliviousHTTP",
-                // issue 16: the request proxy uses the proxy when NetworkReachability is not fast.
+                // issue 16: the request proxy uses the proxy when NetworkReachability is not fast, and
+                // DailyTokenClient is the payment client's OfflineTokenProvider.
                 "HorizonRoles",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -240,7 +242,8 @@ let package = Package(
         .executableTarget(
             name: "horizon-server",
             dependencies: [
-                "HorizonServer", "HorizonCLISupport", "HorizonLedger", "HorizonCore", "HorizonProtocol", "HorizonSecureChannel",
+                "HorizonServer", "HorizonCLISupport", "HorizonLedger", "HorizonCore", "HorizonProtocol",
+                "HorizonSecureChannel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

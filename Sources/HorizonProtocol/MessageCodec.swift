@@ -14,6 +14,10 @@ public enum SessionMessageType: UInt8, CaseIterable, Hashable, Sendable, CustomS
     case proxyResponse = 0x0A
     case receiptAcknowledgement = 0x0B
     case proxyError = 0x0C
+    /// Issue 16: the terminal, cut from its server, asks for the wallet's daily token.
+    case offlineTokenRequest = 0x0D
+    /// Issue 16: the wallet's answer, its daily token (or none).
+    case offlineToken = 0x0E
 
     public var description: String {
         switch self {
@@ -29,6 +33,8 @@ public enum SessionMessageType: UInt8, CaseIterable, Hashable, Sendable, CustomS
         case .proxyResponse: "proxy response"
         case .receiptAcknowledgement: "receipt acknowledgement"
         case .proxyError: "proxy error"
+        case .offlineTokenRequest: "offline token request"
+        case .offlineToken: "offline token"
         }
     }
 }
@@ -52,6 +58,8 @@ public enum SessionMessage: Hashable, Sendable {
     case proxyResponse(ProxyEnvelope)
     case receiptAcknowledgement(ReceiptAcknowledgement)
     case proxyError(ProxyError)
+    case offlineTokenRequest(OfflineTokenRequest)
+    case offlineToken(OfflineTokenPresentation)
 
     /// The protocol version this code speaks. Version 2 (issue 12): Hello carries a per-attempt
     /// session key with proof of possession; Confirm and Redeem bind the terminal's full key
@@ -77,6 +85,8 @@ public enum SessionMessage: Hashable, Sendable {
         case .proxyResponse: .proxyResponse
         case .receiptAcknowledgement: .receiptAcknowledgement
         case .proxyError: .proxyError
+        case .offlineTokenRequest: .offlineTokenRequest
+        case .offlineToken: .offlineToken
         }
     }
 
@@ -89,6 +99,8 @@ public enum SessionMessage: Hashable, Sendable {
         case .receipt(let message): message.sessionID
         case .redeem(let message): message.sessionID
         case .cancel(let message): message.sessionID
+        case .offlineTokenRequest(let message): message.sessionID
+        case .offlineToken(let message): message.sessionID
         case .error, .paymentStatusQuery, .proxyRequest, .proxyResponse, .receiptAcknowledgement, .proxyError: nil
         }
     }
@@ -109,6 +121,8 @@ public enum SessionMessage: Hashable, Sendable {
         case .proxyRequest(let message), .proxyResponse(let message): message.write(to: &writer)
         case .receiptAcknowledgement(let message): message.write(to: &writer)
         case .proxyError(let message): message.write(to: &writer)
+        case .offlineTokenRequest(let message): message.write(to: &writer)
+        case .offlineToken(let message): message.write(to: &writer)
         }
         return writer.bytes
     }
@@ -137,6 +151,8 @@ public enum SessionMessage: Hashable, Sendable {
         case .receiptAcknowledgement:
             message = .receiptAcknowledgement(try ReceiptAcknowledgement.read(from: &reader))
         case .proxyError: message = .proxyError(try ProxyError.read(from: &reader))
+        case .offlineTokenRequest: message = .offlineTokenRequest(try OfflineTokenRequest.read(from: &reader))
+        case .offlineToken: message = .offlineToken(try OfflineTokenPresentation.read(from: &reader))
         }
         try reader.expectEnd()
         return message
@@ -244,6 +260,7 @@ extension Confirm {
 extension Receipt {
     static let approvedTag: UInt8 = 1
     static let declinedTag: UInt8 = 2
+    static let acceptedOfflineTag: UInt8 = 3
 
     func writeSignedFields(to writer: inout ByteWriter) {
         sessionID.write(to: &writer)
@@ -255,6 +272,8 @@ extension Receipt {
         case .declined(let code):
             writer.write(Self.declinedTag)
             writer.write(code.rawValue)
+        case .acceptedOffline:
+            writer.write(Self.acceptedOfflineTag)
         }
         writeMoney(amount, to: &writer)
         writeMoney(tip, to: &writer)
@@ -272,6 +291,7 @@ extension Receipt {
         switch try reader.readUInt8("outcome") {
         case approvedTag: outcome = .approved
         case declinedTag: outcome = .declined(ErrorCode(rawValue: try reader.read(UInt16.self, "outcome code")))
+        case acceptedOfflineTag: outcome = .acceptedOffline
         case let other: throw .invalidValue(field: "outcome", reason: "unknown outcome \(other)")
         }
         let amount = try readMoney(from: &reader, field: "amount")
@@ -417,6 +437,34 @@ extension ProxyEnvelope {
         let requestID = try reader.read(UInt32.self, "requestID")
         let sealed = try reader.readLengthPrefixed("sealed", maximum: MessageLimits.sealedPayload)
         return try ProxyEnvelope(requestID: requestID, sealed: sealed)
+    }
+}
+
+extension OfflineTokenRequest {
+    func write(to writer: inout ByteWriter) {
+        sessionID.write(to: &writer)
+        writer.write(raw: paymentID.bytes)
+    }
+
+    static func read(from reader: inout ByteReader) throws(WireError) -> OfflineTokenRequest {
+        OfflineTokenRequest(
+            sessionID: try SessionID.read(from: &reader, field: "sessionID"),
+            paymentID: try PaymentID.read(from: &reader, field: "paymentID"))
+    }
+}
+
+extension OfflineTokenPresentation {
+    func write(to writer: inout ByteWriter) {
+        sessionID.write(to: &writer)
+        writer.write(raw: paymentID.bytes)
+        writer.write(lengthPrefixed: token)
+    }
+
+    static func read(from reader: inout ByteReader) throws(WireError) -> OfflineTokenPresentation {
+        let sessionID = try SessionID.read(from: &reader, field: "sessionID")
+        let paymentID = try PaymentID.read(from: &reader, field: "paymentID")
+        let token = try reader.readLengthPrefixed("token", maximum: MessageLimits.offlineToken)
+        return try OfflineTokenPresentation(sessionID: sessionID, paymentID: paymentID, token: token)
     }
 }
 

@@ -12,6 +12,8 @@ public enum MessageLimits: Sendable, Equatable {
     public static let messageText = 256
     /// Sealed proxy payloads: enough for a backend request, small enough to relay in a few frames.
     public static let sealedPayload = 4096
+    /// A daily token's signed bytes (`DailyToken.maximumEncodedSize`; a token is 253 bytes).
+    public static let offlineToken = 512
 }
 
 /// A diagnostic or reference number in a receipt, decline or error message.
@@ -126,6 +128,10 @@ public struct MerchantPrograms: Hashable, Sendable {
 public enum ReceiptOutcome: Hashable, Sendable {
     case approved
     case declined(ErrorCode)
+    /// Issue 16: the terminal could not reach its server and accepted the payment against the
+    /// wallet's daily token; it forwards it to the server later. Not "approved": the server has
+    /// not settled it yet.
+    case acceptedOffline
 }
 
 /// Why a session was abandoned.
@@ -588,5 +594,38 @@ public struct ProxyError: Hashable, Sendable {
         self.requestID = requestID
         self.code = code
         self.message = truncatedText(message, maximum: MessageLimits.messageText)
+    }
+}
+
+/// Terminal → wallet (issue 16): the server is unreachable; to be accepted offline, the payment
+/// this wallet confirmed needs its daily token. Sent only then, so an online payment costs no
+/// byte and no round trip more.
+public struct OfflineTokenRequest: Hashable, Sendable {
+    public let sessionID: SessionID
+    public let paymentID: PaymentID
+
+    public init(sessionID: SessionID, paymentID: PaymentID) {
+        self.sessionID = sessionID
+        self.paymentID = paymentID
+    }
+}
+
+/// Wallet → terminal (issue 16): the wallet's daily token for the payment it confirmed, its
+/// signed bytes as the server issued them; empty when the wallet has no valid token (the terminal
+/// then refuses at once instead of waiting). It travels inside this connection's secure channel,
+/// after the Confirm the wallet key signed: the terminal accepts only a token of that key.
+public struct OfflineTokenPresentation: Hashable, Sendable {
+    public let sessionID: SessionID
+    public let paymentID: PaymentID
+    public let token: [UInt8]
+
+    /// Throws `fieldTooLong` for more than `MessageLimits.offlineToken` bytes.
+    public init(sessionID: SessionID, paymentID: PaymentID, token: [UInt8]) throws(WireError) {
+        guard token.count <= MessageLimits.offlineToken else {
+            throw .fieldTooLong(field: "token", length: token.count, maximum: MessageLimits.offlineToken)
+        }
+        self.sessionID = sessionID
+        self.paymentID = paymentID
+        self.token = token
     }
 }

@@ -157,7 +157,8 @@ public final class SQLiteTerminalJournal: TerminalJournal {
     public let database: SQLiteDatabase
     /// 2 adds `signed_request`: the wallet's signed Confirm as it arrived, which a remote
     /// processor verifies (a journal of version 1 is migrated on open; its rows have none).
-    static let schemaVersion = 2
+    /// 3 adds `offline_payments` (issue 16): payments accepted offline and their forwarding.
+    static let schemaVersion = 3
 
     public init(path: String) throws(DatabaseError) {
         database = try SQLiteDatabase(path: path)
@@ -187,6 +188,7 @@ public final class SQLiteTerminalJournal: TerminalJournal {
                     AND tip IS NOT NULL AND currency IS NOT NULL AND content_digest IS NOT NULL)),
                 CHECK ((step = 'result') = (answer IS NOT NULL)));
             CREATE INDEX IF NOT EXISTS steps_by_request ON steps(request_id, seq) WHERE request_id IS NOT NULL;
+            \(Self.offlinePaymentsTableSQL)
             INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '\(Self.schemaVersion)');
             """)
         var version = try database.query("SELECT value FROM meta WHERE key = 'schema_version'").first?["value"].text
@@ -199,6 +201,11 @@ public final class SQLiteTerminalJournal: TerminalJournal {
                 COMMIT;
                 """)
             version = "2"
+        }
+        if version == "2" {
+            // The table itself was created above (IF NOT EXISTS); only the version moves on.
+            try database.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+            version = "3"
         }
         guard version == String(Self.schemaVersion) else {
             throw DatabaseError(
@@ -308,7 +315,7 @@ public final class SQLiteTerminalJournal: TerminalJournal {
         try database.query(Self.rowsSQL, [.blob(id.bytes)])
     }
 
-    private static func apply(_ write: JournalWrite, at time: UnixTime, in db: SQLiteDatabase.Transaction)
+    static func apply(_ write: JournalWrite, at time: UnixTime, in db: SQLiteDatabase.Transaction)
         throws(DatabaseError) -> Result<Void, JournalError>
     {
         switch write {

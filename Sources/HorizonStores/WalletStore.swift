@@ -13,6 +13,9 @@ public struct StoredReceipt: Sendable, Equatable, Codable {
     public let settledAt: Int64
     public let bonusPointsEarned: Int64
     public let bonusPointsBalance: Int64
+    /// Issue 16: true when the terminal accepted the payment offline (the server settles it when
+    /// the terminal forwards it); nil otherwise, so JSON leaves it out.
+    public var acceptedOffline: Bool? = nil
 
     public init(
         paymentID: String, sessionID: String, merchantName: String, amountMinorUnits: Int64, tipMinorUnits: Int64,
@@ -72,6 +75,14 @@ public final class WalletStore: Sendable {
                 payment_id BLOB PRIMARY KEY, request BLOB NOT NULL, terminal_key_id BLOB NOT NULL,
                 terminal_address TEXT NOT NULL, merchant TEXT NOT NULL, created_at INTEGER NOT NULL);
             """)
+        // Issue 16: whether a receipt is an "accepted offline" one. A store from before gets the
+        // column (its receipts were all settled by a server or the ledger: 0).
+        let columns = try database.query("PRAGMA table_info(receipts)").compactMap { $0["name"].text }
+        if !columns.contains("accepted_offline") {
+            try database.execute(
+                "ALTER TABLE receipts ADD COLUMN accepted_offline INTEGER NOT NULL DEFAULT 0 CHECK (accepted_offline IN (0, 1))"
+            )
+        }
     }
 
     public func savePending(_ payment: StoredPendingPayment) throws(DatabaseError) {
@@ -122,13 +133,14 @@ public final class WalletStore: Sendable {
         try db.query(
             """
             INSERT OR REPLACE INTO receipts(payment_id, session_id, merchant, amount, tip, currency, reference,
-                settled_at, bonus_earned, bonus_balance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                settled_at, bonus_earned, bonus_balance, accepted_offline) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
                 .text(receipt.paymentID), .text(receipt.sessionID), .text(receipt.merchantName),
                 .integer(receipt.amountMinorUnits), .integer(receipt.tipMinorUnits), .text(receipt.currency),
                 .integer(Int64(bitPattern: receipt.reference)), .integer(receipt.settledAt),
                 .integer(receipt.bonusPointsEarned), .integer(receipt.bonusPointsBalance),
+                .integer(receipt.acceptedOffline == true ? 1 : 0),
             ])
     }
 
@@ -138,12 +150,14 @@ public final class WalletStore: Sendable {
             guard let id = row["payment_id"].text, let session = row["session_id"].text,
                 let merchant = row["merchant"].text, let currency = row["currency"].text
             else { return nil }
-            return StoredReceipt(
+            var receipt = StoredReceipt(
                 paymentID: id, sessionID: session, merchantName: merchant,
                 amountMinorUnits: row["amount"].integer ?? 0, tipMinorUnits: row["tip"].integer ?? 0,
                 currency: currency, reference: UInt64(bitPattern: row["reference"].integer ?? 0),
                 settledAt: row["settled_at"].integer ?? 0, bonusPointsEarned: row["bonus_earned"].integer ?? 0,
                 bonusPointsBalance: row["bonus_balance"].integer ?? 0)
+            if row["accepted_offline"].integer == 1 { receipt.acceptedOffline = true }
+            return receipt
         }
     }
 }

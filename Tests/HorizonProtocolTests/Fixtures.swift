@@ -160,6 +160,14 @@ struct Fixtures {
                     ("bonusPointsBalance", 8), ("signature", 64),
                 ]),
             Sample(
+                name: "receipt accepted offline", message: .receipt(try receipt(outcome: .acceptedOffline)),
+                layout: header + [
+                    ("sessionID", 8), ("transactionType", 1), ("paymentID", 16), ("outcome", 1),
+                    ("amount currency", 3), ("amount", 8), ("tip currency", 3), ("tip", 8),
+                    ("transactionReference", 8), ("settledAt", 8), ("bonusPointsEarned", 8),
+                    ("bonusPointsBalance", 8), ("signature", 64),
+                ]),
+            Sample(
                 name: "redeem", message: .redeem(try redeem()),
                 layout: header + [
                     ("sessionID", 8), ("transactionType", 1), ("terminalKeyDigest", 32), ("walletKey", 65),
@@ -200,6 +208,16 @@ struct Fixtures {
                 name: "receipt acknowledgement",
                 message: .receiptAcknowledgement(ReceiptAcknowledgement(paymentID: paymentID)),
                 layout: header + [("paymentID", 16)]),
+            Sample(
+                name: "offline token request",
+                message: .offlineTokenRequest(OfflineTokenRequest(sessionID: sessionID, paymentID: paymentID)),
+                layout: header + [("sessionID", 8), ("paymentID", 16)]),
+            Sample(
+                name: "offline token",
+                message: .offlineToken(
+                    try OfflineTokenPresentation(
+                        sessionID: sessionID, paymentID: paymentID, token: counting(12, from: 0x70))),
+                layout: header + [("sessionID", 8), ("paymentID", 16), ("token length", 2), ("token", 12)]),
         ]
     }
 }

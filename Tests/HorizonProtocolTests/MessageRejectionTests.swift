@@ -37,7 +37,7 @@ struct MessageRejectionTests {
 
     @Test func unknownTypeTags() {
         expectRefused([0x02, 0x00], .unknownType(0x00))
-        expectRefused([0x02, 0x0D], .unknownType(0x0D))
+        expectRefused([0x02, 0x0F], .unknownType(0x0F))
         expectRefused([0x02, 0xFF, 0x00, 0x00], .unknownType(0xFF))
     }
 
@@ -283,7 +283,7 @@ struct MessageRejectionTests {
     }
 
     @Test func unknownReceiptOutcomes() throws {
-        for raw: UInt8 in [0, 3, 0xFF] {
+        for raw: UInt8 in [0, 4, 0xFF] {
             expectRefused(
                 try sample("receipt approved").bytes(replacing: ["outcome": [raw]]),
                 .invalidValue(field: "outcome", reason: "unknown outcome \(raw)"))

@@ -97,7 +97,7 @@ struct TerminalJournalTests {
                 try journal.database.query("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
             }
             let error = databaseError { _ = try SQLiteTerminalJournal(path: path) }
-            #expect(error?.message == "this journal has schema 99; this program reads 2")
+            #expect(error?.message == "this journal has schema 99; this program reads 3")
         }
     }
 
@@ -121,7 +121,10 @@ struct TerminalJournalTests {
                     ])
             }
             let journal = try SQLiteTerminalJournal(path: path)
-            #expect(try journal.database.query("SELECT value FROM meta WHERE key = 'schema_version'").first?["value"].text == "2")
+            #expect(
+                try journal.database.query("SELECT value FROM meta WHERE key = 'schema_version'").first?["value"].text
+                    == "3")
+            #expect(try journal.offlinePayments().isEmpty, "schema 3's offline payments table is there")
             let old = try #require(try journal.record(for: paymentID(1)))
             #expect(old.request == .payment(request(1, amount: euros(500))))
             guard case .payment(let oldPayment) = old.request else { return }

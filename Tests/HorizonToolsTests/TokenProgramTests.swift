@@ -69,6 +69,14 @@ struct TokenProgramTests {
         #expect(
             first.standardOutput.contains(" h 59 min left)\n") || first.standardOutput.contains("(24 h 0 min left)"))
 
+        // Issue 16: the balance shows what the kept token still allows offline.
+        let balance = try wallet(["balance"])
+        #expect(
+            balance.standardOutput.contains("offline       50.00 EUR of 50.00 EUR (token valid "),
+            "\(balance.standardOutput) \(balance.standardError)")
+        let balanceJSON = try object(try wallet(["balance", "--json"]).standardOutput)
+        #expect((balanceJSON["offlineAllowance"] as? [String: Any])?["minorUnits"] as? Int == 50_00)
+
         let again = try object(try wallet(["token", "--json"]).standardOutput)
         let id = try #require(again["tokenId"] as? String)
         #expect(id.count == 32 && first.standardOutput.hasPrefix("token       \(id)\n"))

@@ -85,7 +85,9 @@ struct WalletServicesProgramTests {
 
         let balance = try wallet(["balance"])
         #expect(
-            balance.standardOutput == "balance       25.00 EUR\nbonus points  none yet\n", "\(balance.standardError)")
+            balance.standardOutput
+                == "balance       25.00 EUR\nbonus points  none yet\noffline       none (no valid daily token; run `horizon-wallet token` while online)\n",
+            "\(balance.standardError)")
         let history = try wallet(["history"])
         #expect(history.standardOutput == "no transactions yet\n", "\(history.standardError)")
         let badCursor = try wallet(["history", "--cursor", "nonsense"])

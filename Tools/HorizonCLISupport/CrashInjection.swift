@@ -10,7 +10,9 @@ import HorizonStores
 /// right after STEP reached the disk and before anything that follows it leaves.
 ///
 /// Terminal steps: the journal's `offered`, `confirmed`, `submitted`, `result`, `acknowledged`,
-/// and `settle` (the ledger's commit, between `submitted` and `result`). Wallet steps:
+/// `settle` (the ledger's commit, between `submitted` and `result`), and `offline-forwarded`
+/// (issue 16: the server answered a forwarded offline payment, the journal still says
+/// `forwarding`; the next forward sends the same payment id again). Wallet steps:
 /// `stored-request` (the signed request is stored, before it is sent) and `resolved-request`
 /// (its final answer is stored). Without the variable the stores are used as they are.
 public enum CrashInjection {
@@ -18,8 +20,11 @@ public enum CrashInjection {
     public static let settleStep = "settle"
     public static let storedRequestStep = "stored-request"
     public static let resolvedRequestStep = "resolved-request"
+    public static let offlineForwardedStep = "offline-forwarded"
     public static let walletSteps = [storedRequestStep, resolvedRequestStep]
-    public static var terminalSteps: [String] { JournalStep.allCases.map(\.rawValue) + [settleStep] }
+    public static var terminalSteps: [String] {
+        JournalStep.allCases.map(\.rawValue) + [settleStep, offlineForwardedStep]
+    }
 
     static var requestedStep: String? { ProcessInfo.processInfo.environment[variable] }
 
@@ -39,6 +44,12 @@ public enum CrashInjection {
     public static func journal(wrapping journal: any TerminalJournal) -> any TerminalJournal {
         guard let step = requestedStep.flatMap(JournalStep.init(rawValue:)) else { return journal }
         return CrashingJournal(journal: journal, step: step)
+    }
+
+    /// The offline forwarder, dying after the server's answer to the first payment it forwards
+    /// when `offline-forwarded` is asked for.
+    public static func forwarder(wrapping forwarder: any OfflinePaymentForwarder) -> any OfflinePaymentForwarder {
+        requestedStep == offlineForwardedStep ? CrashAfterForward(forwarder: forwarder) : forwarder
     }
 
     public static func pendingStore(wrapping store: any PendingPaymentStore) -> any PendingPaymentStore {
@@ -69,6 +80,15 @@ private struct CrashAfterSettle: PaymentProcessor, RedemptionProcessor {
 
     func result(for paymentID: PaymentID) async throws(ProcessorError) -> SettlementResult? {
         try await ledger.result(for: paymentID)
+    }
+}
+
+private struct CrashAfterForward: OfflinePaymentForwarder {
+    let forwarder: any OfflinePaymentForwarder
+
+    func forward(_ payment: OfflinePaymentRecord) async throws -> OfflineForwardOutcome {
+        let outcome = try await forwarder.forward(payment)
+        CrashInjection.die(after: "forwarding offline payment \(payment.paymentID) (\(outcome))")
     }
 }
 

@@ -26,6 +26,8 @@ public struct TerminalSettings: Codable, Sendable {
     public var server: String?
     /// The terminal's id at the server.
     public var terminalID: String?
+    /// Issue 16: the merchant's offline limits (see `OfflineSettings`); nil takes the defaults.
+    public var offline: OfflineSettings?
 
     public static let defaultTerminalLabel = "Till 1"
 
@@ -47,7 +49,7 @@ public struct TerminalSettings: Codable, Sendable {
 
     private enum CodingKeys: String, CodingKey {
         case merchantID, merchantName, terminalLabel, currency, startingBalanceMinorUnits, userDecisionTimeoutSeconds
-        case bonusPointsPerMajorUnit, server, terminalID
+        case bonusPointsPerMajorUnit, server, terminalID, offline
     }
 
     /// Settings written before terminal labels existed get the default label (migrated, not refused).
@@ -63,6 +65,7 @@ public struct TerminalSettings: Codable, Sendable {
         bonusPointsPerMajorUnit = try container.decode(Int64.self, forKey: .bonusPointsPerMajorUnit)
         server = try container.decodeIfPresent(String.self, forKey: .server)
         terminalID = try container.decodeIfPresent(String.self, forKey: .terminalID)
+        offline = try container.decodeIfPresent(OfflineSettings.self, forKey: .offline)
     }
 }
 
@@ -197,19 +200,30 @@ public struct TerminalFiles: Sendable {
 public struct TerminalRuntime {
     public let processor: any PaymentProcessor & RedemptionProcessor
     public let service: TerminalRadioService
+    /// The journal itself (the service may see it behind crash injection): it keeps the offline
+    /// payments and the last server contact.
+    public let journal: SQLiteTerminalJournal
+    /// Issue 16: offline acceptance, for an activated terminal (nil for a sandbox one).
+    public let offline: OfflineAcceptanceConfiguration?
+    /// Each server call that got an answer yields here (the service forwards offline payments
+    /// then); nothing yields for a sandbox terminal.
+    public let serverAnswered: AsyncStream<Void>
     /// Relays wallets' sealed requests to the server (issue 16); nil: this terminal does not
     /// relay, and wallets asking are told so (`proxyUnavailable`).
     public var requestProxy: TerminalRequestProxy?
 
     public init(
         processor: any PaymentProcessor & RedemptionProcessor, service: TerminalRadioService,
+        journal: SQLiteTerminalJournal, offline: OfflineAcceptanceConfiguration?, serverAnswered: AsyncStream<Void>,
         requestProxy: TerminalRequestProxy? = nil
     ) {
         self.processor = processor
         self.service = service
+        self.journal = journal
+        self.offline = offline
+        self.serverAnswered = serverAnswered
         self.requestProxy = requestProxy
     }
-
     /// Starts relaying for the wallets of `hosts` (one budget for all of them), if this terminal
     /// has a gateway; returns the running coordinator.
     @discardableResult
@@ -248,7 +262,7 @@ extension TerminalRuntime {
             service: service, processor: processor,
             configuration: PaymentHostConfiguration(
                 userDecisionTimeout: .seconds(decisionTimeoutSeconds), currency: ledger.currency,
-                merchantPrograms: try await ledger.merchantPrograms()))
+                merchantPrograms: try await ledger.merchantPrograms(), offline: offline))
     }
 }
 
@@ -262,26 +276,41 @@ extension TerminalFiles {
         }
     }
 
+    /// The server client of an activated terminal, signed with its key and waiting
+    /// `HORIZON_SERVER_TIMEOUT` (10 s by default) for each answer; nil for a sandbox terminal.
+    public func serverClient(identity: TerminalIdentity) throws -> HorizonServerClient? {
+        guard let url = try loadSettings().server else { return nil }
+        return HorizonServerClient(
+            serverURL: try Self.serverURL(url), signingKey: identity.signingKey, timeout: try Self.serverTimeout())
+    }
+
     /// Opens the journal, builds the radio service and recovers: every request a crash left
     /// confirmed but unanswered is settled (once, same id) before any session opens.
     public func startTerminal(
         radio: any PeripheralRadio, identity: TerminalIdentity, ledger: InProcessLedger, logger: Logger
     ) async throws -> TerminalRuntime {
         try CrashInjection.validate(for: "terminal")
+        let rawJournal = try openJournal()
+        let (serverAnswered, answered) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         // An activated terminal settles through its server; otherwise the ledger runs in process.
-        let server: HorizonServerClient? =
-            if let url = try loadSettings().server {
-                HorizonServerClient(
-                    serverURL: try Self.serverURL(url), signingKey: identity.signingKey,
-                    timeout: try Self.serverTimeout())
-            } else { nil }
+        // Every server call is watched: the journal keeps when the server last answered (the
+        // status's online/offline) and an answer lets the service forward offline payments.
+        let server = try serverClient(identity: identity)
         let processor: any PaymentProcessor & RedemptionProcessor =
-            if let server { ServerPaymentProcessor(client: server) } else { CrashInjection.processor(wrapping: ledger) }
-        if !(processor is ServerPaymentProcessor) {
+            if let server {
+                ServerReachabilityProcessor(base: ServerPaymentProcessor(client: server)) { reachable in
+                    try? rawJournal.recordServerContact(
+                        reachable: reachable, at: UnixTime(Date().timeIntervalSince1970))
+                    if reachable { answered.yield() }
+                }
+            } else {
+                CrashInjection.processor(wrapping: ledger)
+            }
+        if !(processor is ServerReachabilityProcessor) {
             // Said once at start, so nobody mistakes play money for a real deployment.
             logger.notice("settling in process: \(ledger.modeDescription)")
         }
-        let journal = CrashInjection.journal(wrapping: try openJournal())
+        let journal = CrashInjection.journal(wrapping: rawJournal)
         let service = TerminalRadioService(
             radio: radio, identity: identity, processor: processor, journal: journal, logger: logger)
         let recovery: JournalRecoveryReport
@@ -299,7 +328,10 @@ extension TerminalFiles {
         let requestProxy = server.map {
             TerminalRequestProxy(gateway: ServerProxyGateway(client: $0), logger: logger)
         }
-        return TerminalRuntime(processor: processor, service: service, requestProxy: requestProxy)
+        return TerminalRuntime(
+            processor: processor, service: service, journal: rawJournal,
+            offline: try offlineAcceptance(journal: rawJournal), serverAnswered: serverAnswered,
+            requestProxy: requestProxy)
     }
 }
 

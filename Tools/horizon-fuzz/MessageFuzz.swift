@@ -33,7 +33,7 @@ enum MessageFuzz {
             case .receipt(let receipt): (Receipt.signatureDomain, receipt.signedBytes)
             case .redeem(let redeem): (Redeem.signatureDomain, redeem.signedBytes)
             case .hello, .cancel, .error, .paymentStatusQuery, .proxyRequest, .proxyResponse, .receiptAcknowledgement,
-                .proxyError:
+                .proxyError, .offlineTokenRequest, .offlineToken:
                 nil
             }
         if let signed {

@@ -169,6 +169,7 @@ final class PaymentController: Sendable {
             await connection.send(
                 line:
                     "paid \(order.paymentID) \(order.amount.formattedAmount) \(order.tip.formattedAmount) \(order.total.formattedAmount) \(order.reference)"
+                    + (order.acceptedOffline ? " offline" : "")
             )
         case .failure(let error):
             await connection.send(line: "failed \(error.cliMessage(noun: "payment"))")

@@ -77,11 +77,17 @@ struct Pay: AsyncParsableCommand {
                 if !json { console.status("\(amount) — \(line.dropFirst(6))") }
             } else if line.hasPrefix("paid ") {
                 let fields = line.split(separator: " ").map(String.init)
+                let offline = fields[safe: 6] == "offline"
                 if json {
                     try console.json([
-                        "state": "completed", "paymentID": fields[safe: 1] ?? "", "amount": fields[safe: 2] ?? "",
-                        "tip": fields[safe: 3] ?? "", "total": fields[safe: 4] ?? "",
+                        "state": offline ? "acceptedOffline" : "completed", "paymentID": fields[safe: 1] ?? "",
+                        "amount": fields[safe: 2] ?? "", "tip": fields[safe: 3] ?? "", "total": fields[safe: 4] ?? "",
                     ])
+                } else if offline {
+                    console.line(
+                        "Accepted offline: \(fields[safe: 2] ?? "?") + tip \(fields[safe: 3] ?? "?") = \(fields[safe: 4] ?? "?")"
+                    )
+                    console.line("  payment \(fields[safe: 1] ?? "?")  forwarded to the server when it is reachable")
                 } else {
                     console.line(
                         "Paid: \(fields[safe: 2] ?? "?") + tip \(fields[safe: 3] ?? "?") = \(fields[safe: 4] ?? "?")")
@@ -101,6 +107,12 @@ struct Pay: AsyncParsableCommand {
         case .success(let order):
             if json {
                 try console.json(PaymentSummary(order))
+            } else if order.acceptedOffline {
+                // Not "paid": the server has not settled it; the wallet's daily token covers it.
+                console.line("Accepted offline: \(order.amount) + tip \(order.tip) = \(order.total)")
+                console.line(
+                    "  payment \(order.paymentID)  forwarded to the server when it is reachable (horizon-terminal offline list)"
+                )
             } else {
                 console.line("Paid: \(order.amount) + tip \(order.tip) = \(order.total)")
                 console.line(
@@ -118,7 +130,8 @@ struct Pay: AsyncParsableCommand {
 }
 
 struct PaymentSummary: Encodable {
-    let state = "completed"
+    /// "completed", or "acceptedOffline" (issue 16: not settled by the server yet).
+    let state: String
     let paymentID: String
     let sessionID: String
     let amount: String
@@ -129,6 +142,7 @@ struct PaymentSummary: Encodable {
     let registerUser: String
 
     init(_ order: PaymentOrder) {
+        state = order.acceptedOffline ? "acceptedOffline" : "completed"
         paymentID = order.paymentID.description
         sessionID = order.sessionID.description
         amount = order.amount.formattedAmount

@@ -74,9 +74,27 @@ struct Serve: AsyncParsableCommand {
         let renewal: [ServiceGroupConfiguration.ServiceConfiguration] =
             settings.server == nil
             ? [] : [.init(service: CredentialRenewalService(files: files, service: runtime.service, logger: logger))]
+        // Issue 16: an activated terminal forwards what it accepted offline once its server
+        // answers again (and every five minutes, for a terminal that takes no payment meanwhile).
+        var forwarding: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        if settings.server != nil {
+            let forwarder = Result {
+                CrashInjection.forwarder(wrapping: try makeOfflineForwarder(files: files, identity: identity))
+            }
+            forwarding.append(
+                .init(
+                    service: OfflineForwardingService(
+                        forwarding: (try? forwarder.get()).map {
+                            OfflineForwarding(
+                                store: runtime.journal, forwarder: $0,
+                                clock: { UnixTime(Date().timeIntervalSince1970) })
+                        },
+                        unavailable: forwarder.failureDescription, serverAnswered: runtime.serverAnswered,
+                        interval: .seconds(300), logger: logger)))
+        }
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: renewal + [
+                services: renewal + forwarding + [
                     .init(service: ConflictObserverService(observer: observer, logger: logger)),
                     .init(
                         service: ControlSocketService(
@@ -109,5 +127,12 @@ struct ConflictObserverService: Service {
         // Until the group shuts down (gracefully, or cancelled when another part failed).
         try? await gracefulShutdown()
         observer.stop()
+    }
+}
+
+extension Result {
+    /// The error's text, nil on success.
+    var failureDescription: String? {
+        if case .failure(let error) = self { "\(error)" } else { nil }
     }
 }

@@ -43,7 +43,8 @@ struct Status: AsyncParsableCommand {
         }
         let report = StatusReport(
             adapter: "\(device.availability)", radio: radio.radio.rawValue, conflict: "\(observer.state)",
-            conflictCount: observer.conflictCount, sessions: sessions)
+            conflictCount: observer.conflictCount, sessions: sessions,
+            offline: OfflineStatus.read(global.terminalFiles))
         observer.stop()
         tracker.stop()
         if json {
@@ -51,6 +52,10 @@ struct Status: AsyncParsableCommand {
         } else {
             print("adapter   \(report.adapter) (\(report.radio) radio)")
             print("conflict  \(report.conflict), \(report.conflictCount) other terminal(s) nearby")
+            if let offline = report.offline {
+                print(offline.serverLine)
+                print(offline.summaryLine)
+            }
             print("sessions  \(sessions.count) heard")
             for session in sessions {
                 let rssi = session.smoothedRSSI.map { String(format: "%.0f dBm", $0) } ?? "unknown"
@@ -66,11 +71,18 @@ extension Status {
     /// With BlueZ: which adapter and whether it can be used (scanning arrives with the BlueZ radio).
     func blueZStatus() async throws {
         let (adapter, availability) = await RadioOptions.blueZAvailability(adapter: radio.adapter)
+        let offline = OfflineStatus.read(global.terminalFiles)
         if json {
-            try Console().json(["adapter": adapter ?? "", "availability": "\(availability)", "radio": "bluez"])
+            try Console().json(
+                BlueZStatusReport(
+                    adapter: adapter ?? "", availability: "\(availability)", radio: "bluez", offline: offline))
             return
         }
         print("adapter   \(adapter ?? "none") — \(availability) (bluez radio)")
+        if let offline {
+            print(offline.serverLine)
+            print(offline.summaryLine)
+        }
         if availability != .poweredOn {
             print("          \(RadioError.adapterUnavailable(availability))")
         }
@@ -91,4 +103,13 @@ struct StatusReport: Encodable {
     let conflict: String
     let conflictCount: Int
     let sessions: [NearbySession]
+    /// Issue 16: online/offline and the stored offline payments (nil without a terminal here).
+    let offline: OfflineStatus?
+}
+
+struct BlueZStatusReport: Encodable {
+    let adapter: String
+    let availability: String
+    let radio: String
+    let offline: OfflineStatus?
 }

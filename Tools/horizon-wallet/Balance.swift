@@ -8,7 +8,8 @@ struct Balance: AsyncParsableCommand {
         abstract: "Show this wallet's balance per currency and its bonus points, from its server.",
         discussion: """
             Asked of the server the wallet is registered with, signed with the wallet's key. While the server \
-            cannot be reached, the last known answer is shown and marked as such.
+            cannot be reached, the last known answer is shown and marked as such. The offline allowance is what \
+            the current daily token (`horizon-wallet token`) still allows at a terminal without network.
             """)
 
     @Flag(help: "Print JSON.") var json = false
@@ -17,6 +18,12 @@ struct Balance: AsyncParsableCommand {
 
     func run() async throws {
         let session = try WalletSession.open(global.walletFiles, pin: pin)
+        // Issue 16: read from the kept token, no server call (it is what the wallet can spend
+        // offline right now).
+        let tokens = DailyTokenClient(
+            identityClient: session.identity, cache: session.cache,
+            trustAnchors: try global.walletFiles.loadTrustAnchors())
+        let offline = tokens.currentToken
         let account = AccountDataClient(identityClient: session.identity, cache: session.cache)
         let programs = BonusProgramClient(identityClient: session.identity, cache: session.cache)
         let balances = try await session.call { () async throws(ServiceClientError) in try await account.balances() }
@@ -32,12 +39,18 @@ struct Balance: AsyncParsableCommand {
                     bonusPoints: points.value.map {
                         .init(merchantId: $0.merchantId, merchantName: $0.merchantName, points: $0.points)
                     },
-                    freshness: FreshnessJSON(balances)))
+                    freshness: FreshnessJSON(balances),
+                    offlineAllowance: offline.map {
+                        .init(
+                            amount: $0.remainingAllowance.formattedAmount, currency: $0.token.allowance.currency.code,
+                            minorUnits: $0.remainingAllowance.minorUnits)
+                    }))
         }
         if balances.value.isEmpty { print("balance       none yet") }
         for balance in balances.value { print("balance       \(moneyText(balance.amount, balance.currency))") }
         if points.value.isEmpty { print("bonus points  none yet") }
         for program in points.value { print("bonus points  \(program.points) at \(program.merchantName)") }
+        print("offline       \(offlineAllowanceText(tokens))")
         if let note = WalletSession.note(balances) ?? WalletSession.note(points) { print(note) }
     }
 }
@@ -56,4 +69,6 @@ struct BalanceReport: Encodable {
     let balances: [Amount]
     let bonusPoints: [Points]
     let freshness: FreshnessJSON
+    /// Issue 16: what the current daily token still allows offline; nil without a valid token.
+    let offlineAllowance: Amount?
 }

@@ -87,6 +87,16 @@ struct History: AsyncParsableCommand {
         if page.transactions.isEmpty, pending.isEmpty {
             print(cursor == nil ? "no transactions yet" : "no more transactions")
         }
+        // Issue 16: what a terminal accepted offline is not on the server until that terminal
+        // forwards it; the wallet's own receipt says so meanwhile.
+        if cursor == nil {
+            let onServer = Set(page.transactions.map { $0.paymentId.lowercased() })
+            for receipt in receipts where receipt.acceptedOffline == true && !onServer.contains(receipt.paymentID) {
+                print(
+                    "OFFLINE   \(receipt.merchantName)  \(Self.what(receipt))  id \(receipt.paymentID)  (accepted offline)"
+                )
+            }
+        }
         for transaction in page.transactions { print(TransactionJSON(transaction).summary) }
         if let next = page.nextCursor { print("more: horizon-wallet history --cursor \(next)") }
         if let note = WalletSession.note(result) { print(note) }
@@ -103,12 +113,18 @@ struct History: AsyncParsableCommand {
             print("PENDING   \(payment.merchantName)  \(PendingRow(payment).what)  id \(payment.paymentID)")
         }
         for receipt in receipts {
-            let currency = (try? Currency(code: receipt.currency)) ?? .eur
-            let amount = (try? Money(minorUnits: receipt.amountMinorUnits, currency: currency)) ?? .zero(currency)
-            let tip = (try? Money(minorUnits: receipt.tipMinorUnits, currency: currency)) ?? .zero(currency)
             let time = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(receipt.settledAt)))
-            print("\(time)  \(receipt.merchantName)  \(amount) + tip \(tip)  payment \(receipt.paymentID)")
+            let offline = receipt.acceptedOffline == true ? "  (accepted offline)" : ""
+            print("\(time)  \(receipt.merchantName)  \(Self.what(receipt))  payment \(receipt.paymentID)\(offline)")
         }
+    }
+
+    /// "12.50 EUR + tip 1.50 EUR" for a stored receipt.
+    private static func what(_ receipt: StoredReceipt) -> String {
+        let currency = (try? Currency(code: receipt.currency)) ?? .eur
+        let amount = (try? Money(minorUnits: receipt.amountMinorUnits, currency: currency)) ?? .zero(currency)
+        let tip = (try? Money(minorUnits: receipt.tipMinorUnits, currency: currency)) ?? .zero(currency)
+        return "\(amount) + tip \(tip)"
     }
 }
 

@@ -40,10 +40,14 @@ struct Pay: AsyncParsableCommand {
     func run() async throws {
         let wallet = try options.openWallet()
         defer { wallet.radio.shutdown() }
+        // Issue 16: a terminal that cannot reach its server asks for the daily token (kept by
+        // `horizon-wallet token`); it travels only then.
+        let tokens = try WalletSession.dailyTokenClient(
+            options.global.walletFiles, signingKey: wallet.identity.signingKey, anchors: wallet.anchors)
         let client = PaymentClient(
             radio: wallet.radio, identity: wallet.identity, trustAnchors: wallet.anchors,
             pendingStore: wallet.pendingStore, paymentCardIDProvider: card.map { ChosenCard(paymentCardID: $0) },
-            logger: wallet.logger)
+            dailyTokenClient: tokens, logger: wallet.logger)
         let tipText = tip
         let paidWith = card.map { " with card \($0)" } ?? ""
         let timeout = options.timeout
@@ -71,7 +75,16 @@ struct Pay: AsyncParsableCommand {
                         return try await payment.pay(offer, tip: tip)
                     },
                     success: { receipt in
-                        [
+                        if receipt.acceptedOffline {
+                            // Not "paid": the terminal took it against the daily token and the
+                            // server settles it when the terminal forwards it.
+                            return [
+                                "Accepted offline by \(receipt.merchantName): \(receipt.amount) + tip \(receipt.tip) = \(receipt.total)",
+                                "  payment \(receipt.paymentID)  settled by the server when the terminal forwards it",
+                                "  offline allowance left \(offlineAllowanceText(tokens))",
+                            ]
+                        }
+                        return [
                             "Paid \(receipt.merchantName): \(receipt.amount) + tip \(receipt.tip) = \(receipt.total)",
                             "  payment \(receipt.paymentID)  reference \(receipt.reference)  bonus points +\(receipt.bonusPointsEarned) (now \(receipt.bonusPointsBalance))",
                         ]

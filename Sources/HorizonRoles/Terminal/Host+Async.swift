@@ -11,9 +11,17 @@ import HorizonStores
 // app never reports "not paid" for a payment that went through.
 
 extension SessionHost {
+    /// How a session that completed ended: executed by the processor, or (a payment whose
+    /// server was unreachable, issue 16) accepted offline.
+    enum Completion: Sendable {
+        case executed(SettlementResult)
+        case acceptedOffline(OfflinePaymentRecord)
+    }
+
     /// Opens a session with `start`, waits for it to end, and returns to idle. Returns the
-    /// stored result of the executed request, or throws why there is none.
-    func run(_ start: @escaping @Sendable () -> Bool) async throws(HostError) -> SettlementResult {
+    /// stored result of the executed request (or the offline acceptance), or throws why there is
+    /// none.
+    func run(_ start: @escaping @Sendable () -> Bool) async throws(HostError) -> Completion {
         let scheduler = service.scheduler
         let refusal: HostError? = await scheduler.perform { [self] in
             start() ? nil : (error ?? .alreadyRunning)
@@ -25,9 +33,10 @@ extension SessionHost {
             // reported as executed. Unstructured, so the caller's cancellation does not cut it.
             _ = await Task { await self.observable.first(where: \.isFinished) }.value
         }
-        let outcome: Result<SettlementResult, HostError> = await scheduler.perform { [self] in
+        let outcome: Result<Completion, HostError> = await scheduler.perform { [self] in
             defer { _ = stop() }
-            if state == .completed, let result { return .success(result) }
+            if state == .completed, let result { return .success(.executed(result)) }
+            if state == .completed, let acceptedOffline { return .success(.acceptedOffline(acceptedOffline)) }
             return .failure(error ?? .cancelled)
         }
         return try outcome.get()
@@ -40,8 +49,17 @@ extension PaymentHost {
     /// refused at start (`invalidAmount`, `unsupportedCurrency`, `alreadyRunning`, `radio`),
     /// `decisionTimedOut`, `declined`, `processorFailure`, `outcomeUnknown`, `serverUnreachable`,
     /// or `cancelled` when the calling task is cancelled first. Back to idle when it returns.
+    /// A payment accepted offline (issue 16) returns an order with `acceptedOffline` set and no
+    /// reference: the server settles it when the terminal forwards it.
     public func collect(_ amount: Money, registerUser: RegisterUser? = nil) async throws(HostError) -> PaymentOrder {
-        let result = try await core.run { [self] in start(amount: amount, registerUser: registerUser) }
+        let result: SettlementResult
+        switch try await core.run({ [self] in start(amount: amount, registerUser: registerUser) }) {
+        case .executed(let executed): result = executed
+        case .acceptedOffline(let record):
+            return PaymentOrder(
+                sessionID: record.sessionID, paymentID: record.paymentID, amount: record.amount, tip: record.tip,
+                registerUser: registerUser?.name ?? "", reference: 0, bonusPointsEarned: 0, acceptedOffline: true)
+        }
         guard case .approved(let reference, let earned, _) = result.outcome else {
             throw .processorFailure("the result of payment \(result.paymentID) is not an approval")
         }
@@ -57,6 +75,11 @@ extension RedemptionHost {
     public func collect(_ offer: RedemptionOffer, registerUser: RegisterUser? = nil) async throws(HostError)
         -> SettlementResult
     {
-        try await core.run { [self] in start(offer, registerUser: registerUser) }
+        switch try await core.run({ [self] in start(offer, registerUser: registerUser) }) {
+        case .executed(let result): return result
+        case .acceptedOffline(let record):
+            // Only payment hosts accept offline; a redemption host has no offline configuration.
+            throw .processorFailure("redemption \(record.paymentID) cannot be accepted offline")
+        }
     }
 }

@@ -13,6 +13,10 @@ enum JournaledOutcome: Sendable {
     /// could not be reached or did not answer in time: `serverUnreachable`): the error does *not*
     /// name the id, so the wallet keeps the payment pending and asks again; recovery settles it.
     case undecided(ErrorMessage, reason: String, serverUnreachable: Bool = false)
+    /// Issue 16: the server was unreachable and the terminal accepted the payment against the
+    /// wallet's daily token; the offline payment and its answer (the "accepted offline" receipt)
+    /// are journaled, and it is forwarded to the server later.
+    case acceptedOffline(OfflinePaymentRecord, answer: SessionMessage)
 }
 
 /// What recovery did at start.
@@ -223,6 +227,9 @@ extension TerminalRadioService {
             switch outcome {
             case .executed:
                 logger.with(payment: request.id).notice("recovery: a confirmed request was settled")
+                report.settled.append(request.id)
+            case .acceptedOffline:
+                // Recovery asks only the processor; offline acceptance happens in a live session.
                 report.settled.append(request.id)
             case .refused:
                 logger.with(payment: request.id).notice("recovery: a confirmed request was refused; never executed")

@@ -12,12 +12,16 @@ public struct PaymentHostConfiguration: Sendable {
     public var merchantPrograms: MerchantPrograms
     /// How long the terminal keeps a link open after the receipt, for the wallet to close it.
     public var lingerAfterReceipt: Duration
+    /// Issue 16: how the terminal accepts payments while its server is unreachable (the wallet's
+    /// daily token, the merchant's limits); nil leaves them pending, as before.
+    public var offline: OfflineAcceptanceConfiguration?
 
     public init(
         userDecisionTimeout: Duration = .seconds(60), currency: Currency = .eur,
         merchantPrograms: MerchantPrograms = MerchantPrograms(hasBonusProgram: true),
-        lingerAfterReceipt: Duration = .seconds(5)
+        lingerAfterReceipt: Duration = .seconds(5), offline: OfflineAcceptanceConfiguration? = nil
     ) {
+        self.offline = offline
         self.userDecisionTimeout = userDecisionTimeout
         self.currency = currency
         self.merchantPrograms = merchantPrograms
@@ -46,12 +50,13 @@ public final class PaymentHost: Sendable {
         core = SessionHost(
             service: service, executor: PaymentExecutor(processor: processor, identity: service.identity),
             userDecisionTimeout: configuration.userDecisionTimeout,
-            lingerAfterReceipt: configuration.lingerAfterReceipt, merchantPrograms: configuration.merchantPrograms
+            lingerAfterReceipt: configuration.lingerAfterReceipt, merchantPrograms: configuration.merchantPrograms,
+            offline: configuration.offline
         ) { session in
             let event = FinishedPayment(
                 sessionID: session.session.id,
                 order: session.result.flatMap { PaymentHost.order(from: $0, session.session) },
-                error: session.error)
+                error: session.error, acceptedOffline: session.acceptedOffline)
             finished.send(event)
             NotificationCenter.default.post(
                 name: .paymentHostFinishedAPayment, object: nil, userInfo: ["finishedPayment": event])
@@ -85,6 +90,9 @@ public final class PaymentHost: Sendable {
             return FinalPaymentState(paymentOrder: order)
         }
     }
+    /// The session's payment when it was accepted offline (issue 16): not settled yet, it is
+    /// forwarded to the server when the server is back. Nil otherwise.
+    public var acceptedOfflinePayment: OfflinePaymentRecord? { core.acceptedOffline }
     public var error: PaymentHostError? { core.error }
     public var humanizedError: String? { core.error?.humanized(noun: "payment") }
     public var isCancelled: Bool { core.isCancelled }

@@ -73,6 +73,8 @@ struct FinishedSession: Sendable {
     let session: HostedSession
     let result: SettlementResult?
     let error: HostError?
+    /// Set when the payment was accepted offline (issue 16); `result` is nil then.
+    var acceptedOffline: OfflinePaymentRecord? = nil
 }
 
 /// The session machinery shared by `PaymentHost` and `RedemptionHost`: the driver of a
@@ -93,17 +95,33 @@ final class SessionHost: TerminalSessionHandler, Sendable {
     let userDecisionTimeout: Duration
     let lingerAfterReceipt: Duration
     let merchantPrograms: MerchantPrograms
+    /// Offline acceptance (issue 16), for payments; nil keeps an unreachable server's payment
+    /// pending.
+    let offline: OfflineAcceptanceConfiguration?
     let observable = ObservableState<HostState>(.idle)
     /// The latest wallet notice (nil before the first), for the register's display.
     let walletNotices = ObservableState<WalletNotice?>(nil)
     private let onFinish: @Sendable (FinishedSession) -> Void
     private let machine: Mutex<SessionHostStateMachine>
+    /// Payments whose server was unreachable and whose wallet was asked for its daily token, by
+    /// id: who may answer, and what happens without an answer. Touched on the scheduler only.
+    private let tokenWaits = Mutex<[PaymentID: TokenWait]>([:])
+
+    private struct TokenWait: Sendable {
+        let walletID: Int
+        let sessionID: SessionID
+        let request: SettlementRequest
+        /// The outcome as it stands without offline acceptance (pending, server unreachable).
+        let fallback: JournaledOutcome
+        var timer: ScheduledAction?
+    }
 
     init(
         service: TerminalRadioService, executor: any SessionExecutor, userDecisionTimeout: Duration,
         lingerAfterReceipt: Duration, merchantPrograms: MerchantPrograms,
-        onFinish: @escaping @Sendable (FinishedSession) -> Void
+        offline: OfflineAcceptanceConfiguration? = nil, onFinish: @escaping @Sendable (FinishedSession) -> Void
     ) {
+        self.offline = offline
         self.service = service
         self.executor = executor
         self.userDecisionTimeout = userDecisionTimeout
@@ -117,6 +135,7 @@ final class SessionHost: TerminalSessionHandler, Sendable {
     var state: HostState { observable.value }
     var session: HostedSession? { machine.withLock { $0.session } }
     var result: SettlementResult? { machine.withLock { $0.result } }
+    var acceptedOffline: OfflinePaymentRecord? { machine.withLock { $0.acceptedOffline } }
     var error: HostError? { machine.withLock { $0.error } }
     var isCancelled: Bool { machine.withLock { $0.isCancelled } }
 
@@ -198,6 +217,7 @@ final class SessionHost: TerminalSessionHandler, Sendable {
         switch message {
         case .hello(let hello): handle { $0.hello(hello, from: connection) }
         case .cancel(let cancel): handle { $0.walletCancelled(cancel, by: connection) }
+        case .offlineToken(let presentation): tokenPresented(presentation, on: connection)
         default:
             let now = service.scheduler.wallClock
             handle { $0.request(message, from: connection, now: now) }
@@ -247,7 +267,8 @@ final class SessionHost: TerminalSessionHandler, Sendable {
             }
             handle { $0.decisionTimerArmed(timer, session: sessionID, generation: generation) }
         case .cancelTimer(let timer): timer.cancel()
-        case .execute(let request, _, let sessionID, let now): execute(request, session: sessionID, at: now)
+        case .execute(let request, let wallet, let sessionID, let now):
+            execute(request, by: wallet, session: sessionID, at: now)
         case .sessionExecuted(let sessionID, let wallet):
             if let sessionKey = wallet.sessionKey { service.sessionExecuted(sessionID, by: sessionKey) }
         case .release(let sessionID, let advertising, let timer):
@@ -268,7 +289,9 @@ final class SessionHost: TerminalSessionHandler, Sendable {
     /// leaves. Meanwhile a retry or a status query for the id finds it confirmed ("still
     /// settling"), and the session (acquiringPaymentExecution) can be neither cancelled nor timed
     /// out.
-    private func execute(_ request: JournalRequest, session sessionID: SessionID, at now: UnixTime) {
+    private func execute(
+        _ request: JournalRequest, by wallet: any SessionWallet, session sessionID: SessionID, at now: UnixTime
+    ) {
         let submissionFailure = service.journalSubmission(request, at: now)
         let service = service
         let executor = executor
@@ -278,8 +301,122 @@ final class SessionHost: TerminalSessionHandler, Sendable {
                 try await executor.execute(request, at: now)
             }
         } then: { [self] answer in
+            // Unreachable, not declined: only then may the payment be accepted offline.
+            if offline != nil, case .payment(let payment) = request,
+                case .ended(let fallback) = answer, case .undecided(_, _, serverUnreachable: true) = fallback
+            {
+                askForToken(payment, from: wallet, session: sessionID, fallback: fallback)
+                return
+            }
             let outcome = service.journalAnswer(answer, for: request.id, at: now)
             handle { $0.executed(outcome, session: sessionID) }
         }
+    }
+
+    // MARK: Offline acceptance (issue 16)
+
+    /// The server did not answer: asks the confirming wallet for its daily token and waits for it
+    /// (at most `tokenWait`). The session stays executing meanwhile, so it can be neither
+    /// cancelled nor timed out. Only now does the token travel: an online payment carries none.
+    private func askForToken(
+        _ payment: SettlementRequest, from wallet: any SessionWallet, session sessionID: SessionID,
+        fallback: JournaledOutcome
+    ) {
+        guard let offline else { return }
+        let id = payment.paymentID
+        tokenWaits.withLock {
+            $0[id] = TokenWait(walletID: wallet.id, sessionID: sessionID, request: payment, fallback: fallback)
+        }
+        wallet.send(.offlineTokenRequest(OfflineTokenRequest(sessionID: sessionID, paymentID: id)))
+        let timer = service.scheduler.schedule(after: offline.tokenWait) { [weak self] in
+            self?.tokenWaitEnded(id, token: nil)
+        }
+        tokenWaits.withLock { $0[id]?.timer = timer }
+    }
+
+    /// A wallet presents a token: it counts only for a payment waiting for one, from the
+    /// connection whose Confirm it is (the key that signed it is the key the token must name).
+    private func tokenPresented(_ presentation: OfflineTokenPresentation, on connection: TerminalConnection) {
+        let expected = tokenWaits.withLock { waits in
+            waits[presentation.paymentID].map { $0.walletID == connection.id && $0.sessionID == presentation.sessionID }
+        }
+        guard expected == true else {
+            service.logger.with(payment: presentation.paymentID).notice(
+                "ignored a daily token nobody asked for on this connection")
+            return
+        }
+        tokenWaitEnded(presentation.paymentID, token: presentation.token)
+    }
+
+    /// The wallet answered (with its token, or empty for none) or the wait ran out (`token` nil):
+    /// the payment is accepted offline or stays pending, with why.
+    private func tokenWaitEnded(_ id: PaymentID, token: [UInt8]?) {
+        guard let offline, let wait = tokenWaits.withLock({ $0.removeValue(forKey: id) }) else { return }
+        wait.timer?.cancel()
+        let now = service.scheduler.wallClock
+        let outcome: JournaledOutcome
+        switch acceptOffline(wait.request, token: token, offline: offline, at: now) {
+        case .success(let accepted): outcome = accepted
+        case .failure(let refusal):
+            guard case .undecided(_, let unreachable, _) = wait.fallback else {
+                outcome = wait.fallback
+                break
+            }
+            // Still no payment id: the wallet keeps the payment pending and asks again.
+            let message = ErrorMessage(
+                code: .internalError,
+                message:
+                    "the server is unreachable and the payment was not accepted offline (\(refusal.reason)); it stays pending"
+            )
+            // The register hears both: the server did not answer, and why offline did not help.
+            outcome = .undecided(
+                message, reason: "\(unreachable); not accepted offline: \(refusal.reason)", serverUnreachable: true)
+        }
+        handle { $0.executed(outcome, session: wait.sessionID) }
+    }
+
+    private struct OfflineRefusal: Error {
+        let reason: String
+    }
+
+    /// Decides, and on acceptance journals the offline payment with its signed "accepted
+    /// offline" receipt in one synced commit, before the receipt leaves.
+    private func acceptOffline(
+        _ request: SettlementRequest, token: [UInt8]?, offline: OfflineAcceptanceConfiguration, at now: UnixTime
+    ) -> Result<JournaledOutcome, OfflineRefusal> {
+        guard let token else {
+            return .failure(
+                OfflineRefusal(reason: "\(OfflineAcceptance.noTokenPrefix): the wallet did not present one in time"))
+        }
+        let stored: [StoredOfflinePayment]
+        do {
+            stored = try offline.store.offlinePayments()
+        } catch {
+            return .failure(OfflineRefusal(reason: "the offline payments cannot be read: \(error)"))
+        }
+        let record: OfflinePaymentRecord
+        switch OfflineAcceptance.decide(
+            request, tokenBytes: token, trustAnchors: offline.trustAnchors, limits: offline.limits, stored: stored,
+            now: now)
+        {
+        case .refuse(let reason): return .failure(OfflineRefusal(reason: reason))
+        case .accept(let accepted): record = accepted
+        }
+        guard
+            let unsigned = try? Receipt(
+                sessionID: request.sessionID, transactionType: .payment, paymentID: request.paymentID,
+                outcome: .acceptedOffline, amount: request.amount, tip: request.tip, transactionReference: 0,
+                settledAt: now, bonusPointsEarned: 0, bonusPointsBalance: 0),
+            let signature = try? signatureBytes(for: unsigned.signedBytes, with: service.identity.signingKey)
+        else {
+            return .failure(OfflineRefusal(reason: "the accepted-offline receipt could not be signed"))
+        }
+        let answer = SessionMessage.receipt(unsigned.withSignature(signature))
+        do {
+            try offline.store.storeOffline(record, answer: answer, at: now)
+        } catch {
+            return .failure(OfflineRefusal(reason: "the offline payment could not be journaled: \(error)"))
+        }
+        return .success(.acceptedOffline(record, answer: answer))
     }
 }

@@ -104,6 +104,9 @@ struct SessionHostStateMachine: Sendable {
     private(set) var state: HostState = .idle
     private(set) var session: HostedSession?
     private(set) var result: SettlementResult?
+    /// The session's payment, when the terminal accepted it offline (issue 16) rather than the
+    /// server settling it.
+    private(set) var acceptedOffline: OfflinePaymentRecord?
     private(set) var error: HostError?
     private(set) var isCancelled = false
     /// Between `start` and `opened`/`openFailed`: the offer is being signed and advertised.
@@ -148,6 +151,7 @@ struct SessionHostStateMachine: Sendable {
         isOpening = false
         session = newSession
         result = nil
+        acceptedOffline = nil
         error = nil
         isCancelled = false
         state = .waitingForWallet
@@ -396,7 +400,18 @@ struct SessionHostStateMachine: Sendable {
         let isCurrent = session?.id == sessionID && state == .acquiringPaymentExecution
         var actions: [SessionHostAction]
         let ending: HostError?
+        var offline: OfflinePaymentRecord?
         switch outcome {
+        case .acceptedOffline(let record, let answer):
+            actions = [
+                .log(
+                    .notice, "accepted offline against the wallet's daily token; forwarded when the server is back",
+                    session: sessionID, payment: requestID, ["total": "\(record.totalMinorUnits)"]),
+                .sessionExecuted(sessionID, by: wallet), .send(answer, to: wallet), .closeLater(wallet),
+            ]
+            ending = nil
+            offline = record
+            if isCurrent { acceptedOffline = record }
         case .refused(let error, let reason):
             actions = [
                 .log(
@@ -437,7 +452,9 @@ struct SessionHostStateMachine: Sendable {
                     payment: requestID))
             actions.append(
                 .finished(
-                    FinishedSession(session: executedSession, result: ending == nil ? settled : nil, error: ending)))
+                    FinishedSession(
+                        session: executedSession, result: ending == nil ? settled : nil, error: ending,
+                        acceptedOffline: offline)))
             return actions
         }
         return actions + finish(error: ending)
@@ -500,7 +517,10 @@ struct SessionHostStateMachine: Sendable {
         state = ending == nil ? .completed : .completedWithError
         actions.append(.setState(state))
         actions.append(
-            .finished(FinishedSession(session: current, result: ending == nil ? result : nil, error: ending)))
+            .finished(
+                FinishedSession(
+                    session: current, result: ending == nil ? result : nil, error: ending,
+                    acceptedOffline: ending == nil ? acceptedOffline : nil)))
         return actions
     }
 

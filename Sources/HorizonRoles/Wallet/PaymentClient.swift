@@ -16,18 +16,25 @@ public final class PaymentClient: TransactionClient, @unchecked Sendable {
     /// Which card to pay with (the reference's `paymentCardIDProvider`, e.g. `WalletClient`):
     /// asked when the person confirms; nil, or no provider, pays from the account balance.
     public let paymentCardIDProvider: (any PaymentCardIDProvider)?
+    /// The daily token a terminal that cannot reach its server asks for (issue 16; the
+    /// reference's `dailyTokenClient`, which `DailyTokenClient` is). Nil: such a terminal leaves
+    /// the payment pending.
+    public let dailyTokenClient: (any OfflineTokenProvider)?
 
     public init(
         radio: any CentralRadio, identity: WalletIdentity, trustAnchors: [TrustAnchor],
         configuration: PaymentClientConfiguration = PaymentClientConfiguration(),
         pendingStore: any PendingPaymentStore = InMemoryPendingPaymentStore(), scanner: SightingHub? = nil,
-        paymentCardIDProvider: (any PaymentCardIDProvider)? = nil, logger: Logger = .silent
+        paymentCardIDProvider: (any PaymentCardIDProvider)? = nil, dailyTokenClient: (any OfflineTokenProvider)? = nil,
+        logger: Logger = .silent
     ) {
         self.paymentCardIDProvider = paymentCardIDProvider
+        self.dailyTokenClient = dailyTokenClient
         super.init(
             transactionType: .payment, radio: radio, identity: identity, trustAnchors: trustAnchors,
             configuration: configuration, pendingStore: pendingStore, scanner: scanner, logger: logger,
-            notification: .paymentClientFinishedAPayment, userInfoKey: "finishedPayment")
+            notification: .paymentClientFinishedAPayment, userInfoKey: "finishedPayment",
+            offlineTokenProvider: dailyTokenClient)
     }
 
     public func finishedPayments() -> AsyncStream<WalletFinishedPayment> { finished.stream() }

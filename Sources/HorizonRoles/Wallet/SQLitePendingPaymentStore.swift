@@ -48,5 +48,6 @@ extension StoredReceipt {
             tipMinorUnits: receipt.tip.minorUnits, currency: receipt.amount.currency.code, reference: receipt.reference,
             settledAt: receipt.settledAt, bonusPointsEarned: receipt.bonusPointsEarned,
             bonusPointsBalance: receipt.bonusPointsBalance)
+        acceptedOffline = receipt.acceptedOffline ? true : nil
     }
 }

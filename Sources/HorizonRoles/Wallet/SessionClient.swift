@@ -80,8 +80,23 @@ public struct PaymentReceipt: Sendable, Equatable {
     public let settledAt: UnixTime
     public let bonusPointsEarned: Int64
     public let bonusPointsBalance: Int64
+    /// Issue 16: the terminal could not reach its server and accepted the payment against the
+    /// wallet's daily token; the server settles it when the terminal forwards it. Not "approved".
+    public var acceptedOffline = false
 
     public var total: Money { (try? amount.adding(tip)) ?? amount }
+}
+
+/// Where a payment client gets the daily token a terminal asks for when it cannot reach its
+/// server (issue 16), and records what it spent offline: `DailyTokenClient` (the reference's
+/// `dailyTokenClient`), or a fake in tests.
+public protocol OfflineTokenProvider: Sendable {
+    /// The current token's signed bytes if one is valid now, nil otherwise.
+    var presentableDailyToken: [UInt8]? { get }
+    /// Lowers the remaining allowance by a payment the terminal accepted offline.
+    func recordOfflineSpending(_ amount: Money)
+    /// What the current token still allows offline; nil without a valid token.
+    var remainingAllowance: Money? { get }
 }
 
 /// The bonus membership after a payment (`bonusProgramMembership` in the reference).
@@ -226,6 +241,8 @@ final class SessionClient: Sendable {
     }
 
     private let core: Mutex<Core>
+    /// The daily token a terminal without server asks for (issue 16); nil never presents one.
+    let offlineTokenProvider: (any OfflineTokenProvider)?
     /// The app's callback, not protocol state: kept apart from the machine.
     private let hostConnectedCallback = Mutex<(@Sendable () -> Void)?>(nil)
     /// The request proxy's way onto this client's secure channel (issue 16).
@@ -234,8 +251,10 @@ final class SessionClient: Sendable {
     init(
         transactionType: TransactionType, radio: any CentralRadio, identity: WalletIdentity,
         trustAnchors: [TrustAnchor], configuration: PaymentClientConfiguration, pendingStore: any PendingPaymentStore,
-        scanner: SightingHub?, logger: Logger, announce: @escaping @Sendable (WalletFinishedPayment) -> Void
+        scanner: SightingHub?, logger: Logger, offlineTokenProvider: (any OfflineTokenProvider)? = nil,
+        announce: @escaping @Sendable (WalletFinishedPayment) -> Void
     ) {
+        self.offlineTokenProvider = offlineTokenProvider
         self.logger = logger
         self.transactionType = transactionType
         self.announce = announce
@@ -448,6 +467,21 @@ final class SessionClient: Sendable {
                 return core.receiptTimer
             }?.cancel()
         case .save(let pending): save(pending)
+        case .presentOfflineToken(let sessionID, let paymentID, let total, let generation):
+            // Empty when there is no valid token, or what it still allows (after this wallet's
+            // offline payments at other terminals too) does not cover the payment: the terminal
+            // then refuses at once instead of waiting, and the wallet never spends past its token.
+            var token: [UInt8] = []
+            if let provider = offlineTokenProvider, let remaining = provider.remainingAllowance,
+                remaining.currency == total.currency, remaining.minorUnits >= total.minorUnits
+            {
+                token = provider.presentableDailyToken ?? []
+            }
+            guard
+                let presentation = try? OfflineTokenPresentation(
+                    sessionID: sessionID, paymentID: paymentID, token: token)
+            else { return }
+            try? link(generation)?.send(SessionMessage.offlineToken(presentation).encoded())
         case .resolve(let paymentID, let receipt):
             let stored: Bool
             do {
@@ -456,6 +490,11 @@ final class SessionClient: Sendable {
             } catch {
                 // Still pending on disk: the next run asks again, and only then acknowledges.
                 stored = false
+            }
+            // Counted once: when the answer is stored (a failed store leaves it pending, and the
+            // run that stores it counts it).
+            if stored, let receipt, receipt.acceptedOffline {
+                offlineTokenProvider?.recordOfflineSpending(receipt.total)
             }
             handle { $0.resolved(paymentID, stored: stored) }
         case .hostConnected:

@@ -34,6 +34,9 @@ enum SessionClientAction: Equatable, Sendable {
     case close(generation: Int)
     case armTimer(SessionClientTimer, after: Duration)
     case cancelReceiptTimer
+    /// Issue 16: the terminal cannot reach its server and asks for the daily token for the
+    /// payment pending on the link of this generation: send it (or an empty presentation).
+    case presentOfflineToken(sessionID: SessionID, paymentID: PaymentID, total: Money, generation: Int)
     /// Store the signed request before it is sent; the answer comes back as `requestSaved` or
     /// `requestNotSaved`.
     case save(PendingPayment)
@@ -397,8 +400,30 @@ struct SessionClientStateMachine: Sendable {
         case .receipt(let receipt): return receiveReceipt(receipt)
         case .error(let error): return receiveError(error)
         case .cancel(let cancel): return receiveCancel(cancel)
+        case .offlineTokenRequest(let request): return receiveOfflineTokenRequest(request, generation: generation)
         default: return []
         }
+    }
+
+    /// The terminal asks for the daily token for our pending payment (issue 16): only for the
+    /// confirmed payment of this attempt, on its link. The wait for the receipt starts afresh:
+    /// the terminal decides once the token is there.
+    private mutating func receiveOfflineTokenRequest(_ request: OfflineTokenRequest, generation: Int)
+        -> [SessionClientAction]
+    {
+        guard let pending = attempt?.pending, pending.paymentID == request.paymentID,
+            pending.sessionID == request.sessionID, case .confirm(let confirm) = pending.request
+        else { return [] }
+        var actions: [SessionClientAction] = [
+            .log(
+                .notice, "the terminal is offline and asks for the daily token", session: request.sessionID,
+                payment: request.paymentID, metadata: [:]),
+            .presentOfflineToken(
+                sessionID: request.sessionID, paymentID: request.paymentID,
+                total: (try? confirm.amount.adding(confirm.tip)) ?? confirm.amount, generation: generation),
+        ]
+        if attempt?.receiptTimer != nil { actions.append(.cancelReceiptTimer) }
+        return actions + armReceiptTimer()
     }
 
     /// The link of `generation` ended.
@@ -523,7 +548,8 @@ struct SessionClientStateMachine: Sendable {
             merchantName: credential.merchantName.sanitizedForDisplay,
             terminalLabel: credential.terminalLabel.sanitizedForDisplay, vouchedBy: attempt.anchor?.name ?? "",
             confirmationCode: ConfirmationCode(transcriptHash: attempt.transcriptHash),
-            digest: attempt.offerDigest ?? offerDigest(offer), amount: offer.amount, registerUser: offer.registerUser.sanitizedForDisplay,
+            digest: attempt.offerDigest ?? offerDigest(offer), amount: offer.amount,
+            registerUser: offer.registerUser.sanitizedForDisplay,
             item: offer.item.sanitizedForDisplay, quantity: offer.quantity,
             merchantPrograms: offer.merchantPrograms, expiresAt: offer.expiresAt)
         return attempt.wantsHost ? becomeHostConnected() : [set(.offerReceived)]
@@ -562,14 +588,21 @@ struct SessionClientStateMachine: Sendable {
             return closeCurrentLink()
         }
         switch receipt.outcome {
-        case .approved:
+        case .approved, .acceptedOffline:
+            // Accepted offline is a distinct outcome: the terminal took the payment against the
+            // daily token and the server settles it later; only a payment can be.
+            let offline = receipt.outcome == .acceptedOffline
+            guard !offline || receipt.transactionType == .payment else {
+                error = .receiptMismatch("a redemption cannot be accepted offline")
+                return closeCurrentLink()
+            }
             let verified = PaymentReceipt(
                 paymentID: receipt.paymentID, sessionID: receipt.sessionID, transactionType: receipt.transactionType,
                 item: pending.redeem?.item ?? "", quantity: pending.redeem?.quantity ?? 0,
                 merchantName: credential.merchantName.sanitizedForDisplay,
                 amount: receipt.amount, tip: receipt.tip, reference: receipt.transactionReference,
                 settledAt: receipt.settledAt, bonusPointsEarned: receipt.bonusPointsEarned,
-                bonusPointsBalance: receipt.bonusPointsBalance)
+                bonusPointsBalance: receipt.bonusPointsBalance, acceptedOffline: offline)
             return resolvePending(receipt: verified, error: nil, acknowledges: true)
         case .declined(let code):
             return resolvePending(

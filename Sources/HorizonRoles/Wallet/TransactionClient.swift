@@ -18,13 +18,14 @@ public class TransactionClient: @unchecked Sendable {
     init(
         transactionType: TransactionType, radio: any CentralRadio, identity: WalletIdentity,
         trustAnchors: [TrustAnchor], configuration: PaymentClientConfiguration, pendingStore: any PendingPaymentStore,
-        scanner: SightingHub?, logger: Logger, notification: Notification.Name, userInfoKey: String
+        scanner: SightingHub?, logger: Logger, notification: Notification.Name, userInfoKey: String,
+        offlineTokenProvider: (any OfflineTokenProvider)? = nil
     ) {
         let finished = self.finished
         core = SessionClient(
             transactionType: transactionType, radio: radio, identity: identity, trustAnchors: trustAnchors,
             configuration: configuration, pendingStore: pendingStore, scanner: scanner,
-            logger: logger.with(transactionType: transactionType)
+            logger: logger.with(transactionType: transactionType), offlineTokenProvider: offlineTokenProvider
         ) { event in
             finished.send(event)
             NotificationCenter.default.post(name: notification, object: nil, userInfo: [userInfoKey: event])

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import HorizonAPI
 import HorizonCore
+import HorizonRoles
 import HorizonSecureChannel
 import HorizonServerClient
 import Synchronization
@@ -160,7 +161,10 @@ public final class DailyTokenClient: IdentityObserver {
 
     /// Records `amount` spent offline against the current token (issue 16's offline payments).
     public func recordOfflineSpending(_ amount: Money) {
-        guard let token = current.withLock({ $0 }), amount.currency == token.token.allowance.currency else { return }
+        // From the cache when this run has not read the token yet: a payment accepted offline may
+        // be answered only in a later run (it was pending when the link broke).
+        guard let token = current.withLock({ $0 }) ?? currentToken, amount.currency == token.token.allowance.currency
+        else { return }
         keep(
             StoredDailyToken(
                 token: token.token, encoded: token.encoded, spentOffline: token.spentOffline + amount.minorUnits))
@@ -180,4 +184,11 @@ public final class DailyTokenClient: IdentityObserver {
         guard let key = identityClient.publicKey else { throw .otherWallet }
         try token.verify(trusting: trustAnchors, at: now, walletKey: key)
     }
+}
+
+/// The payment client asks it for the token when a terminal cannot reach its server (issue 16),
+/// and records what the terminal accepted offline against it.
+extension DailyTokenClient: OfflineTokenProvider {
+    /// The current token's signed bytes, as the server issued them; nil without a valid one.
+    public var presentableDailyToken: [UInt8]? { currentToken?.encoded }
 }

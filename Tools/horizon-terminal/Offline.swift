@@ -1,0 +1,241 @@
+import ArgumentParser
+import Foundation
+import HorizonCLISupport
+import HorizonCore
+import HorizonRoles
+import HorizonSecureChannel
+import HorizonServiceClients
+import HorizonStores
+import Logging
+import ServiceLifecycle
+
+/// `offline list|forward` (issue 16): the payments this terminal accepted while its server was
+/// unreachable, and sending them to the server, each exactly once.
+struct OfflineCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "offline",
+        abstract: "The payments accepted offline (server unreachable) and their forwarding to the server.",
+        discussion: """
+            An activated terminal that cannot reach its server accepts a payment against the wallet's daily token, \
+            within the offline limits in terminal.json ("offline": perPaymentMinorUnits 5000, totalStoredMinorUnits \
+            20000, maximumStoredCount 20, maximumAgeHours 24 by default). Each is kept in journal.sqlite as stored, \
+            then forwarding, then settled or declined. `horizon-terminal serve` forwards them when the server answers \
+            again and every few minutes; `offline forward` does it now.
+            """,
+        subcommands: [List.self, Forward.self])
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List the offline payments, oldest first, with their state.")
+
+        @Flag(help: "Print the list as JSON.") var json = false
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            let journal = try global.terminalFiles.openJournal()
+            let payments: [StoredOfflinePayment]
+            do { payments = try journal.offlinePayments() } catch { throw CLIError("\(error)") }
+            let rows = payments.map(OfflinePaymentRow.init)
+            if json {
+                try Console().json(rows)
+                return
+            }
+            guard !rows.isEmpty else {
+                print("no offline payments")
+                return
+            }
+            for row in rows {
+                var line =
+                    "\(row.paymentID)  \(row.state.padding(toLength: 10, withPad: " ", startingAt: 0))  \(row.acceptedAt)  \(row.total) \(row.currency) (tip \(row.tip))"
+                if let code = row.declineCode { line += "  declined \(code): \(row.declineReason ?? "")" }
+                print(line)
+            }
+            print(OfflineStatus(payments).summaryLine)
+        }
+    }
+
+    struct Forward: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Send the stored offline payments to the server now, oldest first, each exactly once.")
+
+        @Flag(help: "Print the result as JSON.") var json = false
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            try CrashInjection.validate(for: "terminal")
+            let files = global.terminalFiles
+            let journal = try files.openJournal()
+            let forwarder = CrashInjection.forwarder(
+                wrapping: try makeOfflineForwarder(files: files, identity: try files.loadIdentity()))
+            let forwarding = OfflineForwarding(
+                store: journal, forwarder: forwarder, clock: { UnixTime(Date().timeIntervalSince1970) })
+            let report: OfflineForwardReport
+            do { report = try await forwarding.forwardStored() } catch { throw CLIError("\(error)") }
+            if json {
+                try Console().json(
+                    OfflineForwardSummary(
+                        settled: report.settled.map(\.description),
+                        declined: report.declined.map {
+                            ["paymentID": $0.paymentID.description, "code": $0.code, "reason": $0.reason]
+                        },
+                        outstanding: report.outstanding, interruption: report.interruption))
+            } else {
+                print(report.description)
+            }
+            if let interruption = report.interruption {
+                throw CommandFailure("the server did not answer (\(interruption)); the rest stays stored")
+            }
+        }
+    }
+}
+
+/// The one place the terminal's offline forwarder is made: the server's offline settlement
+/// endpoint (`POST /v1/payments/offline`) through `HorizonServerClient`, signed with the
+/// terminal's key.
+func makeOfflineForwarder(files: TerminalFiles, identity: TerminalIdentity) throws -> any OfflinePaymentForwarder {
+    guard let client = try files.serverClient(identity: identity) else {
+        throw CLIError("this terminal settles in its own ledger (sandbox); it has no server to forward to")
+    }
+    return ServerOfflineForwarder(client: client)
+}
+
+struct OfflinePaymentRow: Encodable {
+    let paymentID: String
+    let state: String
+    let acceptedAt: String
+    let amount: String
+    let tip: String
+    let total: String
+    let currency: String
+    let tokenID: String
+    let forwardAttempts: Int
+    let declineCode: String?
+    let declineReason: String?
+
+    init(_ payment: StoredOfflinePayment) {
+        let record = payment.record
+        paymentID = record.paymentID.description
+        state = payment.state.rawValue
+        acceptedAt = OfflineStatus.format(record.acceptedAt)
+        amount = record.amount.formattedAmount
+        tip = record.tip.formattedAmount
+        total = ((try? record.amount.adding(record.tip)) ?? record.amount).formattedAmount
+        currency = record.amount.currency.code
+        tokenID = record.tokenID.hexString
+        forwardAttempts = payment.forwardAttempts
+        declineCode = payment.declineCode
+        declineReason = payment.declineReason
+    }
+}
+
+struct OfflineForwardSummary: Encodable {
+    let settled: [String]
+    let declined: [[String: String]]
+    let outstanding: Int
+    let interruption: String?
+}
+
+/// Online/offline and the stored offline payments, for `status` (issue 16).
+struct OfflineStatus: Encodable {
+    /// "online", "offline", or "sandbox" (settles in its own ledger).
+    let server: String
+    let lastServerContact: String?
+    let lastServerFailure: String?
+    let storedCount: Int
+    /// Per currency code, the total of the payments not yet forwarded.
+    let storedTotals: [String: String]
+    let oldestStored: String?
+    let settledCount: Int
+    let declinedCount: Int
+
+    init(_ payments: [StoredOfflinePayment], contact: ServerContact? = nil, activated: Bool = true) {
+        let summary = OfflinePaymentsSummary(payments)
+        server = !activated ? "sandbox" : (contact?.isOnline == true ? "online" : "offline")
+        lastServerContact = contact?.lastReached.map(Self.format)
+        lastServerFailure = contact?.lastUnreachable.map(Self.format)
+        storedCount = summary.outstandingCount
+        var totals: [String: String] = [:]
+        for (code, units) in summary.outstandingTotals {
+            let currency = (try? Currency(code: code)) ?? .eur
+            totals[code] = (try? Money(minorUnits: units, currency: currency))?.description ?? "\(units) \(code)"
+        }
+        storedTotals = totals
+        oldestStored = summary.oldestAcceptedAt.map(Self.format)
+        settledCount = summary.settledCount
+        declinedCount = summary.declinedCount
+    }
+
+    /// The terminal's own data: nil when it is not initialised (status still reports the radio).
+    static func read(_ files: TerminalFiles) -> OfflineStatus? {
+        guard let settings = try? files.loadSettings(), let journal = try? files.openJournal(),
+            let payments = try? journal.offlinePayments()
+        else { return nil }
+        return OfflineStatus(payments, contact: try? journal.serverContact(), activated: settings.server != nil)
+    }
+
+    var serverLine: String {
+        switch server {
+        case "sandbox": return "server    none (sandbox: settles in its own ledger)"
+        case "online": return "server    online (last answer \(lastServerContact ?? "?"))"
+        default:
+            let last = lastServerContact.map { "last answer \($0)" } ?? "never answered"
+            let failure = lastServerFailure.map { ", unreachable at \($0)" } ?? ""
+            return "server    offline (\(last)\(failure))"
+        }
+    }
+
+    var summaryLine: String {
+        guard storedCount > 0 else {
+            return "offline   nothing stored (\(settledCount) forwarded and settled, \(declinedCount) declined)"
+        }
+        let totals = storedTotals.keys.sorted().compactMap { storedTotals[$0] }.joined(separator: ", ")
+        return
+            "offline   \(storedCount) stored, total \(totals), oldest \(oldestStored ?? "?") (\(settledCount) settled, \(declinedCount) declined)"
+    }
+
+    static func format(_ time: UnixTime) -> String {
+        ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(time)))
+    }
+}
+
+/// While `serve` runs (issue 16): forwards the stored offline payments after each server call
+/// that got an answer and every `interval`, one run at a time. Without a forwarder (the server's
+/// offline endpoint is not joined in yet) it says so once and the payments stay stored.
+struct OfflineForwardingService: Service {
+    let forwarding: OfflineForwarding?
+    let unavailable: String?
+    let serverAnswered: AsyncStream<Void>
+    let interval: Duration
+    let logger: Logger
+
+    func run() async throws {
+        guard let forwarding else {
+            if let unavailable { logger.notice("offline payments are not forwarded: \(unavailable)") }
+            try? await gracefulShutdown()
+            return
+        }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await _ in serverAnswered { await forward(forwarding) }
+            }
+            group.addTask {
+                while !Task.isCancelled {
+                    await forward(forwarding)
+                    try? await Task.sleep(for: interval)
+                }
+            }
+            try? await gracefulShutdown()
+            group.cancelAll()
+        }
+    }
+
+    private func forward(_ forwarding: OfflineForwarding) async {
+        do {
+            guard try forwarding.hasOutstanding() else { return }
+            let report = try await forwarding.forwardStored()
+            if !report.skipped { logger.notice("\(report)") }
+        } catch {
+            logger.error("offline payments could not be forwarded: \(error)")
+        }
+    }
+}

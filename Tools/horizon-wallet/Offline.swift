@@ -1,0 +1,35 @@
+import Crypto
+import Foundation
+import HorizonCLISupport
+import HorizonCore
+import HorizonRoles
+import HorizonSecureChannel
+import HorizonServiceClients
+
+extension WalletSession {
+    /// The daily token client of a registered wallet, over its persistent cache (where
+    /// `horizon-wallet token` keeps the token), with the key already unlocked; nil for a sandbox
+    /// wallet, which has no server and so no token. Issue 16: `pay` presents its token to a
+    /// terminal that cannot reach its server, and records what that terminal accepted offline.
+    static func dailyTokenClient(
+        _ files: WalletFiles, signingKey: P256.Signing.PrivateKey, anchors: [TrustAnchor]
+    ) throws -> DailyTokenClient? {
+        guard let account = try account(files) else { return nil }
+        let url = try WalletServer.url(account.server)
+        let cache = try Cache.persistentCache(directory: files.directory.file("cache"))
+        return DailyTokenClient(
+            identityClient: IdentityClient(serverURL: url, signingKey: signingKey, timeout: .seconds(10)),
+            cache: cache, trustAnchors: anchors)
+    }
+}
+
+/// The remaining offline allowance as a line: what the current token still allows, or why none.
+func offlineAllowanceText(_ tokens: DailyTokenClient?) -> String {
+    guard let tokens else { return "none (a sandbox wallet has no daily token)" }
+    guard let token = tokens.currentToken else {
+        return "none (no valid daily token; run `horizon-wallet token` while online)"
+    }
+    let left = max(0, token.token.expiresAt - Int64(Date().timeIntervalSince1970))
+    return
+        "\(token.remainingAllowance) of \(token.token.allowance) (token valid \(left / 3600) h \(left % 3600 / 60) min more)"
+}
