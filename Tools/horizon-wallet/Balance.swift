@@ -9,15 +9,19 @@ struct Balance: AsyncParsableCommand {
         discussion: """
             Asked of the server the wallet is registered with, signed with the wallet's key. While the server \
             cannot be reached, the last known answer is shown and marked as such. The offline allowance is what \
-            the current daily token (`horizon-wallet token`) still allows at a terminal without network.
+            the current daily token (`horizon-wallet token`) still allows at a terminal without network. With \
+            --via-terminal the request goes sealed through the nearest terminal taking a payment, for a wallet \
+            without a route to its server.
             """)
 
     @Flag(help: "Print JSON.") var json = false
     @OptionGroup var pin: PINOptions
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var relay: TerminalRelayOptions
 
     func run() async throws {
-        let session = try WalletSession.open(global.walletFiles, pin: pin)
+        let session = try await WalletSession.open(global.walletFiles, pin: pin, relay: relay, verbose: global.verbose)
+        defer { session.finish(json: json) }
         // Issue 16: read from the kept token, no server call (it is what the wallet can spend
         // offline right now).
         let tokens = DailyTokenClient(
@@ -39,7 +43,7 @@ struct Balance: AsyncParsableCommand {
                     bonusPoints: points.value.map {
                         .init(merchantId: $0.merchantId, merchantName: $0.merchantName, points: $0.points)
                     },
-                    freshness: FreshnessJSON(balances),
+                    freshness: FreshnessJSON(balances), viaTerminal: session.terminalRelay != nil,
                     offlineAllowance: offline.map {
                         .init(
                             amount: $0.remainingAllowance.formattedAmount, currency: $0.token.allowance.currency.code,
@@ -69,6 +73,8 @@ struct BalanceReport: Encodable {
     let balances: [Amount]
     let bonusPoints: [Points]
     let freshness: FreshnessJSON
+    /// Issue 16: the answer came through a terminal (the request proxy).
+    let viaTerminal: Bool
     /// Issue 16: what the current daily token still allows offline; nil without a valid token.
     let offlineAllowance: Amount?
 }

@@ -25,6 +25,7 @@ struct History: AsyncParsableCommand {
     @Flag(help: "Print JSON.") var json = false
     @OptionGroup var pin: PINOptions
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var relay: TerminalRelayOptions
 
     func validate() throws {
         guard (1...100).contains(limit) else { throw ValidationError("--limit must be 1 to 100") }
@@ -39,7 +40,8 @@ struct History: AsyncParsableCommand {
             if cursor != nil || details != nil { throw CLIError(WalletSession.sandboxAdvice) }
             return try localReceipts(store.receipts(), pending: pending)
         }
-        let session = try WalletSession.open(files, pin: pin)
+        let session = try await WalletSession.open(files, pin: pin, relay: relay, verbose: global.verbose)
+        defer { session.finish(json: json) }
         let client = WalletTransactionsClient(identityClient: session.identity, cache: session.cache)
         if let details {
             let result = try await session.call { () async throws(ServiceClientError) in

@@ -20,13 +20,15 @@ struct Points: AsyncParsableCommand {
     @Flag(help: "Print JSON.") var json = false
     @OptionGroup var pin: PINOptions
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var relay: TerminalRelayOptions
 
     func validate() throws {
         if join != nil, leave != nil { throw ValidationError("pass --join or --leave, not both") }
     }
 
     func run() async throws {
-        let session = try WalletSession.open(global.walletFiles, pin: pin)
+        let session = try await WalletSession.open(global.walletFiles, pin: pin, relay: relay, verbose: global.verbose)
+        defer { session.finish(json: json) }
         let client = BonusProgramClient(identityClient: session.identity, cache: session.cache)
         if let merchant = join ?? leave {
             let state: BonusProgramMembershipState = join != nil ? .joined : .left
@@ -88,9 +90,11 @@ struct Coupons: AsyncParsableCommand {
     @Flag(help: "Print JSON.") var json = false
     @OptionGroup var pin: PINOptions
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var relay: TerminalRelayOptions
 
     func run() async throws {
-        let session = try WalletSession.open(global.walletFiles, pin: pin)
+        let session = try await WalletSession.open(global.walletFiles, pin: pin, relay: relay, verbose: global.verbose)
+        defer { session.finish(json: json) }
         let client = CouponProgramClient(identityClient: session.identity, cache: session.cache)
         let result = try await session.call { () async throws(ServiceClientError) in
             open ? try await client.openCoupons() : try await client.coupons()
@@ -145,9 +149,11 @@ struct Memberships: AsyncParsableCommand {
     @Flag(help: "Print JSON.") var json = false
     @OptionGroup var pin: PINOptions
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var relay: TerminalRelayOptions
 
     func run() async throws {
-        let session = try WalletSession.open(global.walletFiles, pin: pin)
+        let session = try await WalletSession.open(global.walletFiles, pin: pin, relay: relay, verbose: global.verbose)
+        defer { session.finish(json: json) }
         let client = GoldProgramMembershipsClient(identityClient: session.identity, cache: session.cache)
         let result = try await session.call { () async throws(ServiceClientError) in try await client.memberships() }
         if json {

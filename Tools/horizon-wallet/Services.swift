@@ -1,4 +1,5 @@
 import ArgumentParser
+import Crypto
 import Foundation
 import HorizonCLISupport
 import HorizonCore
@@ -12,6 +13,10 @@ struct WalletSession {
     let account: WalletAccount
     let identity: IdentityClient
     let cache: Cache
+    /// The unlocked key: a `--via-terminal` session's radio client signs with it too.
+    let signingKey: P256.Signing.PrivateKey
+    /// Issue 16: the terminal this session's requests go through (`--via-terminal`), nil for direct.
+    var terminalRelay: TerminalRelay? = nil
 
     /// The advice for a wallet that has no server account.
     static let sandboxAdvice = """
@@ -35,7 +40,32 @@ struct WalletSession {
         let cache = try Cache.persistentCache(directory: files.directory.file("cache"))
         return WalletSession(
             account: account, identity: IdentityClient(serverURL: url, signingKey: key, timeout: .seconds(10)),
-            cache: cache)
+            cache: cache, signingKey: key)
+    }
+
+    /// `open`, then with `--via-terminal` every request of the session goes through the nearest
+    /// terminal advertising a session (issue 16's request proxy).
+    static func open(_ files: WalletFiles, pin: PINOptions, relay: TerminalRelayOptions, verbose: Bool) async throws
+        -> WalletSession
+    {
+        var session = try open(files, pin: pin)
+        guard relay.viaTerminal else { return session }
+        session.terminalRelay = try await TerminalRelay.open(
+            relay, identity: session.identity, key: session.signingKey, cache: session.cache, files: files,
+            verbose: verbose)
+        return session
+    }
+
+    /// Says that the answers came through a terminal, if they did (on standard error under
+    /// JSON, so the JSON stays whole), and shuts the relay's radio down.
+    func finish(json: Bool) {
+        guard let terminalRelay else { return }
+        if json {
+            FileHandle.standardError.write(Data((terminalRelay.note + "\n").utf8))
+        } else {
+            print(terminalRelay.note)
+        }
+        terminalRelay.close()
     }
 
     /// Runs a client call; a failure becomes one line a person can act on.
@@ -55,7 +85,8 @@ struct WalletSession {
         case .server(let error):
             guard let url = URL(string: account.server) else { return error.description }
             if error.isNetworkFailure {
-                return WalletServer.describe(error, server: url) + " (and nothing was cached to show instead)"
+                return WalletServer.describe(error, server: url)
+                    + " (and nothing was cached to show instead; near a terminal taking a payment, --via-terminal asks through it)"
             }
             return WalletServer.describe(error, server: url)
         }
@@ -113,9 +144,11 @@ struct Account: AsyncParsableCommand {
     @Flag(help: "Print JSON.") var json = false
     @OptionGroup var pin: PINOptions
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var relay: TerminalRelayOptions
 
     func run() async throws {
-        let session = try WalletSession.open(global.walletFiles, pin: pin)
+        let session = try await WalletSession.open(global.walletFiles, pin: pin, relay: relay, verbose: global.verbose)
+        defer { session.finish(json: json) }
         let client = AccountDataClient(identityClient: session.identity, cache: session.cache)
         let result: ServiceResult<WalletUserData>
         if let setName {

@@ -17,7 +17,9 @@ struct Token: AsyncParsableCommand {
             most 24 h. Asking again gives the same token; --refresh asks for a new one, which the server signs \
             only if the balance or its revocation data changed, or the token has less than a quarter of its \
             validity left. The token is checked against the issuer this wallet pinned before it is kept. While \
-            the server cannot be reached, the kept token is shown and marked as cached.
+            the server cannot be reached, the kept token is shown and marked as cached. Fetched online, it also \
+            keeps the server's gateway key, which --via-terminal (on token, balance, history and the other \
+            account commands) seals requests to, so that a wallet without network can ask through a terminal.
             """)
 
     @Flag(help: "Ask the server for a new token if the balance changed or this one is ending.") var refresh = false
@@ -26,6 +28,7 @@ struct Token: AsyncParsableCommand {
     @Flag(help: "Print JSON.") var json = false
     @OptionGroup var pin: PINOptions
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var relay: TerminalRelayOptions
 
     func validate() throws {
         if let currency, (try? Currency(code: currency)) == nil {
@@ -35,15 +38,29 @@ struct Token: AsyncParsableCommand {
 
     func run() async throws {
         let files = global.walletFiles
-        let session = try WalletSession.open(files, pin: pin)
+        let session = try await WalletSession.open(files, pin: pin, relay: relay, verbose: global.verbose)
+        defer { session.finish(json: json) }
+        let anchors = try files.loadTrustAnchors()
         let client = DailyTokenClient(
-            identityClient: session.identity, cache: session.cache, trustAnchors: try files.loadTrustAnchors(),
+            identityClient: session.identity, cache: session.cache, trustAnchors: anchors,
             currency: currency)
         let token: StoredDailyToken
         let state: TokenState
         do {
             let fetched = try await client.fetchDailyToken(refresh: refresh)
             (token, state) = (fetched.token, fetched.issuedNow ? .new : .fresh)
+            // Issue 16: the gateway key too, verified against the anchor, so that this wallet can
+            // later send requests through a terminal (`--via-terminal`) without a route of its own.
+            if session.terminalRelay == nil {
+                let keys = GatewayKeyConfigClient(
+                    identityClient: session.identity, cache: session.cache, trustAnchors: anchors)
+                do { try await keys.fetchKeyConfiguration() } catch {
+                    FileHandle.standardError.write(
+                        Data(
+                            "warning: the server's gateway key was not kept (\(error)); --via-terminal needs it\n".utf8)
+                    )
+                }
+            }
         } catch {
             if case .service(.server(let serverError)) = error, serverError.isNetworkFailure,
                 let kept = client.currentToken
