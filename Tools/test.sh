@@ -3,7 +3,7 @@
 # (when missing), builds the package and its tests, starts a throw-away PostgreSQL for the ledger's
 # tests, runs every test, the demo and the dashboard's browser check, then runs the BlueZ checks
 # against a real bluetoothd in a throw-away VM (Tools/bluez-vm: the adapters, a foreign central,
-# payment flows between two processes, wallet privacy and notify sockets: 13 checks; about 5
+# payment flows between two processes, wallet privacy, notify sockets and the request proxy: 14 checks; about 5
 # minutes, at most 14).
 #
 #   Tools/test.sh              build and run everything

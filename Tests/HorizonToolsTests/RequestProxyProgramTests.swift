@@ -51,6 +51,15 @@ struct RequestProxyProgramTests {
             balance.standardError.contains("through a nearby terminal: 2 request(s) relayed sealed"),
             "\(balance.standardError)")
 
+        // The card list too (the wallet's cards client on the same routed identity).
+        let cards = try isolatedWallet(
+            ["cards", "list", "--json", "--via-terminal", "--data-dir", rig.walletDir, "--radio-socket", rig.socket])
+        #expect(cards.status == 0, "\(cards.standardOutput) \(cards.standardError)")
+        let cardList = try JSONSerialization.jsonObject(with: Data(cards.standardOutput.utf8)) as? [Any]
+        #expect(cardList?.isEmpty == true, "no cards yet: \(cards.standardOutput)")
+        #expect(
+            cards.standardError.contains("through a nearby terminal: 1 request(s) relayed"), "\(cards.standardError)")
+
         // The same wallet, still without a route, pays the terminal (which settles online).
         let pay = try isolatedWallet(
             ["pay", "--yes", "--json", "--data-dir", rig.walletDir, "--radio-socket", rig.socket, "--timeout", "30"])

@@ -62,5 +62,16 @@ else
     check "terminal and wallet set up (the wallet's adapter with privacy on)" false
 fi
 
+# Issue 16: the request proxy over real bluetoothd, with a server in the VM.
+source "$(dirname "${BASH_SOURCE[0]}")/bluez-proxy.sh"
+if setup_proxy; then
+    check "a wallet without a route to its server gets its balance through the terminal, then pays it" \
+        check_balance_through_terminal_then_pay
+else
+    check "a server, a terminal activated with it and a registered wallet are set up in the VM" false
+    show_proxy
+fi
+proxy_stop_server
+
 echo "bluez: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

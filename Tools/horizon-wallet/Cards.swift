@@ -92,9 +92,17 @@ struct ListCards: AsyncParsableCommand {
     @Flag(help: "Print JSON.") var json = false
     @OptionGroup var pin: PINOptions
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var relay: TerminalRelayOptions
 
     func run() async throws {
-        let (wallet, url) = try CardCommands.walletClient(global, pin)
+        // Through the session's identity, so that --via-terminal routes this call too (issue 16).
+        let session = try await WalletSession.open(global.walletFiles, pin: pin, relay: relay, verbose: global.verbose)
+        defer { session.finish(json: json) }
+        let url = try WalletServer.url(session.account.server)
+        let wallet: WalletClient
+        do { wallet = WalletClient(server: try session.identity.signedClient()) } catch {
+            throw CLIError(session.describe(error))
+        }
         let cards = try await CardCommands.call(url) { () async throws(ServerClientError) in
             try await wallet.getWallet()
         }
