@@ -4,6 +4,32 @@ import HorizonAPI
 /// The merchant service (`openapi.yaml`, `/v1/merchant/...`), signed with the terminal's key:
 /// what `MerchantServiceClient` and `horizon-terminal`'s merchant commands call.
 extension HorizonServerClient {
+    /// Signs the merchant's admin in (`POST /v1/merchant/sessions`): a session token for
+    /// `init(serverURL:adminSessionToken:)`, good for `lifetimeSeconds` (60 s to 8 h, the
+    /// default) or until `signOutMerchantAdmin`.
+    /// Refusals: `invalid_credentials`, `account_locked`, `rate_limited`.
+    public func signInMerchantAdmin(email: String, password: String, lifetimeSeconds: Int64? = nil)
+        async throws(ServerClientError) -> Components.Schemas.MerchantAdminSession
+    {
+        let output = try await call {
+            try await client.signInMerchantAdmin(
+                body: .json(.init(email: email, password: password, lifetimeSeconds: lifetimeSeconds)))
+        }
+        switch output {
+        case .created(let created): return try Self.json { try created.body.json }
+        case .default(let status, let error): throw try Self.refusal(status, error)
+        }
+    }
+
+    /// Ends the admin session this client carries.
+    public func signOutMerchantAdmin() async throws(ServerClientError) {
+        let output = try await call { try await client.signOutMerchantAdmin() }
+        switch output {
+        case .noContent: return
+        case .default(let status, let error): throw try Self.refusal(status, error)
+        }
+    }
+
     public func registerUsers() async throws(ServerClientError) -> [Components.Schemas.RegisterUser] {
         let output = try await call { try await client.listRegisterUsers() }
         switch output {

@@ -27,6 +27,17 @@ public struct HorizonServerClient: Sendable {
         self.init(serverURL: serverURL, signingKey: signingKey, transport: transport, clock: clock)
     }
 
+    /// A client that sends a merchant admin's session token (`signInMerchantAdmin`) as
+    /// `Authorization: Bearer` with every request: the merchant service without a terminal.
+    public init(serverURL: URL, adminSessionToken: String, timeout: Duration = .seconds(10)) {
+        let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
+        let transport = AsyncHTTPClientTransport(
+            configuration: .init(client: Self.http, timeout: .milliseconds(max(1, milliseconds))))
+        self.serverURL = serverURL
+        client = Client(
+            serverURL: serverURL, transport: transport, middlewares: [BearerTokenMiddleware(token: adminSessionToken)])
+    }
+
     /// A client over `transport` (HTTP, or the sealed relay of issue 16), signing with `signingKey`.
     init(
         serverURL: URL, signingKey: P256.Signing.PrivateKey?, transport: any ClientTransport,
@@ -218,6 +229,20 @@ public enum ServerClientError: Error, Equatable, Sendable, CustomStringConvertib
 
     /// The server's stable error code, when it answered with one.
     public var code: String? { if case .refused(_, let code, _, _) = self { code } else { nil } }
+}
+
+/// Sends a merchant admin's session token with every request.
+struct BearerTokenMiddleware: ClientMiddleware {
+    let token: String
+
+    func intercept(
+        _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
+        next: @Sendable (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
+    ) async throws -> (HTTPResponse, HTTPBody?) {
+        var request = request
+        request.headerFields[.authorization] = "Bearer " + token
+        return try await next(request, body, baseURL)
+    }
 }
 
 /// Signs every request with the device's key (`HorizonSignature`, see `RequestSignature`).

@@ -10,6 +10,7 @@ import HorizonSecureChannel
 import HorizonServer
 import HummingbirdTesting
 import NIOCore
+import Synchronization
 import Testing
 
 /// Issue 14 item 5: every operation of `openapi.yaml` tried with no credentials, malformed,
@@ -79,6 +80,61 @@ struct IsolationTests {
             let response = try await client.send(.get, "/metrics")
             #expect(response.status == .ok)
             world.expectNothingOfTheTenants(in: response.text, "/metrics")
+        },
+        "signInMerchantAdmin": .open(reason: "the merchant admin's e-mail and password are its credential") {
+            world, client in
+            // A's password with B's e-mail, B's with A's, a wrong one, an unknown e-mail: one answer.
+            for (email, password) in [
+                (World.shopEmail, TestServer.password), (TestServer.email, World.shopPassword),
+                (TestServer.email, "wrong password"), ("nobody@nowhere.example", TestServer.password),
+            ] {
+                let response = try await client.send(
+                    .post, "/v1/merchant/sessions", json: #"{"email": "\#(email)", "password": "\#(password)"}"#)
+                try world.expectRefusal(
+                    response, .unauthorized, "invalid_credentials", "the e-mail or the password is wrong",
+                    "admin sign-in as \(email)")
+            }
+            // The right pair: a session of that merchant only.
+            let response = try await client.send(
+                .post, "/v1/merchant/sessions",
+                json: #"{"email": "\#(World.shopEmail)", "password": "\#(World.shopPassword)"}"#)
+            #expect(response.status == .created, "\(response.text)")
+            let session = try JSONDecoder().decode(Components.Schemas.MerchantAdminSession.self, from: response.data)
+            #expect(session.merchantId == world.shop.id.rawValue)
+            world.expectNothingOfTheTenants(in: response.text, "the shop's admin session", except: ["the shop's id"])
+        },
+        "signOutMerchantAdmin": .open(reason: "ends the session whose token it carries, and no other") {
+            world, client in
+            for header in [nil, "Bearer not-a-session", "Bearer eyJhbGciOiJIUzI1NiJ9.e30.c2lnbmF0dXJl"] {
+                var headers: HTTPFields = [:]
+                if let header { headers[.authorization] = header }
+                let response = try await client.send(.delete, "/v1/merchant/sessions", headers: headers)
+                try world.expectRefusal(
+                    response, .unauthorized, "unauthenticated", "no admin session to end",
+                    "sign out with \(header ?? "nothing")")
+            }
+            // B signs its own session out; A's session (held by the bakery's admin) still works.
+            let bakery = try await client.send(
+                .post, "/v1/merchant/sessions",
+                json: #"{"email": "\#(TestServer.email)", "password": "\#(TestServer.password)"}"#)
+            let bakeryToken = try JSONDecoder().decode(Components.Schemas.MerchantAdminSession.self, from: bakery.data)
+                .token
+            let shop = try await client.send(
+                .post, "/v1/merchant/sessions",
+                json: #"{"email": "\#(World.shopEmail)", "password": "\#(World.shopPassword)"}"#)
+            let shopToken = try JSONDecoder().decode(Components.Schemas.MerchantAdminSession.self, from: shop.data)
+                .token
+            let out = try await client.send(
+                .delete, "/v1/merchant/sessions", headers: [.authorization: "Bearer " + shopToken])
+            #expect(out.status == .noContent, "\(out.text)")
+            let stillIn = try await client.send(
+                .get, "/v1/merchant/register-users", headers: [.authorization: "Bearer " + bakeryToken])
+            #expect(stillIn.status == .ok, "\(stillIn.text)")
+            let signedOut = try await client.send(
+                .get, "/v1/merchant/register-users", headers: [.authorization: "Bearer " + shopToken])
+            try world.expectRefusal(
+                signedOut, .unauthorized, "unauthenticated", "this admin session is unknown or has ended",
+                "after sign-out")
         },
         "getAnchor": .open(reason: "the public key wallets pin; public by nature") { world, client in
             let response = try await client.send(.get, "/v1/anchor")
@@ -297,7 +353,8 @@ struct IsolationTests {
                 #expect(response.status == .ok, "\(response.text)")
                 let list = try JSONDecoder().decode(Components.Schemas.MerchantTerminalList.self, from: response.data)
                 #expect(list.terminals.map(\.terminalId) == [world.shopTillResponse.terminalId])
-                #expect(list.terminals.map(\.isCaller) == [true])
+                // The shop's till is the caller when it asks itself; its admin session is no terminal.
+                #expect(list.terminals.count == 1)
                 world.expectNothingOfTheTenants(in: response.text, "the shop's terminals")
                 #expect(!response.text.contains(world.revokedTillID), "the bakery's revoked till")
             }),
@@ -599,6 +656,8 @@ struct IsolationTests {
         let ignored: Set<String> = [
             // What refused calls may change: spent nonces, counted wrong passwords, counted wrong codes.
             "request_nonces", "merchant_logins", "wallet_registrations",
+            // Admin sign-ins (issue 15): their sessions and counted attempts.
+            "dashboard_sessions", "dashboard_sign_in_attempts",
             // Restoration starts queue a mail (to the account's own address).
             "outbox",
             // Wallet B's served card request adds a card of its own (checked below).
@@ -607,9 +666,10 @@ struct IsolationTests {
             "daily_tokens",
         ]
         let before = try await tableSnapshot(world.server.ledger, excluding: ignored)
-        let (refusals, walletRefusals) = try await world.server.withClient { client in
+        let (refusals, walletRefusals, adminRequests) = try await world.server.withClient { client in
             var refusals = 0
             var walletRefusals = 0
+            var adminRequests = 0
             for (operation, protection) in Self.table.sorted(by: { $0.key < $1.key }) {
                 switch protection {
                 case .open(_, let probe):
@@ -657,10 +717,32 @@ struct IsolationTests {
                         let (status, code, message) = credential.expected
                         try world.expectRefusal(response, status, code, message, "\(operation) with \(credential)")
                         if status == .unauthorized {
+                            // The merchant service also offers the admin's session (Bearer) to a
+                            // request that brought no signature; a bad signature is the
+                            // signature check's refusal.
+                            let offersBoth =
+                                request.path.hasPrefix("/v1/merchant/")
+                                && (credential == .none || credential == .bearer)
+                            let challenge = offersBoth ? "HorizonSignature, Bearer" : "HorizonSignature"
                             #expect(
-                                response.headers[.wwwAuthenticate] == "HorizonSignature", "\(operation) \(credential)")
+                                response.headers[.wwwAuthenticate] == challenge, "\(operation) \(credential)")
                         }
                         refusals += 1
+                    }
+                    // Issue 15: the other merchant's admin session gets what its terminal gets.
+                    if request.path.hasPrefix("/v1/merchant/") {
+                        let byShopAdmin = try await client.send(
+                            request, headers: [.authorization: "Bearer " + (try await world.shopAdminToken(client))])
+                        switch otherMerchant {
+                        case .refused(let status, let code, let message):
+                            try world.expectRefusal(
+                                byShopAdmin, status, code, message, "\(operation) by the other merchant's admin")
+                        case .servesOnlyTheSigner:
+                            Issue.record("\(operation): a merchant operation serves its terminal only")
+                        case .servesTheSignersOwn(let check):
+                            try await check(world, byShopAdmin)
+                        }
+                        adminRequests += 1
                     }
                     let byShop = try await client.send(
                         request,
@@ -687,8 +769,9 @@ struct IsolationTests {
                     }
                 }
             }
-            return (refusals, walletRefusals)
+            return (refusals, walletRefusals, adminRequests)
         }
+        #expect(adminRequests == 11, "every merchant-service operation was tried with the other admin's session")
         let signed = Self.table.values.filter { if case .terminalSigned = $0 { true } else { false } }
         let refusedByTheOtherMerchant = signed.filter {
             if case .terminalSigned(_, .refused) = $0 { true } else { false }
@@ -703,7 +786,9 @@ struct IsolationTests {
         #expect(walletRefusals == walletOperations.count * WalletCredential.allCases.count + refusedForWalletB.count)
         // Wallet A's cards are as they were; wallet B's request added a card to wallet B only.
         let cardsOfA = try await world.server.ledger.paymentCards(of: world.walletID)
-        #expect(Set(cardsOfA.map(\.id.rawValue)) == Set([world.cards.card, world.cards.cardToRemove, world.cards.challengedCard]))
+        #expect(
+            Set(cardsOfA.map(\.id.rawValue))
+                == Set([world.cards.card, world.cards.cardToRemove, world.cards.challengedCard]))
         #expect(try await world.server.ledger.paymentCards(of: world.walletB).count == 1)
         // No refused request got wallet A a token (it has only the one the world recorded for
         // offline payments); wallet B's request recorded one, for wallet B.
@@ -798,6 +883,8 @@ final class World: Sendable {
     let cards: WorldCards
     /// Issue 16: wallet A's daily token, recorded by the server, for forwarded offline payments.
     let offlineToken: [UInt8]
+    /// Issue 15: the shop's admin session, once signed in.
+    let shopAdminSession = Mutex<String?>(nil)
 
     private init(
         server: TestServer, bakery: Merchant, shop: Merchant,
@@ -1063,4 +1150,18 @@ func signedAuthorization(
         publicKey: Array(key.publicKey.x963Representation), time: time, nonce: nonce,
         signature: Array(try key.signature(for: bytes).rawRepresentation)
     ).headerValue
+}
+
+extension World {
+    /// The shop's admin session (issue 15), signed in once for the whole test.
+    func shopAdminToken(_ client: any TestClientProtocol) async throws -> String {
+        if let token = shopAdminSession.withLock({ $0 }) { return token }
+        let response = try await client.send(
+            .post, "/v1/merchant/sessions",
+            json: #"{"email": "\#(World.shopEmail)", "password": "\#(World.shopPassword)"}"#)
+        #expect(response.status == .created, "\(response.text)")
+        let token = try JSONDecoder().decode(Components.Schemas.MerchantAdminSession.self, from: response.data).token
+        shopAdminSession.withLock { $0 = token }
+        return token
+    }
 }

@@ -353,3 +353,64 @@ struct MerchantServiceClientTests {
         }
     }
 }
+
+extension MerchantServiceClientTests {
+    /// Issue 15: the merchant's admin uses the merchant service without a terminal (an admin
+    /// session, `Authorization: Bearer`), sees only its own merchant, and the session ends at
+    /// sign-out or when its lifetime is over.
+    @Test func anAdminSignsInWithoutATerminalAndSeesOnlyItsOwnMerchant() async throws {
+        try await withShop { shop in
+            let paid = try await shop.pay(7_00)
+            let stranger = try await shop.server.addMerchant(
+                name: "Other Shop", email: "owner@other.example", password: "another long password")
+
+            let admin = try await MerchantServiceClient.signIn(
+                serverURL: shop.url, email: TestServer.email, password: TestServer.password)
+            try await admin.start()
+            #expect(try await admin.addRegisterUser(id: "042", name: "Ann").name == "Ann")
+            #expect(try await admin.fetchRegisterUsers().map(\.id) == ["042"])
+            #expect(try await admin.transactions().transactions.map(\.paymentId) == [paid.id])
+            let terminals = try await admin.terminals()
+            #expect(terminals.map(\.terminalId) == [shop.tillID])
+            #expect(terminals.map(\.isCaller) == [false], "an admin session is no terminal")
+
+            // Another merchant's admin: the bakery's payment does not exist for it.
+            let other = try await MerchantServiceClient.signIn(
+                serverURL: shop.url, email: "owner@other.example", password: "another long password")
+            try await other.start()
+            #expect(try await other.transactions().transactions.isEmpty)
+            #expect(await refusal { _ = try await other.transaction(paymentID: paid.id) } == "payment_not_found")
+            #expect(try await other.fetchRegisterUsers().isEmpty)
+            _ = stranger
+
+            // Wrong password, a made-up token, a lifetime out of range.
+            #expect(
+                await refusal {
+                    _ = try await MerchantServiceClient.signIn(
+                        serverURL: shop.url, email: TestServer.email, password: "wrong")
+                } == "invalid_credentials")
+            let forged = MerchantServiceClient(
+                server: HorizonServerClient(serverURL: shop.url, adminSessionToken: "made-up-token"))
+            #expect(await refusal { try await forged.start() } == "unauthenticated")
+            #expect(
+                await refusal {
+                    _ = try await MerchantServiceClient.signIn(
+                        serverURL: shop.url, email: TestServer.email, password: TestServer.password,
+                        lifetime: .seconds(30))
+                } == "invalid_request")
+
+            // Signed out: the token is refused. A short session ends by itself.
+            try await admin.signOut()
+            #expect(await refusal { try await admin.start() } == "unauthenticated")
+            let short = try await MerchantServiceClient.signIn(
+                serverURL: shop.url, email: TestServer.email, password: TestServer.password, lifetime: .seconds(60))
+            try await short.start()
+            shop.server.clock.advance(61)
+            #expect(await refusal { _ = try await short.fetchRegisterUsers() } == "unauthenticated")
+            // The till's own key still works, as before.
+            let till = shop.merchantClient()
+            try await till.start()
+            #expect(try await till.fetchRegisterUsers().map(\.id) == ["042"])
+        }
+    }
+}

@@ -135,3 +135,47 @@ struct MerchantCommandsProgramTests {
         #expect(points.standardOutput.contains("bonus points  0\n"), "\(points.standardOutput) \(points.standardError)")
     }
 }
+
+extension MerchantCommandsProgramTests {
+    /// Issue 15: the merchant commands as the merchant's admin (`--admin-email`), from a data
+    /// directory with no terminal at all; a wrong password is said as such.
+    @Test func theAdminUsesTheMerchantCommandsWithoutATerminal() throws {
+        let rig = try RemoteLedgerRig()
+        let paid = try rig.pay("4.00", walletTimeout: 30)
+        paid.expectPaid()
+        let paymentID = try #require(try rig.transactions().first?.id)
+        let elsewhere = rig.sandbox.path("laptop")
+        let server = "http://127.0.0.1:\(rig.port)"
+        func asAdmin(_ arguments: [String], password: String = "password") throws -> ProgramResult {
+            try Programs.run(
+                "horizon-terminal",
+                arguments + [
+                    "--admin-email", RemoteLedgerRig.email, "--password-file", rig.sandbox.path(password), "--server",
+                    server, "--data-dir", elsewhere,
+                ])
+        }
+
+        let added = try asAdmin(["register-users", "add", "Grace Hopper", "--json"])
+        #expect(added.status == 0, "\(added.standardError)")
+        #expect(added.standardOutput.contains("\"id\" : \"grace-hopper\""), "\(added.standardOutput)")
+        let transactions = try asAdmin(["transactions", "--json"])
+        #expect(transactions.status == 0, "\(transactions.standardError)")
+        #expect(transactions.standardOutput.contains(paymentID), "\(transactions.standardOutput)")
+        let refund = try asAdmin(["refund", paymentID, "--amount", "1.00", "--json"])
+        #expect(refund.status == 0, "\(refund.standardOutput) \(refund.standardError)")
+        // The terminal, with its own key, sees what the admin did.
+        let listed = try Programs.run("horizon-terminal", ["register-users", "list", "--data-dir", rig.terminalDir])
+        #expect(listed.standardOutput.contains("grace-hopper\tGrace Hopper"), "\(listed.standardOutput)")
+
+        try "not the password\n".write(toFile: rig.sandbox.path("wrong"), atomically: true, encoding: .utf8)
+        let refused = try asAdmin(["register-users", "list"], password: "wrong")
+        #expect(refused.status != 0)
+        #expect(refused.standardError.contains("invalid_credentials"), "\(refused.standardError)")
+        #expect(refused.standardError.contains("Check the admin's e-mail and password."))
+        let noServer = try Programs.run(
+            "horizon-terminal",
+            ["transactions", "--admin-email", RemoteLedgerRig.email, "--data-dir", rig.sandbox.path("empty")])
+        #expect(noServer.status != 0)
+        #expect(noServer.standardError.contains("--admin-email needs the server: pass --server URL"))
+    }
+}

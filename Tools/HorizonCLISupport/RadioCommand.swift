@@ -38,37 +38,42 @@ public struct RadioCommand: AsyncParsableCommand {
     public func run() async throws {
         var options = RadioOptions()
         options.radioSocket = socket
-        let path = options.socketPath
+        let logger = Logs.logger("horizon.radio", verbose: false)
+        // SIGTERM or SIGINT: the server stops, removing its socket and lock; the devices of the
+        // room see their links end, as at power off. The socket is made by the service, once the
+        // group traps those signals: one that comes as soon as the socket exists is a shutdown,
+        // never a kill that leaves the socket file behind.
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [
+                    RadioServerService(
+                        path: options.socketPath, seed: seed, idleExit: idleExit > 0 ? .seconds(idleExit) : nil,
+                        readyFd: readyFd)
+                ], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+    }
+}
+
+/// The simulated radio's server as a service: it listens, says so, and serves until the group
+/// shuts down, or until it exits by itself after --idle-exit without devices (which ends the group).
+struct RadioServerService: Service {
+    let path: String
+    let seed: UInt64
+    let idleExit: Duration?
+    let readyFd: Int32?
+
+    func run() async throws {
         let server: RadioServer
         do {
-            server = try RadioServer(
-                socketPath: path, seed: seed, idleExit: idleExit > 0 ? .seconds(idleExit) : nil)
+            server = try RadioServer(socketPath: path, seed: seed, idleExit: idleExit)
         } catch {
             throw CLIError("cannot listen on \(path): \(error)")
         }
-        let logger = Logs.logger("horizon.radio", verbose: false)
         print("simulated radio listening on \(path)")
         if let readyFd {
             _ = write(readyFd, RadioServerLauncher.readyLine, RadioServerLauncher.readyLine.utf8.count)
             close(readyFd)
         }
-        // SIGTERM or SIGINT: the server stops, removing its socket and lock; the devices of the
-        // room see their links end, as at power off.
-        let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: [RadioServerService(server: server)], gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: logger))
-        try await group.run()
-    }
-}
-
-/// The simulated radio's server as a service: it serves until the group shuts down, or until
-/// it exits by itself after --idle-exit without devices (which ends the group).
-struct RadioServerService: Service {
-    let server: RadioServer
-
-    func run() async throws {
-        let server = self.server
         await withTaskCancellationOrGracefulShutdownHandler {
             await server.run()
         } onCancelOrGracefulShutdown: {

@@ -66,6 +66,7 @@ struct Programs: AsyncParsableCommand {
         @OptionGroup var walletChoice: WalletChoice
         @Flag(help: "Print JSON.") var json = false
         @OptionGroup var global: GlobalOptions
+        @OptionGroup var admin: AdminSignInOptions
 
         func run() async throws {
             guard walletChoice.isGiven else {
@@ -88,7 +89,7 @@ struct Programs: AsyncParsableCommand {
 
         private func showMerchantPrograms() async throws {
             let summary: ProgramSummary
-            if let merchant = try await global.merchantService() {
+            if let merchant = try await admin.merchantService(global) {
                 summary = ProgramSummary(
                     hasBonusProgram: await merchant.hasBonusProgram, hasGoldProgram: await merchant.hasGoldProgram,
                     hasCouponProgram: await merchant.hasCouponProgram,

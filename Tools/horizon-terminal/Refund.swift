@@ -29,6 +29,7 @@ struct RefundCommand: AsyncParsableCommand {
     @Option(help: "The refund id (1 to 64 characters of A-Z a-z 0-9 . _ : -) to make or retry.") var refundID: String?
     @Flag(help: "Print JSON.") var json = false
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var admin: AdminSignInOptions
 
     func validate() throws {
         guard let bytes = [UInt8](hexString: paymentID.lowercased()), bytes.count == PaymentID.byteCount else {
@@ -45,7 +46,7 @@ struct RefundCommand: AsyncParsableCommand {
         // Printed before anything is asked, so that a lost answer can be retried with the same id.
         if self.refundID == nil, !json { FileHandle.standardError.write(Data("refund id \(refundID)\n".utf8)) }
         let row: RefundRow
-        if let merchant = try await global.merchantService() {
+        if let merchant = try await admin.merchantService(global) {
             let details = try await merchant.run { try await $0.transaction(paymentID: paymentID) }
             let currency = try AmountArgument.currency(details.transaction.currency)
             let minorUnits = try amount.map {

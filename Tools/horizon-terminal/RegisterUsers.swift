@@ -20,9 +20,10 @@ struct RegisterUsers: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List register users.")
         @Flag(help: "Print JSON.") var json = false
         @OptionGroup var global: GlobalOptions
+        @OptionGroup var admin: AdminSignInOptions
 
         func run() async throws {
-            if let merchant = try await global.merchantService() {
+            if let merchant = try await admin.merchantService(global) {
                 let users = await merchant.registerUsers.map(RegisterUserRow.init)
                 if json {
                     try Console().json(users)
@@ -55,6 +56,7 @@ struct RegisterUsers: AsyncParsableCommand {
         @Option(help: "The register user's id at the server (default: made from the name).") var id: String?
         @Flag(help: "Print JSON.") var json = false
         @OptionGroup var global: GlobalOptions
+        @OptionGroup var admin: AdminSignInOptions
 
         func validate() throws {
             let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -64,7 +66,7 @@ struct RegisterUsers: AsyncParsableCommand {
         }
 
         func run() async throws {
-            if let merchant = try await global.merchantService() {
+            if let merchant = try await admin.merchantService(global) {
                 let id = id ?? Self.id(from: name)
                 let user = try await merchant.run { try await $0.addRegisterUser(id: id, name: name) }
                 if json {
@@ -101,9 +103,10 @@ struct RegisterUsers: AsyncParsableCommand {
         @Argument(help: "The new name.") var name: String
         @Flag(help: "Print JSON.") var json = false
         @OptionGroup var global: GlobalOptions
+        @OptionGroup var admin: AdminSignInOptions
 
         func run() async throws {
-            guard let merchant = try await global.merchantService() else {
+            guard let merchant = try await admin.merchantService(global) else {
                 throw CLIError(
                     "the single-box sandbox keeps register users by name: remove the old name and add the new one")
             }
@@ -117,9 +120,10 @@ struct RegisterUsers: AsyncParsableCommand {
             abstract: "Remove a register user: by id at the server, by name in the sandbox.")
         @Argument(help: "The register user's id (the sandbox: the cashier's name).") var name: String
         @OptionGroup var global: GlobalOptions
+        @OptionGroup var admin: AdminSignInOptions
 
         func run() async throws {
-            if let merchant = try await global.merchantService() {
+            if let merchant = try await admin.merchantService(global) {
                 try await merchant.run { try await $0.removeRegisterUser(id: name) }
                 print("removed \(name)")
                 return

@@ -27,6 +27,7 @@ struct Transactions: AsyncParsableCommand {
     @Option(help: "Only those of one register user (its id).") var registerUser: String?
     @Flag(help: "Print JSON.") var json = false
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var admin: AdminSignInOptions
 
     func validate() throws {
         guard (1...100_000).contains(limit) else { throw ValidationError("--limit must be 1 to 100000") }
@@ -49,7 +50,7 @@ struct Transactions: AsyncParsableCommand {
     }
 
     func run() async throws {
-        if let merchant = try await global.merchantService() {
+        if let merchant = try await admin.merchantService(global) {
             try await runAtServer(merchant)
             return
         }

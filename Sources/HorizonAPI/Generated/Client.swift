@@ -2536,6 +2536,156 @@ public struct Client: APIProtocol {
             }
         )
     }
+    /// Signs the merchant's admin in (e-mail and password): an admin session for the merchant service.
+    ///
+    /// The token is sent as `Authorization: Bearer <token>` on the merchant service's operations
+    /// and lasts `lifetimeSeconds` (8 hours by default, or until `DELETE /v1/merchant/sessions`). The password lock-out of the
+    /// account applies, and sign-ins are limited per e-mail and per client address (10 and 30 in
+    /// 15 minutes, shared with the dashboard): `rate_limited` with `Retry-After` beyond that.
+    /// Errors: `invalid_credentials`, `account_locked`, `rate_limited`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/sessions`.
+    /// - Remark: Generated from `#/paths//v1/merchant/sessions/post(signInMerchantAdmin)`.
+    public func signInMerchantAdmin(_ input: Operations.SignInMerchantAdmin.Input) async throws -> Operations.SignInMerchantAdmin.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.SignInMerchantAdmin.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/merchant/sessions",
+                    parameters: []
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .post
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                let body: OpenAPIRuntime.HTTPBody?
+                switch input.body {
+                case let .json(value):
+                    body = try converter.setRequiredRequestBodyAsJSON(
+                        value,
+                        headerFields: &request.headerFields,
+                        contentType: "application/json; charset=utf-8"
+                    )
+                }
+                return (request, body)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 201:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.SignInMerchantAdmin.Output.Created.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.MerchantAdminSession.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .created(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// Ends the admin session this request carries (Authorization: Bearer).
+    ///
+    /// - Remark: HTTP `DELETE /v1/merchant/sessions`.
+    /// - Remark: Generated from `#/paths//v1/merchant/sessions/delete(signOutMerchantAdmin)`.
+    public func signOutMerchantAdmin(_ input: Operations.SignOutMerchantAdmin.Input) async throws -> Operations.SignOutMerchantAdmin.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.SignOutMerchantAdmin.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/merchant/sessions",
+                    parameters: []
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .delete
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                return (request, nil)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 204:
+                    return .noContent(.init())
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
     /// The calling terminal's merchant's register users (cashiers), by id.
     ///
     /// - Remark: HTTP `GET /v1/merchant/register-users`.

@@ -368,6 +368,28 @@ extension APIProtocol {
         )
         try transport.register(
             {
+                try await server.signInMerchantAdmin(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/merchant/sessions")
+        )
+        try transport.register(
+            {
+                try await server.signOutMerchantAdmin(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .delete,
+            path: server.apiPathComponentsWithServerPrefix("/v1/merchant/sessions")
+        )
+        try transport.register(
+            {
                 try await server.listRegisterUsers(
                     request: $0,
                     body: $1,
@@ -2802,6 +2824,149 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                         )
                     }
                     return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Signs the merchant's admin in (e-mail and password): an admin session for the merchant service.
+    ///
+    /// The token is sent as `Authorization: Bearer <token>` on the merchant service's operations
+    /// and lasts `lifetimeSeconds` (8 hours by default, or until `DELETE /v1/merchant/sessions`). The password lock-out of the
+    /// account applies, and sign-ins are limited per e-mail and per client address (10 and 30 in
+    /// 15 minutes, shared with the dashboard): `rate_limited` with `Retry-After` beyond that.
+    /// Errors: `invalid_credentials`, `account_locked`, `rate_limited`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/sessions`.
+    /// - Remark: Generated from `#/paths//v1/merchant/sessions/post(signInMerchantAdmin)`.
+    func signInMerchantAdmin(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.SignInMerchantAdmin.id,
+            using: {
+                APIHandler.signInMerchantAdmin($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let headers: Operations.SignInMerchantAdmin.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
+                let body: Operations.SignInMerchantAdmin.Input.Body
+                let chosenContentType = try converter.bestContentType(
+                    received: contentType,
+                    options: [
+                        "application/json"
+                    ]
+                )
+                switch chosenContentType {
+                case "application/json":
+                    body = try await converter.getRequiredRequestBodyAsJSON(
+                        Components.Schemas.MerchantAdminSignIn.self,
+                        from: requestBody,
+                        transforming: { value in
+                            .json(value)
+                        }
+                    )
+                default:
+                    preconditionFailure("bestContentType chose an invalid content type.")
+                }
+                return Operations.SignInMerchantAdmin.Input(
+                    headers: headers,
+                    body: body
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .created(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 201)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Ends the admin session this request carries (Authorization: Bearer).
+    ///
+    /// - Remark: HTTP `DELETE /v1/merchant/sessions`.
+    /// - Remark: Generated from `#/paths//v1/merchant/sessions/delete(signOutMerchantAdmin)`.
+    func signOutMerchantAdmin(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.SignOutMerchantAdmin.id,
+            using: {
+                APIHandler.signOutMerchantAdmin($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let headers: Operations.SignOutMerchantAdmin.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.SignOutMerchantAdmin.Input(headers: headers)
+            },
+            serializer: { output, request in
+                switch output {
+                case let .noContent(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 204)
+                    suppressMutabilityWarning(&response)
+                    return (response, nil)
                 case let .`default`(statusCode, value):
                     suppressUnusedWarning(value)
                     var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)

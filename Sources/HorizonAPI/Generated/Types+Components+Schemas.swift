@@ -155,6 +155,96 @@ extension Components {
                 case name
             }
         }
+        /// - Remark: Generated from `#/components/schemas/MerchantAdminSignIn`.
+        public struct MerchantAdminSignIn: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/MerchantAdminSignIn/email`.
+            public var email: Swift.String
+            /// - Remark: Generated from `#/components/schemas/MerchantAdminSignIn/password`.
+            public var password: Swift.String
+            /// How long the session lasts (60 s to 8 h; 8 h when left out). A script asks for little.
+            ///
+            /// - Remark: Generated from `#/components/schemas/MerchantAdminSignIn/lifetimeSeconds`.
+            public var lifetimeSeconds: Swift.Int64?
+            /// Creates a new `MerchantAdminSignIn`.
+            ///
+            /// - Parameters:
+            ///   - email:
+            ///   - password:
+            ///   - lifetimeSeconds: How long the session lasts (60 s to 8 h; 8 h when left out). A script asks for little.
+            public init(
+                email: Swift.String,
+                password: Swift.String,
+                lifetimeSeconds: Swift.Int64? = nil
+            ) {
+                self.email = email
+                self.password = password
+                self.lifetimeSeconds = lifetimeSeconds
+            }
+            public enum CodingKeys: String, CodingKey {
+                case email
+                case password
+                case lifetimeSeconds
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.email = try container.decode(
+                    Swift.String.self,
+                    forKey: .email
+                )
+                self.password = try container.decode(
+                    Swift.String.self,
+                    forKey: .password
+                )
+                self.lifetimeSeconds = try container.decodeIfPresent(
+                    Swift.Int64.self,
+                    forKey: .lifetimeSeconds
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "email",
+                    "password",
+                    "lifetimeSeconds"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/MerchantAdminSession`.
+        public struct MerchantAdminSession: Codable, Hashable, Sendable {
+            /// The session's secret (43 URL-safe base64 characters); only its SHA-256 is stored.
+            ///
+            /// - Remark: Generated from `#/components/schemas/MerchantAdminSession/token`.
+            public var token: Swift.String
+            /// - Remark: Generated from `#/components/schemas/MerchantAdminSession/merchantId`.
+            public var merchantId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/MerchantAdminSession/merchantName`.
+            public var merchantName: Swift.String
+            /// Unix seconds.
+            ///
+            /// - Remark: Generated from `#/components/schemas/MerchantAdminSession/expiresAt`.
+            public var expiresAt: Swift.Int64
+            /// Creates a new `MerchantAdminSession`.
+            ///
+            /// - Parameters:
+            ///   - token: The session's secret (43 URL-safe base64 characters); only its SHA-256 is stored.
+            ///   - merchantId:
+            ///   - merchantName:
+            ///   - expiresAt: Unix seconds.
+            public init(
+                token: Swift.String,
+                merchantId: Swift.String,
+                merchantName: Swift.String,
+                expiresAt: Swift.Int64
+            ) {
+                self.token = token
+                self.merchantId = merchantId
+                self.merchantName = merchantName
+                self.expiresAt = expiresAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case token
+                case merchantId
+                case merchantName
+                case expiresAt
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/ActivationRequest`.
         public struct ActivationRequest: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/ActivationRequest/email`.

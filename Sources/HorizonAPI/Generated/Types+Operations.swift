@@ -4310,6 +4310,266 @@ public enum Operations {
             }
         }
     }
+    /// Signs the merchant's admin in (e-mail and password): an admin session for the merchant service.
+    ///
+    /// The token is sent as `Authorization: Bearer <token>` on the merchant service's operations
+    /// and lasts `lifetimeSeconds` (8 hours by default, or until `DELETE /v1/merchant/sessions`). The password lock-out of the
+    /// account applies, and sign-ins are limited per e-mail and per client address (10 and 30 in
+    /// 15 minutes, shared with the dashboard): `rate_limited` with `Retry-After` beyond that.
+    /// Errors: `invalid_credentials`, `account_locked`, `rate_limited`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/sessions`.
+    /// - Remark: Generated from `#/paths//v1/merchant/sessions/post(signInMerchantAdmin)`.
+    public enum SignInMerchantAdmin {
+        public static let id: Swift.String = "signInMerchantAdmin"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/merchant/sessions/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SignInMerchantAdmin.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SignInMerchantAdmin.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.SignInMerchantAdmin.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/merchant/sessions/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/sessions/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.MerchantAdminSignIn)
+            }
+            public var body: Operations.SignInMerchantAdmin.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            ///   - body:
+            public init(
+                headers: Operations.SignInMerchantAdmin.Input.Headers = .init(),
+                body: Operations.SignInMerchantAdmin.Input.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Created: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/sessions/POST/responses/201/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/merchant/sessions/POST/responses/201/content/application\/json`.
+                    case json(Components.Schemas.MerchantAdminSession)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.MerchantAdminSession {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.SignInMerchantAdmin.Output.Created.Body
+                /// Creates a new `Created`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.SignInMerchantAdmin.Output.Created.Body) {
+                    self.body = body
+                }
+            }
+            /// Signed in.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/sessions/post(signInMerchantAdmin)/responses/201`.
+            ///
+            /// HTTP response code: `201 created`.
+            case created(Operations.SignInMerchantAdmin.Output.Created)
+            /// The associated value of the enum case if `self` is `.created`.
+            ///
+            /// - Throws: An error if `self` is not `.created`.
+            /// - SeeAlso: `.created`.
+            public var created: Operations.SignInMerchantAdmin.Output.Created {
+                get throws {
+                    switch self {
+                    case let .created(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "created",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/sessions/post(signInMerchantAdmin)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Ends the admin session this request carries (Authorization: Bearer).
+    ///
+    /// - Remark: HTTP `DELETE /v1/merchant/sessions`.
+    /// - Remark: Generated from `#/paths//v1/merchant/sessions/delete(signOutMerchantAdmin)`.
+    public enum SignOutMerchantAdmin {
+        public static let id: Swift.String = "signOutMerchantAdmin"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/merchant/sessions/DELETE/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SignOutMerchantAdmin.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SignOutMerchantAdmin.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.SignOutMerchantAdmin.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            public init(headers: Operations.SignOutMerchantAdmin.Input.Headers = .init()) {
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                public init() {}
+            }
+            /// Signed out; the token is no longer accepted.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/sessions/delete(signOutMerchantAdmin)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.SignOutMerchantAdmin.Output.NoContent)
+            /// Signed out; the token is no longer accepted.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/sessions/delete(signOutMerchantAdmin)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            public static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            public var noContent: Operations.SignOutMerchantAdmin.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/sessions/delete(signOutMerchantAdmin)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// The calling terminal's merchant's register users (cashiers), by id.
     ///
     /// - Remark: HTTP `GET /v1/merchant/register-users`.

@@ -224,6 +224,23 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/wallet/card-challenges/{md}`.
     /// - Remark: Generated from `#/paths//v1/wallet/card-challenges/{md}/get(getCardChallenge)`.
     func getCardChallenge(_ input: Operations.GetCardChallenge.Input) async throws -> Operations.GetCardChallenge.Output
+    /// Signs the merchant's admin in (e-mail and password): an admin session for the merchant service.
+    ///
+    /// The token is sent as `Authorization: Bearer <token>` on the merchant service's operations
+    /// and lasts `lifetimeSeconds` (8 hours by default, or until `DELETE /v1/merchant/sessions`). The password lock-out of the
+    /// account applies, and sign-ins are limited per e-mail and per client address (10 and 30 in
+    /// 15 minutes, shared with the dashboard): `rate_limited` with `Retry-After` beyond that.
+    /// Errors: `invalid_credentials`, `account_locked`, `rate_limited`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/sessions`.
+    /// - Remark: Generated from `#/paths//v1/merchant/sessions/post(signInMerchantAdmin)`.
+    func signInMerchantAdmin(_ input: Operations.SignInMerchantAdmin.Input) async throws -> Operations.SignInMerchantAdmin.Output
+    /// Ends the admin session this request carries (Authorization: Bearer).
+    ///
+    /// - Remark: HTTP `DELETE /v1/merchant/sessions`.
+    /// - Remark: Generated from `#/paths//v1/merchant/sessions/delete(signOutMerchantAdmin)`.
+    func signOutMerchantAdmin(_ input: Operations.SignOutMerchantAdmin.Input) async throws -> Operations.SignOutMerchantAdmin.Output
     /// The calling terminal's merchant's register users (cashiers), by id.
     ///
     /// - Remark: HTTP `GET /v1/merchant/register-users`.
@@ -754,6 +771,33 @@ extension APIProtocol {
             path: path,
             headers: headers
         ))
+    }
+    /// Signs the merchant's admin in (e-mail and password): an admin session for the merchant service.
+    ///
+    /// The token is sent as `Authorization: Bearer <token>` on the merchant service's operations
+    /// and lasts `lifetimeSeconds` (8 hours by default, or until `DELETE /v1/merchant/sessions`). The password lock-out of the
+    /// account applies, and sign-ins are limited per e-mail and per client address (10 and 30 in
+    /// 15 minutes, shared with the dashboard): `rate_limited` with `Retry-After` beyond that.
+    /// Errors: `invalid_credentials`, `account_locked`, `rate_limited`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/sessions`.
+    /// - Remark: Generated from `#/paths//v1/merchant/sessions/post(signInMerchantAdmin)`.
+    public func signInMerchantAdmin(
+        headers: Operations.SignInMerchantAdmin.Input.Headers = .init(),
+        body: Operations.SignInMerchantAdmin.Input.Body
+    ) async throws -> Operations.SignInMerchantAdmin.Output {
+        try await signInMerchantAdmin(Operations.SignInMerchantAdmin.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Ends the admin session this request carries (Authorization: Bearer).
+    ///
+    /// - Remark: HTTP `DELETE /v1/merchant/sessions`.
+    /// - Remark: Generated from `#/paths//v1/merchant/sessions/delete(signOutMerchantAdmin)`.
+    public func signOutMerchantAdmin(headers: Operations.SignOutMerchantAdmin.Input.Headers = .init()) async throws -> Operations.SignOutMerchantAdmin.Output {
+        try await signOutMerchantAdmin(Operations.SignOutMerchantAdmin.Input(headers: headers))
     }
     /// The calling terminal's merchant's register users (cashiers), by id.
     ///

@@ -15,17 +15,17 @@ extension APIHandler {
     func listRegisterUsers(_ input: Operations.ListRegisterUsers.Input) async throws
         -> Operations.ListRegisterUsers.Output
     {
-        let terminal = try await signingTerminal()
-        let users = try await ledger.registerUsers(of: terminal.merchantID)
+        let caller = try await merchantCaller()
+        let users = try await ledger.registerUsers(of: caller.merchantID)
         return .ok(.init(body: .json(.init(registerUsers: users.map(Self.registerUser)))))
     }
 
     func addRegisterUser(_ input: Operations.AddRegisterUser.Input) async throws -> Operations.AddRegisterUser.Output {
         guard case .json(let body) = input.body else { throw APIError(.unsupportedMediaType, "the body must be JSON") }
-        let terminal = try await signingTerminal()
+        let caller = try await merchantCaller()
         let name = try Self.checkRegisterUser(id: body.id, name: body.name) ?? ""
         let added = await Self.result { () async throws(LedgerError) in
-            try await ledger.addRegisterUser(id: body.id, name: name, to: terminal.merchantID, at: now())
+            try await ledger.addRegisterUser(id: body.id, name: name, to: caller.merchantID, at: now())
         }
         if case .failure(.alreadyExists) = added {
             throw APIError(
@@ -33,7 +33,7 @@ extension APIHandler {
                 "register user \(body.id) exists already; choose another id, or rename it (PUT) to change its name")
         }
         try added.get()
-        guard let user = try await ledger.registerUser(id: body.id, of: terminal.merchantID) else {
+        guard let user = try await ledger.registerUser(id: body.id, of: caller.merchantID) else {
             throw APIError(.internalError, "the register user just added cannot be read back")
         }
         return .created(.init(body: .json(Self.registerUser(user))))
@@ -43,11 +43,11 @@ extension APIHandler {
         -> Operations.RenameRegisterUser.Output
     {
         guard case .json(let body) = input.body else { throw APIError(.unsupportedMediaType, "the body must be JSON") }
-        let terminal = try await signingTerminal()
+        let caller = try await merchantCaller()
         let id = input.path.userId
         let name = try Self.checkRegisterUser(id: id, name: body.name) ?? ""
-        guard try await ledger.renameRegisterUser(id: id, to: name, of: terminal.merchantID),
-            let user = try await ledger.registerUser(id: id, of: terminal.merchantID)
+        guard try await ledger.renameRegisterUser(id: id, to: name, of: caller.merchantID),
+            let user = try await ledger.registerUser(id: id, of: caller.merchantID)
         else { throw Self.noRegisterUser(id) }
         return .ok(.init(body: .json(Self.registerUser(user))))
     }
@@ -55,10 +55,10 @@ extension APIHandler {
     func removeRegisterUser(_ input: Operations.RemoveRegisterUser.Input) async throws
         -> Operations.RemoveRegisterUser.Output
     {
-        let terminal = try await signingTerminal()
+        let caller = try await merchantCaller()
         let id = input.path.userId
         _ = try Self.checkRegisterUser(id: id, name: nil)
-        guard try await ledger.removeRegisterUser(id: id, from: terminal.merchantID) else {
+        guard try await ledger.removeRegisterUser(id: id, from: caller.merchantID) else {
             throw Self.noRegisterUser(id)
         }
         return .noContent(.init())
@@ -89,7 +89,7 @@ extension APIHandler {
     func listMerchantTransactions(_ input: Operations.ListMerchantTransactions.Input) async throws
         -> Operations.ListMerchantTransactions.Output
     {
-        let terminal = try await signingTerminal()
+        let caller = try await merchantCaller()
         let query = input.query
         let limit = Int(query.limit ?? 50)
         guard (1...200).contains(limit) else { throw APIError(.invalidRequest, "limit must be 1 to 200") }
@@ -107,7 +107,7 @@ extension APIHandler {
         let filter = TransactionFilter(
             from: query.from, to: query.to, type: query._type.map(Self.transactionType),
             registerUser: query.registerUser)
-        let page = try await ledger.transactions(of: terminal.merchantID, filter: filter, limit: limit, after: cursor)
+        let page = try await ledger.transactions(of: caller.merchantID, filter: filter, limit: limit, after: cursor)
         return .ok(
             .init(
                 body: .json(
@@ -119,9 +119,9 @@ extension APIHandler {
     func getMerchantTransaction(_ input: Operations.GetMerchantTransaction.Input) async throws
         -> Operations.GetMerchantTransaction.Output
     {
-        let terminal = try await signingTerminal()
+        let caller = try await merchantCaller()
         let id = try Self.paymentID(input.path.paymentId)
-        guard let details = try await ledger.transactionDetails(id, merchant: terminal.merchantID) else {
+        guard let details = try await ledger.transactionDetails(id, merchant: caller.merchantID) else {
             throw Self.noPayment(id)
         }
         let refunded = try Money(
@@ -136,15 +136,15 @@ extension APIHandler {
     }
 
     func listRefunds(_ input: Operations.ListRefunds.Input) async throws -> Operations.ListRefunds.Output {
-        let terminal = try await signingTerminal()
+        let caller = try await merchantCaller()
         let id = try Self.paymentID(input.path.paymentId)
-        let refunds = try await ledger.refunds(of: id, merchant: terminal.merchantID)
+        let refunds = try await ledger.refunds(of: id, merchant: caller.merchantID)
         return .ok(.init(body: .json(.init(refunds: refunds.map(Self.refund)))))
     }
 
     func createRefund(_ input: Operations.CreateRefund.Input) async throws -> Operations.CreateRefund.Output {
         guard case .json(let body) = input.body else { throw APIError(.unsupportedMediaType, "the body must be JSON") }
-        let terminal = try await signingTerminal()
+        let caller = try await merchantCaller()
         let paymentID = try Self.paymentID(body.paymentId)
         let currency: Currency
         do { currency = try Currency(code: body.currency.uppercased()) } catch {
@@ -160,7 +160,7 @@ extension APIHandler {
         let refund: Refund
         do {
             refund = try await CardRefunds(ledger: ledger, processor: cards).refund(
-                request, merchant: terminal.merchantID, at: now())
+                request, merchant: caller.merchantID, at: now())
         } catch {
             switch error {
             case .ledger(.refundRefused(let refusal)):
@@ -175,7 +175,7 @@ extension APIHandler {
         metrics.record(event: "refund_executed")
         RequestScope.current?.logger.info(
             "refund executed",
-            metadata: ["refund": "\(refund.refundID)", "payment": "\(paymentID)", "terminal": "\(terminal.id)"])
+            metadata: ["refund": "\(refund.refundID)", "payment": "\(paymentID)", "by": "\(caller)"])
         return .ok(.init(body: .json(Self.refund(refund))))
     }
 
@@ -252,9 +252,9 @@ extension APIHandler {
     func getMerchantPrograms(_ input: Operations.GetMerchantPrograms.Input) async throws
         -> Operations.GetMerchantPrograms.Output
     {
-        let terminal = try await signingTerminal()
-        let programs = try await ledger.programs(of: terminal.merchantID)
-        let merchant = try await ledger.merchant(terminal.merchantID)
+        let caller = try await merchantCaller()
+        let programs = try await ledger.programs(of: caller.merchantID)
+        let merchant = try await ledger.merchant(caller.merchantID)
         return .ok(
             .init(
                 body: .json(
@@ -270,31 +270,32 @@ extension APIHandler {
     func listMerchantTerminals(_ input: Operations.ListMerchantTerminals.Input) async throws
         -> Operations.ListMerchantTerminals.Output
     {
-        let terminal = try await signingTerminal()
-        let terminals = try await ledger.terminals(of: terminal.merchantID)
-        return .ok(.init(body: .json(.init(terminals: terminals.map { Self.merchantTerminal($0, caller: terminal) }))))
+        let caller = try await merchantCaller()
+        let terminals = try await ledger.terminals(of: caller.merchantID)
+        return .ok(
+            .init(body: .json(.init(terminals: terminals.map { Self.merchantTerminal($0, caller: caller.terminal) }))))
     }
 
     func revokeMerchantTerminal(_ input: Operations.RevokeMerchantTerminal.Input) async throws
         -> Operations.RevokeMerchantTerminal.Output
     {
-        let terminal = try await signingTerminal()
+        let caller = try await merchantCaller()
         let id = TerminalID(rawValue: input.path.terminalId)
-        guard let revoked = try await ledger.revokeTerminal(id, of: terminal.merchantID, at: now()) else {
+        guard let revoked = try await ledger.revokeTerminal(id, of: caller.merchantID, at: now()) else {
             throw APIError(.terminalNotFound, "this merchant has no terminal \(id)")
         }
         metrics.record(event: "terminal_revoked")
         RequestScope.current?.logger.notice(
-            "terminal revoked", metadata: ["terminal": "\(revoked.id)", "by": "\(terminal.id)"])
-        return .ok(.init(body: .json(Self.merchantTerminal(revoked, caller: terminal))))
+            "terminal revoked", metadata: ["terminal": "\(revoked.id)", "by": "\(caller)"])
+        return .ok(.init(body: .json(Self.merchantTerminal(revoked, caller: caller.terminal))))
     }
 
-    static func merchantTerminal(_ terminal: TerminalRecord, caller: TerminalRecord)
+    static func merchantTerminal(_ terminal: TerminalRecord, caller: TerminalRecord?)
         -> Components.Schemas.MerchantTerminal
     {
         .init(
             terminalId: terminal.id.rawValue, label: terminal.label, keyId: terminal.keyID.hexString,
             activatedAt: terminal.activatedAt, credentialExpiresAt: terminal.credentialExpiresAt,
-            revokedAt: terminal.revokedAt, isCaller: terminal.id == caller.id)
+            revokedAt: terminal.revokedAt, isCaller: terminal.id == caller?.id)
     }
 }

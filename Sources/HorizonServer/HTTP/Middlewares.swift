@@ -28,7 +28,8 @@ struct BoundaryMiddleware: RouterMiddleware {
         let id = Self.requestID(from: request)
         var logger = context.logger
         logger[metadataKey: "request"] = "\(id)"
-        let scope = RequestScope(id: id, logger: logger, signer: nil)
+        var scope = RequestScope(id: id, logger: logger, signer: nil)
+        if let address = context.remoteAddress?.ipAddress { scope.peer = address }
         let start = ContinuousClock.now
         var response: Response
         do {
@@ -129,7 +130,8 @@ struct BoundaryMiddleware: RouterMiddleware {
             // Foundation reports a number that does not fit its field (12.5 or 1e30 for an
             // integer) exactly as broken JSON, with no path: the message names both causes.
             if context.codingPath.isEmpty {
-                return "the body is not valid JSON, or has a number where an integer is expected (amounts are whole minor units)"
+                return
+                    "the body is not valid JSON, or has a number where an integer is expected (amounts are whole minor units)"
             }
             // OpenAPIRuntime's words for a field the schema does not have (additionalProperties: false).
             if context.debugDescription.hasPrefix("Additional properties are disabled") {
@@ -287,12 +289,20 @@ struct SignedRequestMiddleware: RouterMiddleware {
     let ledger: Ledger
     /// How far a request's time may be from the server's, in seconds.
     let window: Int64
+    static let bearerPrefix = "Bearer "
     let clock: @Sendable () -> Int64
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
         guard let header = request.headers[.authorization], header.hasPrefix(RequestSignature.scheme) else {
+            // A merchant admin's session token is looked up by the operations that take one.
+            if let header = request.headers[.authorization], header.hasPrefix(Self.bearerPrefix),
+                var scope = RequestScope.current
+            {
+                scope.bearerToken = String(header.dropFirst(Self.bearerPrefix.count))
+                return try await RequestScope.$current.withValue(scope) { try await next(request, context) }
+            }
             return try await next(request, context)
         }
         let signature: RequestSignature

@@ -14,6 +14,11 @@ public struct RequestScope: Sendable {
     public var logger: Logger
     /// The key that signed this request, after its signature, time and nonce were checked.
     public var signer: PublicKeyBytes?
+    /// An `Authorization: Bearer` token (a merchant admin's session), not checked yet: the
+    /// operations that accept one look it up.
+    public var bearerToken: String? = nil
+    /// The client's address, for the sign-in rate limit ("local" without a socket).
+    public var peer: String = "local"
 }
 
 /// The request context: Hummingbird's core storage plus the peer's address for rate limits.

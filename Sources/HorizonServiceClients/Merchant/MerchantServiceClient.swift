@@ -86,6 +86,30 @@ public actor MerchantServiceClient {
         self.init(server: HorizonServerClient(serverURL: serverURL, signingKey: terminalKey, timeout: timeout))
     }
 
+    /// A client for the merchant's admin, without a terminal (issue 15): signs in with the
+    /// admin's e-mail and password and carries the session (`lifetime`, 60 s to 8 h) with every call. Refusals are
+    /// the server's (`invalid_credentials`, `account_locked`, `rate_limited`).
+    public static func signIn(
+        serverURL: URL, email: String, password: String, lifetime: Duration = .seconds(8 * 3600),
+        timeout: Duration = .seconds(10)
+    ) async throws(MerchantServiceError) -> MerchantServiceClient {
+        let session: Components.Schemas.MerchantAdminSession
+        do {
+            session = try await HorizonServerClient(serverURL: serverURL, timeout: timeout).signInMerchantAdmin(
+                email: email, password: password, lifetimeSeconds: lifetime.components.seconds)
+        } catch {
+            throw .server(error)
+        }
+        return MerchantServiceClient(
+            server: HorizonServerClient(serverURL: serverURL, adminSessionToken: session.token, timeout: timeout))
+    }
+
+    /// Ends an admin session (a client from `signIn`); its token is refused from then on.
+    public func signOut() async throws(MerchantServiceError) {
+        do { try await server.signOutMerchantAdmin() } catch { throw .server(error) }
+        isStarted = false
+    }
+
     deinit { identityContinuation.finish() }
 
     // MARK: Start and stop

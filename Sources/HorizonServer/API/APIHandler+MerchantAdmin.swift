@@ -1,0 +1,101 @@
+import Foundation
+import HorizonAPI
+import HorizonCore
+import HorizonLedger
+
+/// Who calls the merchant service: an active terminal (signed with its key) or the merchant's
+/// admin (a session from `POST /v1/merchant/sessions`, as `Authorization: Bearer`).
+struct MerchantCaller: Sendable, CustomStringConvertible {
+    let merchantID: MerchantID
+    /// The calling terminal; nil for an admin session.
+    let terminal: TerminalRecord?
+
+    var description: String { terminal.map { "terminal \($0.id)" } ?? "admin of \(merchantID)" }
+}
+
+/// Issue 15: the merchant's admin signs in for the merchant service without a terminal. The
+/// session is a dashboard session (same table, at most the same 8 h, same sign-in limits): one
+/// sign-in, whichever door it came through.
+extension APIHandler {
+    /// The caller of a merchant-service operation: the signing terminal if the request is signed,
+    /// else the admin whose session token it carries.
+    func merchantCaller() async throws -> MerchantCaller {
+        if RequestScope.current?.signer != nil {
+            let terminal = try await signingTerminal()
+            return MerchantCaller(merchantID: terminal.merchantID, terminal: terminal)
+        }
+        // Both ways in are offered: a terminal's signature, or the admin's session.
+        let challenges = RequestSignature.scheme + ", Bearer"
+        guard let token = RequestScope.current?.bearerToken else {
+            throw APIError(
+                .unauthenticated,
+                "this operation needs a request signed with the terminal's key (HorizonSignature) or the merchant admin's session (Authorization: Bearer, from POST /v1/merchant/sessions)",
+                headers: [.wwwAuthenticate: challenges])
+        }
+        guard let session = try await ledger.dashboardSession(tokenHash: DashboardSecurity.hash(token), at: now())
+        else {
+            throw APIError(
+                .unauthenticated,
+                "this operation needs a request signed with the terminal's key or a current admin session; this admin session is unknown or has ended: sign in again (POST /v1/merchant/sessions)",
+                headers: [.wwwAuthenticate: challenges])
+        }
+        return MerchantCaller(merchantID: session.merchantID, terminal: nil)
+    }
+
+    func signInMerchantAdmin(_ input: Operations.SignInMerchantAdmin.Input) async throws
+        -> Operations.SignInMerchantAdmin.Output
+    {
+        guard case .json(let body) = input.body else { throw APIError(.unsupportedMediaType, "the body must be JSON") }
+        let email = body.email.trimmingCharacters(in: .whitespaces)
+        guard !email.isEmpty, !body.password.isEmpty else {
+            throw APIError(.invalidRequest, "the admin's e-mail and password are both needed")
+        }
+        let settings = DashboardSettings()
+        let lifetime = body.lifetimeSeconds ?? settings.sessionLifetime
+        guard (60...settings.sessionLifetime).contains(lifetime) else {
+            throw APIError(
+                .invalidRequest, "lifetimeSeconds must be 60 to \(settings.sessionLifetime) (8 h), not \(lifetime)")
+        }
+        // Counted before the password is checked (a flood costs no scrypt work), with the
+        // dashboard's counters, so the two doors share one limit.
+        let emailKey = "email:" + email.lowercased()
+        let addressKey = "address:" + (RequestScope.current?.peer ?? "local")
+        let counts = try await ledger.recordSignInAttempt(
+            keys: [emailKey, addressKey], window: settings.signInWindow, at: now())
+        if (counts[emailKey] ?? 0) > settings.signInsPerEmail || (counts[addressKey] ?? 0) > settings.signInsPerAddress
+        {
+            throw APIError(
+                .rateLimited,
+                "too many sign-in attempts from here or for this e-mail; wait \((settings.signInWindow + 59) / 60) minutes",
+                headers: [.retryAfter: "\(settings.signInWindow)"])
+        }
+        let merchant = try await signIn(email: email, password: body.password)
+        let token = DashboardSecurity.randomToken()
+        let time = now()
+        let expiresAt = time + lifetime
+        try await ledger.createDashboardSession(
+            tokenHash: DashboardSecurity.hash(token), merchant: merchant.id,
+            csrfSecret: DashboardSecurity.randomToken(), at: time, expiresAt: expiresAt)
+        metrics.record(event: "admin_sign_in")
+        RequestScope.current?.logger.notice("merchant admin signed in", metadata: ["merchant": "\(merchant.id)"])
+        return .created(
+            .init(
+                body: .json(
+                    .init(
+                        token: token, merchantId: merchant.id.rawValue, merchantName: merchant.name,
+                        expiresAt: expiresAt))))
+    }
+
+    func signOutMerchantAdmin(_ input: Operations.SignOutMerchantAdmin.Input) async throws
+        -> Operations.SignOutMerchantAdmin.Output
+    {
+        guard let token = RequestScope.current?.bearerToken,
+            try await ledger.deleteDashboardSession(tokenHash: DashboardSecurity.hash(token))
+        else {
+            throw APIError(
+                .unauthenticated, "no admin session to end: send its token as Authorization: Bearer",
+                headers: [.wwwAuthenticate: "Bearer"])
+        }
+        return .noContent(.init())
+    }
+}
