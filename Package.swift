@@ -286,8 +286,8 @@ let package = Package(
             dependencies: [
                 "HorizonCLISupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonProtocol",
                 "HorizonStores", "HorizonRoles", "HorizonUnixSocket", "HorizonLedger",
-                // issue 15: the merchant commands of an activated terminal.
-                "HorizonServiceClients",
+                // issue 15: the merchant commands of an activated terminal, or of the admin.
+                "HorizonServiceClients", "HorizonServerClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

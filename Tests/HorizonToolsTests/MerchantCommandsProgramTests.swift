@@ -163,9 +163,23 @@ extension MerchantCommandsProgramTests {
         #expect(transactions.standardOutput.contains(paymentID), "\(transactions.standardOutput)")
         let refund = try asAdmin(["refund", paymentID, "--amount", "1.00", "--json"])
         #expect(refund.status == 0, "\(refund.standardOutput) \(refund.standardError)")
-        // The terminal, with its own key, sees what the admin did.
+        // The terminal, with its own key, sees what the admin did, and takes a payment for that
+        // register user by id; an id the server does not know is refused before anything opens.
         let listed = try Programs.run("horizon-terminal", ["register-users", "list", "--data-dir", rig.terminalDir])
         #expect(listed.standardOutput.contains("grace-hopper\tGrace Hopper"), "\(listed.standardOutput)")
+        let unknown = try Programs.run(
+            "horizon-terminal",
+            ["pay", "1.00", "--register", "nobody", "--data-dir", rig.terminalDir, "--radio-socket", rig.socket])
+        #expect(unknown.status != 0)
+        #expect(
+            unknown.standardError.contains("unknown register user 'nobody'; known: grace-hopper"),
+            "\(unknown.standardError)")
+        let byGrace = try rig.pay("2.00", walletTimeout: 30, terminalArguments: ["--register", "grace-hopper"])
+        byGrace.expectPaid()
+        let hers = try asAdmin(["transactions", "--register-user", "grace-hopper", "--json"])
+        #expect(hers.status == 0, "\(hers.standardError)")
+        #expect(!hers.standardOutput.contains(paymentID), "the first payment had no register user")
+        #expect(hers.standardOutput.contains("\"registerUser\" : \"grace-hopper\""), "\(hers.standardOutput)")
 
         try "not the password\n".write(toFile: rig.sandbox.path("wrong"), atomically: true, encoding: .utf8)
         let refused = try asAdmin(["register-users", "list"], password: "wrong")

@@ -99,7 +99,8 @@ struct RemoteLedgerCrashTests {
         #expect(first.terminal.standardError.contains("Connection refused"), "\(first.terminal.standardError)")
         // Refused at once, not retried until the request's timeout (the terminal's log, to the
         // second: from executing the payment to giving up on the server).
-        let waited = try #require(first.secondsBetween("executing the request", and: "the server did not answer; pending"))
+        let waited = try #require(
+            first.secondsBetween("executing the request", and: "the server did not answer; pending"))
         #expect(waited <= 2, "the terminal waited \(waited) s for a server that refuses connections")
         _ = try rig.expectWalletPending(count: 1)
         #expect(try rig.transactions().isEmpty)
@@ -268,7 +269,7 @@ final class RemoteLedgerRig {
     /// unless `walletTimeout` is nil.
     func pay(
         _ amount: String, walletTimeout: Int?, waitForWallet: Int = 30, terminalEnvironment: [String: String] = [:],
-        verbose: Bool = false
+        terminalArguments: [String] = [], verbose: Bool = false
     ) throws -> Round {
         let started = Date()
         let terminal = try Programs.start(
@@ -276,7 +277,7 @@ final class RemoteLedgerRig {
             [
                 "pay", amount, "--json", "--data-dir", terminalDir, "--radio-socket", socket, "--timeout", "5",
                 "--wait-for-wallet", "\(waitForWallet)",
-            ] + (verbose ? ["--verbose"] : []), environment: terminalEnvironment)
+            ] + terminalArguments + (verbose ? ["--verbose"] : []), environment: terminalEnvironment)
         let wallet = try walletTimeout.map { timeout in
             try Programs.start(
                 "horizon-wallet",

@@ -4,6 +4,8 @@ import HorizonCLISupport
 import HorizonCore
 import HorizonLedger
 import HorizonRoles
+import HorizonServerClient
+import HorizonServiceClients
 import HorizonUnixSocket
 import Logging
 
@@ -14,7 +16,11 @@ struct Pay: AsyncParsableCommand {
 
     @Argument(help: "The amount, as a person types it (e.g. 12.50).") var amount: String
     @Option(help: "ISO 4217 currency (default: the terminal's).") var currency: String?
-    @Option(name: .customLong("register"), help: "The cashier's name (see register-users).") var registerUser: String?
+    @Option(
+        name: .customLong("register"),
+        help:
+            "The cashier: a register user id at the server (an activated terminal), a name in the sandbox (see register-users)."
+    ) var registerUser: String?
     @Option(help: "Seconds the customer may take to decide (default: from init).") var timeout: Int?
     @Option(help: "Give up if no wallet pays within this many seconds.") var waitForWallet = 300
     @Flag(help: "Print the result as JSON.") var json = false
@@ -39,12 +45,7 @@ struct Pay: AsyncParsableCommand {
         let ledger = try await files.loadLedger(logger: logger)
         let money = try AmountArgument.money(amount, in: try AmountArgument.currency(currency ?? settings.currency))
         if let registerUser {
-            let known = try await ledger.registerUsers()
-            guard known.isEmpty || known.contains(registerUser) else {
-                throw CLIError(
-                    "unknown register user '\(registerUser)'; known: \(known.joined(separator: ", ")) (add with `horizon-terminal register-users add`)"
-                )
-            }
+            try await checkRegisterUser(registerUser, activated: settings.server != nil, ledger: ledger, logger: logger)
         }
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
@@ -63,6 +64,36 @@ struct Pay: AsyncParsableCommand {
             try await host.collect(money, registerUser: cashier)
         }
         try report(outcome, console: console)
+    }
+
+    /// The cashier must be one the merchant knows: for an activated terminal a register user id at
+    /// the server (what the merchant's transactions filter by), for the sandbox a name in its
+    /// ledger. A server that does not answer is no reason to refuse a sale: the id goes as given.
+    private func checkRegisterUser(_ registerUser: String, activated: Bool, ledger: InProcessLedger, logger: Logger)
+        async throws
+    {
+        let known: [String]
+        if activated {
+            let merchant = MerchantServiceClient(
+                serverURL: try HorizonServerClient.url(try global.terminalFiles.loadSettings().server ?? ""),
+                terminalKey: try global.terminalFiles.loadIdentity().signingKey, timeout: .seconds(5))
+            do {
+                try await merchant.start()
+            } catch {
+                logger.notice("register user \(registerUser) not checked: the server did not answer (\(error))")
+                return
+            }
+            known = await merchant.registerUsers.map(\.id)
+        } else {
+            known = try await ledger.registerUsers()
+            guard !known.isEmpty else { return }
+        }
+        guard known.contains(registerUser) else {
+            let list = known.isEmpty ? "none yet" : known.joined(separator: ", ")
+            throw CLIError(
+                "unknown register user '\(registerUser)'; known: \(list) (add with `horizon-terminal register-users add`)"
+            )
+        }
     }
 
     /// Relays the request to a running service and its answer back, line by line.
