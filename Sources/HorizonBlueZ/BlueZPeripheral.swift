@@ -600,6 +600,12 @@ final class PeripheralLink: ByteLink, Sendable {
 
     func setHandler(_ handler: ByteLinkHandler) { inbox.setHandler(handler) }
 
+    /// A notification carries the link tag before the payload, and all of it must fit an
+    /// attribute value (512 bytes) as well as the MTU: `attMTU` is already the MTU less the tag.
+    var maximumPayloadSize: Int {
+        min(attMTU + LinkTag.length - 3, maximumAttributeValueLength) - LinkTag.length
+    }
+
     func send(_ payload: [UInt8]) throws(RadioError) {
         guard !inbox.isClosed, let peripheral else { throw .linkClosed }
         guard payload.count <= maximumPayloadSize else {

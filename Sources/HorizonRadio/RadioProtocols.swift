@@ -80,12 +80,14 @@ public struct ByteLinkHandler: Sendable {
 /// A connected, ordered, reliable byte pipe between a central and a peripheral.
 ///
 /// On BlueZ one `send` is one ATT write (wallet to terminal) or one notification (terminal to
-/// wallet), so a payload never exceeds `maximumPayloadSize` (ATT MTU - 3). The link layer above
-/// fragments messages to fit.
+/// wallet), so a payload never exceeds `maximumPayloadSize` (ATT MTU - 3, at most 512). The link
+/// layer above fragments messages to fit.
 public protocol ByteLink: AnyObject, Sendable {
     var peer: PeerAddress { get }
     /// The negotiated ATT MTU, 23 to 517.
     var attMTU: Int { get }
+    /// The largest payload one `send` carries (see the extension's default).
+    var maximumPayloadSize: Int { get }
     /// Sets where received payloads and the close go. Payloads that arrive before a handler is set
     /// are held and delivered when it is.
     func setHandler(_ handler: ByteLinkHandler)
@@ -93,9 +95,16 @@ public protocol ByteLink: AnyObject, Sendable {
     func close()
 }
 
+/// The longest attribute value ATT allows (Core Specification, Vol 3 Part F, 3.2.9): bluetoothd
+/// refuses a longer write ("Invalid Length") even when the MTU (517) would carry 514 bytes.
+public let maximumAttributeValueLength = 512
+
 extension ByteLink {
-    /// The largest payload one `send` carries: the ATT MTU less the 3-byte ATT header.
-    public var maximumPayloadSize: Int { attMTU - 3 }
+    /// The largest payload one `send` carries: the ATT MTU less the 3-byte ATT header, and never
+    /// more than an attribute value may be (512).
+    public var maximumPayloadSize: Int { Self.maximumPayloadSize(attMTU: attMTU) }
+
+    public static func maximumPayloadSize(attMTU: Int) -> Int { min(attMTU - 3, maximumAttributeValueLength) }
 }
 
 /// A handle on one advertising set, to stop it.

@@ -124,9 +124,9 @@ extension RadioSimulation {
     func send(_ payload: [UInt8], on linkID: Int, from side: LinkSide, in state: inout SimulationState) -> RadioError? {
         let link = state.links[linkID]
         guard !link.closedLocally[side.rawValue], !link.closeNotified[side.rawValue] else { return .linkClosed }
-        guard payload.count <= link.attMTU - 3 else {
-            return .payloadTooLarge(size: payload.count, maximum: link.attMTU - 3)
-        }
+        // As BlueZ does: the ATT MTU less its header, and never more than an attribute value.
+        let maximum = min(link.attMTU - 3, maximumAttributeValueLength)
+        guard payload.count <= maximum else { return .payloadTooLarge(size: payload.count, maximum: maximum) }
         // After contact is lost, or the peer closed, a sender cannot tell until it is told:
         // its frames go nowhere.
         guard link.status == .open else { return nil }

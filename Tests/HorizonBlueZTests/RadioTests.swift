@@ -512,6 +512,18 @@ struct BlueZRadioTests {
         #expect(throws: RadioError.payloadTooLarge(size: 179, maximum: 178)) {
             try link.send(Array(repeating: 0, count: 179))
         }
+        // At the largest MTU the tag and the payload together fit one attribute value (512
+        // bytes), not MTU - 3 (514), which bluetoothd refuses.
+        let bigWallet = FakeBluetoothd.adapterPath + "/dev_AA_BB_CC_DD_EE_02"
+        let bigTag = try #require(LinkTag([8, 8, 8, 8]))
+        try await bluetoothd.write(LinkFraming.registration(bigTag), from: bigWallet, to: radio, mtu: 517)
+        #expect(await eventually { links.count == 2 })
+        let bigLink = try #require(links.last)
+        #expect(bigLink.maximumPayloadSize == 512 - LinkTag.length)
+        #expect(throws: RadioError.payloadTooLarge(size: 509, maximum: 508)) {
+            try bigLink.send(Array(repeating: 0, count: 509))
+        }
+        bigLink.close()
 
         // A foreign central's garbage is answered, ignored and counted; it makes no link.
         try await bluetoothd.write([0xDE, 0xAD, 0xBE, 0xEF], from: FakeBluetoothd.adapterPath + "/dev_66", to: radio)

@@ -28,16 +28,20 @@ struct LinkTests {
         let expected = min(centralMTU, peripheralMTU)
         #expect(pair.central.attMTU == expected)
         #expect(pair.peripheral.attMTU == expected)
-        #expect(pair.central.maximumPayloadSize == expected - 3)
+        // The MTU less the ATT header, and never more than an attribute value (512 bytes), as
+        // bluetoothd enforces ("Invalid Length" for a 514-byte write at MTU 517).
+        let maximum = min(expected - 3, 512)
+        #expect(pair.central.maximumPayloadSize == maximum)
+        #expect(pair.peripheral.maximumPayloadSize == maximum)
 
         // The largest payload fits, one byte more does not, in either direction.
-        let largest = [UInt8](repeating: 0xAB, count: expected - 3)
+        let largest = [UInt8](repeating: 0xAB, count: maximum)
         try pair.central.send(largest)
         try pair.peripheral.send(largest)
-        #expect(throws: RadioError.payloadTooLarge(size: expected - 2, maximum: expected - 3)) {
+        #expect(throws: RadioError.payloadTooLarge(size: maximum + 1, maximum: maximum)) {
             try pair.central.send(largest + [0])
         }
-        #expect(throws: RadioError.payloadTooLarge(size: expected - 2, maximum: expected - 3)) {
+        #expect(throws: RadioError.payloadTooLarge(size: maximum + 1, maximum: maximum)) {
             try pair.peripheral.send(largest + [0])
         }
         pair.run(untilOffset: .milliseconds(100))

@@ -18,7 +18,9 @@ proxy_wallet() { timeout -k 5 120 "$bin/horizon-wallet" "$@" --data-dir "$proxy_
 
 proxy_start_server() {
     local port=$1
-    proxy_server serve --listen "127.0.0.1:$port" --log-level warning >>"$proxy_dir/proxy.server" 2>&1 &
+    # The program itself in the background (not a shell function), so that $! is its PID.
+    "$bin/horizon-server" serve --data-dir "$proxy_dir/server" --listen "127.0.0.1:$port" --log-level warning \
+        >>"$proxy_dir/proxy.server" 2>&1 &
     proxy_server_pid=$!
     for _ in $(seq 300); do
         (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
@@ -37,6 +39,7 @@ proxy_stop_server() {
 
 setup_proxy() {
     mkdir -p "$proxy_dir"
+    echo "      (proxy check setup started at $(date +%T))"
     # virtme-ng brings the VM up without networking; loopback is all this needs.
     ip link set lo up 2>/dev/null
     printf 'correct horse battery staple\n' >"$proxy_dir/password"

@@ -26,7 +26,7 @@ public final class RadioServer: Sendable {
     /// Exit `run()` after this long with no client (nil: never).
     public let idleExit: Duration?
 
-    /// Frames larger than this are a protocol error (a link payload is at most 514 bytes).
+    /// Frames larger than this are a protocol error (a link payload is at most 512 bytes).
     static let maximumFrameSize = 64 * 1024
     /// Bytes waiting for a client that does not read: past this it is disconnected (a device out
     /// of range) rather than held in memory or allowed to stall the room.
