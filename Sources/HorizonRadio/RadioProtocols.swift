@@ -80,7 +80,7 @@ public struct ByteLinkHandler: Sendable {
 /// A connected, ordered, reliable byte pipe between a central and a peripheral.
 ///
 /// On BlueZ one `send` is one ATT write (wallet to terminal) or one notification (terminal to
-/// wallet), so a payload never exceeds `maximumPayloadSize` (ATT MTU - 3, at most 512). The link
+/// wallet), so a payload never exceeds `maximumPayloadSize` (ATT MTU - 3, at most 510). The link
 /// layer above fragments messages to fit.
 public protocol ByteLink: AnyObject, Sendable {
     var peer: PeerAddress { get }
@@ -95,16 +95,20 @@ public protocol ByteLink: AnyObject, Sendable {
     func close()
 }
 
-/// The longest attribute value ATT allows (Core Specification, Vol 3 Part F, 3.2.9): bluetoothd
-/// refuses a longer write ("Invalid Length") even when the MTU (517) would carry 514 bytes.
+/// The longest attribute value ATT allows (Core Specification, Vol 3 Part F, 3.2.9): a
+/// notification carries at most this much, whatever the MTU.
 public let maximumAttributeValueLength = 512
+
+/// The longest value a central writes in one Write Request. bluetoothd up to at least 5.66
+/// (Debian 12) checks the request's length *with* its 2-byte handle against 512, so it refuses a
+/// 511- or 512-byte value ("Invalid Length") even at MTU 517; later releases check the value alone.
+public let maximumWrittenValueLength = 510
 
 extension ByteLink {
     /// The largest payload one `send` carries: the ATT MTU less the 3-byte ATT header, and never
-    /// more than an attribute value may be (512).
-    public var maximumPayloadSize: Int { Self.maximumPayloadSize(attMTU: attMTU) }
-
-    public static func maximumPayloadSize(attMTU: Int) -> Int { min(attMTU - 3, maximumAttributeValueLength) }
+    /// more than bluetoothd takes in one write (510). Links that add bytes of their own (the
+    /// BlueZ peripheral's tag) say less.
+    public var maximumPayloadSize: Int { min(attMTU - 3, maximumWrittenValueLength) }
 }
 
 /// A handle on one advertising set, to stop it.

@@ -124,8 +124,8 @@ extension RadioSimulation {
     func send(_ payload: [UInt8], on linkID: Int, from side: LinkSide, in state: inout SimulationState) -> RadioError? {
         let link = state.links[linkID]
         guard !link.closedLocally[side.rawValue], !link.closeNotified[side.rawValue] else { return .linkClosed }
-        // As BlueZ does: the ATT MTU less its header, and never more than an attribute value.
-        let maximum = min(link.attMTU - 3, maximumAttributeValueLength)
+        // As on BlueZ: the ATT MTU less its header, and never more than bluetoothd takes in a write.
+        let maximum = min(link.attMTU - 3, maximumWrittenValueLength)
         guard payload.count <= maximum else { return .payloadTooLarge(size: payload.count, maximum: maximum) }
         // After contact is lost, or the peer closed, a sender cannot tell until it is told:
         // its frames go nowhere.

@@ -30,8 +30,8 @@ struct MessageLinkTests {
         #expect(pair.walletLog.ends.isEmpty)
         #expect(pair.terminalLog.ends.isEmpty)
 
-        // The ATT MTU less its header, never more than an attribute value (512 bytes).
-        let fragmentSize = min(attMTU - 3, 512)
+        // The ATT MTU less its header, never more than bluetoothd takes in one write (510 bytes).
+        let fragmentSize = min(attMTU - 3, 510)
         let fragmentCount = Self.sizes.reduce(0) { $0 + expectedFragmentCount(size: $1, fragmentSize: fragmentSize) }
         let expectedBytes = Self.sizes.reduce(0) {
             $0 + $1 + 2 + expectedFragmentCount(size: $1, fragmentSize: fragmentSize)
