@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Issue 17 item 1: how many payments a second one `horizon-server` settles on PostgreSQL, next to
+# what PostgreSQL itself does with pgbench's TPC-B-like script on the same cluster, at the same
+# client counts, in one run. Each payment is a real submission: a Confirm signed by its wallet's
+# key (verified by the server), sent by its terminal with the terminal's signature, settled
+# exactly once (the run ends with scale-out's database checks). The embedded SQLite server's
+# figure is measured the same way.
+#
+#   Benchmarks/server-throughput.sh                      release build; 1, 4, 16 and 64 terminals
+#   Benchmarks/server-throughput.sh --levels "1 4" --payments-per-terminal 20 --bin .build/debug   quick look
+#   Benchmarks/server-throughput.sh --help
+#
+# Writes Benchmarks/results/server-throughput-latest.json and prints a table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source Tools/lib/setup.sh
+source Tools/lib/postgres.sh
+
+usage() {
+    cat <<'EOF'
+usage: Benchmarks/server-throughput.sh [options]
+
+For each client count: Tools/scale-out.sh with one server, that many terminals paying one
+after another (each with its own wallet), no duplicate submissions; then pgbench -c N on a
+database of the same PostgreSQL cluster; then the same payments against a server on SQLite.
+
+  --levels "1 4 16 64"          client counts (terminals, and pgbench clients)
+  --payments-per-terminal N     payments each terminal makes at each level (default 40)
+  --pgbench-seconds N           length of each pgbench run (default 10)
+  --pgbench-scale N             pgbench -i scale factor (default 10: 1 million accounts rows)
+  --bin DIR                     use horizon-server and horizon-bench already built in DIR
+                                (default: a release build, 10-20 minutes the first time)
+  --output FILE                 the JSON result (default Benchmarks/results/server-throughput-latest.json)
+  -h, --help                    this text
+EOF
+}
+
+levels="1 4 16 64"
+per_terminal=40
+pgbench_seconds=10
+pgbench_scale=10
+bin=""
+output="Benchmarks/results/server-throughput-latest.json"
+number() { case "$2" in '' | *[!0-9]*) die "$1 needs a whole number (got '$2'); see --help" ;; esac; }
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --levels) [ -n "${2:-}" ] || die "--levels needs a list such as \"1 4 16\""; levels=$2; shift 2 ;;
+    --payments-per-terminal) number "$1" "${2:-}"; per_terminal=$2; shift 2 ;;
+    --pgbench-seconds) number "$1" "${2:-}"; pgbench_seconds=$2; shift 2 ;;
+    --pgbench-scale) number "$1" "${2:-}"; pgbench_scale=$2; shift 2 ;;
+    --bin) [ -d "${2:-}" ] || die "--bin needs a directory with horizon-server and horizon-bench"; bin=$2; shift 2 ;;
+    --output) [ -n "${2:-}" ] || die "--output needs a file"; output=$2; shift 2 ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage >&2; die "unknown option $1" ;;
+    esac
+done
+for level in $levels; do number "--levels" "$level"; [ "$level" -ge 1 ] || die "--levels: at least 1 client"; done
+[ "$per_terminal" -ge 1 ] || die "--payments-per-terminal must be at least 1"
+
+if [ -z "$bin" ]; then
+    ensure_swift
+    ensure_debian_packages
+    step "building horizon-server and horizon-bench (release; a first build takes 10-20 minutes on 2 cores)"
+    swift build -c release --product horizon-server 2>&1 | filter_build_output
+    swift build -c release --product horizon-bench 2>&1 | filter_build_output
+    bin=$(swift build -c release --show-bin-path)
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/horizon-throughput.XXXXXX")
+postgres_start_throwaway
+trap 'postgres_stop_throwaway || true; rm -rf "$work"' EXIT
+pg_bin=$(postgres_bin_dir)
+pg=(-h "$HORIZON_PG_DIR/socket" -p "$HORIZON_PG_PORT" -U horizon_admin)
+"$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 "${pg[@]}" -d postgres -c "CREATE DATABASE pgbench" >/dev/null
+step "pgbench -i -s $pgbench_scale (TPC-B-like tables in their own database of the same cluster)"
+"$pg_bin/pgbench" -i -q -s "$pgbench_scale" "${pg[@]}" pgbench >"$work/pgbench-init.log" 2>&1 ||
+    { cat "$work/pgbench-init.log" >&2; die "pgbench -i failed"; }
+
+scale_out() {
+    local database=$1 terminals=$2 result=$3
+    Tools/scale-out.sh --bin "$bin" --database "$database" --servers 1 --terminals "$terminals" \
+        --payments $((terminals * per_terminal)) --output "$result" -- \
+        --copies 1 --late-retries 0 --timeout-every 0 >"$result.log" 2>&1 ||
+        { tail -30 "$result.log" >&2; die "scale-out with $terminals terminals on $database failed (log above)"; }
+}
+
+for level in $levels; do
+    step "$level client(s): horizon-server on PostgreSQL, $((level * per_terminal)) payments"
+    scale_out "$HORIZON_TEST_POSTGRES_URL" "$level" "$work/horizon-postgres-$level.json"
+    step "$level client(s): pgbench, $pgbench_seconds s"
+    "$pg_bin/pgbench" -n -c "$level" -j "$((level < 2 ? level : 2))" -T "$pgbench_seconds" "${pg[@]}" pgbench \
+        >"$work/pgbench-$level.txt" 2>&1 || { cat "$work/pgbench-$level.txt" >&2; die "pgbench -c $level failed"; }
+    step "$level client(s): horizon-server on SQLite, $((level * per_terminal)) payments"
+    scale_out sqlite "$level" "$work/horizon-sqlite-$level.json"
+done
+
+python3 - "$work" "$output" "$levels" "$per_terminal" "$pgbench_seconds" "$pgbench_scale" <<'PY'
+import json, os, re, sys, datetime, platform
+work, output, levels, per_terminal, seconds, scale = sys.argv[1:7]
+rows = []
+for level in [int(x) for x in levels.split()]:
+    pg = json.load(open(f"{work}/horizon-postgres-{level}.json"))
+    lite = json.load(open(f"{work}/horizon-sqlite-{level}.json"))
+    text = open(f"{work}/pgbench-{level}.txt").read()
+    tps = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", text)
+    latency = re.search(r"latency average = ([0-9.]+) ms", text)
+    for report, name in ((pg, "PostgreSQL"), (lite, "SQLite")):
+        failed = [c["name"] for c in report["checks"] if not c["passed"]]
+        if failed:
+            sys.exit(f"{name} at {level} clients: checks failed: {failed}")
+    pgbench_tps = float(tps.group(1)) if tps else None
+    rows.append({
+        "clients": level,
+        "horizonPostgres": {"paymentsPerSecond": pg["paymentsPerSecond"], "payments": pg["payments"],
+                            "latencyMilliseconds": pg["paymentLatencyMilliseconds"]},
+        "horizonSQLite": {"paymentsPerSecond": lite["paymentsPerSecond"], "payments": lite["payments"],
+                          "latencyMilliseconds": lite["paymentLatencyMilliseconds"]},
+        "pgbench": {"tps": pgbench_tps, "latencyAverageMilliseconds": float(latency.group(1)) if latency else None},
+        "ratioToPgbench": (pg["paymentsPerSecond"] / pgbench_tps) if pgbench_tps else None,
+    })
+result = {
+    "generatedAt": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+    "method": (f"one horizon-server; N terminals pay one after another ({per_terminal} payments each, "
+               "wallet-signed Confirms, terminal-signed requests, no duplicates); pgbench -c N -T "
+               f"{seconds} (TPC-B-like, scale {scale}) on the same PostgreSQL cluster; then the same "
+               "payments on SQLite. Checks: every payment executed once, books balanced."),
+    "levels": rows,
+}
+os.makedirs(os.path.dirname(output) or ".", exist_ok=True)
+json.dump(result, open(output, "w"), indent=2, sort_keys=True)
+print(f"{'clients':>7}  {'PG pay/s':>9}  {'p50 ms':>7}  {'p99 ms':>7}  {'pgbench tps':>11}  {'ratio':>6}  {'SQLite pay/s':>12}  {'p50 ms':>7}")
+for row in rows:
+    pg, lite, bench = row["horizonPostgres"], row["horizonSQLite"], row["pgbench"]
+    ratio = f"{row['ratioToPgbench']:.2f}" if row["ratioToPgbench"] else "-"
+    print(f"{row['clients']:>7}  {pg['paymentsPerSecond']:>9.1f}  {pg['latencyMilliseconds']['median']:>7.1f}  "
+          f"{pg['latencyMilliseconds']['p99']:>7.1f}  {bench['tps'] or 0:>11.1f}  {ratio:>6}  "
+          f"{lite['paymentsPerSecond']:>12.1f}  {lite['latencyMilliseconds']['median']:>7.1f}")
+print(f"written to {output}")
+PY
