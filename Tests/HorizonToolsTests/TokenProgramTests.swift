@@ -108,7 +108,9 @@ struct TokenProgramTests {
         let neverFetched = try wallet(["token", "--currency", "USD"])
         #expect(neverFetched.status == 1)
         #expect(
-            neverFetched.standardError.contains("(and nothing was cached to show instead)"),
+            neverFetched.standardError.contains(
+                "(and nothing was cached to show instead; near a terminal taking a payment, --via-terminal asks through it)"
+            ),
             "\(neverFetched.standardError)")
     }
 

@@ -95,6 +95,7 @@ struct ListCards: AsyncParsableCommand {
     @OptionGroup var relay: TerminalRelayOptions
 
     func run() async throws {
+        guard try WalletServer.account(global.walletFiles) != nil else { throw CardCommands.unregistered }
         // Through the session's identity, so that --via-terminal routes this call too (issue 16).
         let session = try await WalletSession.open(global.walletFiles, pin: pin, relay: relay, verbose: global.verbose)
         defer { session.finish(json: json) }
@@ -159,14 +160,16 @@ struct RemoveCard: AsyncParsableCommand {
 }
 
 enum CardCommands {
+    static var unregistered: CLIError {
+        CLIError(
+            "this wallet is not registered with a server; cards live there. Run `horizon-wallet register --server URL ...` first"
+        )
+    }
+
     /// The wallet's client on the server it registered with, signing with its (unlocked) key.
     static func walletClient(_ global: GlobalOptions, _ pin: PINOptions) throws -> (WalletClient, URL) {
         let files = global.walletFiles
-        guard let account = try WalletServer.account(files) else {
-            throw CLIError(
-                "this wallet is not registered with a server; cards live there. Run `horizon-wallet register --server URL ...` first"
-            )
-        }
+        guard let account = try WalletServer.account(files) else { throw unregistered }
         let url = try WalletServer.url(account.server)
         let key = try files.keyVault().unlock(pin: pin.current)
         return (WalletClient(server: HorizonServerClient(serverURL: url, signingKey: key)), url)
