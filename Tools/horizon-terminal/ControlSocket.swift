@@ -127,18 +127,9 @@ final class PaymentController: Sendable {
     /// The first line, or nil when none came within `timeout` (a task-group timeout: the read
     /// is cancelled, which stops its read source).
     private static func requestLine(_ connection: UnixConnection, within timeout: Duration) async -> LineRead? {
-        await withTaskGroup(of: LineRead?.self) { group in
-            group.addTask {
-                var reader = connection.lines(maximumLength: maximumLineLength)
-                return await reader.next()
-            }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
+        await value(within: timeout) {
+            var reader = connection.lines(maximumLength: maximumLineLength)
+            return await reader.next()
         }
     }
 

@@ -94,19 +94,11 @@ final class TerminalRelay: Sendable {
     /// nearest one heard).
     private func hearsATerminal(within limit: Duration) async -> Bool {
         let candidates = client.candidates()
-        return await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                for await _ in candidates { return true }
-                return false
-            }
-            group.addTask {
-                try? await Task.sleep(for: limit)
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
+        let heard: Bool? = await value(within: limit) {
+            for await _ in candidates { return true }
+            return nil
         }
+        return heard ?? false
     }
 
     /// What the wallet says under an answer that came through the terminal.
