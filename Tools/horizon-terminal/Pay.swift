@@ -66,9 +66,10 @@ struct Pay: AsyncParsableCommand {
         try report(outcome, console: console)
     }
 
-    /// The cashier must be one the merchant knows: for an activated terminal a register user id at
-    /// the server (what the merchant's transactions filter by), for the sandbox a name in its
-    /// ledger. A server that does not answer is no reason to refuse a sale: the id goes as given.
+    /// The cashier must be one the merchant knows, once it keeps any: for an activated terminal a
+    /// register user id at the server (what the merchant's transactions filter by), for the
+    /// sandbox a name in its ledger. A server that does not answer is no reason to refuse a sale:
+    /// the id goes as given.
     private func checkRegisterUser(_ registerUser: String, activated: Bool, ledger: InProcessLedger, logger: Logger)
         async throws
     {
@@ -86,8 +87,9 @@ struct Pay: AsyncParsableCommand {
             known = await merchant.registerUsers.map(\.id)
         } else {
             known = try await ledger.registerUsers()
-            guard !known.isEmpty else { return }
         }
+        // A merchant that keeps no register users labels sales freely, as before.
+        guard !known.isEmpty else { return }
         guard known.contains(registerUser) else {
             let list = known.isEmpty ? "none yet" : known.joined(separator: ", ")
             throw CLIError(
