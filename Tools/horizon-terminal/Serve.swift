@@ -101,13 +101,33 @@ struct Serve: AsyncParsableCommand {
                             listener: listener, controller: controller, console: console,
                             limits: ControlSocketService.Limits(
                                 connections: controlConnections, readTimeout: .seconds(controlReadTimeout)))),
+                    // "ready" (which scripts wait for) is said from inside the group, once SIGTERM
+                    // and SIGINT are trapped: a signal after it is a graceful shutdown, never a kill.
+                    // The settling mode is said after it, so play money is never mistaken for real.
+                    .init(
+                        service: ReadyAnnouncement(
+                            console: console,
+                            lines: [
+                                "terminal service ready: \(settings.merchantName), control socket \(path)",
+                                settings.server.map { "settling through the Horizon server \($0)" }
+                                    ?? ledger.modeDescription,
+                            ])),
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        // Said after "ready" (which scripts wait for), so play money is never mistaken for real.
-        console.line("terminal service ready: \(settings.merchantName), control socket \(path)")
-        console.line(settings.server.map { "settling through the Horizon server \($0)" } ?? ledger.modeDescription)
         try await group.run()
         console.line("terminal service stopped")
+    }
+}
+
+/// Says its lines once the service group runs (its signal handlers are in place before any
+/// service starts), then waits for the shutdown.
+struct ReadyAnnouncement: Service {
+    let console: Console
+    let lines: [String]
+
+    func run() async throws {
+        for line in lines { console.line(line) }
+        try? await gracefulShutdown()
     }
 }
 
