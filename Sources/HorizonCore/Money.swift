@@ -28,6 +28,13 @@ public struct Currency: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { code }
+
+    /// Minor units in one major unit: 100 for EUR, 1 for JPY, 1000 for KWD (exponents are 0 to 3).
+    public var minorUnitsPerMajorUnit: Int64 {
+        var unit: Int64 = 1
+        for _ in 0..<exponent { unit *= 10 }
+        return unit
+    }
 }
 
 /// An amount of money in integer minor units. There are no floats anywhere near money.
@@ -96,8 +103,7 @@ public struct Money: Hashable, Sendable, CustomStringConvertible {
     /// The amount with the currency's decimals and no code: "12.50".
     public var formattedAmount: String {
         guard currency.exponent > 0 else { return String(minorUnits) }
-        var divisor: Int64 = 1
-        for _ in 0..<currency.exponent { divisor *= 10 }
+        let divisor = currency.minorUnitsPerMajorUnit
         let fraction = String(minorUnits % divisor)
         let padding = String(repeating: "0", count: currency.exponent - fraction.count)
         return "\(minorUnits / divisor).\(padding)\(fraction)"

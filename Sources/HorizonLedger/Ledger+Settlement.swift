@@ -163,8 +163,7 @@ extension Ledger {
         async throws(LedgerError) -> Int64
     {
         guard try await bonusMembershipState(wallet, merchant.id, in: db) != .left else { return 0 }
-        var unit: Int64 = 1
-        for _ in 0..<merchant.currency.exponent { unit *= 10 }
+        let unit = merchant.currency.minorUnitsPerMajorUnit
         let (product, overflow) = (amount.minorUnits / unit).multipliedReportingOverflow(
             by: merchant.bonusPointsPerMajorUnit)
         return overflow ? Money.maximumMinorUnits : min(product, Money.maximumMinorUnits)

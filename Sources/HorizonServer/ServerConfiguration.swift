@@ -63,9 +63,9 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
 
     /// The offline allowance cap in `currency`'s minor units (50 EUR is 5000; 50 JPY is 50).
     public func offlineAllowanceCap(in currency: Currency) -> Int64 {
-        var cap = offlineAllowanceMajorUnits ?? Self.defaultOfflineAllowanceMajorUnits
-        for _ in 0..<currency.exponent { cap = cap.multipliedReportingOverflow(by: 10).partialValue }
-        return min(cap, Money.maximumMinorUnits)
+        let majorUnits = offlineAllowanceMajorUnits ?? Self.defaultOfflineAllowanceMajorUnits
+        let (cap, overflow) = majorUnits.multipliedReportingOverflow(by: currency.minorUnitsPerMajorUnit)
+        return overflow ? Money.maximumMinorUnits : min(cap, Money.maximumMinorUnits)
     }
 
     public var effectiveDailyTokenValidity: Int64 { dailyTokenValidity ?? Self.defaultDailyTokenValidity }

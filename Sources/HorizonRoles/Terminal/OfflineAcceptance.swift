@@ -31,8 +31,7 @@ public struct OfflineLimits: Sendable, Equatable {
 
     /// The defaults in `currency`: 50 and 200 of its major unit, 20 payments, 24 h.
     public static func defaults(for currency: Currency) -> OfflineLimits {
-        var unit: Int64 = 1
-        for _ in 0..<currency.exponent { unit *= 10 }
+        let unit = currency.minorUnitsPerMajorUnit
         // Exponents are 0 to 3, so these cannot leave Money's range.
         let perPayment = (try? Money(minorUnits: 50 * unit, currency: currency)) ?? .zero(currency)
         let total = (try? Money(minorUnits: 200 * unit, currency: currency)) ?? .zero(currency)
