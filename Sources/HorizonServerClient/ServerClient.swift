@@ -21,21 +21,23 @@ public struct HorizonServerClient: Sendable {
         serverURL: URL, signingKey: P256.Signing.PrivateKey? = nil, timeout: Duration = .seconds(10),
         clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }
     ) {
-        let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
-        let transport = AsyncHTTPClientTransport(
-            configuration: .init(client: Self.http, timeout: .milliseconds(max(1, milliseconds))))
-        self.init(serverURL: serverURL, signingKey: signingKey, transport: transport, clock: clock)
+        self.init(serverURL: serverURL, signingKey: signingKey, transport: Self.transport(timeout), clock: clock)
     }
 
     /// A client that sends a merchant admin's session token (`signInMerchantAdmin`) as
     /// `Authorization: Bearer` with every request: the merchant service without a terminal.
     public init(serverURL: URL, adminSessionToken: String, timeout: Duration = .seconds(10)) {
-        let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
-        let transport = AsyncHTTPClientTransport(
-            configuration: .init(client: Self.http, timeout: .milliseconds(max(1, milliseconds))))
         self.serverURL = serverURL
         client = Client(
-            serverURL: serverURL, transport: transport, middlewares: [BearerTokenMiddleware(token: adminSessionToken)])
+            serverURL: serverURL, transport: Self.transport(timeout),
+            middlewares: [BearerTokenMiddleware(token: adminSessionToken)])
+    }
+
+    /// HTTP through the process's one client, giving up on each request after `timeout`.
+    static func transport(_ timeout: Duration) -> AsyncHTTPClientTransport {
+        let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
+        return AsyncHTTPClientTransport(
+            configuration: .init(client: Self.http, timeout: .milliseconds(max(1, milliseconds))))
     }
 
     /// A client over `transport` (HTTP, or the sealed relay of issue 16), signing with `signingKey`.

@@ -56,13 +56,9 @@ extension APIHandler {
             throw APIError(
                 .invalidRequest, "lifetimeSeconds must be 60 to \(settings.sessionLifetime) (8 h), not \(lifetime)")
         }
-        // Counted before the password is checked (a flood costs no scrypt work), with the
-        // dashboard's counters, so the two doors share one limit.
-        let emailKey = "email:" + email.lowercased()
-        let addressKey = "address:" + (RequestScope.current?.peer ?? "local")
-        let counts = try await ledger.recordSignInAttempt(
-            keys: [emailKey, addressKey], window: settings.signInWindow, at: now())
-        if (counts[emailKey] ?? 0) > settings.signInsPerEmail || (counts[addressKey] ?? 0) > settings.signInsPerAddress
+        // The dashboard's counters: the two doors share one limit.
+        if try await signInAttemptsExceeded(
+            email: email, peer: RequestScope.current?.peer ?? "local", settings: settings)
         {
             throw APIError(
                 .rateLimited,
@@ -70,12 +66,7 @@ extension APIHandler {
                 headers: [.retryAfter: "\(settings.signInWindow)"])
         }
         let merchant = try await signIn(email: email, password: body.password)
-        let token = DashboardSecurity.randomToken()
-        let time = now()
-        let expiresAt = time + lifetime
-        try await ledger.createDashboardSession(
-            tokenHash: DashboardSecurity.hash(token), merchant: merchant.id,
-            csrfSecret: DashboardSecurity.randomToken(), at: time, expiresAt: expiresAt)
+        let (token, expiresAt) = try await startMerchantSession(for: merchant.id, lifetime: lifetime)
         metrics.record(event: "admin_sign_in")
         RequestScope.current?.logger.notice("merchant admin signed in", metadata: ["merchant": "\(merchant.id)"])
         return .created(
@@ -84,6 +75,31 @@ extension APIHandler {
                     .init(
                         token: token, merchantId: merchant.id.rawValue, merchantName: merchant.name,
                         expiresAt: expiresAt))))
+    }
+
+    /// Counts a sign-in attempt for `email` from `peer` and says whether either is over its
+    /// limit. Counted before the password is checked, so a flood costs no scrypt work, and in the
+    /// database, so every server process counts the same attempts.
+    func signInAttemptsExceeded(email: String, peer: String, settings: DashboardSettings) async throws -> Bool {
+        let emailKey = "email:" + email.lowercased()
+        let addressKey = "address:" + peer
+        let counts = try await ledger.recordSignInAttempt(
+            keys: [emailKey, addressKey], window: settings.signInWindow, at: now())
+        return (counts[emailKey] ?? 0) > settings.signInsPerEmail
+            || (counts[addressKey] ?? 0) > settings.signInsPerAddress
+    }
+
+    /// A new session of `merchant`'s admin (the dashboard's cookie or the API's bearer token),
+    /// ending `lifetime` seconds from now: its token, of which only the hash is stored.
+    func startMerchantSession(for merchant: MerchantID, lifetime: Int64) async throws
+        -> (token: String, expiresAt: UnixTime)
+    {
+        let token = DashboardSecurity.randomToken()
+        let time = now()
+        try await ledger.createDashboardSession(
+            tokenHash: DashboardSecurity.hash(token), merchant: merchant, csrfSecret: DashboardSecurity.randomToken(),
+            at: time, expiresAt: time + lifetime)
+        return (token, time + lifetime)
     }
 
     func signOutMerchantAdmin(_ input: Operations.SignOutMerchantAdmin.Input) async throws

@@ -95,14 +95,8 @@ struct Dashboard: Sendable {
         guard email.utf8.count <= 254, password.utf8.count <= 1024 else {
             return try again(.badRequest, "The e-mail or the password is too long.")
         }
-        // Counted before the password is checked, so a flood costs no scrypt work, and in the
-        // database, so every server process counts the same attempts.
-        let address = context.remoteAddress?.ipAddress ?? "local"
-        let emailKey = "email:" + email.lowercased()
-        let addressKey = "address:" + address
-        let counts = try await ledger.recordSignInAttempt(
-            keys: [emailKey, addressKey], window: settings.signInWindow, at: now())
-        if (counts[emailKey] ?? 0) > settings.signInsPerEmail || (counts[addressKey] ?? 0) > settings.signInsPerAddress
+        if try await api.signInAttemptsExceeded(
+            email: email, peer: context.remoteAddress?.ipAddress ?? "local", settings: settings)
         {
             let minutes = (settings.signInWindow + 59) / 60
             return try again(
@@ -121,12 +115,7 @@ struct Dashboard: Sendable {
                 .tooManyRequests, error.message.prefix(1).uppercased() + error.message.dropFirst() + ".",
                 headers: error.headers)
         }
-        let token = DashboardSecurity.randomToken()
-        let time = now()
-        try await ledger.createDashboardSession(
-            tokenHash: DashboardSecurity.hash(token), merchant: merchant.id,
-            csrfSecret: DashboardSecurity.randomToken(),
-            at: time, expiresAt: time + settings.sessionLifetime)
+        let (token, _) = try await api.startMerchantSession(for: merchant.id, lifetime: settings.sessionLifetime)
         RequestScope.current?.logger.notice("dashboard sign-in", metadata: ["merchant": "\(merchant.id)"])
         var response = Self.redirect("/dashboard/transactions")
         response.setCookie(
