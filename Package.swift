@@ -288,6 +288,8 @@ let package = Package(
                 "HorizonStores", "HorizonRoles", "HorizonUnixSocket", "HorizonLedger",
                 // issue 15: the merchant commands of an activated terminal, or of the admin.
                 "HorizonServiceClients", "HorizonServerClient",
+                // issue 16: the daily token and the terminal's identity in the offline commands.
+                "HorizonSecureChannel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

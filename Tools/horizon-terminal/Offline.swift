@@ -199,21 +199,14 @@ struct OfflineStatus: Encodable {
 }
 
 /// While `serve` runs (issue 16): forwards the stored offline payments after each server call
-/// that got an answer and every `interval`, one run at a time. Without a forwarder (the server's
-/// offline endpoint is not joined in yet) it says so once and the payments stay stored.
+/// that got an answer and every `interval`, one run at a time.
 struct OfflineForwardingService: Service {
-    let forwarding: OfflineForwarding?
-    let unavailable: String?
+    let forwarding: OfflineForwarding
     let serverAnswered: AsyncStream<Void>
     let interval: Duration
     let logger: Logger
 
     func run() async throws {
-        guard let forwarding else {
-            if let unavailable { logger.notice("offline payments are not forwarded: \(unavailable)") }
-            try? await gracefulShutdown()
-            return
-        }
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 for await _ in serverAnswered { await forward(forwarding) }

@@ -4,6 +4,7 @@ import HorizonCLISupport
 import HorizonCore
 import HorizonLedger
 import HorizonRoles
+import HorizonSecureChannel
 import HorizonServerClient
 import HorizonServiceClients
 import HorizonUnixSocket
@@ -45,7 +46,8 @@ struct Pay: AsyncParsableCommand {
         let ledger = try await files.loadLedger(logger: logger)
         let money = try AmountArgument.money(amount, in: try AmountArgument.currency(currency ?? settings.currency))
         if let registerUser {
-            try await checkRegisterUser(registerUser, activated: settings.server != nil, ledger: ledger, logger: logger)
+            try await checkRegisterUser(
+                registerUser, server: settings.server, identity: identity, ledger: ledger, logger: logger)
         }
         let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
@@ -70,14 +72,13 @@ struct Pay: AsyncParsableCommand {
     /// register user id at the server (what the merchant's transactions filter by), for the
     /// sandbox a name in its ledger. A server that does not answer is no reason to refuse a sale:
     /// the id goes as given.
-    private func checkRegisterUser(_ registerUser: String, activated: Bool, ledger: InProcessLedger, logger: Logger)
-        async throws
-    {
+    private func checkRegisterUser(
+        _ registerUser: String, server: String?, identity: TerminalIdentity, ledger: InProcessLedger, logger: Logger
+    ) async throws {
         let known: [String]
-        if activated {
+        if let server {
             let merchant = MerchantServiceClient(
-                serverURL: try HorizonServerClient.url(try global.terminalFiles.loadSettings().server ?? ""),
-                terminalKey: try global.terminalFiles.loadIdentity().signingKey, timeout: .seconds(5))
+                serverURL: try HorizonServerClient.url(server), terminalKey: identity.signingKey, timeout: .seconds(5))
             do {
                 try await merchant.start()
             } catch {
@@ -91,9 +92,8 @@ struct Pay: AsyncParsableCommand {
         // A merchant that keeps no register users labels sales freely, as before.
         guard !known.isEmpty else { return }
         guard known.contains(registerUser) else {
-            let list = known.isEmpty ? "none yet" : known.joined(separator: ", ")
             throw CLIError(
-                "unknown register user '\(registerUser)'; known: \(list) (add with `horizon-terminal register-users add`)"
+                "unknown register user '\(registerUser)'; known: \(known.joined(separator: ", ")) (add with `horizon-terminal register-users add`)"
             )
         }
     }

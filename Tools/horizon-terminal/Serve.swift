@@ -78,19 +78,16 @@ struct Serve: AsyncParsableCommand {
         // answers again (and every five minutes, for a terminal that takes no payment meanwhile).
         var forwarding: [ServiceGroupConfiguration.ServiceConfiguration] = []
         if settings.server != nil {
-            let forwarder = Result {
-                CrashInjection.forwarder(wrapping: try makeOfflineForwarder(files: files, identity: identity))
-            }
+            let offline = OfflineForwarding(
+                store: runtime.journal,
+                forwarder: CrashInjection.forwarder(
+                    wrapping: try makeOfflineForwarder(files: files, identity: identity)),
+                clock: { UnixTime(Date().timeIntervalSince1970) })
             forwarding.append(
                 .init(
                     service: OfflineForwardingService(
-                        forwarding: (try? forwarder.get()).map {
-                            OfflineForwarding(
-                                store: runtime.journal, forwarder: $0,
-                                clock: { UnixTime(Date().timeIntervalSince1970) })
-                        },
-                        unavailable: forwarder.failureDescription, serverAnswered: runtime.serverAnswered,
-                        interval: .seconds(300), logger: logger)))
+                        forwarding: offline, serverAnswered: runtime.serverAnswered, interval: .seconds(300),
+                        logger: logger)))
         }
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
@@ -147,12 +144,5 @@ struct ConflictObserverService: Service {
         // Until the group shuts down (gracefully, or cancelled when another part failed).
         try? await gracefulShutdown()
         observer.stop()
-    }
-}
-
-extension Result {
-    /// The error's text, nil on success.
-    var failureDescription: String? {
-        if case .failure(let error) = self { "\(error)" } else { nil }
     }
 }

@@ -54,7 +54,7 @@ struct Balance: AsyncParsableCommand {
         for balance in balances.value { print("balance       \(moneyText(balance.amount, balance.currency))") }
         if points.value.isEmpty { print("bonus points  none yet") }
         for program in points.value { print("bonus points  \(program.points) at \(program.merchantName)") }
-        print("offline       \(offlineAllowanceText(tokens))")
+        print("offline       \(offlineAllowanceText(offline))")
         if let note = WalletSession.note(balances) ?? WalletSession.note(points) { print(note) }
     }
 }

@@ -14,19 +14,21 @@ extension WalletSession {
     static func dailyTokenClient(
         _ files: WalletFiles, signingKey: P256.Signing.PrivateKey, anchors: [TrustAnchor]
     ) throws -> DailyTokenClient? {
-        guard let account = try account(files) else { return nil }
-        let url = try WalletServer.url(account.server)
-        let cache = try Cache.persistentCache(directory: files.directory.file("cache"))
-        return DailyTokenClient(
-            identityClient: IdentityClient(serverURL: url, signingKey: signingKey, timeout: .seconds(10)),
-            cache: cache, trustAnchors: anchors)
+        try open(files, signingKey: signingKey).map {
+            DailyTokenClient(identityClient: $0.identity, cache: $0.cache, trustAnchors: anchors)
+        }
     }
 }
 
 /// The remaining offline allowance as a line: what the current token still allows, or why none.
 func offlineAllowanceText(_ tokens: DailyTokenClient?) -> String {
     guard let tokens else { return "none (a sandbox wallet has no daily token)" }
-    guard let token = tokens.currentToken else {
+    return offlineAllowanceText(tokens.currentToken)
+}
+
+/// The same for a token already read (reading one verifies its signature).
+func offlineAllowanceText(_ token: StoredDailyToken?) -> String {
+    guard let token else {
         return "none (no valid daily token; run `horizon-wallet token` while online)"
     }
     let left = max(0, token.token.expiresAt - Int64(Date().timeIntervalSince1970))

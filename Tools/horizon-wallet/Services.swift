@@ -34,9 +34,16 @@ struct WalletSession {
     /// sealed), and the wallet's persistent cache (`<data dir>/cache`), which answers while the
     /// server cannot be reached.
     static func open(_ files: WalletFiles, pin: PINOptions) throws -> WalletSession {
-        guard let account = try account(files) else { throw CLIError(sandboxAdvice) }
-        let url = try WalletServer.url(account.server)
+        guard try account(files) != nil else { throw CLIError(sandboxAdvice) }
         let key = try files.keyVault().unlock(pin: pin.current)
+        guard let session = try open(files, signingKey: key) else { throw CLIError(sandboxAdvice) }
+        return session
+    }
+
+    /// The session of a registered wallet whose key is already unlocked; nil for a sandbox wallet.
+    static func open(_ files: WalletFiles, signingKey key: P256.Signing.PrivateKey) throws -> WalletSession? {
+        guard let account = try account(files) else { return nil }
+        let url = try WalletServer.url(account.server)
         let cache = try Cache.persistentCache(directory: files.directory.file("cache"))
         return WalletSession(
             account: account, identity: IdentityClient(serverURL: url, signingKey: key, timeout: .seconds(10)),
