@@ -469,7 +469,7 @@ extension Ledger {
         }
         // As for a payment from the balance (a wallet that left the program earns none).
         let earned = try await pointsEarned(by: request.amount, walletID, at: merchant, in: db)
-        let points = min(try await bonusPoints(walletID, merchant.id, in: db) + earned, Money.maximumMinorUnits)
+        let points = try await earnBonusPoints(earned, walletID, merchant.id, in: db)
         let external = try await account(.external, owner: externalOwner, merchant.currency, in: db)
         let merchantAccount = try await account(.merchant, owner: merchant.id.rawValue, merchant.currency, in: db)
         let entry = try await post(
@@ -478,7 +478,6 @@ extension Ledger {
                 Leg(account: external.id, currency: merchant.currency, amount: -total.minorUnits),
                 Leg(account: merchantAccount.id, currency: merchant.currency, amount: total.minorUnits),
             ], at: time, in: db)
-        try await setBonusPoints(points, walletID, merchant.id, in: db)
         try await db.query(
             "INSERT INTO card_payments(payment_id, card_id, charge_key, created_at) VALUES (?, ?, ?, ?)",
             [

@@ -165,7 +165,8 @@ extension Ledger {
 
     /// The terminal with this key, revoked or not.
     public func terminal(publicKey: PublicKeyBytes) async throws(LedgerError) -> TerminalRecord? {
-        try await store.transaction { db in
+        // Every signed request looks its terminal up: one read, no transaction around it.
+        try await store.transaction(.singleStatement) { db in
             try await Self.terminal(where: "public_key = ?", [.blob(publicKey.bytes)], in: db).first
         }
     }
@@ -298,11 +299,27 @@ extension Ledger {
     /// Records a signed request's nonce for its key; false when that key used it before (a
     /// replay). Nonces older than `window` seconds are forgotten: requests that old are refused
     /// by their timestamp anyway.
+    ///
+    /// Every signed request comes here, so this is one statement on its own: the UNIQUE key
+    /// decides, even between processes. The forgetting runs at most once a
+    /// `noncePurgeInterval` per process, in a statement of its own (deleting on every request
+    /// took a transaction each, and the deletes of concurrent requests conflicted).
     public func useNonce(_ nonce: String, for key: PublicKeyBytes, window: Int64, at time: UnixTime = now())
         async throws(LedgerError) -> Bool
     {
-        try await store.transaction { db in
-            try await db.query("DELETE FROM request_nonces WHERE seen_at < ?", [.integer(time - window)])
+        let purgeDue = lastNoncePurge.withLock { last in
+            // The first call (`last` is .min) overflows, and is due; so is a clock set back.
+            let (elapsed, overflow) = time.subtractingReportingOverflow(last)
+            guard overflow || elapsed >= Self.noncePurgeInterval || elapsed < 0 else { return false }
+            last = time
+            return true
+        }
+        if purgeDue {
+            try await store.transaction(.singleStatement) { db in
+                try await db.query("DELETE FROM request_nonces WHERE seen_at < ?", [.integer(time - window)])
+            }
+        }
+        return try await store.transaction(.singleStatement) { db in
             let inserted = try await db.query(
                 """
                 INSERT INTO request_nonces(public_key, nonce, seen_at) VALUES (?, ?, ?)
@@ -311,6 +328,9 @@ extension Ledger {
             return !inserted.isEmpty
         }
     }
+
+    /// How often, in seconds, one process deletes the nonces that are past their window.
+    static let noncePurgeInterval: Int64 = 60
 }
 
 extension Optional {

@@ -117,6 +117,28 @@ extension Ledger {
             """, [.text(merchant.rawValue), .text(wallet.rawValue), .integer(points)])
     }
 
+    /// Adds `earned` points (saturating at `Money.maximumMinorUnits`) and returns the new sum,
+    /// in one statement that adds to the stored value rather than writing back one read before:
+    /// in a `.rowLocking` payment another transaction may change the row meanwhile, and the
+    /// upsert waits for it and adds to what it left.
+    static func earnBonusPoints(_ earned: Int64, _ wallet: WalletID, _ merchant: MerchantID, in db: any SQLTransaction)
+        async throws(LedgerError) -> Int64
+    {
+        let maximum = SQLValue.integer(Money.maximumMinorUnits)
+        guard
+            let row = try await db.query(
+                """
+                INSERT INTO bonus_points(merchant_id, wallet_id, points) VALUES (?, ?, ?)
+                ON CONFLICT (merchant_id, wallet_id) DO UPDATE SET points = CASE
+                    WHEN bonus_points.points > ? - excluded.points THEN ?
+                    ELSE bonus_points.points + excluded.points END
+                RETURNING points
+                """, [.text(merchant.rawValue), .text(wallet.rawValue), .integer(earned), maximum, maximum]
+            ).first
+        else { throw .database("adding bonus points returned no row") }
+        return try row.integer("points")
+    }
+
     static func decodeMembership(_ row: SQLRow) throws(LedgerError) -> Membership {
         let period = try row.integer("benefit_period")
         guard period > 0 else { throw .corruptRow(column: "benefit_period", reason: "\(period) is not positive") }

@@ -139,9 +139,8 @@ extension Ledger {
             legs.append(Leg(account: wallet.id, currency: currency, amount: -total.minorUnits))
         }
         let earned = try await pointsEarned(by: payment.amount, walletID, at: merchant, in: db)
-        let points = min(try await bonusPoints(walletID, merchant.id, in: db) + earned, Money.maximumMinorUnits)
+        let points = try await earnBonusPoints(earned, walletID, merchant.id, in: db)
         let entry = try await post("payment", legs, at: time, in: db)
-        try await setBonusPoints(points, walletID, merchant.id, in: db)
         return Execution(
             outcome: .approved(reference: 0, bonusPointsEarned: earned, bonusPointsBalance: points), walletID: walletID,
             entryID: entry, offlineGuaranteed: guaranteed)

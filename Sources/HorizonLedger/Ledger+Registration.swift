@@ -347,7 +347,9 @@ extension Ledger {
     public func walletsWithContacts() async throws(LedgerError) -> [(Wallet, WalletContact)] {
         try await store.transaction { db in
             var wallets: [(Wallet, WalletContact)] = []
-            for row in try await db.query("SELECT id, name, created_at, email, phone FROM wallets ORDER BY created_at, id") {
+            for row in try await db.query(
+                "SELECT id, name, created_at, email, phone FROM wallets ORDER BY created_at, id")
+            {
                 wallets.append(
                     (
                         Wallet(

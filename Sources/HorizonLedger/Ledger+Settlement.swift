@@ -18,8 +18,11 @@ extension Ledger {
             amount: request.amount, tip: request.tip, registerUser: request.registerUser,
             contentDigest: request.contentDigest)
         let enrollment = options.enrollment
+        // Row locks, not SERIALIZABLE: every payment credits the merchant's one account row,
+        // which SERIALIZABLE would let only one transaction at a time update (the others abort
+        // and retry). `executePayment` locks what it decides on; see `TransactionIsolation`.
         return try await executeOnce(
-            record, merchant: merchant, at: time,
+            record, merchant: merchant, at: time, isolation: .rowLocking,
             sameTerms: { stored in Self.isSamePayment(stored, request) },
             execute: { (merchant, db) throws(LedgerError) in
                 try await Self.executePayment(request, at: merchant, enrollment: enrollment, time: time, in: db)
@@ -175,13 +178,16 @@ extension Ledger {
     }
 
     /// Replays the stored result (same terms, same merchant), refuses a conflicting retry, or
-    /// runs `execute` and stores its outcome, all in one transaction.
+    /// runs `execute` and stores its outcome, all in one transaction. Exactly once holds at any
+    /// isolation: `payment_id` is UNIQUE, so of two transactions that both found no stored row
+    /// one inserts and the other fails (contention), and its retry replays the first's row.
     func executeOnce(
         _ record: Record, merchant merchantID: MerchantID, at time: UnixTime,
+        isolation: TransactionIsolation = .serializable,
         sameTerms: @escaping @Sendable (Stored) -> Bool,
         execute: @escaping @Sendable (Merchant, any SQLTransaction) async throws(LedgerError) -> Execution
     ) async throws(LedgerError) -> SettlementResult {
-        try await store.transaction { db in
+        try await store.transaction(isolation) { db in
             if let stored = try await Self.stored(record.id, in: db) {
                 guard stored.transaction.merchantID == merchantID, sameTerms(stored) else {
                     throw LedgerError.conflictingRetry(record.id)
@@ -328,7 +334,11 @@ extension Ledger {
 
     // MARK: The payment rule
 
-    /// Decides the outcome and moves the money, inside the caller's transaction.
+    /// Decides the outcome and moves the money, inside the caller's transaction. In a
+    /// `.rowLocking` transaction it locks the wallet's account (and its offline debt) before it
+    /// reads the balance, so one wallet's payments, top-ups and refunds take turns; it adds to
+    /// the merchant's account and the bonus points relative to their stored values, and credits
+    /// the merchant last, so that the row every payment waits for is held shortest.
     static func executePayment(
         _ request: SettlementRequest, at merchant: Merchant, enrollment: WalletEnrollment, time: UnixTime,
         in db: any SQLTransaction
@@ -364,7 +374,7 @@ extension Ledger {
                         : "this wallet is not registered with the merchant's Horizon server")
             }
         }
-        let wallet = try await account(.wallet, owner: walletID.rawValue, merchant.currency, in: db)
+        let wallet = try await account(.wallet, owner: walletID.rawValue, merchant.currency, locking: true, in: db)
         // An offline debt (issue 16) is owed before anything new is spent: online payments
         // decline until a top-up has repaid it.
         let owed = try await offlineDebt(of: walletID, merchant.currency, in: db)
@@ -383,7 +393,7 @@ extension Ledger {
                 wallet: walletID)
         }
         let earned = try await pointsEarned(by: request.amount, walletID, at: merchant, in: db)
-        let points = min(try await bonusPoints(walletID, merchant.id, in: db) + earned, Money.maximumMinorUnits)
+        let points = try await earnBonusPoints(earned, walletID, merchant.id, in: db)
         let merchantAccount = try await account(.merchant, owner: merchant.id.rawValue, merchant.currency, in: db)
         let entry = try await post(
             "payment",
@@ -391,7 +401,6 @@ extension Ledger {
                 Leg(account: wallet.id, currency: merchant.currency, amount: -total.minorUnits),
                 Leg(account: merchantAccount.id, currency: merchant.currency, amount: total.minorUnits),
             ], at: time, in: db)
-        try await setBonusPoints(points, walletID, merchant.id, in: db)
         return Execution(
             outcome: .approved(reference: 0, bonusPointsEarned: earned, bonusPointsBalance: points), walletID: walletID,
             entryID: entry)

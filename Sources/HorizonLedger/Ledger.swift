@@ -2,13 +2,15 @@ import Foundation
 import HorizonCore
 import HorizonProtocol
 import HorizonStores
+import Synchronization
 
 /// The Horizon ledger: merchants, wallets, their accounts, register users, every payment and
 /// redemption, and the loyalty programs, over one `LedgerStore` (SQLite or PostgreSQL).
 ///
 /// The rules live here, once, in SQL both databases share; each call is one store transaction,
 /// so a call's changes are committed together or not at all, and (on PostgreSQL, at
-/// SERIALIZABLE) concurrent calls from any number of processes behave as if run one at a time.
+/// SERIALIZABLE, or with row locks for a payment: `TransactionIsolation.rowLocking`) concurrent
+/// calls from any number of processes behave as if run one at a time.
 ///
 /// Money moves only as entries of postings that sum to zero per currency (`post`): a top-up
 /// moves money from the external account to a wallet, a payment from the wallet to the
@@ -16,6 +18,8 @@ import HorizonStores
 public final class Ledger: Sendable {
     public let store: any LedgerStore
     public let options: LedgerOptions
+    /// When this process last deleted expired request nonces (`useNonce`).
+    let lastNoncePurge = Mutex<UnixTime>(.min)
 
     private init(store: any LedgerStore, options: LedgerOptions) {
         self.store = store
@@ -263,22 +267,25 @@ public final class Ledger: Sendable {
     /// zero (its CHECK), so every balance stays a `Money`.
     static func offlineDebtOwner(_ wallet: WalletID) -> String { "offline_debt:" + wallet.rawValue }
 
-    /// The id and balance of an account, created at zero if it does not exist yet.
-    static func account(_ kind: AccountKind, owner: String, _ currency: Currency, in db: any SQLTransaction)
-        async throws(LedgerError) -> (id: Int64, balance: Int64)
-    {
-        let key: [SQLValue] = [.text(kind.rawValue), .text(owner), .text(currency.code)]
+    /// The id and balance of an account, created at zero if it does not exist yet. `locking`
+    /// locks its row in a `.rowLocking` transaction, for a rule that decides on the balance.
+    static func account(
+        _ kind: AccountKind, owner: String, _ currency: Currency, locking: Bool = false, in db: any SQLTransaction
+    ) async throws(LedgerError) -> (id: Int64, balance: Int64) {
+        // Read first: the account exists for every payment but a wallet's or merchant's first,
+        // and an insert that does nothing is still a statement (a round trip on PostgreSQL).
+        if let existing = try await existingAccount(kind, owner: owner, currency, locking: locking, in: db) {
+            return existing
+        }
         try await db.query(
             """
             INSERT INTO accounts(kind, owner_id, currency, balance) VALUES (?, ?, ?, 0)
             ON CONFLICT (kind, owner_id, currency) DO NOTHING
-            """, key)
-        guard
-            let row = try await db.query(
-                "SELECT id, balance FROM accounts WHERE kind = ? AND owner_id = ? AND currency = ?", key
-            ).first
-        else { throw .database("the \(kind.rawValue) account of \(owner) in \(currency) vanished") }
-        return (try row.integer("id"), try row.integer("balance"))
+            """, [.text(kind.rawValue), .text(owner), .text(currency.code)])
+        guard let created = try await existingAccount(kind, owner: owner, currency, locking: locking, in: db) else {
+            throw .database("the \(kind.rawValue) account of \(owner) in \(currency) vanished")
+        }
+        return created
     }
 
     /// One leg of an entry: `amount` (signed minor units) to or from an account.
@@ -356,12 +363,13 @@ public final class Ledger: Sendable {
     }
 
     /// The id and balance of an account if it exists (without creating it, unlike `account`).
-    static func existingAccount(_ kind: AccountKind, owner: String, _ currency: Currency, in db: any SQLTransaction)
-        async throws(LedgerError) -> (id: Int64, balance: Int64)?
-    {
+    static func existingAccount(
+        _ kind: AccountKind, owner: String, _ currency: Currency, locking: Bool = false, in db: any SQLTransaction
+    ) async throws(LedgerError) -> (id: Int64, balance: Int64)? {
         guard
             let row = try await db.query(
-                "SELECT id, balance FROM accounts WHERE kind = ? AND owner_id = ? AND currency = ?",
+                "SELECT id, balance FROM accounts WHERE kind = ? AND owner_id = ? AND currency = ?"
+                    + (locking ? db.forUpdate : ""),
                 [.text(kind.rawValue), .text(owner), .text(currency.code)]
             ).first
         else { return nil }
@@ -380,7 +388,9 @@ public final class Ledger: Sendable {
     static func offlineDebt(of wallet: WalletID, _ currency: Currency, in db: any SQLTransaction)
         async throws(LedgerError) -> Money
     {
-        let debt = try await existingAccount(.external, owner: offlineDebtOwner(wallet), currency, in: db)
+        // Locked in a `.rowLocking` payment: it decides on the debt, which a top-up may be repaying.
+        let debt = try await existingAccount(
+            .external, owner: offlineDebtOwner(wallet), currency, locking: true, in: db)
         let balance = debt?.balance ?? 0
         return try money(-balance, currency, column: "offline debt")
     }

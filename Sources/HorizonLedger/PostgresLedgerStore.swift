@@ -115,10 +115,13 @@ private final class LeaseFlag: Sendable {
 /// The shared store: PostgreSQL through postgres-nio's connection pool, for several server
 /// processes over one ledger.
 ///
-/// Every transaction runs at SERIALIZABLE isolation, so the rules need no row locks: when two
-/// transactions would have seen each other's writes (two payments of one wallet, two requests
-/// with one payment id, on any number of processes), PostgreSQL aborts one with a
-/// serialization failure and this store runs it again from the start, up to `maximumAttempts`.
+/// A transaction runs at SERIALIZABLE isolation unless it asks otherwise, so the rules need no
+/// row locks: when two transactions would have seen each other's writes (two payments of one
+/// wallet, two requests with one payment id, on any number of processes), PostgreSQL aborts one
+/// with a serialization failure and this store runs it again from the start, up to
+/// `maximumAttempts`. A `.rowLocking` transaction (the payment's hot path) runs at READ
+/// COMMITTED with the row locks its body takes; a deadlock, or a duplicate key it raced another
+/// transaction for, is retried the same way.
 public final class PostgresLedgerStore: LedgerStore {
     public let location: PostgresLocation
     public let maximumAttempts: Int
@@ -163,13 +166,15 @@ public final class PostgresLedgerStore: LedgerStore {
 
     @discardableResult
     public func transaction<T: Sendable>(
-        _ body: @Sendable (any SQLTransaction) async throws -> T
+        _ isolation: TransactionIsolation, _ body: @Sendable (any SQLTransaction) async throws -> T
     ) async throws(LedgerError) -> T {
         var attempt = 0
         while true {
             attempt += 1
             do {
-                return try await withoutActuallyEscaping(body) { body in try await attemptTransaction(body) }
+                return try await withoutActuallyEscaping(body) { body in
+                    try await attemptTransaction(isolation, body)
+                }
             } catch {
                 let mapped = Self.map(error)
                 guard case .contention = mapped else { throw mapped }
@@ -182,15 +187,16 @@ public final class PostgresLedgerStore: LedgerStore {
         }
     }
 
-    /// One attempt: lease a connection, run `body` between BEGIN and COMMIT.
+    /// One attempt: lease a connection, run `body` between BEGIN and COMMIT (a single statement
+    /// without them).
     ///
     /// While the database is down the pool keeps trying to connect and a lease would wait (the
     /// pool's own circuit breaker gives up after a minute), so a watchdog gives up on the lease
     /// after `connectionTimeout` and the caller gets `.unavailable` instead of a hang. Once the
     /// connection is leased the watchdog stands down: a running transaction is never cut.
-    private func attemptTransaction<T: Sendable>(_ body: @escaping @Sendable (any SQLTransaction) async throws -> T)
-        async throws -> T
-    {
+    private func attemptTransaction<T: Sendable>(
+        _ isolation: TransactionIsolation, _ body: @escaping @Sendable (any SQLTransaction) async throws -> T
+    ) async throws -> T {
         let leased = LeaseFlag()
         let client = client
         let logger = logger
@@ -200,8 +206,14 @@ public final class PostgresLedgerStore: LedgerStore {
             group.addTask {
                 try await client.withConnection { connection in
                     leased.set()
-                    let transaction = Connection(connection: connection, logger: logger)
-                    try await transaction.run("BEGIN ISOLATION LEVEL SERIALIZABLE")
+                    let transaction = Connection(connection: connection, logger: logger, isolation: isolation)
+                    let begin: String
+                    switch isolation {
+                    case .serializable: begin = "BEGIN ISOLATION LEVEL SERIALIZABLE"
+                    case .rowLocking: begin = "BEGIN ISOLATION LEVEL READ COMMITTED"
+                    case .singleStatement: return try await body(transaction)
+                    }
+                    try await transaction.run(begin)
                     do {
                         let result = try await body(transaction)
                         try await transaction.run("COMMIT")
@@ -231,8 +243,10 @@ public final class PostgresLedgerStore: LedgerStore {
     }
 
     /// The ledger's error for anything postgres-nio threw. Serialization failures and
-    /// deadlocks become `.contention` (retried above); a lost connection becomes `.unavailable`.
-    static func map(_ error: any Error) -> LedgerError {
+    /// deadlocks become `.contention` (retried above), and so does a duplicate key in a
+    /// `.rowLocking` transaction (another transaction inserted the same key first: the retry
+    /// reads its row); a lost connection becomes `.unavailable`.
+    static func map(_ error: any Error, isolation: TransactionIsolation = .serializable) -> LedgerError {
         if let error = error as? LedgerError { return error }
         guard let error = error as? PSQLError else {
             // The pool's own errors (its circuit breaker after a minute of failed connects, a
@@ -243,6 +257,8 @@ public final class PostgresLedgerStore: LedgerStore {
         if let state = error.serverInfo?[.sqlState] {
             // 40001 serialization_failure, 40P01 deadlock_detected: nothing was committed.
             if state == "40001" || state == "40P01" { return .contention(attempts: 1) }
+            // 23505 unique_violation: SERIALIZABLE reports such a race as 40001 itself.
+            if state == "23505" && isolation == .rowLocking { return .contention(attempts: 1) }
             let message = error.serverInfo?[.message] ?? "no message"
             let detail = error.serverInfo?[.detail].map { " (\($0))" } ?? ""
             // Class 08 (connection exception), 53 (insufficient resources), 57P (shutdown).
@@ -264,6 +280,9 @@ public final class PostgresLedgerStore: LedgerStore {
     struct Connection: SQLTransaction {
         let connection: PostgresConnection
         let logger: Logger
+        let isolation: TransactionIsolation
+
+        var forUpdate: String { isolation == .rowLocking ? " FOR UPDATE" : "" }
 
         func run(_ sql: String) async throws {
             try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
@@ -284,7 +303,7 @@ public final class PostgresLedgerStore: LedgerStore {
             do {
                 rows = try await connection.query(query, logger: logger).collect()
             } catch {
-                throw PostgresLedgerStore.map(error)
+                throw PostgresLedgerStore.map(error, isolation: isolation)
             }
             var result: [SQLRow] = []
             result.reserveCapacity(rows.count)

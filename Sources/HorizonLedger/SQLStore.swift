@@ -124,16 +124,43 @@ public enum SQLDialect: Sendable, Equatable {
     }
 }
 
+/// How a transaction is kept apart from the others running at the same time.
+public enum TransactionIsolation: Sendable, Equatable {
+    /// As if it ran alone (PostgreSQL's SERIALIZABLE): a rule may read anything and decide,
+    /// and the database aborts one of two transactions that saw each other's writes (the store
+    /// runs it again). The default, and what every rule but the payment's hot path uses.
+    case serializable
+    /// Each statement sees what was committed before it (PostgreSQL's READ COMMITTED), and the
+    /// body locks every row whose value it decides on (`SQLTransaction.forUpdate`). A row that
+    /// every transaction adds to (the merchant's account, credited by each payment) is then
+    /// waited for instead of aborting all but one of them, as pgbench's TPC-B does with its
+    /// branch rows. A body that uses this must read-then-write only rows it locked, write
+    /// others only relative to their value (`balance = balance + ?`), and leave exactly-once to
+    /// a UNIQUE constraint: a duplicate key becomes contention, and the retry reads the winner's
+    /// row. SQLite runs its transactions one at a time, so for it both are the same.
+    case rowLocking
+    /// One statement that commits on its own, without BEGIN and COMMIT (one round trip on
+    /// PostgreSQL instead of three): a single read, or an insert whose UNIQUE key decides.
+    case singleStatement
+}
+
 /// A connection inside one transaction.
 public protocol SQLTransaction: Sendable {
     /// Runs one parameterised statement (`?` placeholders) and returns its rows.
     @discardableResult
     func query(_ sql: String, _ parameters: [SQLValue]) async throws(LedgerError) -> [SQLRow]
+
+    /// What a `SELECT` appends to lock the rows it reads until the transaction ends:
+    /// ` FOR UPDATE` in a `.rowLocking` PostgreSQL transaction, nothing otherwise (SQLite locks
+    /// the whole database for a transaction, and SERIALIZABLE needs no row locks).
+    var forUpdate: String { get }
 }
 
 extension SQLTransaction {
     @discardableResult
     public func query(_ sql: String) async throws(LedgerError) -> [SQLRow] { try await query(sql, []) }
+
+    public var forUpdate: String { "" }
 }
 
 /// Where the ledger keeps its tables: a database that runs a body in one transaction, all of it
@@ -145,10 +172,21 @@ extension SQLTransaction {
 public protocol LedgerStore: Sendable {
     var dialect: SQLDialect { get }
     @discardableResult
-    func transaction<T: Sendable>(_ body: @Sendable (any SQLTransaction) async throws -> T) async throws(LedgerError)
-        -> T
+    func transaction<T: Sendable>(
+        _ isolation: TransactionIsolation, _ body: @Sendable (any SQLTransaction) async throws -> T
+    ) async throws(LedgerError) -> T
     /// Releases the store's connections; the store is not used afterwards.
     func close() async
+}
+
+extension LedgerStore {
+    /// A `.serializable` transaction.
+    @discardableResult
+    public func transaction<T: Sendable>(_ body: @Sendable (any SQLTransaction) async throws -> T)
+        async throws(LedgerError) -> T
+    {
+        try await transaction(.serializable, body)
+    }
 }
 
 /// Maps whatever a transaction body threw to a `LedgerError` (the body may throw others, such

@@ -26,13 +26,18 @@ public final class SQLiteLedgerStore: LedgerStore {
         }
     }
 
+    /// Every isolation is the same here: transactions run one at a time. A single statement
+    /// runs without BEGIN and COMMIT (SQLite commits it on its own, as durably).
     @discardableResult
     public func transaction<T: Sendable>(
-        _ body: @Sendable (any SQLTransaction) async throws -> T
+        _ isolation: TransactionIsolation, _ body: @Sendable (any SQLTransaction) async throws -> T
     ) async throws(LedgerError) -> T {
         await lock.lock()
         defer { lock.unlock() }
         let connection = Connection(database: database)
+        if isolation == .singleStatement {
+            do { return try await body(connection) } catch { throw ledgerError(error) }
+        }
         try connection.run("BEGIN IMMEDIATE")
         do {
             let result = try await body(connection)

@@ -82,11 +82,11 @@ private struct FaultInjectingStore: LedgerStore {
 
     var dialect: SQLDialect { base.dialect }
 
-    func transaction<T: Sendable>(_ body: @Sendable (any SQLTransaction) async throws -> T) async throws(LedgerError)
-        -> T
-    {
+    func transaction<T: Sendable>(
+        _ isolation: TransactionIsolation, _ body: @Sendable (any SQLTransaction) async throws -> T
+    ) async throws(LedgerError) -> T {
         let executed = Mutex(false)
-        let value = try await base.transaction { db in
+        let value = try await base.transaction(isolation) { db in
             // A store may run the body again (a serialization retry): only the last run counts.
             executed.withLock { $0 = false }
             return try await body(
@@ -105,6 +105,8 @@ private struct FaultInjectingTransaction: SQLTransaction {
     let base: any SQLTransaction
     let crash: ServerFaultInjection.CrashPoint?
     let onExecution: @Sendable () -> Void
+
+    var forUpdate: String { base.forUpdate }
 
     func query(_ sql: String, _ parameters: [SQLValue]) async throws(LedgerError) -> [SQLRow] {
         let rows = try await base.query(sql, parameters)

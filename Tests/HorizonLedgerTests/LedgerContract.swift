@@ -367,6 +367,144 @@ enum LedgerContract {
         }
     }
 
+    /// Eight wallets paying one merchant at once: every payment credits the merchant's one
+    /// account row (on PostgreSQL the payments wait for its row lock instead of aborting on it),
+    /// and no credit is lost.
+    static func manyWalletsPayOneMerchantAtOnce(_ kind: StoreKind) async throws {
+        try await TestStores.withLedger(kind) { ledger in
+            let (merchant, _, _) = try await F.shop(ledger, balance: 0)
+            var wallets: [(wallet: Wallet, key: PublicKeyBytes)] = []
+            for seed in UInt8(10)..<18 {
+                let wallet = try await ledger.createWallet(name: "W\(seed)", publicKey: F.key(seed), at: 1_000)
+                try await ledger.deposit(F.money(50_00), to: wallet.id, at: 1_000)
+                wallets.append((wallet, F.key(seed)))
+            }
+            let approvals = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for (_, key) in wallets {
+                    for euros in Int64(1)...5 {
+                        group.addTask {
+                            try await ledger.settle(F.payment(wallet: key, amount: euros * 1_00), merchant: merchant.id)
+                                .outcome.isApproved
+                        }
+                    }
+                }
+                var approvals: [Bool] = []
+                for try await approved in group { approvals.append(approved) }
+                return approvals
+            }
+            #expect(approvals.count == 40 && approvals.allSatisfy { $0 })
+            #expect(try await ledger.balance(of: merchant.id) == F.money(8 * 15_00))
+            for (wallet, _) in wallets { #expect(try await ledger.balance(of: wallet.id, in: .eur) == F.money(35_00)) }
+            #expect(try await LedgerAudit.violations(in: ledger.store) == [])
+        }
+    }
+
+    /// One wallet paying (and earning points), being topped up and redeeming points, all at
+    /// once: every cent and every point is accounted for. (On PostgreSQL the payments lock the
+    /// wallet's rows while the top-ups and redemptions run SERIALIZABLE: neither may lose the
+    /// other's update.)
+    static func concurrentSpendingKeepsEveryCentAndPoint(_ kind: StoreKind) async throws {
+        try await TestStores.withLedger(kind) { ledger in
+            let (merchant, wallet, key) = try await F.shop(ledger, balance: 100_00)
+            try await ledger.setBonusRule(pointsPerMajorUnit: 1, for: merchant.id)
+            #expect(
+                try await ledger.settle(F.payment(wallet: key, amount: 50_00), merchant: merchant.id).outcome.isApproved
+            )
+            let outcomes = try await withThrowingTaskGroup(of: (String, Bool).self) { group in
+                for _ in 0..<16 {
+                    group.addTask {
+                        (
+                            "payment",
+                            try await ledger.settle(F.payment(wallet: key, amount: 2_00), merchant: merchant.id)
+                                .outcome.isApproved
+                        )
+                    }
+                    group.addTask {
+                        try await ledger.deposit(F.money(1_00), to: wallet.id)
+                        return ("deposit", true)
+                    }
+                    group.addTask {
+                        let redemption = F.redemption(.bonusRedemption, wallet: key, quantity: 3)
+                        return (
+                            "redemption", try await ledger.redeem(redemption, merchant: merchant.id).outcome.isApproved
+                        )
+                    }
+                }
+                var outcomes: [(String, Bool)] = []
+                for try await outcome in group { outcomes.append(outcome) }
+                return outcomes
+            }
+            // 50 points held, 2 earned by each payment and 3 spent by each redemption: all approve.
+            #expect(outcomes.count == 48 && outcomes.allSatisfy(\.1))
+            #expect(try await ledger.bonusPoints(of: wallet.id, at: merchant.id) == 50 + 16 * 2 - 16 * 3)
+            #expect(
+                try await ledger.balance(of: wallet.id, in: .eur) == F.money(100_00 - 50_00 - 16 * 2_00 + 16 * 1_00))
+            #expect(try await ledger.balance(of: merchant.id) == F.money(82_00))
+            #expect(try await LedgerAudit.violations(in: ledger.store) == [])
+        }
+    }
+
+    /// A new key's first payments, all at once, in the sandbox: one wallet is enrolled (the
+    /// losers of the race to insert it run again and find it), and every payment is paid from it.
+    static func concurrentFirstContactEnrolsOnce(_ kind: StoreKind) async throws {
+        try await TestStores.withLedger(
+            kind, options: LedgerOptions(enrollment: .sandboxOnFirstContact(startingBalance: 100_00))
+        ) { ledger in
+            let merchant = try await ledger.createMerchant(name: "Demo", currency: .eur, adminEmail: "d@demo.example")
+            let approvals = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for _ in 0..<10 {
+                    group.addTask {
+                        try await ledger.settle(F.payment(wallet: F.key(6), amount: 5_00), merchant: merchant.id)
+                            .outcome
+                            .isApproved
+                    }
+                }
+                var approvals: [Bool] = []
+                for try await approved in group { approvals.append(approved) }
+                return approvals
+            }
+            #expect(approvals.count == 10 && approvals.allSatisfy { $0 })
+            let wallet = try #require(try await ledger.wallet(forKey: F.key(6)))
+            #expect(try await ledger.balance(of: wallet.id, in: .eur) == F.money(50_00))
+            let wallets = try await ledger.store.transaction { db in
+                try await db.query("SELECT CAST(COUNT(*) AS BIGINT) AS n FROM wallets").first?.integer("n")
+            }
+            #expect(wallets == 1)
+            #expect(try await LedgerAudit.violations(in: ledger.store) == [])
+        }
+    }
+
+    /// A signed request's nonce is refused the second time, by every process; nonces past their
+    /// window are deleted, at most once a minute per process, never one still inside it.
+    static func requestNoncesAreUsedOnceAndForgottenAfterTheirWindow(_ kind: StoreKind) async throws {
+        try await TestStores.withLedger(kind) { ledger in
+            let key = F.key(3)
+            func count() async throws -> Int64? {
+                try await ledger.store.transaction { db in
+                    try await db.query("SELECT CAST(COUNT(*) AS BIGINT) AS n FROM request_nonces").first?.integer("n")
+                }
+            }
+            #expect(try await ledger.useNonce("a", for: key, window: 10, at: 1_000))
+            #expect(try await !ledger.useNonce("a", for: key, window: 10, at: 1_001))
+            #expect(try await ledger.useNonce("a", for: F.key(4), window: 10, at: 1_001))  // per key
+            // Concurrent uses of one nonce: exactly one is accepted.
+            let accepted = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for _ in 0..<8 { group.addTask { try await ledger.useNonce("b", for: key, window: 10, at: 1_002) } }
+                var accepted = 0
+                for try await ok in group where ok { accepted += 1 }
+                return accepted
+            }
+            #expect(accepted == 1)
+            // 59 s after the last purge none is due, though "a" is past its window.
+            #expect(try await ledger.useNonce("c", for: key, window: 10, at: 1_059))
+            #expect(try await count() == 4)
+            // At 60 s it is: "a" (both keys) and "b" go, "c" (inside its window) stays and is refused.
+            #expect(try await ledger.useNonce("d", for: key, window: 10, at: 1_060))
+            #expect(try await count() == 2)
+            #expect(try await !ledger.useNonce("c", for: key, window: 10, at: 1_061))
+        }
+    }
+
     static func unknownAndRevokedWallets(_ kind: StoreKind) async throws {
         try await TestStores.withLedger(kind) { ledger in
             let (merchant, wallet, key) = try await F.shop(ledger, balance: 10_00)

@@ -28,6 +28,18 @@ struct SQLiteLedgerTests {
     @Test func duplicatesAcrossTwoStoresExecuteOnce() async throws {
         try await LedgerContract.duplicatesAcrossTwoStoresExecuteOnce(.sqlite)
     }
+    @Test func manyWalletsPayOneMerchantAtOnce() async throws {
+        try await LedgerContract.manyWalletsPayOneMerchantAtOnce(.sqlite)
+    }
+    @Test func concurrentSpendingKeepsEveryCentAndPoint() async throws {
+        try await LedgerContract.concurrentSpendingKeepsEveryCentAndPoint(.sqlite)
+    }
+    @Test func concurrentFirstContactEnrolsOnce() async throws {
+        try await LedgerContract.concurrentFirstContactEnrolsOnce(.sqlite)
+    }
+    @Test func requestNoncesAreUsedOnceAndForgottenAfterTheirWindow() async throws {
+        try await LedgerContract.requestNoncesAreUsedOnceAndForgottenAfterTheirWindow(.sqlite)
+    }
     @Test func unknownAndRevokedWallets() async throws { try await LedgerContract.unknownAndRevokedWallets(.sqlite) }
     @Test func sandboxEnrolsOnFirstContact() async throws {
         try await LedgerContract.sandboxEnrolsOnFirstContact(.sqlite)
@@ -170,6 +182,18 @@ struct PostgresLedgerTests {
     }
     @Test func duplicatesAcrossTwoStoresExecuteOnce() async throws {
         try await LedgerContract.duplicatesAcrossTwoStoresExecuteOnce(.postgres)
+    }
+    @Test func manyWalletsPayOneMerchantAtOnce() async throws {
+        try await LedgerContract.manyWalletsPayOneMerchantAtOnce(.postgres)
+    }
+    @Test func concurrentSpendingKeepsEveryCentAndPoint() async throws {
+        try await LedgerContract.concurrentSpendingKeepsEveryCentAndPoint(.postgres)
+    }
+    @Test func concurrentFirstContactEnrolsOnce() async throws {
+        try await LedgerContract.concurrentFirstContactEnrolsOnce(.postgres)
+    }
+    @Test func requestNoncesAreUsedOnceAndForgottenAfterTheirWindow() async throws {
+        try await LedgerContract.requestNoncesAreUsedOnceAndForgottenAfterTheirWindow(.postgres)
     }
     @Test func unknownAndRevokedWallets() async throws { try await LedgerContract.unknownAndRevokedWallets(.postgres) }
     @Test func sandboxEnrolsOnFirstContact() async throws {

@@ -277,11 +277,11 @@ final class OutageStore: LedgerStore {
 
     var dialect: SQLDialect { inner.dialect }
 
-    func transaction<T: Sendable>(_ body: @Sendable (any SQLTransaction) async throws -> T) async throws(LedgerError)
-        -> T
-    {
+    func transaction<T: Sendable>(
+        _ isolation: TransactionIsolation, _ body: @Sendable (any SQLTransaction) async throws -> T
+    ) async throws(LedgerError) -> T {
         if isDown { throw .unavailable("connection refused (the test took the database down)") }
-        return try await inner.transaction(body)
+        return try await inner.transaction(isolation, body)
     }
 
     func close() async { await inner.close() }
