@@ -319,6 +319,7 @@ let package = Package(
                 "HorizonProtocol", "HorizonStores", "HorizonRoles", "HorizonBlueZ",
                 // scale-out: drives real server processes and reads their database back.
                 "HorizonLedger", "HorizonAPI", "HorizonServerClient",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,4 +1,5 @@
 import ArgumentParser
+import AsyncHTTPClient
 import Crypto
 import Foundation
 import HorizonAPI
@@ -91,7 +92,9 @@ struct ScaleOut: AsyncParsableCommand {
         guard (0...10).contains(lateRetries) else { throw ValidationError("--late-retries must be 0 to 10") }
         guard timeoutEvery >= 0 else { throw ValidationError("--timeout-every must be 0 or more") }
         guard (1...10_000).contains(timeoutMs) else { throw ValidationError("--timeout-ms must be 1 to 10000") }
-        guard (1...1000).contains(maximumAttempts) else { throw ValidationError("--maximum-attempts must be 1 to 1000") }
+        guard (1...1000).contains(maximumAttempts) else {
+            throw ValidationError("--maximum-attempts must be 1 to 1000")
+        }
         guard (holdAt == nil) == (holdUntilFile == nil) else {
             throw ValidationError("--hold-at and --hold-until-file go together")
         }
@@ -121,19 +124,25 @@ struct ScaleOut: AsyncParsableCommand {
             do { return try HorizonServerClient.url(text) } catch { throw BenchmarkError("\(error)") }
         }
         let ledger = try await openLedger()
+        // A connection per simulated terminal and copy in flight, as that many devices would
+        // have: the process's shared client keeps 8 per server, which would cap the load at 8.
+        let http = HorizonServerClient.makeHTTPClient(connectionsPerServer: terminals * max(1, copies) + 8)
         do {
             let report = try await ScaleOutRun(
-                command: self, urls: urls, ledger: ledger, currency: money, password: password
+                command: self, urls: urls, ledger: ledger, currency: money, password: password, http: http
             ).run()
             await ledger.close()
+            try? await http.shutdown()
             try write(report)
             print(report.table())
             if !report.passed {
-                Progress.note("scale-out: FAILED (\(report.checks.filter { !$0.passed }.map(\.name).joined(separator: "; ")))")
+                Progress.note(
+                    "scale-out: FAILED (\(report.checks.filter { !$0.passed }.map(\.name).joined(separator: "; ")))")
                 throw ExitCode(1)
             }
         } catch {
             await ledger.close()
+            try? await http.shutdown()
             throw error
         }
     }
@@ -164,6 +173,8 @@ struct ScaleOutRun {
     let ledger: Ledger
     let currency: Currency
     let password: String
+    /// The run's own HTTP client, with a connection for each terminal.
+    let http: HTTPClient
     /// Names this run's wallets, so a database used before does not collide.
     let runID = String(UInt32.random(in: 0...UInt32.max), radix: 16)
 
@@ -258,7 +269,7 @@ struct ScaleOutRun {
     func client(_ server: Int, key: P256.Signing.PrivateKey? = nil, timeout: Duration = .seconds(30))
         -> HorizonServerClient
     {
-        HorizonServerClient(serverURL: urls[server % urls.count], signingKey: key, timeout: timeout)
+        HorizonServerClient(serverURL: urls[server % urls.count], signingKey: key, httpClient: http, timeout: timeout)
     }
 
     /// A terminal activated through the real endpoint, and a wallet registered through the real
@@ -272,7 +283,8 @@ struct ScaleOutRun {
             guard let bytes = Data(base64Encoded: response.credential) else {
                 throw BenchmarkError("the server's credential is not base64")
             }
-            terminal = try TerminalIdentity(signingKey: terminalKey, credential: TerminalCredential.decode(Array(bytes)))
+            terminal = try TerminalIdentity(
+                signingKey: terminalKey, credential: TerminalCredential.decode(Array(bytes)))
         } catch let error as BenchmarkError {
             throw error
         } catch {
@@ -288,7 +300,8 @@ struct ScaleOutRun {
                 key: walletKey)
             let code = try await oneTimeCode(to: phone)
             walletID = WalletID(
-                rawValue: try await client(index).verifyWalletRegistration(id: sent.registrationId, code: code).walletId)
+                rawValue: try await client(index).verifyWalletRegistration(id: sent.registrationId, code: code).walletId
+            )
             try await ledger.deposit(try Money(minorUnits: topUp, currency: currency), to: walletID)
         } catch let error as BenchmarkError {
             throw error
@@ -318,7 +331,8 @@ struct ScaleOutRun {
 
     /// One payment as a terminal that keeps trying: the deliberate timeout, then every server at
     /// once, each copy retried until answered, then the late retries.
-    func pay(_ number: Int, _ terms: (amount: Int64, tip: Int64), _ participant: Participant, tally: ScaleOutTally) async
+    func pay(_ number: Int, _ terms: (amount: Int64, tip: Int64), _ participant: Participant, tally: ScaleOutTally)
+        async
         -> ScaleOutPayment
     {
         var record = ScaleOutPayment(
@@ -407,7 +421,8 @@ struct ScaleOutRun {
                 // A refusal a retry cannot change (payment_conflict, terms_mismatch): a failure.
                 tally.failed(answer.kind, retried: false)
                 return CopyOutcome(
-                    reference: nil, approved: false, milliseconds: nil, failure: "refused \(status) \(code): \(message)")
+                    reference: nil, approved: false, milliseconds: nil, failure: "refused \(status) \(code): \(message)"
+                )
             default:
                 last = answer.description
                 tally.failed(answer.kind, retried: attempt + 1 < command.maximumAttempts)
@@ -455,7 +470,8 @@ struct ScaleOutRun {
             return .answered(result, milliseconds: (ContinuousClock.now - start).milliseconds)
         } catch {
             switch error {
-            case .refused(let status, let code, let message, _): return .refused(status: status, code: code, message: message)
+            case .refused(let status, let code, let message, _):
+                return .refused(status: status, code: code, message: message)
             case .timedOut: return .timedOut
             case .unreachable(let reason): return .unreachable(reason)
             default: return .other("\(error)")
@@ -554,7 +570,6 @@ extension Duration {
     var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
     var milliseconds: Double { seconds * 1000 }
 }
-
 
 /// Holds every terminal's next payment at one point of the run until a file exists: what lets
 /// Tools/scale-out.sh SIGKILL a server at a known point however fast the machine is (payments

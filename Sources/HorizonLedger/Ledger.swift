@@ -316,13 +316,34 @@ public final class Ledger: Sendable {
             ).first
         else { throw .database("inserting an entry returned no id") }
         let entryID = try entry.integer("id")
+        // Every leg in one statement, and every balance in another: each statement is a round
+        // trip to PostgreSQL, and a payment is mostly round trips.
+        var postings: [SQLValue] = []
+        postings.reserveCapacity(4 * legs.count)
+        // An account's change is the sum of its legs (a CASE takes the first match only).
+        var changes: [(account: Int64, amount: Int64)] = []
         for leg in legs {
-            try await db.query(
-                "INSERT INTO postings(entry_id, account_id, currency, amount) VALUES (?, ?, ?, ?)",
-                [.integer(entryID), .integer(leg.account), .text(leg.currency.code), .integer(leg.amount)])
-            // The accounts' CHECK refuses a wallet or merchant below zero even if a rule forgot to.
-            try await db.query(
-                "UPDATE accounts SET balance = balance + ? WHERE id = ?", [.integer(leg.amount), .integer(leg.account)])
+            postings += [.integer(entryID), .integer(leg.account), .text(leg.currency.code), .integer(leg.amount)]
+            if let index = changes.firstIndex(where: { $0.account == leg.account }) {
+                let (sum, overflow) = changes[index].amount.addingReportingOverflow(leg.amount)
+                guard !overflow else { throw .invalidArgument("a posting of \(leg.amount) is refused") }
+                changes[index].amount = sum
+            } else {
+                changes.append((leg.account, leg.amount))
+            }
+        }
+        try await db.query(
+            "INSERT INTO postings(entry_id, account_id, currency, amount) VALUES "
+                + Array(repeating: "(?, ?, ?, ?)", count: legs.count).joined(separator: ", "), postings)
+        // The accounts' CHECK refuses a wallet or merchant below zero even if a rule forgot to.
+        let updated = try await db.query(
+            "UPDATE accounts SET balance = balance + CASE id "
+                + Array(repeating: "WHEN ? THEN ? ", count: changes.count).joined() + "END WHERE id IN ("
+                + Array(repeating: "?", count: changes.count).joined(separator: ", ") + ") RETURNING id",
+            changes.flatMap { [SQLValue.integer($0.account), .integer($0.amount)] }
+                + changes.map { .integer($0.account) })
+        guard updated.count == changes.count else {
+            throw .database("an entry (\(kind)) names an account that does not exist; nothing was posted")
         }
         return entryID
     }

@@ -24,6 +24,19 @@ public struct HorizonServerClient: Sendable {
         self.init(serverURL: serverURL, signingKey: signingKey, transport: Self.transport(timeout), clock: clock)
     }
 
+    /// A client over an HTTP client of the caller's: for a program that keeps many connections
+    /// to one server at once (the process's own client keeps at most 8 per host, as
+    /// AsyncHTTPClient does by default; a load generator simulating many terminals needs one each).
+    public init(
+        serverURL: URL, signingKey: P256.Signing.PrivateKey? = nil, httpClient: HTTPClient,
+        timeout: Duration = .seconds(10),
+        clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }
+    ) {
+        self.init(
+            serverURL: serverURL, signingKey: signingKey, transport: Self.transport(timeout, http: httpClient),
+            clock: clock)
+    }
+
     /// A client that sends a merchant admin's session token (`signInMerchantAdmin`) as
     /// `Authorization: Bearer` with every request: the merchant service without a terminal.
     public init(serverURL: URL, adminSessionToken: String, timeout: Duration = .seconds(10)) {
@@ -34,10 +47,10 @@ public struct HorizonServerClient: Sendable {
     }
 
     /// HTTP through the process's one client, giving up on each request after `timeout`.
-    static func transport(_ timeout: Duration) -> AsyncHTTPClientTransport {
+    static func transport(_ timeout: Duration, http: HTTPClient? = nil) -> AsyncHTTPClientTransport {
         let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
         return AsyncHTTPClientTransport(
-            configuration: .init(client: Self.http, timeout: .milliseconds(max(1, milliseconds))))
+            configuration: .init(client: http ?? Self.http, timeout: .milliseconds(max(1, milliseconds))))
     }
 
     /// A client over `transport` (HTTP, or the sealed relay of issue 16), signing with `signingKey`.
@@ -55,13 +68,19 @@ public struct HorizonServerClient: Sendable {
     /// rather than retried until the request's timeout: a terminal whose server is down tells its
     /// cashier so promptly (the payment stays pending and is asked again later), and a wallet's
     /// `register` does not sit silent. Never shut down, like `HTTPClient.shared`.
-    static let http: HTTPClient = {
+    static let http = makeHTTPClient(connectionsPerServer: 8)
+
+    /// An HTTP client configured as the process's own (failed connections reported at once, 5 s
+    /// to connect) that keeps up to `connectionsPerServer` connections to each server. Shut it
+    /// down (`shutdown()`) when done.
+    public static func makeHTTPClient(connectionsPerServer: Int) -> HTTPClient {
         var configuration = HTTPClient.Configuration.singletonConfiguration
         configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(1, connectionsPerServer)
         // A host that drops the connection attempt is unreachable after 5 s, not 90 s.
         configuration.timeout.connect = .seconds(5)
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
-    }()
+    }
 
     /// Parses `--server` text: an http(s) URL with a host.
     public static func url(_ text: String) throws(ServerClientError) -> URL {

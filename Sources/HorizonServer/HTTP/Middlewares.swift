@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import HorizonAPI
+import HorizonCore
 import HorizonLedger
 import HorizonProtocol
 import Hummingbird
@@ -77,7 +78,7 @@ struct BoundaryMiddleware: RouterMiddleware {
         {
             return given
         }
-        return "req_" + (0..<12).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        return "req_" + (0..<12).map { _ in UInt8.random(in: 0...255) }.hexString
     }
 
     /// Maps anything thrown below to the error the client sees.
