@@ -131,6 +131,7 @@ let package = Package(
         .target(
             name: "HorizonAPI",
             dependencies: [
+                "HorizonCore",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

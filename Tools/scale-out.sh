@@ -17,6 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source Tools/lib/setup.sh
 source Tools/lib/postgres.sh
+source Tools/lib/shop.sh
 
 usage() {
     cat <<'EOF'
@@ -130,12 +131,7 @@ trap cleanup EXIT
 step "one database for $servers server processes: $(printf '%s' "$database" | sed 's/:[^:@/]*@/:***@/')"
 "$bin/horizon-server" init --data-dir "$work/server" --database "$database" --listen 127.0.0.1:0 >"$work/init.log" 2>&1 ||
     { cat "$work/init.log" >&2; die "horizon-server init failed (above)"; }
-# Every request here comes from 127.0.0.1, which the per-peer rate limit would throttle: one
-# shop's limit is not what this measures.
-sed -i -e 's/"rateLimitBurst" : [0-9]*/"rateLimitBurst" : 1000000/' \
-    -e 's/"rateLimitPerSecond" : [0-9.e+]*/"rateLimitPerSecond" : 1000000/' "$work/server/server.json"
-grep -q '"rateLimitBurst" : 1000000' "$work/server/server.json" ||
-    die "could not raise the rate limit in $work/server/server.json (has its format changed?)"
+shop_lift_rate_limit "$work/server/server.json"
 
 run_id=$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')
 email="scale-$run_id@merchant.example"

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HorizonAPI
 import HorizonCore
 import HorizonProtocol
 import HorizonSecureChannel
@@ -22,11 +23,18 @@ import HorizonSecureChannel
 /// | SHA-256 | 7 | transcript hash and confirmation code each side, the offer digest (terminal at open, wallet on receipt), the ledger's content digest |
 /// | public key decoding | 5 | both ephemeral keys, the terminal's, the session and the wallet's signing keys |
 /// | secure random | 2 × 32 bytes | the handshake nonces |
+///
+/// A terminal that settles through a server (`payment-cpu --through-server`) also signs the settlement
+/// request (`HorizonSignature`: the body's SHA-256, then ECDSA over the signed lines): one more
+/// signature and one more SHA-256 (`signsSettlementRequest`).
 final class CryptoBaseline {
-    static let inventory: [String: Int] = [
-        "ecdsaSign": 5, "ecdsaVerify": 6, "keyGeneration": 3, "keyAgreement": 2, "hkdf": 4, "aeadSeal": 4,
-        "aeadOpen": 4, "sha256": 7, "publicKeyDecoding": 5,
-    ]
+    static func inventory(signsSettlementRequest: Bool) -> [String: Int] {
+        let extra = signsSettlementRequest ? 1 : 0
+        return [
+            "ecdsaSign": 5 + extra, "ecdsaVerify": 6, "keyGeneration": 3, "keyAgreement": 2, "hkdf": 4, "aeadSeal": 4,
+            "aeadOpen": 4, "sha256": 7 + extra, "publicKeyDecoding": 5,
+        ]
+    }
 
     private let anchorKey = P256.Signing.PrivateKey()
     private let terminalKey = P256.Signing.PrivateKey()
@@ -46,8 +54,10 @@ final class CryptoBaseline {
     private let offer: [UInt8]
     private let confirm: [UInt8]
     private let receipt: [UInt8]
+    /// The settlement request's body and signed lines, when the terminal settles through a server.
+    private let settlementRequest: (body: [UInt8], signedLines: [UInt8])?
 
-    init() throws {
+    init(signsSettlementRequest: Bool = false) throws {
         let credential = try TerminalCredential.issue(
             by: anchorKey, merchantID: "m-0", merchantName: "Benchmark Café 0", terminalKey: terminalKey.publicKey,
             notBefore: Shop.wallClock - 86_400, expiresAt: Shop.wallClock + 365 * 86_400)
@@ -88,6 +98,23 @@ final class CryptoBaseline {
         offer = SessionMessage.offer(offerMessage.withSignature(anySignature)).encoded()
         confirm = SessionMessage.confirm(confirmMessage.withSignature(anySignature)).encoded()
         receipt = SessionMessage.receipt(receiptMessage.withSignature(anySignature)).encoded()
+        if signsSettlementRequest {
+            // A body of the submission's size: the signed Confirm in base64 and the terms in JSON.
+            let body = Array(
+                ("{\"confirmation\":\"" + Data(confirm).base64EncodedString() + "\",\"paymentId\":\""
+                    + confirmMessage.paymentID.bytes.hexString + "\",\"walletKey\":\""
+                    + Data(walletKeyBytes).base64EncodedString()
+                    + "\",\"amount\":1250,\"tip\":150,\"currency\":\"EUR\",\"registerUser\":\"Ana\"}").utf8)
+            settlementRequest = (
+                body,
+                RequestSignature.signedBytes(
+                    method: "POST", path: "/v1/payments", time: Shop.wallClock,
+                    nonce: String(repeating: "0", count: 32),
+                    body: body)
+            )
+        } else {
+            settlementRequest = nil
+        }
     }
 
     /// Sizes of the four record plaintexts, for the report.
@@ -168,6 +195,12 @@ final class CryptoBaseline {
         _ = try Self.open(Self.seal(receipt, terminalKeys.terminalToWallet, counter: 2), walletKeys.terminalToWallet)
         guard terminalPublic.isValidSignature(receiptSignature, for: receiptSignedBytes) else {
             throw BenchmarkError("receipt signature")
+        }
+
+        // Through a server: the terminal digests the request's body and signs the request.
+        if let settlementRequest {
+            _ = SHA256.hash(data: settlementRequest.body)
+            _ = try terminalKey.signature(for: settlementRequest.signedLines)
         }
     }
 

@@ -92,6 +92,27 @@ struct HorizonBench: AsyncParsableCommand {
     @Option(help: "bluez: a description of the machine outside the VM, for the result (bluez-vm.sh sets it).")
     var bluezHost: String?
 
+    @Option(
+        help: """
+            payment-cpu: settle through this running horizon-server (http://HOST:PORT) instead of the \
+            in-process ledger, as an activated terminal does: the CPU measured is then the terminal's \
+            and the wallet's share (the server's process is not counted). Needs \
+            --through-server-database, --through-server-email and --through-server-password-file; Benchmarks/terminal-share.sh sets all up.
+            """)
+    var throughServer: String?
+
+    @Option(
+        help:
+            "With --through-server: the server's database (sqlite:PATH or postgres://…), for the wallet's code and top-up."
+    )
+    var throughServerDatabase: String?
+
+    @Option(help: "With --through-server: the merchant admin's e-mail, to activate the terminal.")
+    var throughServerEmail: String?
+
+    @Option(help: "With --through-server: a file holding the merchant admin's password (one line).")
+    var throughServerPasswordFile: String?
+
     mutating func validate() throws {
         if let bluezRoundTrips, bluezRoundTrips < 1 { throw ValidationError("--bluez-round-trips must be at least 1") }
         if let bluezPayments, bluezPayments < 1 { throw ValidationError("--bluez-payments must be at least 1") }
@@ -105,6 +126,14 @@ struct HorizonBench: AsyncParsableCommand {
             throw ValidationError("--pairs must be comma-separated counts from 1 to 1000, e.g. 1,10,100")
         }
         guard spacing.isFinite, spacing > 1 else { throw ValidationError("--spacing must be more than 1 metre") }
+        if throughServer != nil {
+            guard throughServerDatabase != nil, throughServerEmail != nil, throughServerPasswordFile != nil else {
+                throw ValidationError(
+                    "--through-server needs --through-server-database, --through-server-email and --through-server-password-file (Benchmarks/terminal-share.sh passes them)"
+                )
+            }
+            guard only == [.paymentCPU] else { throw ValidationError("--through-server goes with --only payment-cpu") }
+        }
     }
 
     var pairCounts: [Int] { pairs.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
@@ -118,9 +147,17 @@ struct HorizonBench: AsyncParsableCommand {
         let directory = parent.appendingPathComponent("horizon-bench-\(getpid())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let settings = BenchSettings(
+        var settings = BenchSettings(
             iterations: count, quick: quick, seed: seed, spacing: spacing, directory: directory,
             walletStore: walletStore)
+        if let throughServer, let throughServerDatabase, let throughServerEmail, let throughServerPasswordFile {
+            Progress.note("payment-cpu: activating a terminal and registering a wallet with \(throughServer)")
+            settings.remote = try RemoteSettlement.prepare(
+                server: throughServer, database: throughServerDatabase, email: throughServerEmail,
+                passwordFile: throughServerPasswordFile,
+                payments: count + settings.warmUp)
+        }
+        defer { settings.remote?.close() }
 
         let formatter = ISO8601DateFormatter()
         var report = BenchmarkReport(

@@ -10,11 +10,15 @@ struct BenchSettings {
     let spacing: Double
     let directory: URL
     let walletStore: WalletStoreKind
+    /// payment-cpu settles through this server (`--through-server`) instead of the in-process ledger.
+    var remote: RemoteSettlement? = nil
 
-    func shopOptions(seed offset: UInt64, pairs: Int, link: LinkParameters) -> ShopOptions {
+    func shopOptions(seed offset: UInt64, pairs: Int, link: LinkParameters, remote: RemoteSettlement? = nil)
+        -> ShopOptions
+    {
         ShopOptions(
             seed: seed &+ offset, pairCount: pairs, link: link, spacing: spacing, directory: directory,
-            walletStore: walletStore)
+            walletStore: walletStore, remote: remote)
     }
 
     /// Payments run and thrown away before measuring: first-contact enrolment, first use of
@@ -51,6 +55,8 @@ struct PaymentCPUResult: Codable {
     let cryptoOperations: [String: Int]
     let recordPlaintextBytes: [String: Int]
     let traffic: TrafficResult
+    /// Where the terminal settled: its in-process ledger, or a server's URL (`--through-server`).
+    var settlement = "in-process ledger (SQLite)"
 }
 
 struct LinkDescription: Codable {
@@ -97,8 +103,9 @@ enum PaymentCPU {
     static let link = LinkParameters(attMTU: 247, connectionInterval: .milliseconds(30), latency: .zero)
 
     static func measure(_ settings: BenchSettings) throws -> PaymentCPUResult {
-        let shop = try Shop(settings.shopOptions(seed: 0, pairs: 1, link: link))
-        let crypto = try CryptoBaseline()
+        let shop = try Shop(settings.shopOptions(seed: 0, pairs: 1, link: link, remote: settings.remote))
+        // Through a server the terminal also signs each settlement request.
+        let crypto = try CryptoBaseline(signsSettlementRequest: settings.remote != nil)
         for _ in 0..<settings.warmUp {
             try shop.payOnce()
             try crypto.runOnce()
@@ -131,15 +138,18 @@ enum PaymentCPU {
         let count = Double(settings.iterations)
         let paymentSummary = Summary(payment)
         let cryptoSummary = Summary(cryptography)
-        return PaymentCPUResult(
+        var result = PaymentCPUResult(
             iterations: settings.iterations, warmUpPayments: settings.warmUp,
             walletStore: settings.walletStore.rawValue,
             link: LinkDescription(link), paymentCPUMicroseconds: paymentSummary, cryptoCPUMicroseconds: cryptoSummary,
             ratioOfMedians: paymentSummary.median / cryptoSummary.median, ratioPerIteration: Summary(ratios),
             userMicrosecondsPerPayment: Double(usageAfter.user - usageBefore.user - cryptoUsage.user) / count,
             systemMicrosecondsPerPayment: Double(usageAfter.system - usageBefore.system - cryptoUsage.system) / count,
-            cryptoOperations: CryptoBaseline.inventory, recordPlaintextBytes: crypto.recordPlaintextSizes,
+            cryptoOperations: CryptoBaseline.inventory(signsSettlementRequest: settings.remote != nil),
+            recordPlaintextBytes: crypto.recordPlaintextSizes,
             traffic: TrafficResult(records))
+        if let remote = settings.remote { result.settlement = "horizon-server at \(remote.url.absoluteString)" }
+        return result
     }
 }
 

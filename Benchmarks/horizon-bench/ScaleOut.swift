@@ -123,13 +123,15 @@ struct ScaleOut: AsyncParsableCommand {
         let urls = try servers.map { text in
             do { return try HorizonServerClient.url(text) } catch { throw BenchmarkError("\(error)") }
         }
-        let ledger = try await openLedger()
+        let ledger = try await ServerEnrollment.openLedger(database)
         // A connection per simulated terminal and copy in flight, as that many devices would
         // have: the process's shared client keeps 8 per server, which would cap the load at 8.
         let http = HorizonServerClient.makeHTTPClient(connectionsPerServer: terminals * max(1, copies) + 8)
         do {
             let report = try await ScaleOutRun(
-                command: self, urls: urls, ledger: ledger, currency: money, password: password, http: http
+                command: self,
+                enrollment: ServerEnrollment(
+                    urls: urls, http: http, ledger: ledger, email: email, password: password, currency: money)
             ).run()
             await ledger.close()
             try? await http.shutdown()
@@ -147,15 +149,6 @@ struct ScaleOut: AsyncParsableCommand {
         }
     }
 
-    func openLedger() async throws -> Ledger {
-        do {
-            if database.hasPrefix("sqlite:") { return try await Ledger.sqlite(path: String(database.dropFirst(7))) }
-            return try await Ledger.postgres(url: database)
-        } catch {
-            throw BenchmarkError("cannot open the servers' database \(database): \(error)")
-        }
-    }
-
     func write(_ report: ScaleOutReport) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -169,14 +162,11 @@ struct ScaleOut: AsyncParsableCommand {
 /// One run: setup through the endpoints, the payments, the checks.
 struct ScaleOutRun {
     let command: ScaleOut
-    let urls: [URL]
-    let ledger: Ledger
-    let currency: Currency
-    let password: String
-    /// The run's own HTTP client, with a connection for each terminal.
-    let http: HTTPClient
-    /// Names this run's wallets, so a database used before does not collide.
-    let runID = String(UInt32.random(in: 0...UInt32.max), radix: 16)
+    /// The servers, the run's own HTTP client (a connection for each terminal) and the database.
+    let enrollment: ServerEnrollment
+    var urls: [URL] { enrollment.urls }
+    var ledger: Ledger { enrollment.ledger }
+    var currency: Currency { enrollment.currency }
 
     struct Participant: Sendable {
         let terminal: TerminalIdentity
@@ -194,7 +184,15 @@ struct ScaleOutRun {
         let participants = try await withThrowingTaskGroup(of: (Int, Participant).self) { group in
             for index in 0..<command.terminals {
                 let topUp = owed[index] + 1_000
-                group.addTask { (index, try await enroll(index, topUp: topUp)) }
+                group.addTask {
+                    let enrolled = try await enrollment.enroll(index, label: "Scale-out", topUp: topUp)
+                    return (
+                        index,
+                        Participant(
+                            terminal: enrolled.terminal, walletKey: enrolled.walletKey, walletID: enrolled.walletID,
+                            topUp: topUp)
+                    )
+                }
             }
             var found: [Int: Participant] = [:]
             for try await (index, participant) in group { found[index] = participant }
@@ -269,57 +267,7 @@ struct ScaleOutRun {
     func client(_ server: Int, key: P256.Signing.PrivateKey? = nil, timeout: Duration = .seconds(30))
         -> HorizonServerClient
     {
-        HorizonServerClient(serverURL: urls[server % urls.count], signingKey: key, httpClient: http, timeout: timeout)
-    }
-
-    /// A terminal activated through the real endpoint, and a wallet registered through the real
-    /// endpoints and topped up with what its payments will take, plus a margin.
-    func enroll(_ index: Int, topUp: Int64) async throws -> Participant {
-        let terminalKey = P256.Signing.PrivateKey()
-        let terminal: TerminalIdentity
-        do {
-            let response = try await client(index).activateTerminal(
-                email: command.email, password: password, label: "Scale-out till \(index)", key: terminalKey)
-            guard let bytes = Data(base64Encoded: response.credential) else {
-                throw BenchmarkError("the server's credential is not base64")
-            }
-            terminal = try TerminalIdentity(
-                signingKey: terminalKey, credential: TerminalCredential.decode(Array(bytes)))
-        } catch let error as BenchmarkError {
-            throw error
-        } catch {
-            throw BenchmarkError(
-                "terminal \(index) could not be activated (check --email and --password-file): \(error)")
-        }
-        let walletKey = P256.Signing.PrivateKey()
-        let phone = "+49151" + String(format: "%08d", (Int(runID, radix: 16) ?? 0) % 100_000 * 1000 + index % 1000)
-        let walletID: WalletID
-        do {
-            let sent = try await client(index + 1).registerWallet(
-                name: "Scale-out wallet \(index)", email: "scale-\(runID)-\(index)@wallets.example", phone: phone,
-                key: walletKey)
-            let code = try await oneTimeCode(to: phone)
-            walletID = WalletID(
-                rawValue: try await client(index).verifyWalletRegistration(id: sent.registrationId, code: code).walletId
-            )
-            try await ledger.deposit(try Money(minorUnits: topUp, currency: currency), to: walletID)
-        } catch let error as BenchmarkError {
-            throw error
-        } catch {
-            throw BenchmarkError("wallet \(index) could not be registered and topped up: \(error)")
-        }
-        return Participant(terminal: terminal, walletKey: walletKey, walletID: walletID, topUp: topUp)
-    }
-
-    /// The code the sandbox "texted": the newest message to `phone` in the outbox.
-    func oneTimeCode(to phone: String) async throws -> String {
-        let marker = "code is "
-        for message in try await ledger.outbox(recipient: phone, limit: 1) {
-            guard let range = message.body.range(of: marker) else { continue }
-            let code = message.body[range.upperBound...].prefix(while: \.isNumber)
-            if !code.isEmpty { return String(code) }
-        }
-        throw BenchmarkError("no registration code for \(phone) in the database's outbox (is --database the servers'?)")
+        enrollment.client(server, key: key, timeout: timeout)
     }
 
     func merchant() async throws -> MerchantID {

@@ -188,13 +188,16 @@ struct ScaleOutReport: Codable {
             "  answers             \(answers); executions \(executions); conflicting answers \(conflictingAnswers)",
             "  failures by kind    "
                 + (failuresByKind.isEmpty
-                    ? "none" : failuresByKind.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(
+                    ? "none"
+                    : failuresByKind.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(
                         separator: ", ")),
             "  payment latency     p50 \(paymentLatencyMilliseconds.median.formatted(1)) ms, p99 \(paymentLatencyMilliseconds.p99.formatted(1)) ms, max \(paymentLatencyMilliseconds.max.formatted(1)) ms",
             "  request latency     p50 \(requestLatencyMilliseconds.median.formatted(1)) ms, p99 \(requestLatencyMilliseconds.p99.formatted(1)) ms",
             "Checks (from the database):",
         ]
-        for check in checks { lines.append("  \(check.passed ? "PASS" : "FAIL")  \(check.name)\(check.passed ? "" : ": \(check.detail)")") }
+        for check in checks {
+            lines.append("  \(check.passed ? "PASS" : "FAIL")  \(check.name)\(check.passed ? "" : ": \(check.detail)")")
+        }
         lines.append(passed ? "scale-out: every check passed" : "scale-out: FAILED")
         return lines.joined(separator: "\n")
     }

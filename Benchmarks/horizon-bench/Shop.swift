@@ -31,6 +31,8 @@ struct ShopOptions {
     /// Where ledgers and wallet stores go (SQLite files).
     var directory: URL
     var walletStore: WalletStoreKind
+    /// Settle through a running server instead of each terminal's in-process ledger (one pair).
+    var remote: RemoteSettlement? = nil
 }
 
 /// What a payment costs and carries, read off one pair after its payment finished.
@@ -69,8 +71,14 @@ final class Shop {
     let tally: Tally
 
     init(_ options: ShopOptions) throws {
-        simulation = RadioSimulation(seed: options.seed, wallClockAtStart: Self.wallClock)
+        // A server's credentials and clock window are real time; a shop of its own has a fixed date.
+        simulation = RadioSimulation(
+            seed: options.seed,
+            wallClockAtStart: options.remote == nil ? Self.wallClock : UnixTime(Date().timeIntervalSince1970))
         let anchor = P256.Signing.PrivateKey()
+        guard options.remote == nil || options.pairCount == 1 else {
+            throw BenchmarkError("a shop settling through a server has one pair (one activated terminal)")
+        }
         let tally = Tally()
         self.tally = tally
         let simulation = simulation
@@ -137,7 +145,8 @@ final class Pair {
     let index: Int
     let simulation: RadioSimulation
     let terminalDevice: SimulatedDevice
-    let ledger: InProcessLedger
+    /// The in-process ledger, or the server's processor (`ShopOptions.remote`).
+    let processor: any PaymentProcessor
     let service: TerminalRadioService
     let host: PaymentHost
     let conflicts: BluetoothConflictObserver
@@ -153,22 +162,34 @@ final class Pair {
         self.simulation = simulation
         terminalDevice = try simulation.addDevice(
             name: "terminal-\(index)", configuration: DeviceConfiguration(position: origin, link: options.link))
-        let key = P256.Signing.PrivateKey()
-        let identity = try TerminalIdentity(
-            signingKey: key,
-            credential: TerminalCredential.issue(
-                by: anchor, merchantID: "m-\(index)", merchantName: "Benchmark Café \(index)",
-                terminalKey: key.publicKey, notBefore: Shop.wallClock - 86_400, expiresAt: Shop.wallClock + 365 * 86_400
-            )
-        )
-        // Wallets start rich enough for any number of payments (a billion euros).
-        ledger = try Self.openLedger(
-            at: options.directory.appendingPathComponent("ledger-\(options.seed)-\(index).sqlite").path)
+        let identity: TerminalIdentity
+        let trustAnchor: P256.Signing.PublicKey
+        let walletIdentity: WalletIdentity
+        if let remote = options.remote {
+            // Activated with the server: its issuer's credential, its anchor, a registered wallet.
+            identity = remote.enrolled.terminal
+            trustAnchor = remote.enrolled.anchor
+            walletIdentity = WalletIdentity(signingKey: remote.enrolled.walletKey)
+            processor = remote.processor
+        } else {
+            let key = P256.Signing.PrivateKey()
+            identity = try TerminalIdentity(
+                signingKey: key,
+                credential: TerminalCredential.issue(
+                    by: anchor, merchantID: "m-\(index)", merchantName: "Benchmark Café \(index)",
+                    terminalKey: key.publicKey, notBefore: Shop.wallClock - 86_400,
+                    expiresAt: Shop.wallClock + 365 * 86_400))
+            trustAnchor = anchor.publicKey
+            walletIdentity = WalletIdentity()
+            // Wallets start rich enough for any number of payments (a billion euros).
+            processor = try Self.openLedger(
+                at: options.directory.appendingPathComponent("ledger-\(options.seed)-\(index).sqlite").path)
+        }
         service = TerminalRadioService(
-            radio: terminalDevice, identity: identity, processor: ledger,
+            radio: terminalDevice, identity: identity, processor: processor,
             journal: try SQLiteTerminalJournal(
                 path: options.directory.appendingPathComponent("journal-\(options.seed)-\(index).sqlite").path))
-        host = PaymentHost(service: service, processor: ledger)
+        host = PaymentHost(service: service, processor: processor)
         conflicts = BluetoothConflictObserver(
             scanner: SightingHub(radio: terminalDevice), ownTerminalKeyID: service.terminalKeyID)
         try conflicts.restart()
@@ -193,7 +214,7 @@ final class Pair {
                     probe.linkUp(link)
                     return link
                 }),
-            identity: WalletIdentity(), trustAnchors: [TrustAnchor(publicKey: anchor.publicKey)],
+            identity: walletIdentity, trustAnchors: [TrustAnchor(publicKey: trustAnchor)],
             pendingStore: pendingStore)
         Self.script(client, probe: probe, tally: tally)
         host.observeState { state in
@@ -225,7 +246,10 @@ final class Pair {
 
     var isFinished: Bool { host.state.isFinished && client.state.isFinished }
 
-    var stateDescription: String { "pair \(index): terminal \(host.state), wallet \(client.state)" }
+    var stateDescription: String {
+        "pair \(index): terminal \(host.state)\(host.humanizedError.map { " (\($0))" } ?? ""), wallet \(client.state)"
+            + (client.humanizedError.map { " (\($0))" } ?? "")
+    }
 
     /// Reads the finished payment's record, then resets both sides for the next one.
     func finish() throws -> PaymentRecord {

@@ -1,4 +1,5 @@
 import ArgumentParser
+
 // The benchmark executable of issue 8: an ArgumentParser command, see HorizonBench.swift.
 // Parsed and run by hand: here both `HorizonBench.main()` and `run()` on an
 // AsyncParsableCommand resolve to the synchronous versions, which would print the asynchronous

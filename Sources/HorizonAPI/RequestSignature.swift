@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HorizonCore
 
 /// How terminals and wallets sign their API requests with their own P-256 keys (the
 /// `HorizonSignature` scheme of `openapi.yaml`), so that no long-lived bearer secret exists:
@@ -26,7 +27,7 @@ public struct RequestSignature: Sendable, Equatable {
     public static func signedBytes(method: String, path: String, time: Int64, nonce: String, body: some DataProtocol)
         -> [UInt8]
     {
-        let bodyDigest = SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined()
+        let bodyDigest = SHA256.hash(data: body).hexString
         return Array([label, method.uppercased(), path, String(time), nonce, bodyDigest].joined(separator: "\n").utf8)
     }
 
@@ -34,7 +35,7 @@ public struct RequestSignature: Sendable, Equatable {
     public static func sign(
         method: String, path: String, body: some DataProtocol, with key: P256.Signing.PrivateKey, time: Int64
     ) throws -> RequestSignature {
-        let nonce = (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        let nonce = (0..<16).map { _ in UInt8.random(in: 0...255) }.hexString
         let bytes = signedBytes(method: method, path: path, time: time, nonce: nonce, body: body)
         let signature = try key.signature(for: bytes)
         return RequestSignature(
