@@ -117,26 +117,24 @@ extension Ledger {
             """, [.text(merchant.rawValue), .text(wallet.rawValue), .integer(points)])
     }
 
-    /// Adds `earned` points (saturating at `Money.maximumMinorUnits`) and returns the new sum,
-    /// in one statement that adds to the stored value rather than writing back one read before:
-    /// in a `.rowLocking` payment another transaction may change the row meanwhile, and the
-    /// upsert waits for it and adds to what it left.
+    /// Adds `earned` points (saturating at `Money.maximumMinorUnits`) and returns the new sum.
+    /// The upsert adds to the stored value rather than writing back one read before: in a
+    /// `.rowLocking` payment another transaction may change the row meanwhile, and the upsert
+    /// waits for it and adds to what it left (the row is then this transaction's until it
+    /// ends, so the sum read after it is this one's). Not `RETURNING`: SQLite builds a temporary
+    /// table for it, which cost the terminal's in-process ledger more than the read.
     static func earnBonusPoints(_ earned: Int64, _ wallet: WalletID, _ merchant: MerchantID, in db: any SQLTransaction)
         async throws(LedgerError) -> Int64
     {
         let maximum = SQLValue.integer(Money.maximumMinorUnits)
-        guard
-            let row = try await db.query(
-                """
-                INSERT INTO bonus_points(merchant_id, wallet_id, points) VALUES (?, ?, ?)
-                ON CONFLICT (merchant_id, wallet_id) DO UPDATE SET points = CASE
-                    WHEN bonus_points.points > ? - excluded.points THEN ?
-                    ELSE bonus_points.points + excluded.points END
-                RETURNING points
-                """, [.text(merchant.rawValue), .text(wallet.rawValue), .integer(earned), maximum, maximum]
-            ).first
-        else { throw .database("adding bonus points returned no row") }
-        return try row.integer("points")
+        try await db.query(
+            """
+            INSERT INTO bonus_points(merchant_id, wallet_id, points) VALUES (?, ?, ?)
+            ON CONFLICT (merchant_id, wallet_id) DO UPDATE SET points = CASE
+                WHEN bonus_points.points > ? - excluded.points THEN ?
+                ELSE bonus_points.points + excluded.points END
+            """, [.text(merchant.rawValue), .text(wallet.rawValue), .integer(earned), maximum, maximum])
+        return try await bonusPoints(wallet, merchant, in: db)
     }
 
     static func decodeMembership(_ row: SQLRow) throws(LedgerError) -> Membership {
