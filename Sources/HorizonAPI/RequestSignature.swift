@@ -45,7 +45,7 @@ public struct RequestSignature: Sendable, Equatable {
 
     /// The `Authorization` header's value.
     public var headerValue: String {
-        "\(Self.scheme) key=\"\(base64URL(publicKey))\", time=\"\(time)\", nonce=\"\(nonce)\", signature=\"\(base64URL(signature))\""
+        "\(Self.scheme) key=\"\(Base64URL.encode(publicKey))\", time=\"\(time)\", nonce=\"\(nonce)\", signature=\"\(Base64URL.encode(signature))\""
     }
 
     /// Why an `Authorization` header is not a usable signature.
@@ -82,7 +82,7 @@ public struct RequestSignature: Sendable, Equatable {
         guard Set(fields.keys) == ["key", "time", "nonce", "signature"] else {
             throw .malformed("expected exactly key, time, nonce and signature")
         }
-        guard let keyText = fields["key"], let key = fromBase64URL(keyText), key.count == 65 else {
+        guard let keyText = fields["key"], let key = Base64URL.decode(keyText), key.count == 65 else {
             throw .malformed("key is not a base64url X9.63 P-256 public key")
         }
         guard let timeText = fields["time"], let time = Int64(timeText) else {
@@ -91,7 +91,7 @@ public struct RequestSignature: Sendable, Equatable {
         guard let nonce = fields["nonce"], nonce.count == 32, nonce.allSatisfy(\.isHexDigit) else {
             throw .malformed("nonce is not 32 hex digits")
         }
-        guard let signatureText = fields["signature"], let signature = fromBase64URL(signatureText),
+        guard let signatureText = fields["signature"], let signature = Base64URL.decode(signatureText),
             signature.count == 64
         else { throw .malformed("signature is not a base64url 64-byte raw ECDSA signature") }
         return RequestSignature(publicKey: key, time: time, nonce: nonce.lowercased(), signature: signature)
@@ -107,14 +107,62 @@ public struct RequestSignature: Sendable, Equatable {
     }
 }
 
-func base64URL(_ bytes: [UInt8]) -> String {
-    Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        .replacingOccurrences(of: "=", with: "")
-}
+/// Base64url without padding (RFC 4648 section 5), byte by byte: every signed request carries
+/// two such values, and Foundation's base64 with three `replacingOccurrences` over it cost a
+/// terminal tens of microseconds a request.
+public enum Base64URL {
+    public static func encode(_ bytes: [UInt8]) -> String {
+        var output: [UInt8] = []
+        output.reserveCapacity((bytes.count * 4 + 2) / 3)
+        var index = 0
+        while index < bytes.count {
+            let count = min(3, bytes.count - index)
+            var group = UInt32(bytes[index]) << 16
+            if count > 1 { group |= UInt32(bytes[index + 1]) << 8 }
+            if count > 2 { group |= UInt32(bytes[index + 2]) }
+            for position in 0...count {
+                output.append(alphabet[Int((group >> (18 - 6 * UInt32(position))) & 0x3F)])
+            }
+            index += 3
+        }
+        return String(decoding: output, as: UTF8.self)
+    }
 
-func fromBase64URL(_ text: String) -> [UInt8]? {
-    var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-    guard !base64.contains("=") else { return nil }
-    base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-    return Data(base64Encoded: base64).map { Array($0) }
+    /// The bytes of unpadded base64url text; nil for anything else (padding, `+`, `/`, spaces,
+    /// a length no encoding has).
+    public static func decode(_ text: String) -> [UInt8]? {
+        var values: [UInt8] = []
+        values.reserveCapacity(text.utf8.count)
+        for character in text.utf8 {
+            let value: UInt8
+            switch character {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): value = character - UInt8(ascii: "A")
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): value = character - UInt8(ascii: "a") + 26
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = character - UInt8(ascii: "0") + 52
+            case UInt8(ascii: "-"): value = 62
+            case UInt8(ascii: "_"): value = 63
+            default: return nil
+            }
+            values.append(value)
+        }
+        guard values.count % 4 != 1 else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(values.count * 3 / 4)
+        var index = 0
+        while index < values.count {
+            let count = min(4, values.count - index)
+            var group: UInt32 = 0
+            for position in 0..<4 {
+                group <<= 6
+                if position < count { group |= UInt32(values[index + position]) }
+            }
+            for position in 0..<(count - 1) {
+                bytes.append(UInt8(truncatingIfNeeded: group >> (16 - 8 * UInt32(position))))
+            }
+            index += 4
+        }
+        return bytes
+    }
+
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 }
