@@ -75,6 +75,8 @@ pg=(-h "$HORIZON_PG_DIR/socket" -p "$HORIZON_PG_PORT" -U horizon_admin)
 step "pgbench -i -s $pgbench_scale (TPC-B-like tables in their own database of the same cluster)"
 "$pg_bin/pgbench" -i -q -s "$pgbench_scale" "${pg[@]}" pgbench >"$work/pgbench-init.log" 2>&1 ||
     { cat "$work/pgbench-init.log" >&2; die "pgbench -i failed"; }
+# The load just written (a million rows) would otherwise be flushed during the first level.
+"$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 "${pg[@]}" -d postgres -c "CHECKPOINT" >/dev/null
 
 scale_out() {
     local database=$1 terminals=$2 result=$3

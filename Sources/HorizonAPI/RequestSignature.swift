@@ -67,7 +67,8 @@ public struct RequestSignature: Sendable, Equatable {
         guard header.utf8.count <= 1024 else { throw .malformed("longer than 1024 bytes") }
         var fields: [String: String] = [:]
         for part in header.dropFirst(scheme.count + 1).split(separator: ",") {
-            let pair = part.trimmingCharacters(in: .whitespaces)
+            // Spaces and tabs around each field (not Foundation's trimming: every request parses this).
+            let pair = Self.trimmed(part)
             guard let equals = pair.firstIndex(of: "=") else { throw .malformed("\"\(pair)\" is not name=\"value\"") }
             let name = String(pair[..<equals])
             var value = pair[pair.index(after: equals)...]
@@ -88,13 +89,24 @@ public struct RequestSignature: Sendable, Equatable {
         guard let timeText = fields["time"], let time = Int64(timeText) else {
             throw .malformed("time is not an integer")
         }
-        guard let nonce = fields["nonce"], nonce.count == 32, nonce.allSatisfy(\.isHexDigit) else {
+        guard let nonce = fields["nonce"], nonce.utf8.count == 32,
+            nonce.utf8.allSatisfy({
+                (0x30...0x39).contains($0) || (0x41...0x46).contains($0) || (0x61...0x66).contains($0)
+            })
+        else {
             throw .malformed("nonce is not 32 hex digits")
         }
         guard let signatureText = fields["signature"], let signature = Base64URL.decode(signatureText),
             signature.count == 64
         else { throw .malformed("signature is not a base64url 64-byte raw ECDSA signature") }
         return RequestSignature(publicKey: key, time: time, nonce: nonce.lowercased(), signature: signature)
+    }
+
+    static func trimmed(_ text: Substring) -> Substring {
+        let isBlank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = text.firstIndex(where: { !isBlank($0) }), let last = text.lastIndex(where: { !isBlank($0) })
+        else { return "" }
+        return text[first...last]
     }
 
     /// Whether the signature is valid for this request (the time and nonce are the server's to check).

@@ -339,27 +339,30 @@ public final class PostgresLedgerStore: LedgerStore {
         }
 
         /// The statement with `?` placeholders numbered `$1`, `$2`, … as PostgreSQL wants them.
-        /// A `?` inside a quoted literal or identifier is left alone.
+        /// A `?` inside a quoted literal or identifier is left alone. Byte by byte (every
+        /// character here is ASCII but quoted text): iterating `Character`s cost the server 2.5 %
+        /// of its CPU, once per statement.
         static func numberedPlaceholders(_ sql: String) -> String {
-            var output = ""
-            output.reserveCapacity(sql.utf8.count + 8)
+            var output: [UInt8] = []
+            output.reserveCapacity(sql.utf8.count + 16)
             var number = 0
-            var quote: Character?
-            for character in sql {
+            var quote: UInt8?
+            for byte in sql.utf8 {
                 if let open = quote {
-                    if character == open { quote = nil }
-                    output.append(character)
-                } else if character == "'" || character == "\"" {
-                    quote = character
-                    output.append(character)
-                } else if character == "?" {
+                    if byte == open { quote = nil }
+                    output.append(byte)
+                } else if byte == UInt8(ascii: "'") || byte == UInt8(ascii: "\"") {
+                    quote = byte
+                    output.append(byte)
+                } else if byte == UInt8(ascii: "?") {
                     number += 1
-                    output += "$\(number)"
+                    output.append(UInt8(ascii: "$"))
+                    output.append(contentsOf: String(number).utf8)
                 } else {
-                    output.append(character)
+                    output.append(byte)
                 }
             }
-            return output
+            return String(decoding: output, as: UTF8.self)
         }
     }
 }

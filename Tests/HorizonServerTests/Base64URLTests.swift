@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HorizonAPI
 import Testing
@@ -22,5 +23,26 @@ struct Base64URLTests {
             #expect(Base64URL.decode(text) == nil, "\(text)")
         }
         #expect(Base64URL.decode("") == [])
+    }
+
+    @Test func theHeaderParsesStrictly() throws {
+        let key = P256.Signing.PrivateKey()
+        let signed = try RequestSignature.sign(
+            method: "POST", path: "/v1/payments", body: [1, 2, 3], with: key, time: 7)
+        // Blanks around the fields are allowed, as HTTP folds them.
+        let parsed = try RequestSignature.parse(signed.headerValue.replacingOccurrences(of: ", ", with: " ,\t ") + " ")
+        #expect(parsed.publicKey == Array(key.publicKey.x963Representation) && parsed.nonce == signed.nonce)
+        #expect(parsed.isValid(method: "POST", path: "/v1/payments", body: [1, 2, 3]))
+        let nonce = signed.nonce
+        for bad in [
+            String(repeating: "g", count: 32),  // not hex
+            String(nonce.dropLast(2)) + "１２",  // fullwidth digits
+            String(nonce.dropLast()),  // 31
+        ] {
+            let header = signed.headerValue.replacingOccurrences(of: "nonce=\"\(nonce)\"", with: "nonce=\"\(bad)\"")
+            #expect(throws: RequestSignature.ParseError.malformed("nonce is not 32 hex digits")) {
+                try RequestSignature.parse(header)
+            }
+        }
     }
 }
