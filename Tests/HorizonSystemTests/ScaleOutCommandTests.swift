@@ -50,17 +50,18 @@ import Testing
     }
 }
 
-/// `Tools/scale-out.sh` run to completion, standard output and error together.
+/// A script of the repository (`Tools/scale-out.sh` unless named) run to completion, standard
+/// output and error together.
 struct ScriptRun {
     let status: Int32
     let output: String
 
-    init(_ arguments: [String], timeout: TimeInterval = 120) throws {
+    init(_ arguments: [String], script: String = "Tools/scale-out.sh", timeout: TimeInterval = 120) throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [root.appendingPathComponent("Tools/scale-out.sh").path] + arguments
+        process.arguments = [root.appendingPathComponent(script).path] + arguments
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe

@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+
+/// The benchmarks' smoke runs (issue 17 item 4), on the debug programs the test run built, so
+/// that the scripts and `horizon-bench` cannot rot between publishing runs. The numbers mean
+/// nothing here; the shape of the results and the paths taken do.
+// Off the cooperative pool: the test waits for the script's process, blocking its thread.
+@Suite(.offTheCooperativePool) struct BenchmarkSmokeTests {
+    @Test func theQuickBenchmarkRunsEveryMeasurementOnTheSimulatedRadio() throws {
+        let directory = try Self.temporaryDirectory("bench-quick")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let output = directory.appendingPathComponent("latest.json").path
+        let run = try ScriptRun(
+            ["--bin", try ScriptRun.binDirectory(), "--quick", "--output", output, "--data-dir", directory.path],
+            script: "Benchmarks/run.sh")
+        #expect(run.status == 0, "Benchmarks/run.sh --quick failed:\n\(run.output)")
+        let result = try Self.json(output)
+        for section in ["paymentCPU", "latency", "scaling", "terminalAtRest", "budget"] {
+            #expect(result[section] != nil, "no \(section) in the result")
+        }
+        let cpu = try #require(result["paymentCPU"] as? [String: Any])
+        #expect(cpu["settlement"] as? String == "in-process ledger (SQLite)")
+    }
+
+    /// `terminal-share.sh`: the in-process payment and the same payment settled through a
+    /// `horizon-server` the script starts (a terminal activated and a wallet registered through
+    /// the endpoints), with the server process's CPU beside it.
+    @Test func theTerminalShareRunSettlesThroughARealServer() throws {
+        let directory = try Self.temporaryDirectory("bench-share")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let output = directory.appendingPathComponent("share.json").path
+        let run = try ScriptRun(
+            [
+                "--bin", try ScriptRun.binDirectory(), "--iterations", "10", "--disk", directory.path, "--output",
+                output,
+            ],
+            script: "Benchmarks/terminal-share.sh")
+        #expect(run.status == 0, "Benchmarks/terminal-share.sh failed:\n\(run.output)")
+        let result = try Self.json(output)
+        let local = try #require(result["inProcess"] as? [String: Any])
+        let remote = try #require(result["throughServer"] as? [String: Any])
+        #expect(local["iterations"] as? Int == 10 && remote["iterations"] as? Int == 10)
+        #expect((remote["settlement"] as? String)?.hasPrefix("horizon-server at http://127.0.0.1:") == true)
+        // The baseline counts the request's signature: one ECDSA signature and one SHA-256 more.
+        let operations = try #require(remote["cryptoOperations"] as? [String: Int])
+        #expect(operations["ecdsaSign"] == 6 && operations["sha256"] == 8)
+        #expect((result["serverProcessCPUMicrosecondsPerPayment"] as? Double ?? 0) > 0)
+    }
+
+    static func temporaryDirectory(_ prefix: String) throws -> URL {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return directory
+    }
+
+    static func json(_ path: String) throws -> [String: Any] {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+}
