@@ -66,8 +66,12 @@ struct CallTests {
                 path: TestService.path, interfaces: [DBusInterface(TestService.interface, methods: methods)])
         }
 
+        // The default timeout is generous: an asynchronous handler runs on the cooperative pool,
+        // which the parallel test run can keep busy for seconds (a 5 s default timed out in CI).
+        // The tests of timeouts pass their own.
+
         /// The blocking variant (chosen here because this function is not async).
-        func callBlocking(_ method: String, _ arguments: [DBusValue] = [], timeout: Duration = .seconds(5))
+        func callBlocking(_ method: String, _ arguments: [DBusValue] = [], timeout: Duration = .seconds(30))
             throws(DBusError) -> [DBusValue]
         {
             try client.call(
@@ -75,7 +79,7 @@ struct CallTests {
                 method: method, arguments: arguments, timeout: timeout)
         }
 
-        func call(_ method: String, _ arguments: [DBusValue] = [], timeout: Duration = .seconds(5))
+        func call(_ method: String, _ arguments: [DBusValue] = [], timeout: Duration = .seconds(30))
             async throws(DBusError) -> [DBusValue]
         {
             try await client.call(

@@ -11,7 +11,11 @@ import Testing
         defer { try? FileManager.default.removeItem(at: directory) }
         let output = directory.appendingPathComponent("latest.json").path
         let run = try ScriptRun(
-            ["--bin", try ScriptRun.binDirectory(), "--quick", "--output", output, "--data-dir", directory.path],
+            [
+                "--bin", try ScriptRun.binDirectory(), "--quick", "--output", output, "--data-dir", directory.path,
+                // Light on a parallel test run: the 100-pair scaling point and a second start-up add nothing here.
+                "--pairs", "1,10", "--terminal-runs", "1",
+            ],
             script: "Benchmarks/run.sh")
         #expect(run.status == 0, "Benchmarks/run.sh --quick failed:\n\(run.output)")
         let result = try Self.json(output)
