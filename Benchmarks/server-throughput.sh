@@ -57,14 +57,7 @@ done
 for level in $levels; do number "--levels" "$level"; [ "$level" -ge 1 ] || die "--levels: at least 1 client"; done
 [ "$per_terminal" -ge 1 ] || die "--payments-per-terminal must be at least 1"
 
-if [ -z "$bin" ]; then
-    ensure_swift
-    ensure_debian_packages
-    step "building horizon-server and horizon-bench (release; a first build takes 10-20 minutes on 2 cores)"
-    swift build -c release --product horizon-server 2>&1 | filter_build_output
-    swift build -c release --product horizon-bench 2>&1 | filter_build_output
-    bin=$(swift build -c release --show-bin-path)
-fi
+[ -n "$bin" ] || build_server_and_bench release
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/horizon-throughput.XXXXXX")
 postgres_start_throwaway

@@ -47,14 +47,7 @@ while [ $# -gt 0 ]; do
 done
 [ "$iterations" -ge 10 ] || die "--iterations must be at least 10"
 
-if [ -z "$bin" ]; then
-    ensure_swift
-    ensure_debian_packages
-    step "building horizon-server and horizon-bench (release; a first build takes 10-20 minutes on 2 cores)"
-    swift build -c release --product horizon-server 2>&1 | filter_build_output
-    swift build -c release --product horizon-bench 2>&1 | filter_build_output
-    bin=$(swift build -c release --show-bin-path)
-fi
+[ -n "$bin" ] || build_server_and_bench release
 
 shop_work_area horizon-terminal-share
 made_disk=""

@@ -79,14 +79,7 @@ done
 if [ -n "$kill_restart" ] && [ "$servers" -lt 2 ]; then die "--kill-restart needs --servers 2 or more"; fi
 
 if [ -z "$bin" ]; then
-    ensure_swift
-    ensure_debian_packages
-    configuration=(-c debug)
-    [ -n "$release" ] && configuration=(-c release)
-    step "building horizon-server and horizon-bench (${configuration[1]}; a first build takes 10-20 minutes on 2 cores)"
-    swift build "${configuration[@]}" --product horizon-server 2>&1 | filter_build_output
-    swift build "${configuration[@]}" --product horizon-bench 2>&1 | filter_build_output
-    bin=$(swift build "${configuration[@]}" --show-bin-path)
+    if [ -n "$release" ]; then build_server_and_bench release; else build_server_and_bench debug; fi
 fi
 for program in horizon-server horizon-bench; do
     [ -x "$bin/$program" ] || die "$bin/$program is missing; build it (swift build --product $program) or drop --bin"

@@ -31,13 +31,7 @@ final class RemoteSettlement: Sendable {
     {
         let url: URL
         do { url = try HorizonServerClient.url(server) } catch { throw BenchmarkError("--through-server: \(error)") }
-        let password: String
-        do {
-            password = try String(contentsOfFile: passwordFile, encoding: .utf8).trimmingCharacters(in: .newlines)
-        } catch {
-            throw BenchmarkError(
-                "cannot read --through-server-password-file \(passwordFile): \(error.localizedDescription)")
-        }
+        let password = try ServerEnrollment.password(file: passwordFile, option: "--through-server-password-file")
         let topUp = Int64(payments + 10) * (Shop.amount.minorUnits + Shop.tip.minorUnits)
         let outcome = ExternalWork.wait { () async -> Result<RemoteSettlement, BenchmarkError> in
             let http = HorizonServerClient.makeHTTPClient(connectionsPerServer: 2)

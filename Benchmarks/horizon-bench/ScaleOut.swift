@@ -113,13 +113,7 @@ struct ScaleOut: AsyncParsableCommand {
         do { money = try Currency(code: currency.uppercased()) } catch {
             throw ValidationError("--currency \(self.currency) is not a supported ISO 4217 currency")
         }
-        let password: String
-        do {
-            password = try String(contentsOfFile: passwordFile, encoding: .utf8)
-                .trimmingCharacters(in: .newlines)
-        } catch {
-            throw BenchmarkError("cannot read --password-file \(passwordFile): \(error.localizedDescription)")
-        }
+        let password = try ServerEnrollment.password(file: passwordFile, option: "--password-file")
         let urls = try servers.map { text in
             do { return try HorizonServerClient.url(text) } catch { throw BenchmarkError("\(error)") }
         }

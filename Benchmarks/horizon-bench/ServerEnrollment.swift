@@ -90,6 +90,15 @@ struct ServerEnrollment: Sendable {
             "no registration code for \(phone) in the database's outbox (is the database the servers'?)")
     }
 
+    /// The merchant admin's password, the first line of `file` (named by `option` in errors).
+    static func password(file: String, option: String) throws -> String {
+        do {
+            return try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .newlines)
+        } catch {
+            throw BenchmarkError("cannot read \(option) \(file): \(error.localizedDescription)")
+        }
+    }
+
     /// The ledger of a servers' database given as `sqlite:PATH` or a postgres:// URL.
     static func openLedger(_ database: String) async throws -> Ledger {
         do {

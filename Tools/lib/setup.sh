@@ -63,3 +63,14 @@ filter_build_output() {
         grep -v -E '^\[[0-9]+/[0-9]+\] (Compiling|Write|Emitting|Linking|Building|Wrapping|Applying)' || true
     fi
 }
+
+# Builds horizon-server and horizon-bench in configuration $1 (debug or release), installing the
+# toolchain and packages first when missing, and sets `bin` to the folder they are in.
+build_server_and_bench() {
+    ensure_swift
+    ensure_debian_packages
+    step "building horizon-server and horizon-bench ($1; a first build takes 10-20 minutes on 2 cores)"
+    swift build -c "$1" --product horizon-server 2>&1 | filter_build_output
+    swift build -c "$1" --product horizon-bench 2>&1 | filter_build_output
+    bin=$(swift build -c "$1" --show-bin-path)
+}
