@@ -50,7 +50,7 @@ struct APIHandler: APIProtocol {
     }
 
     func getRevocations(_ input: Operations.GetRevocations.Input) async throws -> Operations.GetRevocations.Output {
-        let ids = try await ledger.revokedTerminalKeyIDs().map { $0.map { String(format: "%02x", $0) }.joined() }
+        let ids = try await ledger.revokedTerminalKeyIDs().map { $0.hexString }
         return .ok(.init(body: .json(.init(terminalKeyIds: ids))))
     }
 

@@ -47,7 +47,7 @@ public struct Issuer: Sendable {
     public var fingerprint: String { Self.fingerprint(of: signingKey.publicKey) }
 
     public static func fingerprint(of key: P256.Signing.PublicKey) -> String {
-        let hex = SHA256.hash(data: key.x963Representation).map { String(format: "%02x", $0) }.joined()
+        let hex = SHA256.hash(data: key.x963Representation).hexString
         var groups: [Substring] = []
         var rest = Substring(hex)
         while !rest.isEmpty {
@@ -61,7 +61,7 @@ public struct Issuer: Sendable {
     public var anchorDescription: Components.Schemas.Anchor {
         .init(
             publicKey: Data(signingKey.publicKey.x963Representation).base64EncodedString(),
-            keyId: anchor.keyID.map { String(format: "%02x", $0) }.joined(), fingerprint: fingerprint, name: name)
+            keyId: anchor.keyID.hexString, fingerprint: fingerprint, name: name)
     }
 
     /// A credential for a terminal key, valid from a minute ago (clocks differ) for `validity` seconds.
