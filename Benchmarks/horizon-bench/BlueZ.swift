@@ -86,9 +86,29 @@ enum BlueZ {
     /// BlueZ layer on standard error, to profile where the time goes; silent otherwise.
     static func bluezLogger(_ side: String) -> Logger {
         guard ProcessInfo.processInfo.environment["HORIZON_BLUEZ_TRACE"] == "1" else { return .bluezSilent }
-        var logger = Logger(label: "horizon.bluez.\(side)") { StreamLogHandler.standardError(label: $0) }
+        var logger = Logger(label: "horizon.bluez.\(side)") { ElapsedLogHandler(label: $0) }
         logger.logLevel = .trace
         return logger
+    }
+
+    /// Each line with the milliseconds since the process started (swift-log's stream handler
+    /// stamps whole seconds, too coarse to see where a 200 ms connect goes).
+    struct ElapsedLogHandler: LogHandler {
+        static let start = ContinuousClock.now
+        let label: String
+        var logLevel: Logger.Level = .trace
+        var metadata: Logger.Metadata = [:]
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            let elapsed = ContinuousClock.now - Self.start
+            let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+            FileHandle.standardError.write(Data("\(milliseconds.formatted(1)) \(label): \(event.message)\n".utf8))
+        }
     }
 
     static let notMeasured = "bluez: not measured in this run"

@@ -128,7 +128,8 @@ final class BlueZShop {
         walletHub = SightingHub(radio: walletRadio)
         client = PaymentClient(
             radio: walletRadio, identity: WalletIdentity(), trustAnchors: [TrustAnchor(publicKey: anchor.publicKey)],
-            pendingStore: SQLitePendingPaymentStore(store: store), scanner: walletHub)
+            pendingStore: SQLitePendingPaymentStore(store: store), scanner: walletHub,
+            logger: BlueZ.bluezLogger("wallet.client"))
         Self.script(client, probe: probe)
     }
 
@@ -195,6 +196,11 @@ final class BlueZShop {
                 _ = waitUntil(timeout: .seconds(10)) {
                     service.connectionCount == 0 && terminalRadio.connectedWalletCount == 0
                 }
+                // A session the wallet failed to connect to stays worth another try to it, but
+                // the terminal has ended it: scanning starts afresh, so that the wallet does not
+                // take the ended session (still in bluetoothd's cache) for the next attempt's.
+                pause()
+                try resume()
             }
         }
         return records

@@ -16,6 +16,8 @@ final class BlueZCentral: Sendable {
         var address: String
         var rssi: Int?
         var manufacturerData: [UInt16: [UInt8]] = [:]
+        /// When bluetoothd last reported an advertisement of the device (not merely listed it).
+        var lastReport: ContinuousClock.Instant?
     }
 
     private struct State {
@@ -36,11 +38,18 @@ final class BlueZCentral: Sendable {
     private let state = Mutex(State())
 
     /// bluetoothd reports a device's advertisement only when it changes (and virtual controllers
-    /// measure no RSSI), so the devices it still lists are reported again at this pace; a
-    /// terminal that stops advertising fades when bluetoothd drops its device object.
-    static let sightingRefresh: Duration = .milliseconds(250)
-    /// Discovery restarts every 12 refreshes (3 s), for fresh reports and RSSI.
-    static let refreshesPerDiscoveryRestart = 12
+    /// measure no RSSI), so the devices it still lists are reported again at this pace, a
+    /// terminal's advertising interval (100 ms): the pace a controller reporting every
+    /// advertisement would give, so that a wallet's tracker gets its sightings in 200 ms, not 500;
+    /// a terminal that stops advertising fades when bluetoothd drops its device object.
+    static let sightingRefresh: Duration = .milliseconds(100)
+    /// Discovery restarts every 30 refreshes (3 s), for fresh reports and RSSI.
+    static let refreshesPerDiscoveryRestart = 30
+    /// A device is reported again only while bluetoothd has reported an advertisement of it this
+    /// recently. A live advertiser is reported at each discovery restart (3 s); bluetoothd keeps
+    /// a device and its last advertising data for 30 s after it falls silent, and re-reporting
+    /// that would keep a session the terminal has ended looking alive to a wallet.
+    static let reportLifetime: Duration = .seconds(4)
     static let callTimeout: Duration = .seconds(10)
 
     let logger: Logger
@@ -204,6 +213,7 @@ final class BlueZCentral: Sendable {
             else { return }
             var record = DeviceRecord(address: address)
             Self.update(&record, with: device)
+            record.lastReport = ContinuousClock.now
             state.withLock { $0.devices[added.path] = record }
             logger.trace(
                 "scan: added \(added.path) rssi \(record.rssi.map(String.init) ?? "-") data \(record.manufacturerData.keys.sorted())"
@@ -219,6 +229,9 @@ final class BlueZCentral: Sendable {
                 var record =
                     state.devices[signal.path] ?? DeviceRecord(address: BlueZName.address(ofDevicePath: signal.path))
                 Self.update(&record, with: change.changed)
+                if change.changed["ManufacturerData"] != nil || change.changed["RSSI"] != nil {
+                    record.lastReport = ContinuousClock.now
+                }
                 state.devices[signal.path] = record
                 logger.trace("scan: changed \(signal.path) \(change.changed.keys.sorted())")
                 return (signal.path, record)
@@ -263,7 +276,14 @@ final class BlueZCentral: Sendable {
     private func scheduleRefresh(tick: Int = 1) {
         let action = scheduler.schedule(after: Self.sightingRefresh) { [weak self] in
             guard let self else { return }
-            let records = state.withLock { $0.scanHandler == nil ? [] : Array($0.devices.values) }
+            let now = ContinuousClock.now
+            let records = state.withLock { state in
+                state.scanHandler == nil
+                    ? []
+                    : state.devices.values.filter { record in
+                        record.lastReport.map { now - $0 <= Self.reportLifetime } ?? false
+                    }
+            }
             guard state.withLock({ $0.scanHandler != nil }) else { return }
             for record in records { deliver(record) }
             if tick % Self.refreshesPerDiscoveryRestart == 0 { restartDiscovery() }
@@ -321,27 +341,40 @@ final class BlueZCentral: Sendable {
             state.discoveryPausedForConnect += 1
             return state.scanHandler != nil && state.discoveryPausedForConnect == 1
         }
-        if ours {
+        guard ours else {
+            await waitWhileTrue(
+                "Discovering", of: BlueZName.adapter, at: adapterPath, for: .seconds(2), until: deadline)
+            return
+        }
+        let stop: @Sendable () async -> Void = { [connection, adapterPath] in
             _ = try? await connection.call(
                 destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
                 method: "StopDiscovery", timeout: .seconds(5))
         }
-        await waitWhileTrue("Discovering", of: BlueZName.adapter, at: adapterPath, for: .seconds(2), until: deadline)
+        await stop()
+        // A periodic restart's StartDiscovery sent just before our stop may still be under way
+        // (bluetoothd then refuses the stop, InProgress) and turn discovery on after it: so the
+        // stop is sent again while the adapter keeps discovering.
+        await waitWhileTrue(
+            "Discovering", of: BlueZName.adapter, at: adapterPath, for: .seconds(2), until: deadline, nudge: stop)
     }
 
     /// Polls a boolean property every 50 ms until it is not true (or cannot be read), for at most
-    /// `patience` and never past `deadline`.
+    /// `patience` and never past `deadline`; `nudge` runs every fourth poll that finds it true.
     private func waitWhileTrue(
         _ property: String, of interface: String, at path: String, for patience: Duration,
-        until deadline: ContinuousClock.Instant
+        until deadline: ContinuousClock.Instant, nudge: (@Sendable () async -> Void)? = nil
     ) async {
         let clock = ContinuousClock()
         let limit = min(deadline, clock.now + patience)
+        var polls = 0
         while clock.now < limit {
             let value = try? await connection.property(
                 destination: BlueZName.service, path: path, interface: interface, name: property,
                 timeout: .seconds(2))
             if value?.boolean != true { return }
+            polls += 1
+            if polls % 4 == 0, let nudge { await nudge() }
             try? await Task.sleep(for: .milliseconds(50))
         }
     }
@@ -360,22 +393,36 @@ final class BlueZCentral: Sendable {
         async throws(ConnectFailure) -> CentralLink
     {
         await dropLeftoverConnection(devicePath, until: deadline)
+        // Followed from before the connect, so that ServicesResolved is seen the moment
+        // bluetoothd announces it rather than at the next poll.
+        let resolution: AsyncStream<DBusSignal>
+        do {
+            resolution = try await connection.signals(
+                matching: .propertiesChanged(sender: BlueZName.service, path: devicePath, interface: BlueZName.device))
+        } catch {
+            throw ConnectFailure(error, doing: "following the device")
+        }
         logger.trace("connect: Connect \(devicePath)")
         try await call(devicePath, BlueZName.device, "Connect", deadline: deadline, doing: "connecting")
         logger.trace("connect: connected; waiting for services")
-        let characteristics = try await resolvedCharacteristics(devicePath, deadline: deadline)
+        let characteristics = try await resolvedCharacteristics(devicePath, changes: resolution, deadline: deadline)
         let tag = LinkTag.random()
         let link: CentralLink
         do {
-            let notifications = try await connection.signals(
-                matching: .propertiesChanged(
+            // Three independent requests, sent together.
+            async let notificationsSubscription = Self.subscription(
+                connection,
+                .propertiesChanged(
                     sender: BlueZName.service, path: characteristics.notify, interface: BlueZName.gattCharacteristic))
-            let deviceChanges = try await connection.signals(
-                matching: .propertiesChanged(
-                    sender: BlueZName.service, path: devicePath, interface: BlueZName.device))
-            let mtu = try? await connection.property(
+            async let deviceSubscription = Self.subscription(
+                connection, .propertiesChanged(sender: BlueZName.service, path: devicePath, interface: BlueZName.device)
+            )
+            async let mtuReading = try? connection.property(
                 destination: BlueZName.service, path: characteristics.write,
                 interface: BlueZName.gattCharacteristic, name: "MTU", timeout: .seconds(2))
+            let notifications = try await notificationsSubscription.get()
+            let deviceChanges = try await deviceSubscription.get()
+            let mtu = await mtuReading
             link = CentralLink(
                 central: self, peer: peer, devicePath: devicePath, writePath: characteristics.write, tag: tag,
                 attMTU: mtu?.uint16.map(Int.init) ?? 23, scheduler: scheduler)
@@ -417,27 +464,37 @@ final class BlueZCentral: Sendable {
         await waitWhileTrue("Connected", of: BlueZName.device, at: devicePath, for: .seconds(3), until: deadline)
     }
 
-    /// Waits until bluetoothd has discovered the device's services, then finds ours.
-    private func resolvedCharacteristics(_ devicePath: String, deadline: ContinuousClock.Instant)
-        async throws(ConnectFailure) -> (write: String, notify: String)
+    private static func subscription(_ connection: DBusConnection, _ rule: DBusMatchRule) async
+        -> Result<AsyncStream<DBusSignal>, DBusError>
     {
-        let clock = ContinuousClock()
-        while true {
-            let device: [String: DBusValue]
-            do {
-                device = try await connection.properties(
-                    destination: BlueZName.service, path: devicePath, interface: BlueZName.device,
-                    timeout: .seconds(5))
-            } catch {
-                throw ConnectFailure(error, doing: "reading the device")
+        do {
+            return .success(try await connection.signals(matching: rule))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Waits until bluetoothd has discovered the device's services (`changes` follows the device
+    /// from before the connect), then finds ours.
+    private func resolvedCharacteristics(
+        _ devicePath: String, changes: AsyncStream<DBusSignal>, deadline: ContinuousClock.Instant
+    ) async throws(ConnectFailure) -> (write: String, notify: String) {
+        let device: [String: DBusValue]
+        do {
+            device = try await connection.properties(
+                destination: BlueZName.service, path: devicePath, interface: BlueZName.device,
+                timeout: .seconds(5))
+        } catch {
+            throw ConnectFailure(error, doing: "reading the device")
+        }
+        // bluetoothd may lose the link during discovery (it races the kernel on some connects).
+        guard device["Connected"]?.boolean == true else { throw .droppedDuringDiscovery }
+        if device["ServicesResolved"]?.boolean != true {
+            switch await Self.servicesResolution(in: changes, until: deadline) {
+            case .resolved: break
+            case .disconnected: throw .droppedDuringDiscovery
+            case .timedOut: throw .timedOut
             }
-            if device["Connected"]?.boolean != true {
-                // bluetoothd lost the link during discovery (it races the kernel on some connects).
-                throw .droppedDuringDiscovery
-            }
-            if device["ServicesResolved"]?.boolean == true { break }
-            guard clock.now + .milliseconds(50) < deadline else { throw .timedOut }
-            try? await Task.sleep(for: .milliseconds(50))
         }
         let objects: [String: [String: [String: DBusValue]]]
         do {
@@ -454,6 +511,31 @@ final class BlueZCentral: Sendable {
         }
         guard let write, let notify else { throw .notAHorizonTerminal }
         return (write, notify)
+    }
+
+    enum ServicesResolution: Sendable { case resolved, disconnected, timedOut }
+
+    /// The first of: `ServicesResolved` true, `Connected` false (or the stream ending), the deadline.
+    static func servicesResolution(in changes: AsyncStream<DBusSignal>, until deadline: ContinuousClock.Instant)
+        async -> ServicesResolution
+    {
+        await withTaskGroup(of: ServicesResolution.self) { group in
+            group.addTask {
+                for await signal in changes {
+                    guard let changed = signal.propertiesChanged?.changed else { continue }
+                    if changed["Connected"]?.boolean == false { return .disconnected }
+                    if changed["ServicesResolved"]?.boolean == true { return .resolved }
+                }
+                return .disconnected
+            }
+            group.addTask {
+                try? await Task.sleep(until: deadline, clock: .continuous)
+                return .timedOut
+            }
+            let first = await group.next() ?? .timedOut
+            group.cancelAll()
+            return first
+        }
     }
 
     private func call(

@@ -29,6 +29,10 @@ final class FakeBluetoothd: Sendable {
         var connectFailures: [DBusError] = []
         var connectAttempts = 0
         var connected = false
+        /// When set, services resolve this long after Connect, announced only by a signal (as
+        /// bluetoothd does after its GATT discovery); otherwise at once.
+        var servicesResolveDelay: Duration?
+        var servicesResolved = false
         var writes: [(value: [UInt8], options: [String: DBusValue])] = []
         var notifying = false
         var writeInFlight = false
@@ -188,13 +192,31 @@ final class FakeBluetoothd: Sendable {
                             }
                             if let failure { throw failure }
                             try Self.exportServices(on: connection, state: state)
+                            guard let delay = state.withLock({ $0.servicesResolveDelay }) else {
+                                state.withLock { $0.servicesResolved = true }
+                                try connection.emitPropertiesChanged(
+                                    path: Self.devicePath, interface: "org.bluez.Device1",
+                                    changed: ["Connected": .boolean(true), "ServicesResolved": .boolean(true)])
+                                return []
+                            }
                             try connection.emitPropertiesChanged(
                                 path: Self.devicePath, interface: "org.bluez.Device1",
-                                changed: ["Connected": .boolean(true), "ServicesResolved": .boolean(true)])
+                                changed: ["Connected": .boolean(true)])
+                            let milliseconds = Int(
+                                delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)
+                            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(milliseconds)) {
+                                state.withLock { $0.servicesResolved = true }
+                                try? connection.emitPropertiesChanged(
+                                    path: Self.devicePath, interface: "org.bluez.Device1",
+                                    changed: ["ServicesResolved": .boolean(true)])
+                            }
                             return []
                         },
                         DBusMethod("Disconnect") { _ throws(DBusError) in
-                            state.withLock { $0.connected = false }
+                            state.withLock {
+                                $0.connected = false
+                                $0.servicesResolved = false
+                            }
                             return []
                         },
                     ],
@@ -206,7 +228,7 @@ final class FakeBluetoothd: Sendable {
                             .uint16VariantDictionary(manufacturerData.mapValues { .byteArray($0) })),
                         DBusProperty("Connected", signature: "b") { .boolean(state.withLock { $0.connected }) },
                         DBusProperty("ServicesResolved", signature: "b") {
-                            .boolean(state.withLock { $0.connected })
+                            .boolean(state.withLock { $0.connected && $0.servicesResolved })
                         },
                     ])
             ])
@@ -792,6 +814,50 @@ struct BlueZRadioTests {
             bluetoothd.state.withLock { $0.writes.dropFirst().map(\.value) } == [[0x41, 1], [0x01, 2], [0x82, 3]])
         link.close()
         #expect(await eventually { !bluetoothd.state.withLock { $0.connected } })
+    }
+
+    @Test func theConnectWaitsForServicesResolvedAnnouncedOnlyBySignal() async throws {
+        let bluetoothd = try FakeBluetoothd()
+        let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
+        defer { radio.shutdown() }
+        try bluetoothd.addTerminalDevice(manufacturerData: [0xFFFF: [1]], rssi: -40)
+        // Not resolved when the connect returns; only a signal says so, 300 ms later.
+        bluetoothd.state.withLock { $0.servicesResolveDelay = .milliseconds(300) }
+        let result = Mutex<Result<any ByteLink, RadioError>?>(nil)
+        radio.connect(to: PeerAddress(FakeBluetoothd.terminalAddress), timeout: .seconds(10)) { outcome in
+            result.withLock { $0 = outcome }
+        }
+        #expect(await eventually(10) { result.withLock { $0 } != nil })
+        let link = try #require(try result.withLock { $0 }?.get())
+        let state = bluetoothd.state.withLock { $0 }
+        #expect(state.connectAttempts == 1)
+        #expect(state.servicesResolved)
+        #expect(state.notifying)
+        #expect(state.writes.count == 1)  // the registration, sent once services were resolved
+        link.close()
+    }
+
+    @Test func aDeviceBluetoothdStillListsButNoLongerHearsIsNotReportedAgain() async throws {
+        let bluetoothd = try FakeBluetoothd()
+        let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
+        defer { radio.shutdown() }
+        let sightings = Recorder<Sighting>()
+        try radio.startScanning { sightings.append($0) }
+        try bluetoothd.addTerminalDevice(manufacturerData: [0xFFFF: [1, 2, 3]], rssi: -50)
+        // Re-reported at the refresh pace while its last report is recent...
+        #expect(await eventually { sightings.count >= 5 })
+        // ...and no longer once it is older than the report lifetime: bluetoothd keeps a silent
+        // device (and its last advertising data) for 30 s, a session long ended.
+        try await Task.sleep(for: BlueZCentral.reportLifetime + .milliseconds(300))
+        let afterLifetime = sightings.count
+        try await Task.sleep(for: .milliseconds(600))
+        #expect(sightings.count == afterLifetime)
+        // A new report (the advertisement heard again) revives it.
+        try bluetoothd.connection.emitPropertiesChanged(
+            path: FakeBluetoothd.devicePath, interface: "org.bluez.Device1",
+            changed: ["ManufacturerData": .uint16VariantDictionary([0xFFFF: .byteArray([4, 5])])])
+        #expect(await eventually { sightings.count >= afterLifetime + 3 })
+        #expect(sightings.last?.advertisingData.suffix(2) == [4, 5])
     }
 
     @Test func aConnectToADeviceThatIsNotATerminalFailsWithoutRetrying() async throws {

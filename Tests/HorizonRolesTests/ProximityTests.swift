@@ -81,6 +81,25 @@ struct ProximityTests {
         #expect(right.conflicts.state == .stopped)
     }
 
+    /// The second terminal starts a moment after the first: the first reaches its sightings
+    /// while the second has been heard only once or twice. It must not win that race: a session
+    /// heard at all is a rival, so two equally near terminals stay a conflict.
+    @Test(arguments: [30, 60, 90])
+    func aTerminalHeardFirstDoesNotWinTheRaceToItsSightings(staggerMilliseconds: Int) throws {
+        let world = try World()
+        let left = try world.terminal("left", at: Position(x: -1, y: 0))
+        let right = try world.terminal("right", at: Position(x: 1, y: 0))
+        let wallet = try world.wallet(at: Position(x: 0, y: 0.2))
+        let offered = Recorder<ManualConnectionDeciderState>()
+        wallet.decider.observeState { offered.append($0) }
+        #expect(left.host.start(amount: euros(100)))
+        world.run(for: .milliseconds(staggerMilliseconds))
+        #expect(right.host.start(amount: euros(200)))
+        world.run(for: .seconds(5))
+        #expect(offered.values.isEmpty)
+        #expect(wallet.client.fusionTracker.isConflict)
+    }
+
     @Test func conflictObserverReportsAdapterAvailability() throws {
         let world = try World()
         let terminal = try world.terminal()

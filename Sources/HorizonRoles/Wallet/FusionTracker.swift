@@ -108,7 +108,7 @@ public struct FusionTrackerConfiguration: Sendable {
 
     public init(
         smoothingFactor: Double = 0.3, fadeTimeout: Duration = .seconds(2), minimumRSSI: Double = -80,
-        clearMargin: Double = 6, minimumSightings: Int = 3, evaluationInterval: Duration = .milliseconds(200)
+        clearMargin: Double = 6, minimumSightings: Int = 3, evaluationInterval: Duration = .milliseconds(100)
     ) {
         self.smoothingFactor = smoothingFactor
         self.fadeTimeout = fadeTimeout
@@ -240,22 +240,27 @@ public final class FusionTracker: Sendable {
         let configuration = configuration
         let candidate: PeripheralTracking? = state.withLock { state in
             state.trackings = state.trackings.filter { now - $0.value.lastSeen <= configuration.fadeTimeout }
-            let eligible = state.trackings.values.filter { tracking in
+            let heard = state.trackings.values.filter { tracking in
                 !ignored.contains(tracking.peripheralMetaData.sessionID) && !ignoredTrackings.contains(tracking.key)
-                    && tracking.sightings >= configuration.minimumSightings
                     && (tracking.smoothedRSSI.map { $0 >= configuration.minimumRSSI } ?? true)
             }.sorted(by: Self.nearerFirst)
-            let chosen = Self.choose(from: eligible, current: state.candidate, margin: configuration.clearMargin)
-            state.conflict = chosen == nil && eligible.count > 1
+            let eligible = heard.filter { $0.sightings >= configuration.minimumSightings }
+            let chosen = Self.choose(
+                from: eligible, rivals: heard, current: state.candidate, margin: configuration.clearMargin)
+            state.conflict = chosen == nil && heard.count > 1 && !eligible.isEmpty
             state.candidate = chosen?.key
             return chosen
         }
         manualConnectionDecider.offer(candidate)
     }
 
-    static func choose(from eligible: [PeripheralTracking], current: TrackingKey?, margin: Double)
-        -> PeripheralTracking?
-    {
+    /// The nearest eligible session, if it is clearly nearer than every rival: any other session
+    /// heard, even one without its sightings yet, so that of two terminals about equally near the
+    /// one heard first does not win the race to its sightings. A current candidate stays until
+    /// another is clearly nearer (hysteresis).
+    static func choose(
+        from eligible: [PeripheralTracking], rivals: [PeripheralTracking], current: TrackingKey?, margin: Double
+    ) -> PeripheralTracking? {
         guard let best = eligible.first else { return nil }
         if let current, let incumbent = eligible.first(where: { $0.key == current }) {
             // Keep the candidate unless another is clearly stronger.
@@ -264,10 +269,9 @@ public final class FusionTracker: Sendable {
             else { return incumbent }
             return best
         }
-        guard eligible.count > 1 else { return best }
+        guard let rival = rivals.first(where: { $0.key != best.key }) else { return best }
         // Without signal strengths two terminals cannot be told apart.
-        guard let bestRSSI = best.smoothedRSSI, let secondRSSI = eligible[1].smoothedRSSI,
-            bestRSSI - secondRSSI >= margin
+        guard let bestRSSI = best.smoothedRSSI, let rivalRSSI = rival.smoothedRSSI, bestRSSI - rivalRSSI >= margin
         else { return nil }
         return best
     }
