@@ -312,7 +312,7 @@ extension BlueZResult {
                 ["  confirmation sent (onHostConnected) → receipt"] + Self.row(payments.confirmToReceiptMilliseconds))
             rows.append(["connect (CentralRadio.connect → link up)"] + Self.row(payments.connectMilliseconds))
             rows.append(
-                ["start → candidate (advertising, 3 sightings)"] + Self.row(payments.startToCandidateMilliseconds))
+                ["start → candidate (advertising, sightings)"] + Self.row(payments.startToCandidateMilliseconds))
             rows.append(["link up → receipt"] + Self.row(payments.linkUpToReceiptMilliseconds))
             rows.append(
                 ["start → receipt (advertising, discovery, all)"] + Self.row(payments.startToReceiptMilliseconds))
@@ -322,6 +322,20 @@ extension BlueZResult {
             out.append(
                 "raw link: \(raw.payloadBytes)-byte payload, ATT MTU \(raw.walletAttMTU.map(String.init) ?? "?") (wallet) / \(raw.terminalAttMTU.map(String.init) ?? "?") (terminal), connect median \(raw.connectMilliseconds?.median.formatted(0) ?? "n/a") ms over \(raw.series) connections, \(raw.warmUpPerSeries) warm-up round trips per series not counted"
             )
+        }
+        if let tap = payments?.tap {
+            out.append("start → receipt, where the time goes (each payment's parts, consecutive):")
+            out += BenchmarkReport.grid(
+                ["", "median ms", "p10", "p90"],
+                [
+                    ["terminal: open the session, register the advertisement"] + Self.row3(tap.advertiseMilliseconds),
+                    ["→ the wallet's radio first reports it"] + Self.row3(tap.firstSightingMilliseconds),
+                    ["→ the tracker's candidate (sightings, evaluation)"] + Self.row3(tap.candidateMilliseconds),
+                    ["→ the connect asked for (automatic decision)"] + Self.row3(tap.decideMilliseconds),
+                    ["→ link up (connect, services, subscribe, register)"] + Self.row3(tap.connectMilliseconds),
+                    ["→ verified receipt (handshake, offer, confirmation)"]
+                        + Self.row3(tap.linkUpToReceiptMilliseconds),
+                ])
         }
         if let payments {
             let b = payments.breakdown

@@ -3,6 +3,7 @@ import Foundation
 import HorizonBlueZ
 import HorizonCore
 import HorizonLedger
+import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
 import HorizonSecureChannel
@@ -31,6 +32,8 @@ struct BlueZPaymentsResult: Codable {
     let startToReceiptMilliseconds: Summary
     /// From `PaymentHost.start` to the wallet's decider offering the candidate.
     let startToCandidateMilliseconds: Summary
+    /// Start → receipt in consecutive parts (nil in results written before they were measured).
+    let tap: BlueZTapBreakdown?
     let breakdown: BlueZBreakdown
     let trafficFromAcceptance: BlueZTraffic
     let trafficWholeLink: BlueZTraffic
@@ -44,6 +47,32 @@ struct BlueZPaymentsResult: Codable {
 
 /// Acceptance to receipt cut at the moments both ends of the link saw (one process, one clock);
 /// the five parts add up to the whole.
+/// Start → receipt in six consecutive parts, each payment's own; medians.
+struct BlueZTapBreakdown: Codable {
+    /// `PaymentHost.start` → it returns: the session opened, the advertisement registered.
+    let advertiseMilliseconds: Summary
+    /// → the wallet's radio first reports this session (bluetoothd's discovery, D-Bus).
+    let firstSightingMilliseconds: Summary
+    /// → the tracker offers it as the candidate (the sightings it needs, its evaluation).
+    let candidateMilliseconds: Summary
+    /// → the client asks the radio to connect (the decision, automatic here).
+    let decideMilliseconds: Summary
+    /// → the link is up: connect, services resolved, subscribed, registered.
+    let connectMilliseconds: Summary
+    /// → the verified receipt: handshake, offer, confirmation, receipt.
+    let linkUpToReceiptMilliseconds: Summary
+
+    init?(_ parts: [BlueZPaymentRecord.TapParts]) {
+        guard !parts.isEmpty else { return nil }
+        advertiseMilliseconds = Summary(parts.map(\.advertise))
+        firstSightingMilliseconds = Summary(parts.map(\.firstSighting))
+        candidateMilliseconds = Summary(parts.map(\.candidate))
+        decideMilliseconds = Summary(parts.map(\.decide))
+        connectMilliseconds = Summary(parts.map(\.connect))
+        linkUpToReceiptMilliseconds = Summary(parts.map(\.linkUpToReceipt))
+    }
+}
+
 struct BlueZBreakdown: Codable {
     /// Acceptance → the wallet's first `send`: signing the confirmation, storing it (SQLite, synced).
     let walletBeforeSendMilliseconds: Summary
@@ -119,7 +148,7 @@ final class BlueZShop {
         // The probe times each connect and logs the link it opens.
         let probe = probe
         let walletRadio = TappedCentralRadio(
-            radio: wallet, connectRequested: { probe.connectRequested() },
+            radio: wallet, connectRequested: { probe.connectRequested() }, sighted: { probe.sighted($0) },
             linkOpened: { link in
                 let log = LinkLog()
                 probe.walletLinkOpened(log, attMTU: link.attMTU)
@@ -213,6 +242,7 @@ final class BlueZShop {
         guard host.start(amount: Shop.amount, registerUser: RegisterUser(name: "Ana")) else {
             throw BenchmarkError("the terminal did not start: \(host.humanizedError ?? "no reason given")")
         }
+        probe.mark(\.advertisedAt)
         defer {
             _ = host.stop()
             client.restart()
@@ -292,6 +322,7 @@ final class BlueZShop {
             linkUpToReceiptMilliseconds: Summary(records.map(\.linkUpToReceipt)),
             startToReceiptMilliseconds: Summary(records.map(\.startToReceipt)),
             startToCandidateMilliseconds: Summary(records.map(\.startToCandidate)),
+            tap: BlueZTapBreakdown(records.compactMap(\.tap)),
             breakdown: BlueZBreakdown(
                 walletBeforeSendMilliseconds: Summary(breakdowns.map(\.walletBeforeSend)),
                 writeLegMilliseconds: Summary(breakdowns.map(\.writeLeg)),
@@ -320,6 +351,15 @@ struct BlueZPaymentRecord {
         let walletAfterReceive: Double
     }
 
+    struct TapParts {
+        let advertise: Double
+        let firstSighting: Double
+        let candidate: Double
+        let decide: Double
+        let connect: Double
+        let linkUpToReceipt: Double
+    }
+
     struct Traffic {
         var walletFrames = 0
         var terminalFrames = 0
@@ -335,6 +375,7 @@ struct BlueZPaymentRecord {
     let linkUpToReceipt: Double
     let startToReceipt: Double
     let startToCandidate: Double
+    let tap: TapParts?
     let breakdown: Parts?
     let fromAcceptance: Traffic
     let wholeLink: Traffic
@@ -539,6 +580,8 @@ final class TappedBlueZPeripheral: PeripheralRadio {
 final class BlueZProbe: Sendable {
     struct Moments: Sendable {
         var startedAt: Int64 = 0
+        var advertisedAt: Int64?
+        var firstSightingAt: Int64?
         var candidateAt: Int64?
         var connectRequestedAt: Int64?
         var linkUpAt: Int64?
@@ -551,9 +594,25 @@ final class BlueZProbe: Sendable {
     }
 
     private let moments = Mutex(Moments())
+    /// Sessions heard before this payment's start: bluetoothd still reports the last one for a
+    /// while, and it is not this payment's first sighting.
+    private let earlierSessions = Mutex<(heard: Set<SessionID>, before: Set<SessionID>)>(([], []))
     let echo = EchoControl()
 
-    func reset() { moments.withLock { $0 = Moments(startedAt: Clocks.wall()) } }
+    func reset() {
+        earlierSessions.withLock { $0.before = $0.heard }
+        moments.withLock { $0 = Moments(startedAt: Clocks.wall()) }
+    }
+
+    /// The wallet's radio reports a sighting: the first of a session new since `reset` is marked.
+    func sighted(_ sighting: Sighting) {
+        guard case .horizon(let advertisement) = HorizonAdvertisement.parse(sighting.advertisingData) else { return }
+        let new = earlierSessions.withLock { sessions in
+            sessions.heard.insert(advertisement.sessionID)
+            return !sessions.before.contains(advertisement.sessionID)
+        }
+        if new { mark(\.firstSightingAt) }
+    }
 
     /// Notes the first time of a moment (the candidate may be offered again, for instance).
     func mark(_ field: WritableKeyPath<Moments, Int64?>) {
@@ -598,6 +657,7 @@ final class BlueZProbe: Sendable {
             connect: Self.ms(linkUp - requested), linkUpToReceipt: Self.ms(finished - linkUp),
             startToReceipt: Self.ms(finished - m.startedAt),
             startToCandidate: Self.ms((m.candidateAt ?? finished) - m.startedAt),
+            tap: Self.tap(m, linkUp: linkUp, requested: requested, finished: finished),
             breakdown: Self.parts(accepted: accepted, finished: finished, wallet: wallet, terminal: terminal),
             fromAcceptance: Self.traffic(wallet.filter { $0.at >= accepted && $0.at <= receiptIn }),
             wholeLink: Self.traffic(wallet.filter { $0.at <= receiptIn }), attMTU: m.attMTU)
@@ -611,6 +671,20 @@ final class BlueZProbe: Sendable {
     }
 
     private static func ms(_ nanoseconds: Int64) -> Double { Double(nanoseconds) / 1e6 }
+
+    private static func tap(_ m: Moments, linkUp: Int64, requested: Int64, finished: Int64)
+        -> BlueZPaymentRecord.TapParts?
+    {
+        guard let advertised = m.advertisedAt, let sighted = m.firstSightingAt, let candidate = m.candidateAt,
+            m.startedAt <= sighted, sighted <= candidate, candidate <= requested
+        else { return nil }
+        // The wallet may hear the session before `start` has returned.
+        let heard = max(sighted, advertised)
+        return BlueZPaymentRecord.TapParts(
+            advertise: ms(advertised - m.startedAt), firstSighting: ms(heard - advertised),
+            candidate: ms(candidate - heard), decide: ms(requested - candidate), connect: ms(linkUp - requested),
+            linkUpToReceipt: ms(finished - linkUp))
+    }
 
     /// Acceptance to receipt in five consecutive parts (see `BlueZBreakdown`).
     private static func parts(accepted: Int64, finished: Int64, wallet: [LinkLog.Event], terminal: [LinkLog.Event])

@@ -340,13 +340,16 @@ final class TappedCentralRadio: CentralRadio {
     let radio: any CentralRadio
     let connectRequested: @Sendable () -> Void
     let linkOpened: @Sendable (any ByteLink) -> any ByteLink
+    let sighted: @Sendable (Sighting) -> Void
 
     init(
         radio: any CentralRadio, connectRequested: @escaping @Sendable () -> Void = {},
+        sighted: @escaping @Sendable (Sighting) -> Void = { _ in },
         linkOpened: @escaping @Sendable (any ByteLink) -> any ByteLink
     ) {
         self.radio = radio
         self.connectRequested = connectRequested
+        self.sighted = sighted
         self.linkOpened = linkOpened
     }
 
@@ -354,7 +357,10 @@ final class TappedCentralRadio: CentralRadio {
     var availability: AdapterAvailability { radio.availability }
 
     func startScanning(_ handler: @escaping @Sendable (Sighting) -> Void) throws(RadioError) {
-        try radio.startScanning(handler)
+        try radio.startScanning { [sighted] sighting in
+            sighted(sighting)
+            handler(sighting)
+        }
     }
 
     func stopScanning() { radio.stopScanning() }
