@@ -1,3 +1,4 @@
+import Dispatch
 import HorizonCore
 import HorizonDBus
 import HorizonRadio
@@ -407,33 +408,56 @@ final class BlueZCentral: Sendable {
         logger.trace("connect: connected; waiting for services")
         let characteristics = try await resolvedCharacteristics(devicePath, changes: resolution, deadline: deadline)
         let tag = LinkTag.random()
+        // bluetoothd subscribes (writes the CCC) and hands over a socket that carries each
+        // notification as a datagram; without it (an older or stand-in bluetoothd), notifications
+        // arrive as Value changes after StartNotify.
+        let acquired = await acquireNotifySocket(characteristics.notify, deadline: deadline)
         let link: CentralLink
-        do {
-            // Three independent requests, sent together.
-            async let notificationsSubscription = Self.subscription(
-                connection,
-                .propertiesChanged(
-                    sender: BlueZName.service, path: characteristics.notify, interface: BlueZName.gattCharacteristic))
+        do throws(DBusError) {
+            // Independent requests, sent together.
             async let deviceSubscription = Self.subscription(
                 connection, .propertiesChanged(sender: BlueZName.service, path: devicePath, interface: BlueZName.device)
             )
-            async let mtuReading = try? connection.property(
-                destination: BlueZName.service, path: characteristics.write,
-                interface: BlueZName.gattCharacteristic, name: "MTU", timeout: .seconds(2))
-            let notifications = try await notificationsSubscription.get()
-            let deviceChanges = try await deviceSubscription.get()
-            let mtu = await mtuReading
+            async let notificationsSubscription =
+                acquired == nil
+                ? Self.subscription(
+                    connection,
+                    .propertiesChanged(
+                        sender: BlueZName.service, path: characteristics.notify,
+                        interface: BlueZName.gattCharacteristic)) : nil
+            async let mtuReading =
+                acquired == nil
+                ? try? connection.property(
+                    destination: BlueZName.service, path: characteristics.write,
+                    interface: BlueZName.gattCharacteristic, name: "MTU", timeout: .seconds(2)) : nil
+            let deviceChanges: AsyncStream<DBusSignal>
+            let notifications: AsyncStream<DBusSignal>?
+            do throws(DBusError) {
+                deviceChanges = try await deviceSubscription.get()
+                notifications = try await notificationsSubscription?.get()
+            } catch {
+                if let acquired { _ = Glibc.close(acquired.descriptor) }
+                throw error
+            }
+            let readMTU = await mtuReading
+            let mtu = acquired?.mtu ?? readMTU?.uint16.map(Int.init) ?? 23
             link = CentralLink(
                 central: self, peer: peer, devicePath: devicePath, writePath: characteristics.write, tag: tag,
-                attMTU: mtu?.uint16.map(Int.init) ?? 23, scheduler: scheduler)
-            link.follow(notifications: notifications, deviceChanges: deviceChanges)
+                attMTU: mtu, scheduler: scheduler)
+            if let acquired {
+                link.follow(socket: acquired.descriptor, deviceChanges: deviceChanges)
+            } else if let notifications {
+                link.follow(notifications: notifications, deviceChanges: deviceChanges)
+            }
         } catch {
             throw ConnectFailure(error, doing: "subscribing")
         }
         do throws(ConnectFailure) {
-            try await call(
-                characteristics.notify, BlueZName.gattCharacteristic, "StartNotify", deadline: deadline,
-                doing: "subscribing to notifications")
+            if acquired == nil {
+                try await call(
+                    characteristics.notify, BlueZName.gattCharacteristic, "StartNotify", deadline: deadline,
+                    doing: "subscribing to notifications")
+            }
             try await call(
                 characteristics.write, BlueZName.gattCharacteristic, "WriteValue",
                 arguments: [
@@ -462,6 +486,30 @@ final class BlueZCentral: Sendable {
             destination: BlueZName.service, path: devicePath, interface: BlueZName.device, method: "Disconnect",
             timeout: .seconds(5))
         await waitWhileTrue("Connected", of: BlueZName.device, at: devicePath, for: .seconds(3), until: deadline)
+    }
+
+    /// `AcquireNotify` on the terminal's notify characteristic: the socket (ours to close) and
+    /// the ATT MTU; nil when bluetoothd does not offer it (any error: StartNotify then subscribes,
+    /// and fails in its turn if the device is the problem).
+    private func acquireNotifySocket(_ path: String, deadline: ContinuousClock.Instant) async
+        -> (descriptor: Int32, mtu: Int)?
+    {
+        let remaining = deadline - ContinuousClock().now
+        guard remaining > .zero else { return nil }
+        do {
+            let reply = try await connection.call(
+                destination: BlueZName.service, path: path, interface: BlueZName.gattCharacteristic,
+                method: "AcquireNotify", arguments: [.stringVariantDictionary([:])], timeout: remaining)
+            guard reply.count == 2, let mtu = reply[1].uint16, let descriptor = reply[0].fileDescriptor?.take() else {
+                logger.trace("connect: AcquireNotify answered \(reply); notifications as Value changes")
+                return nil
+            }
+            logger.trace("connect: notifications over an acquired socket, MTU \(mtu)")
+            return (descriptor, Int(mtu))
+        } catch {
+            logger.trace("connect: AcquireNotify not offered (\(error.name)); notifications as Value changes")
+            return nil
+        }
     }
 
     private static func subscription(_ connection: DBusConnection, _ rule: DBusMatchRule) async
@@ -657,6 +705,7 @@ final class CentralLink: ByteLink, Sendable {
         var disconnectWhenDrained = false
         var disconnected = false
         var tasks: [Task<Void, Never>] = []
+        var reader: NotifyReader?
     }
 
     let peer: PeerAddress
@@ -706,6 +755,39 @@ final class CentralLink: ByteLink, Sendable {
         }
         state.withLock { $0.tasks = [receiving, watching] }
     }
+
+    /// Notifications from a socket bluetoothd acquired for this link (see `NotifyReader`).
+    func follow(socket descriptor: Int32, deviceChanges: AsyncStream<DBusSignal>) {
+        let tag = tag
+        let inbox = inbox
+        let scheduler = scheduler
+        let reader = NotifyReader(
+            taking: descriptor, mtu: attMTU, queue: Self.notifyQueue,
+            received: { value in
+                guard let payload = LinkFraming.payload(ofNotification: value, for: tag) else { return }
+                inbox.receive(payload)
+            },
+            ended: { [weak self] in
+                // Usually the device went: let its Connected signal say so (the peer's close),
+                // and end the link here only if it does not come.
+                scheduler.schedule(after: Self.socketEndGrace) { [weak self] in self?.ended(.connectionLost) }
+                self?.logger.trace("link: bluetoothd closed the notify socket")
+            })
+        let watching = Task { [weak self] in
+            for await signal in deviceChanges where signal.propertiesChanged?.changed["Connected"]?.boolean == false {
+                self?.ended(.closedByPeer)
+                return
+            }
+        }
+        state.withLock {
+            $0.tasks = [watching]
+            $0.reader = reader
+        }
+    }
+
+    /// Every link's notify socket is read on this queue; a frame's handling hops to the scheduler.
+    static let notifyQueue = DispatchQueue(label: "horizon.bluez.notify")
+    static let socketEndGrace: Duration = .milliseconds(500)
 
     func setHandler(_ handler: ByteLinkHandler) { inbox.setHandler(handler) }
 
@@ -787,11 +869,15 @@ final class CentralLink: ByteLink, Sendable {
     }
 
     private func stopFollowing() {
-        let tasks = state.withLock { state in
-            defer { state.tasks.removeAll() }
-            return state.tasks
+        let (tasks, reader) = state.withLock { state in
+            defer {
+                state.tasks.removeAll()
+                state.reader = nil
+            }
+            return (state.tasks, state.reader)
         }
         for task in tasks { task.cancel() }
+        reader?.cancel()
     }
 
     private func disconnectNow() {

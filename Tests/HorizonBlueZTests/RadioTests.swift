@@ -35,6 +35,11 @@ final class FakeBluetoothd: Sendable {
         var servicesResolved = false
         var writes: [(value: [UInt8], options: [String: DBusValue])] = []
         var notifying = false
+        /// Whether the terminal's notify characteristic answers AcquireNotify (bluetoothd does
+        /// for remote characteristics that notify); otherwise NotSupported.
+        var offersAcquireNotify = false
+        /// Our end of the socket handed to the wallet by AcquireNotify.
+        var acquiredNotifySocket: Int32?
         var writeInFlight = false
         var startDiscoveryBusy = 0
         /// Device1.Disconnect calls on centrals connected to our terminal, by device path.
@@ -286,7 +291,20 @@ final class FakeBluetoothd: Sendable {
                         DBusMethod("StartNotify") { _ throws(DBusError) in
                             state.withLock { $0.notifying = true }
                             return []
-                        }
+                        },
+                        DBusMethod("AcquireNotify", input: "a{sv}", output: "hq") { _ throws(DBusError) in
+                            guard state.withLock({ $0.offersAcquireNotify }) else {
+                                throw DBusError(
+                                    name: "org.bluez.Error.NotSupported", message: "Operation is not supported")
+                            }
+                            var ends: [Int32] = [-1, -1]
+                            guard
+                                socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue | SOCK_CLOEXEC.rawValue), 0, &ends)
+                                    == 0
+                            else { throw DBusError(name: "org.bluez.Error.Failed", message: "socketpair") }
+                            state.withLock { $0.acquiredNotifySocket = ends[0] }
+                            return [.unixFileDescriptor(DBusFileDescriptor(owning: ends[1])), .uint16(185)]
+                        },
                     ],
                     properties: [.constant("UUID", .string(HorizonGATTService.terminalToWallet))])
             ])
@@ -294,6 +312,10 @@ final class FakeBluetoothd: Sendable {
 
     /// A notification from the remote terminal, as bluetoothd relays it (a change of `Value`).
     func notify(_ value: [UInt8]) throws {
+        if let socket = state.withLock({ $0.acquiredNotifySocket }) {
+            _ = value.withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            return
+        }
         try connection.emitPropertiesChanged(
             path: Self.notifyPath, interface: "org.bluez.GattCharacteristic1", changed: ["Value": .byteArray(value)])
     }
@@ -858,6 +880,57 @@ struct BlueZRadioTests {
             changed: ["ManufacturerData": .uint16VariantDictionary([0xFFFF: .byteArray([4, 5])])])
         #expect(await eventually { sightings.count >= afterLifetime + 3 })
         #expect(sightings.last?.advertisingData.suffix(2) == [4, 5])
+    }
+
+    @Test func theWalletReadsItsNotificationsFromTheSocketBluetoothdAcquiresForIt() async throws {
+        let bluetoothd = try FakeBluetoothd()
+        let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
+        defer { radio.shutdown() }
+        try bluetoothd.addTerminalDevice(manufacturerData: [0xFFFF: [1]], rssi: -40)
+        bluetoothd.state.withLock { $0.offersAcquireNotify = true }
+        let result = Mutex<Result<any ByteLink, RadioError>?>(nil)
+        radio.connect(to: PeerAddress(FakeBluetoothd.terminalAddress), timeout: .seconds(10)) { outcome in
+            result.withLock { $0 = outcome }
+        }
+        #expect(await eventually(10) { result.withLock { $0 } != nil })
+        let link = try #require(try result.withLock { $0 }?.get())
+        let state = bluetoothd.state.withLock { $0 }
+        let socket = try #require(state.acquiredNotifySocket)
+        #expect(!state.notifying)  // AcquireNotify subscribed; no StartNotify
+        #expect(link.attMTU == 185)  // the MTU AcquireNotify answered
+        let registration = try #require(state.writes.first)
+        let tag = try #require(LinkFraming.parseRegistration(registration.value))
+
+        let received = Recorder<[UInt8]>()
+        let closed = Recorder<LinkCloseReason>()
+        link.setHandler(ByteLinkHandler(onReceive: { received.append($0) }, onClose: { closed.append($0) }))
+        try bluetoothd.notify(LinkTag.random().bytes + [0xAA])  // another wallet's
+        try bluetoothd.notify(tag.bytes + [0xC0, 5])
+        try bluetoothd.notify(tag.bytes + [0xC1, 6])
+        #expect(await eventually { received.values == [[0xC0, 5], [0xC1, 6]] })
+
+        // bluetoothd closes its end while the device stays connected: the link ends, deaf otherwise.
+        _ = Glibc.close(socket)
+        #expect(await eventually(5) { closed.values == [.connectionLost] })
+    }
+
+    @Test func closingTheLinkReleasesTheAcquiredNotifySocket() async throws {
+        let bluetoothd = try FakeBluetoothd()
+        let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
+        defer { radio.shutdown() }
+        try bluetoothd.addTerminalDevice(manufacturerData: [0xFFFF: [1]], rssi: -40)
+        bluetoothd.state.withLock { $0.offersAcquireNotify = true }
+        let result = Mutex<Result<any ByteLink, RadioError>?>(nil)
+        radio.connect(to: PeerAddress(FakeBluetoothd.terminalAddress), timeout: .seconds(10)) { outcome in
+            result.withLock { $0 = outcome }
+        }
+        #expect(await eventually(10) { result.withLock { $0 } != nil })
+        let link = try #require(try result.withLock { $0 }?.get())
+        let socket = try #require(bluetoothd.state.withLock { $0.acquiredNotifySocket })
+        link.close()
+        // bluetoothd sees the socket hang up, which releases the subscription.
+        #expect(readSocket(socket, within: 5) == .closed)
+        _ = Glibc.close(socket)
     }
 
     @Test func aConnectToADeviceThatIsNotATerminalFailsWithoutRetrying() async throws {
