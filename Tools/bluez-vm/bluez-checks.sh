@@ -50,7 +50,7 @@ if setup_payments; then
     check "a payment with tip completes (terminal on hci0, wallet on hci1)" check_payment_with_tip
     check "the wallet's adapter uses resolvable private addresses (the terminal sees one)" \
         check_wallet_uses_a_private_address
-    check "bluetoothd acquires a notify socket for the wallet and the payment's notifications use it" \
+    check "notifications go over AcquireNotify sockets, on the terminal's side and the wallet's" \
         check_notifications_over_acquired_socket
     check "the customer declines: nothing charged" check_rejection
     check "the cashier cancels while the customer decides: nothing charged" check_cancel

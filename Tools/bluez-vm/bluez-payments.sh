@@ -197,12 +197,20 @@ check_wallet_uses_a_private_address() {
 # NotifyAcquired), so that payment's notifications went over the socket, and bluetoothd never
 # closed it under the terminal. (Debian 12's BlueZ 5.66 acquires one socket per characteristic and
 # sends its bytes to every subscriber; 5.69+ acquires one per device and sends to that device.)
+# On the wallet's side, bluetoothd as GATT client answered the wallet's AcquireNotify with a
+# socket, and the notifications came in over it (no fallback to StartNotify).
 check_notifications_over_acquired_socket() {
     local device
     device=$(sed -n 's|.*serve: link from \(/org/bluez/[^,]*\),.*|\1|p' "$work/tip.terminal" | head -n1)
     [ -n "$device" ] && grep -q "serve: AcquireNotify for $device," "$work/tip.terminal" &&
         ! grep -q "closed the notify socket" "$work/tip.terminal" || {
         echo "      no AcquireNotify for the wallet's device '$device' in the tip check's terminal log"
+        show tip
+        return 1
+    }
+    grep -q "connect: notifications over an acquired socket" "$work/tip.wallet" &&
+        ! grep -q "AcquireNotify not offered" "$work/tip.wallet" || {
+        echo "      the wallet did not get its notifications over an AcquireNotify socket in the tip check"
         show tip
         return 1
     }
