@@ -65,6 +65,8 @@ struct BlueZSetup: Codable {
     let host: String?
     /// `BLUEZ_VM=1`: inside the `Tools/bluez-vm` harness (QEMU, btvirt's virtual controllers).
     let insideBlueZVM: Bool
+    /// How the wallet received notifications: "socket" (AcquireNotify) or "signals".
+    var walletNotifications: String?
 }
 
 /// Options of the BlueZ measurement (`--bluez-…`).
@@ -77,6 +79,8 @@ struct BlueZOptions {
     /// Raw round trips and payments alternate in this many blocks.
     var blocks: Int
     var host: String?
+    /// How the wallet's radio receives notifications (`--bluez-notify`).
+    var notifications: BlueZNotificationPath
     /// `--only bluez` was given: a full run never touches Bluetooth adapters on its own.
     var requested: Bool
 }
@@ -127,7 +131,9 @@ enum BlueZ {
             Progress.note("bluez: opening \(options.terminalAdapter) (terminal) and \(options.walletAdapter) (wallet)")
             terminal = try BlueZRadio.open(adapter: options.terminalAdapter, logger: Self.bluezLogger("terminal"))
             do {
-                wallet = try BlueZRadio.open(adapter: options.walletAdapter, logger: Self.bluezLogger("wallet"))
+                wallet = try BlueZRadio.open(
+                    adapter: options.walletAdapter, notifications: options.notifications,
+                    logger: Self.bluezLogger("wallet"))
             } catch {
                 terminal.shutdown()
                 throw error
@@ -145,7 +151,8 @@ enum BlueZ {
         result.setup = BlueZSetup(
             terminalAdapter: terminal.adapter.name, terminalAddress: terminal.adapter.address,
             walletAdapter: wallet.adapter.name, walletAddress: wallet.adapter.address, host: options.host,
-            insideBlueZVM: ProcessInfo.processInfo.environment["BLUEZ_VM"] == "1")
+            insideBlueZVM: ProcessInfo.processInfo.environment["BLUEZ_VM"] == "1",
+            walletNotifications: options.notifications.rawValue)
 
         if let crypto = try? CryptoBaseline() {
             var runs: [Double] = []
@@ -283,7 +290,7 @@ extension BlueZResult {
         }
         let placement =
             setup.map {
-                "terminal \($0.terminalAdapter) \($0.terminalAddress), wallet \($0.walletAdapter) \($0.walletAddress), one process"
+                "terminal \($0.terminalAdapter) \($0.terminalAddress), wallet \($0.walletAdapter) \($0.walletAddress) (notifications over \($0.walletNotifications ?? "socket")), one process"
                     + ($0.insideBlueZVM ? ", in the Tools/bluez-vm VM (QEMU TCG, btvirt)" : "")
             } ?? ""
         out.append("BlueZ: real bluetoothd, \(placement)")

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HorizonBlueZ
 
 /// The measurements `--only` can pick.
 enum MeasurementName: String, CaseIterable, ExpressibleByArgument, Sendable {
@@ -94,6 +95,12 @@ struct HorizonBench: AsyncParsableCommand {
 
     @Option(
         help: """
+            bluez: how the wallet receives notifications: socket (AcquireNotify, the default) or signals             (StartNotify and Value changes through dbus-daemon), to compare the two.
+            """)
+    var bluezNotify: String = BlueZNotificationPath.acquiredSocket.rawValue
+
+    @Option(
+        help: """
             payment-cpu: settle through this running horizon-server (http://HOST:PORT) instead of the \
             in-process ledger, as an activated terminal does: the CPU measured is then the terminal's \
             and the wallet's share (the server's process is not counted). Needs \
@@ -116,6 +123,9 @@ struct HorizonBench: AsyncParsableCommand {
     mutating func validate() throws {
         if let bluezRoundTrips, bluezRoundTrips < 1 { throw ValidationError("--bluez-round-trips must be at least 1") }
         if let bluezPayments, bluezPayments < 1 { throw ValidationError("--bluez-payments must be at least 1") }
+        guard BlueZNotificationPath(rawValue: bluezNotify) != nil else {
+            throw ValidationError("--bluez-notify is socket or signals (got '\(bluezNotify)')")
+        }
         guard (1...100).contains(bluezBlocks) else { throw ValidationError("--bluez-blocks must be 1 to 100") }
         guard (2...512).contains(bluezPayloadBytes) else {
             throw ValidationError("--bluez-payload-bytes must be 2 to 512")
@@ -193,6 +203,7 @@ struct HorizonBench: AsyncParsableCommand {
                     terminalAdapter: bluezTerminalAdapter, walletAdapter: bluezWalletAdapter,
                     roundTrips: bluezRoundTrips ?? (quick ? 10 : 200), payments: bluezPayments ?? (quick ? 3 : 20),
                     payloadBytes: bluezPayloadBytes, blocks: bluezBlocks, host: bluezHost,
+                    notifications: BlueZNotificationPath(rawValue: bluezNotify) ?? .acquiredSocket,
                     requested: only.contains(.bluez)))
         }
         report.checkBudget()

@@ -55,10 +55,13 @@ final class BlueZCentral: Sendable {
 
     let logger: Logger
 
+    let notifications: BlueZNotificationPath
+
     init(
         connection: DBusConnection, adapterPath: String, scheduler: any Scheduler, retryPolicy: BlueZConnectRetryPolicy,
-        logger: Logger = .bluezSilent
+        notifications: BlueZNotificationPath = .acquiredSocket, logger: Logger = .bluezSilent
     ) {
+        self.notifications = notifications
         self.logger = logger
         self.connection = connection
         self.adapterPath = adapterPath
@@ -411,13 +414,15 @@ final class BlueZCentral: Sendable {
         // bluetoothd subscribes (writes the CCC) and hands over a socket that carries each
         // notification as a datagram; without it (an older or stand-in bluetoothd), notifications
         // arrive as Value changes after StartNotify.
-        let acquired = await acquireNotifySocket(characteristics.notify, deadline: deadline)
         let link: CentralLink
+        let acquired: (descriptor: Int32, mtu: Int)?
         do throws(DBusError) {
             // Independent requests, sent together.
+            async let acquiring = acquireNotifySocket(characteristics.notify, deadline: deadline)
             async let deviceSubscription = Self.subscription(
                 connection, .propertiesChanged(sender: BlueZName.service, path: devicePath, interface: BlueZName.device)
             )
+            acquired = await acquiring
             async let notificationsSubscription =
                 acquired == nil
                 ? Self.subscription(
@@ -495,7 +500,7 @@ final class BlueZCentral: Sendable {
         -> (descriptor: Int32, mtu: Int)?
     {
         let remaining = deadline - ContinuousClock().now
-        guard remaining > .zero else { return nil }
+        guard notifications == .acquiredSocket, remaining > .zero else { return nil }
         do {
             let reply = try await connection.call(
                 destination: BlueZName.service, path: path, interface: BlueZName.gattCharacteristic,
@@ -691,6 +696,15 @@ enum ConnectFailure: Error {
             return .bluez(error, doing: action)
         }
     }
+}
+
+/// How a wallet's link receives the terminal's notifications.
+public enum BlueZNotificationPath: String, Sendable, CaseIterable {
+    /// `AcquireNotify`: bluetoothd writes each notification to a socket (`StartNotify` and
+    /// `Value` signals when bluetoothd refuses it).
+    case acquiredSocket = "socket"
+    /// `StartNotify`, each notification a `Value` change signalled through dbus-daemon.
+    case valueChanges = "signals"
 }
 
 /// The wallet's link to one terminal: frames leave as acknowledged writes, one at a time and in

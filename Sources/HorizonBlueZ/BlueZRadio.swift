@@ -23,7 +23,8 @@ public final class BlueZRadio: DeviceRadio, Sendable {
     /// it is off, or bluetoothd is not running.
     public static func open(
         adapter adapterName: String? = nil, bus: DBusConnection.Bus = .system,
-        retryPolicy: BlueZConnectRetryPolicy = BlueZConnectRetryPolicy(), logger: Logger = .bluezSilent
+        retryPolicy: BlueZConnectRetryPolicy = BlueZConnectRetryPolicy(),
+        notifications: BlueZNotificationPath = .acquiredSocket, logger: Logger = .bluezSilent
     ) throws(RadioError) -> BlueZRadio {
         let bluez: BlueZ
         do {
@@ -33,12 +34,14 @@ public final class BlueZRadio: DeviceRadio, Sendable {
         }
         let adapter = try bluez.adapterBlocking(named: adapterName)
         guard adapter.powered else { throw .adapterUnavailable(.poweredOff) }
-        return BlueZRadio(connection: bluez.connection, adapter: adapter, retryPolicy: retryPolicy, logger: logger)
+        return BlueZRadio(
+            connection: bluez.connection, adapter: adapter, retryPolicy: retryPolicy, notifications: notifications,
+            logger: logger)
     }
 
     init(
         connection: DBusConnection, adapter: BlueZAdapter, retryPolicy: BlueZConnectRetryPolicy,
-        logger: Logger = .bluezSilent
+        notifications: BlueZNotificationPath = .acquiredSocket, logger: Logger = .bluezSilent
     ) {
         var logger = logger
         logger[metadataKey: "adapter"] = "\(adapter.name)"
@@ -50,7 +53,7 @@ public final class BlueZRadio: DeviceRadio, Sendable {
             connection: connection, adapterPath: adapter.path, scheduler: realTime, instance: instance, logger: logger)
         central = BlueZCentral(
             connection: connection, adapterPath: adapter.path, scheduler: realTime, retryPolicy: retryPolicy,
-            logger: logger)
+            notifications: notifications, logger: logger)
         currentAvailability = Mutex(adapter.availability)
         watchPower()
     }
