@@ -408,6 +408,16 @@ final class Locked<Value: Sendable>: Sendable {
 }
 
 /// Waits (in real time) until `condition` holds, for callbacks that arrive on other queues.
+/// Connects `radio` to the stand-in's terminal device; fails the test if no link within 10 s.
+func connectToTheTerminal(_ radio: BlueZRadio) async throws -> any ByteLink {
+    let result = Mutex<Result<any ByteLink, RadioError>?>(nil)
+    radio.connect(to: PeerAddress(FakeBluetoothd.terminalAddress), timeout: .seconds(10)) { outcome in
+        result.withLock { $0 = outcome }
+    }
+    #expect(await eventually(10) { result.withLock { $0 } != nil })
+    return try #require(try result.withLock { $0 }?.get())
+}
+
 func eventually(_ seconds: Double = 20, _ condition: () -> Bool) async -> Bool {
     let clock = ContinuousClock()
     let deadline = clock.now + .milliseconds(Int(seconds * 1000))
@@ -805,12 +815,7 @@ struct BlueZRadioTests {
                 DBusError(name: "org.bluez.Error.Failed", message: "le-connection-abort-by-local"),
             ]
         }
-        let result = Mutex<Result<any ByteLink, RadioError>?>(nil)
-        radio.connect(to: PeerAddress(FakeBluetoothd.terminalAddress), timeout: .seconds(10)) { outcome in
-            result.withLock { $0 = outcome }
-        }
-        #expect(await eventually(10) { result.withLock { $0 } != nil })
-        let link = try #require(try result.withLock { $0 }?.get())
+        let link = try await connectToTheTerminal(radio)
         let state = bluetoothd.state.withLock { $0 }
         #expect(state.connectAttempts == 3)
         #expect(state.notifying)
@@ -845,12 +850,7 @@ struct BlueZRadioTests {
         try bluetoothd.addTerminalDevice(manufacturerData: [0xFFFF: [1]], rssi: -40)
         // Not resolved when the connect returns; only a signal says so, 300 ms later.
         bluetoothd.state.withLock { $0.servicesResolveDelay = .milliseconds(300) }
-        let result = Mutex<Result<any ByteLink, RadioError>?>(nil)
-        radio.connect(to: PeerAddress(FakeBluetoothd.terminalAddress), timeout: .seconds(10)) { outcome in
-            result.withLock { $0 = outcome }
-        }
-        #expect(await eventually(10) { result.withLock { $0 } != nil })
-        let link = try #require(try result.withLock { $0 }?.get())
+        let link = try await connectToTheTerminal(radio)
         let state = bluetoothd.state.withLock { $0 }
         #expect(state.connectAttempts == 1)
         #expect(state.servicesResolved)
@@ -882,18 +882,24 @@ struct BlueZRadioTests {
         #expect(sightings.last?.advertisingData.suffix(2) == [4, 5])
     }
 
-    @Test func theWalletReadsItsNotificationsFromTheSocketBluetoothdAcquiresForIt() async throws {
+    /// A stand-in bluetoothd that answers AcquireNotify, a wallet radio on it (shut it down), and
+    /// its link to the terminal.
+    static func linkOverAnAcquiredSocket() async throws -> (FakeBluetoothd, BlueZRadio, any ByteLink) {
         let bluetoothd = try FakeBluetoothd()
         let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
-        defer { radio.shutdown() }
         try bluetoothd.addTerminalDevice(manufacturerData: [0xFFFF: [1]], rssi: -40)
         bluetoothd.state.withLock { $0.offersAcquireNotify = true }
-        let result = Mutex<Result<any ByteLink, RadioError>?>(nil)
-        radio.connect(to: PeerAddress(FakeBluetoothd.terminalAddress), timeout: .seconds(10)) { outcome in
-            result.withLock { $0 = outcome }
+        do {
+            return (bluetoothd, radio, try await connectToTheTerminal(radio))
+        } catch {
+            radio.shutdown()
+            throw error
         }
-        #expect(await eventually(10) { result.withLock { $0 } != nil })
-        let link = try #require(try result.withLock { $0 }?.get())
+    }
+
+    @Test func theWalletReadsItsNotificationsFromTheSocketBluetoothdAcquiresForIt() async throws {
+        let (bluetoothd, radio, link) = try await Self.linkOverAnAcquiredSocket()
+        defer { radio.shutdown() }
         let state = bluetoothd.state.withLock { $0 }
         let socket = try #require(state.acquiredNotifySocket)
         #expect(!state.notifying)  // AcquireNotify subscribed; no StartNotify
@@ -915,17 +921,8 @@ struct BlueZRadioTests {
     }
 
     @Test func closingTheLinkReleasesTheAcquiredNotifySocket() async throws {
-        let bluetoothd = try FakeBluetoothd()
-        let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
+        let (bluetoothd, radio, link) = try await Self.linkOverAnAcquiredSocket()
         defer { radio.shutdown() }
-        try bluetoothd.addTerminalDevice(manufacturerData: [0xFFFF: [1]], rssi: -40)
-        bluetoothd.state.withLock { $0.offersAcquireNotify = true }
-        let result = Mutex<Result<any ByteLink, RadioError>?>(nil)
-        radio.connect(to: PeerAddress(FakeBluetoothd.terminalAddress), timeout: .seconds(10)) { outcome in
-            result.withLock { $0 = outcome }
-        }
-        #expect(await eventually(10) { result.withLock { $0 } != nil })
-        let link = try #require(try result.withLock { $0 }?.get())
         let socket = try #require(bluetoothd.state.withLock { $0.acquiredNotifySocket })
         link.close()
         // bluetoothd sees the socket hang up, which releases the subscription.
