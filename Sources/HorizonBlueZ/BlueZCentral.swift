@@ -38,14 +38,14 @@ final class BlueZCentral: Sendable {
     let retryPolicy: BlueZConnectRetryPolicy
     private let state = Mutex(State())
 
-    /// bluetoothd reports a device's advertisement only when it changes (and virtual controllers
-    /// measure no RSSI), so the devices it still lists are reported again at this pace, a
-    /// terminal's advertising interval (100 ms): the pace a controller reporting every
-    /// advertisement would give, so that a wallet's tracker gets its sightings in 200 ms, not 500;
-    /// a terminal that stops advertising fades when bluetoothd drops its device object.
-    static let sightingRefresh: Duration = .milliseconds(100)
-    /// Discovery restarts every 30 refreshes (3 s), for fresh reports and RSSI.
-    static let refreshesPerDiscoveryRestart = 30
+    /// bluetoothd reports a device's advertisement only when it changes, or once per scan where
+    /// the controller filters duplicates (and virtual controllers measure no RSSI), so each device
+    /// is reported again at this pace, half a terminal's advertising interval: a wallet's tracker
+    /// then has its three sightings 100 ms after it first heard a session (at 250 ms it took 500).
+    /// A terminal that stops advertising fades once its last report is older than `reportLifetime`.
+    static let sightingRefresh: Duration = .milliseconds(50)
+    /// Discovery restarts every 60 refreshes (3 s), for fresh reports and RSSI.
+    static let refreshesPerDiscoveryRestart = 60
     /// A device is reported again only while bluetoothd has reported an advertisement of it this
     /// recently. A live advertiser is reported at each discovery restart (3 s); bluetoothd keeps
     /// a device and its last advertising data for 30 s after it falls silent, and re-reporting
