@@ -413,48 +413,39 @@ final class BlueZCentral: Sendable {
         let tag = LinkTag.random()
         // bluetoothd subscribes (writes the CCC) and hands over a socket that carries each
         // notification as a datagram; without it (an older or stand-in bluetoothd), notifications
-        // arrive as Value changes after StartNotify.
+        // arrive as Value changes after StartNotify. The requests that do not depend on each other
+        // go out together.
+        async let acquiring = acquireNotifySocket(characteristics.notify, deadline: deadline)
+        async let deviceSubscription = Self.subscription(
+            connection, .propertiesChanged(sender: BlueZName.service, path: devicePath, interface: BlueZName.device))
+        let acquired = await acquiring
+        async let notificationsSubscription =
+            acquired == nil
+            ? Self.subscription(
+                connection,
+                .propertiesChanged(
+                    sender: BlueZName.service, path: characteristics.notify, interface: BlueZName.gattCharacteristic))
+            : nil
+        async let mtuReading =
+            acquired == nil
+            ? try? connection.property(
+                destination: BlueZName.service, path: characteristics.write, interface: BlueZName.gattCharacteristic,
+                name: "MTU", timeout: .seconds(2)) : nil
         let link: CentralLink
-        let acquired: (descriptor: Int32, mtu: Int)?
         do throws(DBusError) {
-            // Independent requests, sent together.
-            async let acquiring = acquireNotifySocket(characteristics.notify, deadline: deadline)
-            async let deviceSubscription = Self.subscription(
-                connection, .propertiesChanged(sender: BlueZName.service, path: devicePath, interface: BlueZName.device)
-            )
-            acquired = await acquiring
-            async let notificationsSubscription =
-                acquired == nil
-                ? Self.subscription(
-                    connection,
-                    .propertiesChanged(
-                        sender: BlueZName.service, path: characteristics.notify,
-                        interface: BlueZName.gattCharacteristic)) : nil
-            async let mtuReading =
-                acquired == nil
-                ? try? connection.property(
-                    destination: BlueZName.service, path: characteristics.write,
-                    interface: BlueZName.gattCharacteristic, name: "MTU", timeout: .seconds(2)) : nil
-            let deviceChanges: AsyncStream<DBusSignal>
-            let notifications: AsyncStream<DBusSignal>?
-            do throws(DBusError) {
-                deviceChanges = try await deviceSubscription.get()
-                notifications = try await notificationsSubscription?.get()
-            } catch {
-                if let acquired { _ = Glibc.close(acquired.descriptor) }
-                throw error
-            }
+            let deviceChanges = try await deviceSubscription.get()
+            let notifications = try await notificationsSubscription?.get()
             let readMTU = await mtuReading
-            let mtu = acquired?.mtu ?? readMTU?.uint16.map(Int.init) ?? 23
             link = CentralLink(
                 central: self, peer: peer, devicePath: devicePath, writePath: characteristics.write, tag: tag,
-                attMTU: mtu, scheduler: scheduler)
+                attMTU: acquired?.mtu ?? readMTU?.uint16.map(Int.init) ?? 23, scheduler: scheduler)
             if let acquired {
                 link.follow(socket: acquired.descriptor, deviceChanges: deviceChanges)
             } else if let notifications {
                 link.follow(notifications: notifications, deviceChanges: deviceChanges)
             }
         } catch {
+            if let acquired { _ = Glibc.close(acquired.descriptor) }
             throw ConnectFailure(error, doing: "subscribing")
         }
         do throws(ConnectFailure) {
@@ -761,13 +752,17 @@ final class CentralLink: ByteLink, Sendable {
                 inbox.receive(payload)
             }
         }
-        let watching = Task { [weak self] in
+        state.withLock { $0.tasks = [receiving, watchForDisconnect(deviceChanges)] }
+    }
+
+    /// Ends the link as closed by the peer when bluetoothd reports the device disconnected.
+    private func watchForDisconnect(_ deviceChanges: AsyncStream<DBusSignal>) -> Task<Void, Never> {
+        Task { [weak self] in
             for await signal in deviceChanges where signal.propertiesChanged?.changed["Connected"]?.boolean == false {
                 self?.ended(.closedByPeer)
                 return
             }
         }
-        state.withLock { $0.tasks = [receiving, watching] }
     }
 
     /// Notifications from a socket bluetoothd acquired for this link (see `NotifyReader`).
@@ -787,12 +782,7 @@ final class CentralLink: ByteLink, Sendable {
                 scheduler.schedule(after: Self.socketEndGrace) { [weak self] in self?.ended(.connectionLost) }
                 self?.logger.trace("link: bluetoothd closed the notify socket")
             })
-        let watching = Task { [weak self] in
-            for await signal in deviceChanges where signal.propertiesChanged?.changed["Connected"]?.boolean == false {
-                self?.ended(.closedByPeer)
-                return
-            }
-        }
+        let watching = watchForDisconnect(deviceChanges)
         state.withLock {
             $0.tasks = [watching]
             $0.reader = reader

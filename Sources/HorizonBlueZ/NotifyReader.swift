@@ -16,9 +16,6 @@ import HorizonDBus
 final class NotifyReader: Sendable {
     /// Dispatch sources are thread-safe; Dispatch does not mark them Sendable.
     private nonisolated(unsafe) let source: any DispatchSourceRead
-    /// The largest notification an ATT MTU of 517 allows, with room to spare: a datagram larger
-    /// than the buffer would be cut, so the buffer is never smaller than the MTU bluetoothd gave.
-    private let capacity: Int
 
     /// Starts reading `descriptor` (taken over: closed when the reader is cancelled) on `queue`.
     /// `received` gets each datagram; `ended` once, when bluetoothd closes its end or a read fails.
@@ -26,12 +23,13 @@ final class NotifyReader: Sendable {
         taking descriptor: Int32, mtu: Int, queue: DispatchQueue, received: @escaping @Sendable ([UInt8]) -> Void,
         ended: @escaping @Sendable () -> Void
     ) {
-        capacity = max(mtu, 517) + 16
+        // A datagram longer than the buffer would be cut: room for the largest notification an
+        // ATT MTU of 517 allows, and never less than the MTU bluetoothd gave.
+        let capacity = max(mtu, 517) + 16
         let source = DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: queue)
-        let capacity = capacity
         source.setEventHandler {
+            var buffer = [UInt8](repeating: 0, count: capacity)
             while true {
-                var buffer = [UInt8](repeating: 0, count: capacity)
                 let count = buffer.withUnsafeMutableBytes {
                     recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT))
                 }
