@@ -45,8 +45,6 @@ struct BlueZPaymentsResult: Codable {
     let pairedRatio: Summary?
 }
 
-/// Acceptance to receipt cut at the moments both ends of the link saw (one process, one clock);
-/// the five parts add up to the whole.
 /// Start → receipt in six consecutive parts, each payment's own; medians.
 struct BlueZTapBreakdown: Codable {
     /// `PaymentHost.start` → it returns: the session opened, the advertisement registered.
@@ -73,6 +71,8 @@ struct BlueZTapBreakdown: Codable {
     }
 }
 
+/// Acceptance to receipt cut at the moments both ends of the link saw (one process, one clock);
+/// the five parts add up to the whole.
 struct BlueZBreakdown: Codable {
     /// Acceptance → the wallet's first `send`: signing the confirmation, storing it (SQLite, synced).
     let walletBeforeSendMilliseconds: Summary

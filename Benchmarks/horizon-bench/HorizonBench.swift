@@ -12,6 +12,8 @@ enum MeasurementName: String, CaseIterable, ExpressibleByArgument, Sendable {
 }
 
 extension WalletStoreKind: ExpressibleByArgument {}
+/// `--bluez-notify socket|signals`.
+extension BlueZNotificationPath: ExpressibleByArgument {}
 
 /// `horizon-bench`: the performance budget of DESIGN.md section 7, measured (issue 8).
 struct HorizonBench: AsyncParsableCommand {
@@ -95,9 +97,10 @@ struct HorizonBench: AsyncParsableCommand {
 
     @Option(
         help: """
-            bluez: how the wallet receives notifications: socket (AcquireNotify, the default) or signals             (StartNotify and Value changes through dbus-daemon), to compare the two.
+            bluez: how the wallet receives notifications: socket (AcquireNotify, the default) or \
+            signals (StartNotify and Value changes through dbus-daemon), to compare the two.
             """)
-    var bluezNotify: String = BlueZNotificationPath.acquiredSocket.rawValue
+    var bluezNotify: BlueZNotificationPath = .acquiredSocket
 
     @Option(
         help: """
@@ -123,9 +126,6 @@ struct HorizonBench: AsyncParsableCommand {
     mutating func validate() throws {
         if let bluezRoundTrips, bluezRoundTrips < 1 { throw ValidationError("--bluez-round-trips must be at least 1") }
         if let bluezPayments, bluezPayments < 1 { throw ValidationError("--bluez-payments must be at least 1") }
-        guard BlueZNotificationPath(rawValue: bluezNotify) != nil else {
-            throw ValidationError("--bluez-notify is socket or signals (got '\(bluezNotify)')")
-        }
         guard (1...100).contains(bluezBlocks) else { throw ValidationError("--bluez-blocks must be 1 to 100") }
         guard (2...512).contains(bluezPayloadBytes) else {
             throw ValidationError("--bluez-payload-bytes must be 2 to 512")
@@ -203,7 +203,7 @@ struct HorizonBench: AsyncParsableCommand {
                     terminalAdapter: bluezTerminalAdapter, walletAdapter: bluezWalletAdapter,
                     roundTrips: bluezRoundTrips ?? (quick ? 10 : 200), payments: bluezPayments ?? (quick ? 3 : 20),
                     payloadBytes: bluezPayloadBytes, blocks: bluezBlocks, host: bluezHost,
-                    notifications: BlueZNotificationPath(rawValue: bluezNotify) ?? .acquiredSocket,
+                    notifications: bluezNotify,
                     requested: only.contains(.bluez)))
         }
         report.checkBudget()
