@@ -231,13 +231,13 @@ extension Ledger {
         if let tokenID = record.offlineTokenID, let acceptedAt = record.offlineAcceptedAt {
             offline = [.blob(tokenID), .integer(acceptedAt), .integer(execution.offlineGuaranteed ? 1 : 0)]
         }
-        let rows = try await db.query(
+        return try await db.insert(
             """
             INSERT INTO transactions(payment_id, merchant_id, transaction_type, item, quantity, session_id,
                 wallet_key, wallet_id, terminal_key_id, amount, tip, currency, register_user, content_digest,
                 outcome, decline_code, decline_reason, bonus_earned, bonus_balance, entry_id, settled_at,
                 offline_token_id, offline_accepted_at, offline_guaranteed)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING reference
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
                 .blob(record.id.bytes), .text(merchant.rawValue), .integer(Int64(record.transactionType.rawValue)),
@@ -247,9 +247,7 @@ extension Ledger {
                 .text(record.amount.currency.code), .text(record.registerUser), .blob(record.contentDigest),
                 .text(execution.outcome.isApproved ? "approved" : "declined"), code, reason, .integer(earned),
                 .integer(balance), execution.entryID.map { .integer($0) } ?? .null, .integer(time),
-            ] + offline)
-        guard let row = rows.first else { throw .database("inserting a transaction returned no reference") }
-        return try row.integer("reference")
+            ] + offline, returning: "reference")
     }
 
     static func stored(_ id: PaymentID, in db: any SQLTransaction) async throws(LedgerError) -> Stored? {

@@ -310,12 +310,8 @@ public final class Ledger: Sendable {
         guard legs.count >= 2, sums.values.allSatisfy({ $0 == 0 }) else {
             throw .invalidArgument("refused an unbalanced entry (\(kind)): postings must sum to zero per currency")
         }
-        guard
-            let entry = try await db.query(
-                "INSERT INTO entries(kind, created_at) VALUES (?, ?) RETURNING id", [.text(kind), .integer(time)]
-            ).first
-        else { throw .database("inserting an entry returned no id") }
-        let entryID = try entry.integer("id")
+        let entryID = try await db.insert(
+            "INSERT INTO entries(kind, created_at) VALUES (?, ?)", [.text(kind), .integer(time)], returning: "id")
         // Every leg in one statement, and every balance in another: each statement is a round
         // trip to PostgreSQL, and a payment is mostly round trips.
         var postings: [SQLValue] = []
@@ -336,15 +332,24 @@ public final class Ledger: Sendable {
             "INSERT INTO postings(entry_id, account_id, currency, amount) VALUES "
                 + Array(repeating: "(?, ?, ?, ?)", count: legs.count).joined(separator: ", "), postings)
         // The accounts' CHECK refuses a wallet or merchant below zero even if a rule forgot to.
-        // (`id = ? OR id = ?`, not `IN (…)` or `RETURNING`: SQLite builds a temporary table for
-        // either, an allocation that cost a payment more than the statement saved.) A posting
-        // to an account that does not exist is refused by the postings' foreign key above.
-        try await db.query(
-            "UPDATE accounts SET balance = balance + CASE id "
-                + Array(repeating: "WHEN ? THEN ? ", count: changes.count).joined() + "END WHERE "
-                + Array(repeating: "id = ?", count: changes.count).joined(separator: " OR "),
-            changes.flatMap { [SQLValue.integer($0.account), .integer($0.amount)] }
-                + changes.map { .integer($0.account) })
+        // A posting to an account that does not exist is refused by the postings' foreign key
+        // above. PostgreSQL: every balance in one statement (one round trip). SQLite: one
+        // statement per account, because it turns `id = ? OR id = ?` (or `IN (…)`) into a
+        // temporary table built and dropped at each run, which costs more than the statements.
+        if db.dialect == .sqlite {
+            for change in changes {
+                try await db.query(
+                    "UPDATE accounts SET balance = balance + ? WHERE id = ?",
+                    [.integer(change.amount), .integer(change.account)])
+            }
+        } else {
+            try await db.query(
+                "UPDATE accounts SET balance = balance + CASE id "
+                    + Array(repeating: "WHEN ? THEN ? ", count: changes.count).joined() + "END WHERE "
+                    + Array(repeating: "id = ?", count: changes.count).joined(separator: " OR "),
+                changes.flatMap { [SQLValue.integer($0.account), .integer($0.amount)] }
+                    + changes.map { .integer($0.account) })
+        }
         return entryID
     }
 

@@ -283,6 +283,7 @@ public final class PostgresLedgerStore: LedgerStore {
         let isolation: TransactionIsolation
 
         var forUpdate: String { isolation == .rowLocking ? " FOR UPDATE" : "" }
+        var dialect: SQLDialect { .postgres }
 
         func run(_ sql: String) async throws {
             try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)

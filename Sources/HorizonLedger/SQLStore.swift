@@ -154,6 +154,16 @@ public protocol SQLTransaction: Sendable {
     /// ` FOR UPDATE` in a `.rowLocking` PostgreSQL transaction, nothing otherwise (SQLite locks
     /// the whole database for a transaction, and SERIALIZABLE needs no row locks).
     var forUpdate: String { get }
+
+    /// The database this transaction runs on, for the few statements the two spell differently
+    /// for speed (see `Ledger.post`).
+    var dialect: SQLDialect { get }
+
+    /// Runs one INSERT (without a `RETURNING` clause) into a table whose key `column` is an
+    /// integer primary key, and returns the new row's key. PostgreSQL: `RETURNING column`, in
+    /// the same round trip; SQLite: the connection's last rowid, because SQLite gathers a
+    /// `RETURNING` clause's rows in a temporary table built and dropped at each run.
+    func insert(_ sql: String, _ parameters: [SQLValue], returning column: String) async throws(LedgerError) -> Int64
 }
 
 extension SQLTransaction {
@@ -161,6 +171,15 @@ extension SQLTransaction {
     public func query(_ sql: String) async throws(LedgerError) -> [SQLRow] { try await query(sql, []) }
 
     public var forUpdate: String { "" }
+
+    public func insert(_ sql: String, _ parameters: [SQLValue], returning column: String)
+        async throws(LedgerError) -> Int64
+    {
+        guard let row = try await query(sql + " RETURNING " + column, parameters).first else {
+            throw .database("an insert returned no \(column)")
+        }
+        return try row.integer(column)
+    }
 }
 
 /// Where the ledger keeps its tables: a database that runs a body in one transaction, all of it
@@ -177,9 +196,20 @@ public protocol LedgerStore: Sendable {
     ) async throws(LedgerError) -> T
     /// Releases the store's connections; the store is not used afterwards.
     func close() async
+    /// Runs a schema migration in one transaction. A store whose database rebuilds a table to
+    /// change its constraints (SQLite) suspends foreign-key enforcement meanwhile and checks every
+    /// reference before it commits; the default is a `.serializable` transaction.
+    func migrationTransaction<T: Sendable>(_ body: @Sendable (any SQLTransaction) async throws -> T)
+        async throws(LedgerError) -> T
 }
 
 extension LedgerStore {
+    public func migrationTransaction<T: Sendable>(_ body: @Sendable (any SQLTransaction) async throws -> T)
+        async throws(LedgerError) -> T
+    {
+        try await transaction(.serializable, body)
+    }
+
     /// A `.serializable` transaction.
     @discardableResult
     public func transaction<T: Sendable>(_ body: @Sendable (any SQLTransaction) async throws -> T)

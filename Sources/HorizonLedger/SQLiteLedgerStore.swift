@@ -11,7 +11,7 @@ import Synchronization
 /// write lock (`BEGIN IMMEDIATE` with the wrapper's 5 s busy timeout).
 public final class SQLiteLedgerStore: LedgerStore {
     public let path: String
-    private let database: SQLiteDatabase
+    let database: SQLiteDatabase
     private let lock = AsyncSerialLock()
 
     public var dialect: SQLDialect { .sqlite }
@@ -38,13 +38,47 @@ public final class SQLiteLedgerStore: LedgerStore {
         if isolation == .singleStatement {
             do { return try await body(connection) } catch { throw ledgerError(error) }
         }
+        return try await Self.inTransaction(connection, body)
+    }
+
+    /// A migration rebuilds tables (SQLite cannot change a CHECK in place), and dropping a table
+    /// that foreign keys point at is refused while they are enforced, even when the rebuilt table
+    /// keeps every row. So SQLite's own procedure for it: enforcement off for the migration (the
+    /// pragma only takes effect outside a transaction), every reference checked before the
+    /// commit (`PRAGMA foreign_key_check`; a migration that broke one is rolled back whole),
+    /// enforcement on again after.
+    public func migrationTransaction<T: Sendable>(_ body: @Sendable (any SQLTransaction) async throws -> T)
+        async throws(LedgerError) -> T
+    {
+        await lock.lock()
+        defer { lock.unlock() }
+        let connection = Connection(database: database)
+        try connection.run("PRAGMA foreign_keys = OFF")
+        defer { try? connection.run("PRAGMA foreign_keys = ON") }
+        return try await Self.inTransaction(connection) { db in
+            let result = try await body(db)
+            let broken = try await db.query("PRAGMA foreign_key_check")
+            if let first = broken.first {
+                let table = (try? first.text("table")) ?? "?"
+                let parent = (try? first.text("parent")) ?? "?"
+                throw LedgerError.database(
+                    "the migration would leave \(broken.count) rows referring to missing rows, the first in \(table) (to \(parent))"
+                )
+            }
+            return result
+        }
+    }
+
+    /// Runs `body` between BEGIN IMMEDIATE and COMMIT; nothing of a failed body stays.
+    private static func inTransaction<T: Sendable>(
+        _ connection: Connection, _ body: @Sendable (any SQLTransaction) async throws -> T
+    ) async throws(LedgerError) -> T {
         try connection.run("BEGIN IMMEDIATE")
         do {
             let result = try await body(connection)
             try connection.run("COMMIT")
             return result
         } catch {
-            // Nothing of a failed body stays: the whole transaction is rolled back.
             try? connection.run("ROLLBACK")
             throw ledgerError(error)
         }
@@ -64,8 +98,16 @@ public final class SQLiteLedgerStore: LedgerStore {
             do { try database.query(sql) } catch { throw Self.map(error) }
         }
 
-        func query(_ sql: String, _ parameters: [SQLValue]) async throws(LedgerError) -> [SQLRow] {
-            let bound = parameters.map { value -> DatabaseValue in
+        var dialect: SQLDialect { .sqlite }
+
+        func insert(_ sql: String, _ parameters: [SQLValue], returning column: String)
+            async throws(LedgerError) -> Int64
+        {
+            do { return try database.insert(sql, Self.bind(parameters)) } catch { throw Self.map(error) }
+        }
+
+        static func bind(_ parameters: [SQLValue]) -> [DatabaseValue] {
+            parameters.map { value -> DatabaseValue in
                 switch value {
                 case .integer(let number): .integer(number)
                 case .text(let text): .text(text)
@@ -73,8 +115,11 @@ public final class SQLiteLedgerStore: LedgerStore {
                 case .null: .null
                 }
             }
+        }
+
+        func query(_ sql: String, _ parameters: [SQLValue]) async throws(LedgerError) -> [SQLRow] {
             let rows: [DatabaseRow]
-            do { rows = try database.query(sql, bound) } catch { throw Self.map(error) }
+            do { rows = try database.query(sql, Self.bind(parameters)) } catch { throw Self.map(error) }
             return rows.map { row in
                 SQLRow(
                     columns: row.columns,

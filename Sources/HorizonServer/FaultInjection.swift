@@ -82,6 +82,12 @@ private struct FaultInjectingStore: LedgerStore {
 
     var dialect: SQLDialect { base.dialect }
 
+    func migrationTransaction<T: Sendable>(_ body: @Sendable (any SQLTransaction) async throws -> T)
+        async throws(LedgerError) -> T
+    {
+        try await base.migrationTransaction(body)
+    }
+
     func transaction<T: Sendable>(
         _ isolation: TransactionIsolation, _ body: @Sendable (any SQLTransaction) async throws -> T
     ) async throws(LedgerError) -> T {
@@ -107,13 +113,24 @@ private struct FaultInjectingTransaction: SQLTransaction {
     let onExecution: @Sendable () -> Void
 
     var forUpdate: String { base.forUpdate }
+    var dialect: SQLDialect { base.dialect }
 
     func query(_ sql: String, _ parameters: [SQLValue]) async throws(LedgerError) -> [SQLRow] {
         let rows = try await base.query(sql, parameters)
-        if sql.contains("INSERT INTO transactions(") {
-            if crash == .beforeCommit { ServerFaultInjection.die("before committing an execution") }
-            onExecution()
-        }
+        executed(sql)
         return rows
+    }
+
+    func insert(_ sql: String, _ parameters: [SQLValue], returning column: String) async throws(LedgerError) -> Int64 {
+        let key = try await base.insert(sql, parameters, returning: column)
+        executed(sql)
+        return key
+    }
+
+    /// A payment's execution is the insert of its transaction row.
+    private func executed(_ sql: String) {
+        guard sql.contains("INSERT INTO transactions(") else { return }
+        if crash == .beforeCommit { ServerFaultInjection.die("before committing an execution") }
+        onExecution()
     }
 }

@@ -124,6 +124,16 @@ public final class SQLiteDatabase: Sendable {
         }
     }
 
+    /// Runs one INSERT and returns the row's rowid (its `INTEGER PRIMARY KEY`). Not `RETURNING`:
+    /// SQLite collects a statement's returned rows in a temporary table, a page cache of its own
+    /// allocated and freed at every run, which costs more than the insert itself.
+    public func insert(_ sql: String, _ parameters: [DatabaseValue] = []) throws(DatabaseError) -> Int64 {
+        try connection.withLock { (connection) throws(DatabaseError) -> Int64 in
+            _ = try Self.run(sql, parameters, on: connection.handle, statements: connection.statements)
+            return sqlite3_last_insert_rowid(connection.handle)
+        }
+    }
+
     /// Runs `body` in one IMMEDIATE transaction: all of it is committed and synced, or none.
     /// With `synced: false` the commit is atomic but not synced (WAL with `synchronous = NORMAL`):
     /// it reaches the disk with the next synced commit or checkpoint, and a power cut before that
@@ -169,6 +179,28 @@ public final class SQLiteDatabase: Sendable {
 
     /// Whether a statement for `sql` is kept (for tests).
     func keepsStatement(for sql: String) -> Bool { connection.withLock { $0.statements.isKept(sql) } }
+
+    /// Collects the SQL of every statement run from now on (`query`, `insert`, a transaction's
+    /// statements; not `execute`) until `stopRecordingStatements` (for tests).
+    func startRecordingStatements() { connection.withLock { $0.statements.recorded = [] } }
+
+    /// The statements run since `startRecordingStatements`, in order; recording stops.
+    func stopRecordingStatements() -> [String] {
+        connection.withLock { connection in
+            defer { connection.statements.recorded = nil }
+            return connection.statements.recorded ?? []
+        }
+    }
+
+    /// How many temporary structures SQLite's plan for `sql` builds at every run: ephemeral
+    /// tables (a `RETURNING` clause's rows, an `IN (…)` list of more than two values, in a query
+    /// or a CHECK), automatic indexes and sorters. Each has a page cache of its own, allocated and
+    /// freed per run; a payment's statements should build none (for tests).
+    func temporaryStructures(in sql: String) throws(DatabaseError) -> Int {
+        try query("EXPLAIN " + sql).count { row in
+            ["OpenEphemeral", "OpenAutoindex", "SorterOpen"].contains(row["opcode"].text ?? "")
+        }
+    }
 
     static func run(
         _ sql: String, _ parameters: [DatabaseValue], on handle: OpaquePointer?, statements: StatementCache
@@ -224,7 +256,8 @@ public final class SQLiteDatabase: Sendable {
                 case SQLITE_TEXT:
                     let length = Int(sqlite3_column_bytes(statement, column))
                     if let base = sqlite3_column_text(statement, column) {
-                        cells.append(.text(String(decoding: UnsafeBufferPointer(start: base, count: length), as: UTF8.self)))
+                        cells.append(
+                            .text(String(decoding: UnsafeBufferPointer(start: base, count: length), as: UTF8.self)))
                     } else {
                         cells.append(.text(""))
                     }
@@ -278,6 +311,8 @@ final class StatementCache {
     }
     private var statements: [String: Entry] = [:]
     private var clock: UInt64 = 0
+    /// The SQL of every statement taken while recording (for tests), in order.
+    var recorded: [String]?
 
     var count: Int { statements.count }
 
@@ -291,6 +326,7 @@ final class StatementCache {
     /// in place of the least recently used idle one when the cache is full.
     func take(_ sql: String, on handle: OpaquePointer?) throws(DatabaseError) -> Lease {
         clock &+= 1
+        recorded?.append(sql)
         let existing = statements[sql]
         if let entry = existing, !entry.inUse {
             entry.inUse = true

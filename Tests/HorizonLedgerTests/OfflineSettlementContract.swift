@@ -277,10 +277,23 @@ extension LedgerContract {
                     "INSERT INTO postings(entry_id, account_id, currency, amount) VALUES (3, 8, 'EUR', 2000)")
             }
             let ledger = try await Ledger.open(store)
-            #expect(try await ledger.schemaVersion() == 10)
+            #expect(try await ledger.schemaVersion() == LedgerSchema.currentVersion)
             let wallet = WalletID(rawValue: "w_old")
             #expect(try await ledger.balance(of: wallet, in: .eur) == F.money(20_00))
             #expect(try await LedgerAudit.violations(in: store) == [])
+            // Version 11 rebuilt SQLite's entries (the kind checked by comparisons): the entry keeps
+            // its id under its postings, and a kind outside the list is still refused.
+            let entries = try await store.transaction { db in
+                try await db.query("SELECT id, kind FROM entries ORDER BY id").map {
+                    "\(try $0.integer("id")) \(try $0.text("kind"))"
+                }
+            }
+            #expect(entries == ["3 deposit"])
+            await #expect(throws: LedgerError.self) {
+                try await store.transaction { db in
+                    try await db.query("INSERT INTO entries(id, kind, created_at) VALUES (1000, 'gift', 501)")
+                }
+            }
             let merchant = try await ledger.createMerchant(name: "Café", currency: .eur, adminEmail: "c@cafe.example")
             let paid = try await ledger.settle(F.payment(wallet: key, amount: 5_00), merchant: merchant.id)
             #expect(paid.outcome.isApproved)

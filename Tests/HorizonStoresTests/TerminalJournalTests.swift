@@ -2,9 +2,10 @@ import Foundation
 import HorizonCore
 import HorizonLedgerTestSupport
 import HorizonProtocol
-import HorizonStores
 import HorizonTestSupport
 import Testing
+
+@testable import HorizonStores
 
 /// The terminal journal (DESIGN.md section 5): every step on disk when `write` returns, steps only
 /// forward, the answer kept for retries, and what recovery must settle listed after a reopen.
@@ -97,7 +98,7 @@ struct TerminalJournalTests {
                 try journal.database.query("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
             }
             let error = databaseError { _ = try SQLiteTerminalJournal(path: path) }
-            #expect(error?.message == "this journal has schema 99; this program reads 3")
+            #expect(error?.message == "this journal has schema 99; this program reads 4")
         }
     }
 
@@ -123,7 +124,7 @@ struct TerminalJournalTests {
             let journal = try SQLiteTerminalJournal(path: path)
             #expect(
                 try journal.database.query("SELECT value FROM meta WHERE key = 'schema_version'").first?["value"].text
-                    == "3")
+                    == "4")
             #expect(try journal.offlinePayments().isEmpty, "schema 3's offline payments table is there")
             let old = try #require(try journal.record(for: paymentID(1)))
             #expect(old.request == .payment(request(1, amount: euros(500))))
@@ -139,6 +140,116 @@ struct TerminalJournalTests {
             #expect(payment.signedConfirmation == [1, 2, 3, 4])
         }
     }
+
+    /// A payment writes four or five steps, each a synced commit; none of its statements may make
+    /// SQLite build a temporary table per run (a `step IN (…)` CHECK did, in schema 3).
+    @Test func aPaymentsStepsBuildNoTemporaryTable() throws {
+        try withTemporaryDirectory { directory in
+            let journal = try SQLiteTerminalJournal(path: journalPath(in: directory))
+            journal.database.startRecordingStatements()
+            try journal.write(.offered(sessionID: session, transactionType: .payment, walletKey: walletKey(1)), at: 1)
+            try journal.write(.confirmed(.payment(request(1, amount: euros(500)))), at: 2)
+            try journal.write(.submitted(paymentID(1)), at: 3)
+            try journal.write(.result(paymentID(1), answer: answer(1)), at: 4)
+            try journal.write(.acknowledged(paymentID(1), by: walletKey(1)), at: 5)
+            _ = try journal.record(for: paymentID(1))
+            let statements = Set(journal.database.stopRecordingStatements())
+            #expect(statements.contains { $0.hasPrefix("INSERT INTO steps") })
+            for sql in statements {
+                #expect(try journal.database.temporaryStructures(in: sql) == 0, "\(sql)")
+            }
+            // The check itself sees what schema 3's list cost.
+            try journal.database.execute("CREATE TABLE listed(step TEXT CHECK (step IN ('a', 'b', 'c')))")
+            #expect(try journal.database.temporaryStructures(in: "INSERT INTO listed(step) VALUES (?)") == 1)
+        }
+    }
+
+    /// Schema 4 rebuilds the steps table (the same rules, the step's name checked by comparisons):
+    /// a schema-3 journal keeps every row, its sequence numbers and its unsettled requests.
+    @Test func aSchemaThreeJournalIsRebuiltAndKeepsEveryStep() throws {
+        try withTemporaryDirectory { directory in
+            let path = journalPath(in: directory)
+            let before: [[DatabaseValue]]
+            do {
+                let database = try SQLiteDatabase(path: path)
+                try database.execute(Self.schemaThree)
+                // Written through the current journal's code paths would need schema 4; these are the
+                // rows schema 3 wrote: an offered step, then two requests, one answered.
+                try database.execute(
+                    """
+                    INSERT INTO steps(seq, step, session_id, transaction_type, wallet_key, recorded_at)
+                        VALUES (7, 'offered', 5, 1, x'01', 1);
+                    """)
+                for (seq, id, step) in [(8, 1, "confirmed"), (9, 2, "confirmed"), (10, 2, "submitted")] {
+                    try database.query(
+                        """
+                        INSERT INTO steps(seq, step, session_id, request_id, transaction_type, wallet_key, terminal_key_id,
+                            amount, tip, currency, register_user, item, quantity, content_digest, signed_request,
+                            recorded_at)
+                        VALUES (?, ?, ?, ?, 1, ?, ?, 500, 0, 'EUR', 'anna', '', 0, ?, x'0102', ?)
+                        """,
+                        [
+                            .integer(Int64(seq)), .text(step), .integer(Int64(bitPattern: session.rawValue)),
+                            .blob(paymentID(id).bytes), .blob(walletKey(1).bytes), .blob(terminalKey.bytes),
+                            .blob(digest(id)), .integer(Int64(seq)),
+                        ])
+                }
+                before = try database.query("SELECT * FROM steps ORDER BY seq").map(\.cells)
+            }
+            let journal = try SQLiteTerminalJournal(path: path)
+            #expect(
+                try journal.database.query("SELECT value FROM meta WHERE key = 'schema_version'").first?["value"].text
+                    == "4")
+            #expect(try journal.database.query("SELECT * FROM steps ORDER BY seq").map(\.cells) == before)
+            #expect(try journal.unsettled().map(\.request.id) == [paymentID(1), paymentID(2)])
+            #expect(
+                try journal.database.query("SELECT name FROM sqlite_master WHERE name = 'steps_by_request'").count == 1)
+            #expect(
+                try journal.database.temporaryStructures(
+                    in:
+                        "INSERT INTO steps(step, session_id, transaction_type, wallet_key, recorded_at) VALUES ('offered', 1, 1, x'01', 1)"
+                ) == 0)
+            // The same rules as before: an unknown step is refused, and the sequence goes on.
+            #expect(throws: DatabaseError.self) {
+                try journal.database.query(
+                    "INSERT INTO steps(step, session_id, transaction_type, wallet_key, recorded_at) VALUES ('lost', 1, 1, x'01', 1)"
+                )
+            }
+            try journal.write(.result(paymentID(2), answer: answer(2)), at: 11)
+            #expect(try journal.database.query("SELECT MAX(seq) AS last FROM steps").first?["last"] == .integer(11))
+            #expect(try journal.unsettled().map(\.request.id) == [paymentID(1)])
+        }
+    }
+
+    /// The schema-3 journal exactly as the release before schema 4 created it.
+    static let schemaThree = """
+        CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE IF NOT EXISTS steps(
+            seq INTEGER PRIMARY KEY,
+            step TEXT NOT NULL CHECK (step IN ('offered', 'confirmed', 'submitted', 'result', 'acknowledged')),
+            session_id INTEGER NOT NULL,
+            request_id BLOB,
+            transaction_type INTEGER NOT NULL,
+            wallet_key BLOB NOT NULL,
+            terminal_key_id BLOB,
+            amount INTEGER,
+            tip INTEGER,
+            currency TEXT,
+            register_user TEXT,
+            item TEXT,
+            quantity INTEGER,
+            content_digest BLOB,
+            answer BLOB,
+            signed_request BLOB,
+            recorded_at INTEGER NOT NULL,
+            CHECK ((step = 'offered') = (request_id IS NULL)),
+            CHECK (step != 'confirmed' OR (terminal_key_id IS NOT NULL AND amount IS NOT NULL
+                AND tip IS NOT NULL AND currency IS NOT NULL AND content_digest IS NOT NULL)),
+            CHECK ((step = 'result') = (answer IS NOT NULL)));
+        CREATE INDEX IF NOT EXISTS steps_by_request ON steps(request_id, seq) WHERE request_id IS NOT NULL;
+        \(SQLiteTerminalJournal.offlinePaymentsTableSQL)
+        INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '3');
+        """
 
     /// The schema-1 journal exactly as the release before issue 14 created it.
     static let schemaOne = """
