@@ -220,12 +220,14 @@ public final class RadioSimulation: Scheduler, Sendable {
     /// Every radio event so far, one line each, if the simulation records a trace.
     public var trace: [String] { state.withLock { $0.trace ?? [] } }
 
-    /// Appends a trace line. Callers build lines only when `state.trace != nil`, so a simulation
-    /// without a trace pays nothing for it.
-    func record(_ line: String, in state: inout SimulationState) {
+    /// Appends a trace line. The line is built only when the simulation records a trace, so one
+    /// without pays nothing for it (interpolating an enum reflects on it: a payment's link close
+    /// cost more than the close itself). A line that reads `state` is built by its caller under
+    /// `state.trace != nil`, since an autoclosure here cannot read the state passed inout.
+    func record(_ line: @autoclosure () -> String, in state: inout SimulationState) {
         guard state.trace != nil else { return }
         let millis = Double(state.now.nanoseconds) / 1_000_000
-        state.trace?.append("\(millis) \(line)")
+        state.trace?.append("\(millis) \(line())")
     }
 
     // MARK: Randomness

@@ -134,6 +134,8 @@ public final class FusionTracker: Sendable {
         var conflict = false
         var subscription: Int?
         var timer: ScheduledAction?
+        /// The decider was last offered no candidate by an evaluation.
+        var offeredNothing = false
     }
 
     private let state = Mutex(State())
@@ -180,6 +182,7 @@ public final class FusionTracker: Sendable {
                     state.timer = nil
                     state.trackings = [:]
                     state.candidate = nil
+                    state.offeredNothing = true
                 }
                 return (state.subscription, state.timer)
             }
@@ -238,8 +241,11 @@ public final class FusionTracker: Sendable {
         let ignored = manualConnectionDecider.ignoredSessions
         let ignoredTrackings = manualConnectionDecider.ignoredTrackings
         let configuration = configuration
-        let candidate: PeripheralTracking? = state.withLock { state in
+        let candidate: PeripheralTracking?? = state.withLock { state in
             state.trackings = state.trackings.filter { now - $0.value.lastSeen <= configuration.fadeTimeout }
+            // Nothing heard, and the decider already told so: nothing to choose, nothing to say.
+            // (A wallet scans between payments too; this runs ten times a second.)
+            if state.trackings.isEmpty, state.candidate == nil, !state.conflict, state.offeredNothing { return .none }
             let heard = state.trackings.values.filter { tracking in
                 !ignored.contains(tracking.peripheralMetaData.sessionID) && !ignoredTrackings.contains(tracking.key)
                     && (tracking.smoothedRSSI.map { $0 >= configuration.minimumRSSI } ?? true)
@@ -249,9 +255,10 @@ public final class FusionTracker: Sendable {
                 from: eligible, rivals: heard, current: state.candidate, margin: configuration.clearMargin)
             state.conflict = chosen == nil && heard.count > 1 && !eligible.isEmpty
             state.candidate = chosen?.key
-            return chosen
+            state.offeredNothing = chosen == nil
+            return .some(chosen)
         }
-        manualConnectionDecider.offer(candidate)
+        if let candidate { manualConnectionDecider.offer(candidate) }
     }
 
     /// The nearest eligible session, if it is clearly nearer than every rival: any other session
