@@ -12,6 +12,7 @@ enum MeasurementName: String, CaseIterable, ExpressibleByArgument, Sendable {
 }
 
 extension WalletStoreKind: ExpressibleByArgument {}
+extension ProcessorKind: ExpressibleByArgument {}
 /// `--bluez-notify socket|signals`.
 extension BlueZNotificationPath: ExpressibleByArgument {}
 
@@ -66,6 +67,14 @@ struct HorizonBench: AsyncParsableCommand {
 
     @Option(help: "The wallet's pending-payment store: sqlite (as horizon-wallet) or memory.")
     var walletStore: WalletStoreKind = .sqlite
+
+    @Option(
+        help: """
+            payment-cpu: who settles. ledger: the terminal's in-process ledger, as horizon-terminal serve \
+            runs it; instant: an approval answered at once, without any database, to tell the ledger's \
+            cost from the rest of a payment's.
+            """)
+    var processor: ProcessorKind = .ledger
 
     @Option(help: "Seed of the simulated radio.")
     var seed: UInt64 = 1
@@ -143,6 +152,9 @@ struct HorizonBench: AsyncParsableCommand {
                 )
             }
             guard only == [.paymentCPU] else { throw ValidationError("--through-server goes with --only payment-cpu") }
+            guard processor == .ledger else {
+                throw ValidationError("--processor instant settles in-process, not through a server")
+            }
         }
     }
 
@@ -159,7 +171,7 @@ struct HorizonBench: AsyncParsableCommand {
         defer { try? FileManager.default.removeItem(at: directory) }
         var settings = BenchSettings(
             iterations: count, quick: quick, seed: seed, spacing: spacing, directory: directory,
-            walletStore: walletStore)
+            walletStore: walletStore, processor: processor)
         if let throughServer, let throughServerDatabase, let throughServerEmail, let throughServerPasswordFile {
             Progress.note("payment-cpu: activating a terminal and registering a wallet with \(throughServer)")
             settings.remote = try RemoteSettlement.prepare(

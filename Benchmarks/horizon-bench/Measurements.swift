@@ -10,6 +10,8 @@ struct BenchSettings {
     let spacing: Double
     let directory: URL
     let walletStore: WalletStoreKind
+    /// Who settles in payment-cpu's in-process shop (`--processor`).
+    var processor: ProcessorKind = .ledger
     /// payment-cpu settles through this server (`--through-server`) instead of the in-process ledger.
     var remote: RemoteSettlement? = nil
 
@@ -18,7 +20,7 @@ struct BenchSettings {
     {
         ShopOptions(
             seed: seed &+ offset, pairCount: pairs, link: link, spacing: spacing, directory: directory,
-            walletStore: walletStore, remote: remote)
+            walletStore: walletStore, remote: remote, processor: processor)
     }
 
     /// Payments run and thrown away before measuring: first-contact enrolment, first use of
@@ -149,6 +151,7 @@ enum PaymentCPU {
             recordPlaintextBytes: crypto.recordPlaintextSizes,
             traffic: TrafficResult(records))
         if let remote = settings.remote { result.settlement = "horizon-server at \(remote.url.absoluteString)" }
+        if settings.processor == .instant { result.settlement = "instant approval, no ledger (--processor instant)" }
         return result
     }
 }

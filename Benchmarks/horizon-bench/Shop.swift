@@ -8,6 +8,7 @@ import HorizonRoles
 import HorizonSecureChannel
 import HorizonSimulatedRadio
 import HorizonStores
+import Synchronization
 
 /// Where the wallet keeps its pending payments during the benchmark.
 enum WalletStoreKind: String, Codable, CaseIterable, Sendable {
@@ -33,6 +34,40 @@ struct ShopOptions {
     var walletStore: WalletStoreKind
     /// Settle through a running server instead of each terminal's in-process ledger (one pair).
     var remote: RemoteSettlement? = nil
+    /// Who settles when not through a server.
+    var processor: ProcessorKind = .ledger
+}
+
+/// Who settles a shop's payments (`--processor`).
+enum ProcessorKind: String, Codable, CaseIterable, Sendable {
+    /// The terminal's in-process ledger (SQLite), as `horizon-terminal serve` runs it.
+    case ledger
+    /// `InstantProcessor`: no ledger at all.
+    case instant
+}
+
+/// Approves every payment at once and keeps the results in memory: a payment's cost without
+/// any ledger, so that the ledger's share can be told from the rest (roles, protocol, journal,
+/// wallet store, radio). Not a processor to run a shop with: it checks nothing.
+final class InstantProcessor: PaymentProcessor {
+    private let results = Mutex<[PaymentID: SettlementResult]>([:])
+    private let references = Atomic<UInt64>(0)
+
+    func settle(_ request: SettlementRequest, at time: UnixTime) async throws(ProcessorError) -> SettlementResult {
+        let reference = references.add(1, ordering: .relaxed).newValue
+        let result = SettlementResult(
+            paymentID: request.paymentID, sessionID: request.sessionID, amount: request.amount, tip: request.tip,
+            outcome: .approved(reference: reference, bonusPointsEarned: 0, bonusPointsBalance: 0), settledAt: time)
+        return results.withLock { results in
+            if let earlier = results[request.paymentID] { return earlier }
+            results[request.paymentID] = result
+            return result
+        }
+    }
+
+    func result(for paymentID: PaymentID) async throws(ProcessorError) -> SettlementResult? {
+        results.withLock { $0[paymentID] }
+    }
 }
 
 /// What a payment costs and carries, read off one pair after its payment finished.
@@ -181,9 +216,14 @@ final class Pair {
                     expiresAt: Shop.wallClock + 365 * 86_400))
             trustAnchor = anchor.publicKey
             walletIdentity = WalletIdentity()
-            // Wallets start rich enough for any number of payments (a billion euros).
-            processor = try Self.openLedger(
-                at: options.directory.appendingPathComponent("ledger-\(options.seed)-\(index).sqlite").path)
+            switch options.processor {
+            case .instant:
+                processor = InstantProcessor()
+            case .ledger:
+                // Wallets start rich enough for any number of payments (a billion euros).
+                processor = try Self.openLedger(
+                    at: options.directory.appendingPathComponent("ledger-\(options.seed)-\(index).sqlite").path)
+            }
         }
         service = TerminalRadioService(
             radio: terminalDevice, identity: identity, processor: processor,
