@@ -281,14 +281,14 @@ final class BlueZCentral: Sendable {
         let action = scheduler.schedule(after: Self.sightingRefresh) { [weak self] in
             guard let self else { return }
             let now = ContinuousClock.now
-            let records = state.withLock { state in
-                state.scanHandler == nil
-                    ? []
-                    : state.devices.values.filter { record in
-                        record.lastReport.map { now - $0 <= Self.reportLifetime } ?? false
-                    }
+            // Nil once the scan has stopped: then nothing is reported and the refresh ends.
+            let records = state.withLock { state -> [DeviceRecord]? in
+                guard state.scanHandler != nil else { return nil }
+                return state.devices.values.filter { record in
+                    record.lastReport.map { now - $0 <= Self.reportLifetime } ?? false
+                }
             }
-            guard state.withLock({ $0.scanHandler != nil }) else { return }
+            guard let records else { return }
             for record in records { deliver(record) }
             if tick % Self.refreshesPerDiscoveryRestart == 0 { restartDiscovery() }
             scheduleRefresh(tick: tick + 1)

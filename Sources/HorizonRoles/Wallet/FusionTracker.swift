@@ -134,8 +134,6 @@ public final class FusionTracker: Sendable {
         var conflict = false
         var subscription: Int?
         var timer: ScheduledAction?
-        /// The decider was last offered no candidate by an evaluation.
-        var offeredNothing = false
     }
 
     private let state = Mutex(State())
@@ -182,7 +180,6 @@ public final class FusionTracker: Sendable {
                     state.timer = nil
                     state.trackings = [:]
                     state.candidate = nil
-                    state.offeredNothing = true
                 }
                 return (state.subscription, state.timer)
             }
@@ -243,9 +240,10 @@ public final class FusionTracker: Sendable {
         let configuration = configuration
         let candidate: PeripheralTracking?? = state.withLock { state in
             state.trackings = state.trackings.filter { now - $0.value.lastSeen <= configuration.fadeTimeout }
-            // Nothing heard, and the decider already told so: nothing to choose, nothing to say.
+            // Nothing heard, and the decider already told so (the candidate is what it was last
+            // offered, and only this tracker offers to it): nothing to choose, nothing to say.
             // (A wallet scans between payments too; this runs ten times a second.)
-            if state.trackings.isEmpty, state.candidate == nil, !state.conflict, state.offeredNothing { return .none }
+            if state.trackings.isEmpty, state.candidate == nil, !state.conflict { return .none }
             let heard = state.trackings.values.filter { tracking in
                 !ignored.contains(tracking.peripheralMetaData.sessionID) && !ignoredTrackings.contains(tracking.key)
                     && (tracking.smoothedRSSI.map { $0 >= configuration.minimumRSSI } ?? true)
@@ -255,7 +253,6 @@ public final class FusionTracker: Sendable {
                 from: eligible, rivals: heard, current: state.candidate, margin: configuration.clearMargin)
             state.conflict = chosen == nil && heard.count > 1 && !eligible.isEmpty
             state.candidate = chosen?.key
-            state.offeredNothing = chosen == nil
             return .some(chosen)
         }
         if let candidate { manualConnectionDecider.offer(candidate) }
