@@ -51,6 +51,53 @@ import Testing
         #expect((result["serverProcessCPUMicrosecondsPerPayment"] as? Double ?? 0) > 0)
     }
 
+    /// `--processor instant`: payment-cpu without any ledger (the ledger's share told apart), and
+    /// the combinations it refuses, each with its message.
+    @Test func paymentCPUWithoutALedgerAndWhatProcessorRefuses() throws {
+        let directory = try Self.temporaryDirectory("bench-instant")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let output = directory.appendingPathComponent("instant.json").path
+        let run = try Self.bench([
+            "--only", "payment-cpu", "--iterations", "10", "--processor", "instant", "--data-dir", directory.path,
+            "--output", output,
+        ])
+        #expect(run.status == 0, "horizon-bench --processor instant failed:\n\(run.output)")
+        let cpu = try #require(try Self.json(output)["paymentCPU"] as? [String: Any])
+        #expect(cpu["settlement"] as? String == "instant approval, no ledger (--processor instant)")
+        #expect(cpu["iterations"] as? Int == 10)
+
+        let throughServer = try Self.bench([
+            "--only", "payment-cpu", "--processor", "instant", "--through-server", "http://127.0.0.1:9",
+            "--through-server-database", "sqlite:\(directory.path)/none.sqlite", "--through-server-email",
+            "a@b.example", "--through-server-password-file", "\(directory.path)/none",
+        ])
+        #expect(throughServer.status == 64)
+        #expect(throughServer.output.contains("Error: --processor instant settles in-process, not through a server"))
+
+        let unknown = try Self.bench(["--only", "payment-cpu", "--processor", "sandbox"])
+        #expect(unknown.status == 64)
+        #expect(unknown.output.contains("The value 'sandbox' is invalid for '--processor <processor>'"))
+        #expect(unknown.output.contains("Please provide one of 'ledger' and 'instant'."))
+    }
+
+    /// Runs the built `horizon-bench` with `arguments`; its exit status and everything it wrote.
+    static func bench(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try ScriptRun.binDirectory()).appendingPathComponent(
+            "horizon-bench")
+        process.arguments = arguments
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID().uuidString).log")
+        FileManager.default.createFile(atPath: output.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: output) }
+        let handle = try FileHandle(forWritingTo: output)
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        process.waitUntilExit()
+        try handle.close()
+        return (process.terminationStatus, String(decoding: try Data(contentsOf: output), as: UTF8.self))
+    }
+
     static func temporaryDirectory(_ prefix: String) throws -> URL {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
