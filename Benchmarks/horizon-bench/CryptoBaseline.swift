@@ -16,7 +16,7 @@ import HorizonSecureChannel
 /// |---|---|---|
 /// | ECDSA P-256 sign | 5 | offer, handshake transcript, Hello proof, confirmation, receipt |
 /// | ECDSA P-256 verify | 6 | credential, transcript, offer (wallet); Hello proof, confirmation (terminal); receipt (wallet) |
-/// | P-256 key generation | 3 | one ephemeral key each side, the wallet's session key |
+/// | P-256 key generation | 3 | one ephemeral key each side, the wallet's session key (`ShortLivedKeys`, as the roles) |
 /// | ECDH P-256 | 2 | one key agreement each side |
 /// | HKDF-SHA256 | 4 | two direction keys each side |
 /// | AES-256-GCM seal / open | 4 / 4 | Hello, Offer, Confirm, Receipt records |
@@ -129,19 +129,19 @@ final class CryptoBaseline {
         let offerSignature = try terminalKey.signature(for: offerSignedBytes)
 
         // Wallet, on connecting: ephemeral key and ClientHello.
-        let walletEphemeral = P256.KeyAgreement.PrivateKey()
+        let walletEphemeral = ShortLivedKeys.agreementKey()
         var clientHello: [UInt8] = [0x01, 2]
         clientHello += walletEphemeral.publicKey.x963Representation
-        clientHello += Self.randomBytes(32)
+        clientHello += SecureRandom.bytes(32)
         clientHello += [0, UInt8(contextBytes.count)] + contextBytes
 
         // Terminal, on the ClientHello: ephemeral key, signed transcript, keys.
         let walletEphemeralPublic = try P256.KeyAgreement.PublicKey(
             x963Representation: clientHello[2..<(2 + 65)])
-        let terminalEphemeral = P256.KeyAgreement.PrivateKey()
+        let terminalEphemeral = ShortLivedKeys.agreementKey()
         var serverHello: [UInt8] = [0x02, 2]
         serverHello += terminalEphemeral.publicKey.x963Representation
-        serverHello += Self.randomBytes(32)
+        serverHello += SecureRandom.bytes(32)
         serverHello += terminalKeyBytes
         serverHello += [UInt8(credentialBytes.count >> 8), UInt8(credentialBytes.count & 0xFF)] + credentialBytes
         let terminalTranscript = Self.transcript(clientHello, serverHello)
@@ -164,7 +164,7 @@ final class CryptoBaseline {
 
         // Hello (wallet → terminal) with a fresh session key and its proof over the transcript;
         // the terminal decodes the key, checks the proof, shows its code.
-        let sessionKey = P256.Signing.PrivateKey()
+        let sessionKey = ShortLivedKeys.signingKey()
         let proofBytes = helloFields.proofBytes(transcriptHash: walletTranscript)
         let proof = try sessionKey.signature(for: proofBytes)
         _ = try Self.open(Self.seal(hello, walletKeys.walletToTerminal, counter: 1), terminalKeys.walletToTerminal)
@@ -206,11 +206,6 @@ final class CryptoBaseline {
 
     /// The handshake's nonces come from the system generator, drawn as the handshake draws them
     /// (`HorizonCore`'s `bytes(_:)`: one `getrandom` per eight bytes).
-    private static func randomBytes(_ count: Int) -> [UInt8] {
-        var generator = SystemRandomNumberGenerator()
-        return generator.bytes(count)
-    }
-
     private static func transcript(_ clientHello: [UInt8], _ serverHello: [UInt8]) -> [UInt8] {
         var hasher = SHA256()
         hasher.update(data: Array("horizon/handshake/v2".utf8))

@@ -58,7 +58,7 @@ public struct HandshakeInitiator: Sendable {
             throw .malformed(
                 .fieldTooLong(field: "context", length: context.count, maximum: HandshakeFormat.maximumContextSize))
         }
-        ephemeralKey = P256.KeyAgreement.PrivateKey()
+        ephemeralKey = ShortLivedKeys.agreementKey()
         self.trustAnchors = trustAnchors
         self.expectedTerminalKeyID = expectedTerminalKeyID
         self.context = context
@@ -67,7 +67,7 @@ public struct HandshakeInitiator: Sendable {
         writer.write(SecureFrameType.clientHello)
         writer.write(HandshakeFormat.version)
         writer.write(raw: ephemeralKey.publicKey.x963Representation)
-        writer.write(raw: secureRandomBytes(HandshakeFormat.nonceSize))
+        writer.write(raw: SecureRandom.bytes(HandshakeFormat.nonceSize))
         writer.write(lengthPrefixed: context)
         clientHello = writer.bytes
     }
@@ -128,12 +128,12 @@ public struct HandshakeResponder: Sendable {
         } catch {
             throw .invalidPublicKey(field: "wallet ephemeral key")
         }
-        let ephemeralKey = P256.KeyAgreement.PrivateKey()
+        let ephemeralKey = ShortLivedKeys.agreementKey()
         var writer = ByteWriter(capacity: 420)
         writer.write(SecureFrameType.serverHello)
         writer.write(HandshakeFormat.version)
         writer.write(raw: ephemeralKey.publicKey.x963Representation)
-        writer.write(raw: secureRandomBytes(HandshakeFormat.nonceSize))
+        writer.write(raw: SecureRandom.bytes(HandshakeFormat.nonceSize))
         writer.write(raw: identity.credential.terminalKey)
         writer.write(lengthPrefixed: identity.credential.encoded())
         let transcript = transcriptHash(clientHello: bytes, serverHelloUnsigned: writer.bytes)
@@ -236,10 +236,4 @@ func deriveKeys(
         shared.hkdfDerivedSymmetricKey(
             using: SHA256.self, salt: transcript, sharedInfo: HandshakeFormat.terminalToWalletInfo, outputByteCount: 32)
     )
-}
-
-/// Nonces come from the system's secure generator, never a seeded one.
-func secureRandomBytes(_ count: Int) -> [UInt8] {
-    var generator = SystemRandomNumberGenerator()
-    return generator.bytes(count)
 }

@@ -80,7 +80,7 @@ extension WalletIdentity {
     /// A key for one attempt only: what the wallet says hello with, so that nothing stable
     /// reaches a terminal before the person accepts.
     static func sessionKey() -> (key: P256.Signing.PrivateKey, bytes: PublicKeyBytes) {
-        let key = P256.Signing.PrivateKey()
+        let key = ShortLivedKeys.signingKey()
         return (key, WalletIdentity(signingKey: key).publicKey)
     }
 }
