@@ -1,13 +1,10 @@
 import Foundation
+import HorizonStores
 
 /// A value bound to a statement or read from a row. The ledger stores only these four kinds:
 /// integers (amounts in minor units, times, counts), text, bytes (keys, ids, digests) and NULL.
-public enum SQLValue: Sendable, Equatable {
-    case integer(Int64)
-    case text(String)
-    case blob([UInt8])
-    case null
-}
+/// The same enum as the SQLite wrapper's, so the SQLite store passes values through unconverted.
+public typealias SQLValue = DatabaseValue
 
 /// One row, read strictly: asking for a column the row does not have, or reading it as another
 /// type, is an error (`LedgerError.corruptRow`), never a zero or an empty string.

@@ -103,35 +103,13 @@ public final class SQLiteLedgerStore: LedgerStore {
         func insert(_ sql: String, _ parameters: [SQLValue], returning column: String)
             async throws(LedgerError) -> Int64
         {
-            do { return try database.insert(sql, Self.bind(parameters)) } catch { throw Self.map(error) }
-        }
-
-        static func bind(_ parameters: [SQLValue]) -> [DatabaseValue] {
-            parameters.map { value -> DatabaseValue in
-                switch value {
-                case .integer(let number): .integer(number)
-                case .text(let text): .text(text)
-                case .blob(let bytes): .blob(bytes)
-                case .null: .null
-                }
-            }
+            do { return try database.insert(sql, parameters) } catch { throw Self.map(error) }
         }
 
         func query(_ sql: String, _ parameters: [SQLValue]) async throws(LedgerError) -> [SQLRow] {
             let rows: [DatabaseRow]
-            do { rows = try database.query(sql, Self.bind(parameters)) } catch { throw Self.map(error) }
-            return rows.map { row in
-                SQLRow(
-                    columns: row.columns,
-                    cells: row.cells.map { value in
-                        switch value {
-                        case .integer(let number): .integer(number)
-                        case .text(let text): .text(text)
-                        case .blob(let bytes): .blob(bytes)
-                        case .null: .null
-                        }
-                    })
-            }
+            do { rows = try database.query(sql, parameters) } catch { throw Self.map(error) }
+            return rows.map { SQLRow(columns: $0.columns, cells: $0.cells) }
         }
 
         static func map(_ error: DatabaseError) -> LedgerError {
