@@ -17,6 +17,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+for argument in "$@"; do
+    case $argument in
+    -h | --help)
+        # The header above, then horizon-bench's own options, without booting a VM or touching
+        # the results.
+        sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+        echo
+        echo "horizon-bench's options (those after --only bluez apply):"
+        # Not `swift build --show-bin-path`: it waits for SwiftPM's lock, held by a running build or test.
+        built="${SCRATCH:-$root/.build}/release/horizon-bench"
+        if [ -x "$built" ]; then "$built" --help; else
+            echo "  (build it first: swift build -c release --product horizon-bench)"
+        fi
+        exit 0
+        ;;
+    esac
+done
 scratch=()
 [ -n "${SCRATCH:-}" ] && scratch=(--scratch-path "$SCRATCH")
 swift build -c release "${scratch[@]}" --product horizon-bench >&2

@@ -51,6 +51,18 @@ import Testing
         #expect((result["serverProcessCPUMicrosecondsPerPayment"] as? Double ?? 0) > 0)
     }
 
+    /// `bluez-vm.sh --help` explains the script and horizon-bench's options; it boots no VM and
+    /// writes no result (it used to pass `--help` to horizon-bench inside the VM, whose table
+    /// then replaced the published one).
+    @Test func theBlueZScriptsHelpBootsNoVirtualMachine() throws {
+        let run = try ScriptRun(["--help"], script: "Benchmarks/bluez-vm.sh", timeout: 60)
+        #expect(run.status == 0, "Benchmarks/bluez-vm.sh --help failed:\n\(run.output)")
+        #expect(run.output.contains("The BlueZ part of the benchmarks"))
+        #expect(run.output.contains("horizon-bench's options"))
+        #expect(!run.output.contains("run-in-vm.sh]"), "a VM was started:\n\(run.output)")
+        #expect(!run.output.contains("[bluez-vm.sh] result:"))
+    }
+
     /// `--processor instant`: payment-cpu without any ledger (the ledger's share told apart), and
     /// the combinations it refuses, each with its message.
     @Test func paymentCPUWithoutALedgerAndWhatProcessorRefuses() throws {
