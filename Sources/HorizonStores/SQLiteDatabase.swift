@@ -112,7 +112,9 @@ public final class SQLiteDatabase: Sendable {
         }
     }
 
-    /// Runs SQL that returns no rows (several statements allowed).
+    /// Runs SQL that returns no rows (several statements allowed). A script that fails inside
+    /// its own `BEGIN … COMMIT` is rolled back here, not left open until the handle closes: the
+    /// next transaction could not begin.
     public func execute(_ sql: String) throws(DatabaseError) {
         try connection.withLock { (connection) throws(DatabaseError) in
             var error: UnsafeMutablePointer<CChar>?
@@ -120,6 +122,9 @@ public final class SQLiteDatabase: Sendable {
             guard status == SQLITE_OK else {
                 let message = error.map { String(cString: $0) } ?? "unknown error"
                 sqlite3_free(error)
+                if sqlite3_get_autocommit(connection.handle) == 0 {
+                    sqlite3_exec(connection.handle, "ROLLBACK", nil, nil, nil)
+                }
                 throw DatabaseError(code: status, message: message, context: String(sql.prefix(60)))
             }
         }

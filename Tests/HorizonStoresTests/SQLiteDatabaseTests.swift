@@ -61,6 +61,33 @@ struct SQLiteDatabaseTests {
         }
     }
 
+    /// A migration script with its own BEGIN … COMMIT that fails half-way: nothing of it stays,
+    /// and the connection takes the next transaction (it used to stay inside the script's).
+    @Test func aScriptThatFailsInsideItsOwnTransactionIsRolledBack() throws {
+        try withDatabase { database in
+            try database.query("INSERT INTO items(name) VALUES ('before')")
+            let error = databaseError {
+                try database.execute(
+                    """
+                    BEGIN IMMEDIATE;
+                    CREATE TABLE items_v2(id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+                    INSERT INTO items_v2(id, name) SELECT id, name FROM items;
+                    DROP TABLE items;
+                    INSERT INTO no_such_table VALUES (1);
+                    COMMIT;
+                    """)
+            }
+            #expect(error?.code == Code.error)
+            #expect(error?.message == "no such table: no_such_table")
+            #expect(try names(database) == ["before"])
+            #expect(try database.query("SELECT name FROM sqlite_master WHERE name = 'items_v2'").isEmpty)
+            try database.transaction { (db) throws(DatabaseError) in
+                _ = try db.query("INSERT INTO items(name) VALUES ('after')")
+            }
+            #expect(try names(database) == ["before", "after"])
+        }
+    }
+
     @Test func aConstraintViolationInsideATransactionRollsBackTheEarlierWrites() throws {
         try withDatabase { database in
             let error = databaseError {
