@@ -30,20 +30,26 @@ struct ShortLivedKeysTests {
     /// scalar in 1…n−1 is the key, with the public key it determines.
     static let outOfRange: [[UInt8]] = [[UInt8](repeating: 0, count: 32), order, [UInt8](repeating: 0xFF, count: 32)]
 
-    @Test func anAgreementScalarOutsideOneToNMinusOneIsDrawnAgain() {
-        let draws = Draws(Self.outOfRange + [Self.orderMinusOne])
-        let key = ShortLivedKeys.agreementKey(drawing: draws.next)
-        #expect(draws.count == 4)
-        #expect([UInt8](key.rawRepresentation) == Self.orderMinusOne)
-        #expect([UInt8](key.publicKey.x963Representation) == [0x04] + Self.generatorX + Self.negatedGeneratorY)
+    enum Kind: CaseIterable { case agreement, signing }
+
+    /// The key's scalar and its public key (x9.63), made by the kind's function from `draws`.
+    static func key(_ kind: Kind, from draws: Draws) -> (scalar: [UInt8], publicKey: [UInt8]) {
+        switch kind {
+        case .agreement:
+            let key = ShortLivedKeys.agreementKey(drawing: draws.next)
+            return ([UInt8](key.rawRepresentation), [UInt8](key.publicKey.x963Representation))
+        case .signing:
+            let key = ShortLivedKeys.signingKey(drawing: draws.next)
+            return ([UInt8](key.rawRepresentation), [UInt8](key.publicKey.x963Representation))
+        }
     }
 
-    @Test func aSigningScalarOutsideOneToNMinusOneIsDrawnAgain() {
+    @Test(arguments: Kind.allCases) func aScalarOutsideOneToNMinusOneIsDrawnAgain(_ kind: Kind) {
         let draws = Draws(Self.outOfRange + [Self.orderMinusOne])
-        let key = ShortLivedKeys.signingKey(drawing: draws.next)
+        let key = Self.key(kind, from: draws)
         #expect(draws.count == 4)
-        #expect([UInt8](key.rawRepresentation) == Self.orderMinusOne)
-        #expect([UInt8](key.publicKey.x963Representation) == [0x04] + Self.generatorX + Self.negatedGeneratorY)
+        #expect(key.scalar == Self.orderMinusOne)
+        #expect(key.publicKey == [0x04] + Self.generatorX + Self.negatedGeneratorY)
     }
 
     @Test func aGeneratorThatNeverYieldsAScalarFallsBackToSwiftCrypto() throws {
