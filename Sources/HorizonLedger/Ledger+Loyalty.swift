@@ -121,20 +121,32 @@ extension Ledger {
     /// The upsert adds to the stored value rather than writing back one read before: in a
     /// `.rowLocking` payment another transaction may change the row meanwhile, and the upsert
     /// waits for it and adds to what it left (the row is then this transaction's until it
-    /// ends, so the sum read after it is this one's). Not `RETURNING`: SQLite builds a temporary
-    /// table for it, which cost the terminal's in-process ledger more than the read.
+    /// ends, so the sum read after it is this one's). On PostgreSQL the upsert returns the sum
+    /// (`RETURNING`, one round trip less); SQLite reads it after, because it builds a temporary
+    /// table for `RETURNING`, which cost the terminal's in-process ledger more than the read.
     static func earnBonusPoints(_ earned: Int64, _ wallet: WalletID, _ merchant: MerchantID, in db: any SQLTransaction)
         async throws(LedgerError) -> Int64
     {
         let maximum = SQLValue.integer(Money.maximumMinorUnits)
-        try await db.query(
-            """
+        let upsert = """
             INSERT INTO bonus_points(merchant_id, wallet_id, points) VALUES (?, ?, ?)
             ON CONFLICT (merchant_id, wallet_id) DO UPDATE SET points = CASE
                 WHEN bonus_points.points > ? - excluded.points THEN ?
                 ELSE bonus_points.points + excluded.points END
-            """, [.text(merchant.rawValue), .text(wallet.rawValue), .integer(earned), maximum, maximum])
-        return try await bonusPoints(wallet, merchant, in: db)
+            """
+        let parameters: [SQLValue] = [
+            .text(merchant.rawValue), .text(wallet.rawValue), .integer(earned), maximum, maximum,
+        ]
+        switch db.dialect {
+        case .postgres:
+            guard let row = try await db.query(upsert + "\nRETURNING points", parameters).first else {
+                throw .database("the bonus points upsert returned no row")
+            }
+            return try row.integer("points")
+        case .sqlite:
+            try await db.query(upsert, parameters)
+            return try await bonusPoints(wallet, merchant, in: db)
+        }
     }
 
     static func decodeMembership(_ row: SQLRow) throws(LedgerError) -> Membership {
