@@ -204,8 +204,6 @@ final class CryptoBaseline {
         }
     }
 
-    /// The handshake's nonces come from the system generator, drawn as the handshake draws them
-    /// (`HorizonCore`'s `bytes(_:)`: one `getrandom` per eight bytes).
     private static func transcript(_ clientHello: [UInt8], _ serverHello: [UInt8]) -> [UInt8] {
         var hasher = SHA256()
         hasher.update(data: Array("horizon/handshake/v2".utf8))
