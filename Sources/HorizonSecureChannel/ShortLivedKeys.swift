@@ -39,16 +39,25 @@ public enum ShortLivedKeys {
     }
 
     static func agreementKey(drawing draw: () -> SymmetricKey) -> P256.KeyAgreement.PrivateKey {
-        for _ in 0..<maximumDraws {
-            if let key = try? P256.KeyAgreement.PrivateKey(rawRepresentation: draw()) { return key }
-        }
-        return P256.KeyAgreement.PrivateKey(compactRepresentable: false)
+        firstValidKey(
+            drawing: draw, { try P256.KeyAgreement.PrivateKey(rawRepresentation: $0) },
+            orElse: { P256.KeyAgreement.PrivateKey(compactRepresentable: false) })
     }
 
     static func signingKey(drawing draw: () -> SymmetricKey) -> P256.Signing.PrivateKey {
+        firstValidKey(
+            drawing: draw, { try P256.Signing.PrivateKey(rawRepresentation: $0) },
+            orElse: { P256.Signing.PrivateKey(compactRepresentable: false) })
+    }
+
+    /// The key of the first drawn scalar that `make` accepts (BoringSSL refuses 0 and n or more);
+    /// `fallback` after `maximumDraws` refusals.
+    private static func firstValidKey<Key>(
+        drawing draw: () -> SymmetricKey, _ make: (SymmetricKey) throws -> Key, orElse fallback: () -> Key
+    ) -> Key {
         for _ in 0..<maximumDraws {
-            if let key = try? P256.Signing.PrivateKey(rawRepresentation: draw()) { return key }
+            if let key = try? make(draw()) { return key }
         }
-        return P256.Signing.PrivateKey(compactRepresentable: false)
+        return fallback()
     }
 }
