@@ -221,7 +221,8 @@ struct TerminalJournalTests {
         }
     }
 
-    /// The schema-3 journal exactly as the release before schema 4 created it.
+    /// The schema-3 journal exactly as the release before schema 4 created it: the text of that
+    /// release, not today's definitions, so a later change to a table cannot change the fixture.
     static let schemaThree = """
         CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
         CREATE TABLE IF NOT EXISTS steps(
@@ -247,7 +248,25 @@ struct TerminalJournalTests {
                 AND tip IS NOT NULL AND currency IS NOT NULL AND content_digest IS NOT NULL)),
             CHECK ((step = 'result') = (answer IS NOT NULL)));
         CREATE INDEX IF NOT EXISTS steps_by_request ON steps(request_id, seq) WHERE request_id IS NOT NULL;
-        \(SQLiteTerminalJournal.offlinePaymentsTableSQL)
+        CREATE TABLE IF NOT EXISTS offline_payments(
+            payment_id BLOB PRIMARY KEY,
+            session_id INTEGER NOT NULL,
+            wallet_key BLOB NOT NULL,
+            terminal_key_id BLOB NOT NULL,
+            amount INTEGER NOT NULL CHECK (amount > 0),
+            tip INTEGER NOT NULL CHECK (tip >= 0),
+            currency TEXT NOT NULL,
+            register_user TEXT NOT NULL,
+            signed_confirmation BLOB NOT NULL,
+            daily_token BLOB NOT NULL,
+            token_id BLOB NOT NULL,
+            accepted_at INTEGER NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('stored', 'forwarding', 'settled', 'declined')),
+            decline_code TEXT,
+            decline_reason TEXT,
+            forward_attempts INTEGER NOT NULL DEFAULT 0,
+            updated_at INTEGER NOT NULL,
+            CHECK ((state = 'declined') = (decline_code IS NOT NULL)));
         INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '3');
         """
 
