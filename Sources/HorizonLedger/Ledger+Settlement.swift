@@ -127,10 +127,20 @@ extension Ledger {
         let entryID: Int64?
         /// Whether an offline payment settled within the wallet's offline guarantee (issue 16).
         var offlineGuaranteed = false
+        /// False for a decline that is answered but leaves no row: a key nobody registered is
+        /// anyone's to make, and its refusals must not fill the merchant's transactions.
+        var isStored = true
 
         /// A decline to store: no money moved.
         static func declined(_ code: ErrorCode, _ reason: String, wallet: WalletID? = nil) -> Execution {
             Execution(outcome: .declined(code: code, reason: reason), walletID: wallet, entryID: nil)
+        }
+
+        /// A decline for a key no wallet ever registered: answered, not stored (a retry asks again).
+        static func unknownKey(_ reason: String) -> Execution {
+            var execution = declined(.unknownWallet, reason)
+            execution.isStored = false
+            return execution
         }
     }
 
@@ -183,7 +193,7 @@ extension Ledger {
     /// one inserts and the other fails (contention), and its retry replays the first's row.
     func executeOnce(
         _ record: Record, merchant merchantID: MerchantID, at time: UnixTime,
-        isolation: TransactionIsolation = .serializable,
+        isolation: TransactionIsolation = .serializable, card: PaymentCardID? = nil,
         sameTerms: @escaping @Sendable (Stored) -> Bool,
         execute: @escaping @Sendable (Merchant, any SQLTransaction) async throws(LedgerError) -> Execution
     ) async throws(LedgerError) -> SettlementResult {
@@ -196,6 +206,16 @@ extension Ledger {
             }
             let merchant = try await Self.merchant(merchantID, in: db)
             let execution = try await execute(merchant, db)
+            guard execution.isStored else {
+                return SettlementResult(
+                    paymentID: record.id, sessionID: record.sessionID, amount: record.amount, tip: record.tip,
+                    outcome: execution.outcome, settledAt: time, transactionType: record.transactionType,
+                    item: record.item, quantity: record.quantity)
+            }
+            // The id's claim, in this transaction: a card payment that claimed the id first (or
+            // the balance, if this is the card) makes this a conflict before anything commits.
+            try await Self.settleClaim(
+                record, merchant: merchantID, wallet: execution.walletID, card: card, at: time, in: db)
             let reference = try await Self.insert(record, execution, merchant: merchantID, at: time, in: db)
             let outcome: SettlementOutcome
             if case .approved(_, let earned, let balance) = execution.outcome {
@@ -332,6 +352,11 @@ extension Ledger {
 
     // MARK: The payment rule
 
+    /// Whether any wallet ever registered this key (revoked or not).
+    static func isRegisteredKey(_ key: PublicKeyBytes, in db: any SQLTransaction) async throws(LedgerError) -> Bool {
+        try await !db.query("SELECT wallet_id FROM wallet_keys WHERE public_key = ?", [.blob(key.bytes)]).isEmpty
+    }
+
     /// Decides the outcome and moves the money, inside the caller's transaction. In a
     /// `.rowLocking` transaction it locks the wallet's account (and its offline debt) before it
     /// reads the balance, so one wallet's payments, top-ups and refunds take turns; it adds to
@@ -343,16 +368,17 @@ extension Ledger {
     ) async throws(LedgerError) -> Execution {
         let total: Money
         switch checkTerms(request, at: merchant) {
-        case .declined(let execution): return execution
+        case .declined(var execution):
+            // A key nobody registered leaves no row, whatever it was declined for.
+            execution.isStored = try await isRegisteredKey(request.walletKey, in: db)
+            return execution
         case .total(let checked): total = checked
         }
         let walletID: WalletID
         if let known = try await activeWalletID(for: request.walletKey, in: db) {
             walletID = known
         } else {
-            let keyKnown = try await !db.query(
-                "SELECT wallet_id FROM wallet_keys WHERE public_key = ?", [.blob(request.walletKey.bytes)]
-            ).isEmpty
+            let keyKnown = try await isRegisteredKey(request.walletKey, in: db)
             switch enrollment {
             case .sandboxOnFirstContact(let startingBalance) where !keyKnown:
                 // The sandbox: a new key becomes a wallet funded from the external account, so
@@ -365,11 +391,10 @@ extension Ledger {
                         kind: "enrollment", at: time, in: db)
                 }
             default:
-                return .declined(
-                    .unknownWallet,
-                    keyKnown
-                        ? "this wallet key was revoked; register the wallet again"
-                        : "this wallet is not registered with the merchant's Horizon server")
+                guard keyKnown else {
+                    return .unknownKey("this wallet is not registered with the merchant's Horizon server")
+                }
+                return .declined(.unknownWallet, "this wallet key was revoked; register the wallet again")
             }
         }
         let wallet = try await account(.wallet, owner: walletID.rawValue, merchant.currency, locking: true, in: db)

@@ -370,23 +370,22 @@ struct InProcessLedgerTests {
             let configuration = InProcessLedgerConfiguration(enrollment: .refuseUnknown)
             let ledger = try await InProcessLedger.open(path: ledgerPath(in: directory), configuration: configuration)
             let stranger = request(1, wallet: 5, amount: euros(10_00))
-            _ = try await expectStoredDecline(
-                ledger, stranger, code: .unknownWallet,
-                reason: "this wallet is not registered with the merchant's Horizon server")
-            #expect(try await ledger.account(for: walletKey(5)) == nil)
-            #expect(try await rawWalletBalances(ledger).isEmpty)
-
-            // Once enrolled, a new payment goes through; the old id keeps its decline.
-            try await ledger.setBalance(30_00, for: walletKey(5))
-            let known = try await ledger.settle(request(2, wallet: 5, amount: euros(10_00)), at: settleTime)
-            #expect(known.outcome.isApproved)
-            #expect(try await ledger.account(for: walletKey(5))?.balance == euros(20_00))
-            let replay = try await ledger.settle(stranger, at: settleTime + 10)
+            let declined = try await ledger.settle(stranger, at: settleTime)
             #expect(
-                replay.outcome
+                declined.outcome
                     == .declined(
                         code: .unknownWallet, reason: "this wallet is not registered with the merchant's Horizon server"
                     ))
+            // Answered, but no row: a key anyone can make must not fill the merchant's transactions.
+            #expect(try await ledger.result(for: stranger.paymentID) == nil)
+            #expect(try await ledger.transactions().isEmpty)
+            #expect(try await ledger.account(for: walletKey(5)) == nil)
+            #expect(try await rawWalletBalances(ledger).isEmpty)
+
+            // Once enrolled, a new payment goes through.
+            try await ledger.setBalance(30_00, for: walletKey(5))
+            let known = try await ledger.settle(request(2, wallet: 5, amount: euros(10_00)), at: settleTime)
+            #expect(known.outcome.isApproved)
             #expect(try await ledger.account(for: walletKey(5))?.balance == euros(20_00))
         }
     }

@@ -510,7 +510,8 @@ enum LedgerContract {
             let (merchant, wallet, key) = try await F.shop(ledger, balance: 10_00)
             let stranger = try await ledger.settle(F.payment(wallet: F.key(77), amount: 1_00), merchant: merchant.id)
             #expect(stranger.outcome.declineCode == .unknownWallet)
-            #expect(try await ledger.transaction(for: stranger.paymentID)?.walletID == nil)
+            // A key anyone can make leaves no row the merchant sees, whatever it was declined for.
+            #expect(try await ledger.transaction(for: stranger.paymentID) == nil)
             try await ledger.revokeWalletKey(key)
             let revoked = try await ledger.settle(F.payment(wallet: key, amount: 1_00), merchant: merchant.id)
             #expect(
@@ -524,6 +525,10 @@ enum LedgerContract {
             }
             let invalid = try await ledger.settle(F.payment(wallet: F.key(77), amount: 0), merchant: merchant.id)
             #expect(invalid.outcome.declineCode == .invalidAmount)
+            #expect(try await ledger.transaction(for: invalid.paymentID) == nil)
+            #expect(try await ledger.transactions(of: merchant.id).allSatisfy { $0.walletKey != F.key(77) })
+            // A registered key's declines are the merchant's record, as before.
+            #expect(try await ledger.transaction(for: revoked.paymentID) != nil)
         }
     }
 
