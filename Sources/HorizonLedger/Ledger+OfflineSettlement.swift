@@ -26,16 +26,25 @@ public struct OfflineSettlementRequest: Sendable, Equatable {
 /// allowance at each of several terminals that cannot see each other):
 ///
 /// - **The guarantee.** The server guarantees merchants the wallet's offline payments up to one
-///   allowance: the approved offline payments under all the wallet's tokens valid at a payment's
-///   `acceptedAt` (two are valid at once after a refresh) may total at most the largest
-///   allowance among those tokens, never their sum. Payments count in the order they arrive.
+///   allowance, in two ways at once. Per period: the approved offline payments under all the
+///   wallet's tokens valid at a payment's `acceptedAt` (two are valid at once after a refresh)
+///   may total at most the largest allowance among those tokens, never their sum. Per wallet:
+///   the offline debt the wallet owes, what is already outstanding and what this payment would
+///   add, is at most that allowance too, over all its tokens, terminals and merchants, so
+///   payments held back and forwarded from several token periods cannot add up to more than one
+///   allowance beyond the balance. Payments count in the order they arrive.
 /// - **Within it**, a payment settles even if the wallet's balance no longer covers it: the
-///   shortfall is posted to the wallet's offline debt account (at most one allowance, since the
-///   tokens bound it). A debt makes the allowance of the wallet's new tokens 0 and declines its
-///   online payments until a top-up has repaid it (`fund` repays debts first).
+///   shortfall is posted to the wallet's offline debt account. A debt makes the allowance of the
+///   wallet's new tokens 0 and declines its online payments until a top-up has repaid it (`fund`
+///   repays debts first).
 /// - **Beyond it**, a payment settles only if the wallet's balance (less any debt) covers it, as
 ///   an online payment; otherwise it is declined with `offlineAllowanceExceeded`: the merchant is
 ///   not paid, and the decline is stored and listed with the merchant's transactions.
+/// - **A revoked key.** A payment accepted at or after the moment the signing key was revoked
+///   (a restoration on another device revokes the lost device's key) is declined with
+///   `unknownWallet`: the restored account is not charged, and the merchant who accepted it is
+///   not paid, as for any payment beyond the guarantee. A payment accepted before the
+///   revocation is the wallet's, within the rules above.
 ///
 /// Bonus points are earned as for online payments. A partial guarantee is never used: a payment
 /// fits the guarantee whole, or is paid by the balance whole.
@@ -85,10 +94,18 @@ extension Ledger {
         case .total(let checked): total = checked
         }
         let token = try await offlineToken(for: request, total: total, in: db)
-        // The token names the wallet: its key may have been revoked since (a restored phone), but
-        // the merchant accepted the payment under a token the server signed.
+        // The token names the wallet. Its key may have been revoked since (a restored phone): what
+        // was accepted before the revocation is the wallet's; what was accepted after it was
+        // signed by a device the person gave up, and is not charged to the restored account.
         let walletID = token.walletID
         let currency = merchant.currency
+        if let revokedAt = try await keyRevocationTime(payment.walletKey, in: db), request.acceptedAt >= revokedAt {
+            return .declined(
+                .unknownWallet,
+                "this wallet key was revoked at \(revokedAt), before the payment was accepted offline at "
+                    + "\(request.acceptedAt); the wallet is not charged and the merchant is not paid for it",
+                wallet: walletID)
+        }
 
         let tokens = try await dailyTokens(
             where: "wallet_id = ? AND currency = ? AND issued_at <= ? AND expires_at > ?",
@@ -110,30 +127,38 @@ extension Ledger {
                     """, tokens.map { .blob($0.tokenID) }
                 ).first?.integer("used") ?? 0
         }
-        let guaranteed = used + total.minorUnits <= guarantee
-
         let wallet = try await account(.wallet, owner: walletID.rawValue, currency, in: db)
+        let owed = try await offlineDebt(of: walletID, currency, in: db)
+        // What the balance holds pays first; the server fronts the rest as the wallet's debt, which
+        // with what the wallet owes already stays within the one allowance it guarantees.
+        let fromWallet = min(max(wallet.balance, 0), total.minorUnits)
+        let shortfall = total.minorUnits - fromWallet
+        let withinPeriod = used + total.minorUnits <= guarantee
+        let withinDebt = owed.minorUnits + shortfall <= guarantee
+        let guaranteed = withinPeriod && withinDebt
+
         let merchantAccount = try await account(.merchant, owner: merchant.id.rawValue, currency, in: db)
         var legs = [Leg(account: merchantAccount.id, currency: currency, amount: total.minorUnits)]
         if guaranteed {
-            // What the balance holds pays first; the server fronts the rest as the wallet's debt.
-            let fromWallet = min(max(wallet.balance, 0), total.minorUnits)
-            let shortfall = total.minorUnits - fromWallet
             if fromWallet > 0 { legs.append(Leg(account: wallet.id, currency: currency, amount: -fromWallet)) }
             if shortfall > 0 {
                 let debt = try await account(.external, owner: offlineDebtOwner(walletID), currency, in: db)
                 legs.append(Leg(account: debt.id, currency: currency, amount: -shortfall))
             }
         } else {
-            let owed = try await offlineDebt(of: walletID, currency, in: db)
             guard wallet.balance - owed.minorUnits >= total.minorUnits else {
-                let spent = try money(min(used, Money.maximumMinorUnits), currency, column: "offline spending")
                 let allowance = try money(guarantee, currency, column: "daily_tokens.allowance")
+                let why: String
+                if withinPeriod {
+                    why = "the wallet already owes \(owed) for offline payments, of at most \(allowance) guaranteed"
+                } else {
+                    let spent = try money(min(used, Money.maximumMinorUnits), currency, column: "offline spending")
+                    why = "\(spent) of \(allowance) already spent offline"
+                }
                 return .declined(
                     .offlineAllowanceExceeded,
-                    "this offline payment of \(total) goes beyond the wallet's offline guarantee (\(spent) of "
-                        + "\(allowance) already spent offline) and the wallet's balance does not cover it; "
-                        + "the merchant is not paid for it",
+                    "this offline payment of \(total) goes beyond the wallet's offline guarantee (\(why)) and the "
+                        + "wallet's balance does not cover it; the merchant is not paid for it",
                     wallet: walletID)
             }
             legs.append(Leg(account: wallet.id, currency: currency, amount: -total.minorUnits))
@@ -144,6 +169,14 @@ extension Ledger {
         return Execution(
             outcome: .approved(reference: 0, bonusPointsEarned: earned, bonusPointsBalance: points), walletID: walletID,
             entryID: entry, offlineGuaranteed: guaranteed)
+    }
+
+    /// When `key` was revoked, nil while it is active (or unknown).
+    static func keyRevocationTime(_ key: PublicKeyBytes, in db: any SQLTransaction) async throws(LedgerError)
+        -> UnixTime?
+    {
+        try await db.query("SELECT revoked_at FROM wallet_keys WHERE public_key = ?", [.blob(key.bytes)]).first?
+            .optionalInteger("revoked_at")
     }
 
     /// The recorded token the payment was accepted under, checked against the payment: the same

@@ -149,6 +149,12 @@ struct SQLiteLedgerTests {
     @Test func offlineTokenGuards() async throws {
         try await LedgerContract.offlineTokenGuards(.sqlite)
     }
+    @Test func offlineDebtIsBoundedPerWalletAcrossTokenPeriods() async throws {
+        try await LedgerContract.offlineDebtIsBoundedPerWalletAcrossTokenPeriods(.sqlite)
+    }
+    @Test func offlinePaymentsAfterTheKeyWasRevokedAreNotCharged() async throws {
+        try await LedgerContract.offlinePaymentsAfterTheKeyWasRevokedAreNotCharged(.sqlite)
+    }
     @Test func offlineSettlementMigratesAVersion9Database() async throws {
         try await LedgerContract.offlineSettlementMigratesAVersion9Database(.sqlite)
     }
@@ -303,6 +309,12 @@ struct PostgresLedgerTests {
     }
     @Test func offlineTokenGuards() async throws {
         try await LedgerContract.offlineTokenGuards(.postgres)
+    }
+    @Test func offlineDebtIsBoundedPerWalletAcrossTokenPeriods() async throws {
+        try await LedgerContract.offlineDebtIsBoundedPerWalletAcrossTokenPeriods(.postgres)
+    }
+    @Test func offlinePaymentsAfterTheKeyWasRevokedAreNotCharged() async throws {
+        try await LedgerContract.offlinePaymentsAfterTheKeyWasRevokedAreNotCharged(.postgres)
     }
     @Test func offlineSettlementMigratesAVersion9Database() async throws {
         try await LedgerContract.offlineSettlementMigratesAVersion9Database(.postgres)

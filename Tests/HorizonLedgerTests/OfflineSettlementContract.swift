@@ -13,14 +13,14 @@ extension LedgerContract {
 
     static func offlineToken(
         _ ledger: Ledger, _ id: UInt8, wallet: WalletID, key: PublicKeyBytes, allowance: Int64 = 50_00,
-        issuedAt: Int64 = tokenIssuedAt
+        issuedAt: Int64 = tokenIssuedAt, validity: Int64 = 86_400
     ) async throws -> [UInt8] {
         let tokenID = [UInt8](repeating: id, count: 16)
         try await ledger.recordDailyToken(
             DailyTokenRecord(
                 tokenID: tokenID, walletID: wallet, walletKey: key, allowance: F.money(allowance),
                 balanceAtIssue: allowance, revocationDigest: [UInt8](repeating: 7, count: 32), issuedAt: issuedAt,
-                expiresAt: issuedAt + 86_400, token: [id, 1, 2, 3]))
+                expiresAt: issuedAt + validity, token: [id, 1, 2, 3]))
         return tokenID
     }
 
@@ -131,6 +131,95 @@ extension LedgerContract {
                 try await ledger.settleOffline(offline(last, token: newer), merchant: merchant.id).outcome.isApproved)
             #expect(try await ledger.offlineDebt(of: wallet.id, in: .eur) == F.money(50_00))
             #expect(try await ledger.balance(of: merchant.id) == F.money(50_00))
+            #expect(try await LedgerAudit.violations(in: ledger.store) == [])
+        }
+    }
+
+    /// The backdating attack: a merchant holds five offline payments of a wallet with 50.00, one
+    /// per token period (tokens of an hour that never overlap, each allowing 50.00), and forwards
+    /// them together. Each fits its own period's guarantee, but the wallet's debt is bounded over
+    /// all of them: the balance and one allowance are paid, nothing more. A top-up repays the
+    /// debt, and the guarantee is there again.
+    static func offlineDebtIsBoundedPerWalletAcrossTokenPeriods(_ kind: StoreKind) async throws {
+        try await TestStores.withLedger(kind) { ledger in
+            let (merchant, wallet, key) = try await F.shop(ledger, balance: 50_00)
+            var results: [SettlementResult] = []
+            for period in 0..<5 {
+                let issuedAt = tokenIssuedAt + Int64(period) * 3_600
+                let token = try await offlineToken(
+                    ledger, UInt8(period + 1), wallet: wallet.id, key: key, issuedAt: issuedAt, validity: 3_600)
+                let payment = F.payment(wallet: key, amount: 50_00, digest: UInt8(period + 1))
+                results.append(
+                    try await ledger.settleOffline(
+                        offline(payment, token: token, acceptedAt: issuedAt + 600), merchant: merchant.id))
+            }
+            #expect(results.map(\.outcome.isApproved) == [true, true, false, false, false])
+            #expect(results.dropFirst(2).allSatisfy { $0.outcome.declineCode == .offlineAllowanceExceeded })
+            guard case .declined(_, let reason) = results[2].outcome else { return }
+            #expect(
+                reason
+                    == "this offline payment of 50.00 EUR goes beyond the wallet's offline guarantee (the wallet already owes 50.00 EUR for offline payments, of at most 50.00 EUR guaranteed) and the wallet's balance does not cover it; the merchant is not paid for it"
+            )
+            #expect(try await ledger.balance(of: merchant.id) == F.money(100_00), "the balance and one allowance")
+            #expect(try await ledger.offlineDebt(of: wallet.id, in: .eur) == F.money(50_00))
+            #expect(try await ledger.balance(of: wallet.id, in: .eur) == F.money(0))
+
+            // Existing debt counts: even a small payment in a fresh period is beyond the guarantee.
+            let fresh = try await offlineToken(
+                ledger, 9, wallet: wallet.id, key: key, issuedAt: tokenIssuedAt + 5 * 3_600, validity: 3_600)
+            let small = F.payment(wallet: key, amount: 1_00, digest: 9)
+            #expect(
+                try await ledger.settleOffline(
+                    offline(small, token: fresh, acceptedAt: tokenIssuedAt + 5 * 3_600 + 60), merchant: merchant.id
+                ).outcome.declineCode == .offlineAllowanceExceeded)
+            // Repaid by a top-up (10.00 left on the balance): guaranteed again, up to one allowance.
+            try await ledger.deposit(F.money(60_00), to: wallet.id)
+            let afterTopUp = F.payment(wallet: key, amount: 40_00, digest: 10)
+            #expect(
+                try await ledger.settleOffline(
+                    offline(afterTopUp, token: fresh, acceptedAt: tokenIssuedAt + 5 * 3_600 + 120),
+                    merchant: merchant.id
+                ).outcome.isApproved)
+            #expect(try await ledger.transaction(for: afterTopUp.paymentID)?.offline?.guaranteed == true)
+            #expect(try await ledger.offlineDebt(of: wallet.id, in: .eur) == F.money(30_00))
+            #expect(try await ledger.balance(of: merchant.id) == F.money(140_00))
+            #expect(try await LedgerAudit.violations(in: ledger.store) == [])
+        }
+    }
+
+    /// A lost phone: the person restores the wallet on a new device, which revokes the old key.
+    /// A payment the old device made offline before the revocation is the wallet's; one accepted
+    /// at or after it is not charged to the restored account, and the merchant is not paid.
+    static func offlinePaymentsAfterTheKeyWasRevokedAreNotCharged(_ kind: StoreKind) async throws {
+        try await TestStores.withLedger(kind) { ledger in
+            let (merchant, wallet, lost) = try await F.shop(ledger, balance: 100_00)
+            let token = try await offlineToken(ledger, 1, wallet: wallet.id, key: lost)
+            let revokedAt = tokenIssuedAt + 1_200
+            try await ledger.addWalletKey(F.key(2), to: wallet.id, at: revokedAt)
+            #expect(try await ledger.revokeWalletKey(lost, at: revokedAt))
+
+            let before = F.payment(wallet: lost, amount: 20_00, digest: 1)
+            #expect(
+                try await ledger.settleOffline(
+                    offline(before, token: token, acceptedAt: revokedAt - 1), merchant: merchant.id
+                ).outcome.isApproved)
+            #expect(try await ledger.balance(of: wallet.id, in: .eur) == F.money(80_00))
+
+            for (index, acceptedAt) in [revokedAt, revokedAt + 600].enumerated() {
+                let after = F.payment(wallet: lost, amount: 30_00, digest: UInt8(2 + index))
+                let result = try await ledger.settleOffline(
+                    offline(after, token: token, acceptedAt: acceptedAt), merchant: merchant.id)
+                #expect(result.outcome.declineCode == .unknownWallet)
+                guard case .declined(_, let reason) = result.outcome else { continue }
+                #expect(
+                    reason
+                        == "this wallet key was revoked at \(revokedAt), before the payment was accepted offline at \(acceptedAt); the wallet is not charged and the merchant is not paid for it"
+                )
+                #expect(try await ledger.transaction(for: after.paymentID)?.offline?.guaranteed == false)
+            }
+            #expect(try await ledger.balance(of: wallet.id, in: .eur) == F.money(80_00))
+            #expect(try await ledger.offlineDebt(of: wallet.id, in: .eur) == F.money(0))
+            #expect(try await ledger.balance(of: merchant.id) == F.money(20_00))
             #expect(try await LedgerAudit.violations(in: ledger.store) == [])
         }
     }
