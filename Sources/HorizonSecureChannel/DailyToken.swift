@@ -207,6 +207,19 @@ public struct DailyToken: Sendable, Equatable {
 
     /// Clocks of phones and terminals differ: a token issued a little in the future is accepted.
     public static let clockSkew: Int64 = 300
+
+    /// How far before the wallet-signed confirmation's expiry (`Confirm.expiresAt`) a payment
+    /// may be accepted offline: the acceptance time a terminal states lies within
+    /// [expiresAt - 600 s, expiresAt]. A wallet signs a confirmation valid for 120 s by default;
+    /// the rest is room for the wallet's and the terminal's clocks to differ. The wallet's
+    /// signature so pins when the payment happened: a terminal cannot date it into another
+    /// token's period.
+    public static let offlineConfirmationWindow: Int64 = 600
+
+    /// How long after its token's expiry an offline payment may still be forwarded: 72 h, so a
+    /// terminal that stayed offline over a weekend still forwards what it took. Later forwards
+    /// are refused and the merchant is not paid for them.
+    public static let forwardGrace: Int64 = 72 * 3_600
 }
 
 /// Why a daily token was refused.

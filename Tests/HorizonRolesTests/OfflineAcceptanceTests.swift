@@ -472,6 +472,35 @@ struct OfflineAcceptanceRuleTests {
         }
     }
 
+    /// The server settles an offline payment only if it was accepted within 600 s before the
+    /// expiry the wallet signed, so the terminal does not accept one it would be refused.
+    @Test func aConfirmationValidLongerThanTheOfflineWindowIsNotAcceptedOffline() throws {
+        var random = SystemRandomNumberGenerator()
+        func confirm(expiresAt: UnixTime) throws -> SettlementRequest {
+            let confirm = try Confirm(
+                sessionID: try #require(SessionID(rawValue: 7)),
+                terminalKeyDigest: try DigestBytes(bytes: [UInt8](repeating: 2, count: 32)),
+                walletKey: try PublicKeyBytes(bytes: Array(wallet.publicKey.x963Representation)),
+                offerDigest: try DigestBytes(bytes: [UInt8](repeating: 3, count: 32)), amount: euros(10_00),
+                tip: euros(0), paymentID: PaymentID.random(using: &random), walletNonce: Nonce.random(using: &random),
+                expiresAt: expiresAt)
+            let base = try request(10_00)
+            return SettlementRequest(
+                paymentID: confirm.paymentID, sessionID: base.sessionID, walletKey: base.walletKey,
+                terminalKeyID: base.terminalKeyID, amount: base.amount, tip: base.tip, registerUser: "",
+                contentDigest: [1], signedConfirmation: SessionMessage.confirm(confirm).encoded())
+        }
+        #expect(
+            decide(try confirm(expiresAt: now + 601), try token())
+                == .refuse(
+                    "offline: the wallet's confirmation is valid until \(now + 601), more than 600 s from now (\(now)); check the wallet's clock"
+                ))
+        guard case .accept = decide(try confirm(expiresAt: now + 600), try token()) else {
+            Issue.record("a confirmation within the window was refused")
+            return
+        }
+    }
+
     @Test func theTokenBoundsWhatThisTerminalTakesUnderIt() throws {
         let token = try token(allowance: 30_00)
         let first = try stored(try request(20_00, id: 1), token: token)

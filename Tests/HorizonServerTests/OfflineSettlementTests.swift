@@ -5,6 +5,7 @@ import HorizonCore
 import HorizonLedger
 import HorizonProtocol
 import HorizonSecureChannel
+import HorizonServer
 import HorizonServerClient
 import HorizonStores
 import Testing
@@ -56,17 +57,25 @@ struct OfflineSettlementTests {
                 acceptedAt: acceptedAt ?? server.clock.now - 60)
         }
 
-        func confirm(_ amount: Int64, tip: Int64 = 0, for till: TerminalKey, by wallet: P256.Signing.PrivateKey? = nil)
-            throws -> Confirm
-        {
-            try WalletSigned.confirm(by: wallet ?? self.wallet, for: till.key.publicKey, amount: amount, tip: tip)
+        /// A payment the wallet signs at `signedAt` (the server's time unless given): its
+        /// confirmation expires 120 s later, as a wallet's does by default.
+        func confirm(
+            _ amount: Int64, tip: Int64 = 0, for till: TerminalKey, by wallet: P256.Signing.PrivateKey? = nil,
+            signedAt: Int64? = nil
+        ) throws -> Confirm {
+            try WalletSigned.confirm(
+                by: wallet ?? self.wallet, for: till.key.publicKey, amount: amount, tip: tip,
+                expiresAt: (signedAt ?? server.clock.now) + 120)
         }
 
         func balance() async throws -> Money { try await server.ledger.balance(of: walletID, in: .eur) }
     }
 
-    func withBakery(balance: Int64, _ body: @Sendable (Bakery) async throws -> Void) async throws {
-        let server = try await TestServer()
+    func withBakery(
+        balance: Int64, configuration: ServerConfiguration = .testing(),
+        _ body: @Sendable (Bakery) async throws -> Void
+    ) async throws {
+        let server = try await TestServer(configuration: configuration)
         try await server.withLiveServer { http in
             let port = try #require(http.port)
             let url = try #require(URL(string: "http://127.0.0.1:\(port)"))
@@ -264,7 +273,7 @@ struct OfflineSettlementTests {
                     "daily_token_other_wallet"
                 ),
                 (
-                    "before its issue", try bakery.confirm(10_00, for: till), token, now - 3600,
+                    "before its issue", try bakery.confirm(10_00, for: till, signedAt: now - 3600), token, now - 3600,
                     "daily_token_not_yet_valid"
                 ),
                 ("in the future", try bakery.confirm(10_00, for: till), token, now + 3600, "accepted_at_in_future"),
@@ -302,7 +311,7 @@ struct OfflineSettlementTests {
             } catch let error as ServerClientError { #expect(error.code == "currency_mismatch", "\(error)") }
             // A day later: the token had expired when the payment was accepted.
             bakery.server.clock.advance(86_400 + 60)
-            let late = try bakery.confirm(10_00, for: till)
+            let late = try bakery.confirm(10_00, for: till, signedAt: decoded.expiresAt - 60)
             do {
                 _ = try await bakery.forward(late, by: till, token: token, acceptedAt: decoded.expiresAt)
                 Issue.record("an expired token was accepted")

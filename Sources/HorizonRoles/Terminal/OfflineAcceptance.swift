@@ -86,12 +86,21 @@ public enum OfflineAcceptance {
         _ request: SettlementRequest, tokenBytes: [UInt8], trustAnchors: [TrustAnchor], limits: OfflineLimits,
         stored: [StoredOfflinePayment], now: UnixTime
     ) -> OfflineDecision {
-        // The token is an allowance on the wallet's account: a card payment needs its issuer,
-        // which only the server reaches.
-        if case .confirm(let confirm)? = try? SessionMessage.decode(request.signedConfirmation),
-            case .card = confirm.paymentMethod
-        {
-            return .refuse("offline: a card payment needs the server; pay from the account balance")
+        if case .confirm(let confirm)? = try? SessionMessage.decode(request.signedConfirmation) {
+            // The token is an allowance on the wallet's account: a card payment needs its issuer,
+            // which only the server reaches.
+            if case .card = confirm.paymentMethod {
+                return .refuse("offline: a card payment needs the server; pay from the account balance")
+            }
+            // The server settles an offline payment only if it was accepted within this window
+            // before the expiry the wallet signed; a wallet whose clock runs far ahead would be
+            // accepted here and refused there, unpaid.
+            let (latest, overflow) = now.addingReportingOverflow(DailyToken.offlineConfirmationWindow)
+            if !overflow, confirm.expiresAt > latest {
+                return .refuse(
+                    "offline: the wallet's confirmation is valid until \(confirm.expiresAt), more than \(DailyToken.offlineConfirmationWindow) s from now (\(now)); check the wallet's clock"
+                )
+            }
         }
         guard !tokenBytes.isEmpty else { return .refuse("\(noTokenPrefix): the wallet presented none") }
         let token: DailyToken

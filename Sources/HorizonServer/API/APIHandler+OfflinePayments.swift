@@ -8,10 +8,11 @@ import HorizonSecureChannel
 import HorizonStores
 
 /// Offline settlement (issue 16 item 3): a terminal that accepted a payment while it could not
-/// reach the server forwards it; the server checks it as an online payment, then the daily token
-/// it was accepted under, and settles it once by the ledger's offline policy
-/// (`Ledger.settleOffline`: guaranteed up to one allowance per wallet, beyond that only if the
-/// wallet's balance covers it, else declined with `offlineAllowanceExceeded`).
+/// reach the server forwards it; the server checks it as an online payment, its acceptance time
+/// against the confirmation's signed expiry, then the daily token it was accepted under and the
+/// forwarding deadline, and settles it once by the ledger's offline policy
+/// (`Ledger.settleOffline`: guaranteed up to one allowance of debt per wallet, beyond that only if
+/// the wallet's balance covers it, else declined with `offlineAllowanceExceeded`).
 extension APIHandler {
     func submitOfflinePayment(_ input: Operations.SubmitOfflinePayment.Input) async throws
         -> Operations.SubmitOfflinePayment.Output
@@ -70,6 +71,16 @@ extension APIHandler {
                 "acceptedAt (\(submission.acceptedAt)) is later than the server's time (\(time)) by more than \(DailyToken.clockSkew) s; check the terminal's clock"
             )
         }
+        // The acceptance time is bound to the expiry the wallet signed: no terminal can date a
+        // payment into another token's period.
+        let expiresAt = try Self.confirmationExpiry(of: payment)
+        let (earliest, underflow) = expiresAt.subtractingReportingOverflow(DailyToken.offlineConfirmationWindow)
+        guard submission.acceptedAt <= expiresAt, underflow || submission.acceptedAt >= earliest else {
+            throw APIError(
+                .acceptedAtOutsideConfirmation,
+                "acceptedAt (\(submission.acceptedAt)) must lie within \(DailyToken.offlineConfirmationWindow) s before the expiry the wallet signed in its confirmation (\(expiresAt)); nothing was settled"
+            )
+        }
         // The token as the wallet presented it, checked at the time the terminal accepted the
         // payment: a payment forwarded a day later was still accepted under a valid token.
         let walletKey = try Self.publicKey(bytes: payment.walletKey.bytes)
@@ -100,6 +111,15 @@ extension APIHandler {
         guard let record = try await ledger.dailyToken(id: token.tokenID), record.token == bytes else {
             throw APIError(
                 .dailyTokenUnknown, "this server issued no daily token \(token.tokenIDHex); nothing was settled")
+        }
+        // Forwarded in time: the token's validity plus the grace, after which what the wallet
+        // spent offline under it is settled for good.
+        let (deadline, endless) = record.expiresAt.addingReportingOverflow(DailyToken.forwardGrace)
+        guard endless || time <= deadline else {
+            throw APIError(
+                .offlineForwardTooLate,
+                "the daily token expired at \(record.expiresAt); payments accepted under it may be forwarded for \(DailyToken.forwardGrace / 3_600) h after that (until \(deadline)), and it is now \(time); nothing was settled and the merchant is not paid for it"
+            )
         }
         guard token.allowance.currency == payment.amount.currency else {
             throw APIError(

@@ -16,6 +16,7 @@ extension APIHandler {
         }
         let terminal = try await signingTerminal()
         let (request, method) = try Self.settlementRequest(submission, terminal: terminal)
+        try await requireCurrentConfirmation(request, method: method, at: now())
         let result: SettlementResult
         switch method {
         case .accountBalance:

@@ -82,6 +82,12 @@ public struct APIError: Error, Sendable, Equatable {
         case dailyTokenNotYetValid = "daily_token_not_yet_valid"
         case acceptedAtInFuture = "accepted_at_in_future"
         case offlineAmountExceedsToken = "offline_amount_exceeds_token"
+        /// The stated acceptance time is outside the wallet-signed confirmation's window.
+        case acceptedAtOutsideConfirmation = "accepted_at_outside_confirmation"
+        /// Forwarded later than the token's expiry plus the forwarding grace.
+        case offlineForwardTooLate = "offline_forward_too_late"
+        /// A payment submitted later than its confirmation's expiry plus the recovery grace.
+        case confirmationExpired = "confirmation_expired"
 
         public var status: HTTPResponse.Status {
             switch self {
@@ -128,7 +134,8 @@ public struct APIError: Error, Sendable, Equatable {
             case .gatewayResponseTooLarge: .contentTooLarge
             case .gatewayBusy: .serviceUnavailable
             case .dailyTokenUnknown, .dailyTokenOtherWallet, .dailyTokenExpired, .dailyTokenNotYetValid,
-                .acceptedAtInFuture, .offlineAmountExceedsToken:
+                .acceptedAtInFuture, .offlineAmountExceedsToken, .acceptedAtOutsideConfirmation,
+                .offlineForwardTooLate, .confirmationExpired:
                 .unprocessableContent
             }
         }
