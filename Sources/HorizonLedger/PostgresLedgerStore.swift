@@ -259,13 +259,17 @@ public final class PostgresLedgerStore: LedgerStore {
             if state == "40001" || state == "40P01" { return .contention(attempts: 1) }
             // 23505 unique_violation: SERIALIZABLE reports such a race as 40001 itself.
             if state == "23505" && isolation == .rowLocking { return .contention(attempts: 1) }
+            // The server's message and detail can quote the values of the statement ("Key
+            // (email)=(...)", "invalid input syntax ...: \"...\""), which may be secrets: the
+            // error, which reaches the log, names only the state and the schema objects.
             let message = error.serverInfo?[.message] ?? "no message"
-            let detail = error.serverInfo?[.detail].map { " (\($0))" } ?? ""
+            let objects: [PSQLError.ServerInfo.Field] = [.schemaName, .tableName, .columnName, .constraintName]
+            let detail = objects.compactMap { error.serverInfo?[$0] }.joined(separator: ".")
             // Class 08 (connection exception), 53 (insufficient resources), 57P (shutdown).
             if state.hasPrefix("08") || state.hasPrefix("53") || state.hasPrefix("57P") {
                 return .unavailable("\(message) [SQLSTATE \(state)]")
             }
-            return .database("\(message)\(detail) [SQLSTATE \(state)]")
+            return .database("SQLSTATE \(state)\(detail.isEmpty ? "" : " on \(detail)")")
         }
         switch error.code {
         case .connectionError, .serverClosedConnection, .clientClosedConnection, .poolClosed,

@@ -175,7 +175,9 @@ public struct PaymentClientConfiguration: Sendable {
     /// How long to wait for the terminal's offer after saying hello before giving the link up
     /// (nothing was signed yet, so the session may simply be tried again).
     public var offerTimeout: Duration
-    /// How long a signed confirmation stays valid.
+    /// How long a signed confirmation stays valid. The server executes it online until 24 h after
+    /// that; a terminal takes it offline only if it expires within 600 s
+    /// (`DailyToken.offlineConfirmationWindow`), so keep it below that.
     public var confirmationValidity: Duration
     /// First delay between attempts to reach the terminal for a pending payment; it doubles up
     /// to `maximumReconnectDelay`.

@@ -153,7 +153,8 @@ extension APIHandler {
         async throws
     {
         do { try await messages.send(channel, to: recipient, subject: subject, body: body) } catch {
-            RequestScope.current?.logger.error("a one-time code was not sent", metadata: ["error": "\(error)"])
+            RequestScope.current?.logger.error(
+                "a one-time code was not sent", metadata: ["error": "\(LogRedaction.describe(error))"])
             throw APIError(
                 .internalError, "the code could not be sent; start again in a moment (the request id identifies this)")
         }

@@ -579,7 +579,7 @@ struct Dashboard: Sendable {
                 ? .unavailable : .failed(APIError(error).status, "The request could not be done: \(error)")
         default:
             RequestScope.current?.logger.error(
-                "dashboard page failed", metadata: ["error": "\(String(reflecting: error))"])
+                "dashboard page failed", metadata: ["error": "\(LogRedaction.describe(error))"])
             refusal = .failed(
                 .internalServerError,
                 "Something went wrong on the server. The request id \(RequestScope.current?.id ?? "") identifies it in the server's log."

@@ -40,7 +40,8 @@ struct BoundaryMiddleware: RouterMiddleware {
             if apiError.code == .internalError || apiError.code == .databaseUnavailable {
                 // A relayed request's error is described by its type only: its text could quote
                 // what the wallet sent, which nobody but the wallet and the handler may read.
-                let described = context.isRelayed ? "\(type(of: error))" : String(reflecting: error)
+                // Any other is described without the request's headers and body (secrets).
+                let described = context.isRelayed ? "\(type(of: error))" : LogRedaction.describe(error)
                 logger.error("request failed", metadata: ["error": "\(described)"])
             }
             metrics.recordError(code: apiError.code.rawValue)
