@@ -575,6 +575,9 @@ public struct Client: APIProtocol {
     /// terminal's key, and that the terms the terminal states are the signed ones; then it
     /// executes the payment once: the first result (approval or decline) is stored and returned
     /// to every retry, and the same payment id with other terms is refused (409 payment_conflict).
+    /// A Confirm submitted more than 24 h after the expiry the wallet signed in it (`expiresAt`) is
+    /// refused with 422 `confirmation_expired` and nothing is charged, unless that payment id was
+    /// executed (or its card charged) before: a retry always gets the stored result.
     /// A Confirm that names one of the wallet's cards (issue 15) is charged through the card
     /// processor with the payment id as its idempotency key; a timeout is resolved by asking the
     /// processor what happened before one retry. `card_processor_unavailable` (503): nothing was
@@ -3890,7 +3893,10 @@ public struct Client: APIProtocol {
     /// payment. The server checks the Confirm as for `submitPayment`, then the token: signed by
     /// this server's issuer key and one it issued (`daily_token_unknown`), the Confirm's signer's
     /// (`daily_token_other_wallet`), valid at `acceptedAt` (`daily_token_expired`,
-    /// `daily_token_not_yet_valid`), `acceptedAt` not in the future (`accepted_at_in_future`), the
+    /// `daily_token_not_yet_valid`), `acceptedAt` not in the future (`accepted_at_in_future`) and
+    /// within [`expiresAt` - 600 s, `expiresAt`] of the expiry the wallet signed in the Confirm
+    /// (`accepted_at_outside_confirmation`), forwarded at most 72 h after the token expired
+    /// (`offline_forward_too_late`), the
     /// token's currency (`currency_mismatch`), and amount plus tip within its allowance
     /// (`offline_amount_exceeds_token`); a malformed token, or a Confirm that chose a card (a card
     /// is charged online only), is `invalid_request`. Refusals record nothing.
@@ -3902,12 +3908,17 @@ public struct Client: APIProtocol {
     /// Policy for what a wallet spent offline beyond its allowance: the server guarantees a
     /// merchant offline payments up to one allowance per wallet: the approved offline payments
     /// under all the wallet's tokens valid at `acceptedAt` are bounded by the largest allowance
-    /// among them, not by their sum. A payment within that guarantee settles even if the
+    /// among them, not by their sum, and the wallet's offline debt (what it owes already plus
+    /// what this payment adds beyond its balance) by that allowance too, over all its tokens,
+    /// terminals and merchants. A payment within that guarantee settles even if the
     /// wallet's balance no longer covers it (the shortfall becomes the wallet's offline debt,
     /// repaid first by its next top-up; meanwhile its new tokens' allowance is 0 and online
     /// payments decline). A payment beyond it settles only if the balance covers it, as online;
     /// otherwise it is declined with decline code 20 (offline_allowance_exceeded): the merchant
-    /// is not paid, and the decline is stored and listed with the merchant's transactions.
+    /// is not paid, and the decline is stored and listed with the merchant's transactions. A
+    /// payment accepted at or after the revocation of the key that signed it (a wallet restored
+    /// on another device) is declined with decline code 2 (unknown_wallet): the wallet is not
+    /// charged and the merchant is not paid.
     ///
     ///
     /// - Remark: HTTP `POST /v1/payments/offline`.
