@@ -252,6 +252,20 @@ extension Ledger {
         }
     }
 
+    /// One of the wallet's cards, removed or not: the card a charge made earlier was made with
+    /// (a retry after a lost answer may come after the card was removed). Nil when the wallet
+    /// never had this card.
+    public func paymentCardEverAdded(_ id: PaymentCardID, of wallet: WalletID) async throws(LedgerError)
+        -> PaymentCard?
+    {
+        try await store.transaction { db in
+            try await db.query(
+                "SELECT * FROM payment_cards WHERE id = ? AND wallet_id = ?",
+                [.text(id.rawValue), .text(wallet.rawValue)]
+            ).first.map { row throws(LedgerError) in try Self.decodeCard(row) }
+        }
+    }
+
     // MARK: 3-D Secure challenges
 
     /// A challenge by its MD, for the challenge page (which anyone holding the MD may answer,
@@ -426,7 +440,7 @@ extension Ledger {
             amount: request.amount, tip: request.tip, registerUser: request.registerUser,
             contentDigest: request.contentDigest)
         return try await executeOnce(
-            record, merchant: merchant, at: time,
+            record, merchant: merchant, at: time, card: card,
             sameTerms: { stored in
                 // The digest covers the signed payment method, so a retry naming another card
                 // (or the balance) is a conflict.

@@ -493,6 +493,58 @@ public enum LedgerSchema {
                     "ALTER TABLE entries_v11 RENAME TO entries",
                 ]
             ]),
+        Migration(
+            version: 12, name: "payment claims: one payment id, one way to pay",
+            statements: [
+                // Who holds a payment id, and how it pays: a card payment claims its id here in a
+                // transaction of its own before the card processor is called; every execution
+                // (from the balance, a redemption, an offline payment, a card) inserts or checks
+                // this row in its own transaction, so the primary key lets only one way of paying
+                // take the id, on either store. `card_id` is NULL for anything but a card. The
+                // terms are kept so that recovery can store a decline for a claim that was
+                // charged and never settled. `state`: 'open' (claimed, not executed), 'settled'
+                // (its transaction is stored), 'closed' (recovery found nothing charged; the same
+                // Confirm may claim it again), 'refunding' and 'refunded' (recovery refunded an
+                // abandoned charge and stored a decline).
+                """
+                CREATE TABLE payment_claims(
+                    payment_id {BYTES} PRIMARY KEY,
+                    merchant_id TEXT NOT NULL,
+                    wallet_key {BYTES} NOT NULL,
+                    wallet_id TEXT,
+                    card_id TEXT,
+                    session_id {INT} NOT NULL,
+                    terminal_key_id {BYTES} NOT NULL,
+                    transaction_type {INT} NOT NULL,
+                    item TEXT NOT NULL,
+                    quantity {INT} NOT NULL,
+                    amount {INT} NOT NULL,
+                    tip {INT} NOT NULL,
+                    currency TEXT NOT NULL CHECK (length(currency) = 3),
+                    register_user TEXT NOT NULL,
+                    content_digest {BYTES} NOT NULL,
+                    state TEXT NOT NULL
+                        CHECK (state = 'open' OR state = 'settled' OR state = 'closed' OR state = 'refunding'
+                            OR state = 'refunded'),
+                    created_at {INT} NOT NULL,
+                    updated_at {INT} NOT NULL) {STRICT}
+                """,
+                "CREATE INDEX payment_claims_pending ON payment_claims(state, updated_at)",
+            ]),
+        Migration(
+            version: 13, name: "the gateway's replay window, shared by every server process",
+            statements: [
+                // The encapsulated key of each sealed request the gateway served, until its date
+                // leaves the window (then the date check refuses the request anyway, and the row
+                // is deleted by age). In the database, so another process or a restart refuses a
+                // replay too.
+                """
+                CREATE TABLE gateway_replays(
+                    request_key {BYTES} PRIMARY KEY,
+                    expires_at {INT} NOT NULL) {STRICT}
+                """,
+                "CREATE INDEX gateway_replays_expiry ON gateway_replays(expires_at)",
+            ]),
     ]
 
     /// Brings the store's schema to `target` (the current version unless told otherwise, which
