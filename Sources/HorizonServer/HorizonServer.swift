@@ -7,6 +7,7 @@ import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS
 import Logging
+import NIOCore
 import NIOSSL
 import OpenAPIHummingbird
 import OpenAPIRuntime
@@ -113,6 +114,38 @@ public enum HorizonServer {
         return Application(
             router: try router(parts), server: server,
             configuration: .init(address: .hostname(host, port: port), serverName: "horizon-server"),
+            services: [
+                ServerMaintenance(
+                    recovery: CardClaimRecovery(ledger: parts.ledger, cards: parts.cardProcessor),
+                    ledger: parts.ledger, now: parts.now, logger: logger)
+            ],
+            onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
+            logger: logger)
+    }
+}
+
+extension HorizonServer {
+    /// The metrics router: `GET /metrics` in Prometheus's text format, and nothing else. It is
+    /// served on an address of its own (`metricsListen`), never on the API's port.
+    public static func metricsRouter(_ metrics: ServerMetrics) -> Router<BasicRequestContext> {
+        let router = Router(context: BasicRequestContext.self)
+        router.get("/metrics") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(bytes: metrics.exposition())))
+        }
+        return router
+    }
+
+    /// The metrics listener where the configuration says (nil when it is `off`). Run it in the
+    /// same `ServiceGroup` as the API.
+    public static func metricsApplication(
+        _ parts: Parts, logger: Logger, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) throws -> Application<RouterResponder<BasicRequestContext>>? {
+        guard let (host, port) = try parts.configuration.metricsListenAddress() else { return nil }
+        return Application(
+            router: metricsRouter(parts.metrics),
+            configuration: .init(address: .hostname(host, port: port), serverName: "horizon-server-metrics"),
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
             logger: logger)
     }

@@ -49,6 +49,20 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
     /// Sealed requests one terminal may relay to the gateway a minute; nil for 60.
     public var gatewayRelaysPerMinute: Int?
 
+    /// `HOST:PORT` the Prometheus metrics are served on (`GET /metrics`), apart from the API so
+    /// that the public port never shows them; `off` serves none. nil: `127.0.0.1:0`, a free
+    /// loopback port that `serve` prints (set a fixed one for Prometheus to scrape).
+    public var metricsListen: String?
+
+    public static let defaultMetricsListen = "127.0.0.1:0"
+
+    /// The host and port of `metricsListen`; nil when it is `off`.
+    public func metricsListenAddress() throws(ServerSetupError) -> (host: String, port: Int)? {
+        let text = metricsListen ?? Self.defaultMetricsListen
+        if text == "off" { return nil }
+        return try Self.hostAndPort(text, option: "--metrics-listen")
+    }
+
     public static let defaultGatewayKeyPath = "gateway-key.pem"
     public static let defaultGatewayRelaysPerMinute = 60
 
@@ -96,7 +110,11 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
 
     /// Refuses settings that cannot work, with the reason.
     public func validate() throws(ServerSetupError) {
-        _ = try listenAddress()
+        let api = try listenAddress()
+        if let metrics = try metricsListenAddress(), metrics.port != 0, metrics == api {
+            throw .invalidSetting(
+                "--metrics-listen must not be the API's address (\(listen)): metrics are kept off the public port")
+        }
         guard (60...86_400).contains(credentialValidity) else {
             throw .invalidSetting("credentialValidity must be 60 to 86400 seconds (a credential lives at most 24 h)")
         }
@@ -130,12 +148,16 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
 
     /// The host and port of `listen`.
     public func listenAddress() throws(ServerSetupError) -> (host: String, port: Int) {
-        guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]),
+        try Self.hostAndPort(listen, option: "--listen")
+    }
+
+    static func hostAndPort(_ text: String, option: String) throws(ServerSetupError) -> (host: String, port: Int) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
             (0...65535).contains(port)
-        else { throw .invalidSetting("--listen must be HOST:PORT, e.g. 127.0.0.1:8080 (got \(listen))") }
-        var host = String(listen[..<colon])
+        else { throw .invalidSetting("\(option) must be HOST:PORT, e.g. 127.0.0.1:8080 (got \(text))") }
+        var host = String(text[..<colon])
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        guard !host.isEmpty else { throw .invalidSetting("--listen needs a host, e.g. 127.0.0.1:\(port)") }
+        guard !host.isEmpty else { throw .invalidSetting("\(option) needs a host, e.g. 127.0.0.1:\(port)") }
         return (host, port)
     }
 

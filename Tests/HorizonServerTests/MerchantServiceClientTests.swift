@@ -248,7 +248,9 @@ struct MerchantServiceClientTests {
 
     @Test func refundsAreIdempotentAndRefusedWithExactCodes() async throws {
         try await withShop { shop in
-            let merchant = shop.merchantClient()
+            // Refunds are the merchant admin's: a till's key pays nothing out.
+            let merchant = try await MerchantServiceClient.signIn(
+                serverURL: shop.url, email: TestServer.email, password: TestServer.password)
             try await merchant.start()
             let paid = try await shop.pay(10_00, tip: 1_00)
             let declined = try await shop.pay(500_00)
@@ -317,13 +319,17 @@ struct MerchantServiceClientTests {
             #expect(terminals.map(\.isCaller) == [true, false])
             #expect(terminals.allSatisfy { $0.revokedAt == nil })
 
-            let revoked = try await merchant.revokeTerminal(id: secondID)
+            // Revoking is the merchant admin's: a till may not lock the others out.
+            let admin = try await MerchantServiceClient.signIn(
+                serverURL: shop.url, email: TestServer.email, password: TestServer.password)
+            try await admin.start()
+            let revoked = try await admin.revokeTerminal(id: secondID)
             #expect(revoked.revokedAt == shop.server.clock.now)
             // Again: answered as it is, revoked at the first time.
             shop.server.clock.advance(5)
-            #expect(try await merchant.revokeTerminal(id: secondID).revokedAt == revoked.revokedAt)
+            #expect(try await admin.revokeTerminal(id: secondID).revokedAt == revoked.revokedAt)
             #expect(
-                await refusal { _ = try await merchant.revokeTerminal(id: strangerTerminal.id.rawValue) }
+                await refusal { _ = try await admin.revokeTerminal(id: strangerTerminal.id.rawValue) }
                     == "terminal_not_found")
             #expect(try await shop.server.ledger.terminal(strangerTerminal.id).revokedAt == nil)
 
@@ -339,8 +345,9 @@ struct MerchantServiceClientTests {
             #expect(secondReason.code == "terminal_revoked")
             #expect(await !secondClient.isIdentityReady)
 
-            // A till that revokes itself: the next answer invalidates its identity; what it had loaded is gone.
-            _ = try await merchant.revokeTerminal(id: shop.tillID)
+            // The admin revokes the first till: its next answer invalidates its identity; what it
+            // had loaded is gone.
+            _ = try await admin.revokeTerminal(id: shop.tillID)
             #expect(await refusal { _ = try await merchant.fetchRegisterUsers() } == "terminal_revoked")
             let event = await events.next()
             guard case .didInvalidateIdentity(let reason) = event else {
@@ -355,6 +362,33 @@ struct MerchantServiceClientTests {
 }
 
 extension MerchantServiceClientTests {
+    /// A terminal's key settles payments and reads its merchant's records, but it cannot pay money
+    /// out or lock the other tills out: a signed refund or revocation is refused with
+    /// `admin_required`, and nothing moves.
+    @Test func aTerminalsKeyCannotRefundOrRevoke() async throws {
+        try await withShop { shop in
+            let paid = try await shop.pay(10_00)
+            let second = TerminalKey()
+            let secondID = try await shop.server.activate(second, label: "Till 2").terminalId
+            let till = shop.merchantClient()
+            try await till.start()
+            #expect(
+                await refusal {
+                    _ = try await till.refund(paymentID: paid.id, amount: 1_00, currency: "EUR", refundID: "r-till")
+                } == "admin_required")
+            #expect(await refusal { _ = try await till.revokeTerminal(id: secondID) } == "admin_required")
+            // Another till's key is refused alike, even for itself.
+            let other = shop.merchantClient(second.key)
+            try await other.start()
+            #expect(await refusal { _ = try await other.revokeTerminal(id: shop.tillID) } == "admin_required")
+            #expect(try await till.transaction(paymentID: paid.id).refunds.isEmpty)
+            #expect(try await till.terminals().allSatisfy { $0.revokedAt == nil })
+            #expect(
+                try await shop.server.ledger.balance(of: shop.walletID, in: .eur)
+                    == (try Money(minorUnits: 100_00 - 10_00, currency: .eur)))
+        }
+    }
+
     /// Issue 15: the merchant's admin uses the merchant service without a terminal (an admin
     /// session, `Authorization: Bearer`), sees only its own merchant, and the session ends at
     /// sign-out or when its lifetime is over.

@@ -69,6 +69,17 @@ final class TestServer: Sendable {
         return try await application.test(.router, body)
     }
 
+    /// What this server's metrics router serves at `GET /metrics` (its own listener in a process).
+    func scrapeMetrics() async throws -> String {
+        let application = Application(router: HorizonServer.metricsRouter(metrics), logger: .quiet)
+        return try await application.test(.router) { client in
+            let response = try await client.execute(uri: "/metrics", method: .get)
+            #expect(response.status == .ok)
+            #expect(response.headers[.contentType]?.hasPrefix("text/plain") == true)
+            return String(buffer: response.body)
+        }
+    }
+
     /// Runs `body` against `HorizonServer.application` listening on a free loopback port.
     func withLiveServer<T: Sendable>(_ body: @Sendable (any TestClientProtocol) async throws -> T) async throws -> T {
         var configuration = configuration

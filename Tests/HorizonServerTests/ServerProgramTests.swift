@@ -65,6 +65,16 @@ struct ServerProgramTests {
         #expect(servedAnchor == anchor)
         let ready = try await RawHTTP.get(port: port, "/ready")
         #expect(ready.status == 200, "\(ready.body)")
+        // The metrics are on an address of their own (a free loopback port by default), never on
+        // the public API's port.
+        let metricsLine = try #require(server.waitForOutput(prefix: "metrics on http://127.0.0.1:", timeout: 20))
+        let metricsPort = try #require(
+            Int(metricsLine.dropFirst("metrics on http://127.0.0.1:".count).prefix { $0.isNumber }), "\(metricsLine)")
+        #expect(metricsPort != port)
+        let metrics = try await RawHTTP.get(port: metricsPort, "/metrics")
+        #expect(metrics.status == 200)
+        #expect(metrics.body.contains(#"horizon_http_requests_total{method="GET",route="/health",status="200"}"#))
+        #expect(try await RawHTTP.get(port: port, "/metrics").status == 404, "the API port serves no metrics")
 
         let started = ContinuousClock.now
         server.signal(SIGTERM)

@@ -61,23 +61,36 @@ struct MerchantCommandsProgramTests {
         let points = try terminal(["programs", "points", "5", "--wallet", "04" + String(repeating: "11", count: 64)])
         #expect(points.status == 1 && points.standardError.contains("is set up there by the merchant"))
 
+        // Refunds need the merchant's admin: the terminal's key alone is refused before anything
+        // is sent (and the server refuses a signed refund too: `aTerminalsKeyCannotRefundOrRevoke`).
+        let byTheTill = try terminal(["refund", paymentID, "--amount", "1.50"])
+        #expect(byTheTill.status == 1, "\(byTheTill.standardError)")
+        #expect(
+            byTheTill.standardError.contains("a refund at the Horizon server needs the merchant's admin: add --admin-email"),
+            "\(byTheTill.standardError)")
+        func refund(_ arguments: [String]) throws -> ProgramResult {
+            try terminal(
+                ["refund"] + arguments + [
+                    "--admin-email", RemoteLedgerRig.email, "--password-file", rig.sandbox.path("password"),
+                ])
+        }
         // Refunds: a part with a generated id, its retry by that id, the rest, then nothing left.
-        let first = try json(try terminal(["refund", paymentID, "--amount", "1.50", "--json"])) as? [String: Any]
+        let first = try json(try refund([paymentID, "--amount", "1.50", "--json"])) as? [String: Any]
         let refundID = try #require(first?["refundID"] as? String)
         #expect(refundID.hasPrefix("r_") && first?["amount"] as? String == "1.50")
         let retry =
-            try json(try terminal(["refund", paymentID, "--amount", "1.50", "--refund-id", refundID, "--json"]))
+            try json(try refund([paymentID, "--amount", "1.50", "--refund-id", refundID, "--json"]))
             as? [String: Any]
         #expect(retry?["refundID"] as? String == refundID && retry?["createdAt"] as? Int == first?["createdAt"] as? Int)
-        let conflict = try terminal(["refund", paymentID, "--amount", "2.00", "--refund-id", refundID])
+        let conflict = try refund([paymentID, "--amount", "2.00", "--refund-id", refundID])
         #expect(conflict.status == 1 && conflict.standardError.contains("idempotency_conflict"))
-        let rest = try terminal(["refund", paymentID])
+        let rest = try refund([paymentID])
         #expect(rest.status == 0, "\(rest.standardError)")
         #expect(rest.standardOutput.contains("refunded 3.50 EUR of payment \(paymentID)"), "\(rest.standardOutput)")
         #expect(rest.standardError.contains("refund id r_"), "the generated id is printed for a retry")
-        let tooMuch = try terminal(["refund", paymentID, "--amount", "0.01"])
+        let tooMuch = try refund([paymentID, "--amount", "0.01"])
         #expect(tooMuch.status == 1 && tooMuch.standardError.contains("refund_exceeds_remaining"))
-        let nothing = try terminal(["refund", paymentID])
+        let nothing = try refund([paymentID])
         #expect(nothing.status == 1 && nothing.standardError.contains("nothing is left to refund"))
         let badID = try terminal(["refund", "xyz"])
         #expect(badID.status != 0 && badID.standardError.contains("the payment id must be 32 hex digits"))

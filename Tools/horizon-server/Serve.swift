@@ -11,8 +11,10 @@ struct Serve: AsyncParsableCommand {
         abstract: "Serve the HTTP API until SIGTERM or SIGINT (then finish the requests under way and exit 0).",
         discussion: """
             Prints `listening on http://HOST:PORT` (https with a certificate) once it accepts connections. \
-            /health answers while the process runs, /ready while the database answers, /metrics has the \
-            Prometheus metrics. Logs go to standard error, one line per request with its request id.
+            /health answers while the process runs, /ready while the database answers. The Prometheus metrics \
+            are served apart from the API, at http://METRICS-ADDRESS/metrics (--metrics-listen; by default a free \
+            loopback port, printed as `metrics on http://HOST:PORT/metrics`), never on the public port. Logs go to \
+            standard error, one line per request with its request id.
 
             For crash tests only: HORIZON_SERVER_CRASH=before-commit|after-commit makes the process SIGKILL \
             itself inside a payment's or redemption's executing ledger transaction (before its commit) or \
@@ -24,6 +26,13 @@ struct Serve: AsyncParsableCommand {
 
     @Option(help: "Listen on HOST:PORT instead of server.json's (port 0: any free port, printed).")
     var listen: String?
+
+    @Option(
+        help: """
+            Serve the Prometheus metrics on HOST:PORT instead of server.json's metricsListen (default \
+            127.0.0.1:0, a free loopback port); `off` serves none. Never the API's address.
+            """)
+    var metricsListen: String?
 
     @Option(help: "A PEM certificate (chain) to serve HTTPS with; needs --tls-key.")
     var tlsCertificate: String?
@@ -44,6 +53,7 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         var settings = try options.settings()
         if let listen { settings.listen = listen }
+        if let metricsListen { settings.metricsListen = metricsListen }
         settings.tlsCertificatePath = tlsCertificate ?? settings.tlsCertificatePath
         settings.tlsKeyPath = tlsKey ?? settings.tlsKeyPath
         if behindTLSProxy { settings.behindTLSProxy = true }
@@ -76,16 +86,26 @@ struct Serve: AsyncParsableCommand {
         let scheme = settings.tlsCertificatePath == nil ? "http" : "https"
         let host = (try? settings.listenAddress().host) ?? "127.0.0.1"
         do {
+            let parts = HorizonServer.Parts(
+                configuration: settings, ledger: ledger, issuer: issuer, gatewayKey: gatewayKey)
             let application = try HorizonServer.application(
-                .init(configuration: settings, ledger: ledger, issuer: issuer, gatewayKey: gatewayKey), logger: logger,
+                parts, logger: logger,
                 onServerRunning: { port in
                     // Written unbuffered: scripts wait for this line to know the port.
                     FileHandle.standardOutput.write(Data("listening on \(scheme)://\(host):\(port)\n".utf8))
                 })
+            var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: application)]
+            let metricsHost = (try? settings.metricsListenAddress()?.host) ?? "127.0.0.1"
+            if let metrics = try HorizonServer.metricsApplication(
+                parts, logger: logger,
+                onServerRunning: { port in
+                    FileHandle.standardOutput.write(Data("metrics on http://\(metricsHost):\(port)/metrics\n".utf8))
+                })
+            {
+                services.append(.init(service: metrics))
+            }
             let group = ServiceGroup(
-                configuration: .init(
-                    services: [.init(service: application)], gracefulShutdownSignals: [.sigterm, .sigint],
-                    logger: logger))
+                configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
             try await group.run()
         } catch {
             await ledger.close()

@@ -15,12 +15,13 @@ struct RefundCommand: AsyncParsableCommand {
             amount plus tip is left; bonus points the payment earned are taken back in proportion. Each refund \
             has a refund id: given with --refund-id, or made and printed here. If the answer is lost (the server \
             did not answer in time), run the same command again with the printed --refund-id: the refund is made \
-            once, and the retry prints it. An activated terminal refunds at its server (signed with its key); the \
-            single-box sandbox refunds in its own ledger.
+            once, and the retry prints it. An activated terminal refunds at its server, signed in as the merchant's \
+            admin (--admin-email; a terminal's own key may not refund); the single-box sandbox refunds in its own ledger.
 
             Examples:
               horizon-terminal refund 3f2a…  (refunds what is left)
               horizon-terminal refund 3f2a… --amount 1.50 --refund-id r-0001
+              horizon-terminal refund 3f2a… --admin-email owner@example.com   (an activated terminal)
             """)
 
     @Argument(help: "The payment's id (32 hex digits; `horizon-terminal transactions` lists them).")
@@ -41,6 +42,15 @@ struct RefundCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // The server refunds only for the merchant's admin: a till's key cannot pay money out.
+        // Said before anything is asked or sent.
+        if admin.adminEmail == nil, global.terminalFiles.directory.exists(TerminalFiles.settings),
+            try global.terminalFiles.loadSettings().server != nil
+        {
+            throw CLIError(
+                "a refund at the Horizon server needs the merchant's admin: add --admin-email EMAIL (the password is asked, or read from --password-file)"
+            )
+        }
         let refundID = refundID ?? MerchantServiceClient.makeRefundID()
         let paymentID = paymentID.lowercased()
         // Printed before anything is asked, so that a lost answer can be retried with the same id.

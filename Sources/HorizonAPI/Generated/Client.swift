@@ -191,66 +191,6 @@ public struct Client: APIProtocol {
             }
         )
     }
-    /// Prometheus metrics (request latency, requests by status, activations).
-    ///
-    /// - Remark: HTTP `GET /metrics`.
-    /// - Remark: Generated from `#/paths//metrics/get(getMetrics)`.
-    public func getMetrics(_ input: Operations.GetMetrics.Input) async throws -> Operations.GetMetrics.Output {
-        try await client.send(
-            input: input,
-            forOperation: Operations.GetMetrics.id,
-            serializer: { input in
-                let path = try converter.renderedPath(
-                    template: "/metrics",
-                    parameters: []
-                )
-                var request: HTTPTypes.HTTPRequest = .init(
-                    soar_path: path,
-                    method: .get
-                )
-                suppressMutabilityWarning(&request)
-                converter.setAcceptHeader(
-                    in: &request.headerFields,
-                    contentTypes: input.headers.accept
-                )
-                return (request, nil)
-            },
-            deserializer: { response, responseBody in
-                switch response.status.code {
-                case 200:
-                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
-                    let body: Operations.GetMetrics.Output.Ok.Body
-                    let chosenContentType = try converter.bestContentType(
-                        received: contentType,
-                        options: [
-                            "text/plain"
-                        ]
-                    )
-                    switch chosenContentType {
-                    case "text/plain":
-                        body = try converter.getResponseBodyAsBinary(
-                            OpenAPIRuntime.HTTPBody.self,
-                            from: responseBody,
-                            transforming: { value in
-                                .plainText(value)
-                            }
-                        )
-                    default:
-                        preconditionFailure("bestContentType chose an invalid content type.")
-                    }
-                    return .ok(.init(body: body))
-                default:
-                    return .undocumented(
-                        statusCode: response.status.code,
-                        .init(
-                            headerFields: response.headerFields,
-                            body: responseBody
-                        )
-                    )
-                }
-            }
-        )
-    }
     /// The public trust anchor wallets pin, and its fingerprint.
     ///
     /// - Remark: HTTP `GET /v1/anchor`.
@@ -3294,7 +3234,8 @@ public struct Client: APIProtocol {
     /// answers the stored refund and moves nothing again. Errors: `idempotency_conflict` (the id was
     /// used for another refund), `refund_exceeds_remaining`, `payment_not_found` (unknown, or another
     /// merchant's), `payment_not_refundable` (declined, or a redemption), `refund_amount_invalid`,
-    /// `currency_mismatch`, `refund_id_invalid`.
+    /// `currency_mismatch`, `refund_id_invalid`. Only the merchant's admin may refund: a request
+    /// signed with a terminal's key is refused with `admin_required` (403).
     ///
     ///
     /// - Remark: HTTP `POST /v1/merchant/refunds`.
@@ -3536,6 +3477,10 @@ public struct Client: APIProtocol {
         )
     }
     /// Revokes one of the merchant's terminals (`terminal_not_found` for another merchant's). Revoking a revoked one answers it as it is.
+    ///
+    /// Only the merchant's admin may revoke: a request signed with a terminal's key is refused
+    /// with `admin_required` (403).
+    ///
     ///
     /// - Remark: HTTP `POST /v1/merchant/terminals/{terminalId}/revoke`.
     /// - Remark: Generated from `#/paths//v1/merchant/terminals/{terminalId}/revoke/post(revokeMerchantTerminal)`.

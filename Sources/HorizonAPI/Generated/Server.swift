@@ -60,17 +60,6 @@ extension APIProtocol {
         )
         try transport.register(
             {
-                try await server.getMetrics(
-                    request: $0,
-                    body: $1,
-                    metadata: $2
-                )
-            },
-            method: .get,
-            path: server.apiPathComponentsWithServerPrefix("/metrics")
-        )
-        try transport.register(
-            {
                 try await server.getAnchor(
                     request: $0,
                     body: $1,
@@ -660,53 +649,6 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                             value,
                             headerFields: &response.headerFields,
                             contentType: "application/json; charset=utf-8"
-                        )
-                    }
-                    return (response, body)
-                case let .undocumented(statusCode, _):
-                    return (.init(soar_statusCode: statusCode), nil)
-                }
-            }
-        )
-    }
-    /// Prometheus metrics (request latency, requests by status, activations).
-    ///
-    /// - Remark: HTTP `GET /metrics`.
-    /// - Remark: Generated from `#/paths//metrics/get(getMetrics)`.
-    func getMetrics(
-        request: HTTPTypes.HTTPRequest,
-        body: OpenAPIRuntime.HTTPBody?,
-        metadata: OpenAPIRuntime.ServerRequestMetadata
-    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
-        try await handle(
-            request: request,
-            requestBody: body,
-            metadata: metadata,
-            forOperation: Operations.GetMetrics.id,
-            using: {
-                APIHandler.getMetrics($0)
-            },
-            deserializer: { request, requestBody, metadata in
-                let headers: Operations.GetMetrics.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
-                return Operations.GetMetrics.Input(headers: headers)
-            },
-            serializer: { output, request in
-                switch output {
-                case let .ok(value):
-                    suppressUnusedWarning(value)
-                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
-                    suppressMutabilityWarning(&response)
-                    let body: OpenAPIRuntime.HTTPBody
-                    switch value.body {
-                    case let .plainText(value):
-                        try converter.validateAcceptIfPresent(
-                            "text/plain",
-                            in: request.headerFields
-                        )
-                        body = try converter.setResponseBodyAsBinary(
-                            value,
-                            headerFields: &response.headerFields,
-                            contentType: "text/plain"
                         )
                     }
                     return (response, body)
@@ -3561,7 +3503,8 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
     /// answers the stored refund and moves nothing again. Errors: `idempotency_conflict` (the id was
     /// used for another refund), `refund_exceeds_remaining`, `payment_not_found` (unknown, or another
     /// merchant's), `payment_not_refundable` (declined, or a redemption), `refund_amount_invalid`,
-    /// `currency_mismatch`, `refund_id_invalid`.
+    /// `currency_mismatch`, `refund_id_invalid`. Only the merchant's admin may refund: a request
+    /// signed with a terminal's key is refused with `admin_required` (403).
     ///
     ///
     /// - Remark: HTTP `POST /v1/merchant/refunds`.
@@ -3775,6 +3718,10 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
         )
     }
     /// Revokes one of the merchant's terminals (`terminal_not_found` for another merchant's). Revoking a revoked one answers it as it is.
+    ///
+    /// Only the merchant's admin may revoke: a request signed with a terminal's key is refused
+    /// with `admin_required` (403).
+    ///
     ///
     /// - Remark: HTTP `POST /v1/merchant/terminals/{terminalId}/revoke`.
     /// - Remark: Generated from `#/paths//v1/merchant/terminals/{terminalId}/revoke/post(revokeMerchantTerminal)`.

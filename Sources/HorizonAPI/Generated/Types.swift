@@ -27,11 +27,6 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /ready`.
     /// - Remark: Generated from `#/paths//ready/get(getReadiness)`.
     func getReadiness(_ input: Operations.GetReadiness.Input) async throws -> Operations.GetReadiness.Output
-    /// Prometheus metrics (request latency, requests by status, activations).
-    ///
-    /// - Remark: HTTP `GET /metrics`.
-    /// - Remark: Generated from `#/paths//metrics/get(getMetrics)`.
-    func getMetrics(_ input: Operations.GetMetrics.Input) async throws -> Operations.GetMetrics.Output
     /// The public trust anchor wallets pin, and its fingerprint.
     ///
     /// - Remark: HTTP `GET /v1/anchor`.
@@ -297,7 +292,8 @@ public protocol APIProtocol: Sendable {
     /// answers the stored refund and moves nothing again. Errors: `idempotency_conflict` (the id was
     /// used for another refund), `refund_exceeds_remaining`, `payment_not_found` (unknown, or another
     /// merchant's), `payment_not_refundable` (declined, or a redemption), `refund_amount_invalid`,
-    /// `currency_mismatch`, `refund_id_invalid`.
+    /// `currency_mismatch`, `refund_id_invalid`. Only the merchant's admin may refund: a request
+    /// signed with a terminal's key is refused with `admin_required` (403).
     ///
     ///
     /// - Remark: HTTP `POST /v1/merchant/refunds`.
@@ -314,6 +310,10 @@ public protocol APIProtocol: Sendable {
     /// - Remark: Generated from `#/paths//v1/merchant/terminals/get(listMerchantTerminals)`.
     func listMerchantTerminals(_ input: Operations.ListMerchantTerminals.Input) async throws -> Operations.ListMerchantTerminals.Output
     /// Revokes one of the merchant's terminals (`terminal_not_found` for another merchant's). Revoking a revoked one answers it as it is.
+    ///
+    /// Only the merchant's admin may revoke: a request signed with a terminal's key is refused
+    /// with `admin_required` (403).
+    ///
     ///
     /// - Remark: HTTP `POST /v1/merchant/terminals/{terminalId}/revoke`.
     /// - Remark: Generated from `#/paths//v1/merchant/terminals/{terminalId}/revoke/post(revokeMerchantTerminal)`.
@@ -411,13 +411,6 @@ extension APIProtocol {
     /// - Remark: Generated from `#/paths//ready/get(getReadiness)`.
     public func getReadiness(headers: Operations.GetReadiness.Input.Headers = .init()) async throws -> Operations.GetReadiness.Output {
         try await getReadiness(Operations.GetReadiness.Input(headers: headers))
-    }
-    /// Prometheus metrics (request latency, requests by status, activations).
-    ///
-    /// - Remark: HTTP `GET /metrics`.
-    /// - Remark: Generated from `#/paths//metrics/get(getMetrics)`.
-    public func getMetrics(headers: Operations.GetMetrics.Input.Headers = .init()) async throws -> Operations.GetMetrics.Output {
-        try await getMetrics(Operations.GetMetrics.Input(headers: headers))
     }
     /// The public trust anchor wallets pin, and its fingerprint.
     ///
@@ -918,7 +911,8 @@ extension APIProtocol {
     /// answers the stored refund and moves nothing again. Errors: `idempotency_conflict` (the id was
     /// used for another refund), `refund_exceeds_remaining`, `payment_not_found` (unknown, or another
     /// merchant's), `payment_not_refundable` (declined, or a redemption), `refund_amount_invalid`,
-    /// `currency_mismatch`, `refund_id_invalid`.
+    /// `currency_mismatch`, `refund_id_invalid`. Only the merchant's admin may refund: a request
+    /// signed with a terminal's key is refused with `admin_required` (403).
     ///
     ///
     /// - Remark: HTTP `POST /v1/merchant/refunds`.
@@ -947,6 +941,10 @@ extension APIProtocol {
         try await listMerchantTerminals(Operations.ListMerchantTerminals.Input(headers: headers))
     }
     /// Revokes one of the merchant's terminals (`terminal_not_found` for another merchant's). Revoking a revoked one answers it as it is.
+    ///
+    /// Only the merchant's admin may revoke: a request signed with a terminal's key is refused
+    /// with `admin_required` (403).
+    ///
     ///
     /// - Remark: HTTP `POST /v1/merchant/terminals/{terminalId}/revoke`.
     /// - Remark: Generated from `#/paths//v1/merchant/terminals/{terminalId}/revoke/post(revokeMerchantTerminal)`.

@@ -144,7 +144,7 @@ extension APIHandler {
 
     func createRefund(_ input: Operations.CreateRefund.Input) async throws -> Operations.CreateRefund.Output {
         guard case .json(let body) = input.body else { throw APIError(.unsupportedMediaType, "the body must be JSON") }
-        let caller = try await merchantCaller()
+        let caller = try await merchantAdmin(for: "a refund")
         let paymentID = try Self.paymentID(body.paymentId)
         let currency: Currency
         do { currency = try Currency(code: body.currency.uppercased()) } catch {
@@ -279,7 +279,7 @@ extension APIHandler {
     func revokeMerchantTerminal(_ input: Operations.RevokeMerchantTerminal.Input) async throws
         -> Operations.RevokeMerchantTerminal.Output
     {
-        let caller = try await merchantCaller()
+        let caller = try await merchantAdmin(for: "revoking a terminal")
         let id = TerminalID(rawValue: input.path.terminalId)
         guard let revoked = try await ledger.revokeTerminal(id, of: caller.merchantID, at: now()) else {
             throw APIError(.terminalNotFound, "this merchant has no terminal \(id)")

@@ -42,6 +42,27 @@ extension APIHandler {
         return MerchantCaller(merchantID: session.merchantID, terminal: nil)
     }
 
+    /// The merchant's admin, for what moves money back or changes who may take payments
+    /// (refunds, revoking a terminal): a terminal's key may settle payments and read its own
+    /// merchant's records, but a stolen or compromised till must not be able to pay money out
+    /// or lock the other tills out. A signed request is refused with `admin_required`, whatever
+    /// terminal signed it.
+    func merchantAdmin(for action: String) async throws -> MerchantCaller {
+        if RequestScope.current?.signer != nil {
+            // An unknown or revoked key hears what it hears everywhere; a valid one, the rule.
+            _ = try await signingTerminal()
+            throw APIError(
+                .adminRequired,
+                "\(action) needs the merchant admin's session (Authorization: Bearer, from POST /v1/merchant/sessions); a terminal's key cannot do it",
+                headers: [.wwwAuthenticate: "Bearer"])
+        }
+        let caller = try await merchantCaller()
+        guard caller.terminal == nil else {
+            throw APIError(.adminRequired, "\(action) needs the merchant admin's session; a terminal's key cannot do it")
+        }
+        return caller
+    }
+
     func signInMerchantAdmin(_ input: Operations.SignInMerchantAdmin.Input) async throws
         -> Operations.SignInMerchantAdmin.Output
     {

@@ -41,10 +41,6 @@ struct APIHandler: APIProtocol {
         }
     }
 
-    func getMetrics(_ input: Operations.GetMetrics.Input) async throws -> Operations.GetMetrics.Output {
-        .ok(.init(body: .plainText(HTTPBody(metrics.exposition()))))
-    }
-
     func getAnchor(_ input: Operations.GetAnchor.Input) async throws -> Operations.GetAnchor.Output {
         .ok(.init(body: .json(issuer.anchorDescription)))
     }

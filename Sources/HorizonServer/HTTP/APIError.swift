@@ -22,6 +22,8 @@ public struct APIError: Error, Sendable, Equatable {
         case invalidCredentials = "invalid_credentials"
         case accountLocked = "account_locked"
         case forbidden = "forbidden"
+        /// A terminal's key asked for what only the merchant's admin may do (refunds, revocations).
+        case adminRequired = "admin_required"
         case terminalUnknown = "terminal_unknown"
         case terminalRevoked = "terminal_revoked"
         case alreadyExists = "already_exists"
@@ -100,7 +102,7 @@ public struct APIError: Error, Sendable, Equatable {
             case .unauthenticated, .signatureInvalid, .requestExpired, .requestReplayed, .invalidCredentials:
                 .unauthorized
             case .accountLocked: .tooManyRequests
-            case .forbidden, .terminalUnknown, .terminalRevoked: .forbidden
+            case .forbidden, .adminRequired, .terminalUnknown, .terminalRevoked: .forbidden
             case .alreadyExists, .paymentConflict: .conflict
             case .paymentNotFound: .notFound
             case .walletSignatureInvalid, .termsMismatch: .unprocessableContent

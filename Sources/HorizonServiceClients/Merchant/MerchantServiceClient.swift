@@ -12,7 +12,8 @@ import HorizonAPI
 /// try await merchant.start()                     // loads programs and register users
 /// try await merchant.selectRegisterUser(id: "007")
 /// let page = try await merchant.transactions(.init(type: .payment, limit: 20))
-/// let refund = try await merchant.refund(paymentID: id, amount: 150, currency: "EUR")
+/// let admin = try await MerchantServiceClient.signIn(serverURL: url, email: email, password: password)
+/// let refund = try await admin.refund(paymentID: id, amount: 150, currency: "EUR")  // the admin's only
 /// ```
 ///
 /// Identity events (`identityEvents`) tell an app when the terminal's identity is ready (the
@@ -215,7 +216,8 @@ public actor MerchantServiceClient {
 
     /// Refunds `amount` minor units of a payment to the method it was paid with. `refundID` is
     /// the idempotency key: keep it to retry after a lost answer (the same id and terms get the
-    /// stored refund; other terms `idempotency_conflict`).
+    /// stored refund; other terms `idempotency_conflict`). Only a client signed in as the
+    /// merchant's admin (`signIn`) may refund: a terminal's key gets `admin_required`.
     public func refund(paymentID: String, amount: Int64, currency: String, refundID: String)
         async throws(MerchantServiceError) -> Refund
     {
@@ -258,8 +260,9 @@ public actor MerchantServiceClient {
         try await call { (server) async throws(ServerClientError) in try await server.merchantTerminals() }
     }
 
-    /// Revokes one of the merchant's terminals (this one too, if its id is given: its identity
-    /// is then invalidated by the server's next answer).
+    /// Revokes one of the merchant's terminals; its identity is then invalidated by the
+    /// server's next answer to it. Only the merchant's admin (`signIn`) may revoke: a terminal's
+    /// key gets `admin_required`.
     @discardableResult
     public func revokeTerminal(id: String) async throws(MerchantServiceError) -> Terminal {
         try await call { (server) async throws(ServerClientError) in try await server.revokeTerminal(id: id) }
