@@ -175,7 +175,7 @@ struct CardPaymentTests {
     @Test func aCardThatCannotPayIsDeclinedAndNothingIsCharged() async throws {
         let shop = try await Shop.open()
         try await shop.server.withClient { client in
-            // Removed, switched off, waiting for 3-D Secure, another wallet's, unknown.
+            // Removed, switched off, waiting for 3-D Secure: declined; another wallet's, unknown: 404.
             let removed = try await shop.addCard("4242424242424242", client: client)
             _ = try await client.sendSigned(
                 .delete, "/v1/wallet/cards/\(removed)", by: shop.wallet.key, time: shop.server.clock.now)
@@ -196,11 +196,20 @@ struct CardPaymentTests {
             let strangersCard = try JSONDecoder().decode(
                 Components.Schemas.AddPaymentCardResult.self, from: strangers.data
             ).card.id
-            for card in [removed, off, challenged, strangersCard, "c_00000000000000000000000000000000"] {
+            for card in [removed, off, challenged] {
                 let confirm = try shop.confirm(.card(id: card))
                 let result = try shop.result(try await shop.submit(confirm, client: client))
                 #expect(result.outcome == .declined && result.declineCode == Int32(ErrorCode.declined.rawValue))
                 #expect(result.declineReason?.contains("card \(card) cannot pay") == true, "\(result)")
+                #expect(try await shop.charges(of: confirm) == 0)
+            }
+            // A card the wallet never had (another wallet's, or an unknown id) is a clear 404,
+            // the same for both, and nothing is executed or charged.
+            for card in [strangersCard, "c_00000000000000000000000000000000"] {
+                let confirm = try shop.confirm(.card(id: card))
+                try expectError(
+                    try await shop.submit(confirm, client: client), .notFound, "card_not_found", "no such card")
+                #expect(try await shop.server.ledger.executionCount(of: confirm.paymentID) == 0)
                 #expect(try await shop.charges(of: confirm) == 0)
             }
         }

@@ -140,12 +140,16 @@ extension APIHandler {
 
     /// Charges a card payment through the processor, or finds the charge a lost answer made.
     ///
-    /// The payment id is the idempotency key. A charge that exists for it (an earlier attempt
-    /// whose answer was lost, or another server process's) is the answer, whatever the card's
-    /// state now; otherwise the card must be the paying wallet's and usable. A processor
+    /// The payment id is the idempotency key, and it is claimed in the ledger before the
+    /// processor is called: an id the ledger executed, or that another Confirm holds (the
+    /// balance, another wallet, another card, other terms), is never charged (the latter is
+    /// `payment_conflict`). A charge found under the id is used only when it was made with this
+    /// wallet's card (its token); an earlier attempt's charge whose answer was lost is the
+    /// answer, whatever the card's state now. Otherwise the card must be usable. A processor
     /// timeout is resolved by asking the processor what happened (`lookup`) before one retry;
     /// when it still cannot say, nothing is recorded and the terminal is told to retry later
-    /// with the same payment id, which can never charge twice.
+    /// with the same payment id, which can never charge twice. A claim charged and never
+    /// settled is refunded by `CardClaimRecovery`.
     func chargeCard(_ cardID: PaymentCardID, for request: SettlementRequest, terminal: TerminalRecord)
         async throws -> CardChargeResult
     {
@@ -163,13 +167,40 @@ extension APIHandler {
         else {
             return .notCharged(reason: "the payment's amount or currency cannot be charged at this merchant")
         }
-        if let found = try await lookUpCharge(key) { return try Self.chargeResult(found, amount: total) }
-        guard let wallet = try await ledger.wallet(forKey: request.walletKey),
-            let card = try await ledger.payableCard(cardID, of: wallet.id)
-        else {
+        // An unknown key is declined (unknownWallet) by the ledger; nothing to charge.
+        guard let wallet = try await ledger.wallet(forKey: request.walletKey) else {
+            return .notCharged(reason: "this wallet is not registered with the merchant's Horizon server")
+        }
+        // Another wallet's card, a removed one and an unknown id are the same answer, as
+        // everywhere: nothing tells a wallet that another wallet's card exists.
+        guard let card = try await ledger.paymentCardEverAdded(cardID, of: wallet.id) else {
+            throw Self.apiError(CardError.notFound)
+        }
+        let claim: PaymentClaimOutcome
+        do {
+            claim = try await ledger.claimCardPayment(
+                request, card: cardID, wallet: wallet.id, merchant: terminal.merchantID, at: time)
+        } catch .conflictingRetry {
+            metrics.record(event: "payment_conflict")
+            throw APIError(
+                .paymentConflict,
+                "payment \(key) is held by another confirmation (another way of paying, another wallet or card, or other terms); nothing was charged (a new payment needs a new id)"
+            )
+        }
+        switch claim {
+        case .executed: return .notCharged(reason: "the payment was executed before")
+        case .recovering:
+            throw APIError(
+                .cardProcessorUnavailable,
+                "payment \(key) was abandoned and its charge is being refunded; retry shortly for its result",
+                headers: [.retryAfter: "5"])
+        case .claimed: break
+        }
+        if let found = try await lookUpCharge(key) { return try Self.chargeResult(found, amount: total, card: card) }
+        guard let card = try await ledger.payableCard(cardID, of: wallet.id) else {
             return .notCharged(
                 reason:
-                    "card \(cardID) cannot pay: it is not this wallet's, was removed, is switched off or has not passed 3-D Secure"
+                    "card \(cardID) cannot pay: it was removed, is switched off or has not passed 3-D Secure"
             )
         }
         for attempt in 1...2 {
@@ -181,13 +212,15 @@ extension APIHandler {
                 outcome = .failure(error)
             }
             switch outcome {
-            case .success(let charge): return try Self.chargeResult(charge, amount: total)
+            case .success(let charge): return try Self.chargeResult(charge, amount: total, card: card)
             case .failure(.timeout):
                 metrics.record(event: "card_charge_timeout")
                 RequestScope.current?.logger.warning(
                     "card processor timed out; asking what happened",
                     metadata: ["payment": "\(key)", "attempt": "\(attempt)"])
-                if let found = try await lookUpCharge(key) { return try Self.chargeResult(found, amount: total) }
+                if let found = try await lookUpCharge(key) {
+                    return try Self.chargeResult(found, amount: total, card: card)
+                }
             case .failure(.idempotencyConflict):
                 throw APIError(
                     .paymentConflict,
@@ -206,9 +239,15 @@ extension APIHandler {
         do { return try await cards.lookup(idempotencyKey: key) } catch { throw Self.apiError(error) }
     }
 
-    /// The processor's charge as the ledger records it; a charge of another amount under this
-    /// payment id is a conflict (the same id with other terms).
-    static func chargeResult(_ charge: CardCharge, amount: Money) throws -> CardChargeResult {
+    /// The processor's charge as the ledger records it; a charge of another amount, or with
+    /// another card than this wallet's, under this payment id is a conflict (the same id with
+    /// other terms): a charge belongs to the wallet and card that made it.
+    static func chargeResult(_ charge: CardCharge, amount: Money, card: PaymentCard) throws -> CardChargeResult {
+        guard charge.token == card.token else {
+            throw APIError(
+                .paymentConflict,
+                "payment \(charge.idempotencyKey) was charged before with another card; nothing was executed now")
+        }
         guard charge.amount == amount else {
             throw APIError(
                 .paymentConflict,

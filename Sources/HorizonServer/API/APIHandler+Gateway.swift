@@ -81,20 +81,22 @@ extension APIHandler {
                     "the relayed request is dated \(dateText), more than \(gateway.window) s from the server's clock; check the device's clock and send a new request"
                 ))
         }
-        switch gateway.replays.record(opened.encapsulatedKey, expiresAt: date + gateway.window, now: now) {
-        case .fresh: break
-        case .replayed:
+        // The replay window lives in the database: every server process, and this one after a
+        // restart, refuses a sealed request that one of them served.
+        let fresh: Bool
+        do {
+            fresh = try await ledger.recordGatewayRequest(
+                opened.encapsulatedKey, expiresAt: date + gateway.window, at: now)
+        } catch {
+            return Self.sealedError(APIError(error))
+        }
+        guard fresh else {
             metrics.record(event: "gateway_request_replayed")
             return Self.sealedError(
                 APIError(
                     .gatewayRequestReplayed,
                     "this sealed request was already received once and was not served again; whether the first one changed anything, ask (e.g. the balance or the history)"
                 ))
-        case .full:
-            return Self.sealedError(
-                APIError(
-                    .gatewayBusy, "the gateway is busy; nothing was done, retry in a minute",
-                    headers: [.retryAfter: "60"]))
         }
         guard request.path.hasPrefix("/v1/"), request.path != "/v1/gateway", !request.path.hasPrefix("/v1/gateway?")
         else {

@@ -7,13 +7,13 @@ import NIOCore
 import Synchronization
 
 /// The server's Oblivious HTTP gateway (issue 16): opens a sealed wallet request a terminal
-/// relays, refuses replays and stale dates, serves the request through the server's own
+/// relays, refuses replays (recorded in the ledger's database, see `Ledger.recordGatewayRequest`)
+/// and stale dates, serves the request through the server's own
 /// router in this process (with every middleware, so the wallet's signature is checked as if it
 /// had come directly), and seals the answer.
 final class ServerGateway: Sendable {
     let gateway: ObliviousHTTPGateway
     let signedConfiguration: SignedGatewayKeyConfiguration
-    let replays: GatewayReplayWindow
     /// Relays per terminal: a token bucket of a minute's worth, refilled over the minute.
     let relayLimiter: RateLimiter
     let relaysPerMinute: Int
@@ -25,7 +25,6 @@ final class ServerGateway: Sendable {
     init(key: GatewayKey, issuer: Issuer, relaysPerMinute: Int, window: Int64) throws {
         gateway = key.gateway
         signedConfiguration = try SignedGatewayKeyConfiguration.sign(gateway.configuration, with: issuer.signingKey)
-        replays = GatewayReplayWindow()
         relayLimiter = RateLimiter(burst: relaysPerMinute, perSecond: Double(relaysPerMinute) / 60)
         self.relaysPerMinute = relaysPerMinute
         self.window = window
@@ -65,33 +64,6 @@ final class ServerGateway: Sendable {
         "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "content-length",
         "proxy-connection",
     ]
-}
-
-/// The encapsulated keys of the sealed requests served recently: the same sealed request posted
-/// again is refused. A key is remembered until its request's date leaves the window, after
-/// which the date check refuses the request anyway; so the memory is bounded by the window and
-/// the relay rate, and at `capacity` new requests are refused (busy) rather than forgotten.
-final class GatewayReplayWindow: Sendable {
-    let capacity: Int
-    private let seen = Mutex<[Data: Int64]>([:])
-
-    init(capacity: Int = 200_000) { self.capacity = capacity }
-
-    enum Outcome: Equatable { case fresh, replayed, full }
-
-    /// Records `key`, remembered until `expiresAt`; `.replayed` if it was seen before.
-    func record(_ key: [UInt8], expiresAt: Int64, now: Int64) -> Outcome {
-        seen.withLock { seen in
-            let key = Data(key)
-            if let expiry = seen[key], expiry >= now { return .replayed }
-            if seen.count >= capacity { seen = seen.filter { $0.value >= now } }
-            guard seen.count < capacity else { return .full }
-            seen[key] = expiresAt
-            return .fresh
-        }
-    }
-
-    var count: Int { seen.withLock { $0.count } }
 }
 
 /// Collects a response body in memory, up to a limit.
