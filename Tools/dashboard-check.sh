@@ -47,7 +47,8 @@ phone="+4915112345678"
 code=$("$bin/horizon-server" outbox --to "$phone" --limit 1 --data-dir "$work/server" |
     sed -n 's/.*registration code is \([0-9]\{8\}\).*/\1/p' | head -1)
 [ -n "$code" ] || die "no registration code in the server's outbox"
-"$bin/horizon-wallet" verify "$code" --data-dir "$work/wallet" >/dev/null
+fingerprint=$("$bin/horizon-server" anchor --data-dir "$work/server" | sed -n 's/^fingerprint: *//p')
+"$bin/horizon-wallet" verify "$code" --anchor-fingerprint "$fingerprint" --data-dir "$work/wallet" >/dev/null
 "$bin/horizon-server" wallets top-up alex@example.com 100.00 --data-dir "$work/server" >/dev/null
 
 step "dashboard check: a card that needs 3-D Secure, its challenge answered in headless Chromium"

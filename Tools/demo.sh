@@ -50,7 +50,12 @@ code=$("$bin/horizon-server" outbox --to "$phone" --limit 1 --data-dir "$work/se
     sed -n 's/.*registration code is \([0-9]\{8\}\).*/\1/p' | head -1)
 [ -n "$code" ] || die "no registration code in the server's outbox"
 echo "outbox   | SMS to $phone: code $code"
-"$bin/horizon-wallet" verify "$code" --data-dir "$work/wallet" | sed 's/^/wallet   | /'
+# The wallet pins the server's anchor only with the fingerprint its operator publishes.
+fingerprint=$("$bin/horizon-server" anchor --data-dir "$work/server" | sed -n 's/^fingerprint: *//p')
+[ -n "$fingerprint" ] || die "no anchor fingerprint from horizon-server anchor"
+echo "server   | anchor fingerprint $fingerprint"
+"$bin/horizon-wallet" verify "$code" --anchor-fingerprint "$fingerprint" --data-dir "$work/wallet" |
+    sed 's/^/wallet   | /'
 "$bin/horizon-server" wallets top-up alex@example.com 100.00 --data-dir "$work/server" | sed 's/^/server   | /'
 
 step "paying $amount + tip $tip: the terminal advertises, the wallet 40 cm away pays, the server settles"

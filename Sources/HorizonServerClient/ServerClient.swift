@@ -47,10 +47,12 @@ public struct HorizonServerClient: Sendable {
     }
 
     /// HTTP through the process's one client, giving up on each request after `timeout`.
-    static func transport(_ timeout: Duration, http: HTTPClient? = nil) -> AsyncHTTPClientTransport {
+    /// Plain HTTP only to this machine (see `TransportSecurity`).
+    static func transport(_ timeout: Duration, http: HTTPClient? = nil) -> any ClientTransport {
         let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
-        return AsyncHTTPClientTransport(
-            configuration: .init(client: http ?? Self.http, timeout: .milliseconds(max(1, milliseconds))))
+        return CheckedTransport(
+            base: AsyncHTTPClientTransport(
+                configuration: .init(client: http ?? Self.http, timeout: .milliseconds(max(1, milliseconds)))))
     }
 
     /// A client over `transport` (HTTP, or the sealed relay of issue 16), signing with `signingKey`.
@@ -82,11 +84,13 @@ public struct HorizonServerClient: Sendable {
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }
 
-    /// Parses `--server` text: an http(s) URL with a host.
+    /// Parses `--server` text: an http(s) URL with a host; `http://` only to this machine unless
+    /// the lab flag is on (`TransportSecurity`).
     public static func url(_ text: String) throws(ServerClientError) -> URL {
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
             url.host?.isEmpty == false
         else { throw .invalidServerURL(text) }
+        if let reason = TransportSecurity.refusal(for: url) { throw .insecureServerURL(reason) }
         return url
     }
 
@@ -224,6 +228,8 @@ public enum ServerClientError: Error, Equatable, Sendable, CustomStringConvertib
     /// The server answered something that is not the API.
     case invalidResponse(String)
     case invalidServerURL(String)
+    /// `http://` to another machine without the lab flag: nothing was sent.
+    case insecureServerURL(String)
     case cancelled
     /// issue 16: a request for the relay (a terminal and the server's gateway) was not sent:
     /// it could not be sealed or is too large. Nothing left the device; fixing the cause and
@@ -241,6 +247,7 @@ public enum ServerClientError: Error, Equatable, Sendable, CustomStringConvertib
             "the server refused (\(status) \(code)): \(message) [request \(requestID)]"
         case .invalidResponse(let reason): "the server's answer cannot be used: \(reason)"
         case .invalidServerURL(let text): "\(text) is not a server URL (expected http://HOST:PORT or https://HOST)"
+        case .insecureServerURL(let reason): reason
         case .cancelled: "cancelled"
         case .notRelayed(let reason): "the request was not sent through the relay: \(reason)"
         case .relayOutcomeUnknown(let reason):

@@ -90,7 +90,7 @@ public struct ServerPaymentProcessor: PaymentProcessor, RedemptionProcessor {
                 return .refused(code: code, reason: message)
             }
             return .unavailable("\(code): \(message)")
-        case .unreachable, .timedOut, .invalidResponse, .cancelled, .invalidServerURL, .notRelayed,
+        case .unreachable, .timedOut, .invalidResponse, .cancelled, .invalidServerURL, .insecureServerURL, .notRelayed,
             .relayOutcomeUnknown:
             return .unavailable(error.description)
         }

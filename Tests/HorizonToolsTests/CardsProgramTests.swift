@@ -131,7 +131,12 @@ struct CardsProgramTests {
         let messages = try JSONSerialization.jsonObject(with: Data(outbox.standardOutput.utf8)) as? [[String: Any]]
         let body = try #require(messages?.first?["body"] as? String)
         let code = try #require(body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }.map(String.init))
-        let verify = try Programs.run("horizon-wallet", ["verify", code, "--data-dir", walletDir])
+        let verify = try Programs.run(
+            "horizon-wallet",
+            [
+                "verify", code, "--anchor-fingerprint", try Programs.anchorFingerprint(serverDir: serverDir),
+                "--data-dir", walletDir,
+            ])
         #expect(verify.status == 0, "\(verify.standardError)")
     }
 

@@ -37,7 +37,14 @@ struct TokenProgramTests {
             (try JSONSerialization.jsonObject(with: Data(outbox.standardOutput.utf8)) as? [[String: Any]])?.first?[
                 "body"] as? String)
         let code = try #require(body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }.map(String.init))
-        #expect(try Programs.run("horizon-wallet", ["verify", code, "--data-dir", walletDir]).status == 0)
+        #expect(
+            try Programs.run(
+                "horizon-wallet",
+                [
+                    "verify", code, "--anchor-fingerprint", try Programs.anchorFingerprint(serverDir: serverDir),
+                    "--data-dir", walletDir,
+                ]
+            ).status == 0)
 
         func wallet(_ arguments: [String]) throws -> ProgramResult {
             try Programs.run("horizon-wallet", arguments + ["--data-dir", walletDir])

@@ -47,8 +47,13 @@ struct WalletRegistrationProgramTests {
         let body = try #require(messages?.first?["body"] as? String)
         let code = try #require(body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }.map(String.init))
 
+        let fingerprint = try Programs.anchorFingerprint(serverDir: serverDir)
         let wrong = try Programs.run(
-            "horizon-wallet", ["verify", code == "00000000" ? "00000001" : "00000000", "--data-dir", walletDir])
+            "horizon-wallet",
+            [
+                "verify", code == "00000000" ? "00000001" : "00000000", "--anchor-fingerprint", fingerprint,
+                "--data-dir", walletDir,
+            ])
         #expect(wrong.status == 1)
         #expect(
             wrong.standardError.hasPrefix(
@@ -58,7 +63,8 @@ struct WalletRegistrationProgramTests {
         #expect(malformed.status == 2)
         #expect(malformed.standardError.contains("CODE must be the 8 digits you received"))
 
-        let verify = try Programs.run("horizon-wallet", ["verify", code, "--data-dir", walletDir, "--json"])
+        let verify = try Programs.run(
+            "horizon-wallet", ["verify", code, "--anchor-fingerprint", fingerprint, "--data-dir", walletDir, "--json"])
         #expect(verify.status == 0, "\(verify.standardError)")
         let verified = try json(verify.standardOutput)
         let anchor = try json(

@@ -61,7 +61,14 @@ struct WalletServicesProgramTests {
             (try JSONSerialization.jsonObject(with: Data(outbox.standardOutput.utf8)) as? [[String: Any]])?.first?[
                 "body"] as? String)
         let code = try #require(body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }.map(String.init))
-        #expect(try Programs.run("horizon-wallet", ["verify", code, "--data-dir", walletDir]).status == 0)
+        #expect(
+            try Programs.run(
+                "horizon-wallet",
+                [
+                    "verify", code, "--anchor-fingerprint", try Programs.anchorFingerprint(serverDir: serverDir),
+                    "--data-dir", walletDir,
+                ]
+            ).status == 0)
         let topUp = try Programs.run(
             "horizon-server", ["wallets", "top-up", "alice@example.com", "25.00", "--data-dir", serverDir])
         #expect(topUp.status == 0, "\(topUp.standardError)")

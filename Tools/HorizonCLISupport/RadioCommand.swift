@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HorizonServerClient
 import HorizonSimulatedRadio
 import Logging
 import ServiceLifecycle
@@ -90,5 +91,19 @@ public struct GlobalOptions: ParsableArguments {
     @Flag(help: "Log what happens underneath (radio, handshake, state changes) to standard error.")
     public var verbose = false
 
+    @Flag(
+        name: .customLong("insecure-lab-http"),
+        help:
+            "Allow http:// to a server on another machine (a lab without TLS only: passwords, codes and answers travel in clear and can be forged). Without it, http:// is for 127.0.0.1, ::1 and localhost only."
+    )
+    public var insecureLabHTTP = false
+
     public init() {}
+
+    public func validate() throws {
+        if insecureLabHTTP {
+            let program = CommandLine.arguments.first.map { URL(fileURLWithPath: $0).lastPathComponent } ?? "horizon"
+            TransportSecurity.allowInsecureLabHTTP(program: program)
+        }
+    }
 }

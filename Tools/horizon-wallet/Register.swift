@@ -77,6 +77,12 @@ struct Verify: AsyncParsableCommand {
     )
 
     @Argument(help: "The 8-digit code.") var code: String
+    @Option(
+        help: ArgumentHelp(
+            "The server's anchor fingerprint as its operator publishes it (`horizon-server anchor`).",
+            discussion:
+                "64 hex digits (spaces and colons are ignored). Without it, the fingerprint is shown and you are asked to confirm it; no answer is no."
+        )) var anchorFingerprint: String?
     @Flag(help: "Print the result as JSON.") var json = false
     @OptionGroup var global: GlobalOptions
 
@@ -84,6 +90,12 @@ struct Verify: AsyncParsableCommand {
         guard code.filter({ !$0.isWhitespace }).count == 8,
             code.allSatisfy({ $0.isWhitespace || ("0"..."9").contains($0) })
         else { throw ValidationError("CODE must be the 8 digits you received") }
+        if let anchorFingerprint, WalletServer.fingerprintDigits(anchorFingerprint) == nil {
+            throw ValidationError("--anchor-fingerprint must be 64 hex digits (spaces and colons are ignored)")
+        }
+        if json, anchorFingerprint == nil {
+            throw ValidationError("--json needs --anchor-fingerprint (there is nobody to confirm the fingerprint)")
+        }
     }
 
     func run() async throws {
@@ -95,6 +107,30 @@ struct Verify: AsyncParsableCommand {
         }
         let url = try WalletServer.url(pending.server)
         let client = HorizonServerClient(serverURL: url)
+        // The anchor is trusted because the person confirms its fingerprint (or passes the one
+        // the operator published), never because the network returned it: a man in the middle
+        // could return its own. Confirmed first, so a refusal leaves the code unused.
+        let anchor = try await WalletServer.call(url) { () async throws(ServerClientError) in
+            try await client.anchor()
+        }
+        let key = try WalletServer.anchorKey(anchor)
+        let fingerprint = WalletServer.fingerprint(of: key)
+        if let anchorFingerprint {
+            guard WalletServer.sameFingerprint(anchorFingerprint, fingerprint) else {
+                throw CLIError(
+                    "the server's anchor has the fingerprint \(fingerprint), not the one given (\(anchorFingerprint)); nothing was pinned and the code was not used"
+                )
+            }
+        } else {
+            print("The server's trust anchor \"\(anchor.name.sanitizedForDisplay)\" has the fingerprint")
+            print("  \(fingerprint)")
+            print("Compare it with the one the server's operator publishes (`horizon-server anchor`).")
+            guard await Console().confirm("Is it the same?") else {
+                throw CLIError(
+                    "the anchor's fingerprint was not confirmed; nothing was pinned and the code was not used (run verify again, or pass --anchor-fingerprint)"
+                )
+            }
+        }
         let (id, code) = (pending.registrationId, code.filter { !$0.isWhitespace })
         let verified = try await WalletServer.call(url, forget: files) { () async throws(ServerClientError) in
             switch pending.kind {
@@ -102,10 +138,7 @@ struct Verify: AsyncParsableCommand {
             case .restoration: try await client.verifyWalletRestoration(id: id, code: code)
             }
         }
-        // The anchor as the server publishes it, which must be the one the verify named.
-        let anchor = try await WalletServer.call(url) { () async throws(ServerClientError) in
-            try await client.anchor()
-        }
+        // The verify must name the anchor that was confirmed.
         guard anchor.publicKey == verified.anchor.publicKey else {
             throw CLIError("the server named two different trust anchors; nothing was pinned (ask its operator)")
         }
@@ -129,9 +162,8 @@ struct Verify: AsyncParsableCommand {
                 "Wallet restored on this device: account \(verified.walletId); \(verified.revokedKeys) older key\(verified.revokedKeys == 1 ? "" : "s") revoked"
             )
         }
-        print("Pinned the server's trust anchor \"\(anchor.name)\" (key id \(pinned.keyID))")
+        print("Pinned the server's trust anchor \"\(anchor.name.sanitizedForDisplay)\" (key id \(pinned.keyID))")
         print("  fingerprint \(pinned.fingerprint)")
-        print("Compare it with the one the server's operator publishes (`horizon-server anchor`).")
     }
 
     struct VerifyJSON: Encodable {
@@ -257,9 +289,7 @@ enum WalletServer {
     static func pin(_ anchor: Components.Schemas.Anchor, files: WalletFiles) throws -> (
         keyID: String, fingerprint: String
     ) {
-        guard let bytes = Data(base64Encoded: anchor.publicKey),
-            let key = try? P256.Signing.PublicKey(x963Representation: bytes)
-        else { throw CLIError("the server's anchor is not a P-256 public key; nothing was pinned") }
+        let key = try anchorKey(anchor)
         let fingerprint = fingerprint(of: key)
         guard fingerprint == anchor.fingerprint else {
             throw CLIError("the server's anchor does not match the fingerprint it states; nothing was pinned")
@@ -269,6 +299,28 @@ enum WalletServer {
         try trust.create()
         try KeyFiles.writePublic(key, to: keyID + ".pub", in: trust)
         return (keyID, fingerprint)
+    }
+
+    static func anchorKey(_ anchor: Components.Schemas.Anchor) throws -> P256.Signing.PublicKey {
+        guard let bytes = Data(base64Encoded: anchor.publicKey),
+            let key = try? P256.Signing.PublicKey(x963Representation: bytes)
+        else { throw CLIError("the server's anchor is not a P-256 public key; nothing was pinned") }
+        return key
+    }
+
+    /// A fingerprint's 64 hex digits in lower case (spaces and colons dropped), nil if it is not one.
+    static func fingerprintDigits(_ text: String) -> [UInt8]? {
+        let digits = Array(text.lowercased().utf8.filter { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: ":") })
+        guard digits.count == 64,
+            digits.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+        else { return nil }
+        return digits
+    }
+
+    /// Whether two fingerprints are the same, compared in constant time.
+    static func sameFingerprint(_ given: String, _ computed: String) -> Bool {
+        guard let a = fingerprintDigits(given), let b = fingerprintDigits(computed) else { return false }
+        return zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
     }
 
     /// SHA-256 of the X9.63 key in groups of four hex digits, as `horizon-server anchor` prints it.
@@ -317,7 +369,7 @@ enum WalletServer {
                 default: "refused"
                 }
             return "\(what): \(message) (\(code), request \(requestID))"
-        case .invalidResponse, .invalidServerURL, .cancelled, .notRelayed, .relayOutcomeUnknown:
+        case .invalidResponse, .invalidServerURL, .insecureServerURL, .cancelled, .notRelayed, .relayOutcomeUnknown:
             return error.description
         }
     }

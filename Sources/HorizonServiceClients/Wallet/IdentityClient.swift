@@ -218,7 +218,7 @@ public final class IdentityClient: Sendable {
                     await invalidate(reason: message)
                     throw .identityInvalidated(message)
                 }
-            case .invalidResponse, .invalidServerURL, .cancelled, .notRelayed, .relayOutcomeUnknown:
+            case .invalidResponse, .invalidServerURL, .insecureServerURL, .cancelled, .notRelayed, .relayOutcomeUnknown:
                 break
             }
             throw .server(error)
