@@ -22,7 +22,8 @@ final class RemoteSettlement: Sendable {
         self.http = http
         self.ledger = ledger
         processor = ServerPaymentProcessor(
-            client: HorizonServerClient(serverURL: url, signingKey: enrolled.terminal.signingKey, httpClient: http))
+            client: HorizonServerClient(serverURL: url, signingKey: enrolled.terminal.signingKey, httpClient: http),
+            anchor: enrolled.anchor)
     }
 
     /// Activates a terminal and registers a wallet holding enough for `payments` payments.

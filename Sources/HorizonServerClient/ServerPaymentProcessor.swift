@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HorizonAPI
 import HorizonCore
@@ -12,11 +13,19 @@ import HorizonStores
 /// anything else — unreachable, timed out, a 5xx, a rate limit, a clock the server does not
 /// accept — is `unavailable`: the payment may or may not have executed, so it stays pending and
 /// is asked again, never reported as failed.
+///
+/// An answer counts only when it carries the server's signature by `anchor`, the issuer key the
+/// terminal pinned at activation: an answer without it, or signed by another key (a man in the
+/// middle answering "approved" for a payment that never executed), is no answer (`unavailable`).
 public struct ServerPaymentProcessor: PaymentProcessor, RedemptionProcessor {
     let client: HorizonServerClient
+    let anchor: P256.Signing.PublicKey
 
-    /// `client` must sign with the terminal's key.
-    public init(client: HorizonServerClient) { self.client = client }
+    /// `client` must sign with the terminal's key; `anchor` is the server's issuer key.
+    public init(client: HorizonServerClient, anchor: P256.Signing.PublicKey) {
+        self.client = client
+        self.anchor = anchor
+    }
 
     public func settle(_ request: SettlementRequest, at time: UnixTime) async throws(ProcessorError) -> SettlementResult
     {
@@ -36,7 +45,7 @@ public struct ServerPaymentProcessor: PaymentProcessor, RedemptionProcessor {
         } catch {
             throw Self.processorError(error, id: request.paymentID)
         }
-        return try Self.result(answer, for: request)
+        return try Self.result(answer, for: request, anchor: anchor)
     }
 
     public func result(for paymentID: PaymentID) async throws(ProcessorError) -> SettlementResult? {
@@ -47,7 +56,7 @@ public struct ServerPaymentProcessor: PaymentProcessor, RedemptionProcessor {
             throw Self.processorError(error, id: paymentID)
         }
         guard let answer else { return nil }
-        return try Self.result(answer, for: nil, id: paymentID)
+        return try Self.result(answer, for: nil, id: paymentID, anchor: anchor)
     }
 
     /// A bonus, gold or coupon redemption, with the wallet's signed Redeem, to `POST /v1/redemptions`.
@@ -77,7 +86,8 @@ public struct ServerPaymentProcessor: PaymentProcessor, RedemptionProcessor {
         } catch {
             throw Self.processorError(error, id: request.redemptionID)
         }
-        return try Self.result(answer, for: nil, id: request.redemptionID, sessionID: request.sessionID)
+        return try Self.result(
+            answer, for: nil, id: request.redemptionID, sessionID: request.sessionID, anchor: anchor)
     }
 
     static func processorError(_ error: ServerClientError, id: PaymentID) -> ProcessorError {
@@ -98,8 +108,13 @@ public struct ServerPaymentProcessor: PaymentProcessor, RedemptionProcessor {
 
     static func result(
         _ answer: Components.Schemas.PaymentResult, for request: SettlementRequest?, id: PaymentID? = nil,
-        sessionID knownSession: SessionID? = nil
+        sessionID knownSession: SessionID? = nil, anchor: P256.Signing.PublicKey
     ) throws(ProcessorError) -> SettlementResult {
+        guard SettlementSignature.isValid(answer, anchor: anchor) else {
+            throw .unavailable(
+                "the server's answer is not signed by the anchor pinned at activation (unsigned, or forged on the way); it is not an outcome: the payment stays pending and is asked again"
+            )
+        }
         do {
             let currency = try Currency(code: answer.currency)
             let paymentID = try request?.paymentID ?? PaymentID(bytes: [UInt8](hexString: answer.paymentId) ?? [])

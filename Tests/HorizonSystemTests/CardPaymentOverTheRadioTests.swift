@@ -26,7 +26,8 @@ import Testing
         else { throw RigError("the approving test card needed a challenge") }
         wallet.selectPaymentCard(id: card.id)
 
-        let processor = ServerPaymentProcessor(client: server.client(signingWith: identity.signingKey))
+        let processor = ServerPaymentProcessor(
+            client: server.client(signingWith: identity.signingKey), anchor: server.issuer.signingKey.publicKey)
         let simulation = RadioSimulation(seed: 5, wallClockAtStart: Ledger.now())
         let service = TerminalRadioService(
             radio: try simulation.addDevice(name: "terminal"), identity: identity, processor: processor,

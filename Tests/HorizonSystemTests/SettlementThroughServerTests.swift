@@ -24,7 +24,8 @@ import Testing
         defer { Task { await server.stop() } }
         let identity = try await server.activateTerminal()
         let (walletKey, walletID) = try await server.registerWallet(balance: 100_00)
-        let processor = ServerPaymentProcessor(client: server.client(signingWith: identity.signingKey))
+        let processor = ServerPaymentProcessor(
+            client: server.client(signingWith: identity.signingKey), anchor: server.issuer.signingKey.publicKey)
 
         let directory = server.directory
         // The simulation's wall clock starts at the real time: the server issued the credential now.
@@ -71,7 +72,8 @@ import Testing
         let identity = try await server.activateTerminal()
         let (walletKey, walletID) = try await server.registerWallet(balance: 0)
         try await server.ledger.addBonusPoints(150, to: walletID, at: server.merchant.id)
-        let processor = ServerPaymentProcessor(client: server.client(signingWith: identity.signingKey))
+        let processor = ServerPaymentProcessor(
+            client: server.client(signingWith: identity.signingKey), anchor: server.issuer.signingKey.publicKey)
         let simulation = RadioSimulation(seed: 5, wallClockAtStart: Ledger.now())
         let service = TerminalRadioService(
             radio: try simulation.addDevice(name: "terminal"), identity: identity, processor: processor,
@@ -219,7 +221,7 @@ import Testing
         #expect(
             try await server.ledger.balance(of: walletID, in: .eur) == (try Money(minorUnits: 50_00, currency: .eur)))
         // Another merchant's payment is not visible to this terminal even when the id is known.
-        let processor = ServerPaymentProcessor(client: terminal)
+        let processor = ServerPaymentProcessor(client: terminal, anchor: server.issuer.signingKey.publicKey)
         await #expect(throws: ProcessorError.self) { _ = try await processor.result(for: unknownID(unknown)) }
     }
 
@@ -229,7 +231,7 @@ import Testing
         let processor = ServerPaymentProcessor(
             client: HorizonServerClient(
                 serverURL: try #require(URL(string: "http://127.0.0.1:9")), signingKey: .init(),
-                timeout: .milliseconds(500)))
+                timeout: .milliseconds(500)), anchor: P256.Signing.PrivateKey().publicKey)
         let identity = try TerminalIdentity.sandbox()
         let signed = try SignedConfirm(wallet: .init(), terminal: identity, amount: 1_00, tip: 0)
         await #expect {

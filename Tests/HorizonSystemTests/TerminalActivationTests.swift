@@ -107,7 +107,8 @@ import Testing
         let simulation = RadioSimulation(seed: 9, wallClockAtStart: Ledger.now())
         let service = TerminalRadioService(
             radio: try simulation.addDevice(name: "terminal"), identity: first,
-            processor: ServerPaymentProcessor(client: server.client(signingWith: first.signingKey)),
+            processor: ServerPaymentProcessor(
+                client: server.client(signingWith: first.signingKey), anchor: server.issuer.signingKey.publicKey),
             journal: try SQLiteTerminalJournal(path: folder.appendingPathComponent("journal.sqlite").path))
         // The service's clock says half of the credential is used up.
         let later = first.credential.notBefore + (first.credential.expiresAt - first.credential.notBefore) * 6 / 10

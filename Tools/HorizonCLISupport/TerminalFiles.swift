@@ -296,9 +296,11 @@ extension TerminalFiles {
         // Every server call is watched: the journal keeps when the server last answered (the
         // status's online/offline) and an answer lets the service forward offline payments.
         let server = try serverClient(identity: identity)
+        // The server's answers must be signed by the anchor pinned at activation.
+        let anchor = try server.map { _ in try KeyFiles.readPublic(at: directory.file(Self.anchorPublicKey)) }
         let processor: any PaymentProcessor & RedemptionProcessor =
-            if let server {
-                ServerReachabilityProcessor(base: ServerPaymentProcessor(client: server)) { reachable in
+            if let server, let anchor {
+                ServerReachabilityProcessor(base: ServerPaymentProcessor(client: server, anchor: anchor)) { reachable in
                     try? rawJournal.recordServerContact(
                         reachable: reachable, at: UnixTime(Date().timeIntervalSince1970))
                     if reachable { answered.yield() }

@@ -581,6 +581,18 @@ extension Components {
             public var quantity: Swift.Int64?
             /// - Remark: Generated from `#/components/schemas/PaymentResult/offline`.
             public var offline: Components.Schemas.OfflineAcceptance?
+            /// The server's signature over this answer with its issuer key (the anchor a terminal pins
+            /// at activation): P-256 ECDSA, raw r||s, standard base64, over the label
+            /// `horizon/settlement-result/v1` and paymentId, outcome, amount, tip, currency, reference,
+            /// declineCode, declineReason, bonusPointsEarned, bonusPointsBalance, sessionId, settledAt,
+            /// transactionType, item and quantity (absent ones as `-`), each written as its UTF-8 length,
+            /// `:` and its text, one per line. A terminal shows an outcome only when it verifies; an
+            /// answer without it, or with a wrong one, is treated as no answer (the payment stays
+            /// pending and is asked again).
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentResult/signature`.
+            public var signature: Swift.String?
             /// Creates a new `PaymentResult`.
             ///
             /// - Parameters:
@@ -600,6 +612,7 @@ extension Components {
             ///   - item: A redemption's item (the coupon code for a coupon)
             ///   - quantity: A redemption's quantity (points for bonus)
             ///   - offline:
+            ///   - signature: The server's signature over this answer with its issuer key (the anchor a terminal pins
             public init(
                 paymentId: Swift.String,
                 outcome: Components.Schemas.PaymentResult.OutcomePayload,
@@ -616,7 +629,8 @@ extension Components {
                 transactionType: Components.Schemas.PaymentResult.TransactionTypePayload? = nil,
                 item: Swift.String? = nil,
                 quantity: Swift.Int64? = nil,
-                offline: Components.Schemas.OfflineAcceptance? = nil
+                offline: Components.Schemas.OfflineAcceptance? = nil,
+                signature: Swift.String? = nil
             ) {
                 self.paymentId = paymentId
                 self.outcome = outcome
@@ -634,6 +648,7 @@ extension Components {
                 self.item = item
                 self.quantity = quantity
                 self.offline = offline
+                self.signature = signature
             }
             public enum CodingKeys: String, CodingKey {
                 case paymentId
@@ -652,6 +667,7 @@ extension Components {
                 case item
                 case quantity
                 case offline
+                case signature
             }
         }
         /// - Remark: Generated from `#/components/schemas/RedemptionSubmission`.

@@ -49,7 +49,7 @@ extension APIHandler {
         var body = Self.paymentResult(result)
         // A payment settled online first (the terminal had timed out on it) has no offline part.
         body.offline = try await ledger.transaction(for: payment.paymentID)?.offline.map(Self.offlineAcceptance)
-        return .ok(.init(body: .json(body)))
+        return .ok(.init(body: .json(try signed(body))))
     }
 
     /// The daily token of an offline payment, after every check that the payment may be

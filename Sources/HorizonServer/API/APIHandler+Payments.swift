@@ -34,7 +34,7 @@ extension APIHandler {
                     request, card: PaymentCardID(rawValue: id), charge: charge, merchant: terminal.merchantID, at: time)
             }
         }
-        return .ok(.init(body: .json(Self.paymentResult(result))))
+        return .ok(.init(body: .json(try signed(Self.paymentResult(result)))))
     }
 
     func submitRedemption(_ input: Operations.SubmitRedemption.Input) async throws
@@ -49,7 +49,7 @@ extension APIHandler {
             (ledger, time) throws(LedgerError) in
             try await ledger.redeem(request, merchant: terminal.merchantID, at: time)
         }
-        return .ok(.init(body: .json(Self.paymentResult(result))))
+        return .ok(.init(body: .json(try signed(Self.paymentResult(result)))))
     }
 
     /// Runs a checked payment or redemption through the ledger's exactly-once execution: a
@@ -87,7 +87,7 @@ extension APIHandler {
         }
         var body = Self.paymentResult(transaction.result)
         body.offline = transaction.offline.map(Self.offlineAcceptance)  // issue 16: offline settlement
-        return .ok(.init(body: .json(body)))
+        return .ok(.init(body: .json(try signed(body))))
     }
 
     /// The submission as the ledger's request, after every check that it is what the wallet
@@ -247,6 +247,15 @@ extension APIHandler {
     static func keyID(of terminal: TerminalRecord) throws -> TerminalKeyID {
         do { return try TerminalKeyID(bytes: terminal.keyID) } catch {
             throw APIError(.internalError, "the terminal's stored key id is damaged")
+        }
+    }
+
+    /// `body` signed with the issuer key (`SettlementSignature`): a terminal shows an outcome
+    /// only when this signature verifies with the anchor it pinned, so nobody on the network
+    /// path can answer "approved" for a payment that never executed.
+    func signed(_ body: Components.Schemas.PaymentResult) throws -> Components.Schemas.PaymentResult {
+        do { return try SettlementSignature.signed(body, by: issuer.signingKey) } catch {
+            throw APIError(.internalError, "the server could not sign its answer; the request id identifies it in the log")
         }
     }
 
