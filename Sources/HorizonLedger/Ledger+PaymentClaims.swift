@@ -228,7 +228,7 @@ extension Ledger {
             for row in try await db.query(
                 """
                 SELECT * FROM payment_claims
-                WHERE state IN ('open', 'refunding') AND updated_at < ? AND card_id IS NOT NULL
+                WHERE (state = 'open' OR state = 'refunding') AND updated_at < ? AND card_id IS NOT NULL
                 ORDER BY updated_at LIMIT ?
                 """, [.integer(time - grace), .integer(Int64(limit))])
             {

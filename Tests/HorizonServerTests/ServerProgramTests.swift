@@ -243,9 +243,13 @@ final class ServerProcess: @unchecked Sendable {
     private let errorPipe = Pipe()
     private let drained = DispatchGroup()
 
-    init(_ arguments: [String]) throws {
+    /// `environment` is added to this process's own (for the server's crash injection).
+    init(_ arguments: [String], environment: [String: String] = [:]) throws {
         process.executableURL = Self.executable
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = outputPipe
         process.standardError = errorPipe
