@@ -21,12 +21,26 @@ public struct TrustAnchor: Sendable {
     /// for another merchant id is refused, so a merchant's own anchor cannot vouch for a shop
     /// pretending to be another.
     public let merchantIDs: Set<String>?
+    /// Terminal key ids (`TerminalCredential.terminalKeyID`) whose credentials from this anchor
+    /// are refused although unexpired: the server's revocation list, as the wallet last fetched it.
+    public let revokedTerminalKeyIDs: Set<[UInt8]>
 
-    public init(publicKey: P256.Signing.PublicKey, name: String = "Horizon", merchantIDs: Set<String>? = nil) {
+    public init(
+        publicKey: P256.Signing.PublicKey, name: String = "Horizon", merchantIDs: Set<String>? = nil,
+        revokedTerminalKeyIDs: Set<[UInt8]> = []
+    ) {
         self.publicKey = publicKey
         keyID = keyIdentifier(of: publicKey)
         self.name = name
         self.merchantIDs = merchantIDs
+        self.revokedTerminalKeyIDs = revokedTerminalKeyIDs
+    }
+
+    /// This anchor, refusing also the terminals whose key ids are in `keyIDs`.
+    public func revoking(_ keyIDs: some Sequence<[UInt8]>) -> TrustAnchor {
+        TrustAnchor(
+            publicKey: publicKey, name: name, merchantIDs: merchantIDs,
+            revokedTerminalKeyIDs: revokedTerminalKeyIDs.union(keyIDs))
     }
 
     /// Whether this anchor may vouch for `merchantID`.
@@ -138,6 +152,9 @@ public struct TerminalCredential: Sendable, Equatable {
         }
         guard anchor.covers(merchantID: merchantID) else {
             throw .merchantOutsideAnchorScope(merchantID: merchantID, anchor: anchor.name)
+        }
+        if !anchor.revokedTerminalKeyIDs.isEmpty, anchor.revokedTerminalKeyIDs.contains(terminalKeyID) {
+            throw .credentialRevoked(terminalKeyID: terminalKeyID.hexString)
         }
         guard now >= notBefore else { throw .credentialNotYetValid(notBefore: notBefore, now: now) }
         guard now <= expiresAt else { throw .credentialExpired(expiresAt: expiresAt, now: now) }

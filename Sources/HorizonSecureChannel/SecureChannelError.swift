@@ -12,6 +12,9 @@ public enum SecureChannelError: Error, Equatable, Sendable, CustomStringConverti
     case merchantOutsideAnchorScope(merchantID: String, anchor: String)
     case credentialExpired(expiresAt: UnixTime, now: UnixTime)
     case credentialNotYetValid(notBefore: UnixTime, now: UnixTime)
+    /// The server revoked this terminal's key (a lost or stolen till): its credential is refused
+    /// before it expires.
+    case credentialRevoked(terminalKeyID: String)
     /// The credential names a different terminal key than the one the terminal presented.
     case credentialKeyMismatch
     /// The terminal is not the one whose key id the advertisement carried.
@@ -44,6 +47,8 @@ public enum SecureChannelError: Error, Equatable, Sendable, CustomStringConverti
             "trust anchor \(anchor) may not vouch for merchant \(merchantID)"
         case .credentialExpired(let expiresAt, let now):
             "terminal credential expired at \(expiresAt) (now \(now)); the merchant must renew it"
+        case .credentialRevoked(let keyID):
+            "this terminal's credential was revoked by its server (terminal key \(keyID)); do not pay here"
         case .credentialNotYetValid(let notBefore, let now):
             "terminal credential is valid only from \(notBefore) (now \(now)); check the clock"
         case .credentialKeyMismatch: "terminal credential belongs to a different terminal key"

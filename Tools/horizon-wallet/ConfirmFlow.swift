@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HorizonCLISupport
+import HorizonServiceClients
 import HorizonCore
 import HorizonProtocol
 import HorizonRadio
@@ -28,7 +29,12 @@ struct ConfirmOptions: ParsableArguments {
         let logger = Logs.logger("horizon.wallet", verbose: global.verbose)
         let files = global.walletFiles
         let identity = try files.loadIdentity(pin: pin.current)
-        let anchors = try files.loadTrustAnchors()
+        var anchors = try files.loadTrustAnchors()
+        // A registered wallet refuses the terminals its server revoked, as last fetched and
+        // confirmed against a signed daily token (`horizon-wallet token`).
+        if let session = try WalletSession.open(files, signingKey: identity.signingKey) {
+            anchors = RevocationListClient(identityClient: session.identity, cache: session.cache).anchors(anchors)
+        }
         let store = try files.openStore()
         let radio = try self.radio.open(name: "wallet", defaultPosition: Position(x: 0.3, y: 0), logger: logger)
         return OpenWallet(

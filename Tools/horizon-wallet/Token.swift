@@ -19,7 +19,9 @@ struct Token: AsyncParsableCommand {
             validity left. The token is checked against the issuer this wallet pinned before it is kept. While \
             the server cannot be reached, the kept token is shown and marked as cached. Fetched online, it also \
             keeps the server's gateway key, which --via-terminal (on token, balance, history and the other \
-            account commands) seals requests to, so that a wallet without network can ask through a terminal.
+            account commands) seals requests to, so that a wallet without network can ask through a terminal, \
+            and the server's list of revoked terminals (checked against the token's signed revocation data), \
+            which `pay` and `redeem` refuse from then on.
             """)
 
     @Flag(help: "Ask the server for a new token if the balance changed or this one is ending.") var refresh = false
@@ -60,6 +62,14 @@ struct Token: AsyncParsableCommand {
                             "warning: the server's gateway key was not kept (\(error)); --via-terminal needs it\n".utf8)
                     )
                 }
+            }
+            // The terminals the server revoked, checked against the token's signed revocation
+            // state; `pay` and `redeem` refuse them from now on.
+            do {
+                try await RevocationListClient(identityClient: session.identity, cache: session.cache).fetch(
+                    checkingWith: client)
+            } catch {
+                FileHandle.standardError.write(Data("warning: \(error)\n".utf8))
             }
         } catch {
             if case .service(.server(let serverError)) = error, serverError.isNetworkFailure,
