@@ -15,19 +15,23 @@ public enum SecureFrameType {
 ///     ServerHello  = 0x02 | version | terminal ephemeral key (65) | terminal nonce (32)
 ///                    | terminal key (65) | credential (≤ 512) | signature (64)
 ///
-/// The terminal signs SHA-256("horizon/handshake/v1" | ClientHello | ServerHello before the
+/// The terminal signs SHA-256("horizon/handshake/v3" | ClientHello | ServerHello before the
 /// signature) with its credential's key, so a man in the middle who swaps either ephemeral key
 /// breaks the signature. ECDH of the ephemeral keys, through HKDF-SHA256 salted with that
-/// transcript hash, gives one AES-256-GCM key per direction.
+/// transcript hash, gives one AES-256-GCM key per direction and, with a label of its own, the
+/// confirmation code both sides show (`ConfirmationCode`).
 public enum HandshakeFormat {
-    /// 2 since credentials carry the terminal label (issue 12).
-    public static let version: UInt8 = 2
+    /// 2 since credentials carry the terminal label; 3 since the confirmation code comes from the
+    /// shared secret instead of the transcript (a version 2 peer would show another code for the
+    /// same connection, so the two are refused, never mixed).
+    public static let version: UInt8 = 3
     public static let nonceSize = 32
     public static let publicKeySize = 65
     public static let maximumContextSize = 64
-    static let transcriptLabel = Array("horizon/handshake/v2".utf8)
-    static let walletToTerminalInfo = Array("horizon/v2 wallet-to-terminal".utf8)
-    static let terminalToWalletInfo = Array("horizon/v2 terminal-to-wallet".utf8)
+    static let transcriptLabel = Array("horizon/handshake/v3".utf8)
+    static let walletToTerminalInfo = Array("horizon/v3 wallet-to-terminal".utf8)
+    static let terminalToWalletInfo = Array("horizon/v3 terminal-to-wallet".utf8)
+    static let confirmationCodeInfo = Array("horizon/v3 confirmation-code".utf8)
 }
 
 /// Time allowed for a handshake, measured from the link coming up.
@@ -100,7 +104,8 @@ public struct HandshakeInitiator: Sendable {
         finished = true
         return SecureChannel(
             sendKey: keys.walletToTerminal, receiveKey: keys.terminalToWallet, transcriptHash: transcript,
-            context: context, terminalCredential: credential, vouchingAnchor: anchor)
+            confirmationCode: keys.confirmationCode, context: context, terminalCredential: credential,
+            vouchingAnchor: anchor)
     }
 }
 
@@ -142,7 +147,8 @@ public struct HandshakeResponder: Sendable {
         finished = true
         let channel = SecureChannel(
             sendKey: keys.terminalToWallet, receiveKey: keys.walletToTerminal, transcriptHash: transcript,
-            context: hello.context, terminalCredential: nil, vouchingAnchor: nil)
+            confirmationCode: keys.confirmationCode, context: hello.context, terminalCredential: nil,
+            vouchingAnchor: nil)
         return (writer.bytes, channel)
     }
 }
@@ -221,9 +227,13 @@ func transcriptHash(clientHello: [UInt8], serverHelloUnsigned: [UInt8]) -> [UInt
     return Array(hasher.finalize())
 }
 
+/// The direction keys and the confirmation code, all from the ECDH secret: only the two ends of
+/// the connection can compute any of them (the transcript, the salt, travels in clear).
 func deriveKeys(
     _ own: P256.KeyAgreement.PrivateKey, _ peer: P256.KeyAgreement.PublicKey, transcript: [UInt8]
-) throws(SecureChannelError) -> (walletToTerminal: SymmetricKey, terminalToWallet: SymmetricKey) {
+) throws(SecureChannelError) -> (
+    walletToTerminal: SymmetricKey, terminalToWallet: SymmetricKey, confirmationCode: ConfirmationCode
+) {
     let shared: SharedSecret
     do {
         shared = try own.sharedSecretFromKeyAgreement(with: peer)
@@ -234,6 +244,11 @@ func deriveKeys(
         shared.hkdfDerivedSymmetricKey(
             using: SHA256.self, salt: transcript, sharedInfo: HandshakeFormat.walletToTerminalInfo, outputByteCount: 32),
         shared.hkdfDerivedSymmetricKey(
-            using: SHA256.self, salt: transcript, sharedInfo: HandshakeFormat.terminalToWalletInfo, outputByteCount: 32)
+            using: SHA256.self, salt: transcript, sharedInfo: HandshakeFormat.terminalToWalletInfo, outputByteCount: 32),
+        ConfirmationCode(
+            derivedBytes: shared.hkdfDerivedSymmetricKey(
+                using: SHA256.self, salt: transcript, sharedInfo: HandshakeFormat.confirmationCodeInfo,
+                outputByteCount: 4
+            ).withUnsafeBytes { Array($0) })
     )
 }

@@ -52,6 +52,8 @@ public struct SecureChannel: Sendable {
     public static let overhead = headerSize + tagSize
 
     public let transcriptHash: [UInt8]
+    /// The code both ends show, from the connection's shared secret (see `ConfirmationCode`).
+    public let confirmationCode: ConfirmationCode
     /// The context the wallet bound into the handshake (the session id).
     public let context: [UInt8]
     /// The terminal's verified credential (on the wallet's side; nil on the terminal's).
@@ -64,9 +66,11 @@ public struct SecureChannel: Sendable {
     public private(set) var replayWindow: ReplayWindow
 
     init(
-        sendKey: SymmetricKey, receiveKey: SymmetricKey, transcriptHash: [UInt8], context: [UInt8],
-        terminalCredential: TerminalCredential?, vouchingAnchor: TrustAnchor?, replayWindowSize: Int = 1
+        sendKey: SymmetricKey, receiveKey: SymmetricKey, transcriptHash: [UInt8], confirmationCode: ConfirmationCode,
+        context: [UInt8], terminalCredential: TerminalCredential?, vouchingAnchor: TrustAnchor?,
+        replayWindowSize: Int = 1
     ) {
+        self.confirmationCode = confirmationCode
         self.vouchingAnchor = vouchingAnchor
         self.sendKey = sendKey
         self.receiveKey = receiveKey

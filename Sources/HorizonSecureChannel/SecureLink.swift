@@ -47,24 +47,29 @@ public struct SecureLinkEstablished: Sendable {
     /// The anchor that vouched for the terminal; nil on the terminal's own side.
     public let vouchingAnchor: TrustAnchor?
     public let transcriptHash: [UInt8]
-
-    /// The short code both sides show, from this connection's transcript (see `ConfirmationCode`).
-    public var confirmationCode: ConfirmationCode { ConfirmationCode(transcriptHash: transcriptHash) }
+    /// The short code both sides show, from this connection's shared secret (see
+    /// `ConfirmationCode`).
+    public let confirmationCode: ConfirmationCode
 }
 
-/// Six digits both the wallet and the terminal derive from the handshake transcript and show
-/// to the person. A relay that presents a distant terminal runs two handshakes, one with each
-/// side, whose transcripts (and so codes) differ; every connection gets a new code.
+/// Six digits the wallet and the terminal each derive from their connection's ECDH secret
+/// (HKDF-SHA256, salted with the transcript, with a label of its own) and show to the person.
+///
+/// What it proves: the phone and the register showing the same code are the two ends of one
+/// secure connection. Nobody else can compute it, not even a relay that forwards every byte of
+/// the handshake (the transcript travels in clear; the secret never does), so a fake register
+/// relaying a distant terminal cannot show the code the phone shows; and a relay that runs a
+/// handshake with each side gets two connections with two unrelated codes. Every connection gets
+/// a new code. What it does not prove: anything about a person who does not compare the codes;
+/// and six digits are a check for the eye, not a key (one guess in a million).
 public struct ConfirmationCode: Hashable, Sendable, CustomStringConvertible {
-    static let label = Array("horizon/confirmation-code/v2".utf8)
     /// Six decimal digits, zero-padded.
     public let digits: String
 
-    public init(transcriptHash: [UInt8]) {
-        var hasher = SHA256()
-        hasher.update(data: Self.label)
-        hasher.update(data: transcriptHash)
-        let value = hasher.finalize().prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+    /// The code from bytes derived for it from a connection's shared secret (the first four are
+    /// used).
+    public init(derivedBytes: [UInt8]) {
+        let value = derivedBytes.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
         let number = String(value % 1_000_000)
         digits = String(repeating: "0", count: 6 - number.count) + number
     }
@@ -281,7 +286,8 @@ public final class SecureLink: Sendable {
     private static func info(_ channel: SecureChannel) -> SecureLinkEstablished {
         SecureLinkEstablished(
             context: channel.context, terminalCredential: channel.terminalCredential,
-            vouchingAnchor: channel.vouchingAnchor, transcriptHash: channel.transcriptHash)
+            vouchingAnchor: channel.vouchingAnchor, transcriptHash: channel.transcriptHash,
+            confirmationCode: channel.confirmationCode)
     }
 
     private func end(_ end: SecureLinkEnd, closeLink: Bool) {

@@ -120,7 +120,7 @@ struct FaultTally: Sendable, CustomStringConvertible {
             link faults: \(list(linkFaults))
             crashes: \(list(crashes))
             moves out of range mid-transaction \(movesAway), clock skew changes \(skewChanges) (beyond the credential's validity \(largeSkews)), declines \(declines), ignored offers \(ignoredOffers), cashier cancels \(cashierCancels)
-            rogue central: \(rogue.visits) visits, \(rogue.hellos) hellos, \(rogue.offers) offers shown to it, \(rogue.cancels) cancels; sessions it ended \(rogue.endedSessions)
+            rogue central: \(rogue.visits) visits, \(rogue.hellos) hellos, \(rogue.offers) offers shown to it, \(rogue.cancels) cancels, \(rogue.confirms) confirms by unknown keys (\(rogue.declinedConfirms) declined), \(rogue.squats) held past the decision time (\(rogue.timedOut) timed out); sessions it ended or timed out \(rogue.endedSessions)
             """
     }
 }

@@ -18,14 +18,15 @@
 // - people: declining, ignoring an offer, hesitating before confirming, naming a coupon they do
 //   not have; cashiers cancelling;
 // - a rogue central (RogueCentralActor.swift): it completes the handshake with a terminal that
-//   just opened a session, says Hello with a fresh session key, declines at once half of the time,
-//   and holds the link a while.
+//   just opened a session, says Hello with a fresh session key, declines at once half of the time
+//   or sends a Confirm signed by that key (which no wallet registered), and holds the link a
+//   while, sometimes past its decision time.
 //
 // Then it stops the faults, lets every pending request be answered and every session end, and
 // checks the invariants from the files, not from the objects (Invariants.swift): no double charge,
 // no lost confirmed payment, balances (money, points, coupons, gold benefits) conserved, every
 // session ended in a final state, no wallet showed failure for a request that was executed, and
-// the rogue ended no session and caused no execution.
+// the rogue ended or timed out no session and left no ledger row.
 //
 // Commands:
 //   swift test --filter HorizonFaultTests                 the fixed CI seed set (10 seeds, 10,000+ transactions)

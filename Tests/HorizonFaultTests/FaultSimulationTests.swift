@@ -90,6 +90,13 @@ struct FaultSimulationTests {
         #expect(outcome.tally.rogue.offers > 0)
         #expect(outcome.tally.rogue.cancels > 0)
         #expect(outcome.tally.rogue.hellos > outcome.tally.rogue.cancels)
+        // It also confirmed with keys nobody registered (declined by the ledger) and squatted
+        // past its decision time (timed out), and ended or timed out no session by it.
+        #expect(outcome.tally.rogue.confirms > 0)
+        #expect(outcome.tally.rogue.declinedConfirms > 0)
+        #expect(outcome.tally.rogue.squats > 0)
+        #expect(outcome.tally.rogue.timedOut > 0)
+        #expect(outcome.tally.rogue.endedSessions == 0)
     }
 
     /// The same shop without faults: every invariant holds and most attempts complete (the rest

@@ -155,10 +155,17 @@ final class TerminalActor: @unchecked Sendable {
             }
             // Which wallets were shown the offer, and when: the rogue's invariant needs it.
             host.observeWallets { [weak self] notice in
-                guard process.isAlive, let self, case .offered(let code) = notice, self.current?.type == type,
-                    let sessionID = self.currentSessionID
+                guard process.isAlive, let self, self.current?.type == type, let sessionID = self.currentSessionID,
+                    let serial = self.current?.serial
                 else { return }
-                self.run.rogue?.offered(at: self.index, sessionID: sessionID, code: code)
+                switch notice {
+                case .offered(let code): self.run.rogue?.offered(at: self.index, sessionID: sessionID, code: code)
+                case .requestDeclined, .decisionTimedOut:
+                    // The cashier sees the wallet's attempt end; with nobody else at the offer,
+                    // the sale is given up soon, as a cashier would, instead of after 20 s.
+                    self.giveUpIfWaiting(serial, after: .seconds(2))
+                case .declined: break
+                }
             }
         }
         self.process = process
@@ -255,12 +262,7 @@ final class TerminalActor: @unchecked Sendable {
         if let sessionID = host.sessionID { run.rogue?.sessionOpened(by: self, sessionID: sessionID, type: type) }
         run.tally.terminalSessions += 1
         // A session nobody takes is given up after a while, as a cashier would.
-        process.schedule(on: device.clock, after: .seconds(20)) { [weak self] in
-            guard let self, let current = self.current, current.serial == session,
-                current.host.state == .waitingForWallet
-            else { return }
-            current.host.cancel()
-        }
+        giveUp(session, after: .seconds(20))
         if random.chance(run.rates.cashierCancel) {
             run.tally.cashierCancels += 1
             let delay = Duration.milliseconds(Int64(300 + random.nextUnit() * 4_000))
@@ -268,6 +270,31 @@ final class TerminalActor: @unchecked Sendable {
                 guard let self, let current = self.current, current.serial == session else { return }
                 current.host.cancel()
             }
+        }
+    }
+
+    /// Cancels the session if it is waiting for a wallet `delay` from now; if a wallet is looking
+    /// at the offer then, looks again later (a wallet's decline, decision time or refused request
+    /// ends only its own attempt, so a session can wait again after a wallet came).
+    private func giveUp(_ session: Int, after delay: Duration) {
+        process?.schedule(on: device.clock, after: delay) { [weak self] in
+            guard let self, let current = self.current, current.serial == session, !current.host.state.isFinished
+            else { return }
+            if current.host.state == .waitingForWallet {
+                current.host.cancel()
+            } else {
+                self.giveUp(session, after: .seconds(10))
+            }
+        }
+    }
+
+    /// Cancels the session if it is waiting for a wallet `delay` from now (once).
+    private func giveUpIfWaiting(_ session: Int, after delay: Duration) {
+        process?.schedule(on: device.clock, after: delay) { [weak self] in
+            guard let self, let current = self.current, current.serial == session,
+                current.host.state == .waitingForWallet
+            else { return }
+            current.host.cancel()
         }
     }
 

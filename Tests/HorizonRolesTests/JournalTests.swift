@@ -162,7 +162,9 @@ struct JournalTests {
             #expect(wallet.client.state == .completedWithError)
             #expect(try charged() == 0)
             #expect(try first.journal.unsettled().isEmpty)
-            #expect(first.host.error == .processorFailure("the terminal journal: disk full (test)"))
+            // Refused with nothing executed: that wallet's attempt ends, the sale stays open.
+            #expect(first.host.error == nil)
+            #expect(requestDecline(first.host.lastWalletNotice)?.reason == "the terminal journal: disk full (test)")
             return
         case .acknowledged:
             #expect(wallet.client.state == .completed)

@@ -18,19 +18,25 @@ struct RefusalTests {
         let app = ScriptedWalletApp(wallet, decision: .accept(tip: 100))
         _ = app
         #expect(terminal.host.start(amount: euros(950)))
-        #expect(world.run(until: { wallet.client.state.isFinished && terminal.host.state.isFinished }))
+        #expect(
+            world.run(until: { wallet.client.state.isFinished && requestDecline(terminal.host.lastWalletNotice) != nil }
+            ))
         #expect(wallet.client.state == .completedWithError)
         guard case .declined(let code, _) = wallet.client.error else {
             Issue.record("expected a decline, got \(String(describing: wallet.client.error))")
             return
         }
         #expect(code == .insufficientFunds)
-        guard case .declined(let hostCode, let reason) = terminal.host.error else {
+        // The register hears of it with the wallet's code; the sale stays open (anyone in range
+        // can get a decline, so it must not end the customer's sale).
+        guard let (hostCode, reason) = requestDecline(terminal.host.lastWalletNotice) else {
             Issue.record("expected a decline on the terminal")
             return
         }
         #expect(hostCode == .insufficientFunds)
         #expect(reason == "insufficient funds: 10.50 EUR needed, 10.00 EUR available")
+        #expect(terminal.host.state == .waitingForWallet)
+        #expect(terminal.host.error == nil)
         #expect(try terminal.ledger.account(for: wallet.identity.publicKey)?.balance == euros(1000))
         #expect(try terminal.ledger.merchantBalance() == euros(0))
     }
@@ -83,4 +89,11 @@ struct RefusalTests {
         #expect(wallet.client.setOrderConfirmedByUser(true, tip: euros(1)))
         #expect(world.run(until: { wallet.client.state == .completed }))
     }
+}
+
+/// The decline a register notice reports: a wallet's request declined or refused, which ends only
+/// that wallet's attempt.
+func requestDecline(_ notice: WalletNotice?) -> (code: ErrorCode, reason: String)? {
+    guard case .requestDeclined(_, let code, let reason)? = notice else { return nil }
+    return (code, reason)
 }

@@ -118,7 +118,8 @@ struct SessionClientStateMachineTests {
                 .close(generation: 1), .ignoreSession(rig.sessionID), .setState(.completedWithError),
                 .finish(
                     WalletFinishedPayment(
-                        receipt: nil, error: .invalidOffer("the terminal sent a second, different offer"))),
+                        receipt: nil,
+                        error: .invalidOffer(SessionClientStateMachine.repricedReason(offer, repriced)))),
             ])
         #expect(!actions.contains { if case .save = $0 { true } else { false } })
         #expect(machine.offer?.amount == euros(1250))
@@ -501,7 +502,8 @@ private struct Rig {
     var established: SessionClientStateMachine.Established {
         SessionClientStateMachine.Established(
             credential: credential, anchor: TrustAnchor(publicKey: anchorKey.publicKey),
-            transcriptHash: [UInt8](repeating: 7, count: 32))
+            transcriptHash: [UInt8](repeating: 7, count: 32),
+            confirmationCode: ConfirmationCode(derivedBytes: [1, 2, 3, 4]))
     }
 
     var hello: Hello { Hello(sessionID: sessionID, transactionType: .payment, sessionKey: wallet.publicKey) }

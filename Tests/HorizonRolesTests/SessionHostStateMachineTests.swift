@@ -163,22 +163,27 @@ struct SessionHostStateMachineTests {
         #expect(machine.error == nil)
     }
 
-    @Test func theDecisionTimesOutUnlessARequestIsExecuting() throws {
+    @Test func aWalletsDecisionTimeEndsOnlyItsOwnAttempt() throws {
         let wallet = FakeWallet(1)
         var (machine, session) = Self.offered(to: [wallet])
         let timer = ScheduledAction()
-        #expect(machine.decisionTimerArmed(timer, session: session.id, generation: 1).isEmpty)
-        let ended = machine.decisionTimedOut(session: session.id, generation: 1)
+        #expect(machine.decisionTimerArmed(timer, session: session.id, wallet: 1, generation: 1).isEmpty)
+        let ended = machine.decisionTimedOut(session: session.id, wallet: 1, generation: 1)
         #expect(
             names(ended) == [
-                "release", "send cancel to 1", "close 1 later", "log session ended", "state completed with error",
-                "finished \(HostError.decisionTimedOut(Self.timeout))",
+                "send cancel to 1", "close 1 later", "log a wallet did not decide in time; the session stays open",
+                "notice decision timed out", "state waiting for a wallet",
             ])
-        #expect(machine.error == .decisionTimedOut(Self.timeout))
-        // Executing: the timer does nothing.
+        // The sale waits for a wallet, as before anyone came: the wallet may have been anyone's.
+        #expect(machine.error == nil)
+        #expect(machine.state == .waitingForWallet)
+        // Its late request is told its time ran out, and nothing executes.
+        let late = machine.request(try Self.confirm(session, id: 1), from: wallet, now: Self.now)
+        #expect(names(late) == ["send error timedOut to 1"])
+        // Executing: the executing wallet's timer does nothing.
         var (executing, other) = Self.offered(to: [wallet])
         _ = executing.request(try Self.confirm(other, id: 1), from: wallet, now: Self.now)
-        #expect(executing.decisionTimedOut(session: other.id, generation: 1).isEmpty)
+        #expect(executing.decisionTimedOut(session: other.id, wallet: 1, generation: 1).isEmpty)
         #expect(executing.state == .acquiringPaymentExecution)
     }
 
@@ -186,49 +191,62 @@ struct SessionHostStateMachineTests {
         var (machine, session) = Self.offered(to: [FakeWallet(1)])
         _ = machine.cancel()
         #expect(
-            names(machine.decisionTimerArmed(ScheduledAction(), session: session.id, generation: 1)) == ["cancel timer"]
-        )
+            names(machine.decisionTimerArmed(ScheduledAction(), session: session.id, wallet: 1, generation: 1)) == [
+                "cancel timer"
+            ])
     }
 
-    @Test func theLastWalletLeavingStopsTheDecisionTime() {
+    @Test func theLastWalletLeavingStopsItsDecisionTime() {
         let rogue = FakeWallet(1)
         var (machine, session) = Self.offered(to: [rogue])
         let timer = ScheduledAction()
-        #expect(machine.decisionTimerArmed(timer, session: session.id, generation: 1).isEmpty)
+        #expect(machine.decisionTimerArmed(timer, session: session.id, wallet: 1, generation: 1).isEmpty)
         let cancel = Cancel(sessionID: session.id, reason: .userDeclined)
         #expect(
             names(machine.walletCancelled(cancel, by: rogue)).suffix(2) == [
-                "state waiting for a wallet", "cancel timer",
+                "cancel timer", "state waiting for a wallet",
             ])
         #expect(machine.state == .waitingForWallet)
         // Its timer firing anyway ends nothing: the sale waits for a wallet, as before anyone came.
-        #expect(machine.decisionTimedOut(session: session.id, generation: 1).isEmpty)
+        #expect(machine.decisionTimedOut(session: session.id, wallet: 1, generation: 1).isEmpty)
         #expect(machine.state == .waitingForWallet)
         // The same for a wallet whose connection just ends.
         let walker = FakeWallet(2)
         var (other, otherSession) = Self.offered(to: [walker])
-        #expect(other.decisionTimerArmed(ScheduledAction(), session: otherSession.id, generation: 1).isEmpty)
-        #expect(names(other.connectionEnded(walker)) == ["state waiting for a wallet", "cancel timer"])
-        #expect(other.decisionTimedOut(session: otherSession.id, generation: 1).isEmpty)
+        #expect(
+            other.decisionTimerArmed(ScheduledAction(), session: otherSession.id, wallet: 2, generation: 1).isEmpty)
+        #expect(names(other.connectionEnded(walker)) == ["cancel timer", "state waiting for a wallet"])
+        #expect(other.decisionTimedOut(session: otherSession.id, wallet: 2, generation: 1).isEmpty)
         #expect(other.error == nil)
     }
 
-    @Test func eachOfferStartsTheDecisionTimeAfreshAndAnOlderTimerDoesNothing() {
-        let rogue = FakeWallet(1)
+    /// A squatter's Hello, held open, runs only its own clock: the customer who comes later has
+    /// the full decision time from its own offer, and the squatter's running out ends nothing
+    /// but the squatter's attempt.
+    @Test func eachWalletHasItsOwnDecisionTimeAndASquattersEndsOnlyItsOwn() {
+        let squatter = FakeWallet(1)
         let customer = FakeWallet(2)
-        var (machine, session) = Self.offered(to: [rogue])
-        let first = ScheduledAction()
-        #expect(machine.decisionTimerArmed(first, session: session.id, generation: 1).isEmpty)
-        // The customer's offer, later: the earlier timer is cancelled and a new one armed.
+        var (machine, session) = Self.offered(to: [squatter])
+        #expect(machine.decisionTimerArmed(ScheduledAction(), session: session.id, wallet: 1, generation: 1).isEmpty)
+        // The customer's offer, later: its own timer; the squatter's is not touched.
         let actions = machine.hello(Self.hello(session), from: customer)
-        #expect(names(actions).contains("cancel timer"))
+        #expect(!names(actions).contains("cancel timer"))
         #expect(names(actions).contains("arm decision timer"))
-        #expect(machine.decisionTimerArmed(ScheduledAction(), session: session.id, generation: 2).isEmpty)
-        // The first arming's timer firing anyway (it raced its cancellation) ends nothing.
-        #expect(machine.decisionTimedOut(session: session.id, generation: 1).isEmpty)
+        #expect(machine.decisionTimerArmed(ScheduledAction(), session: session.id, wallet: 2, generation: 2).isEmpty)
+        // The squatter's time runs out: its attempt ends, the customer still decides.
+        let squatterOut = machine.decisionTimedOut(session: session.id, wallet: 1, generation: 1)
+        #expect(names(squatterOut).contains("send cancel to 1"))
+        #expect(!names(squatterOut).contains("send cancel to 2"))
         #expect(machine.state == .awaitingUserDecision)
-        #expect(!machine.decisionTimedOut(session: session.id, generation: 2).isEmpty)
-        #expect(machine.error == .decisionTimedOut(Self.timeout))
+        #expect(machine.session?.wallets.keys.sorted() == [2])
+        // A wallet's hello again re-arms its own timer; the older arming does nothing.
+        let again = machine.hello(Self.hello(session), from: customer)
+        #expect(names(again).contains("cancel timer"))
+        #expect(machine.decisionTimedOut(session: session.id, wallet: 2, generation: 2).isEmpty)
+        #expect(machine.state == .awaitingUserDecision)
+        #expect(!machine.decisionTimedOut(session: session.id, wallet: 2, generation: 3).isEmpty)
+        #expect(machine.state == .waitingForWallet)
+        #expect(machine.error == nil)
     }
 
     @Test func cancelTellsTheWalletsAndIsIgnoredWhileARequestExecutes() throws {
@@ -273,19 +291,48 @@ struct SessionHostStateMachineTests {
         #expect(machine.executed(outcome, session: session.id).isEmpty)
     }
 
-    @Test func aDeclineIsAnsweredAndEndsWithTheDecline() throws {
-        let wallet = FakeWallet(1)
-        var (machine, session) = Self.offered(to: [wallet])
-        _ = machine.request(try Self.confirm(session, id: 1), from: wallet, now: Self.now)
+    /// A stranger's confirmation, signed by a key nobody registered, is declined by the server:
+    /// that ends the stranger's attempt only; the customer still deciding pays afterwards.
+    @Test func aDeclineEndsOnlyThatWalletsAttempt() throws {
+        let stranger = FakeWallet(1)
+        let customer = FakeWallet(2)
+        var (machine, session) = Self.offered(to: [stranger, customer])
+        _ = machine.request(try Self.confirm(session, id: 1), from: stranger, now: Self.now)
         let outcome = try Self.settled(
-            session, id: 1, outcome: .declined(code: .insufficientFunds, reason: "not enough"))
+            session, id: 1, outcome: .declined(code: .unknownWallet, reason: "not registered"))
         let actions = machine.executed(outcome, session: session.id)
         #expect(
-            names(actions).prefix(4) == ["log settled", "session executed by 1", "send receipt to 1", "close 1 later"])
-        #expect(machine.error == .declined(code: .insufficientFunds, reason: "not enough"))
-        #expect(machine.state == .completedWithError)
-        #expect(machine.result != nil)
-        #expect(finishedSessions(actions).first?.result == nil)
+            names(actions) == [
+                "log settled", "session executed by 1", "send receipt to 1", "close 1 later",
+                "log that wallet's attempt is over; the session stays open", "notice request declined",
+                "state awaiting the customer's decision",
+            ])
+        #expect(finishedSessions(actions).isEmpty)
+        #expect(machine.error == nil)
+        #expect(machine.state == .awaitingUserDecision)
+        #expect(machine.session?.executing == nil)
+        #expect(machine.session?.wallets.keys.sorted() == [2])
+        // The stranger cannot try again on this connection; the customer pays.
+        #expect(
+            names(machine.request(try Self.confirm(session, id: 3), from: stranger, now: Self.now)) == [
+                "send error protocolViolation to 1"
+            ])
+        _ = machine.request(try Self.confirm(session, id: 2), from: customer, now: Self.now)
+        #expect(machine.state == .acquiringPaymentExecution)
+        _ = machine.executed(try Self.approved(session, id: 2), session: session.id)
+        #expect(machine.state == .completed)
+        #expect(machine.result?.paymentID == (try Self.paymentID(2)))
+
+        // Alone, the declined wallet leaves the session waiting for a wallet, as before it came.
+        let alone = FakeWallet(3)
+        var (single, singleSession) = Self.offered(to: [alone])
+        _ = single.request(try Self.confirm(singleSession, id: 1), from: alone, now: Self.now)
+        let declined = single.executed(
+            try Self.settled(singleSession, id: 1, outcome: .declined(code: .insufficientFunds, reason: "not enough")),
+            session: singleSession.id)
+        #expect(names(declined).last == "state waiting for a wallet")
+        #expect(single.state == .waitingForWallet)
+        #expect(single.error == nil)
     }
 
     @Test func theSettledLineShowsTheOutcomeAsInterpolationWould() {
@@ -300,7 +347,7 @@ struct SessionHostStateMachineTests {
         }
     }
 
-    @Test func aRefusalByTheProcessorEndsAsAProcessorFailure() throws {
+    @Test func aRefusalByTheProcessorEndsOnlyThatWalletsAttempt() throws {
         let wallet = FakeWallet(1)
         var (machine, session) = Self.offered(to: [wallet])
         _ = machine.request(try Self.confirm(session, id: 1), from: wallet, now: Self.now)
@@ -313,7 +360,9 @@ struct SessionHostStateMachineTests {
                 "close 1 later",
             ])
         #expect(!names(actions).contains("session executed by 1"))
-        #expect(machine.error == .processorFailure("conflict"))
+        #expect(!names(actions).contains("release"))
+        #expect(machine.error == nil)
+        #expect(machine.state == .waitingForWallet)
         #expect(machine.result == nil)
     }
 
@@ -339,7 +388,9 @@ struct SessionHostStateMachineTests {
         // "could not be recorded", and nothing says it was not charged.
         #expect(sentErrors(actions).first?.paymentID == nil)
         #expect(machine.error == .serverUnreachable("the server cannot be reached"))
-        #expect(machine.error?.humanized(noun: "payment").hasPrefix("The payment is pending: the server cannot be reached.") == true)
+        #expect(
+            machine.error?.humanized(noun: "payment").hasPrefix("The payment is pending: the server cannot be reached.")
+                == true)
         #expect(names(actions).first == "log the server did not answer; pending, settled at the next recovery")
         #expect(machine.state == .completedWithError)
     }
@@ -459,7 +510,7 @@ final class FakeWallet: SessionWallet {
 
     init(_ id: Int) {
         self.id = id
-        confirmationCode = ConfirmationCode(transcriptHash: [UInt8(truncatingIfNeeded: id)])
+        confirmationCode = ConfirmationCode(derivedBytes: [0, 0, 0, UInt8(truncatingIfNeeded: id)])
     }
 
     func send(_ message: SessionMessage) {}

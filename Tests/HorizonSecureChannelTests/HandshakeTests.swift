@@ -202,6 +202,60 @@ struct HandshakeTests {
         }
     }
 
+    /// A byte relay (a fake register forwarding a distant terminal) sees every handshake byte:
+    /// both Hellos, so the whole transcript. The code must not be computable from them: both
+    /// ends show the same code, and the transcript's hash (what the code was derived from before
+    /// version 3) gives the relay another one on every connection.
+    @Test func aByteRelaySeesEveryHandshakeByteButCannotComputeTheCode() throws {
+        let pki = try PKI()
+        func codeFromTheWire(_ clientHello: [UInt8], _ serverHello: [UInt8]) throws -> ConfirmationCode {
+            let unsigned = try ServerHello.decode(serverHello).unsignedBytes
+            var hasher = SHA256()
+            hasher.update(data: Array("horizon/confirmation-code/v2".utf8))
+            hasher.update(data: transcriptHash(clientHello: clientHello, serverHelloUnsigned: unsigned))
+            return ConfirmationCode(derivedBytes: Array(hasher.finalize().prefix(4)))
+        }
+        var relayed = 0
+        var codes: Set<ConfirmationCode> = []
+        for _ in 0..<20 {
+            var initiator = try pki.initiator()
+            var responder = pki.responder()
+            let clientHello = initiator.clientHello
+            let (serverHello, terminal) = try responder.receiveClientHello(clientHello, now: .zero)
+            let wallet = try initiator.receiveServerHello(serverHello, now: .zero, wallClock: PKI.now)
+            #expect(wallet.confirmationCode == terminal.confirmationCode)
+            #expect(
+                wallet.transcriptHash
+                    == transcriptHash(
+                        clientHello: clientHello, serverHelloUnsigned: try ServerHello.decode(serverHello).unsignedBytes
+                    ))
+            if try codeFromTheWire(clientHello, serverHello) == wallet.confirmationCode { relayed += 1 }
+            codes.insert(wallet.confirmationCode)
+        }
+        #expect(relayed == 0, "a relay computed the code from the transcript on \(relayed) of 20 connections")
+        #expect(codes.count >= 19, "every connection gets a new code")
+    }
+
+    /// Version 3 derives the code from the shared secret; a version 2 peer would show another
+    /// code for the same connection, so either side refuses the other's version instead.
+    @Test func aVersion2PeerIsRefusedOnEitherSide() throws {
+        #expect(HandshakeFormat.version == 3)
+        let pki = try PKI()
+        var initiator = try pki.initiator()
+        var responder = pki.responder()
+        var oldClientHello = initiator.clientHello
+        oldClientHello[1] = 2
+        #expect(throws: SecureChannelError.unsupportedVersion(2)) {
+            try responder.receiveClientHello(oldClientHello, now: .zero)
+        }
+        var fresh = pki.responder()
+        var (serverHello, _) = try fresh.receiveClientHello(initiator.clientHello, now: .zero)
+        serverHello[1] = 2
+        #expect(throws: SecureChannelError.unsupportedVersion(2)) {
+            try initiator.receiveServerHello(serverHello, now: .zero, wallClock: PKI.now)
+        }
+    }
+
     @Test func ephemeralKeyNotOnTheCurveIsRefused() throws {
         let pki = try PKI()
         var forged = try pki.initiator().clientHello

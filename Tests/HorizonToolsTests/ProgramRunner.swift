@@ -27,9 +27,11 @@ enum Programs {
     /// Starts a program; read its result with `finish`.
     static func start(
         _ name: String, _ arguments: [String], input: String? = nil, keepInputOpen: Bool = false,
-        environment: [String: String] = [:]
+        environment: [String: String] = [:], inputFromNullDevice: Bool = false
     ) throws -> RunningProgram {
-        try RunningProgram(url(name), arguments, input: input, keepInputOpen: keepInputOpen, environment: environment)
+        try RunningProgram(
+            url(name), arguments, input: input, keepInputOpen: keepInputOpen, environment: environment,
+            inputFromNullDevice: inputFromNullDevice)
     }
 
     static func run(_ name: String, _ arguments: [String], input: String? = nil, environment: [String: String] = [:])
@@ -51,7 +53,7 @@ final class RunningProgram: @unchecked Sendable {
 
     init(
         _ executable: URL, _ arguments: [String], input: String?, keepInputOpen: Bool = false,
-        environment: [String: String] = [:]
+        environment: [String: String] = [:], inputFromNullDevice: Bool = false
     ) throws {
         process.executableURL = executable
         process.arguments = arguments
@@ -60,7 +62,8 @@ final class RunningProgram: @unchecked Sendable {
         }
         process.standardOutput = output
         process.standardError = errors
-        process.standardInput = inputPipe
+        // /dev/null, as `< /dev/null` or a service gives it: no pipe, and no read event ever comes.
+        process.standardInput = inputFromNullDevice ? FileHandle.nullDevice : inputPipe
         try process.run()
         if let input { inputPipe.fileHandleForWriting.write(Data(input.utf8)) }
         if !keepInputOpen { try? inputPipe.fileHandleForWriting.close() }

@@ -132,11 +132,27 @@ enum StandardInput {
                 return
             }
             self.continuation = continuation
+            // epoll cannot watch some descriptors (/dev/null: `< /dev/null`, a service's input), so
+            // a read source would never fire and the question would wait forever. Reading them
+            // never blocks: read at once (end of input there is an answer: no).
+            guard Self.isWatchable(descriptor) else {
+                lock.unlock()
+                queue.async { [self] in readAvailable() }
+                return
+            }
             let source = DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: queue)
             self.source = source
             lock.unlock()
             source.setEventHandler { [weak self] in self?.readAvailable() }
             source.resume()
+        }
+
+        /// Whether a read source can watch `descriptor`: not a character device other than a
+        /// terminal (such as /dev/null).
+        private static func isWatchable(_ descriptor: Int32) -> Bool {
+            var status = stat()
+            guard fstat(descriptor, &status) == 0 else { return true }
+            return (status.st_mode & S_IFMT) != S_IFCHR || isatty(descriptor) == 1
         }
 
         private func readAvailable() {

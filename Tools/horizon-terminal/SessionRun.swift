@@ -1,5 +1,6 @@
 import Foundation
 import HorizonCLISupport
+import HorizonCore
 import HorizonRoles
 import Logging
 
@@ -32,6 +33,19 @@ struct SessionRun: Sendable {
                 logger.info("a wallet declined", metadata: ["code": "\(code)"])
                 if !json {
                     console.line("the wallet with code \(code) declined; the session stays open (Ctrl-C cancels)")
+                }
+            case .decisionTimedOut(let code):
+                logger.info("a wallet did not decide in time", metadata: ["code": "\(code)"])
+                if !json {
+                    console.line(
+                        "the wallet with code \(code) did not decide in time; the session stays open (Ctrl-C cancels)")
+                }
+            case .requestDeclined(let code, let decline, let reason):
+                logger.info("a wallet's request was declined", metadata: ["code": "\(code)", "decline": "\(decline)"])
+                if !json {
+                    console.line(
+                        "the wallet with code \(code) was declined (\(reason.sanitizedForDisplay)); nothing was charged; the session stays open (Ctrl-C cancels)"
+                    )
                 }
             }
         }

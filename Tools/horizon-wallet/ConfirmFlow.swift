@@ -1,12 +1,12 @@
 import ArgumentParser
 import Foundation
 import HorizonCLISupport
-import HorizonServiceClients
 import HorizonCore
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
 import HorizonSecureChannel
+import HorizonServiceClients
 import HorizonSimulatedRadio
 import HorizonStores
 import Logging
@@ -120,30 +120,7 @@ struct ConfirmFlow: Sendable {
     }
 
     func run(timeout: Int, script: ConfirmationScript) async throws {
-        if !json { console.status("Looking for the nearest terminal…") }
-        let candidates = decider.candidates()
-        let found = try await cancelling(after: .seconds(timeout)) { () async -> PeripheralTracking? in
-            for await candidate in candidates { return candidate }
-            return nil
-        }
-        guard let candidate = found else {
-            throw CommandFailure(
-                Task.isCancelled
-                    ? "stopped before a terminal was found" : "no terminal found nearby within \(timeout) s")
-        }
-        logger.debug("candidate: session \(candidate.peripheralMetaData.sessionID)")
-        guard let client = client(for: candidate.peripheralMetaData.transactionType) else {
-            throw CommandFailure("the candidate went away")
-        }
-        if !json { console.status("Fetching the offer…") }
-        let offer: PaymentOffer
-        do {
-            offer = try await client.fetchOffer(candidate)
-        } catch .cancelled {
-            throw CommandFailure("stopped; nothing was charged")
-        } catch {
-            throw CommandFailure(error.cliMessage)
-        }
+        let (client, offer) = try await nearestOffer(timeout: timeout)
         let question: String
         do {
             question = try script.question(offer, client.transactionType)
@@ -183,11 +160,65 @@ struct ConfirmFlow: Sendable {
         }
     }
 
+    /// The nearest terminal's verified offer. A terminal refused at the handshake, or whose offer
+    /// is invalid, or that cannot be reached, is passed over (the library never offers that one
+    /// again) and the next nearest is tried, until `timeout`: a nearer clone refused at every
+    /// handshake must not keep the wallet from the real terminal.
+    private func nearestOffer(timeout: Int) async throws -> (TransactionClient, PaymentOffer) {
+        let deadline = ContinuousClock.now + .seconds(timeout)
+        let candidates = decider.candidates()
+        var passedOver: [String] = []
+        while true {
+            if !json { console.status("Looking for the nearest terminal…") }
+            let remaining = deadline - ContinuousClock.now
+            let found =
+                remaining > .zero
+                ? try await cancelling(after: remaining) { () async -> PeripheralTracking? in
+                    for await candidate in candidates { return candidate }
+                    return nil
+                } : nil
+            guard let candidate = found else {
+                if Task.isCancelled { throw CommandFailure("stopped before a terminal was found") }
+                let refused = passedOver.isEmpty ? "" : " (passed over: \(passedOver.joined(separator: "; ")))"
+                throw CommandFailure("no terminal found nearby within \(timeout) s\(refused)")
+            }
+            logger.debug("candidate: session \(candidate.peripheralMetaData.sessionID)")
+            guard let client = client(for: candidate.peripheralMetaData.transactionType) else {
+                throw CommandFailure("the candidate went away")
+            }
+            if !json { console.status("Fetching the offer…") }
+            do {
+                return (client, try await client.fetchOffer(candidate))
+            } catch .cancelled {
+                throw CommandFailure("stopped; nothing was charged")
+            } catch  where error.passesOverTheTerminal {
+                let address = candidate.peripheralMetaData.address
+                logger.notice("passed over terminal \(address): \(error.cliMessage)")
+                if !json { console.line("Passed over a terminal at \(address): \(error.cliMessage)") }
+                passedOver.append(error.cliMessage)
+            } catch {
+                throw CommandFailure(error.cliMessage)
+            }
+        }
+    }
+
     private func save(_ receipt: PaymentReceipt) throws {
         do {
             try store.saveReceipt(StoredReceipt(recording: receipt))
         } catch {
             throw CLIError("it completed but its receipt could not be stored: \(error)")
+        }
+    }
+}
+
+extension PaymentClientError {
+    /// Whether the attempt failed at this terminal before anything was shown or signed, so the
+    /// next nearest terminal may be tried: it could not prove who it is, its offer was invalid,
+    /// or it could not be reached.
+    var passesOverTheTerminal: Bool {
+        switch self {
+        case .terminalNotTrusted, .invalidOffer, .connectionFailed, .connectionLost, .sessionUnavailable: true
+        default: false
         }
     }
 }

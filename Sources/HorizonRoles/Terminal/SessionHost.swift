@@ -29,13 +29,23 @@ struct HostedSession: Sendable {
     var executing: Int?
     /// The `offered` step is journaled once per session, whatever the number of wallets.
     var offerJournaled = false
-    /// Which arming of the decision timer counts: each offer arms it afresh, so every wallet
-    /// gets the full decision time from its own offer (a Hello from someone else, earlier,
-    /// cannot start the customer's clock). A timer of an older arming does nothing.
+    /// The last arming of a decision timer: each offer arms its wallet's own, so every wallet
+    /// gets the full decision time from its own offer, and a timer that runs out ends only its
+    /// wallet's attempt (nobody can run the customer's clock down). A timer of an older arming
+    /// does nothing.
     var decisionGeneration = 0
-    var decisionTimer: ScheduledAction?
+    /// Each deciding wallet's timer, by connection id, with the arming it belongs to.
+    var decisions: [Int: WalletDecision] = [:]
+    /// Connections whose decision time ran out, so a late request is told so.
+    var timedOut: Set<Int> = []
     /// Advertising and the timer were stopped: the session takes nothing new.
     var isReleased = false
+}
+
+/// One wallet's decision time: the arming it belongs to and, once scheduled, its timer.
+struct WalletDecision: Sendable {
+    let generation: Int
+    var timer: ScheduledAction?
 }
 
 /// What the register hears about wallets in its session: each shows the confirmation code the
@@ -45,6 +55,13 @@ public enum WalletNotice: Sendable, Equatable {
     case offered(ConfirmationCode)
     /// A wallet declined. The session stays open: any wallet can decline for itself only.
     case declined(ConfirmationCode)
+    /// A wallet did not decide within its decision time; its attempt is over, the session
+    /// stays open (anyone can say hello and wait).
+    case decisionTimedOut(ConfirmationCode)
+    /// A wallet's request was declined (by the server: unknown wallet, insufficient funds, …) or
+    /// refused with nothing executed. That wallet's attempt is over; the session stays open, since
+    /// anyone in range can send a confirmation the server declines.
+    case requestDeclined(ConfirmationCode, code: ErrorCode, reason: String)
 }
 
 /// What checking a wallet's request (a payment's Confirm, a redemption's Redeem) found.
@@ -261,19 +278,19 @@ final class SessionHost: TerminalSessionHandler, Sendable {
                 return
             }
             handle { $0.offerJournaled(for: wallet, session: offer.sessionID) }
-        case .armDecisionTimer(let sessionID, let delay, let generation):
+        case .armDecisionTimer(let sessionID, let walletID, let delay, let generation):
             let timer = service.scheduler.schedule(after: delay) { [weak self] in
-                self?.handle { $0.decisionTimedOut(session: sessionID, generation: generation) }
+                self?.handle { $0.decisionTimedOut(session: sessionID, wallet: walletID, generation: generation) }
             }
-            handle { $0.decisionTimerArmed(timer, session: sessionID, generation: generation) }
+            handle { $0.decisionTimerArmed(timer, session: sessionID, wallet: walletID, generation: generation) }
         case .cancelTimer(let timer): timer.cancel()
         case .execute(let request, let wallet, let sessionID, let now):
             execute(request, by: wallet, session: sessionID, at: now)
         case .sessionExecuted(let sessionID, let wallet):
             if let sessionKey = wallet.sessionKey { service.sessionExecuted(sessionID, by: sessionKey) }
-        case .release(let sessionID, let advertising, let timer):
+        case .release(let sessionID, let advertising, let timers):
             advertising?.stop()
-            timer?.cancel()
+            for timer in timers { timer.cancel() }
             service.unregister(sessionID)
         case .finished(let finished): onFinish(finished)
         case .log(let level, let message, let session, let payment, let metadata):

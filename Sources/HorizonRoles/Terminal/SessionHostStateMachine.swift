@@ -36,17 +36,17 @@ enum SessionHostAction: Sendable, CustomStringConvertible {
     /// Journal the session's `offered` step, then report `offerJournaled` or `offerNotJournaled`:
     /// no offer leaves before it is on record.
     case journalOffer(Offer, walletKey: PublicKeyBytes, for: any SessionWallet)
-    /// Schedule `decisionTimedOut` and report the timer with `decisionTimerArmed`, both with
-    /// this arming's generation.
-    case armDecisionTimer(SessionID, after: Duration, generation: Int)
+    /// Schedule `decisionTimedOut` for the wallet (by connection id) and report the timer with
+    /// `decisionTimerArmed`, both with this arming's generation.
+    case armDecisionTimer(SessionID, wallet: Int, after: Duration, generation: Int)
     case cancelTimer(ScheduledAction)
     /// Journal the request as confirmed and submitted, await the processor off the scheduler,
     /// journal its answer, then report `executed`.
     case execute(JournalRequest, by: any SessionWallet, session: SessionID, at: UnixTime)
     /// The wallet's session stops counting against its session rate.
     case sessionExecuted(SessionID, by: any SessionWallet)
-    /// Stop advertising, cancel the decision timer, stop routing the session's connections here.
-    case release(SessionID, advertising: (any AdvertisingSet)?, decisionTimer: ScheduledAction?)
+    /// Stop advertising, cancel the decision timers, stop routing the session's connections here.
+    case release(SessionID, advertising: (any AdvertisingSet)?, decisionTimers: [ScheduledAction])
     /// Tell the facade (events, notifications).
     case finished(FinishedSession)
     case log(Logger.Level, Logger.Message, session: SessionID?, payment: PaymentID? = nil, Logger.Metadata = [:])
@@ -58,6 +58,8 @@ enum SessionHostAction: Sendable, CustomStringConvertible {
         case .setState(let state): "state \(state)"
         case .notice(.offered): "notice offered"
         case .notice(.declined): "notice declined"
+        case .notice(.decisionTimedOut): "notice decision timed out"
+        case .notice(.requestDeclined): "notice request declined"
         case .send(let message, let wallet): "send \(Self.name(of: message)) to \(wallet.id)"
         case .close(let wallet): "close \(wallet.id)"
         case .closeLater(let wallet): "close \(wallet.id) later"
@@ -92,9 +94,13 @@ enum SessionHostAction: Sendable, CustomStringConvertible {
 ///
 /// Nobody owns a session by saying hello: every wallet that proves its session key gets the
 /// offer (journaled once per session), and the session is taken only by the first signed request
-/// that checks out. A decline ends nothing but the decliner's part. From the moment a request
-/// takes the session until its outcome is in, the session can be neither cancelled nor timed out:
-/// it may be executing, so it must never be reported as not charged.
+/// that checks out. A decline ends nothing but the decliner's part, and so do a decision time
+/// running out (each wallet has its own, from its own offer) and a request the server declines or
+/// the processor refuses: anyone in range can say hello, wait, or send a confirmation signed by a
+/// key nobody registered, so none of these may end the customer's sale. The sale ends when a
+/// request executes (approved, accepted offline, or outcome unknown) or at the register. From the
+/// moment a request takes the session until its outcome is in, the session can be neither
+/// cancelled nor timed out: it may be executing, so it must never be reported as not charged.
 struct SessionHostStateMachine: Sendable {
     /// Checks requests against the session (the part that differs between payments and
     /// redemptions); the machine never calls its `execute`.
@@ -268,36 +274,60 @@ struct SessionHostStateMachine: Sendable {
         actions.append(.notice(.offered(wallet.confirmationCode)))
         actions.append(
             .log(.info, "offer sent", session: current.id, payment: nil, ["code": "\(wallet.confirmationCode)"]))
-        // Every offer starts the decision time afresh: the wallet just offered may be the
-        // customer's, however long ago another central said hello (issue 12 item 1).
-        if let earlier = current.decisionTimer { actions.append(.cancelTimer(earlier)) }
+        // Each wallet's decision time runs from its own offer and ends only its own attempt: the
+        // wallet just offered may be the customer's, however long another central has waited.
+        if let earlier = current.decisions[wallet.id]?.timer { actions.append(.cancelTimer(earlier)) }
         let generation = current.decisionGeneration + 1
-        session?.decisionTimer = nil
         session?.decisionGeneration = generation
-        actions.append(.armDecisionTimer(current.id, after: userDecisionTimeout, generation: generation))
+        session?.decisions[wallet.id] = WalletDecision(generation: generation)
+        actions.append(
+            .armDecisionTimer(current.id, wallet: wallet.id, after: userDecisionTimeout, generation: generation))
         return actions
     }
 
-    /// The timer for the customer's decision is scheduled: kept, to cancel when the session ends
-    /// (or cancelled now if it already has).
-    mutating func decisionTimerArmed(_ timer: ScheduledAction, session sessionID: SessionID, generation: Int)
-        -> [SessionHostAction]
-    {
+    /// A wallet's decision timer is scheduled: kept, to cancel when the wallet leaves or the
+    /// session ends (or cancelled now if either happened already).
+    mutating func decisionTimerArmed(
+        _ timer: ScheduledAction, session sessionID: SessionID, wallet walletID: Int, generation: Int
+    ) -> [SessionHostAction] {
         guard let current = session, current.id == sessionID, !current.isReleased,
-            current.decisionGeneration == generation, current.decisionTimer == nil
+            let decision = current.decisions[walletID], decision.generation == generation, decision.timer == nil
         else {
             return [.cancelTimer(timer)]
         }
-        session?.decisionTimer = timer
+        session?.decisions[walletID]?.timer = timer
         return []
     }
 
-    /// The customer did not decide in time (unless a request is executing already).
-    mutating func decisionTimedOut(session sessionID: SessionID, generation: Int) -> [SessionHostAction] {
-        guard session?.id == sessionID, session?.decisionGeneration == generation, !state.isFinished,
-            state != .acquiringPaymentExecution
+    /// A wallet did not decide in time: its attempt ends (it is told, and closed), and the session
+    /// waits for the others, or for a wallet as it did before the first came. Never the sale: the
+    /// wallet may be anyone's. The wallet whose request executes is past deciding.
+    mutating func decisionTimedOut(session sessionID: SessionID, wallet walletID: Int, generation: Int)
+        -> [SessionHostAction]
+    {
+        guard var current = session, current.id == sessionID, !current.isReleased,
+            current.decisions[walletID]?.generation == generation
         else { return [] }
-        return finish(error: .decisionTimedOut(userDecisionTimeout))
+        current.decisions[walletID] = nil
+        guard current.executing != walletID, !state.isFinished,
+            let wallet = current.wallets.removeValue(forKey: walletID)
+        else {
+            session = current
+            return []
+        }
+        current.timedOut.insert(walletID)
+        session = current
+        var actions: [SessionHostAction] = [
+            .send(
+                .cancel(Cancel(sessionID: sessionID, reason: .timedOut, message: "no decision in time")), to: wallet),
+            .closeLater(wallet),
+            .log(
+                .info, "a wallet did not decide in time; the session stays open", session: sessionID, payment: nil,
+                ["code": "\(wallet.confirmationCode)"]),
+            .notice(.decisionTimedOut(wallet.confirmationCode)),
+        ]
+        actions += nobodyLeftDeciding()
+        return actions
     }
 
     /// A wallet declines for itself only: its connection leaves the session, which stays open for
@@ -307,6 +337,7 @@ struct SessionHostStateMachine: Sendable {
         guard var current = session, current.id == cancel.sessionID, current.executing == nil,
             current.wallets.removeValue(forKey: wallet.id) != nil
         else { return [] }
+        let timer = current.decisions.removeValue(forKey: wallet.id)?.timer
         session = current
         guard !state.isFinished else { return [] }
         var actions: [SessionHostAction] = [
@@ -316,11 +347,8 @@ struct SessionHostStateMachine: Sendable {
                 ["code": "\(wallet.confirmationCode)"]),
             .notice(.declined(wallet.confirmationCode)),
         ]
-        if current.wallets.isEmpty, state == .walletConnected || state == .awaitingUserDecision {
-            state = .waitingForWallet
-            actions.append(.setState(.waitingForWallet))
-            actions += stopDecisionTime()
-        }
+        if let timer { actions.append(.cancelTimer(timer)) }
+        actions += nobodyLeftDeciding()
         return actions
     }
 
@@ -330,26 +358,20 @@ struct SessionHostStateMachine: Sendable {
         -> [SessionHostAction]
     {
         let requestID = Self.requestID(of: message)
+        func refuse(_ code: ErrorCode, _ text: String) -> [SessionHostAction] {
+            [.send(.error(ErrorMessage(code: code, message: text, paymentID: requestID)), to: wallet)]
+        }
         // While a request executes (its processor may take a while), another one is checked and
         // then refused as `sessionTaken` below, never executed.
-        guard let current = session, message.sessionID == current.id,
-            state == .awaitingUserDecision || state == .walletConnected || state == .acquiringPaymentExecution
-        else {
-            return [
-                .send(
-                    .error(
-                        ErrorMessage(
-                            code: .sessionExpired,
-                            message: "this session no longer takes requests; nothing was executed",
-                            paymentID: requestID)), to: wallet)
-            ]
-        }
+        guard let current = session, message.sessionID == current.id, !current.isReleased, !state.isFinished
+        else { return refuse(.sessionExpired, "this session no longer takes requests; nothing was executed") }
+        // The session is open, but this connection has no attempt in it: its decision time ran
+        // out, it was answered already, or it never said hello.
         guard current.wallets[wallet.id] != nil else {
-            return [
-                .send(
-                    .error(ErrorMessage(code: .protocolViolation, message: "say hello first", paymentID: requestID)),
-                    to: wallet)
-            ]
+            if current.timedOut.contains(wallet.id) {
+                return refuse(.timedOut, "your decision time ran out; nothing was executed")
+            }
+            return refuse(.protocolViolation, "say hello first; nothing was executed")
         }
         let request: JournalRequest
         switch executor.check(message, session: current, now: now) {
@@ -381,9 +403,11 @@ struct SessionHostStateMachine: Sendable {
             ]
         }
         session?.executing = wallet.id
+        // Past deciding: its timer stops (the others' run on; their attempts may follow a decline).
+        let timer = session?.decisions.removeValue(forKey: wallet.id)?.timer
         if let taken = session { inFlight = (taken, wallet, request.id) }
         state = .acquiringPaymentExecution
-        return [
+        return (timer.map { [.cancelTimer($0)] } ?? []) + [
             .proved(request.id, by: wallet),
             .log(.info, "executing the request", session: current.id, payment: request.id),
             .setState(.acquiringPaymentExecution),
@@ -391,8 +415,10 @@ struct SessionHostStateMachine: Sendable {
         ]
     }
 
-    /// The executing request's outcome, journaled: the wallet gets its answer, and the session
-    /// ends with it. If the session was stopped meanwhile, the wallet still gets the answer and
+    /// The executing request's outcome, journaled: the wallet gets its answer. An execution
+    /// (approved, accepted offline, or not known yet) ends the session; a decline or a refusal
+    /// with nothing executed ends only that wallet's attempt, and the session takes the others'
+    /// requests again. If the session was stopped meanwhile, the wallet still gets the answer and
     /// the facade still hears of the outcome; the host stays idle.
     mutating func executed(_ outcome: JournaledOutcome, session sessionID: SessionID) -> [SessionHostAction] {
         guard let (executedSession, wallet, requestID) = inFlight, executedSession.id == sessionID else { return [] }
@@ -457,29 +483,58 @@ struct SessionHostStateMachine: Sendable {
                         acceptedOffline: offline)))
             return actions
         }
-        return actions + finish(error: ending)
+        switch ending {
+        case .declined(let code, let reason)?: return actions + attemptEnded(by: wallet, code: code, reason: reason)
+        case .processorFailure(let reason)?:
+            let code = if case .refused(let error, _) = outcome { error.code } else { ErrorCode.declined }
+            return actions + attemptEnded(by: wallet, code: code, reason: reason)
+        default: return actions + finish(error: ending)
+        }
     }
 
-    /// A wallet's connection ended. It may come back (a new connection) while the decision timer
-    /// runs; the wallet whose request executes stays in the session.
-    mutating func connectionEnded(_ wallet: any SessionWallet) -> [SessionHostAction] {
-        guard var current = session, current.executing != wallet.id,
-            current.wallets.removeValue(forKey: wallet.id) != nil
-        else { return [] }
+    /// The executing wallet's request was declined or refused, nothing executed for the sale:
+    /// that wallet's attempt is over (it has its answer and is closed), and the session is open
+    /// again for the wallets still deciding, or for a wallet as before the first came. Anyone in
+    /// range can get a decline (a key nobody registered), so it must not end the customer's sale.
+    private mutating func attemptEnded(by wallet: any SessionWallet, code: ErrorCode, reason: String)
+        -> [SessionHostAction]
+    {
+        guard var current = session else { return [] }
+        current.executing = nil
+        current.wallets[wallet.id] = nil
         session = current
-        guard current.wallets.isEmpty, state == .walletConnected || state == .awaitingUserDecision else { return [] }
-        state = .waitingForWallet
-        return [.setState(.waitingForWallet)] + stopDecisionTime()
+        state = current.wallets.isEmpty ? .waitingForWallet : .awaitingUserDecision
+        return [
+            .log(
+                .notice, "that wallet's attempt is over; the session stays open", session: current.id, payment: nil,
+                ["code": "\(wallet.confirmationCode)", "decline": "\(code)"]),
+            .notice(.requestDeclined(wallet.confirmationCode, code: code, reason: reason)),
+            .setState(state),
+        ]
     }
 
-    /// Nobody is looking at the offer any more: the session waits for a wallet as it did before
-    /// the first one came, with no decision time running, so a central that said hello and left
-    /// (declining or not) cannot end the sale through the timer it started (issue 12 item 1).
-    private mutating func stopDecisionTime() -> [SessionHostAction] {
-        guard let current = session else { return [] }
-        session?.decisionTimer = nil
-        session?.decisionGeneration = current.decisionGeneration + 1
-        return current.decisionTimer.map { [.cancelTimer($0)] } ?? []
+    /// A wallet's connection ended. It may come back (a new connection, a new hello and its own
+    /// decision time); the wallet whose request executes stays in the session.
+    mutating func connectionEnded(_ wallet: any SessionWallet) -> [SessionHostAction] {
+        guard var current = session else { return [] }
+        current.timedOut.remove(wallet.id)
+        guard current.executing != wallet.id, current.wallets.removeValue(forKey: wallet.id) != nil else {
+            session = current
+            return []
+        }
+        let timer = current.decisions.removeValue(forKey: wallet.id)?.timer
+        session = current
+        return (timer.map { [.cancelTimer($0)] } ?? []) + nobodyLeftDeciding()
+    }
+
+    /// When no wallet is left looking at the offer, the session waits for a wallet as it did
+    /// before the first one came.
+    private mutating func nobodyLeftDeciding() -> [SessionHostAction] {
+        guard let current = session, current.wallets.isEmpty,
+            state == .walletConnected || state == .awaitingUserDecision
+        else { return [] }
+        state = .waitingForWallet
+        return [.setState(.waitingForWallet)]
     }
 
     /// Whether the session waits on this connection's wallet (deciding, or its request executing).
@@ -524,14 +579,17 @@ struct SessionHostStateMachine: Sendable {
         return actions
     }
 
-    /// The session stops advertising and taking connections; its timer stops.
+    /// The session stops advertising and taking connections; its timers stop.
     private func release(_ ending: inout HostedSession) -> [SessionHostAction] {
         defer {
             ending.advertising = nil
-            ending.decisionTimer = nil
+            ending.decisions = [:]
             ending.isReleased = true
         }
-        return [.release(ending.id, advertising: ending.advertising, decisionTimer: ending.decisionTimer)]
+        return [
+            .release(
+                ending.id, advertising: ending.advertising, decisionTimers: ending.decisions.values.compactMap(\.timer))
+        ]
     }
 
     /// The payment or redemption id a request names.

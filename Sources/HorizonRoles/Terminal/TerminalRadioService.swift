@@ -35,11 +35,14 @@ public final class TerminalConnection: Sendable {
     /// Read and written on the link's scheduler only, as everything a connection does.
     private let state: SchedulerConfined<State>
 
-    init(id: Int, sessionID: SessionID?, transcriptHash: [UInt8], secureLink: SecureLink) {
+    init(
+        id: Int, sessionID: SessionID?, transcriptHash: [UInt8], confirmationCode: ConfirmationCode,
+        secureLink: SecureLink
+    ) {
         self.id = id
         self.sessionID = sessionID
         self.transcriptHash = transcriptHash
-        confirmationCode = ConfirmationCode(transcriptHash: transcriptHash)
+        self.confirmationCode = confirmationCode
         self.secureLink = secureLink
         state = SchedulerConfined(State(lastActivity: secureLink.link.scheduler.now), on: secureLink.link.scheduler)
     }
@@ -312,7 +315,9 @@ public final class TerminalRadioService: Sendable {
                 onEstablished: { [weak self] info in self?.established(id: id, info: info) },
                 onMessage: { [weak self] bytes in self?.received(bytes, on: id) },
                 onEnd: { [weak self] _ in self?.ended(id: id) }))
-        let placeholder = TerminalConnection(id: id, sessionID: nil, transcriptHash: [], secureLink: secure)
+        let placeholder = TerminalConnection(
+            id: id, sessionID: nil, transcriptHash: [], confirmationCode: ConfirmationCode(derivedBytes: []),
+            secureLink: secure)
         let now = scheduler.now
         update { state in
             // Not if it already ended (or was evicted) while starting.
@@ -329,7 +334,8 @@ public final class TerminalRadioService: Sendable {
             // Evicted while its last handshake message was on the way: it stays closed.
             guard let placeholder = state.connections[id]?.connection else { return nil }
             let connection = TerminalConnection(
-                id: id, sessionID: sessionID, transcriptHash: info.transcriptHash, secureLink: placeholder.secureLink)
+                id: id, sessionID: sessionID, transcriptHash: info.transcriptHash,
+                confirmationCode: info.confirmationCode, secureLink: placeholder.secureLink)
             state.connections[id] = ConnectionRecord(connection: connection, isEstablished: true, windowStart: now)
             return connection
         }

@@ -607,7 +607,8 @@ final class SessionClient: Sendable {
         let signed = (try? signatureBytes(for: hello.proofBytes(transcriptHash: info.transcriptHash), with: sessionKey))
             .map { hello.withProof($0) }
         let established = SessionClientStateMachine.Established(
-            credential: info.terminalCredential, anchor: info.vouchingAnchor, transcriptHash: info.transcriptHash)
+            credential: info.terminalCredential, anchor: info.vouchingAnchor, transcriptHash: info.transcriptHash,
+            confirmationCode: info.confirmationCode)
         proxyConnector.channelEstablished(generation)
         handle { $0.established(established, hello: signed, generation: generation) }
     }

@@ -119,6 +119,8 @@ struct SessionClientStateMachine: Sendable {
         private(set) var terminalKeyDigest: DigestBytes?
         var anchor: TrustAnchor?
         var transcriptHash: [UInt8] = []
+        /// The code this connection's shared secret gives; the terminal shows the same.
+        var confirmationCode: ConfirmationCode?
         /// The offer shown, with its digest (the offer encoded again and hashed) worked out once.
         var offer: Offer? { didSet { offerDigest = offer.map(HorizonRoles.offerDigest) } }
         private(set) var offerDigest: DigestBytes?
@@ -154,6 +156,7 @@ struct SessionClientStateMachine: Sendable {
         let credential: TerminalCredential?
         let anchor: TrustAnchor?
         let transcriptHash: [UInt8]
+        let confirmationCode: ConfirmationCode
     }
 
     let configuration: Configuration
@@ -373,6 +376,7 @@ struct SessionClientStateMachine: Sendable {
         attempt.credential = info.credential
         attempt.anchor = info.anchor
         attempt.transcriptHash = info.transcriptHash
+        attempt.confirmationCode = info.confirmationCode
         self.attempt = attempt
         guard let hello else { return [] }
         var actions: [SessionClientAction] = []
@@ -535,7 +539,7 @@ struct SessionClientStateMachine: Sendable {
     private mutating func receiveOffer(_ offer: Offer, now: UnixTime) -> [SessionClientAction] {
         guard var attempt, attempt.pending == nil, let credential = attempt.credential else { return [] }
         if let shown = attempt.offer {
-            return shown == offer ? [] : endBeforeSigning(.invalidOffer("the terminal sent a second, different offer"))
+            return shown == offer ? [] : endBeforeSigning(.invalidOffer(Self.repricedReason(shown, offer)))
         }
         let metaData = attempt.tracking.peripheralMetaData
         if let problem = Self.problem(with: offer, for: metaData.sessionID, transactionType, credential, now: now) {
@@ -547,7 +551,7 @@ struct SessionClientStateMachine: Sendable {
             sessionID: offer.sessionID, terminalKeyID: metaData.terminalKeyID, merchantID: credential.merchantID,
             merchantName: credential.merchantName.sanitizedForDisplay,
             terminalLabel: credential.terminalLabel.sanitizedForDisplay, vouchedBy: attempt.anchor?.name ?? "",
-            confirmationCode: ConfirmationCode(transcriptHash: attempt.transcriptHash),
+            confirmationCode: attempt.confirmationCode ?? ConfirmationCode(derivedBytes: []),
             digest: attempt.offerDigest ?? offerDigest(offer), amount: offer.amount,
             registerUser: offer.registerUser.sanitizedForDisplay,
             item: offer.item.sanitizedForDisplay, quantity: offer.quantity,
@@ -569,6 +573,16 @@ struct SessionClientStateMachine: Sendable {
         guard offer.expiresAt >= now else { return "it has expired" }
         guard transactionType.isRedemption || offer.amount.minorUnits > 0 else { return "the amount is zero" }
         return nil
+    }
+
+    /// What the person is told when the terminal changes its offer after showing it: what changed,
+    /// that nothing was signed, and what to do.
+    static func repricedReason(_ shown: Offer, _ second: Offer) -> String {
+        let change =
+            shown.amount != second.amount
+            ? "the amount changed from \(shown.amount) to \(second.amount)" : "its terms changed"
+        return
+            "the terminal changed its offer after showing it (\(change)); nothing was signed or charged. Ask at the register and pay again if the new offer is right"
     }
 
     private mutating func endBeforeSigning(_ error: PaymentClientError) -> [SessionClientAction] {
