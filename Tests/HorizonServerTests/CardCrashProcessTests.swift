@@ -51,7 +51,8 @@ struct CardCrashProcessTests {
 
         // The shop, two wallets and their cards, written to the server's database directly.
         let ledger = try await Ledger.sqlite(path: data + "/horizon.sqlite")
-        let merchant = try await ledger.createMerchant(name: "Corner Café", currency: .eur, adminEmail: "o@cafe.example")
+        let merchant = try await ledger.createMerchant(
+            name: "Corner Café", currency: .eur, adminEmail: "o@cafe.example")
         let till = TerminalKey()
         let tillKey = try PublicKeyBytes(bytes: Array(till.key.publicKey.x963Representation))
         _ = try await ledger.activateTerminal(
