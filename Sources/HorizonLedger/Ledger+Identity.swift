@@ -45,15 +45,16 @@ public struct OutboxMessage: Sendable, Equatable {
     public let createdAt: UnixTime
 }
 
-/// How many failed sign-ins lock an account, and for how long.
+/// How many wrong sign-ins start a back-off, and how long it holds sign-ins back.
 public struct LoginPolicy: Sendable, Equatable {
-    /// Failures in a row before the first lock.
+    /// Failures in a row before the first back-off.
     public var attemptsBeforeLock: Int
-    /// The first lock's length; each further failure while over the limit doubles it.
+    /// The first back-off's length; each further failure while over the limit doubles it.
     public var firstLock: Int64
+    /// The cap (15 minutes by default): a back-off never grows into a lock-out of the owner.
     public var longestLock: Int64
 
-    public init(attemptsBeforeLock: Int = 5, firstLock: Int64 = 60, longestLock: Int64 = 3600) {
+    public init(attemptsBeforeLock: Int = 5, firstLock: Int64 = 60, longestLock: Int64 = 900) {
         self.attemptsBeforeLock = attemptsBeforeLock
         self.firstLock = firstLock
         self.longestLock = longestLock
@@ -83,7 +84,7 @@ extension Ledger {
 
     /// The sign-in stored for this admin e-mail, or nil when no merchant (or no password) has it.
     public func login(adminEmail: String) async throws(LedgerError) -> MerchantLogin? {
-        let email = adminEmail.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        let email = try Self.canonicalEmail(adminEmail)
         return try await store.transaction { db in
             let rows = try await db.query(
                 """

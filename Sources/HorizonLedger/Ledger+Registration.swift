@@ -306,7 +306,8 @@ extension Ledger {
 
     /// Lower case, trimmed, and plausible (name@domain.tld).
     public static func normalizedEmail(_ email: String) throws(RegistrationError) -> String {
-        let normalized = email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        let normalized: String
+        do { normalized = try canonicalEmail(email) } catch { throw .ledger(error) }
         guard isPlausibleEmail(normalized) else {
             throw .ledger(.invalidArgument("\"\(email.prefix(80))\" is not an e-mail address (expected name@domain)"))
         }
@@ -364,7 +365,7 @@ extension Ledger {
 
     /// The wallet registered with this e-mail, if any.
     public func wallet(email: String) async throws(LedgerError) -> WalletID? {
-        let email = email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        let email = try Self.canonicalEmail(email)
         return try await store.transaction { db in
             try await db.query("SELECT id FROM wallets WHERE email = ?", [.text(email)]).first.map {
                 WalletID(rawValue: try $0.text("id"))

@@ -80,7 +80,7 @@ public final class Ledger: Sendable {
         guard !name.isEmpty, name.utf8.count <= 200 else {
             throw .invalidArgument("a merchant's name must be 1 to 200 bytes")
         }
-        let email = adminEmail.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        let email = try Self.canonicalEmail(adminEmail)
         guard Self.isPlausibleEmail(email) else {
             throw .invalidArgument("\"\(adminEmail)\" is not an e-mail address (expected name@domain)")
         }
@@ -121,7 +121,7 @@ public final class Ledger: Sendable {
 
     /// The merchant whose admin signs in with this e-mail.
     public func merchant(adminEmail: String) async throws(LedgerError) -> Merchant? {
-        let email = adminEmail.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        let email = try Self.canonicalEmail(adminEmail)
         return try await store.transaction { db in
             try await db.query("SELECT * FROM merchants WHERE admin_email = ?", [.text(email)]).first.map {
                 try Self.decodeMerchant($0)

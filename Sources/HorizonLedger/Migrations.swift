@@ -550,6 +550,31 @@ public enum LedgerSchema {
                 """,
                 "CREATE INDEX gateway_replays_expiry ON gateway_replays(expires_at)",
             ]),
+        Migration(
+            version: 14, name: "request limits and sign-in back-off, shared by every server process",
+            statements: [
+                // Requests per client (a signing key, an admin session or an address) in fixed
+                // windows: one upsert per request counts it, rows are deleted by age.
+                """
+                CREATE TABLE request_rate_windows(
+                    rate_key TEXT NOT NULL,
+                    window_start {INT} NOT NULL,
+                    requests {INT} NOT NULL CHECK (requests >= 0),
+                    PRIMARY KEY (rate_key, window_start)) {STRICT}
+                """,
+                "CREATE INDEX request_rate_windows_age ON request_rate_windows(window_start)",
+                // Wrong sign-ins per e-mail (known or not) and per client address: the back-off
+                // each carries, so a guesser waits longer and longer, up to a cap, and nobody is
+                // locked out for good. Replaces merchant_logins' own lock.
+                """
+                CREATE TABLE sign_in_backoff(
+                    backoff_key TEXT PRIMARY KEY,
+                    failures {INT} NOT NULL CHECK (failures >= 0),
+                    blocked_until {INT} NOT NULL,
+                    last_failure_at {INT} NOT NULL) {STRICT}
+                """,
+                "CREATE INDEX sign_in_backoff_age ON sign_in_backoff(last_failure_at)",
+            ]),
     ]
 
     /// Brings the store's schema to `target` (the current version unless told otherwise, which

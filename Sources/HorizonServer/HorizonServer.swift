@@ -15,7 +15,7 @@ import OpenAPIRuntime
 /// The Horizon server: `openapi.yaml`'s operations on Hummingbird 2, over one ledger.
 ///
 /// Stateless over its database (DESIGN.md section 6): run several processes on one PostgreSQL
-/// behind a load balancer. Only the rate limiter's buckets live in a process.
+/// behind a load balancer. Request limits and sign-in counters are in the database too.
 public enum HorizonServer {
     /// The parts a server is made of, so tests can build one around their own ledger and clock.
     public struct Parts: Sendable {
@@ -57,12 +57,15 @@ public enum HorizonServer {
     public static func router(_ parts: Parts) throws -> Router<ServerRequestContext> {
         let router = Router(context: ServerRequestContext.self)
         let routes = RouteTable()
-        router.add(middleware: BoundaryMiddleware(metrics: parts.metrics, routes: routes))
         router.add(
-            middleware: RateLimitMiddleware(
-                limiter: RateLimiter(
-                    burst: parts.configuration.rateLimitBurst, perSecond: parts.configuration.rateLimitPerSecond),
-                clock: parts.rateLimitClock))
+            middleware: BoundaryMiddleware(
+                metrics: parts.metrics, routes: routes,
+                trustedProxies: try TrustedProxies(parts.configuration.trustedProxies ?? [])))
+        // In the database, so every server process on it shares the limit.
+        let limiter = RequestLimiter(
+            ledger: parts.ledger, burst: parts.configuration.rateLimitBurst,
+            perSecond: parts.configuration.rateLimitPerSecond, now: parts.now)
+        router.add(middleware: RateLimitMiddleware(limiter: limiter))
         let gateway = try ServerGateway(
             key: parts.gatewayKey, issuer: parts.issuer,
             relaysPerMinute: parts.configuration.effectiveGatewayRelaysPerMinute,
@@ -78,7 +81,8 @@ public enum HorizonServer {
         router.add(middleware: BodyLimitMiddleware(maximumBytes: parts.configuration.maximumBodyBytes))
         router.add(
             middleware: SignedRequestMiddleware(
-                ledger: parts.ledger, window: parts.configuration.signatureWindow, clock: parts.now))
+                ledger: parts.ledger, window: parts.configuration.signatureWindow, clock: parts.now,
+                limiter: limiter))
         try handler.registerHandlers(on: RecordingTransport(router: router, routes: routes))
         ThreeDSecurePages.register(on: router, ledger: parts.ledger, now: parts.now)
         // The gateway serves the requests it opens through this same router, every middleware

@@ -17,7 +17,8 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
     public var credentialValidity: Int64
     /// Largest request body accepted, in bytes.
     public var maximumBodyBytes: Int
-    /// Requests per peer: a burst and a steady rate per second.
+    /// Requests per client (a signing key, an admin session, else a client address), counted in
+    /// the database: `rateLimitBurst` per window of burst / rate seconds (at least 1 s).
     public var rateLimitBurst: Int
     public var rateLimitPerSecond: Double
     /// How far a signed request's time may be from the server's, in seconds.
@@ -53,6 +54,11 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
     /// that the public port never shows them; `off` serves none. nil: `127.0.0.1:0`, a free
     /// loopback port that `serve` prints (set a fixed one for Prometheus to scrape).
     public var metricsListen: String?
+
+    /// Proxies whose `X-Forwarded-For` names the client: addresses and CIDR ranges, e.g.
+    /// `["127.0.0.1", "10.0.0.0/8"]`. nil or empty: none, the peer is the client. From a trusted
+    /// peer, the right-most address of the header that is not itself trusted is the client.
+    public var trustedProxies: [String]?
 
     public static let defaultMetricsListen = "127.0.0.1:0"
 
@@ -121,6 +127,7 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
         guard (1024...16 * 1024 * 1024).contains(maximumBodyBytes) else {
             throw .invalidSetting("maximumBodyBytes must be 1 KiB to 16 MiB")
         }
+        _ = try TrustedProxies(trustedProxies ?? [])
         guard rateLimitBurst >= 1, rateLimitPerSecond > 0 else {
             throw .invalidSetting("rateLimitBurst must be at least 1 and rateLimitPerSecond above 0")
         }

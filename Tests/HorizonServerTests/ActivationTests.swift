@@ -93,10 +93,11 @@ struct ActivationTests {
             unknownEmail, .unauthorized, "invalid_credentials", "the e-mail or the password is wrong")
         #expect(first.message == second.message)
         #expect(wrongPassword.headers[.retryAfter] == nil && unknownEmail.headers[.retryAfter] == nil)
-        // No terminal; only the one failure against the real account is counted.
+        // No terminal. Failures are counted per e-mail whether it exists or not (the sign-in
+        // back-off), not in the account's own row.
         let after = try await server.state()
         #expect(after.terminals.isEmpty)
-        #expect(after.logins.map(\.failedAttempts) == [1])
+        #expect(after.logins == before.logins)
         #expect(after.merchants == before.merchants)
         #expect(try await server.ledger.login(adminEmail: TestServer.email)?.merchant.id == merchant.id)
     }
@@ -111,7 +112,7 @@ struct ActivationTests {
         #expect(response.status == .created, "\(response.text)")
     }
 
-    @Test func repeatedFailuresLockTheAccountLongerEachTime() async throws {
+    @Test func repeatedFailuresHoldSignInsBackLongerEachTime() async throws {
         let server = try await TestServer(configuration: .testing(loginAttemptsBeforeLock: 3))
         let merchant = try await server.addMerchant()
         let wrong = TerminalKey().activation(password: "not the password")
@@ -119,38 +120,34 @@ struct ActivationTests {
             for attempt in 1...2 {
                 let response = try await client.send(.post, "/v1/terminals/activate", json: wrong)
                 try expectError(response, .unauthorized, "invalid_credentials", "the e-mail or the password is wrong")
-                #expect(try await server.ledger.login(adminEmail: TestServer.email)?.failedAttempts == attempt)
+                _ = attempt
             }
-            // The third failure locks for the first period.
+            // The third failure holds sign-ins back for the first period.
             let third = try await client.send(.post, "/v1/terminals/activate", json: wrong)
             try expectError(
-                third, .tooManyRequests, "account_locked", "too many wrong passwords; this account is locked for 60 s")
+                third, .tooManyRequests, "account_locked",
+                "too many wrong sign-ins for this e-mail or from this address; try again in 60 s")
             #expect(third.headers[.retryAfter] == "60")
 
             // While locked even the right password is refused, and nothing is counted or activated.
             server.clock.advance(20)
             let locked = try await server.state()
             let right = try await client.send(.post, "/v1/terminals/activate", json: TerminalKey().activation())
-            try expectError(right, .tooManyRequests, "account_locked", "this account is locked for 40 s more")
+            try expectError(right, .tooManyRequests, "account_locked", "try again in 40 s")
             #expect(right.headers[.retryAfter] == "40")
             #expect(try await server.state() == locked)
 
             // After the lock, one more failure locks twice as long.
             server.clock.advance(41)
             let fourth = try await client.send(.post, "/v1/terminals/activate", json: wrong)
-            try expectError(fourth, .tooManyRequests, "account_locked", "this account is locked for 120 s")
+            try expectError(fourth, .tooManyRequests, "account_locked", "try again in 120 s")
             #expect(fourth.headers[.retryAfter] == "120")
-            let login = try #require(try await server.ledger.login(adminEmail: TestServer.email))
-            #expect(login.failedAttempts == 4)
-            #expect(login.lockedUntil == server.clock.now + 120)
 
             // Once it has passed, the right password works and the count starts again.
             server.clock.advance(121)
             let success = try await client.send(.post, "/v1/terminals/activate", json: TerminalKey().activation())
             #expect(success.status == .created, "\(success.text)")
             let reset = try #require(try await server.ledger.login(adminEmail: TestServer.email))
-            #expect(reset.failedAttempts == 0)
-            #expect(reset.lockedUntil == 0)
             #expect(reset.merchant.id == merchant.id)
 
             // A new failure is the first of a new series, not a lock.

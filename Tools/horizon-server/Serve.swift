@@ -47,6 +47,14 @@ struct Serve: AsyncParsableCommand {
             """)
     var behindTLSProxy = false
 
+    @Option(
+        name: .customLong("trusted-proxy"),
+        help: """
+            A proxy (address or CIDR range, e.g. 10.0.0.0/8) whose X-Forwarded-For names the client; \
+            repeat for more. Replaces server.json's trustedProxies. None by default: the peer is the client.
+            """)
+    var trustedProxies: [String] = []
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error.")
     var logLevel = "info"
 
@@ -57,6 +65,7 @@ struct Serve: AsyncParsableCommand {
         settings.tlsCertificatePath = tlsCertificate ?? settings.tlsCertificatePath
         settings.tlsKeyPath = tlsKey ?? settings.tlsKeyPath
         if behindTLSProxy { settings.behindTLSProxy = true }
+        if !trustedProxies.isEmpty { settings.trustedProxies = trustedProxies }
         do { try settings.validate() } catch { throw ValidationError("\(error)") }
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error")
@@ -64,7 +73,7 @@ struct Serve: AsyncParsableCommand {
         let issuer = try options.issuer(settings)
         // Made on the first start of a data directory initialised before issue 16, then kept.
         let gatewayKey: GatewayKey
-        do { gatewayKey = try GatewayKey.loadOrCreate(at: settings.gatewayKeyFile(in: options.directory.path)) } catch {
+        do { gatewayKey = try GatewayKey.loadOrCreate(at: settings.gatewayKeySource(in: options.directory.path)) } catch {
             throw CLIError("\(error)")
         }
         LoggingSystem.bootstrap { label in

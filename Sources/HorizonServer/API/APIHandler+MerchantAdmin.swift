@@ -67,8 +67,7 @@ extension APIHandler {
         -> Operations.SignInMerchantAdmin.Output
     {
         guard case .json(let body) = input.body else { throw APIError(.unsupportedMediaType, "the body must be JSON") }
-        let email = body.email.trimmingCharacters(in: .whitespaces)
-        guard !email.isEmpty, !body.password.isEmpty else {
+        guard !body.email.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, !body.password.isEmpty else {
             throw APIError(.invalidRequest, "the admin's e-mail and password are both needed")
         }
         let settings = DashboardSettings()
@@ -77,16 +76,8 @@ extension APIHandler {
             throw APIError(
                 .invalidRequest, "lifetimeSeconds must be 60 to \(settings.sessionLifetime) (8 h), not \(lifetime)")
         }
-        // The dashboard's counters: the two doors share one limit.
-        if try await signInAttemptsExceeded(
-            email: email, peer: RequestScope.current?.peer ?? "local", settings: settings)
-        {
-            throw APIError(
-                .rateLimited,
-                "too many sign-in attempts from here or for this e-mail; wait \((settings.signInWindow + 59) / 60) minutes",
-                headers: [.retryAfter: "\(settings.signInWindow)"])
-        }
-        let merchant = try await signIn(email: email, password: body.password)
+        // The dashboard's and activation's counters: every door shares one limit.
+        let merchant = try await signIn(email: body.email, password: body.password)
         let (token, expiresAt) = try await startMerchantSession(for: merchant.id, lifetime: lifetime)
         metrics.record(event: "admin_sign_in")
         RequestScope.current?.logger.notice("merchant admin signed in", metadata: ["merchant": "\(merchant.id)"])
@@ -96,18 +87,6 @@ extension APIHandler {
                     .init(
                         token: token, merchantId: merchant.id.rawValue, merchantName: merchant.name,
                         expiresAt: expiresAt))))
-    }
-
-    /// Counts a sign-in attempt for `email` from `peer` and says whether either is over its
-    /// limit. Counted before the password is checked, so a flood costs no scrypt work, and in the
-    /// database, so every server process counts the same attempts.
-    func signInAttemptsExceeded(email: String, peer: String, settings: DashboardSettings) async throws -> Bool {
-        let emailKey = "email:" + email.lowercased()
-        let addressKey = "address:" + peer
-        let counts = try await ledger.recordSignInAttempt(
-            keys: [emailKey, addressKey], window: settings.signInWindow, at: now())
-        return (counts[emailKey] ?? 0) > settings.signInsPerEmail
-            || (counts[addressKey] ?? 0) > settings.signInsPerAddress
     }
 
     /// A new session of `merchant`'s admin (the dashboard's cookie or the API's bearer token),

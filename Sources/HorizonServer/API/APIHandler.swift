@@ -121,34 +121,60 @@ struct APIHandler: APIProtocol {
 
     // MARK: Authentication
 
-    /// The merchant whose admin this is, after the password and the lock-out rules.
-    func signIn(email: String, password: String) async throws -> Merchant {
+    /// The merchant whose admin this is, after the sign-in limits and the password: one door for
+    /// the dashboard, the API's admin session and terminal activation, so they share every counter.
+    ///
+    /// The e-mail is normalised (`Ledger.canonicalEmail`) before anything is counted, so no
+    /// spelling of it has a counter of its own. Every attempt counts against the client address
+    /// (`rate_limited` over the window); every wrong one, for a known e-mail or not, sets back the
+    /// e-mail and the address (`account_locked` while either waits), with the same answers and
+    /// the same scrypt work whether the e-mail exists or not. A back-off ends by itself, so the
+    /// owner is never locked out for good.
+    func signIn(email typedEmail: String, password: String) async throws -> Merchant {
+        let email: String
+        do { email = try Ledger.canonicalEmail(typedEmail) } catch {
+            throw APIError(.invalidRequest, "the e-mail cannot contain control or format characters")
+        }
         let time = now()
-        guard let login = try await ledger.login(adminEmail: email) else {
-            // Spend the same time as a real check, so timing does not tell which e-mails exist.
-            _ = passwords.verify(password, against: decoyHash)
-            metrics.record(event: "sign_in_refused")
-            throw APIError(.invalidCredentials, "the e-mail or the password is wrong")
-        }
-        if login.lockedUntil > time {
-            let wait = login.lockedUntil - time
+        let address = RequestScope.current?.peer ?? "local"
+        let settings = DashboardSettings()
+        // Counted before the password is checked, so a flood costs no scrypt work.
+        let addressKey = "address:" + address
+        let counts = try await ledger.recordSignInAttempt(keys: [addressKey], window: settings.signInWindow, at: time)
+        if (counts[addressKey] ?? 0) > settings.signInsPerAddress {
             throw APIError(
-                .accountLocked, "too many wrong passwords; this account is locked for \(wait) s more",
-                headers: [.retryAfter: "\(wait)"])
+                .rateLimited,
+                "too many sign-in attempts from here; wait \((settings.signInWindow + 59) / 60) minutes",
+                headers: [.retryAfter: "\(settings.signInWindow)"])
         }
-        guard passwords.verify(password, against: login.passwordHash) else {
-            let lockedUntil = try await ledger.recordFailedLogin(
-                login.merchant.id, policy: configuration.loginPolicy, at: time)
+        let backoffKeys = ["email:" + email, "address:" + address]
+        let blockedUntil = try await ledger.signInBlockedUntil(keys: backoffKeys, at: time)
+        if blockedUntil > time { throw Self.heldBack(for: blockedUntil - time) }
+        let login = try await ledger.login(adminEmail: email)
+        // An unknown e-mail costs the same scrypt work as a known one, so timing does not tell.
+        let verified = passwords.verify(password, against: login?.passwordHash ?? decoyHash)
+        guard let login, verified else {
             metrics.record(event: "sign_in_refused")
-            if lockedUntil > time {
-                throw APIError(
-                    .accountLocked, "too many wrong passwords; this account is locked for \(lockedUntil - time) s",
-                    headers: [.retryAfter: "\(lockedUntil - time)"])
-            }
+            // An address may be shared (an office, a carrier's NAT): it gets twice the tries.
+            let account = configuration.loginPolicy
+            var shared = account
+            shared.attemptsBeforeLock = 2 * account.attemptsBeforeLock
+            let until = try await ledger.recordSignInFailure(
+                keys: [(backoffKeys[0], account), (backoffKeys[1], shared)], at: time)
+            if until > time { throw Self.heldBack(for: until - time) }
             throw APIError(.invalidCredentials, "the e-mail or the password is wrong")
         }
-        if login.failedAttempts > 0 { try await ledger.recordSuccessfulLogin(login.merchant.id) }
+        // A right password forgets the failures (the window counter still bounds the address).
+        try await ledger.clearSignInFailures(keys: backoffKeys)
         return login.merchant
+    }
+
+    /// The answer while a back-off holds sign-ins back: the same for any e-mail, known or not.
+    static func heldBack(for seconds: Int64) -> APIError {
+        APIError(
+            .accountLocked,
+            "too many wrong sign-ins for this e-mail or from this address; try again in \(seconds) s",
+            headers: [.retryAfter: "\(seconds)"])
     }
 
     /// A well-formed hash at the current cost that no password matches, for the unknown-e-mail path.

@@ -115,5 +115,12 @@ struct ServerMaintenance: Service {
         do { try await ledger.pruneGatewayReplays(at: time) } catch {
             logger.warning("pruning the gateway's replay window failed", metadata: ["error": "\(error)"])
         }
+        // Request windows are a few seconds long; a day without failures forgets a back-off.
+        do {
+            try await ledger.pruneRequestWindows(before: time - 3600)
+            try await ledger.pruneSignInBackoff(before: time - 24 * 3600, at: time)
+        } catch {
+            logger.warning("pruning the request limits failed", metadata: ["error": "\(error)"])
+        }
     }
 }

@@ -95,22 +95,21 @@ struct Dashboard: Sendable {
         guard email.utf8.count <= 254, password.utf8.count <= 1024 else {
             return try again(.badRequest, "The e-mail or the password is too long.")
         }
-        if try await api.signInAttemptsExceeded(
-            email: email, peer: context.remoteAddress?.ipAddress ?? "local", settings: settings)
-        {
-            let minutes = (settings.signInWindow + 59) / 60
-            return try again(
-                .tooManyRequests,
-                "Too many sign-in attempts from here or for this e-mail. Wait \(minutes) minutes, then try again.",
-                headers: [.retryAfter: "\(settings.signInWindow)"])
-        }
+        // The API's sign-in: the same counters and back-off as the API's admin session and activation.
         let merchant: Merchant
         do {
             merchant = try await api.signIn(email: email, password: password)
         } catch let error as APIError where error.code == .invalidCredentials {
             return try again(.unauthorized, "The e-mail or the password is wrong.")
+        } catch let error as APIError where error.code == .invalidRequest {
+            return try again(.badRequest, "The e-mail cannot contain control characters.")
+        } catch let error as APIError where error.code == .rateLimited {
+            let minutes = (settings.signInWindow + 59) / 60
+            return try again(
+                .tooManyRequests, "Too many sign-in attempts from here. Wait \(minutes) minutes, then try again.",
+                headers: error.headers)
         } catch let error as APIError where error.code == .accountLocked {
-            // The API's words ("too many wrong passwords; this account is locked for 60 s"), as a sentence.
+            // The API's words ("too many wrong sign-ins …; try again in 60 s"), as a sentence.
             return try again(
                 .tooManyRequests, error.message.prefix(1).uppercased() + error.message.dropFirst() + ".",
                 headers: error.headers)

@@ -22,6 +22,8 @@ struct BoundaryMiddleware: RouterMiddleware {
     let metrics: ServerMetrics
     /// The API's paths and their methods, to tell "no such path" (404) from "not this method" (405).
     let routes: RouteTable
+    /// Whose `X-Forwarded-For` names the client (none: the peer is the client).
+    var trustedProxies: TrustedProxies = .none
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
@@ -30,7 +32,8 @@ struct BoundaryMiddleware: RouterMiddleware {
         var logger = context.logger
         logger[metadataKey: "request"] = "\(id)"
         var scope = RequestScope(id: id, logger: logger, signer: nil)
-        if let address = context.remoteAddress?.ipAddress { scope.peer = address }
+        scope.peer = trustedProxies.clientAddress(
+            peer: context.remoteAddress?.ipAddress, forwardedFor: request.headers[values: .forwardedFor])
         let start = ContinuousClock.now
         var response: Response
         do {
@@ -177,31 +180,6 @@ final class RouteTable: Sendable {
     }
 }
 
-/// Refuses a client that sends too many requests: a token bucket per peer address, in this
-/// process's memory (every process of a scaled-out server limits on its own; the lock-out of
-/// sign-ins, which must hold across processes, is in the database).
-struct RateLimitMiddleware: RouterMiddleware {
-    typealias Context = ServerRequestContext
-    let limiter: RateLimiter
-    let clock: @Sendable () -> ContinuousClock.Instant
-
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
-        -> Response
-    {
-        // The gateway's inner requests were counted as their terminal's relays (issue 16).
-        if context.isRelayed { return try await next(request, context) }
-        let peer = context.remoteAddress?.ipAddress ?? "local"
-        if let wait = limiter.take(for: peer, at: clock()) {
-            let seconds = max(
-                1, Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up)))
-            throw APIError(
-                .rateLimited, "too many requests from \(peer); retry after \(seconds) s",
-                headers: [.retryAfter: "\(seconds)"])
-        }
-        return try await next(request, context)
-    }
-}
-
 /// A token bucket per key: `burst` requests at once, refilled at `perSecond`.
 final class RateLimiter: Sendable {
     struct Bucket {
@@ -293,20 +271,51 @@ struct SignedRequestMiddleware: RouterMiddleware {
     let window: Int64
     static let bearerPrefix = "Bearer "
     let clock: @Sendable () -> Int64
+    /// The request limit of a signed request or an admin session: by the key or session that
+    /// proved itself, by the client address when it did not (nil: none, as for relayed requests).
+    var limiter: RequestLimiter? = nil
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
+        let limiter = context.isRelayed ? nil : limiter
+        let address = RequestScope.current?.peer ?? "local"
         guard let header = request.headers[.authorization], header.hasPrefix(RequestSignature.scheme) else {
             // A merchant admin's session token is looked up by the operations that take one.
             if let header = request.headers[.authorization], header.hasPrefix(Self.bearerPrefix),
                 var scope = RequestScope.current
             {
-                scope.bearerToken = String(header.dropFirst(Self.bearerPrefix.count))
+                let token = String(header.dropFirst(Self.bearerPrefix.count))
+                if let limiter {
+                    let hash = DashboardSecurity.hash(token)
+                    if try await ledger.dashboardSession(tokenHash: hash, at: clock()) != nil {
+                        try await limiter.take("session:" + hash.hexString, describedAs: "this admin session")
+                    } else {
+                        try await limiter.take(RequestLimiter.addressKey(address), describedAs: address)
+                    }
+                }
+                scope.bearerToken = token
                 return try await RequestScope.$current.withValue(scope) { try await next(request, context) }
             }
             return try await next(request, context)
         }
+        let key: PublicKeyBytes
+        var request = request
+        do {
+            key = try await verify(header, request: &request)
+        } catch {
+            // A request that did not prove a key counts against its address.
+            try await limiter?.take(RequestLimiter.addressKey(address), describedAs: address)
+            throw error
+        }
+        try await limiter?.take("key:" + key.bytes.hexString, describedAs: "this signing key")
+        guard var scope = RequestScope.current else { return try await next(request, context) }
+        scope.signer = key
+        return try await RequestScope.$current.withValue(scope) { try await next(request, context) }
+    }
+
+    /// The key that signed this request, after its signature, time and nonce were checked.
+    private func verify(_ header: String, request: inout Request) async throws -> PublicKeyBytes {
         let signature: RequestSignature
         do { signature = try RequestSignature.parse(header) } catch {
             throw APIError(.unauthenticated, "\(error)", headers: [.wwwAuthenticate: RequestSignature.scheme])
@@ -321,7 +330,6 @@ struct SignedRequestMiddleware: RouterMiddleware {
                 "the request was signed at \(signature.time), \(seconds) s from the server's clock (\(now)); the limit is \(window) s: check the device's clock",
                 headers: [.wwwAuthenticate: RequestSignature.scheme])
         }
-        var request = request
         let body = try await request.collectBody(upTo: Int.max)
         let path = request.uri.description
         guard signature.isValid(method: request.method.rawValue, path: path, body: body.readableBytesView) else {
@@ -341,8 +349,6 @@ struct SignedRequestMiddleware: RouterMiddleware {
                 .requestReplayed, "this signed request was already received once; sign each request anew",
                 headers: [.wwwAuthenticate: RequestSignature.scheme])
         }
-        guard var scope = RequestScope.current else { return try await next(request, context) }
-        scope.signer = key
-        return try await RequestScope.$current.withValue(scope) { try await next(request, context) }
+        return key
     }
 }
