@@ -62,6 +62,48 @@ struct AsyncAPITests {
         #expect(try terminal.ledger.transactions(limit: 10).isEmpty)
     }
 
+    /// A terminal that re-prices behind the person's back ends the attempt before anything is
+    /// signed; the person who then confirms is told what changed, not that there was no offer.
+    @Test func aRepricedOfferIsExplainedWhenThePersonConfirms() async throws {
+        let world = try World()
+        var random = SystemRandomNumberGenerator()
+        let cheap = Shared<Offer?>(nil)
+        let scripted = try ScriptedTerminal(
+            world: world, name: "repricer", at: .origin, sessionID: SessionID.random(using: &random)
+        ) { connection, message in
+            guard case .hello = message, let first = cheap.value else { return }
+            connection.send(.offer(first))
+            var random = SystemRandomNumberGenerator()
+            if let dear = try? Offer(
+                sessionID: first.sessionID, transactionType: .payment, amount: euros(10_000), registerUser: "Ana",
+                merchantPrograms: .none, offerNonce: Nonce.random(using: &random), expiresAt: first.expiresAt)
+            {
+                world.simulation.schedule(after: .milliseconds(300)) {
+                    connection.send(.offer(connection.signed(dear)))
+                }
+            }
+        }
+        cheap.value = scripted.signed(try scripted.offer(100))
+        let wallet = try world.wallet()
+        let error = try await world.simulation.live(speed: Self.speed) {
+            let candidate = try #require(await first(wallet.client.candidates()))
+            let offer = try await wallet.client.fetchOffer(candidate)
+            _ = await firstState(of: wallet.client, where: \.isFinished)
+            return await #expect(throws: PaymentClientError.self) {
+                try await wallet.client.pay(offer, tip: euros(0))
+            }
+        }
+        guard case .invalidOffer(let reason)? = error else {
+            Issue.record("expected invalidOffer, got \(String(describing: error))")
+            return
+        }
+        #expect(
+            reason.contains("changed its offer after showing it (the amount changed from 1.00 EUR to 100.00 EUR)"),
+            "\(reason)")
+        #expect(reason.contains("nothing was signed or charged"))
+        #expect(scripted.confirms.isEmpty)
+    }
+
     @Test func aTerminalNoAnchorVouchesForIsRefusedWithItsCause() async throws {
         let world = try World()
         let terminal = try world.terminal()

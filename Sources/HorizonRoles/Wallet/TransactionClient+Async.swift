@@ -100,6 +100,9 @@ extension TransactionClient {
         let decider = manualConnectionDecider
         let refusal: PaymentClientError? = await scheduler.perform { [self] in
             guard state == .offerReceived, let shown = self.offer else {
+                // An attempt that ended (a re-priced offer, a refusal) says why, not that there
+                // was never an offer.
+                if state.isFinished, let error { return error }
                 return .notReady("there is no offer to accept (\(state)); fetch one first")
             }
             guard shown.digest == offer.digest else {
