@@ -186,4 +186,20 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
     }
 
     public func issuerKeyFile(in directory: String) -> String { Self.resolve(issuerKeyPath, in: directory) }
+
+    /// The systemd credential names of the issuer and gateway keys (`LoadCredentialEncrypted=`).
+    public static let issuerKeyCredential = "issuer.pem"
+    public static let gatewayKeyCredential = "gateway-key.pem"
+
+    /// Where the issuer key is read: the service's systemd credential when it has one, else the
+    /// data directory's file. (`init` writes the data directory's file.)
+    public func issuerKeySource(in directory: String) -> String {
+        SystemdCredentials.file(Self.issuerKeyCredential) ?? issuerKeyFile(in: directory)
+    }
+
+    /// Where the gateway key is read: the systemd credential when there is one, else the data
+    /// directory's file (made on the first start when missing).
+    public func gatewayKeySource(in directory: String) -> String {
+        SystemdCredentials.file(Self.gatewayKeyCredential) ?? gatewayKeyFile(in: directory)
+    }
 }

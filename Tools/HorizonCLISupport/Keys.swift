@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HorizonCore
 import HorizonSecureChannel
 
 /// PEM files for the keys each side keeps.
@@ -13,12 +14,25 @@ public enum KeyFiles {
         try directory.write(Data(key.pemRepresentation.utf8), to: name)
     }
 
+    /// Reads the key `name` from systemd's credentials (`$CREDENTIALS_DIRECTORY/name`, put
+    /// there by `LoadCredential=` or `LoadCredentialEncrypted=`) when the service has it, else
+    /// from the data directory.
     public static func readPrivate(_ name: String, in directory: DataDirectory) throws -> P256.Signing.PrivateKey {
-        let text = String(decoding: try directory.read(name), as: UTF8.self)
+        let path: String
+        let data: Data
+        if let credential = SystemdCredentials.file(name) {
+            path = credential
+            do { data = try Data(contentsOf: URL(fileURLWithPath: credential)) } catch {
+                throw CLIError("cannot read the credential \(credential): \(error.localizedDescription)")
+            }
+        } else {
+            path = directory.file(name).path
+            data = try directory.read(name)
+        }
         do {
-            return try P256.Signing.PrivateKey(pemRepresentation: text)
+            return try P256.Signing.PrivateKey(pemRepresentation: String(decoding: data, as: UTF8.self))
         } catch {
-            throw CLIError("\(directory.file(name).path) is not a P-256 private key in PEM form")
+            throw CLIError("\(path) is not a P-256 private key in PEM form")
         }
     }
 
