@@ -65,10 +65,12 @@ struct ServerEnrollment: Sendable {
             let sent = try await client(index + 1).registerWallet(
                 name: "\(label) wallet \(index)", email: "bench-\(runID)-\(index)@wallets.example", phone: phone,
                 key: walletKey)
-            let code = try await oneTimeCode(to: phone)
+            let smsCode = try await oneTimeCode(to: phone)
+            let emailCode = try await oneTimeCode(to: "bench-\(runID)-\(index)@wallets.example")
             walletID = WalletID(
-                rawValue: try await client(index).verifyWalletRegistration(id: sent.registrationId, code: code).walletId
-            )
+                rawValue: try await client(index).verifyWalletRegistration(
+                    id: sent.registrationId, smsCode: smsCode, emailCode: emailCode
+                ).walletId)
             try await ledger.deposit(try Money(minorUnits: topUp, currency: currency), to: walletID)
         } catch let error as BenchmarkError {
             throw error

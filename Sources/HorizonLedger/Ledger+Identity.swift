@@ -43,6 +43,13 @@ public struct OutboxMessage: Sendable, Equatable {
     public let subject: String
     public let body: String
     public let createdAt: UnixTime
+    /// The registration whose one-time code this carries, and when that code expires (then
+    /// the message is deleted); nil for a message with no code.
+    public let registration: RegistrationID?
+    public let expiresAt: UnixTime?
+
+    /// What a code's message says once the code was used or its registration locked.
+    public static let redactedBody = "(a one-time code was here; removed once it could no longer be used)"
 }
 
 /// How many wrong sign-ins start a back-off, and how long it holds sign-ins back.
@@ -258,18 +265,32 @@ extension Ledger {
 // MARK: Outbox and request nonces
 
 extension Ledger {
-    /// Keeps a message the server sends (the sandbox `MessageSender` writes here).
+    /// Keeps a message the server sends (the sandbox `MessageSender` writes here). A message
+    /// carrying a registration's one-time code names it and the code's expiry: the sandbox
+    /// "delivers" the code by showing it while it can be used; once the registration is used
+    /// or locked the body is blanked, and once the code expires the message is deleted.
     public func enqueue(
-        _ channel: OutboxMessage.Channel, to recipient: String, subject: String, body: String, at time: UnixTime = now()
+        _ channel: OutboxMessage.Channel, to recipient: String, subject: String, body: String,
+        registration: RegistrationID? = nil, expiresAt: UnixTime? = nil, at time: UnixTime = now()
     ) async throws(LedgerError) {
-        try await store.transaction { db in
+        let purged = try await store.transaction { db in
+            let purged = try await Self.purgeExpiredOutbox(at: time, in: db)
             try await db.query(
-                "INSERT INTO outbox(channel, recipient, subject, body, created_at) VALUES (?, ?, ?, ?, ?)",
-                [.text(channel.rawValue), .text(recipient), .text(subject), .text(body), .integer(time)])
+                """
+                INSERT INTO outbox(channel, recipient, subject, body, created_at, registration_id, expires_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                """,
+                [
+                    .text(channel.rawValue), .text(recipient), .text(subject), .text(body), .integer(time),
+                    registration.map { .text($0.rawValue) } ?? .null, expiresAt.map { .integer($0) } ?? .null,
+                ])
+            return purged
         }
+        if purged { await scrubDeletedCodes() }
     }
 
-    /// The newest messages first, optionally only those to one recipient.
+    /// The newest messages first, optionally only those to one recipient. Reading deletes
+    /// nothing: `purgeExpiredOutbox` does (the server every minute, and every new code).
     public func outbox(recipient: String? = nil, limit: Int = 50) async throws(LedgerError) -> [OutboxMessage] {
         let limit = Int64(max(1, min(limit, 1000)))
         return try await store.transaction { db in
@@ -291,9 +312,43 @@ extension Ledger {
                     OutboxMessage(
                         id: try row.integer("id"), channel: channel, recipient: try row.text("recipient"),
                         subject: try row.text("subject"), body: try row.text("body"),
-                        createdAt: try row.integer("created_at")))
+                        createdAt: try row.integer("created_at"),
+                        registration: try row.optionalText("registration_id").map(RegistrationID.init(rawValue:)),
+                        expiresAt: try row.optionalInteger("expires_at")))
             }
             return messages
+        }
+    }
+
+    /// Deletes the messages whose code has expired (the server runs this every minute).
+    public func purgeExpiredOutbox(at time: UnixTime = now()) async throws(LedgerError) {
+        let purged = try await store.transaction { db in try await Self.purgeExpiredOutbox(at: time, in: db) }
+        if purged { await scrubDeletedCodes() }
+    }
+
+    /// True when it deleted something.
+    @discardableResult
+    static func purgeExpiredOutbox(at time: UnixTime, in db: any SQLTransaction) async throws(LedgerError) -> Bool {
+        try await !db.query(
+            "DELETE FROM outbox WHERE expires_at IS NOT NULL AND expires_at <= ? RETURNING id", [.integer(time)]
+        ).isEmpty
+    }
+
+    /// Blanks the code of a registration's messages: it was used, or can no longer be.
+    static func redactOutbox(for registration: RegistrationID, in db: any SQLTransaction) async throws(LedgerError) {
+        try await db.query(
+            "UPDATE outbox SET body = ? WHERE registration_id = ?",
+            [.text(OutboxMessage.redactedBody), .text(registration.rawValue)])
+    }
+
+    /// A blanked or deleted code can still sit in SQLite's write-ahead log, which is reused
+    /// but not cleared: a truncating checkpoint copies the blanked pages into the database
+    /// (where `secure_delete` zeroes freed space) and empties the log. Best effort: a reader
+    /// in another process can make it wait for the next one.
+    func scrubDeletedCodes() async {
+        guard store.dialect == .sqlite else { return }
+        _ = try? await store.transaction(.singleStatement) { db in
+            try await db.query("PRAGMA wal_checkpoint(TRUNCATE)")
         }
     }
 

@@ -116,12 +116,15 @@ public enum RegistrationError: Error, Equatable, Sendable, CustomStringConvertib
 }
 
 extension Ledger {
-    /// Records a registration whose code (hashed by the caller) is about to be sent. Refuses a
-    /// key that is registered already; the e-mail's uniqueness is checked when the code comes
-    /// back, so that starting tells nobody which e-mails have wallets.
+    /// Records a registration whose codes (hashed by the caller) are about to be sent: `codeHash`
+    /// the SMS code's, `emailCodeHash` the e-mail code's. With both, the verify needs both, so
+    /// each channel proves its own holder; nil sends one code only. Refuses a key that is
+    /// registered already; the e-mail's uniqueness is checked when the code comes back, so that
+    /// starting tells nobody which e-mails have wallets.
     public func startRegistration(
         id: RegistrationID, name: String, email: String, phone: String, publicKey: PublicKeyBytes,
-        codeHash: [UInt8], policy: RegistrationPolicy = RegistrationPolicy(), at time: UnixTime = now()
+        codeHash: [UInt8], emailCodeHash: [UInt8]? = nil, policy: RegistrationPolicy = RegistrationPolicy(),
+        at time: UnixTime = now()
     ) async throws(RegistrationError) -> PendingRegistration {
         let name = name.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !name.isEmpty, name.utf8.count <= 200, !name.unicodeScalars.contains(where: Self.isControl) else {
@@ -131,7 +134,7 @@ extension Ledger {
         let phone = try Self.normalizedPhone(phone)
         return try await insertRegistration(
             id: id, kind: .registration, name: name, email: email, phone: phone, publicKey: publicKey, wallet: nil,
-            codeHash: codeHash, policy: policy, at: time)
+            codeHash: codeHash, emailCodeHash: emailCodeHash, policy: policy, at: time)
     }
 
     /// Records a restoration for the account with this e-mail. The answer has the same shape
@@ -152,7 +155,7 @@ extension Ledger {
         } catch { throw .ledger(error) }
         let pending = try await insertRegistration(
             id: id, kind: .restoration, name: "", email: email, phone: "", publicKey: publicKey, wallet: wallet,
-            codeHash: codeHash, policy: policy, at: time)
+            codeHash: codeHash, emailCodeHash: nil, policy: policy, at: time)
         return PendingRegistration(
             id: pending.id, kind: .restoration, expiresAt: pending.expiresAt, email: wallet == nil ? nil : email,
             phone: nil)
@@ -160,23 +163,26 @@ extension Ledger {
 
     private func insertRegistration(
         id: RegistrationID, kind: RegistrationKind, name: String, email: String, phone: String,
-        publicKey: PublicKeyBytes, wallet: WalletID?, codeHash: [UInt8], policy: RegistrationPolicy, at time: UnixTime
+        publicKey: PublicKeyBytes, wallet: WalletID?, codeHash: [UInt8], emailCodeHash: [UInt8]?,
+        policy: RegistrationPolicy, at time: UnixTime
     ) async throws(RegistrationError) -> PendingRegistration {
-        guard RegistrationID.isWellFormed(id.rawValue), !codeHash.isEmpty else {
+        guard RegistrationID.isWellFormed(id.rawValue), !codeHash.isEmpty, emailCodeHash?.isEmpty != true else {
             throw .ledger(.invalidArgument("a registration needs a well-formed id and a code hash"))
         }
         let expiresAt = time + policy.codeLifetime
         let outcome: Result<PendingRegistration, RegistrationError>
+        let purged: Bool
         do {
-            outcome = try await store.transaction { db in
+            (outcome, purged) = try await store.transaction { db in
                 // Registrations a day past their expiry are of no use to anyone.
                 try await db.query(
                     "DELETE FROM wallet_registrations WHERE expires_at < ?", [.integer(time - 86_400)])
+                let purged = try await Self.purgeExpiredOutbox(at: time, in: db)
                 if try await !db.query(
                     "SELECT wallet_id FROM wallet_keys WHERE public_key = ?", [.blob(publicKey.bytes)]
                 )
                 .isEmpty {
-                    return .failure(.keyAlreadyRegistered)
+                    return (.failure(.keyAlreadyRegistered), purged)
                 }
                 let recent = try await db.query(
                     """
@@ -186,23 +192,26 @@ extension Ledger {
                 if recent.count >= policy.maximumPendingPerRecipient,
                     let oldest = try recent.first?.integer("created_at")
                 {
-                    return .failure(.tooManyPending(retryAfter: max(1, oldest + policy.codeLifetime - time)))
+                    return (.failure(.tooManyPending(retryAfter: max(1, oldest + policy.codeLifetime - time))), purged)
                 }
                 try await db.query(
                     """
                     INSERT INTO wallet_registrations(id, kind, name, email, phone, public_key, wallet_id, code_hash,
-                        created_at, expires_at, failed_attempts)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
+                        email_code_hash, created_at, expires_at, failed_attempts)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
                     """,
                     [
                         .text(id.rawValue), .text(kind.rawValue), .text(name), .text(email), .text(phone),
                         .blob(publicKey.bytes), wallet.map { .text($0.rawValue) } ?? .null, .blob(codeHash),
-                        .integer(time), .integer(expiresAt),
+                        emailCodeHash.map { .blob($0) } ?? .null, .integer(time), .integer(expiresAt),
                     ])
-                return .success(
-                    PendingRegistration(id: id, kind: kind, expiresAt: expiresAt, email: email, phone: phone))
+                return (
+                    .success(PendingRegistration(id: id, kind: kind, expiresAt: expiresAt, email: email, phone: phone)),
+                    purged
+                )
             }
         } catch { throw .ledger(error) }
+        if purged { await scrubDeletedCodes() }
         return try outcome.get()
     }
 
@@ -212,24 +221,36 @@ extension Ledger {
     /// A wrong code is counted in the same transaction that finds it wrong and committed before
     /// the error is thrown, so no number of processes or retries gets more than
     /// `policy.maximumAttempts` tries. Expiry, use and lock are checked before the code, so an
-    /// unusable registration tells nothing about its code.
+    /// unusable registration tells nothing about its code. A registration sent a code per
+    /// channel needs both (`emailCodeHash` the e-mail one's); one wrong or missing is one wrong
+    /// try, and the answer does not say which. Once used or locked, the outbox forgets its codes.
     public func verifyRegistration(
-        _ id: RegistrationID, kind: RegistrationKind, codeHash: [UInt8],
+        _ id: RegistrationID, kind: RegistrationKind, codeHash: [UInt8], emailCodeHash: [UInt8]? = nil,
         policy: RegistrationPolicy = RegistrationPolicy(), at time: UnixTime = now()
     ) async throws(RegistrationError) -> RegistrationResult {
         guard RegistrationID.isWellFormed(id.rawValue) else { throw .notFound }
         let outcome: Result<RegistrationResult, RegistrationError>
+        let redacted: Bool
         do {
-            outcome = try await store.transaction { db in
-                try await Self.verify(id, kind: kind, codeHash: codeHash, policy: policy, at: time, in: db)
+            (outcome, redacted) = try await store.transaction { db in
+                let outcome = try await Self.verify(
+                    id, kind: kind, codeHash: codeHash, emailCodeHash: emailCodeHash, policy: policy, at: time, in: db)
+                switch outcome {
+                case .success, .failure(.locked), .failure(.used), .failure(.keyAlreadyRegistered),
+                    .failure(.emailAlreadyRegistered):
+                    try await Self.redactOutbox(for: id, in: db)
+                    return (outcome, true)
+                default: return (outcome, false)
+                }
             }
         } catch { throw .ledger(error) }
+        if redacted { await scrubDeletedCodes() }
         return try outcome.get()
     }
 
     private static func verify(
-        _ id: RegistrationID, kind: RegistrationKind, codeHash: [UInt8], policy: RegistrationPolicy, at time: UnixTime,
-        in db: any SQLTransaction
+        _ id: RegistrationID, kind: RegistrationKind, codeHash: [UInt8], emailCodeHash: [UInt8]?,
+        policy: RegistrationPolicy, at time: UnixTime, in db: any SQLTransaction
     ) async throws(LedgerError) -> Result<RegistrationResult, RegistrationError> {
         guard
             let row = try await db.query(
@@ -241,7 +262,14 @@ extension Ledger {
         if try row.optionalInteger("used_at") != nil { return .failure(.used) }
         if failures >= Int64(policy.maximumAttempts) { return .failure(.locked) }
         if try row.integer("expires_at") <= time { return .failure(.expired) }
-        guard constantTimeEqual(try row.bytes("code_hash"), codeHash) else {
+        // Both compared whatever the first gives, so the time does not tell which was wrong.
+        let smsRight = constantTimeEqual(try row.bytes("code_hash"), codeHash)
+        let emailRight =
+            switch try row.optionalBytes("email_code_hash") {
+            case .some(let stored): constantTimeEqual(stored, emailCodeHash ?? [])
+            case .none: true
+            }
+        guard smsRight && emailRight else {
             try await db.query(
                 "UPDATE wallet_registrations SET failed_attempts = failed_attempts + 1 WHERE id = ?",
                 [.text(id.rawValue)])

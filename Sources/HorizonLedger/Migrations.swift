@@ -575,6 +575,24 @@ public enum LedgerSchema {
                 """,
                 "CREATE INDEX sign_in_backoff_age ON sign_in_backoff(last_failure_at)",
             ]),
+        Migration(
+            version: 15, name: "a code per channel; the outbox forgets codes after use or expiry",
+            statements: [
+                // A registration's e-mail code, hashed like `code_hash` (which is then the SMS
+                // code's): each channel proves itself. NULL when one channel only was sent a code.
+                "ALTER TABLE wallet_registrations ADD COLUMN email_code_hash {BYTES}",
+                // An outbox message carrying a code names its registration and expiry, so the
+                // code is blanked when the registration is used or locked and the row deleted
+                // once it expires.
+                "ALTER TABLE outbox ADD COLUMN registration_id TEXT",
+                "ALTER TABLE outbox ADD COLUMN expires_at {INT}",
+                "CREATE INDEX outbox_registration ON outbox(registration_id)",
+                "CREATE INDEX outbox_expiry ON outbox(expires_at)",
+                // Codes from before went to both channels alike: no longer accepted, and no
+                // longer kept.
+                "UPDATE wallet_registrations SET expires_at = 0 WHERE used_at IS NULL",
+                "DELETE FROM outbox",
+            ]),
     ]
 
     /// Brings the store's schema to `target` (the current version unless told otherwise, which

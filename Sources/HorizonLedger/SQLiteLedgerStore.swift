@@ -21,6 +21,9 @@ public final class SQLiteLedgerStore: LedgerStore {
         self.path = path
         do {
             database = try SQLiteDatabase(path: path)
+            // Deleted and overwritten rows are zeroed in the file, not left in free space: the
+            // outbox's one-time codes must not outlive their use.
+            try database.execute("PRAGMA secure_delete = ON")
         } catch {
             throw .unavailable("cannot open the SQLite ledger at \(path): \(error.message)")
         }

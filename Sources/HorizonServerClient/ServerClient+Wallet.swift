@@ -5,7 +5,8 @@ import HorizonAPI
 /// A wallet's registration and restoration (`openapi.yaml`, `/v1/wallets/...`): the start sends
 /// a one-time code to the person, the verify completes it with that code.
 extension HorizonServerClient {
-    /// Starts registering `key` as a new wallet: the server texts a code to `phone` (and mails it).
+    /// Starts registering `key` as a new wallet: the server texts a code to `phone` and mails
+    /// another to `email`; the verify needs both.
     public func registerWallet(name: String, email: String, phone: String, key: P256.Signing.PrivateKey)
         async throws(ServerClientError) -> Components.Schemas.OneTimeCodeSent
     {
@@ -20,12 +21,13 @@ extension HorizonServerClient {
         }
     }
 
-    /// Completes a registration with the code the person received.
-    public func verifyWalletRegistration(id: String, code: String) async throws(ServerClientError)
-        -> Components.Schemas.WalletVerified
+    /// Completes a registration with the two codes the person received, one by SMS and one by mail.
+    public func verifyWalletRegistration(id: String, smsCode: String, emailCode: String)
+        async throws(ServerClientError) -> Components.Schemas.WalletVerified
     {
         let output = try await call {
-            try await client.verifyWalletRegistration(path: .init(registrationId: id), body: .json(.init(code: code)))
+            try await client.verifyWalletRegistration(
+                path: .init(registrationId: id), body: .json(.init(smsCode: smsCode, emailCode: emailCode)))
         }
         switch output {
         case .created(let created): return try Self.json { try created.body.json }

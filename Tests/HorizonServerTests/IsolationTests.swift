@@ -205,14 +205,21 @@ struct IsolationTests {
             let x = world.registrationX
             let y = world.registrationY
             let z = world.restorationZ
-            // Another registration's code, a restoration's id on the registration path.
+            // Another registration's codes, a restoration's id on the registration path.
+            @Sendable func smsCode(_ phone: String) async throws -> String {
+                let message = try #require(try await world.server.ledger.outbox(recipient: phone).first)
+                return String(try #require(message.body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }))
+            }
+            let ySMS = try await smsCode("+4915112345602")
             let crossed = try await client.send(
-                .post, "/v1/wallets/registrations/\(x.id)/verify", json: #"{"code": "\#(y.code)"}"#)
+                .post, "/v1/wallets/registrations/\(x.id)/verify",
+                json: #"{"smsCode": "\#(ySMS)", "emailCode": "\#(y.code)"}"#)
             try world.expectRefusal(
                 crossed, .badRequest, "registration_code_invalid", "the code is wrong; 4 more wrong codes lock",
                 "registration X with Y's code")
             let restoration = try await client.send(
-                .post, "/v1/wallets/registrations/\(z.id)/verify", json: #"{"code": "\#(z.code)"}"#)
+                .post, "/v1/wallets/registrations/\(z.id)/verify",
+                json: #"{"smsCode": "\#(z.code)", "emailCode": "\#(z.code)"}"#)
             try world.expectRefusal(
                 restoration, .notFound, "registration_not_found", "there is no such registration",
                 "a restoration's id and code on the registration path")
@@ -993,8 +1000,10 @@ final class World: Sendable {
                 return (sent.registrationId, try await code(to: email))
             }
             let (walletRegistration, walletCode) = try await start(walletDevice, walletEmail, "+49 151 1234 5600")
+            let walletSMSCode = try await code(to: "+4915112345600")
             let verified = try await client.send(
-                .post, "/v1/wallets/registrations/\(walletRegistration)/verify", json: #"{"code": "\#(walletCode)"}"#)
+                .post, "/v1/wallets/registrations/\(walletRegistration)/verify",
+                json: #"{"smsCode": "\#(walletSMSCode)", "emailCode": "\#(walletCode)"}"#)
             #expect(verified.status == .created, "\(verified.text)")
             let walletID = WalletID(
                 rawValue: try JSONDecoder().decode(Components.Schemas.WalletVerified.self, from: verified.data).walletId

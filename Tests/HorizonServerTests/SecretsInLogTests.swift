@@ -195,15 +195,20 @@ struct SecretsInLogTests {
             let code = String(
                 try #require(message.body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }))
             secrets["one-time code"] = code
+            let smsMessage = try #require(try await server.ledger.outbox(recipient: "+4915112345678").first)
+            let smsCode = String(
+                try #require(smsMessage.body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }))
+            secrets["one-time SMS code"] = smsCode
             let wrong = String(code.reversed()) == code ? "00000000" : String(code.reversed())
             secrets["wrong one-time code"] = wrong
             let verify = "/v1/wallets/registrations/\(sent.registrationId)/verify"
+            let right = #"{"smsCode": "\#(smsCode)", "emailCode": "\#(code)"}"#
             try await each([.down, .broken]) {
-                _ = try await client.send(.post, verify, json: #"{"code": "\#(code)"}"#)
+                _ = try await client.send(.post, verify, json: right)
             }
-            _ = try await client.send(.post, verify, json: #"{"code": "\#(wrong)"}"#)
+            _ = try await client.send(.post, verify, json: #"{"smsCode": "\#(smsCode)", "emailCode": "\#(wrong)"}"#)
             _ = try await client.send(.post, verify, json: #"{"code": "\#(code)", "extra": "\#(code)"}"#)
-            _ = try await client.send(.post, verify, json: #"{"code": "\#(code)"}"#)
+            _ = try await client.send(.post, verify, json: right)
             try await each {
                 _ = try await client.send(
                     .post, "/v1/wallets/restorations", json: try WalletDevice().restoration(email: "alex@example.com"))

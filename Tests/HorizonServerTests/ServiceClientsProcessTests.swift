@@ -54,7 +54,11 @@ struct ServiceClientsProcessTests {
         let outbox = try ServerProcess.run(["outbox", "--to", "+4915112345678", "--json", "--data-dir", data])
         let code = try #require(
             outbox.output.split(whereSeparator: { !$0.isNumber }).first(where: { $0.count == 8 }), "\(outbox.output)")
-        let verified = try await registration.verifyWalletRegistration(id: sent.registrationId, code: String(code))
+        let mail = try ServerProcess.run(["outbox", "--to", "alex@example.com", "--json", "--data-dir", data])
+        let emailCode = try #require(
+            mail.output.split(whereSeparator: { !$0.isNumber }).first(where: { $0.count == 8 }), "\(mail.output)")
+        let verified = try await registration.verifyWalletRegistration(
+            id: sent.registrationId, smsCode: String(code), emailCode: String(emailCode))
         let topUp = try ServerProcess.run(["wallets", "top-up", "alex@example.com", "40.00", "--data-dir", data])
         #expect(topUp.status == 0, "\(topUp.errors)")
         let anchorBytes = try #require(Data(base64Encoded: verified.anchor.publicKey))

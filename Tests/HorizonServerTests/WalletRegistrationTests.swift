@@ -27,13 +27,15 @@ struct WalletRegistrationTests {
             #expect(sent.expiresAt == server.now + 600)
             #expect(sent.sentTo == ["sms +49••••••••678", "email a•••@example.com"])
 
-            // The same code by SMS and by mail; only its keyed hash is stored.
-            let code = try await server.code(to: "+4915112345678")
-            #expect(try await server.code(to: "alice@example.com") == code)
-            #expect(try await server.storedRegistrationText().contains(code) == false)
+            // A code by SMS and another by mail; only their keyed hashes are stored.
+            let code = SentCodes(
+                sms: try await server.code(to: "+4915112345678"), email: try await server.code(to: "alice@example.com"))
+            #expect(code.sms != code.email)
+            #expect(try await server.storedRegistrationText().contains(code.sms) == false)
+            #expect(try await server.storedRegistrationText().contains(code.email) == false)
 
             let verify = try await client.postJSON(
-                "/v1/wallets/registrations/\(sent.registrationId)/verify", #"{"code": "\#(code)"}"#)
+                "/v1/wallets/registrations/\(sent.registrationId)/verify", code.json)
             #expect(verify.status == .created, "\(verify.bodyText)")
             let verified = try JSONDecoder().decode(Components.Schemas.WalletVerified.self, from: verify.bodyData)
             #expect(verified.anchor == server.issuer.anchorDescription)
@@ -52,10 +54,68 @@ struct WalletRegistrationTests {
         try await server.withClient { client in
             let (id, code) = try await server.startRegistration(WalletDevice(), client)
             let response = try await client.postJSON(
-                "/v1/wallets/registrations/\(id)/verify", #"{"code": "\#(otherCode(than: code))"}"#)
+                "/v1/wallets/registrations/\(id)/verify", SentCodes(sms: otherCode(than: code.sms), email: code.email).json)
             try expectRegistrationError(
                 response, .badRequest, "registration_code_invalid",
                 "the code is wrong; 4 more wrong codes lock this registration")
+        }
+    }
+
+    @Test func eachChannelProvesItsOwnHolder() async throws {
+        let server = try await RegistrationServer()
+        let device = WalletDevice()
+        try await server.withClient { client in
+            let (id, code) = try await server.startRegistration(device, client)
+            let path = "/v1/wallets/registrations/\(id)/verify"
+            // The phone's holder alone, or the mailbox's alone, cannot register.
+            let smsOnly = try await client.postJSON(path, #"{"smsCode": "\#(code.sms)"}"#)
+            try expectRegistrationError(smsOnly, .badRequest, "malformed_json", #"the field "emailCode" is missing"#)
+            let emailOnly = try await client.postJSON(path, #"{"emailCode": "\#(code.email)"}"#)
+            try expectRegistrationError(emailOnly, .badRequest, "malformed_json", #"the field "smsCode" is missing"#)
+            // A code given for the other channel is wrong, and counted.
+            for (wrong, left) in [
+                (SentCodes(sms: code.email, email: code.sms), 4), (SentCodes(sms: code.sms, email: code.sms), 3),
+                (SentCodes(sms: code.email, email: code.email), 2),
+            ] {
+                let response = try await client.postJSON(path, wrong.json)
+                try expectRegistrationError(
+                    response, .badRequest, "registration_code_invalid",
+                    "the code is wrong; \(left) more wrong codes lock this registration")
+            }
+            #expect(try await server.ledger.wallet(forKey: device.publicKeyBytes) == nil)
+            let right = try await client.postJSON(path, code.json)
+            #expect(right.status == .created, "\(right.bodyText)")
+        }
+    }
+
+    @Test func theOutboxKeepsNoCodeAfterUseOrExpiry() async throws {
+        let server = try await RegistrationServer()
+        try await server.withClient { client in
+            // Deliverable: the outbox shows both codes.
+            let (id, used) = try await server.startRegistration(WalletDevice(), client)
+            #expect(try await server.ledger.outbox().map(\.body).filter { $0.contains(used.sms) }.count == 1)
+            let verify = try await client.postJSON("/v1/wallets/registrations/\(id)/verify", used.json)
+            #expect(verify.status == .created, "\(verify.bodyText)")
+            // Used: the messages say so, and no byte of the database holds either code.
+            #expect(try await server.ledger.outbox().map(\.body) == Array(repeating: OutboxMessage.redactedBody, count: 2))
+            for code in [used.sms, used.email] {
+                #expect(try server.databaseBytesContain(code) == false, "code \(code) after use")
+            }
+
+            // Expired: the messages are deleted by the next code sent (and by the server's
+            // minute), and no byte of the database holds the codes.
+            let (_, expired) = try await server.startRegistration(WalletDevice(), client, email: "bob@example.com")
+            server.advance(600)
+            _ = try await server.startRegistration(WalletDevice(), client, email: "carol@example.com")
+            let left = try await server.ledger.outbox()
+            #expect(!left.contains { $0.recipient == "bob@example.com" })
+            #expect(left.filter { $0.recipient == "carol@example.com" }.count == 1)
+            for code in [expired.sms, expired.email] {
+                #expect(try server.databaseBytesContain(code) == false, "code \(code) after expiry")
+            }
+            server.advance(600)
+            try await server.ledger.purgeExpiredOutbox(at: server.now)
+            #expect(try await server.ledger.outbox().isEmpty)
         }
     }
 
@@ -64,7 +124,7 @@ struct WalletRegistrationTests {
         try await server.withClient { client in
             let (id, code) = try await server.startRegistration(WalletDevice(), client)
             server.advance(600)
-            let response = try await client.postJSON("/v1/wallets/registrations/\(id)/verify", #"{"code": "\#(code)"}"#)
+            let response = try await client.postJSON("/v1/wallets/registrations/\(id)/verify", code.json)
             try expectRegistrationError(
                 response, .gone, "registration_expired",
                 "the code has expired (codes last 10 minutes); start again (horizon-wallet register) for a new one")
@@ -75,9 +135,9 @@ struct WalletRegistrationTests {
         let server = try await RegistrationServer()
         try await server.withClient { client in
             let (id, code) = try await server.startRegistration(WalletDevice(), client)
-            let first = try await client.postJSON("/v1/wallets/registrations/\(id)/verify", #"{"code": "\#(code)"}"#)
+            let first = try await client.postJSON("/v1/wallets/registrations/\(id)/verify", code.json)
             #expect(first.status == .created)
-            let again = try await client.postJSON("/v1/wallets/registrations/\(id)/verify", #"{"code": "\#(code)"}"#)
+            let again = try await client.postJSON("/v1/wallets/registrations/\(id)/verify", code.json)
             try expectRegistrationError(
                 again, .conflict, "registration_used", "this code was used already; a code completes one registration")
         }
@@ -88,7 +148,7 @@ struct WalletRegistrationTests {
         let device = WalletDevice()
         try await server.withClient { client in
             let (id, code) = try await server.startRegistration(device, client)
-            let wrong = #"{"code": "\#(otherCode(than: code))"}"#
+            let wrong = SentCodes(sms: code.sms, email: otherCode(than: code.email)).json
             for (left, noun) in [(4, "codes lock"), (3, "codes lock"), (2, "codes lock"), (1, "code locks")] {
                 let response = try await client.postJSON("/v1/wallets/registrations/\(id)/verify", wrong)
                 try expectRegistrationError(
@@ -99,7 +159,7 @@ struct WalletRegistrationTests {
                 "too many wrong codes: this registration is locked; start again (horizon-wallet register) for a new code"
             let fifth = try await client.postJSON("/v1/wallets/registrations/\(id)/verify", wrong)
             try expectRegistrationError(fifth, .forbidden, "registration_locked", locked)
-            let right = try await client.postJSON("/v1/wallets/registrations/\(id)/verify", #"{"code": "\#(code)"}"#)
+            let right = try await client.postJSON("/v1/wallets/registrations/\(id)/verify", code.json)
             try expectRegistrationError(right, .forbidden, "registration_locked", locked)
             #expect(try await server.ledger.wallet(forKey: device.publicKeyBytes) == nil)
         }
@@ -128,7 +188,7 @@ struct WalletRegistrationTests {
 
             // A registration's id is not a restoration's, and the other way round.
             let crossed = try await client.postJSON(
-                "/v1/wallets/registrations/\(sent.registrationId)/verify", #"{"code": "\#(code)"}"#)
+                "/v1/wallets/registrations/\(sent.registrationId)/verify", SentCodes(sms: code, email: code).json)
             try expectRegistrationError(
                 crossed, .notFound, "registration_not_found",
                 "there is no such registration; start again (horizon-wallet register) for a new code")
@@ -200,12 +260,14 @@ struct WalletRegistrationTests {
                 #""alice.example.com" is not an e-mail address (expected name@domain)"#)
 
             let (id, _) = try await server.startRegistration(device, client)
-            let letters = try await client.postJSON("/v1/wallets/registrations/\(id)/verify", #"{"code": "12ab5678"}"#)
+            let letters = try await client.postJSON(
+                "/v1/wallets/registrations/\(id)/verify", SentCodes(sms: "12ab5678", email: "12345678").json)
             try expectRegistrationError(
-                letters, .badRequest, "invalid_request", "code must be the 8 digits that were sent")
+                letters, .badRequest, "invalid_request", "smsCode must be the 8 digits that were sent")
 
             let unknown = try await client.postJSON(
-                "/v1/wallets/registrations/r_00000000000000000000000000000000/verify", #"{"code": "12345678"}"#)
+                "/v1/wallets/registrations/r_00000000000000000000000000000000/verify",
+                SentCodes(sms: "12345678", email: "12345678").json)
             try expectRegistrationError(
                 unknown, .notFound, "registration_not_found",
                 "there is no such registration; start again (horizon-wallet register) for a new code")
@@ -265,6 +327,17 @@ final class RegistrationServer: Sendable {
         return String(try #require(digits, "no 8-digit code in \"\(message.body)\""))
     }
 
+    /// Whether the database's files (with its write-ahead log) hold `text` anywhere, deleted
+    /// rows and free pages included.
+    func databaseBytesContain(_ text: String) throws -> Bool {
+        let needle = Data(text.utf8)
+        return try ["ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-journal"].contains { name in
+            let url = directory.appendingPathComponent(name)
+            guard FileManager.default.fileExists(atPath: url.path) else { return false }
+            return try Data(contentsOf: url).range(of: needle) != nil
+        }
+    }
+
     /// Every stored registration's columns as text, to show that no code is among them.
     func storedRegistrationText() async throws -> String {
         try await ledger.store.transaction { db in
@@ -277,16 +350,16 @@ final class RegistrationServer: Sendable {
         }
     }
 
-    /// Starts a registration for `device`; its id and the code sent.
+    /// Starts a registration for `device`; its id and the codes sent (to the default phone).
     func startRegistration(
         _ device: WalletDevice, _ client: any TestClientProtocol, email: String = "alice@example.com"
     )
-        async throws -> (id: String, code: String)
+        async throws -> (id: String, code: SentCodes)
     {
         let response = try await client.postJSON("/v1/wallets/registrations", device.registration(email: email))
         #expect(response.status == .accepted, "\(response.bodyText)")
         let sent = try JSONDecoder().decode(Components.Schemas.OneTimeCodeSent.self, from: response.bodyData)
-        return (sent.registrationId, try await code(to: email))
+        return (sent.registrationId, SentCodes(sms: try await code(to: "+4915112345678"), email: try await code(to: email)))
     }
 
     /// Registers `device`; returns the wallet id.
@@ -294,10 +367,17 @@ final class RegistrationServer: Sendable {
         async throws -> String
     {
         let (id, code) = try await startRegistration(device, client, email: email)
-        let response = try await client.postJSON("/v1/wallets/registrations/\(id)/verify", #"{"code": "\#(code)"}"#)
+        let response = try await client.postJSON("/v1/wallets/registrations/\(id)/verify", code.json)
         #expect(response.status == .created, "\(response.bodyText)")
         return try JSONDecoder().decode(Components.Schemas.WalletVerified.self, from: response.bodyData).walletId
     }
+}
+
+/// A registration's two codes, one per channel, and the verify's JSON for them.
+struct SentCodes: Sendable {
+    let sms: String
+    let email: String
+    var json: String { #"{"smsCode": "\#(sms)", "emailCode": "\#(email)"}"# }
 }
 
 /// A wallet's key, as `horizon-wallet register` makes and uses it.

@@ -131,10 +131,11 @@ struct CardsProgramTests {
         let messages = try JSONSerialization.jsonObject(with: Data(outbox.standardOutput.utf8)) as? [[String: Any]]
         let body = try #require(messages?.first?["body"] as? String)
         let code = try #require(body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }.map(String.init))
+        let emailCode = try Programs.outboxCode(serverDir: serverDir, to: "alice@example.com")
         let verify = try Programs.run(
             "horizon-wallet",
             [
-                "verify", code, "--anchor-fingerprint", try Programs.anchorFingerprint(serverDir: serverDir),
+                "verify", code, emailCode, "--anchor-fingerprint", try Programs.anchorFingerprint(serverDir: serverDir),
                 "--data-dir", walletDir,
             ])
         #expect(verify.status == 0, "\(verify.standardError)")

@@ -65,6 +65,7 @@ struct HostileNetworkProgramTests {
         let messages = try JSONSerialization.jsonObject(with: Data(outbox.standardOutput.utf8)) as? [[String: Any]]
         let body = try #require(messages?.first?["body"] as? String)
         let code = try #require(body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }.map(String.init))
+        let emailCode = try Programs.outboxCode(serverDir: serverDir, to: "alex@example.com")
         let fingerprint = try Programs.anchorFingerprint(serverDir: serverDir)
         func pinned() -> [String] {
             ((try? FileManager.default.contentsOfDirectory(atPath: "\(walletDir)/trust")) ?? []).filter {
@@ -75,26 +76,26 @@ struct HostileNetworkProgramTests {
         // The anchor of another server (what a man in the middle would return) is not the one given.
         let other = String(fingerprint.map { $0 == "0" ? "1" : $0 == " " ? " " : "0" })
         let mismatch = try Programs.run(
-            "horizon-wallet", ["verify", code, "--anchor-fingerprint", other, "--data-dir", walletDir])
+            "horizon-wallet", ["verify", code, emailCode, "--anchor-fingerprint", other, "--data-dir", walletDir])
         #expect(mismatch.status == 1)
         #expect(mismatch.standardError.contains("nothing was pinned"), "\(mismatch.standardError)")
         #expect(pinned().isEmpty)
         #expect(!FileManager.default.fileExists(atPath: "\(walletDir)/account.json"))
 
         // Asked, and standard input ends: no.
-        let unanswered = try Programs.run("horizon-wallet", ["verify", code, "--data-dir", walletDir])
+        let unanswered = try Programs.run("horizon-wallet", ["verify", code, emailCode, "--data-dir", walletDir])
         #expect(unanswered.status == 1)
         #expect(unanswered.standardOutput.contains(fingerprint), "\(unanswered.standardOutput)")
         #expect(unanswered.standardError.contains("not confirmed"), "\(unanswered.standardError)")
         #expect(pinned().isEmpty)
 
         // Asked, and answered no.
-        let declined = try Programs.run("horizon-wallet", ["verify", code, "--data-dir", walletDir], input: "n\n")
+        let declined = try Programs.run("horizon-wallet", ["verify", code, emailCode, "--data-dir", walletDir], input: "n\n")
         #expect(declined.status == 1)
         #expect(pinned().isEmpty)
 
         // The code was not spent by the refusals: confirmed, the anchor is pinned.
-        let confirmed = try Programs.run("horizon-wallet", ["verify", code, "--data-dir", walletDir], input: "y\n")
+        let confirmed = try Programs.run("horizon-wallet", ["verify", code, emailCode, "--data-dir", walletDir], input: "y\n")
         #expect(confirmed.status == 0, "\(confirmed.standardError)")
         #expect(pinned().count == 1)
     }

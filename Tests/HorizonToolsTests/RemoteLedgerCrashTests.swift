@@ -166,10 +166,11 @@ final class RemoteLedgerRig {
         guard let body = messages?.first?["body"] as? String,
             let code = body.split(whereSeparator: { !$0.isNumber }).first(where: { $0.count == 8 })
         else { throw SandboxError("no registration code in the outbox: \(outbox)") }
+        let emailCode = try Programs.outboxCode(serverDir: serverDir, to: "alex@example.com")
         try Self.run(
             "horizon-wallet",
             [
-                "verify", String(code), "--anchor-fingerprint", try Programs.anchorFingerprint(serverDir: serverDir),
+                "verify", String(code), emailCode, "--anchor-fingerprint", try Programs.anchorFingerprint(serverDir: serverDir),
                 "--data-dir", walletDir,
             ])
         try Self.run("horizon-server", ["wallets", "top-up", "alex@example.com", "100.00", "--data-dir", serverDir])

@@ -46,13 +46,15 @@ struct WalletRegistrationProgramTests {
         let messages = try JSONSerialization.jsonObject(with: Data(outbox.standardOutput.utf8)) as? [[String: Any]]
         let body = try #require(messages?.first?["body"] as? String)
         let code = try #require(body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }.map(String.init))
+        let emailCode = try Programs.outboxCode(serverDir: serverDir, to: "alice@example.com")
+        #expect(emailCode != code, "one code for both channels")
 
         let fingerprint = try Programs.anchorFingerprint(serverDir: serverDir)
         let wrong = try Programs.run(
             "horizon-wallet",
             [
-                "verify", code == "00000000" ? "00000001" : "00000000", "--anchor-fingerprint", fingerprint,
-                "--data-dir", walletDir,
+                "verify", code == "00000000" ? "00000001" : "00000000", emailCode, "--anchor-fingerprint",
+                fingerprint, "--data-dir", walletDir,
             ])
         #expect(wrong.status == 1)
         #expect(
@@ -62,10 +64,26 @@ struct WalletRegistrationProgramTests {
         let malformed = try Programs.run("horizon-wallet", ["verify", "12ab", "--data-dir", walletDir])
         #expect(malformed.status == 2)
         #expect(malformed.standardError.contains("CODE must be the 8 digits you received"))
+        // Each channel proves itself: the SMS code alone is not enough, and the two swapped
+        // (each given for the other channel) are wrong.
+        let smsOnly = try Programs.run(
+            "horizon-wallet", ["verify", code, "--anchor-fingerprint", fingerprint, "--data-dir", walletDir])
+        #expect(smsOnly.status == 2)
+        #expect(smsOnly.standardError.contains("a registration needs both codes"), "\(smsOnly.standardError)")
+        let swapped = try Programs.run(
+            "horizon-wallet",
+            ["verify", emailCode, code, "--anchor-fingerprint", fingerprint, "--data-dir", walletDir])
+        #expect(swapped.status == 1)
+        #expect(swapped.standardError.contains("3 more wrong codes lock this registration"), "\(swapped.standardError)")
 
         let verify = try Programs.run(
-            "horizon-wallet", ["verify", code, "--anchor-fingerprint", fingerprint, "--data-dir", walletDir, "--json"])
+            "horizon-wallet",
+            ["verify", code, emailCode, "--anchor-fingerprint", fingerprint, "--data-dir", walletDir, "--json"])
         #expect(verify.status == 0, "\(verify.standardError)")
+        // Used, the codes are no longer shown by the outbox.
+        let afterUse = try Programs.run("horizon-server", ["outbox", "--data-dir", serverDir, "--json"])
+        #expect(afterUse.status == 0 && afterUse.standardOutput.contains("a one-time code was here"))
+        #expect(!afterUse.standardOutput.contains(code) && !afterUse.standardOutput.contains(emailCode))
         let verified = try json(verify.standardOutput)
         let anchor = try json(
             try Programs.run("horizon-server", ["anchor", "--data-dir", serverDir, "--json"]).standardOutput)
@@ -78,7 +96,7 @@ struct WalletRegistrationProgramTests {
         #expect(!FileManager.default.fileExists(atPath: "\(walletDir)/registration.json"))
 
         // Registered once: the code is spent, and the wallet says it is registered.
-        let again = try Programs.run("horizon-wallet", ["verify", code, "--data-dir", walletDir])
+        let again = try Programs.run("horizon-wallet", ["verify", code, emailCode, "--data-dir", walletDir])
         #expect(again.status == 1)
         #expect(again.standardError.contains("error: nothing to verify: start with `horizon-wallet register`"))
 

@@ -61,11 +61,12 @@ struct WalletServicesProgramTests {
             (try JSONSerialization.jsonObject(with: Data(outbox.standardOutput.utf8)) as? [[String: Any]])?.first?[
                 "body"] as? String)
         let code = try #require(body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }.map(String.init))
+        let emailCode = try Programs.outboxCode(serverDir: serverDir, to: "alice@example.com")
         #expect(
             try Programs.run(
                 "horizon-wallet",
                 [
-                    "verify", code, "--anchor-fingerprint", try Programs.anchorFingerprint(serverDir: serverDir),
+                    "verify", code, emailCode, "--anchor-fingerprint", try Programs.anchorFingerprint(serverDir: serverDir),
                     "--data-dir", walletDir,
                 ]
             ).status == 0)

@@ -5,7 +5,11 @@ import HorizonLedger
 struct Outbox: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show the messages the server would have sent by SMS or mail (sandbox), newest first.",
-        discussion: "One-time codes for wallet registration and restoration land here instead of a phone or a mailbox.")
+        discussion: """
+            One-time codes for wallet registration and restoration land here instead of a phone or a mailbox. \
+            A code is shown only while it can be used: once its registration is completed or locked the message \
+            says the code was removed, and once the code expires the message is deleted.
+            """)
 
     @OptionGroup var options: ServerOptions
 
@@ -20,7 +24,9 @@ struct Outbox: AsyncParsableCommand {
 
     func run() async throws {
         guard (1...1000).contains(limit) else { throw ValidationError("--limit must be 1 to 1000") }
-        let messages = try await withLedger(options) { ledger, _ in try await ledger.outbox(recipient: to, limit: limit)
+        let messages = try await withLedger(options) { ledger, _ in
+            try await ledger.purgeExpiredOutbox()
+            return try await ledger.outbox(recipient: to, limit: limit)
         }
         let console = Console()
         if json {

@@ -20,7 +20,7 @@ struct HorizonWallet: ParsableCommand {
         commandName: "horizon-wallet",
         abstract: "A Bluetooth LE wallet: find the nearest terminal, check its offer, pay it with a tip.",
         discussion: """
-            Start with `horizon-wallet register --server URL …` and `horizon-wallet verify CODE` (or, for the \
+            Start with `horizon-wallet register --server URL …` and `horizon-wallet verify SMS-CODE EMAIL-CODE` (or, for the \
             sandbox, `horizon-wallet init --trust <terminal data dir>/anchor.pub`), then `horizon-wallet pay`. \
             The wallet trusts only terminals whose credential is signed by an anchor it pinned or was given.
             """,

@@ -10,9 +10,10 @@ import HorizonServerClient
 /// `register`: a new wallet account on a Horizon server, for this wallet's key.
 struct Register: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Register this wallet with a Horizon server; a one-time code is texted to your phone (and mailed).",
+        abstract: "Register this wallet with a Horizon server; one code is texted to your phone and another mailed.",
         discussion: """
-            Makes the wallet's key if there is none. Then run `horizon-wallet verify CODE` within 10 minutes: \
+            Makes the wallet's key if there is none. Then run `horizon-wallet verify SMS-CODE EMAIL-CODE` within \
+            10 minutes: \
             the wallet is registered and pins the server's trust anchor, so `pay` trusts its terminals.
             """)
 
@@ -76,7 +77,10 @@ struct Verify: AsyncParsableCommand {
         abstract: "Complete `register` or `restore` with the one-time code you received, and trust the server's anchor."
     )
 
-    @Argument(help: "The 8-digit code.") var code: String
+    @Argument(help: "The 8-digit code: for a registration the one texted to you, for a restoration the mailed one.")
+    var code: String
+    @Argument(help: "For a registration: the 8-digit code mailed to you (each channel proves itself).")
+    var emailCode: String?
     @Option(
         help: ArgumentHelp(
             "The server's anchor fingerprint as its operator publishes it (`horizon-server anchor`).",
@@ -90,6 +94,12 @@ struct Verify: AsyncParsableCommand {
         guard code.filter({ !$0.isWhitespace }).count == 8,
             code.allSatisfy({ $0.isWhitespace || ("0"..."9").contains($0) })
         else { throw ValidationError("CODE must be the 8 digits you received") }
+        if let emailCode,
+            emailCode.filter({ !$0.isWhitespace }).count != 8
+                || !emailCode.allSatisfy({ $0.isWhitespace || ("0"..."9").contains($0) })
+        {
+            throw ValidationError("EMAIL-CODE must be the 8 digits mailed to you")
+        }
         if let anchorFingerprint, WalletServer.fingerprintDigits(anchorFingerprint) == nil {
             throw ValidationError("--anchor-fingerprint must be 64 hex digits (spaces and colons are ignored)")
         }
@@ -106,6 +116,14 @@ struct Verify: AsyncParsableCommand {
             )
         }
         let url = try WalletServer.url(pending.server)
+        let emailCode = emailCode?.filter { !$0.isWhitespace }
+        switch (pending.kind, emailCode) {
+        case (.registration, nil):
+            throw ValidationError("a registration needs both codes: horizon-wallet verify SMS-CODE EMAIL-CODE")
+        case (.restoration, .some):
+            throw ValidationError("a restoration has one code, the mailed one: horizon-wallet verify CODE")
+        default: break
+        }
         let client = HorizonServerClient(serverURL: url)
         // The anchor is trusted because the person confirms its fingerprint (or passes the one
         // the operator published), never because the network returned it: a man in the middle
@@ -134,7 +152,8 @@ struct Verify: AsyncParsableCommand {
         let (id, code) = (pending.registrationId, code.filter { !$0.isWhitespace })
         let verified = try await WalletServer.call(url, forget: files) { () async throws(ServerClientError) in
             switch pending.kind {
-            case .registration: try await client.verifyWalletRegistration(id: id, code: code)
+            case .registration:
+                try await client.verifyWalletRegistration(id: id, smsCode: code, emailCode: emailCode ?? "")
             case .restoration: try await client.verifyWalletRestoration(id: id, code: code)
             }
         }
@@ -269,11 +288,13 @@ enum WalletServer {
         }
         let until = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(sent.expiresAt)))
         switch kind {
-        case .registration: print("A one-time code was sent to \(sent.sentTo.joined(separator: " and ")).")
+        case .registration:
+            print("A one-time code was sent to each of \(sent.sentTo.joined(separator: " and ")).")
+            print("Run `horizon-wallet verify SMS-CODE EMAIL-CODE` before \(until).")
         case .restoration:
             print("If a wallet is registered with \(email), a one-time code was sent there (\(sent.sentTo.joined())).")
+            print("Run `horizon-wallet verify CODE` before \(until).")
         }
-        print("Run `horizon-wallet verify CODE` before \(until).")
     }
 
     struct StartJSON: Encodable {

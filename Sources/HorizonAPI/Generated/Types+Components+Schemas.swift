@@ -975,14 +975,14 @@ extension Components {
         }
         /// - Remark: Generated from `#/components/schemas/OneTimeCodeVerification`.
         public struct OneTimeCodeVerification: Codable, Hashable, Sendable {
-            /// The 8 digits that were sent.
+            /// The 8 digits that were sent (by mail
             ///
             /// - Remark: Generated from `#/components/schemas/OneTimeCodeVerification/code`.
             public var code: Swift.String
             /// Creates a new `OneTimeCodeVerification`.
             ///
             /// - Parameters:
-            ///   - code: The 8 digits that were sent.
+            ///   - code: The 8 digits that were sent (by mail
             public init(code: Swift.String) {
                 self.code = code
             }
@@ -997,6 +997,48 @@ extension Components {
                 )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "code"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WalletRegistrationVerification`.
+        public struct WalletRegistrationVerification: Codable, Hashable, Sendable {
+            /// The 8 digits sent by SMS.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletRegistrationVerification/smsCode`.
+            public var smsCode: Swift.String
+            /// The 8 digits sent by mail.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletRegistrationVerification/emailCode`.
+            public var emailCode: Swift.String
+            /// Creates a new `WalletRegistrationVerification`.
+            ///
+            /// - Parameters:
+            ///   - smsCode: The 8 digits sent by SMS.
+            ///   - emailCode: The 8 digits sent by mail.
+            public init(
+                smsCode: Swift.String,
+                emailCode: Swift.String
+            ) {
+                self.smsCode = smsCode
+                self.emailCode = emailCode
+            }
+            public enum CodingKeys: String, CodingKey {
+                case smsCode
+                case emailCode
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.smsCode = try container.decode(
+                    Swift.String.self,
+                    forKey: .smsCode
+                )
+                self.emailCode = try container.decode(
+                    Swift.String.self,
+                    forKey: .emailCode
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "smsCode",
+                    "emailCode"
                 ])
             }
         }

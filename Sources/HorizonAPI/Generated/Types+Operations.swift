@@ -1256,9 +1256,10 @@ public enum Operations {
             }
         }
     }
-    /// Starts registering a wallet key: sends an 8-digit code by SMS to the phone (and by mail).
+    /// Starts registering a wallet key: sends one 8-digit code by SMS to the phone and another by mail.
     ///
-    /// The code lives 10 minutes and allows 5 wrong tries; only a keyed hash of it is stored.
+    /// Each channel gets its own code and the verify needs both, so each proves its own holder.
+    /// The codes live 10 minutes and allow 5 wrong tries; only keyed hashes of them are stored.
     /// Refused with `already_exists` when the key is registered already.
     ///
     ///
@@ -1400,8 +1401,10 @@ public enum Operations {
             }
         }
     }
-    /// Completes a registration with its code: creates the wallet account with the key.
+    /// Completes a registration with its two codes: creates the wallet account with the key.
     ///
+    /// Both codes must be right, each for its own channel (one wrong or swapped is one wrong try,
+    /// and the answer does not say which).
     /// Errors: `registration_not_found`, `registration_code_invalid` (the message says how many tries
     /// are left), `registration_expired`, `registration_used`, `registration_locked` (the fifth wrong
     /// code locks it), `already_exists` (the key or the e-mail has a wallet already).
@@ -1442,7 +1445,7 @@ public enum Operations {
             /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/verify/POST/requestBody`.
             @frozen public enum Body: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/verify/POST/requestBody/content/application\/json`.
-                case json(Components.Schemas.OneTimeCodeVerification)
+                case json(Components.Schemas.WalletRegistrationVerification)
             }
             public var body: Operations.VerifyWalletRegistration.Input.Body
             /// Creates a new `Input`.

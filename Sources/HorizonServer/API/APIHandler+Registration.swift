@@ -25,12 +25,16 @@ extension APIHandler {
             over: WalletProof.registration(email: request.email, phone: request.phone, publicKey: request.publicKey),
             with: key, what: "registration")
         let id = RegistrationID.generate()
-        let code = OneTimeCode.generate()
+        // A code per channel, both needed: the holder of the phone alone cannot register the
+        // e-mail, nor the reverse.
+        let smsCode = OneTimeCode.generate()
+        let emailCode = OneTimeCode.generate()
         let pending: PendingRegistration
         do {
             pending = try await ledger.startRegistration(
                 id: id, name: request.name, email: request.email, phone: request.phone, publicKey: keyBytes,
-                codeHash: codeHash(code, for: id), policy: registrationPolicy, at: now())
+                codeHash: codeHash(smsCode, for: id, channel: .sms),
+                emailCodeHash: codeHash(emailCode, for: id, channel: .email), policy: registrationPolicy, at: now())
         } catch { throw Self.apiError(error, kind: .registration) }
         let minutes = registrationPolicy.codeLifetime / 60
         var sentTo: [String] = []
@@ -38,16 +42,19 @@ extension APIHandler {
         if let phone = pending.phone {
             try await send(
                 .sms, to: phone, subject: "Horizon wallet code",
-                body: "Horizon: your wallet registration code is \(code) (valid \(minutes) minutes). Never share it.")
+                body:
+                    "Horizon: your wallet registration SMS code is \(smsCode) (valid \(minutes) minutes; the e-mail has another). Never share it.",
+                pending: pending)
             sentTo.append("sms " + OneTimeCode.mask(phone: phone))
         }
         if let email = pending.email {
             try await send(
                 .email, to: email, subject: "Your Horizon wallet code",
                 body: """
-                    Your code to register your Horizon wallet is \(code). It expires in \(minutes) minutes.
+                    Your Horizon wallet registration e-mail code is \(emailCode). It expires in \(minutes) minutes.
+                    Registering needs this code and the one sent by SMS.
                     If you did not ask for it, ignore this mail.
-                    """)
+                    """, pending: pending)
             sentTo.append("email " + OneTimeCode.mask(email: email))
         }
         metrics.record(event: "wallet_registration_started")
@@ -62,7 +69,8 @@ extension APIHandler {
         guard case .json(let request) = input.body else {
             throw APIError(.unsupportedMediaType, "the body must be JSON")
         }
-        let result = try await verify(input.path.registrationId, code: request.code, kind: .registration)
+        let result = try await verify(
+            input.path.registrationId, smsCode: request.smsCode, emailCode: request.emailCode, kind: .registration)
         return .created(.init(body: .json(verified(result))))
     }
 
@@ -83,7 +91,7 @@ extension APIHandler {
         let pending: PendingRegistration
         do {
             pending = try await ledger.startRestoration(
-                id: id, email: request.email, publicKey: keyBytes, codeHash: codeHash(code, for: id),
+                id: id, email: request.email, publicKey: keyBytes, codeHash: codeHash(code, for: id, channel: .email),
                 policy: registrationPolicy, at: now())
         } catch { throw Self.apiError(error, kind: .restoration) }
         if let email = pending.email {
@@ -93,7 +101,7 @@ extension APIHandler {
                     Your code to restore your Horizon wallet on a new device is \(code). It expires in \
                     \(registrationPolicy.codeLifetime / 60) minutes. Restoring revokes the wallet's other devices.
                     If you did not ask for it, ignore this mail.
-                    """)
+                    """, pending: pending)
         }
         metrics.record(event: "wallet_restoration_started")
         // The masked address comes from the request, not from the account, for the same reason.
@@ -112,23 +120,40 @@ extension APIHandler {
         guard case .json(let request) = input.body else {
             throw APIError(.unsupportedMediaType, "the body must be JSON")
         }
-        let result = try await verify(input.path.registrationId, code: request.code, kind: .restoration)
+        let result = try await verify(input.path.registrationId, smsCode: nil, emailCode: request.code, kind: .restoration)
         return .ok(.init(body: .json(verified(result))))
     }
 
     // MARK: Helpers
 
-    private func verify(_ id: String, code: String, kind: RegistrationKind) async throws -> RegistrationResult {
-        let digits = code.filter { !$0.isWhitespace }
-        guard digits.count == OneTimeCode.digits, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else {
-            throw APIError(.invalidRequest, "code must be the \(OneTimeCode.digits) digits that were sent")
+    /// A registration needs the SMS and the e-mail code; a restoration the e-mail code alone
+    /// (the channel it was sent to). Each is hashed with its channel, so one channel's code
+    /// given for the other is wrong.
+    private func verify(_ id: String, smsCode: String?, emailCode: String, kind: RegistrationKind) async throws
+        -> RegistrationResult
+    {
+        func digits(_ code: String, _ field: String) throws -> String {
+            let digits = code.filter { !$0.isWhitespace }
+            guard digits.count == OneTimeCode.digits, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+                throw APIError(.invalidRequest, "\(field) must be the \(OneTimeCode.digits) digits that were sent")
+            }
+            return digits
         }
         let registration = RegistrationID(rawValue: id)
+        let hashes: (first: [UInt8], email: [UInt8]?)
+        if let smsCode {
+            hashes = (
+                codeHash(try digits(smsCode, "smsCode"), for: registration, channel: .sms),
+                codeHash(try digits(emailCode, "emailCode"), for: registration, channel: .email)
+            )
+        } else {
+            hashes = (codeHash(try digits(emailCode, "code"), for: registration, channel: .email), nil)
+        }
         let result: RegistrationResult
         do {
             result = try await ledger.verifyRegistration(
-                registration, kind: kind, codeHash: codeHash(digits, for: registration), policy: registrationPolicy,
-                at: now())
+                registration, kind: kind, codeHash: hashes.first, emailCodeHash: hashes.email,
+                policy: registrationPolicy, at: now())
         } catch {
             if case .codeInvalid = error { metrics.record(event: "wallet_code_refused") }
             throw Self.apiError(error, kind: kind)
@@ -149,10 +174,15 @@ extension APIHandler {
             anchor: issuer.anchorDescription)
     }
 
-    private func send(_ channel: OutboxMessage.Channel, to recipient: String, subject: String, body: String)
-        async throws
-    {
-        do { try await messages.send(channel, to: recipient, subject: subject, body: body) } catch {
+    private func send(
+        _ channel: OutboxMessage.Channel, to recipient: String, subject: String, body: String,
+        pending: PendingRegistration
+    ) async throws {
+        do {
+            try await messages.send(
+                channel, to: recipient, subject: subject, body: body, registration: pending.id,
+                expiresAt: pending.expiresAt, at: now())
+        } catch {
             RequestScope.current?.logger.error(
                 "a one-time code was not sent", metadata: ["error": "\(LogRedaction.describe(error))"])
             throw APIError(
@@ -160,13 +190,14 @@ extension APIHandler {
         }
     }
 
-    /// HMAC-SHA256 of the code and its registration id under a key derived from the issuer's
-    /// private key: a copy of the database alone does not let anyone try the 10^8 codes.
-    func codeHash(_ code: String, for id: RegistrationID) -> [UInt8] {
+    /// HMAC-SHA256 of the code, its registration id and the channel it was sent by, under a key
+    /// derived from the issuer's private key: a copy of the database alone does not let anyone
+    /// try the 10^8 codes, and a code is right for its own channel only.
+    func codeHash(_ code: String, for id: RegistrationID, channel: OutboxMessage.Channel) -> [UInt8] {
         let pepper = HKDF<SHA256>.deriveKey(
             inputKeyMaterial: SymmetricKey(data: issuer.signingKey.rawRepresentation),
             info: Array("horizon/one-time-code/v1".utf8), outputByteCount: 32)
-        let message = Array("horizon/one-time-code/v1\n\(id.rawValue)\n\(code)".utf8)
+        let message = Array("horizon/one-time-code/v2\n\(channel.rawValue)\n\(id.rawValue)\n\(code)".utf8)
         return Array(HMAC<SHA256>.authenticationCode(for: message, using: pepper))
     }
 

@@ -122,5 +122,8 @@ struct ServerMaintenance: Service {
         } catch {
             logger.warning("pruning the request limits failed", metadata: ["error": "\(error)"])
         }
+        do { try await ledger.purgeExpiredOutbox(at: time) } catch {
+            logger.warning("purging expired one-time codes failed", metadata: ["error": "\(error)"])
+        }
     }
 }
