@@ -75,6 +75,8 @@ public enum HorizonServer {
             passwords: PasswordHasher(costLog2: parts.configuration.passwordCostLog2), metrics: parts.metrics,
             messages: parts.messages, cards: parts.cardProcessor, now: parts.now, gateway: gateway,
             rateLimitClock: parts.rateLimitClock)
+        // No NUL in any string, for the dashboard and the API alike, before either reads one.
+        router.add(middleware: TextMiddleware(maximumBytes: parts.configuration.maximumBodyBytes))
         // The merchant dashboard's HTML pages (issue 15), before the API's JSON-only body rule.
         router.add(
             middleware: DashboardMiddleware(dashboard: try Dashboard(api: handler, configuration: parts.configuration)))
