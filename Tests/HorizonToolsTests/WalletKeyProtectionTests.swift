@@ -195,6 +195,73 @@ struct WalletKeyProtectionTests {
     }
 }
 
+extension WalletKeyProtectionTests {
+    /// Someone who has read the key file (and can write the record) forges a record of no
+    /// failures the way the old MAC key was made, from the key file's header alone: refused as
+    /// tampered. So is one with the secret file removed or replaced (a reset).
+    @Test func aRecordForgedFromTheKeyFileAloneIsDetected() throws {
+        let wallet = try TestWallet(pin: "112358")
+        for left in [2, 1] {
+            #expect(throws: WalletKeyError.wrongPIN(attemptsBeforeLock: left, lockedFor: 0)) {
+                try wallet.vault.unlock(pin: { "000000" })
+            }
+        }
+        let keyText = try String(contentsOfFile: wallet.path(WalletFiles.walletKey), encoding: .utf8)
+        let sealed = try SealedWalletKey.decode(pem: keyText)
+        // The header is the file's first 106 bytes: "HZWK", version, kdf, cost, salt, lock id, public key.
+        let header = Array(sealed.encoded().prefix(106))
+        let magic: [UInt8] = Array("HZWK".utf8)
+        #expect(Array(header.prefix(4)) == magic)
+        #expect(Array(header.suffix(65)) == sealed.publicKey)
+        for version in [1, 2] {
+            let macKey = HKDF<SHA256>.deriveKey(
+                inputKeyMaterial: SymmetricKey(data: header), info: Array("horizon/pin-lock/v\(version)".utf8),
+                outputByteCount: 32)
+            let mac = HMAC<SHA256>.authenticationCode(
+                for: Array("horizon/pin-lock/v\(version)\n0\n0".utf8), using: macKey)
+            let forged = #"{"failures":0,"lockedUntil":0,"mac":"\#(Data(mac).base64EncodedString())","version":\#(version)}"#
+            try forged.write(toFile: wallet.path("pin-lock.json"), atomically: true, encoding: .utf8)
+            var asked = false
+            #expect(throws: WalletKeyError.lockRecordTampered(remainingSeconds: 3600)) {
+                try wallet.vault.unlock(pin: {
+                    asked = true
+                    return "112358"
+                })
+            }
+            #expect(!asked, "a forged record gave a try")
+            wallet.advance(3600)
+            #expect(try wallet.vault.unlock(pin: { "112358" }).rawRepresentation == wallet.key.rawRepresentation)
+        }
+
+        // The secret is its own owner-only file, and the key file does not hold it.
+        let secretPath = wallet.path(WalletKeyVault.lockSecretFile)
+        let secret = try Data(contentsOf: URL(fileURLWithPath: secretPath))
+        #expect(secret.count == 32)
+        let mode = try FileManager.default.attributesOfItem(atPath: secretPath)[.posixPermissions] as? NSNumber
+        #expect(mode?.intValue == 0o600)
+        #expect(!Data(sealed.encoded()).contains(secret))
+
+        // Reset: the record and its secret removed, or the secret replaced, is the most restrictive state.
+        for reset in [true, false] {
+            #expect(throws: WalletKeyError.wrongPIN(attemptsBeforeLock: 2, lockedFor: 0)) {
+                try wallet.vault.unlock(pin: { "000000" })
+            }
+            if reset {
+                try FileManager.default.removeItem(atPath: secretPath)
+                try FileManager.default.removeItem(atPath: wallet.path("pin-lock.json"))
+            } else {
+                try Data(repeating: 7, count: 32).write(to: URL(fileURLWithPath: secretPath))
+            }
+            #expect(throws: WalletKeyError.lockRecordTampered(remainingSeconds: 3600)) {
+                try wallet.vault.unlock(pin: { "112358" })
+            }
+            #expect(try wallet.vault.lockState()?.lockedUntil == wallet.now + 3600)
+            wallet.advance(3600)
+            #expect(try wallet.vault.unlock(pin: { "112358" }).rawRepresentation == wallet.key.rawRepresentation)
+        }
+    }
+}
+
 /// A wallet data directory with a plain key (or one sealed under `pin`) and a clock the test moves.
 final class TestWallet: Sendable {
     let directory: DataDirectory

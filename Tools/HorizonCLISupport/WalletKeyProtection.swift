@@ -78,7 +78,7 @@ public enum WalletKeyError: Error, Equatable, Sendable, CustomStringConvertible 
         case .blockedWithWrongPIN(let remaining):
             "blocked after wrong PINs (BlockedWithWrongPIN): try again in \(remaining) s"
         case .lockRecordTampered(let remaining):
-            "the wallet's PIN attempt record (pin-lock.json) is missing or was altered, so the wallet is blocked as after many wrong PINs: try again in \(remaining) s"
+            "the wallet's PIN attempt record (pin-lock.json, or its secret pin-lock.key) is missing or was altered, so the wallet is blocked as after many wrong PINs: try again in \(remaining) s"
         case .damaged(let path, let reason):
             "the wallet key \(path) is damaged or was altered (\(reason)); it is not used: put back a backup of the data directory, or move the account to a new key with `horizon-wallet restore`"
         case .unsupportedVersion(let version):
@@ -162,13 +162,13 @@ public struct SealedWalletKey: Sendable, Equatable {
         return key
     }
 
-    /// The MAC key of this file's attempt record: from the authenticated header, so a record
-    /// made for another file or an earlier PIN does not verify.
-    var lockKey: SymmetricKey {
+    /// The MAC key of this file's attempt record: the wallet's lock secret (a file of its own,
+    /// never derivable from the key file) salted with this file's authenticated header, so a
+    /// record made for another file or an earlier PIN does not verify either.
+    func lockKey(secret: SymmetricKey) -> SymmetricKey {
         HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: SymmetricKey(
-                data: Self.header(cost: cost, salt: salt, lockID: lockID, publicKey: publicKey)),
-            info: Array("horizon/pin-lock/v1".utf8), outputByteCount: 32)
+            inputKeyMaterial: secret, salt: Self.header(cost: cost, salt: salt, lockID: lockID, publicKey: publicKey),
+            info: Array("horizon/pin-lock/v2".utf8), outputByteCount: 32)
     }
 
     static func header(cost: PINKeyCost, salt: [UInt8], lockID: [UInt8], publicKey: [UInt8]) -> [UInt8] {
@@ -280,18 +280,23 @@ public struct PINLockState: Sendable, Equatable {
 ///
 /// **Why a second, authenticated record, and what it can and cannot do.** A wrong PIN cannot
 /// re-encrypt the key file (that needs the key), so the counter cannot live in the key file's
-/// associated data; it lives in `pin-lock.json`, MACed with a key derived from the key file's
-/// authenticated header (its random lock id, salt and public key), so a record made for
-/// another file or an earlier PIN does not verify. A record that is missing, unreadable or
-/// does not verify is not "no failures": it is replaced by one deep in the back-off, so
-/// deleting, truncating or editing the record never buys a try. Each attempt is counted and
+/// associated data; it lives in `pin-lock.json`, HMACed with a key derived from a random
+/// 32-byte secret in `pin-lock.key` (0600, made with the first PIN), salted with the key
+/// file's authenticated header (its random lock id, salt and public key). Someone who has read
+/// the key file (and the record) cannot write a record that verifies: the key file holds
+/// nothing the MAC key comes from; and a record made for another file or an earlier PIN does
+/// not verify either. A record that is missing, unreadable or does not verify, or a missing
+/// secret, is not "no failures": it is replaced by one deep in the back-off, so deleting,
+/// truncating, resetting or editing the record never buys a try. Each attempt is counted and
 /// synced before the PIN is tried, so killing the program once it knows the answer does not
-/// undo the count. What no file-only scheme can stop is someone who can run their own code on
-/// these files: they can restore an older record, or copy the key file and try PINs offline,
-/// paying scrypt's cost per guess; hence the 6-character minimum and N = 2^15. A server-held
-/// counter (the reference's PIN proof) would close that, and is not built yet.
+/// undo the count. What no file-only scheme can stop is someone with the whole data directory
+/// (or the owner's account): they can copy an older record back together with its secret, or
+/// copy the key file and try PINs offline, paying scrypt's cost per guess; hence the
+/// 6-character minimum and N = 2^15. A server-held counter would close that.
 public struct WalletKeyVault {
     public static let lockFile = "pin-lock.json"
+    /// The attempt record's MAC secret: 32 random bytes, never derivable from the key file.
+    public static let lockSecretFile = "pin-lock.key"
 
     public let directory: DataDirectory
     public let keyFile: String
@@ -401,12 +406,13 @@ public struct WalletKeyVault {
     /// file's, edited) a fresh record deep in the back-off, written before it is reported.
     private func verifiedLockState(_ sealed: SealedWalletKey) throws -> PINLockState {
         let time = now()
-        if let data = try? directory.read(Self.lockFile),
-            let record = try? JSONDecoder().decode(LockRecord.self, from: data), record.version == 1,
+        if let secret = lockSecret(),
+            let data = try? directory.read(Self.lockFile),
+            let record = try? JSONDecoder().decode(LockRecord.self, from: data), record.version == 2,
             let mac = Data(base64Encoded: record.mac),
             HMAC<SHA256>.isValidAuthenticationCode(
                 mac, authenticating: LockRecord.signedBytes(record.failures, record.lockedUntil),
-                using: sealed.lockKey),
+                using: sealed.lockKey(secret: secret)),
             record.failures >= 0
         {
             // A clock set back must not stretch a lock beyond the longest one.
@@ -422,11 +428,27 @@ public struct WalletKeyVault {
         throw WalletKeyError.lockRecordTampered(remainingSeconds: policy.maximumDelay)
     }
 
+    /// The lock secret, nil when it is missing or not 32 bytes.
+    private func lockSecret() -> SymmetricKey? {
+        guard let data = try? directory.read(Self.lockSecretFile), data.count == 32 else { return nil }
+        return SymmetricKey(data: data)
+    }
+
+    /// The lock secret, made when missing or damaged (a record under the old one then no longer
+    /// verifies, which blocks rather than gives tries).
+    private func lockSecretMadeIfMissing() throws -> SymmetricKey {
+        if let secret = lockSecret() { return secret }
+        let secret = SymmetricKey(size: .bits256)
+        try directory.write(secret.withUnsafeBytes { Data($0) }, to: Self.lockSecretFile)
+        return secret
+    }
+
     private func writeLock(_ state: PINLockState, for sealed: SealedWalletKey) throws {
         let mac = HMAC<SHA256>.authenticationCode(
-            for: LockRecord.signedBytes(state.failures, state.lockedUntil), using: sealed.lockKey)
+            for: LockRecord.signedBytes(state.failures, state.lockedUntil),
+            using: sealed.lockKey(secret: try lockSecretMadeIfMissing()))
         let record = LockRecord(
-            version: 1, failures: state.failures, lockedUntil: state.lockedUntil, mac: Data(mac).base64EncodedString())
+            version: 2, failures: state.failures, lockedUntil: state.lockedUntil, mac: Data(mac).base64EncodedString())
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         try directory.write(try encoder.encode(record), to: Self.lockFile)
@@ -457,7 +479,7 @@ public struct WalletKeyVault {
         let mac: String
 
         static func signedBytes(_ failures: Int, _ lockedUntil: Int64) -> [UInt8] {
-            Array("horizon/pin-lock/v1\n\(failures)\n\(lockedUntil)".utf8)
+            Array("horizon/pin-lock/v2\n\(failures)\n\(lockedUntil)".utf8)
         }
     }
 }

@@ -48,7 +48,8 @@ struct PIN: ParsableCommand {
             Until a PIN is set the key is a plain PEM file (0600). After `pin set`, every command that signs \
             (pay, redeem, register, restore) asks for the PIN. 3 wrong PINs are free; then the wallet is blocked \
             for 30 s, 60 s, 120 s… up to an hour (BlockedWithWrongPIN); the right PIN resets the count. The \
-            attempt record is pin-lock.json: removing or editing it blocks for an hour rather than giving tries.
+            attempt record is pin-lock.json, MACed under a secret of its own in pin-lock.key (not derivable from \
+            the key file): removing, resetting or editing either blocks for an hour rather than giving tries.
             """,
         subcommands: [SetPIN.self, ChangePIN.self, PINStatus.self])
 
