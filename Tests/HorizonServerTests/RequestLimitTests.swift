@@ -58,7 +58,8 @@ struct RequestLimitTests {
             func renew(_ key: TerminalKey) async throws -> TestResponse {
                 let authorization = try signedAuthorization(
                     key.key, method: .post, path: "/v1/terminals/credential", body: nil, time: server.clock.now)
-                return try await client.send(.post, "/v1/terminals/credential", headers: [.authorization: authorization])
+                return try await client.send(
+                    .post, "/v1/terminals/credential", headers: [.authorization: authorization])
             }
             // The activation above spent one of the address's two; the key has its own two.
             #expect(try await renew(till).status == .ok)
@@ -73,7 +74,8 @@ struct RequestLimitTests {
 
     /// A live server (real sockets: the peer is 127.0.0.1) with `trustedProxies`.
     static func live<T: Sendable>(
-        trustedProxies: [String]?, burst: Int = 2, _ body: @Sendable (TestServer, any TestClientProtocol) async throws -> T
+        trustedProxies: [String]?, burst: Int = 2,
+        _ body: @Sendable (TestServer, any TestClientProtocol) async throws -> T
     ) async throws -> T {
         var configuration = ServerConfiguration.testing(rateLimitBurst: burst, rateLimitPerSecond: 0.01)
         configuration.trustedProxies = trustedProxies
@@ -131,7 +133,8 @@ struct RequestLimitTests {
                 try await client.send(.post, "/v1/merchant/sessions", json: Self.session(TestServer.email, "wrong")),
                 .unauthorized, "invalid_credentials", "the e-mail or the password is wrong")
             let browser = DashboardBrowser(client)
-            #expect(try await browser.signIn(email: TestServer.email, password: "wrong").response.status == .unauthorized)
+            #expect(
+                try await browser.signIn(email: TestServer.email, password: "wrong").response.status == .unauthorized)
             let third = try await client.send(
                 .post, "/v1/terminals/activate", json: TerminalKey().activation(password: "wrong"))
             try expectError(third, .tooManyRequests, "account_locked", "try again in 60 s")

@@ -116,7 +116,9 @@ func tableSnapshot(_ ledger: Ledger, excluding: Set<String>) async throws -> [St
         let tables = try await db.query("SELECT name FROM sqlite_master WHERE type = 'table'").map {
             try $0.text("name")
         }
-        for table in tables where !excluding.contains(table) && !table.hasPrefix("sqlite_") {
+        // Every request counts into its client's rate window, refused or not: bookkeeping, not state.
+        for table in tables
+        where !excluding.contains(table) && !table.hasPrefix("sqlite_") && table != "request_rate_windows" {
             snapshot[table] = try await db.query("SELECT * FROM \(table)").map { row in
                 row.columns.sorted().map { column in
                     let value =

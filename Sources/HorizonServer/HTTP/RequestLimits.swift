@@ -1,8 +1,8 @@
 import Foundation
 import HTTPTypes
+import HorizonAPI
 import HorizonCore
 import HorizonLedger
-import HorizonAPI
 import Hummingbird
 
 #if canImport(Glibc)
@@ -87,7 +87,8 @@ struct TrustedProxies: Sendable {
             var prefix = width
             if parts.count == 2 {
                 guard let given = Int(parts[1]), (0...width).contains(given) else {
-                    throw .invalidSetting("trustedProxies: \"\(entry.prefix(80))\" has a prefix length outside 0...\(width)")
+                    throw .invalidSetting(
+                        "trustedProxies: \"\(entry.prefix(80))\" has a prefix length outside 0...\(width)")
                 }
                 prefix = given
             }
