@@ -277,13 +277,14 @@ struct RequestProxyTests {
             world.run(for: .milliseconds(250))
         }
         #expect(world.run(until: { wallet.client.state == .completed && terminal.host.state == .completed }))
-        #expect(gateway.requests.count == 30, "the terminal's budget per minute")
-        #expect(host.relayedCount == 30)
+        // Connections that proved no wallet key: 4 a minute each.
+        #expect(gateway.requests.count == 12, "each unproven connection's budget per minute")
+        #expect(host.relayedCount == 12)
         let answered = centrals.map { central in
             central.received.values.filter { if case .proxyResponse = $0 { true } else { false } }.count
         }
-        #expect(answered.allSatisfy { $0 <= 16 }, "\(answered)")
-        #expect(answered.reduce(0, +) == 30)
+        #expect(answered.allSatisfy { $0 <= 4 }, "\(answered)")
+        #expect(answered.reduce(0, +) == 12)
         let refusals = centrals.flatMap { central in
             central.received.values.compactMap { if case .proxyError(let error) = $0 { error } else { nil } }
         }
@@ -291,6 +292,49 @@ struct RequestProxyTests {
         #expect(refusals.allSatisfy { $0.code == .rateLimited })
         #expect(centrals.allSatisfy { $0.hasEnded }, "repeated refusals close the link")
         #expect(try terminal.ledger.merchantBalance() == euros(900))
+    }
+
+    /// A hog spends its relay budget (a connection with a proven Hello and one without, each
+    /// sending 16): the customer's wallet, offline at the till, still gets its requests relayed.
+    @Test func aHogSpendingItsBudgetDoesNotStarveTheCustomersRelays() throws {
+        let world = try World()
+        let gateway = TestGateway()
+        let (terminal, wallet, host, client) = try Self.connected(world, gateway: gateway)
+        #expect(terminal.host.start(amount: euros(900)))
+        let session = try #require(terminal.host.sessionID)
+        let proven = try ScriptedCentral(
+            world: world, name: "hog-proven", at: Position(x: 0.2, y: 0.1), terminal: terminal.device.address,
+            session: session
+        ) { connection in connection.send(.hello(connection.hello())) }
+        let unproven = try ScriptedCentral(
+            world: world, name: "hog", at: Position(x: 0.2, y: 0.2), terminal: terminal.device.address,
+            session: session
+        ) { _ in }
+        #expect(world.run(until: { proven.offers.count == 1 && unproven.isEstablished }))
+        var next: UInt32 = 0
+        for _ in 0..<8 {
+            for hog in [proven, unproven] {
+                for _ in 0..<2 {
+                    next += 1
+                    hog.connection?.send(.proxyRequest(try ProxyEnvelope(requestID: next, sealed: [0xAB])))
+                }
+            }
+            world.run(for: .milliseconds(200))
+        }
+        let hogRelayed = gateway.requests.count
+        #expect(hogRelayed == 14, "the hog's budgets: 10 for its proven key, 4 for its other connection")
+
+        let app = ScriptedWalletApp(wallet, decision: .ignore)
+        _ = app
+        #expect(world.run(until: { wallet.client.state == .offerReceived }))
+        let results = RelayResults()
+        for index in 0..<3 {
+            results.relay([UInt8(index)], through: client, as: index)
+            #expect(world.run(until: { results.count == index + 1 }))
+        }
+        #expect((0..<3).allSatisfy { results[$0]?.answer == TestGateway.answer([UInt8($0)]) })
+        #expect(gateway.requests.count == hogRelayed + 3)
+        #expect(host.refusedCount > 0)
     }
 
     /// More than two at once on one connection: the third is refused while two are out.
@@ -527,13 +571,17 @@ struct RequestProxyStateMachineTests {
         actions.contains { if case .close = $0 { true } else { false } }
     }
 
+    static func key(_ n: UInt8) -> PublicKeyBytes {
+        (try? PublicKeyBytes(bytes: [0x04] + [UInt8](repeating: n, count: 64))) ?? WalletIdentity().publicKey
+    }
+
     @Test func perConnectionAndPerWindowLimitsAndTheWindowMoving() throws {
         var machine = RequestProxyHostStateMachine(
             limits: RequestProxyLimits(
                 maximumOutstandingPerConnection: 1, maximumRelaysPerConnection: 2, maximumRelaysPerWindow: 3,
                 rateWindow: .seconds(60), refusalsBeforeClosing: 10))
-        let a = FakeWallet(1)
-        let b = FakeWallet(2)
+        let a = FakeWallet(1, sessionKey: Self.key(1))
+        let b = FakeWallet(2, sessionKey: Self.key(2))
         var now = Instant.zero
         #expect(Self.relays(machine.request(try Self.envelope(1), from: a, now: now)) == [1])
         // One outstanding per connection.
@@ -546,12 +594,40 @@ struct RequestProxyStateMachineTests {
         #expect(Self.relays(machine.request(try Self.envelope(5), from: b, now: now)) == [5])
         _ = machine.relayed(.answered([1]), requestID: 5, for: b, elapsed: .milliseconds(5))
         // Three in the window across connections.
-        let c = FakeWallet(3)
+        let c = FakeWallet(3, sessionKey: Self.key(3))
         #expect(Self.refusals(machine.request(try Self.envelope(6), from: c, now: now)) == [.rateLimited])
         now = now + .seconds(61)
         #expect(Self.relays(machine.request(try Self.envelope(7), from: c, now: now)) == [7])
         #expect(machine.relayedCount == 4)
         #expect(machine.refusedCount == 3)
+    }
+
+    /// Each one's budget comes before the terminal's cap: a proven wallet key 10 a window (on
+    /// any number of connections), a connection that proved none 4, and all of those together
+    /// half the cap; so a hog spending its budget leaves the rest of the cap to a customer.
+    @Test func eachBudgetComesBeforeTheTerminalsCap() throws {
+        var machine = RequestProxyHostStateMachine(limits: RequestProxyLimits(refusalsBeforeClosing: 100))
+        var id: UInt32 = 0
+        func relayed(_ wallet: FakeWallet, _ count: Int) throws -> Int {
+            var relayed = 0
+            for _ in 0..<count {
+                id += 1
+                let actions = machine.request(try Self.envelope(id), from: wallet, now: .zero)
+                relayed += Self.relays(actions).count
+                _ = machine.relayed(.answered([1]), requestID: id, for: wallet, elapsed: .zero)
+            }
+            return relayed
+        }
+        // One unproven connection: 4; four more: half the cap (15) in all.
+        #expect(try relayed(FakeWallet(1), 10) == 4)
+        #expect(try (2...5).map { try relayed(FakeWallet($0), 10) }.reduce(0, +) == 11)
+        // One proven key: 10 a window, across its connections.
+        let hog = Self.key(9)
+        #expect(try relayed(FakeWallet(6, sessionKey: hog), 8) == 8)
+        #expect(try relayed(FakeWallet(7, sessionKey: hog), 8) == 2)
+        // The customer's wallet still relays, up to the terminal's cap of 30.
+        #expect(try relayed(FakeWallet(8, sessionKey: Self.key(1)), 10) == 5)
+        #expect(machine.relayedCount == 30)
     }
 
     @Test func sizeDuplicatesAndRepeatedRefusalsCloseTheLink() throws {

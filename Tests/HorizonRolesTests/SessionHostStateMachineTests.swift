@@ -506,10 +506,12 @@ private func finishedSessions(_ actions: [SessionHostAction]) -> [FinishedSessio
 final class FakeWallet: SessionWallet {
     let id: Int
     let confirmationCode: ConfirmationCode
-    var sessionKey: PublicKeyBytes? { nil }
+    /// The key its Hello proved, for the relay's budgets (none by default).
+    let sessionKey: PublicKeyBytes?
 
-    init(_ id: Int) {
+    init(_ id: Int, sessionKey: PublicKeyBytes? = nil) {
         self.id = id
+        self.sessionKey = sessionKey
         confirmationCode = ConfirmationCode(derivedBytes: [0, 0, 0, UInt8(truncatingIfNeeded: id)])
     }
 

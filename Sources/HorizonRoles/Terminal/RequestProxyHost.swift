@@ -25,8 +25,15 @@ public struct RequestProxyLimits: Sendable, Equatable {
     /// Requests one connection may have relayed in its whole life (default 16).
     public var maximumRelaysPerConnection: Int
     /// Requests the terminal relays within `rateWindow`, across all connections and all hosts
-    /// sharing the coordinator (default 30 a minute).
+    /// sharing the coordinator (default 30 a minute). Checked after the budgets below, so that
+    /// no one central can spend it: connections that proved no wallet key share at most half.
     public var maximumRelaysPerWindow: Int
+    /// Requests one proven wallet (the session key its Hello proved, on any connection) may have
+    /// relayed within `rateWindow` (default 10).
+    public var maximumRelaysPerWalletPerWindow: Int
+    /// Requests one connection that proved no wallet key may have relayed within `rateWindow`
+    /// (default 4): lower, since anyone in range can open one.
+    public var maximumRelaysPerUnprovenConnectionPerWindow: Int
     public var rateWindow: Duration
     /// Refused requests after which a connection is closed (default 4): an honest wallet stops
     /// at the first refusal, so repeats are abuse.
@@ -35,8 +42,11 @@ public struct RequestProxyLimits: Sendable, Equatable {
     public init(
         maximumSealedBytes: Int = MessageLimits.sealedPayload, maximumOutstandingPerConnection: Int = 2,
         maximumRelaysPerConnection: Int = 16, maximumRelaysPerWindow: Int = 30, rateWindow: Duration = .seconds(60),
-        refusalsBeforeClosing: Int = 4
+        refusalsBeforeClosing: Int = 4, maximumRelaysPerWalletPerWindow: Int = 10,
+        maximumRelaysPerUnprovenConnectionPerWindow: Int = 4
     ) {
+        self.maximumRelaysPerWalletPerWindow = max(0, maximumRelaysPerWalletPerWindow)
+        self.maximumRelaysPerUnprovenConnectionPerWindow = max(0, maximumRelaysPerUnprovenConnectionPerWindow)
         self.maximumSealedBytes = min(max(0, maximumSealedBytes), MessageLimits.sealedPayload)
         self.maximumOutstandingPerConnection = max(1, maximumOutstandingPerConnection)
         self.maximumRelaysPerConnection = max(0, maximumRelaysPerConnection)
@@ -50,6 +60,8 @@ public struct RequestProxyLimits: Sendable, Equatable {
 /// in the machine's tests).
 protocol ProxyWallet: AnyObject, Sendable {
     var id: Int { get }
+    /// The wallet key the connection's Hello proved, if it said one: its relay budget.
+    var sessionKey: PublicKeyBytes? { get }
     func send(_ message: SessionMessage)
     func close()
 }
@@ -89,8 +101,14 @@ struct RequestProxyHostStateMachine: Sendable {
     /// By the wallet object's identity: connection ids repeat across the services of one
     /// coordinator. The record holds the object, so the identity is not reused meanwhile.
     private var connections: [ObjectIdentifier: ConnectionRecord] = [:]
-    /// When each relay within the current window started, oldest first.
-    private var recentRelays: [Instant] = []
+    /// Whose window budget a relay counts against: a proven wallet key, or a connection that
+    /// proved none.
+    private enum Budget: Hashable {
+        case wallet([UInt8])
+        case connection(ObjectIdentifier)
+    }
+    /// When each relay within the current window started, oldest first, and whose it was.
+    private var recentRelays: [(at: Instant, budget: Budget)] = []
     private(set) var relayedCount = 0
     private(set) var refusedCount = 0
 
@@ -104,7 +122,15 @@ struct RequestProxyHostStateMachine: Sendable {
     {
         let key = ObjectIdentifier(wallet)
         var record = connections[key] ?? ConnectionRecord(wallet: wallet)
-        recentRelays.removeAll { now - $0 >= limits.rateWindow }
+        recentRelays.removeAll { now - $0.at >= limits.rateWindow }
+        // Each one's budget first, then the terminal's: one central spending its own cannot
+        // starve a customer who needs the relay (unproven connections share half the cap).
+        let budget: Budget = wallet.sessionKey.map { .wallet($0.bytes) } ?? .connection(key)
+        let usedByBudget = recentRelays.reduce(0) { $0 + ($1.budget == budget ? 1 : 0) }
+        let usedUnproven = recentRelays.reduce(0) { count, relay in
+            if case .connection = relay.budget { count + 1 } else { count }
+        }
+        let isProven = wallet.sessionKey != nil
         let refusal: (code: ErrorCode, message: String)? =
             if envelope.sealed.count > limits.maximumSealedBytes {
                 (
@@ -122,6 +148,21 @@ struct RequestProxyHostStateMachine: Sendable {
                 (
                     .rateLimited,
                     "this connection has relayed its \(limits.maximumRelaysPerConnection) requests; connect again; not sent"
+                )
+            } else if isProven, usedByBudget >= limits.maximumRelaysPerWalletPerWindow {
+                (
+                    .rateLimited,
+                    "this wallet has relayed its \(limits.maximumRelaysPerWalletPerWindow) requests per \(limits.rateWindow); try again later; not sent"
+                )
+            } else if !isProven, usedByBudget >= limits.maximumRelaysPerUnprovenConnectionPerWindow {
+                (
+                    .rateLimited,
+                    "a connection without a proven wallet key relays at most \(limits.maximumRelaysPerUnprovenConnectionPerWindow) requests per \(limits.rateWindow); not sent"
+                )
+            } else if !isProven, usedUnproven >= limits.maximumRelaysPerWindow / 2 {
+                (
+                    .rateLimited,
+                    "this terminal relays at most \(limits.maximumRelaysPerWindow / 2) requests per \(limits.rateWindow) for connections without a proven wallet key; not sent"
                 )
             } else if recentRelays.count >= limits.maximumRelaysPerWindow {
                 (
@@ -159,7 +200,7 @@ struct RequestProxyHostStateMachine: Sendable {
         record.outstanding.insert(envelope.requestID)
         record.relayed += 1
         connections[key] = record
-        recentRelays.append(now)
+        recentRelays.append((now, budget))
         relayedCount += 1
         return [
             .log(
