@@ -25,3 +25,14 @@ extension Unicode.Scalar {
         }
     }
 }
+
+extension String {
+    /// Whether the text holds a control character (Unicode category Cc) or a format character
+    /// (Cf: bidi overrides and isolates, zero-width characters): every name refuses both, so a
+    /// name cannot read as something other than what is stored.
+    public var containsControlOrFormatCharacters: Bool {
+        unicodeScalars.contains {
+            $0.properties.generalCategory == .control || $0.properties.generalCategory == .format
+        }
+    }
+}

@@ -110,8 +110,8 @@ public enum RegisterUserRules {
         guard trimmed.utf8.count <= maximumNameBytes else {
             throw .invalidName("must be at most \(maximumNameBytes) bytes (this one is \(trimmed.utf8.count))")
         }
-        guard !trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw .invalidName("must not contain control characters")
+        guard !trimmed.containsControlOrFormatCharacters else {
+            throw .invalidName("must not contain control or format characters (such as bidi overrides)")
         }
         return trimmed
     }

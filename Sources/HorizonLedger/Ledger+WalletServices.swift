@@ -111,8 +111,7 @@ extension Ledger {
     /// Renames the wallet user: 1 to 200 bytes of printable text, trimmed.
     public func setWalletName(_ name: String, of wallet: WalletID) async throws(LedgerError) -> WalletAccountData {
         let name = name.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !name.isEmpty, name.utf8.count <= 200,
-            !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        guard !name.isEmpty, name.utf8.count <= 200, !name.containsControlOrFormatCharacters
         else { throw .invalidArgument("a name must be 1 to 200 bytes of printable text") }
         return try await store.transaction { db in
             _ = try await Self.wallet(wallet, in: db)

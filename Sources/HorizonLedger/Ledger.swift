@@ -77,8 +77,8 @@ public final class Ledger: Sendable {
         name: String, currency: Currency, adminEmail: String, id: MerchantID? = nil, at time: UnixTime = now()
     ) async throws(LedgerError) -> Merchant {
         let name = name.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !name.isEmpty, name.utf8.count <= 200 else {
-            throw .invalidArgument("a merchant's name must be 1 to 200 bytes")
+        guard !name.isEmpty, name.utf8.count <= 200, !name.containsControlOrFormatCharacters else {
+            throw .invalidArgument("a merchant's name must be 1 to 200 bytes of printable text")
         }
         let email = try Self.canonicalEmail(adminEmail)
         guard Self.isPlausibleEmail(email) else {

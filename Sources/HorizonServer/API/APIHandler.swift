@@ -64,7 +64,7 @@ struct APIHandler: APIProtocol {
         }
         let label = request.label.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !label.isEmpty, label.utf8.count <= TerminalCredential.maximumTextBytes,
-            !label.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+            !label.containsControlOrFormatCharacters
         else {
             throw APIError(
                 .invalidRequest, "label must be 1 to \(TerminalCredential.maximumTextBytes) bytes of printable text")

@@ -349,16 +349,29 @@ struct Dashboard: Sendable {
             try await registerUsers(signedIn, problem: problem, status: status, newID: id, newName: name)
         }
         guard !id.isEmpty else { return try await refuse("Give the register user an id (the register sends it).") }
-        guard id.utf8.count <= MessageLimits.shortText else {
-            return try await refuse("The id is too long: at most \(MessageLimits.shortText) bytes.")
+        guard !name.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            return try await refuse("Give the register user a name.")
         }
-        guard !name.isEmpty else { return try await refuse("Give the register user a name.") }
-        guard name.utf8.count <= 200 else { return try await refuse("The name is too long: at most 200 bytes.") }
+        // The merchant service's own rules, so nothing is stored here that the API would refuse
+        // (and then could not rename or remove).
+        let checkedName: String
+        do { checkedName = try RegisterUserRules.check(id: id, name: name) ?? name } catch {
+            switch error {
+            case .invalidID:
+                return try await refuse(
+                    "The id must be 1 to \(RegisterUserRules.maximumIDLength) characters of A-Z a-z 0-9 . _ : - (no spaces)."
+                )
+            case .invalidName:
+                return try await refuse(
+                    "The name must be 1 to \(RegisterUserRules.maximumNameBytes) bytes of printable text (no control or format characters)."
+                )
+            }
+        }
         // Checked before adding (the ledger's own refusal stays the backstop for a race).
         if try await ledger.registerUsers(of: signedIn.merchant.id).contains(where: { $0.id == id }) {
             return try await refuse("A register user with the id \(id) exists already.", .conflict)
         }
-        try await ledger.addRegisterUser(id: id, name: name, to: signedIn.merchant.id, at: now())
+        try await ledger.addRegisterUser(id: id, name: checkedName, to: signedIn.merchant.id, at: now())
         return Self.redirect("/dashboard/register-users?done=user-added")
     }
 
