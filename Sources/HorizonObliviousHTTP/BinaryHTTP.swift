@@ -213,12 +213,16 @@ struct BinaryHTTPReader {
     /// A method: an HTTP token (RFC 9110 section 5.6.2).
     mutating func token(_ field: String) throws(ObliviousHTTPError) -> String {
         let value = try text(field)
-        let delimiters = Set("\"(),/:;<=>?@[\\]{}".utf8)
-        guard value.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && !delimiters.contains($0) }) else {
-            throw .malformedMessage("\(field) is not an HTTP token")
-        }
+        guard Self.isToken(value) else { throw .malformedMessage("\(field) is not an HTTP token") }
         return value
     }
+
+    /// An HTTP token (RFC 9110 section 5.6.2): visible ASCII but the delimiters.
+    static func isToken(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && !tokenDelimiters.contains($0) }
+    }
+
+    static let tokenDelimiters = Set("\"(),/:;<=>?@[\\]{}".utf8)
 
     mutating func fieldSection(_ field: String) throws(ObliviousHTTPError) -> [HTTPHeaderField] {
         var section = BinaryHTTPReader(try lengthPrefixed(field))
@@ -226,14 +230,19 @@ struct BinaryHTTPReader {
         while !section.isAtEnd {
             let name = try section.text("\(field) field name")
             let value = try section.text("\(field) field value")
-            // Lower case (section 3.6), no pseudo-fields, and no characters that would let a
-            // field smuggle another one into the request the gateway rebuilds.
-            guard !name.isEmpty,
-                name.utf8.allSatisfy({ ($0 > 0x20 && $0 < 0x7F) && !(0x41...0x5A).contains($0) && $0 != 0x3A })
-            else { throw .malformedMessage("\(field) has an invalid field name") }
+            // A token in lower case (RFC 9292 section 3.6, RFC 9110 section 5.1): no pseudo-fields,
+            // and nothing that would let a field smuggle another one into the request the gateway
+            // rebuilds. Refused, never dropped: the wallet must not believe a field was carried.
+            guard Self.isToken(name), !name.utf8.contains(where: { (0x41...0x5A).contains($0) }) else {
+                throw .malformedMessage("\(field) has an invalid field name")
+            }
             guard value.utf8.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }) else {
                 throw .malformedMessage("\(field) field \(name) has control characters in its value")
             }
+            // A field value has no leading or trailing whitespace (RFC 9110 section 5.5).
+            guard value.utf8.first.map({ $0 != 0x20 && $0 != 0x09 }) ?? true,
+                value.utf8.last.map({ $0 != 0x20 && $0 != 0x09 }) ?? true
+            else { throw .malformedMessage("\(field) field \(name) has whitespace around its value") }
             fields.append(HTTPHeaderField(name: name, value: value))
         }
         return fields

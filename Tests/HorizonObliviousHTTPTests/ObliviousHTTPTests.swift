@@ -239,6 +239,31 @@ struct ObliviousHTTPTests {
             _ = try BinaryHTTPRequest(decoding: bytes("000347455405687474707300012f") + [0xBF, 0xFF, 0xFF, 0xFF])
         }
     }
+
+    /// A field name is a token and a field value has no whitespace around it (RFC 9110 sections
+    /// 5.1 and 5.5): a message with anything else is refused, not carried with the field dropped.
+    @Test func invalidFieldNamesAndValuesWithSurroundingWhitespaceAreRefused() throws {
+        func request(_ name: String, _ value: String) -> [UInt8] {
+            BinaryHTTPRequest(
+                method: "GET", scheme: "https", authority: "", path: "/",
+                headerFields: [.init(name: "date", value: "x"), .init(name: name, value: value)]
+            ).encoded()
+        }
+        for name in ["x(y", "a,b", "x/y", "x@y", "{x}", "x;y", "x=y", "x\"y", "é", ":path", ""] {
+            #expect(throws: ObliviousHTTPError.malformedMessage("header section has an invalid field name"), "\(name)") {
+                _ = try BinaryHTTPRequest(decoding: request(name, "1"))
+            }
+        }
+        for value in [" 1", "1 ", "\t1", "1\t", " "] {
+            #expect(
+                throws: ObliviousHTTPError.malformedMessage("header section field accept has whitespace around its value")
+            ) { _ = try BinaryHTTPRequest(decoding: request("accept", value)) }
+        }
+        // Tokens with every allowed punctuation, inner spaces and an empty value are fine.
+        let fine = try BinaryHTTPRequest(decoding: request("x-a!#$%&'*+.^_`|~9", "a b\tc"))
+        #expect(fine.value(of: "x-a!#$%&'*+.^_`|~9") == "a b\tc")
+        #expect(try BinaryHTTPRequest(decoding: request("accept", "")).value(of: "accept") == "")
+    }
 }
 
 @Suite("Signed gateway key configuration")

@@ -78,7 +78,7 @@ struct ServerContractTests {
         let server = try await TestServer()
         try await server.withClient { client in
             for path in Set(operations.map(\.path)) {
-                for method in [HTTPRequest.Method.get, .post, .put, .delete, .patch]
+                for method in [HTTPRequest.Method.get, .post, .put, .delete, .patch, .options]
                 where !listed.contains("\(method.rawValue) \(path)") {
                     let response = try await client.send(method, Self.concrete(path))
                     #expect(response.status == .methodNotAllowed, "\(method) \(path)")

@@ -215,6 +215,43 @@ struct GatewayTests {
         }
     }
 
+    /// What RFC 9458 and RFC 9292 forbid is refused, sealed, and not served: an expectation the
+    /// gateway cannot meet (`expect: 100-continue`), a field value with whitespace around it, an
+    /// invalid field name (which the rebuilt request would otherwise have dropped silently).
+    @Test func aSealedRequestWithAnExpectationOrAnInvalidFieldIsRefusedNotServed() async throws {
+        let scene = try await Scene.make()
+        try await scene.withLiveServer { url in
+            let configuration = try await scene.keyConfiguration(url)
+            let terminal = scene.terminal(url)
+            let cases: [(HTTPHeaderField, String)] = [
+                (.init(name: "expect", value: "100-continue"), "expect"),
+                (.init(name: "accept", value: " application/json"), "whitespace around its value"),
+                (.init(name: "accept", value: "application/json\t"), "whitespace around its value"),
+                (.init(name: "x(trace)", value: "1"), "invalid field name"),
+            ]
+            for (field, reason) in cases {
+                let (sealed, opener) = try scene.sealed(
+                    "GET", "/v1/wallet/balances",
+                    authorization: try signedAuthorization(
+                        scene.wallet.key, method: .get, path: "/v1/wallet/balances", body: nil,
+                        time: scene.server.clock.now), extraFields: [field], configuration: configuration)
+                let answer = try opener.openResponse(try await terminal.forwardToGateway(sealed))
+                let text = String(decoding: answer.content, as: UTF8.self)
+                #expect(answer.status == 400, "\(field.name): \(text)")
+                #expect(text.contains("invalid_request") && text.contains(reason), "\(text)")
+                #expect(!text.contains("8000"), "served: \(text)")
+            }
+            // The same request without the offending field is served.
+            let (sealed, opener) = try scene.sealed(
+                "GET", "/v1/wallet/balances",
+                authorization: try signedAuthorization(
+                    scene.wallet.key, method: .get, path: "/v1/wallet/balances", body: nil,
+                    time: scene.server.clock.now), extraFields: [.init(name: "accept", value: "application/json")],
+                configuration: configuration)
+            #expect(try opener.openResponse(try await terminal.forwardToGateway(sealed)).status == 200)
+        }
+    }
+
     @Test func aRequestDatedOutsideTheWindowIsRefused() async throws {
         let scene = try await Scene.make()
         try await scene.withLiveServer { url in

@@ -93,7 +93,7 @@ struct SubmissionBadInputTests {
             ("sessionId", "42", #"the field "sessionId" has the wrong type (expected an integer)"#),
             ("currency", 978, #"the field "currency" has the wrong type (expected a string)"#),
             ("paymentId", ["a"], #"the field "paymentId" has the wrong type (expected a string)"#),
-            ("confirmation", NSNull(), #"the field "confirmation" is null (expected a string)"#),
+            ("confirmation", NSNull(), #"the field "confirmation" is null (no field of the API takes null"#),
             ("amount", 12.5, "has a number where an integer is expected (amounts are whole minor units)"),
             ("tip", 1e30, "has a number where an integer is expected (amounts are whole minor units)"),
         ]

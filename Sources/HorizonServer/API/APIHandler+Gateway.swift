@@ -67,6 +67,12 @@ extension APIHandler {
         do { request = try BinaryHTTPRequest(decoding: opened.plaintext) } catch {
             return Self.sealedError(APIError(.invalidRequest, "the sealed request is not binary HTTP: \(error)"))
         }
+        // A sealed request travels whole: there is no interim response to send, so an expectation
+        // (`expect: 100-continue`) cannot be met and is refused (RFC 9458 section 5, RFC 9110 section 10.1.1).
+        guard !request.headerFields.contains(where: { $0.name == "expect" }) else {
+            return Self.sealedError(
+                APIError(.invalidRequest, "a relayed request cannot carry an expect field; send it without one"))
+        }
         let now = self.now()
         guard let dateText = request.value(of: "date"), let date = HTTPDate.parse(dateText) else {
             return Self.sealedError(

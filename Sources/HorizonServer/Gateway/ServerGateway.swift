@@ -39,7 +39,9 @@ final class ServerGateway: Sendable {
         }
         var fields = HTTPFields()
         for field in inner.headerFields where !Self.notForwarded.contains(field.name) {
-            guard let name = HTTPField.Name(field.name) else { continue }
+            guard let name = HTTPField.Name(field.name) else {
+                throw APIError(.invalidRequest, "the relayed request has an invalid field name")
+            }
             fields.append(HTTPField(name: name, value: field.value))
         }
         fields[.contentLength] = String(inner.content.count)

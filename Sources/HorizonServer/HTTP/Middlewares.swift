@@ -165,17 +165,24 @@ final class RouteTable: Sendable {
     func add(_ method: HTTPRequest.Method, _ path: String) { table.withLock { $0[path, default: []].append(method) } }
 
     /// The methods served on `path`, nil for an unknown path. A `{name}` segment of a
-    /// registered path matches any one segment.
+    /// registered path matches any one segment; a literal segment wins over one, as in the
+    /// router (`/v1/payments/offline` is not `/v1/payments/{paymentId}`).
     func methods(for path: String) -> [HTTPRequest.Method]? {
         let segments = path.split(separator: "/", omittingEmptySubsequences: false)
         return table.withLock { table in
-            table.first { template, _ in
+            var best: (literals: Int, methods: [HTTPRequest.Method])?
+            for (template, methods) in table {
                 let pattern = template.split(separator: "/", omittingEmptySubsequences: false)
-                return pattern.count == segments.count
-                    && zip(pattern, segments).allSatisfy {
-                        ($0.hasPrefix("{") && $0.hasSuffix("}") && !$1.isEmpty) || $0 == $1
-                    }
-            }?.value
+                guard pattern.count == segments.count else { continue }
+                var literals = 0
+                let matches = zip(pattern, segments).allSatisfy { part, segment in
+                    if part.hasPrefix("{") && part.hasSuffix("}") { return !segment.isEmpty }
+                    literals += 1
+                    return part == segment
+                }
+                if matches, literals > (best?.literals ?? -1) { best = (literals, methods) }
+            }
+            return best?.methods
         }
     }
 }

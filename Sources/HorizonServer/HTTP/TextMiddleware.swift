@@ -36,9 +36,9 @@ struct TextMiddleware: RouterMiddleware {
         } else if Self.hasEscapedNUL(bytes) {
             throw Self.refusal
         } else if let field = Self.nullField(bytes) {
+            // As for a null required field: a value of the wrong type, 400 malformed_json.
             throw APIError(
-                .invalidRequest, "the field \"\(field)\" is null; no field of the API takes null (leave it out instead)"
-            )
+                .malformedJSON, "the field \"\(field)\" is null (no field of the API takes null; leave it out instead)")
         }
         return try await next(request, context)
     }
