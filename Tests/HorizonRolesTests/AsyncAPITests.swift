@@ -78,7 +78,8 @@ struct AsyncAPITests {
                 sessionID: first.sessionID, transactionType: .payment, amount: euros(10_000), registerUser: "Ana",
                 merchantPrograms: .none, offerNonce: Nonce.random(using: &random), expiresAt: first.expiresAt)
             {
-                world.simulation.schedule(after: .milliseconds(300)) {
+                // Long after the first offer reached the app, even on a busy machine.
+                world.simulation.schedule(after: .seconds(3)) {
                     connection.send(.offer(connection.signed(dear)))
                 }
             }
