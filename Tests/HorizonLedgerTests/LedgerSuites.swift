@@ -74,6 +74,9 @@ struct SQLiteLedgerTests {
     @Test func registrationMigratesAVersion3Database() async throws {
         try await LedgerContract.registrationMigratesAVersion3Database(.sqlite)
     }
+    @Test func eachChannelsCodeIsNeededAndTheOutboxForgetsIt() async throws {
+        try await LedgerContract.eachChannelsCodeIsNeededAndTheOutboxForgetsIt(.sqlite)
+    }
     // issue 15: cards and 3-D Secure.
     @Test func cardsBelongToOneWallet() async throws { try await LedgerContract.cardsBelongToOneWallet(.sqlite) }
     @Test func threeDSecureChallengeGatesACard() async throws {
@@ -234,6 +237,9 @@ struct PostgresLedgerTests {
     }
     @Test func registrationMigratesAVersion3Database() async throws {
         try await LedgerContract.registrationMigratesAVersion3Database(.postgres)
+    }
+    @Test func eachChannelsCodeIsNeededAndTheOutboxForgetsIt() async throws {
+        try await LedgerContract.eachChannelsCodeIsNeededAndTheOutboxForgetsIt(.postgres)
     }
     // issue 15: cards and 3-D Secure.
     @Test func cardsBelongToOneWallet() async throws { try await LedgerContract.cardsBelongToOneWallet(.postgres) }
