@@ -14,7 +14,7 @@ struct RateLimitTests {
         try await server.addMerchant()
         try await server.withClient { client in
             let wait = 3 - server.clock.now % 3
-            for _ in 1...3 { #expect(try await client.send(.get, "/health").status == .ok) }
+            for _ in 1...3 { #expect(try await client.send(.get, "/v1/anchor").status == .ok) }
             let before = try await server.state()
             // Refused before anything else is looked at: an activation does nothing.
             let refused = try await client.send(.post, "/v1/terminals/activate", json: TerminalKey().activation())
@@ -25,10 +25,22 @@ struct RateLimitTests {
             // Until the window ends there is still no room; then there is.
             server.clock.advance(wait - 1)
             try expectError(
-                try await client.send(.get, "/health"), .tooManyRequests, "rate_limited", "retry after 1 s")
+                try await client.send(.get, "/v1/anchor"), .tooManyRequests, "rate_limited", "retry after 1 s")
             server.clock.advance(1)
             let allowed = try await client.send(.post, "/v1/terminals/activate", json: TerminalKey().activation())
             #expect(allowed.status == .created, "\(allowed.text)")
+        }
+    }
+
+    @Test func theProbesAreNotLimited() async throws {
+        let server = try await TestServer(configuration: .testing(rateLimitBurst: 1, rateLimitPerSecond: 0.01))
+        try await server.withClient { client in
+            #expect(try await client.send(.get, "/v1/anchor").status == .ok)
+            for _ in 0..<5 {
+                #expect(try await client.send(.get, "/health").status == .ok)
+                #expect(try await client.send(.get, "/ready").status == .ok)
+            }
+            try expectError(try await client.send(.get, "/v1/anchor"), .tooManyRequests, "rate_limited", "retry after")
         }
     }
 
@@ -38,7 +50,7 @@ struct RateLimitTests {
             let wait = 4 - server.clock.now % 4
             try expectError(try await client.send(.get, "/v1/a"), .notFound, "not_found", "there is no /v1/a")
             try expectError(try await client.send(.get, "/v1/b"), .notFound, "not_found", "there is no /v1/b")
-            let refused = try await client.send(.get, "/health")
+            let refused = try await client.send(.get, "/v1/anchor")
             try expectError(refused, .tooManyRequests, "rate_limited", "retry after \(wait) s")
             #expect(refused.headers[.retryAfter] == "\(wait)")
         }

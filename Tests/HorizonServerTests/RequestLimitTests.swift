@@ -31,18 +31,18 @@ struct RequestLimitTests {
             let ledgerB = try await Ledger.open(try another())
             try await server.withClient { a in
                 try await server.withClient(ledger: ledgerB) { b in
-                    #expect(try await a.send(.get, "/health").status == .ok)
-                    #expect(try await b.send(.get, "/health").status == .ok)
-                    #expect(try await a.send(.get, "/health").status == .ok)
+                    #expect(try await a.send(.get, "/v1/anchor").status == .ok)
+                    #expect(try await b.send(.get, "/v1/anchor").status == .ok)
+                    #expect(try await a.send(.get, "/v1/anchor").status == .ok)
                     // The fourth, to either process, is over the one limit.
-                    let refused = try await b.send(.get, "/health")
+                    let refused = try await b.send(.get, "/v1/anchor")
                     try expectError(refused, .tooManyRequests, "rate_limited", "too many requests from local")
                     try expectError(
-                        try await a.send(.get, "/health"), .tooManyRequests, "rate_limited", "retry after")
+                        try await a.send(.get, "/v1/anchor"), .tooManyRequests, "rate_limited", "retry after")
                     // The next window serves again, on both.
                     server.clock.advance(3)
-                    #expect(try await b.send(.get, "/health").status == .ok)
-                    #expect(try await a.send(.get, "/health").status == .ok)
+                    #expect(try await b.send(.get, "/v1/anchor").status == .ok)
+                    #expect(try await a.send(.get, "/v1/anchor").status == .ok)
                 }
             }
             await ledgerB.close()
@@ -66,7 +66,7 @@ struct RequestLimitTests {
             #expect(try await renew(till).status == .ok)
             try expectError(try await renew(till), .tooManyRequests, "rate_limited", "this signing key")
             // The address still has its second request.
-            #expect(try await client.send(.get, "/health").status == .ok)
+            #expect(try await client.send(.get, "/v1/anchor").status == .ok)
         }
     }
 
@@ -84,31 +84,31 @@ struct RequestLimitTests {
         return try await application.test(.live) { client in try await body(server, client) }
     }
 
-    static func health(_ client: any TestClientProtocol, forwardedFor: String?) async throws -> TestResponse {
+    static func anchor(_ client: any TestClientProtocol, forwardedFor: String?) async throws -> TestResponse {
         var headers: HTTPFields = [:]
         if let forwardedFor { headers[HTTPField.Name("X-Forwarded-For")!] = forwardedFor }
-        return try await client.send(.get, "/health", headers: headers)
+        return try await client.send(.get, "/v1/anchor", headers: headers)
     }
 
     @Test func aSpoofedForwardedForFromAnUntrustedPeerIsIgnored() async throws {
         try await Self.live(trustedProxies: nil) { _, client in
-            #expect(try await Self.health(client, forwardedFor: "203.0.113.1").status == .ok)
-            #expect(try await Self.health(client, forwardedFor: "203.0.113.2").status == .ok)
+            #expect(try await Self.anchor(client, forwardedFor: "203.0.113.1").status == .ok)
+            #expect(try await Self.anchor(client, forwardedFor: "203.0.113.2").status == .ok)
             // A new made-up address each time does not help: the limit is the real peer's.
-            let refused = try await Self.health(client, forwardedFor: "203.0.113.3")
+            let refused = try await Self.anchor(client, forwardedFor: "203.0.113.3")
             try expectError(refused, .tooManyRequests, "rate_limited", "too many requests from 127.0.0.1")
         }
     }
 
     @Test func aTrustedProxysForwardedForNamesTheClient() async throws {
         try await Self.live(trustedProxies: ["127.0.0.0/8", "10.0.0.0/8"]) { _, client in
-            #expect(try await Self.health(client, forwardedFor: "198.51.100.7").status == .ok)
+            #expect(try await Self.anchor(client, forwardedFor: "198.51.100.7").status == .ok)
             // The right-most untrusted hop is the client: what it put to its left is not believed.
-            #expect(try await Self.health(client, forwardedFor: "1.2.3.4, 198.51.100.7, 10.1.2.3").status == .ok)
-            let refused = try await Self.health(client, forwardedFor: "5.6.7.8, 198.51.100.7")
+            #expect(try await Self.anchor(client, forwardedFor: "1.2.3.4, 198.51.100.7, 10.1.2.3").status == .ok)
+            let refused = try await Self.anchor(client, forwardedFor: "5.6.7.8, 198.51.100.7")
             try expectError(refused, .tooManyRequests, "rate_limited", "too many requests from 198.51.100.7")
             // Another client behind the same proxy has its own limit.
-            #expect(try await Self.health(client, forwardedFor: "198.51.100.8").status == .ok)
+            #expect(try await Self.anchor(client, forwardedFor: "198.51.100.8").status == .ok)
         }
     }
 

@@ -142,7 +142,13 @@ struct RequestLimiter: Sendable {
     func take(_ key: String, describedAs who: String) async throws {
         let time = now()
         let start = time - ((time % window) + window) % window
-        let count = try await ledger.countRequest(key: key, windowStart: start)
+        let count: Int
+        do { count = try await ledger.countRequest(key: key, windowStart: start) } catch {
+            // Without the database nothing can be counted; the request goes on and meets the same
+            // outage if it needs the database (an answer the client can act on, not a limit).
+            RequestScope.current?.logger.warning("request not counted: the database did not answer")
+            return
+        }
         guard count > burst else { return }
         let seconds = max(1, start + window - time)
         throw APIError(
@@ -164,8 +170,12 @@ struct RateLimitMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
-        // The gateway's inner requests were counted as their terminal's relays.
-        if context.isRelayed { return try await next(request, context) }
+        // The gateway's inner requests were counted as their terminal's relays. The probes
+        // (`/health`, `/ready`) are not limited: a load balancer polls them from one address,
+        // and they must answer while the database does not.
+        if context.isRelayed || ["/health", "/ready"].contains(request.uri.path) {
+            return try await next(request, context)
+        }
         // The dashboard's pages answer before the signature check: limited here, whatever they carry.
         if let header = request.headers[.authorization], !request.uri.path.hasPrefix("/dashboard"),
             header.hasPrefix(RequestSignature.scheme) || header.hasPrefix(SignedRequestMiddleware.bearerPrefix)
