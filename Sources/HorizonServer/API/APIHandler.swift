@@ -31,10 +31,11 @@ struct APIHandler: APIProtocol {
 
     func getReadiness(_ input: Operations.GetReadiness.Input) async throws -> Operations.GetReadiness.Output {
         do {
-            let version = try await ledger.schemaVersion()
+            let ledger = ledger
+            let version = try await Readiness.within(Readiness.deadline) { try await ledger.schemaVersion() }
             return .ok(.init(body: .json(.init(status: .ready, schemaVersion: Int64(version)))))
         } catch {
-            RequestScope.current?.logger.warning("not ready", metadata: ["error": "\(error)"])
+            RequestScope.current?.logger.warning("not ready", metadata: ["error": "\(LogRedaction.describe(error))"])
             let apiError = APIError(.databaseUnavailable, "the database cannot be reached; retry shortly")
             metrics.recordError(code: apiError.code.rawValue)
             return .serviceUnavailable(.init(body: .json(apiError.envelope(requestID: RequestScope.current?.id ?? ""))))

@@ -14,6 +14,8 @@ enum LogRedaction {
             return "\(error.operationID): \(describe(error.underlyingError))"
         case let error as LedgerError:
             return "LedgerError: \(error.description)"
+        case let error as Readiness.TimedOut:
+            return error.description
         case let error as APIError:
             return "APIError: \(error.code.rawValue)"
         case let error as DecodingError:
