@@ -3,6 +3,7 @@ import Foundation
 import HorizonCore
 import HorizonLedger
 import HorizonLedgerTestSupport
+import HorizonLink
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
@@ -103,6 +104,35 @@ struct SaleInRangeTests {
         #expect(try terminal.ledger.merchantBalance() == euros(800))
     }
 
+    /// A relay forwarding every byte between the wallet and a farther terminal: the payment goes
+    /// through (the two ends are one secure connection, and the wallet and the register show the
+    /// same code), but the relay, which saw the whole handshake in clear, cannot compute that
+    /// code, so the fake register it stands for cannot show it.
+    @Test func aByteRelayCannotShowTheCodeTheWalletShows() throws {
+        let world = try World()
+        let terminal = try world.terminal("real", at: Position(x: 2.5, y: 0))
+        #expect(terminal.host.start(amount: euros(700)))
+        let relay = try ByteRelay(
+            world: world, at: Position(x: 0.1, y: 0), terminal: terminal, session: try #require(terminal.host.sessionID)
+        )
+        let wallet = try world.wallet(at: .origin)
+        #expect(world.run(until: { wallet.decider.candidate?.peripheralMetaData.address == relay.device.address }))
+        let app = ScriptedWalletApp(wallet, decision: .ignore)
+        _ = app
+        #expect(world.run(until: { wallet.client.state == .offerReceived }))
+        let shown = try #require(wallet.client.offer?.confirmationCode)
+        #expect(terminal.host.lastWalletNotice == .offered(shown), "the two ends show the same code")
+        #expect(relay.clientHello?.first == 0x01 && relay.serverHello?.first == 0x02, "it saw both Hellos")
+        let relayed = try #require(relay.codeFromTheClearTranscript)
+        #expect(relayed != shown, "the relay computed the code from the clear handshake")
+        wallet.client.onHostConnected = { [client = wallet.client] in
+            client.setOrderConfirmedByUser(true, tip: euros(0))
+        }
+        wallet.decider.decideForCandidate()
+        wallet.client.connectToPaymentSession()
+        #expect(world.run(until: { wallet.client.state == .completed && terminal.host.state == .completed }))
+    }
+
     /// A Confirm on an open session with no wallet connected (the only one that said hello
     /// declined and left) is refused for what it is, from a connection that never said hello,
     /// not as an expired session; nothing executes and the sale waits on.
@@ -132,6 +162,79 @@ struct SaleInRangeTests {
         #expect(silent.errors.first?.code == .protocolViolation)
         #expect(terminal.host.state == .waitingForWallet)
         #expect(try terminal.ledger.transactions().isEmpty)
+    }
+}
+
+/// A fake register in front of a distant terminal: it advertises the terminal's session nearer
+/// to the wallet, and forwards every message between the wallet and the terminal unchanged (so
+/// the handshake, the transcript and the payment go through). It sees both Hellos in clear and
+/// computes what a code derived from them would be, the code it would show on its own screen.
+final class ByteRelay: @unchecked Sendable {
+    let device: SimulatedDevice
+    private let lock = NSLock()
+    private var toWallet: MessageLink?
+    private var toTerminal: MessageLink?
+    private var queued: [[UInt8]] = []
+    private(set) var clientHello: [UInt8]?
+    private(set) var serverHello: [UInt8]?
+
+    init(world: World, at position: Position, terminal: TerminalRig, session: SessionID) throws {
+        device = try world.simulation.addDevice(name: "relay", configuration: DeviceConfiguration(position: position))
+        let keyID = try #require(terminal.service.terminalKeyID)
+        let target = terminal.device.address
+        device.setConnectionHandler { [self, device] link in
+            guard let wallet = try? MessageLink(link: link, scheduler: device.scheduler) else { return }
+            lock.withLock { toWallet = wallet }
+            wallet.start(
+                MessageLinkHandler(
+                    onMessage: { [self] message in
+                        let forward: MessageLink? = lock.withLock {
+                            if clientHello == nil { clientHello = message }
+                            if toTerminal == nil { queued.append(message) }
+                            return toTerminal
+                        }
+                        try? forward?.send(message)
+                    }, onEnd: { [self] _ in lock.withLock { toTerminal }?.close() }))
+            device.connect(to: target, timeout: .seconds(2)) { [self, device] result in
+                guard case .success(let link) = result,
+                    let terminalSide = try? MessageLink(link: link, scheduler: device.scheduler)
+                else { return }
+                terminalSide.start(
+                    MessageLinkHandler(
+                        onMessage: { [self] message in
+                            let forward: MessageLink? = lock.withLock {
+                                if serverHello == nil { serverHello = message }
+                                return toWallet
+                            }
+                            try? forward?.send(message)
+                        }, onEnd: { [self] _ in lock.withLock { toWallet }?.close() }))
+                let backlog: [[UInt8]] = lock.withLock {
+                    toTerminal = terminalSide
+                    defer { queued = [] }
+                    return queued
+                }
+                for message in backlog { try? terminalSide.send(message) }
+            }
+        }
+        _ = try device.startAdvertising(
+            HorizonAdvertisement(transactionType: .payment, sessionID: session, terminalKeyID: keyID)
+                .advertisingData(), interval: .milliseconds(50))
+    }
+
+    /// The code as a function of the clear handshake: the transcript hash (over the version's
+    /// own label) through the code's hash, as versions before 3 derived it.
+    var codeFromTheClearTranscript: ConfirmationCode? {
+        lock.withLock {
+            guard let clientHello, let serverHello, clientHello.count > 1, serverHello.count > 64 else { return nil }
+            var transcript = SHA256()
+            transcript.update(data: Array("horizon/handshake/v\(clientHello[1])".utf8))
+            transcript.update(data: clientHello)
+            transcript.update(data: Array(serverHello.dropLast(64)))  // the signature comes last
+            var code = SHA256()
+            code.update(data: Array("horizon/confirmation-code/v2".utf8))
+            code.update(data: Array(transcript.finalize()))
+            return ConfirmationCode(derivedBytes: Array(code.finalize().prefix(4)))
+        }
     }
 }
 
