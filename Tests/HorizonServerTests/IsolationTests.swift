@@ -208,7 +208,8 @@ struct IsolationTests {
             // Another registration's codes, a restoration's id on the registration path.
             @Sendable func smsCode(_ phone: String) async throws -> String {
                 let message = try #require(try await world.server.ledger.outbox(recipient: phone).first)
-                return String(try #require(message.body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }))
+                return String(
+                    try #require(message.body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }))
             }
             let ySMS = try await smsCode("+4915112345602")
             let crossed = try await client.send(

@@ -54,7 +54,8 @@ struct WalletRegistrationTests {
         try await server.withClient { client in
             let (id, code) = try await server.startRegistration(WalletDevice(), client)
             let response = try await client.postJSON(
-                "/v1/wallets/registrations/\(id)/verify", SentCodes(sms: otherCode(than: code.sms), email: code.email).json)
+                "/v1/wallets/registrations/\(id)/verify",
+                SentCodes(sms: otherCode(than: code.sms), email: code.email).json)
             try expectRegistrationError(
                 response, .badRequest, "registration_code_invalid",
                 "the code is wrong; 4 more wrong codes lock this registration")
@@ -97,7 +98,8 @@ struct WalletRegistrationTests {
             let verify = try await client.postJSON("/v1/wallets/registrations/\(id)/verify", used.json)
             #expect(verify.status == .created, "\(verify.bodyText)")
             // Used: the messages say so, and no byte of the database holds either code.
-            #expect(try await server.ledger.outbox().map(\.body) == Array(repeating: OutboxMessage.redactedBody, count: 2))
+            #expect(
+                try await server.ledger.outbox().map(\.body) == Array(repeating: OutboxMessage.redactedBody, count: 2))
             for code in [used.sms, used.email] {
                 #expect(try server.databaseBytesContain(code) == false, "code \(code) after use")
             }
@@ -359,7 +361,9 @@ final class RegistrationServer: Sendable {
         let response = try await client.postJSON("/v1/wallets/registrations", device.registration(email: email))
         #expect(response.status == .accepted, "\(response.bodyText)")
         let sent = try JSONDecoder().decode(Components.Schemas.OneTimeCodeSent.self, from: response.bodyData)
-        return (sent.registrationId, SentCodes(sms: try await code(to: "+4915112345678"), email: try await code(to: email)))
+        return (
+            sent.registrationId, SentCodes(sms: try await code(to: "+4915112345678"), email: try await code(to: email))
+        )
     }
 
     /// Registers `device`; returns the wallet id.

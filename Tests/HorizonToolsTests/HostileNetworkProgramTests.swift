@@ -90,12 +90,14 @@ struct HostileNetworkProgramTests {
         #expect(pinned().isEmpty)
 
         // Asked, and answered no.
-        let declined = try Programs.run("horizon-wallet", ["verify", code, emailCode, "--data-dir", walletDir], input: "n\n")
+        let declined = try Programs.run(
+            "horizon-wallet", ["verify", code, emailCode, "--data-dir", walletDir], input: "n\n")
         #expect(declined.status == 1)
         #expect(pinned().isEmpty)
 
         // The code was not spent by the refusals: confirmed, the anchor is pinned.
-        let confirmed = try Programs.run("horizon-wallet", ["verify", code, emailCode, "--data-dir", walletDir], input: "y\n")
+        let confirmed = try Programs.run(
+            "horizon-wallet", ["verify", code, emailCode, "--data-dir", walletDir], input: "y\n")
         #expect(confirmed.status == 0, "\(confirmed.standardError)")
         #expect(pinned().count == 1)
     }

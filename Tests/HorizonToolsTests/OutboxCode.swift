@@ -8,7 +8,9 @@ extension Programs {
         let messages = try JSONSerialization.jsonObject(with: Data(outbox.standardOutput.utf8)) as? [[String: Any]]
         guard outbox.status == 0, let body = messages?.first?["body"] as? String,
             let code = body.split(whereSeparator: { !$0.isNumber }).first(where: { $0.count == 8 })
-        else { throw OutboxCodeError(text: "no code for \(recipient): \(outbox.standardOutput)\(outbox.standardError)") }
+        else {
+            throw OutboxCodeError(text: "no code for \(recipient): \(outbox.standardOutput)\(outbox.standardError)")
+        }
         return String(code)
     }
 }

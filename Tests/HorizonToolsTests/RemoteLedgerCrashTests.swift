@@ -170,7 +170,8 @@ final class RemoteLedgerRig {
         try Self.run(
             "horizon-wallet",
             [
-                "verify", String(code), emailCode, "--anchor-fingerprint", try Programs.anchorFingerprint(serverDir: serverDir),
+                "verify", String(code), emailCode, "--anchor-fingerprint",
+                try Programs.anchorFingerprint(serverDir: serverDir),
                 "--data-dir", walletDir,
             ])
         try Self.run("horizon-server", ["wallets", "top-up", "alex@example.com", "100.00", "--data-dir", serverDir])

@@ -42,7 +42,8 @@ struct TokenProgramTests {
             try Programs.run(
                 "horizon-wallet",
                 [
-                    "verify", code, emailCode, "--anchor-fingerprint", try Programs.anchorFingerprint(serverDir: serverDir),
+                    "verify", code, emailCode, "--anchor-fingerprint",
+                    try Programs.anchorFingerprint(serverDir: serverDir),
                     "--data-dir", walletDir,
                 ]
             ).status == 0)

@@ -219,7 +219,8 @@ extension WalletKeyProtectionTests {
                 outputByteCount: 32)
             let mac = HMAC<SHA256>.authenticationCode(
                 for: Array("horizon/pin-lock/v\(version)\n0\n0".utf8), using: macKey)
-            let forged = #"{"failures":0,"lockedUntil":0,"mac":"\#(Data(mac).base64EncodedString())","version":\#(version)}"#
+            let forged =
+                #"{"failures":0,"lockedUntil":0,"mac":"\#(Data(mac).base64EncodedString())","version":\#(version)}"#
             try forged.write(toFile: wallet.path("pin-lock.json"), atomically: true, encoding: .utf8)
             var asked = false
             #expect(throws: WalletKeyError.lockRecordTampered(remainingSeconds: 3600)) {

@@ -107,7 +107,7 @@ struct WalletRegistrationProgramTests {
         #expect(setPIN.status == 0, "\(setPIN.standardError)")
         let keyText = try String(contentsOfFile: "\(walletDir)/wallet-key.pem", encoding: .utf8)
         #expect(keyText.hasPrefix("-----BEGIN HORIZON ENCRYPTED WALLET KEY-----"))
-        for file in ["wallet-key.pem", "pin-lock.json", "account.json"] {
+        for file in ["wallet-key.pem", "pin-lock.json", "pin-lock.key", "account.json"] {
             let mode =
                 try FileManager.default.attributesOfItem(atPath: "\(walletDir)/\(file)")[.posixPermissions] as? NSNumber
             #expect(mode?.intValue == 0o600, "\(file)")

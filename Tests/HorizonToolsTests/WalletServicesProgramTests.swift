@@ -66,7 +66,8 @@ struct WalletServicesProgramTests {
             try Programs.run(
                 "horizon-wallet",
                 [
-                    "verify", code, emailCode, "--anchor-fingerprint", try Programs.anchorFingerprint(serverDir: serverDir),
+                    "verify", code, emailCode, "--anchor-fingerprint",
+                    try Programs.anchorFingerprint(serverDir: serverDir),
                     "--data-dir", walletDir,
                 ]
             ).status == 0)

@@ -59,8 +59,9 @@ struct ServerOptions: ParsableArguments {
     }
 
     func issuer(_ settings: ServerConfiguration) throws -> Issuer {
-        do { return try Issuer.load(from: settings.issuerKeySource(in: directory.path), name: settings.issuerName) } catch
-        {
+        do {
+            return try Issuer.load(from: settings.issuerKeySource(in: directory.path), name: settings.issuerName)
+        } catch {
             throw CLIError("\(error)")
         }
     }

@@ -73,7 +73,9 @@ struct Serve: AsyncParsableCommand {
         let issuer = try options.issuer(settings)
         // Made on the first start of a data directory initialised before issue 16, then kept.
         let gatewayKey: GatewayKey
-        do { gatewayKey = try GatewayKey.loadOrCreate(at: settings.gatewayKeySource(in: options.directory.path)) } catch {
+        do {
+            gatewayKey = try GatewayKey.loadOrCreate(at: settings.gatewayKeySource(in: options.directory.path))
+        } catch {
             throw CLIError("\(error)")
         }
         LoggingSystem.bootstrap { label in

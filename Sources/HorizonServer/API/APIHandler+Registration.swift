@@ -120,7 +120,8 @@ extension APIHandler {
         guard case .json(let request) = input.body else {
             throw APIError(.unsupportedMediaType, "the body must be JSON")
         }
-        let result = try await verify(input.path.registrationId, smsCode: nil, emailCode: request.code, kind: .restoration)
+        let result = try await verify(
+            input.path.registrationId, smsCode: nil, emailCode: request.code, kind: .restoration)
         return .ok(.init(body: .json(verified(result))))
     }
 
