@@ -4,8 +4,10 @@ import HorizonAPI
 import HorizonLedger
 import HorizonLedgerTestSupport
 import HorizonServer
+import HorizonTestSupport
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import Testing
 
 /// Limits that survive a proxy and do not lock the owner out: request limits and sign-in
@@ -74,13 +76,13 @@ struct RequestLimitTests {
 
     /// A live server (real sockets: the peer is 127.0.0.1) with `trustedProxies`.
     static func live<T: Sendable>(
-        trustedProxies: [String]?, burst: Int = 2,
+        trustedProxies: [String]?, burst: Int = 2, logger: Logger = .quiet,
         _ body: @Sendable (TestServer, any TestClientProtocol) async throws -> T
     ) async throws -> T {
         var configuration = ServerConfiguration.testing(rateLimitBurst: burst, rateLimitPerSecond: 0.01)
         configuration.trustedProxies = trustedProxies
         let server = try await TestServer(configuration: configuration)
-        let application = try HorizonServer.application(server.parts(), logger: .quiet)
+        let application = try HorizonServer.application(server.parts(), logger: logger)
         return try await application.test(.live) { client in try await body(server, client) }
     }
 
@@ -110,6 +112,18 @@ struct RequestLimitTests {
             // Another client behind the same proxy has its own limit.
             #expect(try await Self.anchor(client, forwardedFor: "198.51.100.8").status == .ok)
         }
+    }
+
+    @Test func theLogNamesTheClientTheLimitsCount() async throws {
+        let recorder = LogRecorder()
+        let logger = recorder.logger(level: .info)
+        try await Self.live(trustedProxies: ["127.0.0.1"], burst: 1, logger: logger) { _, client async throws in
+            #expect(try await Self.anchor(client, forwardedFor: "198.51.100.7").status == .ok)
+            #expect(try await Self.anchor(client, forwardedFor: "198.51.100.7").status == .tooManyRequests)
+        }
+        let lines = recorder.all.filter { $0.message.hasPrefix("GET /v1/anchor") }
+        #expect(lines.map(\.message) == ["GET /v1/anchor 200", "GET /v1/anchor 429"])
+        #expect(lines.allSatisfy { $0.metadata["client"] == "198.51.100.7" }, "\(lines.map(\.metadata))")
     }
 
     @Test func aMisconfiguredTrustedProxyIsRefused() throws {

@@ -29,11 +29,14 @@ struct BoundaryMiddleware: RouterMiddleware {
         -> Response
     {
         let id = Self.requestID(from: request)
+        let client = trustedProxies.clientAddress(
+            peer: context.remoteAddress?.ipAddress, forwardedFor: request.headers[values: .forwardedFor])
         var logger = context.logger
         logger[metadataKey: "request"] = "\(id)"
+        // The client every limit counts, so that a log line names the client a refusal was for.
+        logger[metadataKey: "client"] = "\(client)"
         var scope = RequestScope(id: id, logger: logger, signer: nil)
-        scope.peer = trustedProxies.clientAddress(
-            peer: context.remoteAddress?.ipAddress, forwardedFor: request.headers[values: .forwardedFor])
+        scope.peer = client
         let start = ContinuousClock.now
         var response: Response
         do {
