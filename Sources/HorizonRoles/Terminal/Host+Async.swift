@@ -47,8 +47,10 @@ extension PaymentHost {
     /// Opens a payment session for `amount` (the reference's `start(amount:registerUser:)`),
     /// waits for a wallet to pay it, and returns the order. Throws why it did not complete:
     /// refused at start (`invalidAmount`, `unsupportedCurrency`, `alreadyRunning`, `radio`),
-    /// `decisionTimedOut`, `declined`, `processorFailure`, `outcomeUnknown`, `serverUnreachable`,
-    /// or `cancelled` when the calling task is cancelled first. Back to idle when it returns.
+    /// `outcomeUnknown`, `serverUnreachable`, or `cancelled` when the calling task is cancelled
+    /// first. A wallet's decline, decision time running out, or declined or refused request ends
+    /// only that wallet's attempt (`observeWallets` tells the register) and the sale waits on:
+    /// anyone in radio range can cause those. Back to idle when it returns.
     /// A payment accepted offline (issue 16) returns an order with `acceptedOffline` set and no
     /// reference: the server settles it when the terminal forwards it.
     public func collect(_ amount: Money, registerUser: RegisterUser? = nil) async throws(HostError) -> PaymentOrder {

@@ -12,7 +12,8 @@ public enum HostState: Sendable, Equatable, CustomStringConvertible {
     /// Advertising the session; no wallet connected.
     case waitingForWallet
     case walletConnected
-    /// The offer is on the wallet's screen; bounded by `userDecisionTimeout`.
+    /// The offer is on a wallet's screen; each wallet's decision is bounded by
+    /// `userDecisionTimeout` from its own offer, which ends only that wallet's attempt.
     case awaitingUserDecision
     case acquiringPaymentExecution
     case completed
@@ -72,9 +73,15 @@ public enum HostError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidRedemption(String)
     case unsupportedCurrency(String)
     case radio(RadioError)
+    /// Not given for a session any more: each wallet's decision time ends only its own attempt
+    /// (`WalletNotice.decisionTimedOut`). Kept so that code matching on it still compiles.
     case decisionTimedOut(Duration)
     case cancelled
+    /// A request's decline; ends a session only when its outcome came in after the session was
+    /// stopped (an open session hears `WalletNotice.requestDeclined` and waits on).
     case declined(code: ErrorCode, reason: String)
+    /// Nothing was executed: the session could not open, or a refused request's outcome came in
+    /// after the session was stopped (an open session hears `WalletNotice.requestDeclined`).
     case processorFailure(String)
     /// The request was confirmed but its outcome could not be recorded (the journal or the
     /// signing failed after the processor was asked): it may be charged. The terminal settles it

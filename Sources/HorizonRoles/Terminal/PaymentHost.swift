@@ -5,7 +5,8 @@ import HorizonRadio
 import HorizonStores
 
 public struct PaymentHostConfiguration: Sendable {
-    /// How long the customer may look at the offer before the terminal gives up.
+    /// How long each wallet may look at the offer before the terminal ends that wallet's attempt
+    /// (the sale waits on for another).
     public var userDecisionTimeout: Duration
     /// The currency the terminal charges in.
     public var currency: Currency
