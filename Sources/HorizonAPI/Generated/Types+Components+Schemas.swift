@@ -18,6 +18,10 @@ public import struct Foundation.Date
 extension Components {
     /// Types generated from the `#/components/schemas` section of the OpenAPI document.
     public enum Schemas {
+        /// An ISO 4217 code this server settles, in upper case.
+        ///
+        /// - Remark: Generated from `#/components/schemas/CurrencyCode`.
+        public typealias CurrencyCode = Swift.String
         /// - Remark: Generated from `#/components/schemas/ErrorEnvelope`.
         public struct ErrorEnvelope: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/ErrorEnvelope/error`.
@@ -415,7 +419,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/PaymentSubmission/confirmation`.
             public var confirmation: Swift.String
-            /// 16 bytes, lowercase hex
+            /// 16 bytes, hex
             ///
             /// - Remark: Generated from `#/components/schemas/PaymentSubmission/paymentId`.
             public var paymentId: Swift.String
@@ -436,7 +440,7 @@ extension Components {
             /// - Remark: Generated from `#/components/schemas/PaymentSubmission/tip`.
             public var tip: Swift.Int64
             /// - Remark: Generated from `#/components/schemas/PaymentSubmission/currency`.
-            public var currency: Swift.String
+            public var currency: Components.Schemas.CurrencyCode
             /// The register user who rang up the sale (not signed by the wallet).
             ///
             /// - Remark: Generated from `#/components/schemas/PaymentSubmission/registerUser`.
@@ -445,7 +449,7 @@ extension Components {
             ///
             /// - Parameters:
             ///   - confirmation: The wallet's signed Confirm message exactly as received over the radio, standard base64.
-            ///   - paymentId: 16 bytes, lowercase hex
+            ///   - paymentId: 16 bytes, hex
             ///   - sessionId: The session id, as a signed 64-bit integer
             ///   - walletKey: The wallet's P-256 public key, X9.63, standard base64
             ///   - amount: Minor units
@@ -459,7 +463,7 @@ extension Components {
                 walletKey: Swift.String,
                 amount: Swift.Int64,
                 tip: Swift.Int64,
-                currency: Swift.String,
+                currency: Components.Schemas.CurrencyCode,
                 registerUser: Swift.String
             ) {
                 self.confirmation = confirmation
@@ -508,7 +512,7 @@ extension Components {
                     forKey: .tip
                 )
                 self.currency = try container.decode(
-                    Swift.String.self,
+                    Components.Schemas.CurrencyCode.self,
                     forKey: .currency
                 )
                 self.registerUser = try container.decode(
@@ -676,7 +680,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/RedemptionSubmission/redemption`.
             public var redemption: Swift.String
-            /// 16 bytes, lowercase hex
+            /// 16 bytes, hex
             ///
             /// - Remark: Generated from `#/components/schemas/RedemptionSubmission/redemptionId`.
             public var redemptionId: Swift.String
@@ -703,12 +707,12 @@ extension Components {
             /// - Remark: Generated from `#/components/schemas/RedemptionSubmission/value`.
             public var value: Swift.Int64
             /// - Remark: Generated from `#/components/schemas/RedemptionSubmission/currency`.
-            public var currency: Swift.String
+            public var currency: Components.Schemas.CurrencyCode
             /// Creates a new `RedemptionSubmission`.
             ///
             /// - Parameters:
             ///   - redemption: The wallet's signed Redeem message exactly as received over the radio, standard base64.
-            ///   - redemptionId: 16 bytes, lowercase hex
+            ///   - redemptionId: 16 bytes, hex
             ///   - sessionId:
             ///   - walletKey: X9.63, standard base64
             ///   - transactionType:
@@ -725,7 +729,7 @@ extension Components {
                 item: Swift.String,
                 quantity: Swift.Int64,
                 value: Swift.Int64,
-                currency: Swift.String
+                currency: Components.Schemas.CurrencyCode
             ) {
                 self.redemption = redemption
                 self.redemptionId = redemptionId
@@ -783,7 +787,7 @@ extension Components {
                     forKey: .value
                 )
                 self.currency = try container.decode(
-                    Swift.String.self,
+                    Components.Schemas.CurrencyCode.self,
                     forKey: .currency
                 )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
@@ -2407,7 +2411,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/RefundCreation/refundId`.
             public var refundId: Swift.String
-            /// 16 bytes, lowercase hex
+            /// 16 bytes, hex
             ///
             /// - Remark: Generated from `#/components/schemas/RefundCreation/paymentId`.
             public var paymentId: Swift.String
@@ -2415,22 +2419,20 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/RefundCreation/amount`.
             public var amount: Swift.Int64
-            /// The payment's currency
-            ///
             /// - Remark: Generated from `#/components/schemas/RefundCreation/currency`.
-            public var currency: Swift.String
+            public var currency: Components.Schemas.CurrencyCode
             /// Creates a new `RefundCreation`.
             ///
             /// - Parameters:
             ///   - refundId: The client's idempotency key: 1 to 64 characters of A-Z a-z 0-9 . _ : -
-            ///   - paymentId: 16 bytes, lowercase hex
+            ///   - paymentId: 16 bytes, hex
             ///   - amount: Minor units, more than zero
-            ///   - currency: The payment's currency
+            ///   - currency:
             public init(
                 refundId: Swift.String,
                 paymentId: Swift.String,
                 amount: Swift.Int64,
-                currency: Swift.String
+                currency: Components.Schemas.CurrencyCode
             ) {
                 self.refundId = refundId
                 self.paymentId = paymentId
@@ -2458,7 +2460,7 @@ extension Components {
                     forKey: .amount
                 )
                 self.currency = try container.decode(
-                    Swift.String.self,
+                    Components.Schemas.CurrencyCode.self,
                     forKey: .currency
                 )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
@@ -2679,10 +2681,8 @@ extension Components {
         }
         /// - Remark: Generated from `#/components/schemas/DailyTokenRequest`.
         public struct DailyTokenRequest: Codable, Hashable, Sendable {
-            /// The token's currency; may be left out when the wallet holds exactly one.
-            ///
             /// - Remark: Generated from `#/components/schemas/DailyTokenRequest/currency`.
-            public var currency: Swift.String?
+            public var currency: Components.Schemas.CurrencyCode?
             /// Sign a new token if the balance or the revocation data changed since the stored one.
             ///
             /// - Remark: Generated from `#/components/schemas/DailyTokenRequest/refresh`.
@@ -2690,10 +2690,10 @@ extension Components {
             /// Creates a new `DailyTokenRequest`.
             ///
             /// - Parameters:
-            ///   - currency: The token's currency; may be left out when the wallet holds exactly one.
+            ///   - currency:
             ///   - refresh: Sign a new token if the balance or the revocation data changed since the stored one.
             public init(
-                currency: Swift.String? = nil,
+                currency: Components.Schemas.CurrencyCode? = nil,
                 refresh: Swift.Bool? = nil
             ) {
                 self.currency = currency
@@ -2706,7 +2706,7 @@ extension Components {
             public init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
                 self.currency = try container.decodeIfPresent(
-                    Swift.String.self,
+                    Components.Schemas.CurrencyCode.self,
                     forKey: .currency
                 )
                 self.refresh = try container.decodeIfPresent(
@@ -2821,7 +2821,7 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/OfflinePaymentSubmission/confirmation`.
             public var confirmation: Swift.String
-            /// 16 bytes, lowercase hex
+            /// 16 bytes, hex
             ///
             /// - Remark: Generated from `#/components/schemas/OfflinePaymentSubmission/paymentId`.
             public var paymentId: Swift.String
@@ -2842,7 +2842,7 @@ extension Components {
             /// - Remark: Generated from `#/components/schemas/OfflinePaymentSubmission/tip`.
             public var tip: Swift.Int64
             /// - Remark: Generated from `#/components/schemas/OfflinePaymentSubmission/currency`.
-            public var currency: Swift.String
+            public var currency: Components.Schemas.CurrencyCode
             /// The register user who rang up the sale (not signed by the wallet).
             ///
             /// - Remark: Generated from `#/components/schemas/OfflinePaymentSubmission/registerUser`.
@@ -2859,7 +2859,7 @@ extension Components {
             ///
             /// - Parameters:
             ///   - confirmation: The wallet's signed Confirm message exactly as received over the radio, standard base64.
-            ///   - paymentId: 16 bytes, lowercase hex
+            ///   - paymentId: 16 bytes, hex
             ///   - sessionId: The session id, as a signed 64-bit integer
             ///   - walletKey: The wallet's P-256 public key, X9.63, standard base64
             ///   - amount: Minor units
@@ -2875,7 +2875,7 @@ extension Components {
                 walletKey: Swift.String,
                 amount: Swift.Int64,
                 tip: Swift.Int64,
-                currency: Swift.String,
+                currency: Components.Schemas.CurrencyCode,
                 registerUser: Swift.String,
                 dailyToken: Swift.String,
                 acceptedAt: Swift.Int64
@@ -2930,7 +2930,7 @@ extension Components {
                     forKey: .tip
                 )
                 self.currency = try container.decode(
-                    Swift.String.self,
+                    Components.Schemas.CurrencyCode.self,
                     forKey: .currency
                 )
                 self.registerUser = try container.decode(
