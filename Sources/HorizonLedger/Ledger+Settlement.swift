@@ -369,8 +369,11 @@ extension Ledger {
         let total: Money
         switch checkTerms(request, at: merchant) {
         case .declined(var execution):
-            // A key nobody registered leaves no row, whatever it was declined for.
-            execution.isStored = try await isRegisteredKey(request.walletKey, in: db)
+            // A key nobody registered leaves no row, whatever it was declined for (the sandbox
+            // takes every key as a wallet, so it keeps them all).
+            if enrollment == .refuseUnknown {
+                execution.isStored = try await isRegisteredKey(request.walletKey, in: db)
+            }
             return execution
         case .total(let checked): total = checked
         }
