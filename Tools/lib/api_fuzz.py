@@ -154,6 +154,28 @@ if __name__ != "__main__":
         # (400 invalid_cursor) by design, so only requests without one are generated.
         return not (query and "cursor" in query)
 
+    # Which fields a proof covers, by operation: the proof is the new key's signature over these
+    # lines, so a generated body gets a fresh key and its proof over what was generated.
+    _PROOFS = {
+        "/v1/terminals/activate": ("horizon/activate/v1", ("email", "label")),
+        "/v1/wallets/registrations": ("horizon/register-wallet/v1", ("email", "phone")),
+        "/v1/wallets/restorations": ("horizon/restore-wallet/v1", ("email",)),
+    }
+
+    @schemathesis.hook
+    def map_body(ctx, body):
+        operation = getattr(ctx, "operation", None)
+        rule = _PROOFS.get(getattr(operation, "path", ""))
+        if rule is None or not isinstance(body, dict) or not all(isinstance(body.get(f), str) for f in rule[1]):
+            return body
+        if "publicKey" not in body or "proof" not in body:
+            return body
+        key = ec.generate_private_key(ec.SECP256R1())
+        public = base64.b64encode(_x963(key)).decode()
+        lines = [rule[0], *(body[field] for field in rule[1]), public]
+        return {**body, "publicKey": public,
+                "proof": base64.b64encode(_raw_signature(key, "\n".join(lines).encode())).decode()}
+
     _send = requests.Session.send
 
     def _signing_send(self, prepared, **kwargs):
