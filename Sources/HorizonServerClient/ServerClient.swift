@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import HTTPTypes
 import HorizonAPI
+import HorizonCore
 import NIOCore
 import OpenAPIAsyncHTTPClient
 import OpenAPIRuntime
@@ -239,7 +240,11 @@ public enum ServerClientError: Error, Equatable, Sendable, CustomStringConvertib
     /// The server may or may not have acted on it; nothing is sent again automatically.
     case relayOutcomeUnknown(String)
 
-    public var description: String {
+    /// Made safe to print: the server's words (and what the network returned) may hold escape
+    /// sequences or bidi overrides.
+    public var description: String { plainDescription.sanitizedForDisplay }
+
+    private var plainDescription: String {
         switch self {
         case .unreachable(let reason): "the server cannot be reached: \(reason)"
         case .timedOut: "the server did not answer in time"

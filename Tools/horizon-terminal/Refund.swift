@@ -93,7 +93,7 @@ struct RefundCommand: AsyncParsableCommand {
         } else {
             print(
                 "refunded \(row.amount) \(row.currency) of payment \(row.paymentID) to the \(row.destination.replacingOccurrences(of: "_", with: " ")) (refund \(row.refundID), \(row.bonusPointsReversed) bonus points taken back)"
-            )
+                    .sanitizedForDisplay)
         }
     }
 }

@@ -30,7 +30,8 @@ struct RegisterUsers: AsyncParsableCommand {
                 } else if users.isEmpty {
                     print("no register users")
                 } else {
-                    for user in users { print("\(user.id)\t\(user.name)") }
+                    // The server's text, made safe to print (no escape sequences, no bidi overrides).
+                    for user in users { print("\(user.id.sanitizedForDisplay)\t\(user.name.sanitizedForDisplay)") }
                 }
                 return
             }
@@ -72,7 +73,7 @@ struct RegisterUsers: AsyncParsableCommand {
                 if json {
                     try Console().json(RegisterUserRow(user))
                 } else {
-                    print("added \(user.name) (id \(user.id))")
+                    print("added \(user.name) (id \(user.id))".sanitizedForDisplay)
                 }
                 return
             }
@@ -111,7 +112,11 @@ struct RegisterUsers: AsyncParsableCommand {
                     "the single-box sandbox keeps register users by name: remove the old name and add the new one")
             }
             let user = try await merchant.run { try await $0.renameRegisterUser(id: id, name: name) }
-            if json { try Console().json(RegisterUserRow(user)) } else { print("renamed \(user.id) to \(user.name)") }
+            if json {
+                try Console().json(RegisterUserRow(user))
+            } else {
+                print("renamed \(user.id) to \(user.name)".sanitizedForDisplay)
+            }
         }
     }
 

@@ -83,7 +83,9 @@ struct Transactions: AsyncParsableCommand {
             }
             print(Self.line(details.transaction))
             for refund in details.refunds {
-                print("  refund \(refund.refundId)  \(Self.amount(refund.amount, refund.currency)) \(refund.currency)")
+                print(
+                    "  refund \(refund.refundId)  \(Self.amount(refund.amount, refund.currency)) \(refund.currency)"
+                        .sanitizedForDisplay)
             }
             print("  refundable \(Self.amount(details.refundableAmount, details.transaction.currency))")
             return
@@ -99,7 +101,7 @@ struct Transactions: AsyncParsableCommand {
         }
         if page.transactions.isEmpty { print("no transactions") }
         for transaction in page.transactions { print(Self.line(transaction)) }
-        if let next = page.nextCursor { print("more: --cursor \(next)") }
+        if let next = page.nextCursor { print("more: --cursor \(next)".sanitizedForDisplay) }
     }
 
     static func line(_ transaction: MerchantServiceClient.Transaction) -> String {
@@ -113,7 +115,8 @@ struct Transactions: AsyncParsableCommand {
             line += "  refunded \(amount(transaction.refundedAmount, transaction.currency))"
         }
         if let reason = transaction.declineReason { line += "  (\(reason))" }
-        return line
+        // The server's text, made safe to print (no escape sequences, no bidi overrides).
+        return line.sanitizedForDisplay
     }
 
     /// Minor units as the currency writes them (1.50 for 150 EUR cents).
