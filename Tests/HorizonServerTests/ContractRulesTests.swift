@@ -40,4 +40,23 @@ struct ContractRulesTests {
         }
         #expect(served.status == .ok, "\(served.text)")
     }
+
+    /// The merchant's transaction filter `registerUser` is at most 64 characters, as the contract
+    /// says (a longer one was served as an empty page).
+    @Test func anOverLongRegisterUserFilterIsRefused() async throws {
+        let server = try await TestServer()
+        try await server.addMerchant()
+        let till = TerminalKey()
+        _ = try await server.activate(till)
+        for (user, status) in [(String(repeating: "u", count: 65), HTTPResponse.Status.badRequest), (String(repeating: "é", count: 64), .ok)] {
+            let path = "/v1/merchant/transactions?registerUser=" + (user.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
+            let response = try await server.withClient { client in
+                try await client.sendSigned(.get, path, by: till.key, time: server.clock.now)
+            }
+            #expect(response.status == status, "\(response.text)")
+            if status == .badRequest {
+                try expectError(response, .badRequest, "invalid_request", "registerUser must be at most 64 characters")
+            }
+        }
+    }
 }

@@ -104,6 +104,11 @@ extension APIHandler {
         if let from = query.from, let to = query.to, from > to {
             throw APIError(.invalidRequest, "from (\(from)) is after to (\(to))")
         }
+        // The contract's limit (characters, as JSON Schema counts them): a longer filter names no
+        // register user and is a mistake to report, not an empty page.
+        if let user = query.registerUser, user.unicodeScalars.count > 64 {
+            throw APIError(.invalidRequest, "registerUser must be at most 64 characters")
+        }
         let filter = TransactionFilter(
             from: query.from, to: query.to, type: query._type.map(Self.transactionType),
             registerUser: query.registerUser)
