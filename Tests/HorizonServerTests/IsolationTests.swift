@@ -664,7 +664,7 @@ struct IsolationTests {
             // What refused calls may change: spent nonces, counted wrong passwords, counted wrong codes.
             "request_nonces", "merchant_logins", "wallet_registrations",
             // Admin sign-ins (issue 15): their sessions and counted attempts.
-            "dashboard_sessions", "dashboard_sign_in_attempts",
+            "dashboard_sessions", "dashboard_sign_in_attempts", "sign_in_backoff",
             // Restoration starts queue a mail (to the account's own address).
             "outbox",
             // Wallet B's served card request adds a card of its own (checked below).
