@@ -228,9 +228,11 @@ public protocol APIProtocol: Sendable {
     /// Signs the merchant's admin in (e-mail and password): an admin session for the merchant service.
     ///
     /// The token is sent as `Authorization: Bearer <token>` on the merchant service's operations
-    /// and lasts `lifetimeSeconds` (8 hours by default, or until `DELETE /v1/merchant/sessions`). The password lock-out of the
-    /// account applies, and sign-ins are limited per e-mail and per client address (10 and 30 in
-    /// 15 minutes, shared with the dashboard): `rate_limited` with `Retry-After` beyond that.
+    /// and lasts `lifetimeSeconds` (8 hours by default, or until `DELETE /v1/merchant/sessions`). Sign-ins
+    /// share their counters with the dashboard and terminal activation: 30 attempts per client
+    /// address in 15 minutes (`rate_limited` with `Retry-After` beyond that), and wrong passwords
+    /// set the e-mail (known or not) and the address back (`account_locked` with `Retry-After`:
+    /// 60 s, doubling, at most 15 minutes).
     /// Errors: `invalid_credentials`, `account_locked`, `rate_limited`.
     ///
     ///
@@ -788,9 +790,11 @@ extension APIProtocol {
     /// Signs the merchant's admin in (e-mail and password): an admin session for the merchant service.
     ///
     /// The token is sent as `Authorization: Bearer <token>` on the merchant service's operations
-    /// and lasts `lifetimeSeconds` (8 hours by default, or until `DELETE /v1/merchant/sessions`). The password lock-out of the
-    /// account applies, and sign-ins are limited per e-mail and per client address (10 and 30 in
-    /// 15 minutes, shared with the dashboard): `rate_limited` with `Retry-After` beyond that.
+    /// and lasts `lifetimeSeconds` (8 hours by default, or until `DELETE /v1/merchant/sessions`). Sign-ins
+    /// share their counters with the dashboard and terminal activation: 30 attempts per client
+    /// address in 15 minutes (`rate_limited` with `Retry-After` beyond that), and wrong passwords
+    /// set the e-mail (known or not) and the address back (`account_locked` with `Retry-After`:
+    /// 60 s, doubling, at most 15 minutes).
     /// Errors: `invalid_credentials`, `account_locked`, `rate_limited`.
     ///
     ///
