@@ -87,10 +87,12 @@ for store in $stores; do
     "$bin/horizon-server" wallets top-up fuzz-wallet@example.com 100.00 --data-dir "$work/server" >/dev/null
 
     run_status=0
-    PYTHONPATH=Tools/lib SCHEMATHESIS_HOOKS=api_fuzz HORIZON_FUZZ_STATE="$work/$store-state.json" \
-        "$venv/bin/schemathesis" run Sources/HorizonAPI/openapi.yaml --url "$url" --checks all \
+    # Run from the work area: schemathesis keeps its replay data in .schemathesis/ there.
+    root=$(pwd)
+    (cd "$work" && PYTHONPATH="$root/Tools/lib" SCHEMATHESIS_HOOKS=api_fuzz HORIZON_FUZZ_STATE="$work/$store-state.json" \
+        "$root/$venv/bin/schemathesis" run "$root/Sources/HorizonAPI/openapi.yaml" --url "$url" --checks all \
         --max-examples "$examples" --seed 1 --workers 1 --request-timeout 10 \
-        --report junit --report-dir "$work/$store-report" --output-truncate false ||
+        --report junit --report-dir "$work/$store-report" --output-truncate false) ||
         run_status=$?
     kill -TERM "$server_pid" 2>/dev/null || true
     wait "$server_pid" 2>/dev/null || true
