@@ -231,19 +231,25 @@ struct BodyLimitMiddleware: RouterMiddleware {
     typealias Context = ServerRequestContext
     let maximumBytes: Int
 
+    /// The whole body, or 413: a declared length over the limit before anything is read, a
+    /// stream that grows over it as soon as it does. A live connection's body can be read only
+    /// once, so whoever reads it first answers for it.
+    static func collect(_ request: inout Request, upTo maximumBytes: Int) async throws -> ByteBuffer {
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > maximumBytes {
+            throw APIError(.payloadTooLarge, "the request body is \(length) bytes; the limit is \(maximumBytes)")
+        }
+        do {
+            return try await request.collectBody(upTo: maximumBytes)
+        } catch {
+            throw APIError(.payloadTooLarge, "the request body is over the limit of \(maximumBytes) bytes")
+        }
+    }
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
         var request = request
-        if let length = request.headers[.contentLength].flatMap(Int.init), length > maximumBytes {
-            throw APIError(.payloadTooLarge, "the request body is \(length) bytes; the limit is \(maximumBytes)")
-        }
-        let body: ByteBuffer
-        do {
-            body = try await request.collectBody(upTo: maximumBytes)
-        } catch {
-            throw APIError(.payloadTooLarge, "the request body is over the limit of \(maximumBytes) bytes")
-        }
+        let body = try await Self.collect(&request, upTo: maximumBytes)
         // The body is whole now: below, its length is known (also when it came chunked), so an
         // operation that needs a body can tell "none" from "not JSON".
         var head = request.head

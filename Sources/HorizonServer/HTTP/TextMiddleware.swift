@@ -24,11 +24,8 @@ struct TextMiddleware: RouterMiddleware {
         let type = (request.headers[.contentType] ?? "").lowercased()
         guard !type.hasPrefix("message/ohttp-req") else { return try await next(request, context) }
         var request = request
-        let body: ByteBuffer
-        do { body = try await request.collectBody(upTo: maximumBytes) } catch {
-            // Over the limit: the body limit answers 413 (it reads what was collected).
-            return try await next(request, context)
-        }
+        // Over the limit, the answer is the body limit's own (the body cannot be read twice).
+        let body = try await BodyLimitMiddleware.collect(&request, upTo: maximumBytes)
         let bytes = body.readableBytesView
         if bytes.contains(0) { throw Self.refusal }
         if type.hasPrefix("application/x-www-form-urlencoded") {
