@@ -22,7 +22,7 @@ struct TerminalBusPolicyTests {
 
     @Test(.enabled(if: canSwitchUsers, "needs root, runuser and dbus-send"))
     func onlyTheServiceUserAndRootMayOwnTheTerminalsName() throws {
-        let installed = try String(contentsOf: Self.policyFile, encoding: .utf8)
+        let installed = try RepositoryFile.text("udev/org.horizon.Terminal.conf")
         #expect(installed.contains(#"<policy user="horizon">"#))
         // `nobody` stands for a desktop user in group `bluetooth` (a wallet's user, say): the
         // policy is loaded with `nobody`'s own group in that place.
@@ -46,11 +46,6 @@ struct TerminalBusPolicyTests {
     static func primaryGroup(of user: String) -> String? {
         guard let entry = getpwnam(user), let group = getgrgid(entry.pointee.pw_gid) else { return nil }
         return String(cString: group.pointee.gr_name)
-    }
-
-    static var policyFile: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("udev/org.horizon.Terminal.conf")
     }
 }
 

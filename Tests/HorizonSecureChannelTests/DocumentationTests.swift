@@ -1,4 +1,5 @@
 import Foundation
+import HorizonTestSupport
 import Testing
 
 @testable import HorizonSecureChannel
@@ -8,11 +9,7 @@ import Testing
 @Suite("The protocol page matches the secure channel")
 struct DocumentationTests {
     static var page: String {
-        get throws {
-            let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-                .deletingLastPathComponent()
-            return try String(contentsOf: root.appendingPathComponent("docs/protocol.md"), encoding: .utf8)
-        }
+        get throws { try RepositoryFile.text("docs/protocol.md") }
     }
 
     @Test func theHandshakesVersionAndLabelsAreTheCodes() throws {

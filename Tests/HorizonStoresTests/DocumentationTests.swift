@@ -1,4 +1,5 @@
 import Foundation
+import HorizonTestSupport
 import HorizonProtocol
 import Testing
 
@@ -9,11 +10,7 @@ import Testing
 @Suite("The protocol page matches the messages and the journal")
 struct DocumentationTests {
     static var page: String {
-        get throws {
-            let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-                .deletingLastPathComponent()
-            return try String(contentsOf: root.appendingPathComponent("docs/protocol.md"), encoding: .utf8)
-        }
+        get throws { try RepositoryFile.text("docs/protocol.md") }
     }
 
     @Test func everySignatureLabelIsTheCodes() throws {

@@ -18,16 +18,9 @@ struct CardsProgramTests {
         let serverDir = sandbox.path("server")
         let walletDir = sandbox.path("wallet")
         #expect(try Programs.run("horizon-server", ["init", "--data-dir", serverDir]).status == 0)
-        let port = try freeLoopbackPort()
-        let url = "http://127.0.0.1:\(port)"
-        let server = try Programs.start(
-            "horizon-server",
-            ["serve", "--data-dir", serverDir, "--listen", "127.0.0.1:\(port)", "--log-level", "warning"])
-        defer {
-            server.interrupt()
-            _ = server.finish(timeout: 10)
-        }
-        #expect(waitUntilListening(port: port), "the server did not start listening")
+        let server = try ServedServer(dataDir: serverDir)
+        defer { server.stop() }
+        let url = server.url
 
         // Before registering, the wallet says where cards live.
         let unregistered = try Programs.run(

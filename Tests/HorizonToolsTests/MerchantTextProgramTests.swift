@@ -35,15 +35,9 @@ struct MerchantTextProgramTests {
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)
 
-        let port = try freeLoopbackPort()
-        let server = try Programs.start(
-            "horizon-server",
-            ["serve", "--data-dir", serverDir, "--listen", "127.0.0.1:\(port)", "--log-level", "warning"])
-        defer {
-            server.interrupt()
-            _ = server.finish(timeout: 10)
-        }
-        #expect(waitUntilListening(port: port), "the server did not start listening")
+        let server = try ServedServer(dataDir: serverDir)
+        defer { server.stop() }
+        let port = server.port
         let listed = try Programs.run(
             "horizon-terminal",
             [

@@ -18,16 +18,9 @@ struct WalletRegistrationProgramTests {
         let initServer = try Programs.run(
             "horizon-server", ["init", "--data-dir", serverDir, "--issuer-name", "Test Bank"])
         #expect(initServer.status == 0, "\(initServer.standardError)")
-        let port = try freeLoopbackPort()
-        let url = "http://127.0.0.1:\(port)"
-        let server = try Programs.start(
-            "horizon-server",
-            ["serve", "--data-dir", serverDir, "--listen", "127.0.0.1:\(port)", "--log-level", "warning"])
-        defer {
-            server.interrupt()
-            _ = server.finish(timeout: 10)
-        }
-        #expect(waitUntilListening(port: port), "the server did not start listening")
+        let server = try ServedServer(dataDir: serverDir)
+        defer { server.stop() }
+        let url = server.url
 
         let register = try Programs.run(
             "horizon-wallet",
@@ -198,4 +191,25 @@ func waitUntilListening(port: Int, seconds: Double = 60) -> Bool {
         Thread.sleep(forTimeInterval: 0.1)
     }
     return false
+}
+
+/// `horizon-server serve` on a free loopback port, as the programs under test reach it; `stop`
+/// ends it with Ctrl-C, as an operator would.
+final class ServedServer {
+    let port: Int
+    var url: String { "http://127.0.0.1:\(port)" }
+    private let program: RunningProgram
+
+    init(dataDir: String) throws {
+        port = try freeLoopbackPort()
+        program = try Programs.start(
+            "horizon-server",
+            ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:\(port)", "--log-level", "warning"])
+        #expect(waitUntilListening(port: port), "the server did not start listening")
+    }
+
+    func stop() {
+        program.interrupt()
+        _ = program.finish(timeout: 10)
+    }
 }
