@@ -434,11 +434,7 @@ extension Ledger {
         _ request: SettlementRequest, card: PaymentCardID, charge: CardChargeResult, merchant: MerchantID,
         at time: UnixTime = now()
     ) async throws(LedgerError) -> SettlementResult {
-        let record = Record(
-            id: request.paymentID, sessionID: request.sessionID, walletKey: request.walletKey,
-            terminalKeyID: request.terminalKeyID, transactionType: .payment, item: "", quantity: 0,
-            amount: request.amount, tip: request.tip, registerUser: request.registerUser,
-            contentDigest: request.contentDigest)
+        let record = Record(payment: request)
         return try await executeOnce(
             record, merchant: merchant, at: time, card: card,
             sameTerms: { stored in

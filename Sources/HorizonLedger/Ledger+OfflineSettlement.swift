@@ -68,11 +68,7 @@ extension Ledger {
         async throws(LedgerError) -> SettlementResult
     {
         let payment = request.payment
-        var record = Record(
-            id: payment.paymentID, sessionID: payment.sessionID, walletKey: payment.walletKey,
-            terminalKeyID: payment.terminalKeyID, transactionType: .payment, item: "", quantity: 0,
-            amount: payment.amount, tip: payment.tip, registerUser: payment.registerUser,
-            contentDigest: payment.contentDigest)
+        var record = Record(payment: payment)
         record.offlineTokenID = request.tokenID
         record.offlineAcceptedAt = request.acceptedAt
         return try await executeOnce(

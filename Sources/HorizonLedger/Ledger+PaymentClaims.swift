@@ -56,11 +56,7 @@ extension Ledger {
         _ request: SettlementRequest, card: PaymentCardID, wallet: WalletID, merchant: MerchantID,
         at time: UnixTime = now()
     ) async throws(LedgerError) -> PaymentClaimOutcome {
-        let record = Record(
-            id: request.paymentID, sessionID: request.sessionID, walletKey: request.walletKey,
-            terminalKeyID: request.terminalKeyID, transactionType: .payment, item: "", quantity: 0,
-            amount: request.amount, tip: request.tip, registerUser: request.registerUser,
-            contentDigest: request.contentDigest)
+        let record = Record(payment: request)
         return try await store.transaction(.rowLocking) { db in
             if try await Self.stored(request.paymentID, in: db) != nil { return .executed }
             if try await Self.insertClaim(

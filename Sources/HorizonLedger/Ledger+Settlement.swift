@@ -12,11 +12,7 @@ extension Ledger {
     public func settle(_ request: SettlementRequest, merchant: MerchantID, at time: UnixTime = now())
         async throws(LedgerError) -> SettlementResult
     {
-        let record = Record(
-            id: request.paymentID, sessionID: request.sessionID, walletKey: request.walletKey,
-            terminalKeyID: request.terminalKeyID, transactionType: .payment, item: "", quantity: 0,
-            amount: request.amount, tip: request.tip, registerUser: request.registerUser,
-            contentDigest: request.contentDigest)
+        let record = Record(payment: request)
         let enrollment = options.enrollment
         // Row locks, not SERIALIZABLE: every payment credits the merchant's one account row,
         // which SERIALIZABLE would let only one transaction at a time update (the others abort
@@ -430,5 +426,16 @@ extension Ledger {
         return Execution(
             outcome: .approved(reference: 0, bonusPointsEarned: earned, bonusPointsBalance: points), walletID: walletID,
             entryID: entry)
+    }
+}
+
+extension Ledger.Record {
+    /// The columns of a payment (no item, no quantity), whatever pays it.
+    init(payment request: SettlementRequest) {
+        self.init(
+            id: request.paymentID, sessionID: request.sessionID, walletKey: request.walletKey,
+            terminalKeyID: request.terminalKeyID, transactionType: .payment, item: "", quantity: 0,
+            amount: request.amount, tip: request.tip, registerUser: request.registerUser,
+            contentDigest: request.contentDigest)
     }
 }
