@@ -88,9 +88,9 @@ public final class SQLiteLedgerStore: LedgerStore {
     }
 
     public func close() async {
-        // The wrapper closes its handle when the last reference goes; waiting for the lock here
-        // makes sure no transaction of this process is still running.
+        // After the lock: no transaction of this process is still running. Later calls throw.
         await lock.lock()
+        database.close()
         lock.unlock()
     }
 

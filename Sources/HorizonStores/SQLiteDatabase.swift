@@ -76,8 +76,8 @@ public final class SQLiteDatabase: Sendable {
         self.path = path
         // Create the file private before SQLite opens it, so it never exists with looser modes.
         if path != ":memory:", !FileManager.default.fileExists(atPath: path) {
-            let descriptor = open(path, O_CREAT | O_WRONLY, 0o600)
-            if descriptor >= 0 { close(descriptor) }
+            let descriptor = Glibc.open(path, O_CREAT | O_WRONLY, 0o600)
+            if descriptor >= 0 { Glibc.close(descriptor) }
         }
         _ = Self.configureOnce
         var handle: OpaquePointer?
@@ -104,26 +104,41 @@ public final class SQLiteDatabase: Sendable {
     /// took a global mutex around every allocation, a few hundred a payment.
     private static let configureOnce: Void = { _ = csqlite_disable_memory_statistics() }()
 
-    deinit {
+    deinit { close() }
+
+    /// Closes the connection now instead of when the last reference goes (an owner that may be
+    /// kept alive by others, such as a task still holding it, frees the file descriptors at a
+    /// known time). Every later call throws; closing twice does nothing.
+    public func close() {
         connection.withLock { connection in
+            guard let handle = connection.handle else { return }
             connection.statements.finalizeAll()
-            sqlite3_close_v2(connection.handle)
+            sqlite3_close_v2(handle)
             connection.handle = nil
         }
+    }
+
+    /// The open handle, or the error that says the database was closed.
+    private static func openHandle(_ connection: Connection, _ path: String) throws(DatabaseError) -> OpaquePointer {
+        guard let handle = connection.handle else {
+            throw DatabaseError(code: SQLITE_MISUSE, message: "the database was closed", context: path)
+        }
+        return handle
     }
 
     /// Runs SQL that returns no rows (several statements allowed). A script that fails inside
     /// its own `BEGIN … COMMIT` is rolled back here, not left open until the handle closes: the
     /// next transaction could not begin.
     public func execute(_ sql: String) throws(DatabaseError) {
-        try connection.withLock { (connection) throws(DatabaseError) in
+        try connection.withLock { [path] (connection) throws(DatabaseError) in
+            let handle = try Self.openHandle(connection, path)
             var error: UnsafeMutablePointer<CChar>?
-            let status = sqlite3_exec(connection.handle, sql, nil, nil, &error)
+            let status = sqlite3_exec(handle, sql, nil, nil, &error)
             guard status == SQLITE_OK else {
                 let message = error.map { String(cString: $0) } ?? "unknown error"
                 sqlite3_free(error)
-                if sqlite3_get_autocommit(connection.handle) == 0 {
-                    sqlite3_exec(connection.handle, "ROLLBACK", nil, nil, nil)
+                if sqlite3_get_autocommit(handle) == 0 {
+                    sqlite3_exec(handle, "ROLLBACK", nil, nil, nil)
                 }
                 throw DatabaseError(code: status, message: message, context: String(sql.prefix(60)))
             }
@@ -133,8 +148,8 @@ public final class SQLiteDatabase: Sendable {
     /// Runs one statement with bound parameters; returns its rows.
     @discardableResult
     public func query(_ sql: String, _ parameters: [DatabaseValue] = []) throws(DatabaseError) -> [DatabaseRow] {
-        try connection.withLock { (connection) throws(DatabaseError) -> [DatabaseRow] in
-            try Self.run(sql, parameters, on: connection.handle, statements: connection.statements)
+        try connection.withLock { [path] (connection) throws(DatabaseError) -> [DatabaseRow] in
+            try Self.run(sql, parameters, on: Self.openHandle(connection, path), statements: connection.statements)
         }
     }
 
@@ -142,9 +157,10 @@ public final class SQLiteDatabase: Sendable {
     /// SQLite collects a statement's returned rows in a temporary table, a page cache of its own
     /// allocated and freed at every run, which costs more than the insert itself.
     public func insert(_ sql: String, _ parameters: [DatabaseValue] = []) throws(DatabaseError) -> Int64 {
-        try connection.withLock { (connection) throws(DatabaseError) -> Int64 in
-            _ = try Self.run(sql, parameters, on: connection.handle, statements: connection.statements)
-            return sqlite3_last_insert_rowid(connection.handle)
+        try connection.withLock { [path] (connection) throws(DatabaseError) -> Int64 in
+            let handle = try Self.openHandle(connection, path)
+            _ = try Self.run(sql, parameters, on: handle, statements: connection.statements)
+            return sqlite3_last_insert_rowid(handle)
         }
     }
 
@@ -155,8 +171,8 @@ public final class SQLiteDatabase: Sendable {
     public func transaction<T>(synced: Bool = true, _ body: (Transaction) throws(DatabaseError) -> T)
         throws(DatabaseError) -> T
     {
-        try connection.withLock { (connection) throws(DatabaseError) -> T in
-            let handle = connection.handle
+        try connection.withLock { [path] (connection) throws(DatabaseError) -> T in
+            let handle = try Self.openHandle(connection, path)
             let statements = connection.statements
             if !synced { _ = try Self.run("PRAGMA synchronous = NORMAL", [], on: handle, statements: statements) }
             defer {

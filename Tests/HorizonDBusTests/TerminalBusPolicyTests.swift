@@ -93,7 +93,7 @@ private final class PolicyBus {
         process.arguments = ["--config-file=\(configurationPath)", "--nofork", "--nopidfile"]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.runCheckingDescriptors()
         let deadline = ContinuousClock.now + .seconds(5)
         while !FileManager.default.fileExists(atPath: directory + "/bus"), ContinuousClock.now < deadline {
             usleep(20_000)
@@ -118,7 +118,7 @@ private final class PolicyBus {
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
-        try process.run()
+        try process.runCheckingDescriptors()
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return String(decoding: data, as: UTF8.self)

@@ -40,7 +40,7 @@ struct CorpusReplayTests {
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
-        try process.run()
+        try process.runCheckingDescriptors()
         let text = String(decoding: output.fileHandleForReading.readAllUntilEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         #expect(process.terminationStatus == 0, "horizon-fuzz replay \(target) failed:\n\(text)")

@@ -20,6 +20,9 @@ final class World: @unchecked Sendable {
     let simulation: RadioSimulation
     let anchorKey = P256.Signing.PrivateKey()
     let directory: URL
+    /// Every database a terminal of this world opened, closed with the world (the simulation's
+    /// tasks may hold a terminal for a while after the test).
+    private let opened = Mutex<(ledgers: [BlockingLedger], journals: [SQLiteTerminalJournal])>(([], []))
 
     init(seed: UInt64 = 7, pathLoss: PathLossModel = PathLossModel()) throws {
         simulation = RadioSimulation(seed: seed, pathLoss: pathLoss, wallClockAtStart: Self.wallClock)
@@ -27,7 +30,12 @@ final class World: @unchecked Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     }
 
-    deinit { try? FileManager.default.removeItem(at: directory) }
+    deinit {
+        try? FileManager.default.removeItem(at: directory)
+        let (ledgers, journals) = opened.withLock { $0 }
+        for journal in journals { journal.database.close() }
+        Task { for ledger in ledgers { await ledger.inProcess.close() } }
+    }
 
     var anchors: [TrustAnchor] { [TrustAnchor(publicKey: anchorKey.publicKey)] }
 
@@ -53,6 +61,10 @@ final class World: @unchecked Sendable {
         let ledger = try BlockingLedger(
             path: directory.appendingPathComponent("\(name).sqlite").path, configuration: ledger)
         let journal = try SQLiteTerminalJournal(path: directory.appendingPathComponent("\(name)-journal.sqlite").path)
+        opened.withLock {
+            $0.ledgers.append(ledger)
+            $0.journals.append(journal)
+        }
         let service = TerminalRadioService(
             radio: device, identity: identity, processor: ledger, journal: journal, configuration: serviceConfiguration,
             logger: logger)

@@ -266,7 +266,7 @@ final class ThrowawayPostgres: Sendable {
         process.standardOutput = output
         process.standardError = output
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try process.runCheckingDescriptors()
         while process.isRunning { Thread.sleep(forTimeInterval: 0.02) }
         try output.close()
         let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""

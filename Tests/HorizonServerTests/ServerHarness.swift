@@ -44,7 +44,13 @@ final class TestServer: Sendable {
         self.configuration = configuration
     }
 
-    deinit { try? FileManager.default.removeItem(at: directory) }
+    deinit {
+        try? FileManager.default.removeItem(at: directory)
+        // Background work of a router (claim recovery, sessions) may keep the ledger referenced
+        // after the test; its database files are closed now, not when the last task lets go: the
+        // test process would otherwise hold hundreds of descriptors of deleted files.
+        Task { [ledger] in await ledger.close() }
+    }
 
     /// The parts of a server over `ledger` (this server's own unless another is given), with
     /// the sandbox card processor unless `cardProcessor` is given.

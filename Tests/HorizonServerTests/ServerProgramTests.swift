@@ -253,7 +253,7 @@ final class ServerProcess: @unchecked Sendable {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = outputPipe
         process.standardError = errorPipe
-        try process.run()
+        try process.runCheckingDescriptors()
         for (pipe, sink) in [(outputPipe, outputData), (errorPipe, errorData)] {
             drained.enter()
             let handle = pipe.fileHandleForReading

@@ -92,7 +92,8 @@ struct WalletServiceClientsTests {
     @Test func theClientsReadAndChangeTheWalletsOwnAccount() async throws {
         let scene = try await Scene.make()
         let cache = Cache.temporaryAnonymousCache()
-        let reachability = NetworkReachability(probe: { nil })
+        // Speed is not under test here; a loaded machine may take seconds to answer.
+        let reachability = NetworkReachability(slowThreshold: .seconds(120), probe: { nil })
         try await scene.server.withLiveServer { client in
             let identity = try scene.identity(port: try #require(client.port), reachability: reachability)
             let account = AccountDataClient(identityClient: identity, cache: cache)
@@ -259,7 +260,8 @@ struct WalletServiceClientsTests {
     @Test func theCacheAnswersWhileTheServerIsDownAndSaysSo() async throws {
         let scene = try await Scene.make()
         let directory = scene.server.directory.appendingPathComponent("wallet-cache")
-        let reachability = NetworkReachability(probe: { nil })
+        // Speed is not under test here; a loaded machine may take seconds to answer.
+        let reachability = NetworkReachability(slowThreshold: .seconds(120), probe: { nil })
         let port = try await scene.server.withLiveServer { client in
             let port = try #require(client.port)
             let identity = try scene.identity(port: port, reachability: reachability)

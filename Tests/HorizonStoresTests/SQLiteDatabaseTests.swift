@@ -24,6 +24,38 @@ struct SQLiteDatabaseTests {
         try database.query("SELECT name FROM items ORDER BY id").compactMap { $0["name"].text }
     }
 
+    // MARK: Closing
+
+    /// Descriptors this process holds on files under `directory` (SQLite keeps the database,
+    /// its write-ahead log and its shared-memory index open).
+    func descriptors(under directory: URL) throws -> Int {
+        try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count { entry in
+            let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(entry)")
+            return target?.hasPrefix(directory.path) == true
+        }
+    }
+
+    @Test func closingFreesTheFilesAtOnceAndLaterCallsSaySoWithoutTouchingTheHandle() throws {
+        try withTemporaryDirectory { directory in
+            let database = try SQLiteDatabase(path: directory.appendingPathComponent("test.sqlite").path)
+            try database.execute("CREATE TABLE items(id INTEGER PRIMARY KEY)")
+            try database.query("INSERT INTO items(id) VALUES (1)")
+            #expect(try descriptors(under: directory) >= 1)
+            database.close()
+            // The object is still referenced here; its files are not.
+            #expect(try descriptors(under: directory) == 0)
+            for call in [
+                { try database.execute("SELECT 1") }, { _ = try database.query("SELECT 1") },
+                { _ = try database.insert("INSERT INTO items(id) VALUES (2)") },
+                { try database.transaction { (db) throws(DatabaseError) in _ = try db.query("SELECT 1") } },
+            ] as [() throws -> Void] {
+                let error = databaseError(call)
+                #expect(error?.message == "the database was closed")
+            }
+            database.close()  // twice is harmless
+        }
+    }
+
     // MARK: Transactions
 
     @Test func aTransactionCommitsAllOfItsWritesAndReturnsItsValue() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import HorizonTestSupport
 import Testing
 
 /// The benchmarks' smoke runs (issue 17 item 4), on the debug programs the test run built, so
@@ -104,7 +105,7 @@ import Testing
         let handle = try FileHandle(forWritingTo: output)
         process.standardOutput = handle
         process.standardError = handle
-        try process.run()
+        try process.runCheckingDescriptors()
         process.waitUntilExit()
         try handle.close()
         return (process.terminationStatus, String(decoding: try Data(contentsOf: output), as: UTF8.self))

@@ -65,7 +65,7 @@ struct ScriptRun {
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
-        try process.run()
+        try process.runCheckingDescriptors()
         // Read on a dispatch thread while it runs (a full pipe would stop the script; a task
         // would hold one of the cooperative pool's two threads for the whole run).
         let collected = OutputBox()

@@ -41,7 +41,7 @@ public final class TestBus: Sendable {
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try process.runCheckingDescriptors()
         self.process = process
         // The daemon prints its address once it listens; wait for that line (bounded).
         let descriptor = output.fileHandleForReading.fileDescriptor

@@ -154,7 +154,7 @@ final class OutputToFile {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
-        try process.run()
+        try process.runCheckingDescriptors()
     }
 
     var text: String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }

@@ -31,7 +31,7 @@ struct MerchantTextProgramTests {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
         process.arguments = [database, insert]
-        try process.run()
+        try process.runCheckingDescriptors()
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)
 

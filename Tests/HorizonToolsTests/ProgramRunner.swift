@@ -64,7 +64,7 @@ final class RunningProgram: @unchecked Sendable {
         process.standardError = errors
         // /dev/null, as `< /dev/null` or a service gives it: no pipe, and no read event ever comes.
         process.standardInput = inputFromNullDevice ? FileHandle.nullDevice : inputPipe
-        try process.run()
+        try process.runCheckingDescriptors()
         if let input { inputPipe.fileHandleForWriting.write(Data(input.utf8)) }
         if !keepInputOpen { try? inputPipe.fileHandleForWriting.close() }
         group.enter()
@@ -144,7 +144,7 @@ extension Programs {
         process.arguments = arguments
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.runCheckingDescriptors()
         process.waitUntilExit()
         return process.terminationStatus
     }
