@@ -825,7 +825,7 @@ public enum Operations {
     /// A Confirm submitted more than 24 h after the expiry the wallet signed in it (`expiresAt`) is
     /// refused with 422 `confirmation_expired` and nothing is charged, unless that payment id was
     /// executed (or its card charged) before: a retry always gets the stored result.
-    /// A Confirm that names one of the wallet's cards (issue 15) is charged through the card
+    /// A Confirm that names one of the wallet's cards is charged through the card
     /// processor with the payment id as its idempotency key; a timeout is resolved by asking the
     /// processor what happened before one retry. `card_processor_unavailable` (503): nothing was
     /// recorded; retry with the same payment id, which never charges twice.
