@@ -42,7 +42,7 @@ public struct WalletAccount: Sendable, Equatable {
     }
 }
 
-/// The single-box mode (issue 14 item 9): a terminal that settles in the Horizon ledger in its
+/// The single-box mode: a terminal that settles in the Horizon ledger in its
 /// own process, on a SQLite file in its data directory, with no server and no HTTP. The rules are
 /// the server's (`Ledger`, the same library); this type adds the one merchant such a ledger
 /// holds, the processor protocols, and helpers addressed by wallet key rather than wallet id
@@ -72,7 +72,7 @@ public final class InProcessLedger: PaymentProcessor, RedemptionProcessor, Senda
 
     /// Opens (creating if needed) the in-process ledger in the SQLite file at `path`.
     ///
-    /// A file written by the old sandbox ledger (HorizonStores' schema 2, before issue 14) is
+    /// A file written by the old sandbox ledger (HorizonStores' schema 2, before HorizonLedger) is
     /// migrated: it is moved to `legacyBackupPath(for:)` and its wallets, balances, bonus points,
     /// memberships, coupons, register users and every transaction (so a retry still gets its
     /// stored result) are imported in the same transaction that creates the merchant. A crash

@@ -2,7 +2,7 @@ import Foundation
 import HorizonCore
 import HorizonProtocol
 
-/// A daily token as the ledger keeps it (issue 16 item 3). The ledger does not read the signed
+/// A daily token as the ledger keeps it. The ledger does not read the signed
 /// bytes (the server signs and the secure channel's `DailyToken` decodes them); it keeps what
 /// later rules need: whose token, how much, until when.
 public struct DailyTokenRecord: Sendable, Equatable {

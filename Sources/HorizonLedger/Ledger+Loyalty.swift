@@ -22,7 +22,7 @@ public struct IssuedCoupon: Sendable, Equatable {
     public let redeemedAt: UnixTime?
 }
 
-/// The loyalty rules, per merchant (they were the old sandbox ledger's, before issue 14):
+/// The loyalty rules, per merchant (they were the old sandbox ledger's, before HorizonLedger):
 /// the same outcomes and decline codes.
 extension Ledger {
     // MARK: The redemption rule

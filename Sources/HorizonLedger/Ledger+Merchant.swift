@@ -3,7 +3,7 @@ import HorizonCore
 import HorizonProtocol
 import HorizonStores
 
-// What a merchant sees of its own business (issue 15: the merchant service and the dashboard):
+// What a merchant sees of its own business (the merchant service and the dashboard):
 // its transactions filtered and paged, one transaction with its refunds, its register users
 // and terminals. Every function here takes the merchant and reads or changes only its rows.
 

@@ -2,7 +2,7 @@ import HorizonCore
 import HorizonProtocol
 import HorizonStores
 
-/// A payment a terminal accepted while it could not reach the server (issue 16 item 3), as it
+/// A payment a terminal accepted while it could not reach the server, as it
 /// forwards it later: the payment the wallet signed, the daily token the wallet presented, and
 /// when the terminal accepted it.
 public struct OfflineSettlementRequest: Sendable, Equatable {
@@ -19,7 +19,7 @@ public struct OfflineSettlementRequest: Sendable, Equatable {
     }
 }
 
-/// Offline settlement (issue 16 item 3, DESIGN.md section 7), exactly once per payment id like
+/// Offline settlement, exactly once per payment id like
 /// online payments, and bounded by the wallet's daily tokens.
 ///
 /// The policy for what a wallet spends offline beyond its allowance (a wallet can spend its whole

@@ -42,7 +42,7 @@ public struct RefundRequest: Sendable, Equatable {
 /// Where a refund's money goes: back to the payment method the payment came from.
 ///
 /// Every payment the ledger executes today is paid from the wallet's Horizon balance, so every
-/// refund goes back to it. This is the seam for card payments (issue 15, cards): a refund of a
+/// refund goes back to it. This is the seam for card payments: a refund of a
 /// card payment is recorded with another destination (stored in `refunds.destination`, with
 /// the method's own id in `refunds.destination_reference`), its postings go to the account the
 /// card money came from, and the card processor is asked to refund with the refund id as its
@@ -50,7 +50,7 @@ public struct RefundRequest: Sendable, Equatable {
 public enum RefundDestination: String, Sendable, Equatable, Codable {
     /// The wallet's Horizon account in the payment's currency.
     case horizonBalance = "horizon_balance"
-    /// The card that paid (issue 15, `card_payments`): the money leaves through the external
+    /// The card that paid (`card_payments`): the money leaves through the external
     /// account, `destination_reference` is the card's id, and the server asks the card processor
     /// to refund the charge (`CardRefunds` in HorizonServer).
     case card
@@ -122,7 +122,7 @@ public enum RefundRefusal: Error, Equatable, Sendable, CustomStringConvertible {
     }
 }
 
-/// Refunds (issue 15 item 4): a merchant gives back all or part of an approved payment of its
+/// Refunds: a merchant gives back all or part of an approved payment of its
 /// own, as many times as it likes until nothing is left of the amount plus tip.
 ///
 /// Each refund is one entry (merchant account → the payment's method, today the wallet's

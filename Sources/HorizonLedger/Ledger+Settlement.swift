@@ -111,7 +111,7 @@ extension Ledger {
         let tip: Money
         let registerUser: String
         let contentDigest: [UInt8]
-        /// The daily token and the time of an offline acceptance (issue 16); nil when online.
+        /// The daily token and the time of an offline acceptance; nil when online.
         var offlineTokenID: [UInt8]? = nil
         var offlineAcceptedAt: UnixTime? = nil
     }
@@ -121,7 +121,7 @@ extension Ledger {
         let outcome: SettlementOutcome
         let walletID: WalletID?
         let entryID: Int64?
-        /// Whether an offline payment settled within the wallet's offline guarantee (issue 16).
+        /// Whether an offline payment settled within the wallet's offline guarantee.
         var offlineGuaranteed = false
         /// False for a decline that is answered but leaves no row: a key nobody registered is
         /// anyone's to make, and its refusals must not fill the merchant's transactions.
@@ -326,7 +326,7 @@ extension Ledger {
             contentDigest: try row.bytes("content_digest"))
     }
 
-    /// The offline columns (issue 16): all NULL for an online payment, all set for an offline one.
+    /// The offline columns: all NULL for an online payment, all set for an offline one.
     static func decodeOffline(_ row: SQLRow) throws(LedgerError) -> OfflineAcceptance? {
         let tokenID = try row.optionalBytes("offline_token_id")
         let acceptedAt = try row.optionalInteger("offline_accepted_at")
@@ -397,7 +397,7 @@ extension Ledger {
             }
         }
         let wallet = try await account(.wallet, owner: walletID.rawValue, merchant.currency, locking: true, in: db)
-        // An offline debt (issue 16) is owed before anything new is spent: online payments
+        // An offline debt is owed before anything new is spent: online payments
         // decline until a top-up has repaid it.
         let owed = try await offlineDebt(of: walletID, merchant.currency, in: db)
         if owed.minorUnits > 0 {

@@ -3,7 +3,7 @@ import HorizonCore
 import HorizonProtocol
 import HorizonStores
 
-// Issue 15, the wallet's services: what a wallet may read and change about its own account.
+// The wallet's services: what a wallet may read and change about its own account.
 // Every query here is scoped by the wallet id the caller's key resolves to; nothing takes another
 // wallet's id from a request.
 

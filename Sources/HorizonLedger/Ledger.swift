@@ -259,7 +259,7 @@ public final class Ledger: Sendable {
     /// The external account's owner: money that entered from outside (cards, cash, the sandbox).
     static let externalOwner = "external"
 
-    /// The owner of a wallet's offline debt account (issue 16): an external account of its own
+    /// The owner of a wallet's offline debt account: an external account of its own
     /// per wallet and currency, at or below zero. The money the server fronts to merchants for a
     /// guaranteed offline payment beyond the wallet's balance enters from outside the wallets'
     /// money, like a top-up, and the wallet owes it back: its next top-ups repay it first
@@ -367,7 +367,7 @@ public final class Ledger: Sendable {
     }
 
     /// Moves `money` from the external account to the wallet. An offline debt in that currency
-    /// (issue 16) is repaid first: the server fronted that money to merchants, so a top-up
+    /// is repaid first: the server fronted that money to merchants, so a top-up
     /// clears it before the wallet can spend again.
     @discardableResult
     static func fund(_ wallet: WalletID, with money: Money, kind: String, at time: UnixTime, in db: any SQLTransaction)
@@ -402,8 +402,8 @@ public final class Ledger: Sendable {
         return (try row.integer("id"), try row.integer("balance"))
     }
 
-    /// What the wallet owes in `currency` for guaranteed offline payments beyond its balance
-    /// (issue 16); zero when it owes nothing. Its next top-ups repay it first.
+    /// What the wallet owes in `currency` for guaranteed offline payments beyond its balance;
+    /// zero when it owes nothing. Its next top-ups repay it first.
     public func offlineDebt(of wallet: WalletID, in currency: Currency) async throws(LedgerError) -> Money {
         try await store.transaction { db in
             _ = try await Self.wallet(wallet, in: db)

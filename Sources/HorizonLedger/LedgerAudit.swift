@@ -55,7 +55,7 @@ public enum LedgerAudit {
             GROUP BY entry_id HAVING COUNT(*) > 1
             """
         ),
-        // issue 15: refunds
+        // Refunds
         (
             "a payment's refunds total more than its amount plus tip",
             """
@@ -92,7 +92,7 @@ public enum LedgerAudit {
             JOIN transactions t ON t.entry_id = r.entry_id
             """
         ),
-        // issue 16: offline settlement
+        // Offline settlement
         (
             "an offline debt account is above zero",
             """

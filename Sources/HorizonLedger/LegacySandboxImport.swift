@@ -28,7 +28,7 @@ public struct LegacySandboxMigration: Sendable, Equatable, CustomStringConvertib
     }
 }
 
-/// A ledger file written by HorizonStores' `SandboxLedger` (schema 2, before issue 14): tables
+/// A ledger file written by HorizonStores' `SandboxLedger` (schema 2, before HorizonLedger): tables
 /// `meta`, `wallets` keyed by public key, `merchant_account`, `register_users`, `transactions`,
 /// `gold_memberships`, `coupons`. Read whole into memory, then imported in one transaction.
 struct LegacySandboxFile: Sendable {

@@ -237,7 +237,7 @@ public enum LedgerSchema {
                 "CREATE INDEX wallet_registrations_email ON wallet_registrations(email, created_at)",
                 "CREATE INDEX wallet_registrations_phone ON wallet_registrations(phone, created_at)",
             ]),
-        // issue 15: refunds
+        // Refunds
         Migration(
             version: 5, name: "refunds",
             statements: [
@@ -289,7 +289,7 @@ public enum LedgerSchema {
                     """,
                 ],
             ]),
-        // issue 15: merchant dashboard
+        // Merchant dashboard
         Migration(
             version: 6, name: "merchant dashboard: sessions and sign-in attempts",
             statements: [
@@ -315,7 +315,7 @@ public enum LedgerSchema {
                 """,
                 "CREATE INDEX dashboard_sign_in_attempts_key ON dashboard_sign_in_attempts(attempt_key, attempted_at)",
             ]),
-        // Issue 15, wallet services: a wallet's own history, its bonus program memberships, and
+        // Wallet services: a wallet's own history, its bonus program memberships, and
         // the messages the operator asks every app to show.
         Migration(
             version: 7, name: "wallet services: history by wallet, bonus memberships, status messages",
@@ -347,12 +347,12 @@ public enum LedgerSchema {
                     created_at {INT} NOT NULL) {STRICT}
                 """,
             ]),
-        // issue 15: cards and 3-D Secure
+        // Cards and 3-D Secure
         Migration(
             version: 8, name: "payment cards, 3-D Secure challenges and the sandbox card processor",
             statements: [
                 // A wallet's card as the server keeps it: the processor's token and what a person
-                // needs to recognise the card. Never the number or the CVC (issue 15 item 2).
+                // needs to recognise the card. Never the number or the CVC.
                 // `state` is 'challenge' until a required 3-D Secure challenge succeeds; a removed
                 // card keeps its row (payments name it) but cannot pay or be listed.
                 """
@@ -432,7 +432,7 @@ public enum LedgerSchema {
         Migration(
             version: 9, name: "daily tokens for offline payments",
             statements: [
-                // Every daily token the server signed (issue 16 item 3): what a wallet may spend
+                // Every daily token the server signed: what a wallet may spend
                 // offline, so that settling offline payments can later be bounded by it. The
                 // signed bytes are kept because a signature cannot be made again identically: a
                 // wallet asking twice gets the very token it had. `balance_at_issue` and
@@ -456,7 +456,7 @@ public enum LedgerSchema {
                 """,
                 "CREATE INDEX daily_tokens_wallet ON daily_tokens(wallet_id, currency, expires_at)",
             ]),
-        // issue 16: offline settlement
+        // Offline settlement
         Migration(
             version: 10, name: "offline settlement: the offline columns of a payment",
             statements: [
@@ -470,7 +470,7 @@ public enum LedgerSchema {
                 "ALTER TABLE transactions ADD COLUMN offline_guaranteed {INT} CHECK (offline_guaranteed IN (0, 1))",
                 "CREATE INDEX transactions_offline_token ON transactions(offline_token_id)",
             ]),
-        // issue 13 item 10: a payment's CPU
+        // Less CPU per payment
         Migration(
             version: 11, name: "entries: the kind checked by comparisons, not a list",
             statements: [],

@@ -65,11 +65,11 @@ public struct LedgerTransaction: Sendable, Equatable {
     public let terminalKeyID: TerminalKeyID
     public let registerUser: String
     public let result: SettlementResult
-    /// How it was settled when a terminal accepted it offline (issue 16); nil when online.
+    /// How it was settled when a terminal accepted it offline; nil when online.
     public var offline: OfflineAcceptance? = nil
 }
 
-/// How a payment a terminal accepted offline was settled (issue 16 item 3).
+/// How a payment a terminal accepted offline was settled.
 public struct OfflineAcceptance: Sendable, Equatable {
     /// The daily token the wallet presented.
     public let tokenID: [UInt8]
@@ -92,7 +92,7 @@ public enum WalletEnrollment: Sendable, Equatable {
     /// Declined as `unknownWallet`: wallets register first (the server).
     case refuseUnknown
     /// Registered on first contact and funded with this balance, posted from the external
-    /// account like any top-up: only for the single-box sandbox (issue 14 item 9).
+    /// account like any top-up: only for the single-box sandbox.
     case sandboxOnFirstContact(startingBalance: Int64)
 }
 
