@@ -2,7 +2,7 @@ import Foundation
 import HorizonLedger
 import Synchronization
 
-/// Crash tests' way to make the server fail where a real one can (issue 14 item 7): killed with
+/// Crash tests' way to make the server fail where a real one can: killed with
 /// SIGKILL, as by a power cut, or slow, at a chosen point of a payment's or redemption's
 /// execution. `horizon-server serve` reads it from its environment; without the variables the
 /// ledger is used as it is.

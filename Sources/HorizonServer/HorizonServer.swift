@@ -14,7 +14,7 @@ import OpenAPIRuntime
 
 /// The Horizon server: `openapi.yaml`'s operations on Hummingbird 2, over one ledger.
 ///
-/// Stateless over its database (DESIGN.md section 6): run several processes on one PostgreSQL
+/// Stateless over its database: run several processes on one PostgreSQL
 /// behind a load balancer. Request limits and sign-in counters are in the database too.
 public enum HorizonServer {
     /// The parts a server is made of, so tests can build one around their own ledger and clock.
@@ -24,12 +24,12 @@ public enum HorizonServer {
         public var issuer: Issuer
         public var metrics: ServerMetrics
         public var messages: any MessageSender
-        /// The card processor (issue 15); the sandbox over this ledger unless given.
+        /// The card processor; the sandbox over this ledger unless given.
         public var cardProcessor: any CardProcessor
         public var now: @Sendable () -> UnixTime
         /// The rate limiter's clock (its buckets refill by the sub-second).
         public var rateLimitClock: @Sendable () -> ContinuousClock.Instant
-        /// The gateway's HPKE key (issue 16). `horizon-server` loads the one kept in its data
+        /// The gateway's HPKE key. `horizon-server` loads the one kept in its data
         /// directory (`GatewayKey.loadOrCreate`); without one, a new key lives as long as these parts.
         public var gatewayKey: GatewayKey
 
@@ -77,7 +77,7 @@ public enum HorizonServer {
             rateLimitClock: parts.rateLimitClock)
         // No NUL in any string, for the dashboard and the API alike, before either reads one.
         router.add(middleware: TextMiddleware(maximumBytes: parts.configuration.maximumBodyBytes))
-        // The merchant dashboard's HTML pages (issue 15), before the API's JSON-only body rule.
+        // The merchant dashboard's HTML pages, before the API's JSON-only body rule.
         router.add(
             middleware: DashboardMiddleware(dashboard: try Dashboard(api: handler, configuration: parts.configuration)))
         router.add(middleware: BodyLimitMiddleware(maximumBytes: parts.configuration.maximumBodyBytes))
@@ -88,7 +88,7 @@ public enum HorizonServer {
         try handler.registerHandlers(on: RecordingTransport(router: router, routes: routes))
         ThreeDSecurePages.register(on: router, ledger: parts.ledger, now: parts.now)
         // The gateway serves the requests it opens through this same router, every middleware
-        // included (issue 16); its responder is built once every route is on it.
+        // included; its responder is built once every route is on it.
         gateway.setResponder(router.buildResponder())
         return router
     }

@@ -13,7 +13,7 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
     public var issuerKeyPath: String
     /// The name wallets show for the anchor.
     public var issuerName: String
-    /// How long a terminal credential is valid, in seconds (DESIGN.md: hours to a day; at most 24 h).
+    /// How long a terminal credential is valid, in seconds (hours to a day; at most 24 h).
     public var credentialValidity: Int64
     /// Largest request body accepted, in bytes.
     public var maximumBodyBytes: Int
@@ -30,7 +30,7 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
     public var tlsCertificatePath: String?
     public var tlsKeyPath: String?
     /// The most a daily token lets a wallet spend offline, in major units of the token's
-    /// currency (issue 16: 50.00 EUR, like a card terminal's offline floor); nil for 50. Optional
+    /// currency (50.00 EUR, like a card terminal's offline floor); nil for 50. Optional
     /// so that a `server.json` written before daily tokens still loads.
     public var offlineAllowanceMajorUnits: Int64?
     /// How long a daily token is valid, in seconds (at most 24 h); nil for 24 h.
@@ -44,7 +44,7 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
     public var secureCookies: Bool { tlsCertificatePath != nil || behindTLSProxy == true }
 
     /// The gateway's HPKE private key (PEM), relative paths from the data directory; nil for
-    /// `gateway-key.pem` (issue 16). Made by `horizon-server init` or the first `serve`, then kept:
+    /// `gateway-key.pem`. Made by `horizon-server init` or the first `serve`, then kept:
     /// wallets cache the signed key configuration, so a new key on every restart would break them.
     public var gatewayKeyPath: String?
     /// Sealed requests one terminal may relay to the gateway a minute; nil for 60.

@@ -1,7 +1,7 @@
 import Foundation
 import HorizonAPI
 
-/// The wallet's daily token (issue 16 item 3, `POST /v1/wallet/daily-token`), signed with the
+/// The wallet's daily token (`POST /v1/wallet/daily-token`), signed with the
 /// key this client was made with.
 extension HorizonServerClient {
     /// The signing wallet's current daily token. `currency` may be nil when the wallet holds

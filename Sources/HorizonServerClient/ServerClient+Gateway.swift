@@ -5,7 +5,7 @@ import HorizonAPI
 import HorizonObliviousHTTP
 import OpenAPIRuntime
 
-/// issue 16: gateway. The wallet's requests sealed to the server's gateway key and carried by a
+/// The Oblivious HTTP gateway: the wallet's requests sealed to the server's gateway key and carried by a
 /// relay (a terminal over the radio); the terminal's side of the relay; the signed key
 /// configuration.
 extension HorizonServerClient {

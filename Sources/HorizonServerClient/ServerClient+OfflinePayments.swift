@@ -3,7 +3,7 @@ import HorizonAPI
 import HorizonCore
 import HorizonProtocol
 
-/// What the server did with a payment a terminal accepted offline (issue 16 item 3).
+/// What the server did with a payment a terminal accepted offline.
 public struct OfflinePaymentSettlement: Sendable, Equatable {
     public enum Outcome: Sendable, Equatable {
         /// The merchant is paid: the server's reference, and the bonus points as for an online payment.

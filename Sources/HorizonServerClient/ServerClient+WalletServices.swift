@@ -1,7 +1,7 @@
 import Foundation
 import HorizonAPI
 
-/// The wallet's services (issue 15, `openapi.yaml` under `/v1/wallet/...`): each call is signed
+/// The wallet's services (`openapi.yaml` under `/v1/wallet/...`): each call is signed
 /// with the key this client was made with, and the server answers about that key's wallet only.
 /// A revoked key is refused with `wallet_key_revoked` (401), an unregistered one with
 /// `wallet_unknown` (403).

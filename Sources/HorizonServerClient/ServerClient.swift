@@ -56,7 +56,7 @@ public struct HorizonServerClient: Sendable {
                 configuration: .init(client: http ?? Self.http, timeout: .milliseconds(max(1, milliseconds)))))
     }
 
-    /// A client over `transport` (HTTP, or the sealed relay of issue 16), signing with `signingKey`.
+    /// A client over `transport` (HTTP, or the sealed relay through a terminal), signing with `signingKey`.
     init(
         serverURL: URL, signingKey: P256.Signing.PrivateKey?, transport: any ClientTransport,
         clock: @escaping @Sendable () -> Int64
@@ -191,7 +191,7 @@ public struct HorizonServerClient: Sendable {
     }
 
     static func transportError(_ error: any Error) -> ServerClientError {
-        // The relay transport (issue 16) says itself whether the request left the device.
+        // The relay transport says itself whether the request left the device.
         if let error = error as? ServerClientError { return error }
         if let error = error as? HTTPClientError {
             if error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
@@ -232,11 +232,11 @@ public enum ServerClientError: Error, Equatable, Sendable, CustomStringConvertib
     /// `http://` to another machine without the lab flag: nothing was sent.
     case insecureServerURL(String)
     case cancelled
-    /// issue 16: a request for the relay (a terminal and the server's gateway) was not sent:
+    /// A request for the relay (a terminal and the server's gateway) was not sent:
     /// it could not be sealed or is too large. Nothing left the device; fixing the cause and
     /// calling again is safe.
     case notRelayed(String)
-    /// issue 16: the sealed request was handed to the relay, but no answer that opens came back.
+    /// The sealed request was handed to the relay, but no answer that opens came back.
     /// The server may or may not have acted on it; nothing is sent again automatically.
     case relayOutcomeUnknown(String)
 

@@ -1,4 +1,4 @@
-// The reference SDK's service clients (issue 15): the merchant's `MerchantServiceClient` and the
+// The reference SDK's service clients: the merchant's `MerchantServiceClient` and the
 // wallet's `AccountDataClient`, `WalletClient`, program, transaction and status clients, each an
 // async layer over the server's signed API (`HorizonServerClient`), named as the reference names
 // them so that an app written against the SDK reads the same here.

@@ -5,7 +5,7 @@ import HorizonLedger
 import HorizonProtocol
 import HorizonStores
 
-/// A wallet's payment cards (issue 15 item 2, the reference's `WalletClient`): add with the
+/// A wallet's payment cards (the reference's `WalletClient`): add with the
 /// server's checks and the processor's token, 3-D Secure completion, list, update, remove.
 /// Every operation is signed by the wallet's own key and sees only that wallet's cards.
 extension APIHandler {

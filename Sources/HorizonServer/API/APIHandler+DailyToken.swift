@@ -6,7 +6,7 @@ import HorizonLedger
 import HorizonProtocol
 import HorizonSecureChannel
 
-/// The wallet's daily token (issue 16 item 3, DESIGN.md section 7): a server-signed allowance
+/// The wallet's daily token: a server-signed allowance
 /// for offline payments, signed by the issuer key wallets and terminals already trust.
 extension APIHandler {
     func issueDailyToken(_ input: Operations.IssueDailyToken.Input) async throws
@@ -24,7 +24,7 @@ extension APIHandler {
         let balances = try await ledger.balances(of: wallet.id)
         let currency = try Self.tokenCurrency(request.currency, balances: balances)
         let time = now()
-        // What the wallet could spend: its balance less an offline debt (issue 16), so that a
+        // What the wallet could spend: its balance less an offline debt, so that a
         // wallet in debt gets an allowance of 0 until a top-up has repaid it.
         let owed = try await ledger.offlineDebt(of: wallet.id, in: currency)
         let balance = (balances.first { $0.currency == currency }?.minorUnits ?? 0) - owed.minorUnits

@@ -4,7 +4,7 @@ import HorizonObliviousHTTP
 import Logging
 import OpenAPIRuntime
 
-/// issue 16: gateway. The signed key configuration, and the relay of sealed wallet requests.
+/// The Oblivious HTTP gateway: the signed key configuration, and the relay of sealed wallet requests.
 extension APIHandler {
     func getGatewayKeyConfig(_ input: Operations.GetGatewayKeyConfig.Input) async throws
         -> Operations.GetGatewayKeyConfig.Output

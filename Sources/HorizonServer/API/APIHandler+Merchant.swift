@@ -4,7 +4,7 @@ import HorizonCore
 import HorizonLedger
 import HorizonProtocol
 
-/// The merchant service (issue 15, `/v1/merchant/...`): register users, transactions, refunds,
+/// The merchant service (`/v1/merchant/...`): register users, transactions, refunds,
 /// programs and terminals of the signing terminal's merchant. Every operation starts with
 /// `signingTerminal()` (an active, unrevoked terminal), and every ledger call is scoped to that
 /// terminal's merchant: another merchant's payment, terminal or register user is answered
@@ -238,7 +238,7 @@ extension APIHandler {
             body.declineCode = Int32(code.rawValue)
             body.declineReason = reason
         }
-        // issue 16: offline settlement
+        // Offline settlement
         body.offline = transaction.offline.map(Self.offlineAcceptance)
         return body
     }

@@ -13,7 +13,7 @@ struct MerchantCaller: Sendable, CustomStringConvertible {
     var description: String { terminal.map { "terminal \($0.id)" } ?? "admin of \(merchantID)" }
 }
 
-/// Issue 15: the merchant's admin signs in for the merchant service without a terminal. The
+/// The merchant's admin signs in for the merchant service without a terminal. The
 /// session is a dashboard session (same table, at most the same 8 h, same sign-in limits): one
 /// sign-in, whichever door it came through.
 extension APIHandler {

@@ -7,7 +7,7 @@ import HorizonProtocol
 import HorizonSecureChannel
 import HorizonStores
 
-/// Offline settlement (issue 16 item 3): a terminal that accepted a payment while it could not
+/// Offline settlement: a terminal that accepted a payment while it could not
 /// reach the server forwards it; the server checks it as an online payment, its acceptance time
 /// against the confirmation's signed expiry, then the daily token it was accepted under and the
 /// forwarding deadline, and settles it once by the ledger's offline policy

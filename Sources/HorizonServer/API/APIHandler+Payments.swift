@@ -7,7 +7,7 @@ import HorizonProtocol
 import HorizonSecureChannel
 import HorizonStores
 
-/// Settlement through the server (issue 14 item 6): the terminal forwards what the wallet
+/// Settlement through the server: the terminal forwards what the wallet
 /// signed; the server checks it against the wallet's own key and executes it once.
 extension APIHandler {
     func submitPayment(_ input: Operations.SubmitPayment.Input) async throws -> Operations.SubmitPayment.Output {
@@ -86,7 +86,7 @@ extension APIHandler {
             throw APIError(.paymentNotFound, "no payment \(id.bytes.hexString) was executed for this merchant")
         }
         var body = Self.paymentResult(transaction.result)
-        body.offline = transaction.offline.map(Self.offlineAcceptance)  // issue 16: offline settlement
+        body.offline = transaction.offline.map(Self.offlineAcceptance)  // Offline settlement
         return .ok(.init(body: .json(try signed(body))))
     }
 

@@ -7,8 +7,8 @@ import HorizonProtocol
 import HorizonSecureChannel
 import OpenAPIRuntime
 
-/// Wallet registration and restoration with one-time codes (DESIGN.md section 6, the
-/// reference's `IdentityClient`): a code goes out through `MessageSender`, only a keyed hash of
+/// Wallet registration and restoration with one-time codes (the reference's
+/// `IdentityClient`): a code goes out through `MessageSender`, only a keyed hash of
 /// it is stored, and its verify creates the account or moves it to the new device's key.
 extension APIHandler {
     var registrationPolicy: RegistrationPolicy { RegistrationPolicy() }

@@ -4,7 +4,7 @@ import HorizonCore
 import HorizonLedger
 import HorizonProtocol
 
-/// The wallet's services (issue 15, DESIGN.md section 6): account data, balances, history,
+/// The wallet's services: account data, balances, history,
 /// bonus, gold and coupon programs, signed by the wallet's registered key. Each operation
 /// resolves the signing key to its wallet and reads or changes that wallet only: no request
 /// names a wallet, so wallet B cannot even ask for wallet A's data.

@@ -19,7 +19,7 @@ struct APIHandler: APIProtocol {
     /// Tokenizes, charges and refunds cards (the sandbox processor unless a test gives another).
     let cards: any CardProcessor
     let now: @Sendable () -> UnixTime
-    /// issue 16: the Oblivious HTTP gateway, and the clock of its per-terminal relay limit.
+    /// The Oblivious HTTP gateway, and the clock of its per-terminal relay limit.
     let gateway: ServerGateway
     let rateLimitClock: @Sendable () -> ContinuousClock.Instant
 

@@ -81,7 +81,7 @@ public struct CardRefund: Sendable, Equatable {
 /// Why the processor gave no answer.
 public enum CardProcessorError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The processor did not answer in time. The request may or may not have been applied:
-    /// ask `lookup(idempotencyKey:)` before trying again (DESIGN.md section 5).
+    /// ask `lookup(idempotencyKey:)` before trying again, so that nothing is charged twice.
     case timeout
     /// The processor cannot be reached or failed; nothing is known to have happened.
     case unavailable(String)
@@ -110,7 +110,7 @@ public enum CardProcessorError: Error, Equatable, Sendable, CustomStringConverti
     }
 }
 
-/// The seam between the server and a card processor (DESIGN.md section 5). Every charge and
+/// The seam between the server and a card processor. Every charge and
 /// refund carries an idempotency key: the processor applies a key once and answers every retry
 /// with what it did; after a timeout, `lookup` says whether the charge was applied, so the
 /// server never charges twice and never reports a charge that was not made.

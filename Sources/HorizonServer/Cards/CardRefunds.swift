@@ -1,7 +1,7 @@
 import HorizonCore
 import HorizonLedger
 
-/// Refunds that reach the card a payment was made with (issue 15): the ledger decides and
+/// Refunds that reach the card a payment was made with: the ledger decides and
 /// records the refund first (what is left, idempotent by the merchant's refund id); a refund
 /// whose destination is a card is then sent to the card processor, against the payment's charge
 /// (its idempotency key is the payment id), with the refund's own idempotency key.

@@ -106,7 +106,7 @@ struct TransactionRow {
         reference = transaction.reference
         time = DashboardDates.format(result.settledAt)
         type = result.transactionType.description
-        // issue 16: a payment a terminal accepted offline, and whether the offline guarantee paid it.
+        // A payment a terminal accepted offline, and whether the offline guarantee paid it.
         if let offline = transaction.offline {
             type += offline.guaranteed ? " (offline, guaranteed)" : " (offline)"
         }

@@ -6,7 +6,7 @@ import Logging
 import NIOCore
 import Synchronization
 
-/// The server's Oblivious HTTP gateway (issue 16): opens a sealed wallet request a terminal
+/// The server's Oblivious HTTP gateway: opens a sealed wallet request a terminal
 /// relays, refuses replays (recorded in the ledger's database, see `Ledger.recordGatewayRequest`)
 /// and stale dates, serves the request through the server's own
 /// router in this process (with every middleware, so the wallet's signature is checked as if it

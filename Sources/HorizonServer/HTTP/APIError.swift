@@ -39,7 +39,7 @@ public struct APIError: Error, Sendable, Equatable {
         case registrationExpired = "registration_expired"
         case registrationUsed = "registration_used"
         case registrationLocked = "registration_locked"
-        // issue 15: cards and 3-D Secure.
+        // Cards and 3-D Secure.
         case cardNumberInvalid = "card_number_invalid"
         case cardBrandUnsupported = "card_brand_unsupported"
         case cardExpiryInvalid = "card_expiry_invalid"
@@ -53,31 +53,31 @@ public struct APIError: Error, Sendable, Equatable {
         case cardChallengeExpired = "card_challenge_expired"
         case cardChallengeFailed = "card_challenge_failed"
         case cardPaResInvalid = "card_pares_invalid"
-        // issue 15: refunds (the codes of `RefundRefusal`)
+        // Refunds (the codes of `RefundRefusal`)
         case refundIDInvalid = "refund_id_invalid"
         case refundAmountInvalid = "refund_amount_invalid"
         case paymentNotRefundable = "payment_not_refundable"
         case currencyMismatch = "currency_mismatch"
         case refundExceedsRemaining = "refund_exceeds_remaining"
         case idempotencyConflict = "idempotency_conflict"
-        // Wallet services (issue 15).
+        // Wallet services.
         case walletUnknown = "wallet_unknown"
         case walletKeyRevoked = "wallet_key_revoked"
         case invalidCursor = "invalid_cursor"
         case transactionNotFound = "transaction_not_found"
-        // issue 15: merchant service
+        // Merchant service
         case registerUserIDInvalid = "register_user_id_invalid"
         case registerUserNameInvalid = "register_user_name_invalid"
         case registerUserExists = "register_user_exists"
         case registerUserNotFound = "register_user_not_found"
         case terminalNotFound = "terminal_not_found"
-        // issue 16: gateway
+        // Gateway
         case gatewayRequestInvalid = "gateway_request_invalid"
         case gatewayRequestReplayed = "gateway_request_replayed"
         case gatewayRequestExpired = "gateway_request_expired"
         case gatewayResponseTooLarge = "gateway_response_too_large"
         case gatewayBusy = "gateway_busy"
-        // issue 16: offline settlement (the daily token a forwarded offline payment was accepted under)
+        // Offline settlement (the daily token a forwarded offline payment was accepted under)
         case dailyTokenUnknown = "daily_token_unknown"
         case dailyTokenOtherWallet = "daily_token_other_wallet"
         case dailyTokenExpired = "daily_token_expired"

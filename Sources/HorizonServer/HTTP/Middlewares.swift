@@ -65,7 +65,7 @@ struct BoundaryMiddleware: RouterMiddleware {
             ? "unmatched" : (context.endpointPath ?? Dashboard.routeLabel(forPath: request.uri.path) ?? "unmatched")
         metrics.recordRequest(
             method: request.method.rawValue, route: route, status: response.status.code, duration: duration)
-        // A relayed request's path is logged at debug only (issue 16: the gateway's inner requests).
+        // A relayed request's path is logged at debug only (the gateway's inner requests).
         logger.log(
             level: context.isRelayed ? .debug : .info,
             "\(request.method.rawValue) \(request.uri.path) \(response.status.code)",
@@ -260,11 +260,11 @@ struct BodyLimitMiddleware: RouterMiddleware {
             let type = request.headers[.contentType]?.lowercased() ?? ""
             // The media type itself, without parameters such as charset ("application/jsonp" is not JSON).
             let mediaType = type.split(separator: ";", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces) ?? ""
-            // The 3-D Secure pages are HTML forms a browser posts (issue 15).
+            // The 3-D Secure pages are HTML forms a browser posts.
             let isForm =
                 mediaType == "application/x-www-form-urlencoded"
                 && ThreeDSecurePages.acceptsForms(path: request.uri.path)
-            // The gateway's sealed requests (issue 16, RFC 9458).
+            // The gateway's sealed requests (RFC 9458).
             let isSealed = mediaType == "message/ohttp-req" && request.uri.path == "/v1/gateway"
             guard mediaType == "application/json" || isForm || isSealed else {
                 throw APIError(

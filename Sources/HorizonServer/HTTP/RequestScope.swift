@@ -25,7 +25,7 @@ public struct RequestScope: Sendable {
 public struct ServerRequestContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
     public let remoteAddress: SocketAddress?
-    /// A wallet's request the gateway opened (issue 16): it is logged at debug only, and limited
+    /// A wallet's request the gateway opened: it is logged at debug only, and limited
     /// by the relay limit of the terminal that carried it rather than by a peer address.
     public let isRelayed: Bool
 

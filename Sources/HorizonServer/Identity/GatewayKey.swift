@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 import HorizonObliviousHTTP
 
-/// The gateway's HPKE key (issue 16): wallets seal their relayed requests to it. It is kept in
+/// The gateway's HPKE key: wallets seal their relayed requests to it. It is kept in
 /// the data directory like the issuer key and loaded by every process, so it survives restarts
 /// (wallets cache the signed configuration) and every process of a scaled-out server opens what
 /// any of them published.

@@ -4,8 +4,8 @@ import HorizonAPI
 import HorizonCore
 import HorizonSecureChannel
 
-/// The server's issuer: the one private key that vouches for terminals (DESIGN.md section 4:
-/// no terminal holds an issuer key). Every process of a scaled-out server loads the same key
+/// The server's issuer: the one private key that vouches for terminals (no
+/// terminal holds an issuer key). Every process of a scaled-out server loads the same key
 /// file; wallets pin its public half, the trust anchor.
 public struct Issuer: Sendable {
     public let signingKey: P256.Signing.PrivateKey

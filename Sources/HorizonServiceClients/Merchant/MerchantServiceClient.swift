@@ -87,7 +87,7 @@ public actor MerchantServiceClient {
         self.init(server: HorizonServerClient(serverURL: serverURL, signingKey: terminalKey, timeout: timeout))
     }
 
-    /// A client for the merchant's admin, without a terminal (issue 15): signs in with the
+    /// A client for the merchant's admin, without a terminal: signs in with the
     /// admin's e-mail and password and carries the session (`lifetime`, 60 s to 8 h) with every call. Refusals are
     /// the server's (`invalid_credentials`, `account_locked`, `rate_limited`).
     public static func signIn(

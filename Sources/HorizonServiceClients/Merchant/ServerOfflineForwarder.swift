@@ -4,7 +4,7 @@ import HorizonRoles
 import HorizonServerClient
 import HorizonStores
 
-/// The terminal's offline forwarder (issue 16): each payment it accepted offline goes to
+/// The terminal's offline forwarder: each payment it accepted offline goes to
 /// `POST /v1/payments/offline`, signed with the terminal's key, with the wallet's Confirm and
 /// daily token exactly as they arrived. The server settles a payment id once, so sending one again
 /// after a crash or a lost answer settles nothing twice.

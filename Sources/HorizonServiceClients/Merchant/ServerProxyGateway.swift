@@ -1,7 +1,7 @@
 import HorizonRoles
 import HorizonServerClient
 
-/// The terminal's side of the request proxy (issue 16): a wallet's sealed request, relayed by
+/// The terminal's side of the request proxy: a wallet's sealed request, relayed by
 /// `RequestProxyHostCoordinator`, posted to the server's gateway with the terminal's own
 /// signature (`POST /v1/gateway`), and the sealed answer handed back. The terminal never opens
 /// either; a failure after the bytes left is "outcome unknown" to the wallet, never retried here.

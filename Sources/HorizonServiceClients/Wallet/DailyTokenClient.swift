@@ -12,8 +12,8 @@ import Synchronization
 public struct StoredDailyToken: Sendable, Equatable {
     public let token: DailyToken
     public let encoded: [UInt8]
-    /// Offline spending the wallet has recorded against this token (issue 16's offline payments
-    /// lower it); the remaining allowance is the token's allowance minus this.
+    /// Offline spending the wallet has recorded against this token (payments
+    /// accepted offline lower it); the remaining allowance is the token's allowance minus this.
     public let spentOffline: Int64
 
     public var remainingAllowance: Money {
@@ -49,7 +49,7 @@ public enum DailyTokenClientError: Error, Equatable, Sendable, CustomStringConve
 }
 
 /// The reference's `DailyTokenClient`: fetches the day's token when online and refreshes it
-/// before it runs out, so that the wallet can pay offline (issue 16 item 3). Every token is
+/// before it runs out, so that the wallet can pay offline. Every token is
 /// verified against the anchors the wallet pinned and against the wallet's own key before it is
 /// kept; the cache holds the signed bytes and is verified again when read back, so a tampered
 /// cache file is never trusted.
@@ -159,7 +159,8 @@ public final class DailyTokenClient: IdentityObserver {
         return overflow || left < (token.validity + 3) / 4
     }
 
-    /// Records `amount` spent offline against the current token (issue 16's offline payments).
+    /// Records `amount` spent offline against the current token (a payment a terminal
+    /// accepted offline).
     public func recordOfflineSpending(_ amount: Money) {
         // From the cache when this run has not read the token yet: a payment accepted offline may
         // be answered only in a later run (it was pending when the link broke).
@@ -186,7 +187,7 @@ public final class DailyTokenClient: IdentityObserver {
     }
 }
 
-/// The payment client asks it for the token when a terminal cannot reach its server (issue 16),
+/// The payment client asks it for the token when a terminal cannot reach its server,
 /// and records what the terminal accepted offline against it.
 extension DailyTokenClient: OfflineTokenProvider {
     /// The current token's signed bytes, as the server issued them; nil without a valid one.

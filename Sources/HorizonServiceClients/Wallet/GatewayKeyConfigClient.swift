@@ -19,7 +19,7 @@ public enum GatewayKeyConfigClientError: Error, Equatable, Sendable, CustomStrin
     }
 }
 
-/// The gateway key configuration a wallet seals relayed requests to (issue 16): fetched when
+/// The gateway key configuration a wallet seals relayed requests to: fetched when
 /// online, verified against the pinned anchors, kept in the cache so that it is there when the
 /// network is not, and verified again whenever it is read back from the cache.
 public final class GatewayKeyConfigClient: Sendable {

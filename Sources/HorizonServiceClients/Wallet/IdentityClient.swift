@@ -93,7 +93,7 @@ public final class IdentityClient: Sendable {
     private struct Inner {
         var key: P256.Signing.PrivateKey?
         var state: IdentityState
-        /// issue 16: when set, every request goes sealed through this relay.
+        /// When set, every request goes sealed through this relay.
         var gatewayRoute: GatewayRoute?
         var observers: [Observer] = []
         var continuations: [UUID: AsyncStream<IdentityEvent>.Continuation] = [:]
@@ -182,7 +182,7 @@ public final class IdentityClient: Sendable {
         return HorizonServerClient(serverURL: serverURL, timeout: timeout, clock: clock)
     }
 
-    /// issue 16: sends every request of every client of this identity sealed through `route`
+    /// Sends every request of every client of this identity sealed through `route`
     /// (a terminal relaying to the server's gateway) from now on; nil goes back to direct HTTP.
     public func routeThroughGateway(_ route: GatewayRoute?) { inner.withLock { $0.gatewayRoute = route } }
 
@@ -279,7 +279,7 @@ extension ServerClientError {
     }
 }
 
-/// issue 16: a relay to the server's gateway and the verified key configuration requests are
+/// A relay to the server's gateway and the verified key configuration requests are
 /// sealed to (from `GatewayKeyConfigClient`).
 public struct GatewayRoute: Sendable {
     public let keyConfiguration: ObliviousHTTPKeyConfiguration

@@ -1,7 +1,7 @@
 import HorizonRoles
 
 extension RequestProxyClientCoordinator {
-    /// The reference's wiring (issue 16): requests go through the terminal whenever `reachability`
+    /// The reference's wiring: requests go through the terminal whenever `reachability`
     /// does not report the server as answering fast (unknown, unreachable or slow).
     public func useNetworkReachability(_ reachability: NetworkReachability) {
         shouldUseProxyDueToNetworkProblem = { reachability.reachabilityStatus != .fast }

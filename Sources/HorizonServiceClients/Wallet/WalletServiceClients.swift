@@ -1,7 +1,7 @@
 import Foundation
 import HorizonAPI
 
-// The wallet's service clients of the reference SDK (issue 15), each an async layer over the
+// The wallet's service clients of the reference SDK, each an async layer over the
 // signed `/v1/wallet/...` API through its `IdentityClient`: reads fall back to the last answer
 // in the `Cache` while the server cannot be reached (the result says so), changes need the
 // server, and each client clears its cache in `reset()`, which the identity calls when it is
