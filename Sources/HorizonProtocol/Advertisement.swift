@@ -13,7 +13,7 @@ public struct HorizonAdvertisement: Hashable, Sendable {
     public static let companyID: UInt16 = 0xFFFF
     /// "HZ": tells our payload apart from other devices that also use the test company id.
     public static let magic: [UInt8] = [0x48, 0x5A]
-    /// 2 since the session protocol's version 2 (issue 12): an older wallet shows "update" instead of
+    /// 2 since the session protocol's version 2: an older wallet shows "update" instead of
     /// connecting and failing.
     public static let currentVersion: UInt8 = 2
     /// Magic, version, transaction type, session id, terminal key id.

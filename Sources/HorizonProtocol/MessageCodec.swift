@@ -14,9 +14,9 @@ public enum SessionMessageType: UInt8, CaseIterable, Hashable, Sendable, CustomS
     case proxyResponse = 0x0A
     case receiptAcknowledgement = 0x0B
     case proxyError = 0x0C
-    /// Issue 16: the terminal, cut from its server, asks for the wallet's daily token.
+    /// The terminal, cut from its server, asks for the wallet's daily token.
     case offlineTokenRequest = 0x0D
-    /// Issue 16: the wallet's answer, its daily token (or none).
+    /// The wallet's answer, its daily token (or none).
     case offlineToken = 0x0E
 
     public var description: String {
@@ -61,7 +61,7 @@ public enum SessionMessage: Hashable, Sendable {
     case offlineTokenRequest(OfflineTokenRequest)
     case offlineToken(OfflineTokenPresentation)
 
-    /// The protocol version this code speaks. Version 2 (issue 12): Hello carries a per-attempt
+    /// The protocol version this code speaks. Version 2: Hello carries a per-attempt
     /// session key with proof of possession; Confirm and Redeem bind the terminal's full key
     /// digest, the wallet's long-term key and the offer's digest; status queries are signed.
     /// Version 1 peers are refused as `unsupportedVersion`, never half understood.

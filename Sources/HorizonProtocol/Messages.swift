@@ -43,10 +43,10 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let alreadyRedeemed = ErrorCode(rawValue: 17)
     public static let expired = ErrorCode(rawValue: 18)
     public static let insufficientPoints = ErrorCode(rawValue: 19)
-    /// Issue 16: an offline payment beyond the wallet's offline guarantee that its balance does
+    /// An offline payment beyond the wallet's offline guarantee that its balance does
     /// not cover; the server declined it and the merchant is not paid.
     public static let offlineAllowanceExceeded = ErrorCode(rawValue: 20)
-    /// A relayed request (issue 16): the terminal could not reach the server or got no answer
+    /// A relayed request: the terminal could not reach the server or got no answer
     /// from it; the request may or may not have been processed.
     public static let gatewayUnreachable = ErrorCode(rawValue: 21)
     /// A relayed request larger than the terminal relays; it was not sent on.
@@ -128,7 +128,7 @@ public struct MerchantPrograms: Hashable, Sendable {
 public enum ReceiptOutcome: Hashable, Sendable {
     case approved
     case declined(ErrorCode)
-    /// Issue 16: the terminal could not reach its server and accepted the payment against the
+    /// The terminal could not reach its server and accepted the payment against the
     /// wallet's daily token; it forwards it to the server later. Not "approved": the server has
     /// not settled it yet.
     case acceptedOffline
@@ -262,7 +262,7 @@ public struct Offer: Hashable, Sendable {
     public var signedBytes: [UInt8] { domainSeparatedSignedFields }
 }
 
-/// How the wallet pays (issue 15): from its Horizon account balance, the default, or with one
+/// How the wallet pays: from its Horizon account balance, the default, or with one
 /// of its cards on the server, named by the card's id. Signed in the confirmation, so a terminal
 /// cannot move a payment to another method.
 public enum PaymentMethod: Hashable, Sendable, CustomStringConvertible {
@@ -303,7 +303,7 @@ public protocol PaymentCardIDProvider: Sendable {
 /// Wallet → terminal: the person accepted, signed by the wallet over everything the ledger
 /// needs to execute the payment exactly once, and over the offer the person was shown.
 public struct Confirm: Hashable, Sendable {
-    /// v3: the payment method is signed too (issue 15).
+    /// v3: the payment method is signed too.
     public static let signatureDomain: [UInt8] = Array("horizon/confirm/v3".utf8)
 
     public let sessionID: SessionID
@@ -579,7 +579,7 @@ public struct ProxyEnvelope: Hashable, Sendable {
     }
 }
 
-/// Terminal → wallet: why the relayed request `requestID` has no answer (issue 16), in place of
+/// Terminal → wallet: why the relayed request `requestID` has no answer, in place of
 /// its `ProxyResponse`. The code says what the wallet may conclude: `rateLimited`,
 /// `payloadTooLarge` and `proxyUnavailable` mean the request never left the terminal;
 /// `gatewayUnreachable` means it may have reached the server, so its outcome is unknown.
@@ -597,7 +597,7 @@ public struct ProxyError: Hashable, Sendable {
     }
 }
 
-/// Terminal → wallet (issue 16): the server is unreachable; to be accepted offline, the payment
+/// Terminal → wallet: the server is unreachable; to be accepted offline, the payment
 /// this wallet confirmed needs its daily token. Sent only then, so an online payment costs no
 /// byte and no round trip more.
 public struct OfflineTokenRequest: Hashable, Sendable {
@@ -610,7 +610,7 @@ public struct OfflineTokenRequest: Hashable, Sendable {
     }
 }
 
-/// Wallet → terminal (issue 16): the wallet's daily token for the payment it confirmed, its
+/// Wallet → terminal: the wallet's daily token for the payment it confirmed, its
 /// signed bytes as the server issued them; empty when the wallet has no valid token (the terminal
 /// then refuses at once instead of waiting). It travels inside this connection's secure channel,
 /// after the Confirm the wallet key signed: the terminal accepts only a token of that key.

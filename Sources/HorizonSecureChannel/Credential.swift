@@ -52,7 +52,7 @@ public struct TrustAnchor: Sendable {
 /// the merchant name and the label from here, never from the advertisement, so a look-alike
 /// terminal of the same merchant elsewhere is told apart by its label.
 public struct TerminalCredential: Sendable, Equatable {
-    /// 2 since the terminal label (issue 12).
+    /// 2 since the terminal label.
     public static let version: UInt8 = 2
     public static let maximumEncodedSize = 512
     /// Merchant ids, names and terminal labels: short labels for a small screen.

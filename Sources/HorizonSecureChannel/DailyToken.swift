@@ -2,9 +2,9 @@ import Crypto
 import Foundation
 import HorizonCore
 
-/// The server's signed daily allowance for one wallet's offline payments (issue 16 item 3,
-/// DESIGN.md section 7): which wallet key may spend how much in which currency until when, and
-/// which revocation data the server had when it signed.
+/// The server's signed daily allowance for one wallet's offline payments: which wallet key may
+/// spend how much in which currency until when, and which revocation data the server had when it
+/// signed.
 ///
 /// It is signed by the issuer key wallets already pin (the trust anchor that vouches for
 /// terminals), so a terminal that cannot reach the server checks it with the anchor it already

@@ -4,9 +4,9 @@ import HorizonCore
 
 /// Which record counters have been accepted, so a replayed or too-old record is refused.
 ///
-/// With `size` 1 (the default) only a counter above the highest accepted one passes: the rule of
-/// DESIGN.md section 4 for an ordered link. A larger window (up to 64) also accepts a record that
-/// arrives late but unseen, as IPsec's anti-replay window does (RFC 4303, 3.4.3).
+/// With `size` 1 (the default) only a counter above the highest accepted one passes: strictly
+/// increasing counters, the rule for an ordered link. A larger window (up to 64) also accepts a
+/// record that arrives late but unseen, as IPsec's anti-replay window does (RFC 4303, 3.4.3).
 public struct ReplayWindow: Sendable, Equatable {
     public let size: Int
     public private(set) var highest: UInt64 = 0

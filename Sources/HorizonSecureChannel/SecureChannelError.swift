@@ -1,6 +1,7 @@
 import HorizonCore
 
-/// Why the secure channel refused a peer or a frame. Each case is one rule of DESIGN.md section 4.
+/// Why the secure channel refused a peer or a frame. Each case is one rule of the secure
+/// channel (`docs/protocol.md`).
 public enum SecureChannelError: Error, Equatable, Sendable, CustomStringConvertible {
     case malformed(WireError)
     case unexpectedMessage(expected: String, received: UInt8)

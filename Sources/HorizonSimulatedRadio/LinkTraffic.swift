@@ -1,7 +1,7 @@
 import HorizonRadio
 
 /// What one simulated link has carried: frames and payload bytes per direction, and how often
-/// the sending side changed. The benchmarks (issue 8) read it to report bytes on air and round
+/// the sending side changed. The benchmarks read it to report bytes on air and round
 /// trips per payment; roles never see it.
 ///
 /// A frame counts when it is put on air, whatever a fault then does to it (a dropped frame still

@@ -1,7 +1,7 @@
 import HorizonCore
 import HorizonProtocol
 
-// Issue 16, part 3: payments a terminal accepted while it could not reach its server, kept in
+// Payments a terminal accepted while it could not reach its server, kept in
 // the terminal's journal file until they are forwarded to the server, exactly once.
 
 /// Everything the server needs to settle a payment the terminal accepted offline: the terms, the
@@ -266,7 +266,7 @@ extension SQLiteTerminalJournal: OfflinePaymentStore {
     }
 }
 
-/// When the terminal last reached its server, and when a call last failed to (issue 16: the
+/// When the terminal last reached its server, and when a call last failed to (the
 /// terminal's status says whether it is online). Kept in the journal's `meta` table.
 public struct ServerContact: Sendable, Equatable {
     public let lastReached: UnixTime?

@@ -31,7 +31,7 @@ public enum DatabaseValue: Sendable, Equatable {
 
 /// A row: column values by name. The names are the statement's, shared by every row of one
 /// result; a lookup compares names (a handful per row) rather than hashing them, and a row costs
-/// one array of values, not a dictionary (issue 13's profile: row dictionaries and the SQL-keyed
+/// one array of values, not a dictionary (a profile of a payment: row dictionaries and the SQL-keyed
 /// statement cache hashed about 500 strings per payment).
 public struct DatabaseRow: Sendable {
     /// Column names in result order (as SQLite reports them).
@@ -315,7 +315,7 @@ public final class SQLiteDatabase: Sendable {
 
 /// Prepared statements by SQL text, so each is parsed and planned once per connection rather
 /// than at every use: the stores run a handful of fixed statements per payment, and preparing
-/// them cost more than running them (issue 8's profile: about 5% of a payment's instructions).
+/// them cost more than running them (a profile of a payment: about 5% of a payment's instructions).
 ///
 /// A statement is taken out while it runs and given back reset, with its bindings cleared, so a
 /// statement is never shared by two uses at once. At most `capacity` are kept; beyond that the

@@ -2,7 +2,8 @@ import HorizonCore
 import HorizonProtocol
 
 /// The steps of one payment or redemption at the terminal, in the order they happen. Each is
-/// committed and synced before the message that follows it leaves (DESIGN.md section 5).
+/// committed and synced before the message that follows it leaves (`docs/protocol.md`
+/// lists the steps and the crash each synced one covers).
 public enum JournalStep: String, Sendable, CaseIterable, Comparable, CustomStringConvertible {
     /// The signed offer went to a wallet that said hello (per session, not per payment id).
     case offered
@@ -157,7 +158,7 @@ public final class SQLiteTerminalJournal: TerminalJournal {
     public let database: SQLiteDatabase
     /// 2 adds `signed_request`: the wallet's signed Confirm as it arrived, which a remote
     /// processor verifies (a journal of version 1 is migrated on open; its rows have none).
-    /// 3 adds `offline_payments` (issue 16): payments accepted offline and their forwarding.
+    /// 3 adds `offline_payments`: payments accepted offline and their forwarding.
     /// 4 checks a step's name by comparisons instead of an `IN (…)` list (same rule, cheaper).
     static let schemaVersion = 4
 

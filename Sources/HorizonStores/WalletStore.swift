@@ -13,7 +13,7 @@ public struct StoredReceipt: Sendable, Equatable, Codable {
     public let settledAt: Int64
     public let bonusPointsEarned: Int64
     public let bonusPointsBalance: Int64
-    /// Issue 16: true when the terminal accepted the payment offline (the server settles it when
+    /// True when the terminal accepted the payment offline (the server settles it when
     /// the terminal forwards it); nil otherwise, so JSON leaves it out.
     public var acceptedOffline: Bool? = nil
 
@@ -75,7 +75,7 @@ public final class WalletStore: Sendable {
                 payment_id BLOB PRIMARY KEY, request BLOB NOT NULL, terminal_key_id BLOB NOT NULL,
                 terminal_address TEXT NOT NULL, merchant TEXT NOT NULL, created_at INTEGER NOT NULL);
             """)
-        // Issue 16: whether a receipt is an "accepted offline" one. A store from before gets the
+        // Whether a receipt is an "accepted offline" one. A store from before gets the
         // column (its receipts were all settled by a server or the ledger: 0).
         let columns = try database.query("PRAGMA table_info(receipts)").compactMap { $0["name"].text }
         if !columns.contains("accepted_offline") {

@@ -12,7 +12,7 @@ import HorizonStores
 
 extension SessionHost {
     /// How a session that completed ended: executed by the processor, or (a payment whose
-    /// server was unreachable, issue 16) accepted offline.
+    /// server was unreachable) accepted offline.
     enum Completion: Sendable {
         case executed(SettlementResult)
         case acceptedOffline(OfflinePaymentRecord)
@@ -51,7 +51,7 @@ extension PaymentHost {
     /// first. A wallet's decline, decision time running out, or declined or refused request ends
     /// only that wallet's attempt (`observeWallets` tells the register) and the sale waits on:
     /// anyone in radio range can cause those. Back to idle when it returns.
-    /// A payment accepted offline (issue 16) returns an order with `acceptedOffline` set and no
+    /// A payment accepted offline returns an order with `acceptedOffline` set and no
     /// reference: the server settles it when the terminal forwards it.
     public func collect(_ amount: Money, registerUser: RegisterUser? = nil) async throws(HostError) -> PaymentOrder {
         let result: SettlementResult

@@ -52,7 +52,7 @@ public struct PaymentOrder: Sendable, Equatable {
     public let registerUser: String
     public let reference: UInt64
     public let bonusPointsEarned: Int64
-    /// Issue 16: accepted offline against the wallet's daily token, not settled by the server
+    /// Accepted offline against the wallet's daily token, not settled by the server
     /// yet (`reference` is 0 until then).
     public var acceptedOffline = false
 
@@ -123,7 +123,7 @@ public struct FinishedPayment: Sendable, Equatable {
     public let order: PaymentOrder?
     /// Why it did not, otherwise.
     public let error: HostError?
-    /// Issue 16: set when the terminal accepted the payment offline (`order` is nil then: the
+    /// Set when the terminal accepted the payment offline (`order` is nil then: the
     /// server has not settled it yet).
     public var acceptedOffline: OfflinePaymentRecord? = nil
 }

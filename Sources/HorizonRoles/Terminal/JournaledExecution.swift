@@ -13,7 +13,7 @@ enum JournaledOutcome: Sendable {
     /// could not be reached or did not answer in time: `serverUnreachable`): the error does *not*
     /// name the id, so the wallet keeps the payment pending and asks again; recovery settles it.
     case undecided(ErrorMessage, reason: String, serverUnreachable: Bool = false)
-    /// Issue 16: the server was unreachable and the terminal accepted the payment against the
+    /// The server was unreachable and the terminal accepted the payment against the
     /// wallet's daily token; the offline payment and its answer (the "accepted offline" receipt)
     /// are journaled, and it is forwarded to the server later.
     case acceptedOffline(OfflinePaymentRecord, answer: SessionMessage)

@@ -4,7 +4,7 @@ import HorizonProtocol
 import HorizonSecureChannel
 import HorizonStores
 
-// Issue 16, part 3: a terminal that cannot reach its server accepts a payment against the
+// A terminal that cannot reach its server accepts a payment against the
 // wallet's daily token, within the merchant's offline limits, journals it, and forwards it to
 // the server exactly once when the server is back.
 
@@ -40,7 +40,7 @@ public struct OfflineLimits: Sendable, Equatable {
 }
 
 /// How a payment host accepts payments offline. Without it (the default) a payment whose server
-/// is unreachable stays pending, as before issue 16.
+/// is unreachable stays pending.
 public struct OfflineAcceptanceConfiguration: Sendable {
     public var limits: OfflineLimits
     /// The anchors whose daily tokens this terminal honours: the server's issuer key, the one

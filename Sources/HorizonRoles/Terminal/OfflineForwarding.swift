@@ -14,7 +14,7 @@ public enum OfflineForwardOutcome: Sendable, Equatable {
     case alreadySettled
 }
 
-/// Where the terminal sends the payments it accepted offline (issue 16): the server's offline
+/// Where the terminal sends the payments it accepted offline: the server's offline
 /// settlement endpoint through `HorizonServerClient`, or a fake in tests. The server settles a
 /// payment id once and answers a repeat with the same outcome, so sending one again after a
 /// crash is safe. Throwing means no answer (the server is still unreachable, or the call timed

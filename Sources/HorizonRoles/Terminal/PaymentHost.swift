@@ -13,7 +13,7 @@ public struct PaymentHostConfiguration: Sendable {
     public var merchantPrograms: MerchantPrograms
     /// How long the terminal keeps a link open after the receipt, for the wallet to close it.
     public var lingerAfterReceipt: Duration
-    /// Issue 16: how the terminal accepts payments while its server is unreachable (the wallet's
+    /// How the terminal accepts payments while its server is unreachable (the wallet's
     /// daily token, the merchant's limits); nil leaves them pending, as before.
     public var offline: OfflineAcceptanceConfiguration?
 
@@ -91,7 +91,7 @@ public final class PaymentHost: Sendable {
             return FinalPaymentState(paymentOrder: order)
         }
     }
-    /// The session's payment when it was accepted offline (issue 16): not settled yet, it is
+    /// The session's payment when it was accepted offline: not settled yet, it is
     /// forwarded to the server when the server is back. Nil otherwise.
     public var acceptedOfflinePayment: OfflinePaymentRecord? { core.acceptedOffline }
     public var error: PaymentHostError? { core.error }

@@ -90,7 +90,7 @@ struct FinishedSession: Sendable {
     let session: HostedSession
     let result: SettlementResult?
     let error: HostError?
-    /// Set when the payment was accepted offline (issue 16); `result` is nil then.
+    /// Set when the payment was accepted offline; `result` is nil then.
     var acceptedOffline: OfflinePaymentRecord? = nil
 }
 
@@ -112,7 +112,7 @@ final class SessionHost: TerminalSessionHandler, Sendable {
     let userDecisionTimeout: Duration
     let lingerAfterReceipt: Duration
     let merchantPrograms: MerchantPrograms
-    /// Offline acceptance (issue 16), for payments; nil keeps an unreachable server's payment
+    /// Offline acceptance, for payments; nil keeps an unreachable server's payment
     /// pending.
     let offline: OfflineAcceptanceConfiguration?
     let observable = ObservableState<HostState>(.idle)
@@ -330,7 +330,7 @@ final class SessionHost: TerminalSessionHandler, Sendable {
         }
     }
 
-    // MARK: Offline acceptance (issue 16)
+    // MARK: Offline acceptance
 
     /// The server did not answer: asks the confirming wallet for its daily token and waits for it
     /// (at most `tokenWait`). The session stays executing meanwhile, so it can be neither

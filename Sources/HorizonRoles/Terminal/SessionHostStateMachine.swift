@@ -110,7 +110,7 @@ struct SessionHostStateMachine: Sendable {
     private(set) var state: HostState = .idle
     private(set) var session: HostedSession?
     private(set) var result: SettlementResult?
-    /// The session's payment, when the terminal accepted it offline (issue 16) rather than the
+    /// The session's payment, when the terminal accepted it offline rather than the
     /// server settling it.
     private(set) var acceptedOffline: OfflinePaymentRecord?
     private(set) var error: HostError?

@@ -84,7 +84,7 @@ protocol TerminalSessionHandler: AnyObject, Sendable {
 }
 
 /// Limits the terminal enforces on wallets' connections, so that a crowd of idle or hostile
-/// devices cannot keep an honest wallet from paying (issue 7, limits against floods).
+/// devices cannot keep an honest wallet from paying (limits against floods).
 public struct TerminalServiceConfiguration: Sendable {
     /// Includes the handshake deadline (5 s by default): a connection that has not completed the
     /// handshake by then is closed.

@@ -16,7 +16,7 @@ public final class PaymentClient: TransactionClient, @unchecked Sendable {
     /// Which card to pay with (the reference's `paymentCardIDProvider`, e.g. `WalletClient`):
     /// asked when the person confirms; nil, or no provider, pays from the account balance.
     public let paymentCardIDProvider: (any PaymentCardIDProvider)?
-    /// The daily token a terminal that cannot reach its server asks for (issue 16; the
+    /// The daily token a terminal that cannot reach its server asks for (the
     /// reference's `dailyTokenClient`, which `DailyTokenClient` is). Nil: such a terminal leaves
     /// the payment pending.
     public let dailyTokenClient: (any OfflineTokenProvider)?

@@ -80,7 +80,7 @@ public struct PaymentReceipt: Sendable, Equatable {
     public let settledAt: UnixTime
     public let bonusPointsEarned: Int64
     public let bonusPointsBalance: Int64
-    /// Issue 16: the terminal could not reach its server and accepted the payment against the
+    /// The terminal could not reach its server and accepted the payment against the
     /// wallet's daily token; the server settles it when the terminal forwards it. Not "approved".
     public var acceptedOffline = false
 
@@ -88,7 +88,7 @@ public struct PaymentReceipt: Sendable, Equatable {
 }
 
 /// Where a payment client gets the daily token a terminal asks for when it cannot reach its
-/// server (issue 16), and records what it spent offline: `DailyTokenClient` (the reference's
+/// server, and records what it spent offline: `DailyTokenClient` (the reference's
 /// `dailyTokenClient`), or a fake in tests.
 public protocol OfflineTokenProvider: Sendable {
     /// The current token's signed bytes if one is valid now, nil otherwise.
@@ -243,11 +243,11 @@ final class SessionClient: Sendable {
     }
 
     private let core: Mutex<Core>
-    /// The daily token a terminal without server asks for (issue 16); nil never presents one.
+    /// The daily token a terminal without server asks for; nil never presents one.
     let offlineTokenProvider: (any OfflineTokenProvider)?
     /// The app's callback, not protocol state: kept apart from the machine.
     private let hostConnectedCallback = Mutex<(@Sendable () -> Void)?>(nil)
-    /// The request proxy's way onto this client's secure channel (issue 16).
+    /// The request proxy's way onto this client's secure channel.
     let proxyConnector: SessionProxyConnector
 
     init(

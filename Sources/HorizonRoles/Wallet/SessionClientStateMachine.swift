@@ -34,7 +34,7 @@ enum SessionClientAction: Equatable, Sendable {
     case close(generation: Int)
     case armTimer(SessionClientTimer, after: Duration)
     case cancelReceiptTimer
-    /// Issue 16: the terminal cannot reach its server and asks for the daily token for the
+    /// The terminal cannot reach its server and asks for the daily token for the
     /// payment pending on the link of this generation: send it (or an empty presentation).
     case presentOfflineToken(sessionID: SessionID, paymentID: PaymentID, total: Money, generation: Int)
     /// Store the signed request before it is sent; the answer comes back as `requestSaved` or
@@ -409,7 +409,7 @@ struct SessionClientStateMachine: Sendable {
         }
     }
 
-    /// The terminal asks for the daily token for our pending payment (issue 16): only for the
+    /// The terminal asks for the daily token for our pending payment: only for the
     /// confirmed payment of this attempt, on its link. The wait for the receipt starts afresh:
     /// the terminal decides once the token is there.
     private mutating func receiveOfflineTokenRequest(_ request: OfflineTokenRequest, generation: Int)
