@@ -598,7 +598,7 @@ struct BlueZRadioTests {
         #expect(bluetoothd.state.withLock { $0.unregisteredApplications.count } == 2)
     }
 
-    /// Issue 12, item 3: a tag another device holds is refused (the first wallet keeps its link),
+    /// A tag another device holds is refused (the first wallet keeps its link),
     /// and a central that connects and registers no tag is disconnected after the grace period,
     /// while one that registers in time is not.
     @Test func aHeldTagIsRefusedToAnotherDeviceAndSilentCentralsAreDisconnected() async throws {
@@ -636,7 +636,7 @@ struct BlueZRadioTests {
         radio.shutdown()
     }
 
-    /// Issue 12, item 3: where bluetoothd offers per-device notification delivery (AcquireNotify
+    /// Where bluetoothd offers per-device notification delivery (AcquireNotify
     /// per subscribing device, BlueZ 5.69+), each wallet's notifications go over its own device's
     /// socket and no other; a central without a socket (AcquireNotify not used, or BlueZ up to 5.68
     /// acquiring one socket for the first subscriber only), or whose socket bluetoothd closed,

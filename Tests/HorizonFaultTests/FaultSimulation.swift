@@ -1,4 +1,4 @@
-// The seeded fault simulation (issue 7, item 4).
+// The seeded fault simulation.
 //
 // One run is one shop on one `RadioSimulation` (a virtual clock, so minutes of shop time cost
 // milliseconds): two or three terminals sharing the merchant's SQLite ledger, three to six

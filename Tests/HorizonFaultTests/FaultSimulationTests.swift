@@ -51,7 +51,7 @@ enum FaultRunner {
     static var environment: [String: String] { ProcessInfo.processInfo.environment }
 
     /// Sessions the rogue central ended through the decision timer (a rogue's Hello, with or
-    /// without a Cancel, must not start the clock on the customer's decision: issue 12 item 1;
+    /// without a Cancel, must not start the clock on the customer's decision;
     /// the same attack as AttackTests' `aRoguesHelloDoesNotStartTheClockOnTheCustomersDecision`).
     /// Each offer now starts the decision time afresh, so there must be none.
     static func recordKnownIssues(_ outcome: Outcome) {

@@ -6,7 +6,7 @@ import HorizonProtocol
 import HorizonRoles
 import HorizonStores
 
-/// The exactly-once invariants of DESIGN.md section 5, checked after a run from what is on disk:
+/// The exactly-once invariants (`docs/guarantees.md`), checked after a run from what is on disk:
 /// the merchant's ledger and each wallet's store, each opened afresh, against the requests the
 /// wallets signed and what they showed (the `Book`).
 struct Invariants {

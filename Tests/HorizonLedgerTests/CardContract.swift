@@ -3,7 +3,7 @@ import HorizonLedger
 import HorizonProtocol
 import Testing
 
-/// Payment cards and their 3-D Secure challenges (issue 15), on every store (`LedgerSuites.swift`).
+/// Payment cards and their 3-D Secure challenges, on every store (`LedgerSuites.swift`).
 extension LedgerContract {
     static func visa(token: String = "tok_a", name: String? = nil) -> NewPaymentCard {
         NewPaymentCard(
@@ -199,7 +199,7 @@ extension LedgerContract {
     }
 }
 
-/// Paying with a card, and refunding a card payment to its card (issue 15), on every store.
+/// Paying with a card, and refunding a card payment to its card, on every store.
 extension LedgerContract {
     static func aCardPaymentIsSettledOnceAndRefundedToItsCard(_ kind: StoreKind) async throws {
         try await TestStores.withLedger(kind) { ledger in

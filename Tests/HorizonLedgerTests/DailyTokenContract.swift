@@ -4,7 +4,7 @@ import HorizonProtocol
 import HorizonStores
 import Testing
 
-/// Issue 16 item 3, daily tokens: what the ledger keeps of every token the server signed, on
+/// Daily tokens: what the ledger keeps of every token the server signed, on
 /// both stores (`LedgerSuites.swift`).
 extension LedgerContract {
     static func dailyTokensAreKeptPerWalletAndKey(_ kind: StoreKind) async throws {

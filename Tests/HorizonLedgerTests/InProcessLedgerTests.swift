@@ -8,7 +8,7 @@ import Testing
 @testable import HorizonLedger
 @testable import HorizonStores
 
-/// The terminal's in-process ledger (issue 14 item 9), with the sandbox's enrolment on first
+/// The terminal's in-process ledger, with the sandbox's enrolment on first
 /// contact: the tests the old HorizonStores `SandboxLedger` had, with the same assertions, on the
 /// ledger that replaced it.
 @Suite("In-process ledger (sandbox)")
@@ -20,7 +20,7 @@ struct InProcessLedgerTests {
 
     /// SQLite gathers a `RETURNING` clause's rows, checks an `IN (…)` list of more than two values
     /// and turns `id = ? OR id = ?` into a temporary table (a page cache of its own) at every run:
-    /// none of a payment's statements may build one (issue 13 item 10: they cost a payment about
+    /// none of a payment's statements may build one (they cost a payment about
     /// 7 % of its CPU). A second payment of the same wallet is the steady state of a shop.
     @Test func aPaymentsStatementsBuildNoTemporaryTable() async throws {
         try await withLedgerDirectory { directory in

@@ -77,7 +77,7 @@ struct SQLiteLedgerTests {
     @Test func eachChannelsCodeIsNeededAndTheOutboxForgetsIt() async throws {
         try await LedgerContract.eachChannelsCodeIsNeededAndTheOutboxForgetsIt(.sqlite)
     }
-    // issue 15: cards and 3-D Secure.
+    // Cards and 3-D Secure.
     @Test func cardsBelongToOneWallet() async throws { try await LedgerContract.cardsBelongToOneWallet(.sqlite) }
     @Test func threeDSecureChallengeGatesACard() async throws {
         try await LedgerContract.threeDSecureChallengeGatesACard(.sqlite)
@@ -91,7 +91,7 @@ struct SQLiteLedgerTests {
     @Test func aCardPaymentIsSettledOnceAndRefundedToItsCard() async throws {
         try await LedgerContract.aCardPaymentIsSettledOnceAndRefundedToItsCard(.sqlite)
     }
-    // issue 15: refunds
+    // Refunds
     @Test func refundsGiveBackUntilNothingIsLeft() async throws {
         try await LedgerContract.refundsGiveBackUntilNothingIsLeft(.sqlite)
     }
@@ -110,14 +110,14 @@ struct SQLiteLedgerTests {
     @Test func refundsMigrateAVersion4Database() async throws {
         try await LedgerContract.refundsMigrateAVersion4Database(.sqlite)
     }
-    // issue 15: merchant service
+    // Merchant service
     @Test func transactionsArePagedAndFiltered() async throws {
         try await LedgerContract.transactionsArePagedAndFiltered(.sqlite)
     }
     @Test func registerUsersAndTerminalsAreScopedToTheirMerchant() async throws {
         try await LedgerContract.registerUsersAndTerminalsAreScopedToTheirMerchant(.sqlite)
     }
-    // issue 15: merchant dashboard
+    // Merchant dashboard
     @Test func dashboardSessionsLiveInTheDatabase() async throws {
         try await LedgerContract.dashboardSessionsLiveInTheDatabase(.sqlite)
     }
@@ -136,7 +136,7 @@ struct SQLiteLedgerTests {
     @Test func dailyTokensAreKeptPerWalletAndKey() async throws {
         try await LedgerContract.dailyTokensAreKeptPerWalletAndKey(.sqlite)
     }
-    // issue 16: offline settlement
+    // Offline settlement
     @Test func offlinePaymentsAreGuaranteedUpToOneAllowance() async throws {
         try await LedgerContract.offlinePaymentsAreGuaranteedUpToOneAllowance(.sqlite)
     }
@@ -241,7 +241,7 @@ struct PostgresLedgerTests {
     @Test func eachChannelsCodeIsNeededAndTheOutboxForgetsIt() async throws {
         try await LedgerContract.eachChannelsCodeIsNeededAndTheOutboxForgetsIt(.postgres)
     }
-    // issue 15: cards and 3-D Secure.
+    // Cards and 3-D Secure.
     @Test func cardsBelongToOneWallet() async throws { try await LedgerContract.cardsBelongToOneWallet(.postgres) }
     @Test func threeDSecureChallengeGatesACard() async throws {
         try await LedgerContract.threeDSecureChallengeGatesACard(.postgres)
@@ -255,7 +255,7 @@ struct PostgresLedgerTests {
     @Test func aCardPaymentIsSettledOnceAndRefundedToItsCard() async throws {
         try await LedgerContract.aCardPaymentIsSettledOnceAndRefundedToItsCard(.postgres)
     }
-    // issue 15: refunds
+    // Refunds
     @Test func refundsGiveBackUntilNothingIsLeft() async throws {
         try await LedgerContract.refundsGiveBackUntilNothingIsLeft(.postgres)
     }
@@ -274,14 +274,14 @@ struct PostgresLedgerTests {
     @Test func refundsMigrateAVersion4Database() async throws {
         try await LedgerContract.refundsMigrateAVersion4Database(.postgres)
     }
-    // issue 15: merchant service
+    // Merchant service
     @Test func transactionsArePagedAndFiltered() async throws {
         try await LedgerContract.transactionsArePagedAndFiltered(.postgres)
     }
     @Test func registerUsersAndTerminalsAreScopedToTheirMerchant() async throws {
         try await LedgerContract.registerUsersAndTerminalsAreScopedToTheirMerchant(.postgres)
     }
-    // issue 15: merchant dashboard
+    // Merchant dashboard
     @Test func dashboardSessionsLiveInTheDatabase() async throws {
         try await LedgerContract.dashboardSessionsLiveInTheDatabase(.postgres)
     }
@@ -300,7 +300,7 @@ struct PostgresLedgerTests {
     @Test func dailyTokensAreKeptPerWalletAndKey() async throws {
         try await LedgerContract.dailyTokensAreKeptPerWalletAndKey(.postgres)
     }
-    // issue 16: offline settlement
+    // Offline settlement
     @Test func offlinePaymentsAreGuaranteedUpToOneAllowance() async throws {
         try await LedgerContract.offlinePaymentsAreGuaranteedUpToOneAllowance(.postgres)
     }

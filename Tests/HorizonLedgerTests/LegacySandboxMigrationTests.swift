@@ -6,7 +6,7 @@ import HorizonProtocol
 import HorizonStores
 import Testing
 
-/// A terminal data directory from before issue 14 holds `ledger.sqlite` in the old sandbox
+/// A terminal data directory from before HorizonLedger holds `ledger.sqlite` in the old sandbox
 /// ledger's schema (HorizonStores' `SandboxLedger`, schema 2). Opening the in-process ledger
 /// there migrates it: balances, points, loyalty, cashiers and every stored result carry over.
 @Suite("Old sandbox ledger files are migrated")

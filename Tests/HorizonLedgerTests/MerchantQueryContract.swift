@@ -5,7 +5,7 @@ import HorizonProtocol
 import HorizonStores
 import Testing
 
-/// What a merchant reads of its own business (issue 15: merchant service and dashboard), on
+/// What a merchant reads of its own business (merchant service and dashboard), on
 /// every store (`LedgerSuites.swift`).
 extension LedgerContract {
     static func transactionsArePagedAndFiltered(_ kind: StoreKind) async throws {

@@ -4,7 +4,7 @@ import HorizonProtocol
 import HorizonStores
 import Testing
 
-/// Issue 16 item 3, offline settlement: payments terminals accepted offline settle once per id,
+/// Offline settlement: payments terminals accepted offline settle once per id,
 /// bounded by the wallet's daily tokens (the policy of `Ledger+OfflineSettlement.swift`), on
 /// both stores (`LedgerSuites.swift`).
 extension LedgerContract {

@@ -4,7 +4,7 @@ import HorizonProtocol
 import HorizonStores
 import Testing
 
-/// Refunds (issue 15 item 4), on every store (`LedgerSuites.swift`).
+/// Refunds, on every store (`LedgerSuites.swift`).
 extension LedgerContract {
     static func refundRequest(_ payment: PaymentID, _ minorUnits: Int64, id: String, _ currency: Currency = .eur)
         -> RefundRequest
@@ -50,7 +50,7 @@ extension LedgerContract {
             #expect(
                 try await ledger.refunds(of: payment, merchant: merchant.id).map(\.refundID.rawValue) == ["r-1", "r-2"])
             #expect(try await ledger.refund(RefundID(rawValue: "r-2"), merchant: merchant.id) == second)
-            // The wallet's own history shows what came back (issue 15 item 4).
+            // The wallet's own history shows what came back.
             #expect(try await ledger.history(of: wallet.id).first?.refunds == [first, second])
             #expect(try await ledger.historyEntry(payment, of: wallet.id)?.refunds == [first, second])
 

@@ -4,7 +4,7 @@ import HorizonProtocol
 import HorizonStores
 import Testing
 
-/// Issue 15, wallet services: the ledger's rules for what a wallet reads and changes of its
+/// Wallet services: the ledger's rules for what a wallet reads and changes of its
 /// own, on both stores (`LedgerSuites.swift`).
 extension LedgerContract {
     static func walletServicesSeeOnlyTheWallet(_ kind: StoreKind) async throws {

@@ -42,7 +42,7 @@ struct MessageRejectionTests {
     }
 
     @Test func unknownVersions() throws {
-        // Version 1 (before issue 12's hardening) is refused outright, never half understood.
+        // Version 1 (before the per-attempt Hello) is refused outright, never half understood.
         var bytes = try sample("hello").encoded
         bytes[0] = 1
         expectRefused(bytes, .unsupportedVersion(1))
@@ -58,7 +58,7 @@ struct MessageRejectionTests {
         expectRefused(sample.encoded + [0x01, 0x02, 0x03], .trailingBytes(count: 3))
     }
 
-    // MARK: Payment method (issue 15)
+    // MARK: Payment method
 
     @Test func aConfirmNamesAKnownPaymentMethodAndAPrintableCardID() throws {
         let confirm = try sample("confirm")

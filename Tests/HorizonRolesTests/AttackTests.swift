@@ -10,8 +10,9 @@ import HorizonStores
 import HorizonTestSupport
 import Testing
 
-/// Each test performs one attack from issue 12 with a scripted central or terminal on the
-/// simulated radio, and checks that the rule of DESIGN.md section 4 it breaks still holds.
+/// Each test performs one attack from radio range with a scripted central or terminal on the
+/// simulated radio, and checks that the rule it tries to break still holds (`docs/guarantees.md`,
+/// "Nobody in radio range can end, time out, hide or relay a sale").
 @Suite("Attacks from radio range", .offTheCooperativePool)
 struct AttackTests {
     static let connectionInterval = LinkParameters().connectionInterval

@@ -12,7 +12,7 @@ import HorizonTestSupport
 import Synchronization
 import Testing
 
-/// Issue 12 item 5, the part about a pending payment: the wallet confirmed with the real terminal,
+/// A clone and a pending payment: the wallet confirmed with the real terminal,
 /// the link broke before the receipt, and a nearer clone now advertises the terminal's key id.
 /// The retries must get past the clone (refused at the handshake) to the real terminal, which
 /// answers with the receipt of the payment it already executed.

@@ -12,7 +12,7 @@ import HorizonTestSupport
 import Synchronization
 import Testing
 
-/// Devices that crowd a terminal (issue 7, limits against floods). Each records what happened to
+/// Devices that crowd a terminal (limits against floods). Each records what happened to
 /// its links in virtual time; the links are kept here so only the terminal can end them.
 final class Crowd: Sendable {
     let simulation: RadioSimulation
@@ -273,8 +273,8 @@ struct FloodLimitTests {
 
     /// A client that keeps one session key and opens sessions without paying is refused with
     /// `rateLimited` once over `maximumSessionsPerWallet`; the honest wallet, with a fresh key for
-    /// every attempt, is never limited and pays in the same minute. (Since issue 12 a Hello takes
-    /// no session, so this bounds a key's work, not anybody's money.)
+    /// every attempt, is never limited and pays in the same minute. (A Hello takes no
+    /// session, so this bounds a key's work, not anybody's money.)
     @Test func aKeyOverItsSessionRateIsRefusedWhileTheHonestWalletPays() throws {
         let world = try World(seed: 73)
         let terminal = try world.terminal(

@@ -287,7 +287,7 @@ struct JournalTests {
         #expect(try terminal.journal.record(for: id)?.step == .acknowledged)
     }
 
-    /// Issue 12, item 8: a confirmation whose journal write reported failure *after* reaching the
+    /// A confirmation whose journal write reported failure *after* reaching the
     /// file is not answered "nothing was charged": the terminal re-reads, finds it on record, and
     /// answers without the id (the wallet keeps it pending); recovery settles it once.
     @Test func aWriteThatFailedAfterReachingTheDiskIsNeverAnsweredAsNotCharged() throws {

@@ -11,7 +11,7 @@ import HorizonTestSupport
 import Synchronization
 import Testing
 
-// Issue 16 part 3: offline acceptance on the terminal and the wallet, on the simulated radio.
+// Offline acceptance on the terminal and the wallet, on the simulated radio.
 
 /// A server that cannot be reached: every call fails as a timed-out HTTP call does.
 private final class UnreachableServer: PaymentProcessor {

@@ -47,7 +47,7 @@ struct PaymentFlowTests {
 
     }
 
-    /// A decline ends the wallet's attempt, not the sale: any central could send one (issue 12),
+    /// A decline ends the wallet's attempt, not the sale: any central could send one,
     /// so the register hears of it (with the wallet's confirmation code) and the session stays
     /// open for the customer's wallet until the cashier stops it or the decision time runs out.
     @Test func decidingAgainstIsReportedLeavesTheSessionOpenAndIgnoresItButNotTheNextOne() throws {

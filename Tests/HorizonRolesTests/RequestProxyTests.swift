@@ -50,7 +50,7 @@ extension Result where Failure == RequestProxyError {
     var answer: Success? { try? get() }
 }
 
-/// The request proxy on the simulated radio (issue 16): a wallet relays sealed requests through
+/// The request proxy on the simulated radio: a wallet relays sealed requests through
 /// the terminal it is connected to, within the terminal's limits, without disturbing payments.
 @Suite("Request proxy on the simulated radio", .offTheCooperativePool)
 struct RequestProxyTests {

@@ -14,7 +14,7 @@ import Testing
 
 /// The reference API's synchronous commands on a real-time radio (BlueZ, the radio server's
 /// clients): whatever thread calls them, each changes the role's state on its one serial context,
-/// the radio's scheduler (issue 13, item 3).
+/// the radio's scheduler.
 @Suite("Synchronous commands run on the role's scheduler")
 struct SerialContextTests {
     /// Each state the role publishes, marked when it was published off the scheduler's queue.

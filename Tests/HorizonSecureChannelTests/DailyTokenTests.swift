@@ -4,7 +4,7 @@ import Testing
 
 @testable import HorizonSecureChannel
 
-/// The daily token's codec and verification (issue 16 item 3): what a terminal without the
+/// The daily token's codec and verification: what a terminal without the
 /// server relies on, so every malformed or foreign token must be refused.
 @Suite struct DailyTokenTests {
     static let now: UnixTime = 1_800_000_000

@@ -5,7 +5,7 @@ import HummingbirdTesting
 import NIOCore
 import Testing
 
-/// Issue 14, "Bad input": every malformed request gets its exact error, and changes nothing.
+/// Bad input: every malformed request gets its exact error, and changes nothing.
 @Suite("Bad input")
 struct BadInputTests {
     /// Sends `body` as an activation and checks the error and that the database is as before.

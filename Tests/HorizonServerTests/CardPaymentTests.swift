@@ -10,7 +10,7 @@ import HummingbirdTesting
 import Synchronization
 import Testing
 
-/// Issue 15 item 3: a payment the wallet signed for one of its cards is charged through the
+/// A payment the wallet signed for one of its cards is charged through the
 /// card processor, with the payment id as the idempotency key, and settled once; a processor
 /// timeout is resolved by asking what happened before any retry; the balance stays the default.
 @Suite("Paying with a card")

@@ -7,7 +7,7 @@ import HorizonServer
 import Synchronization
 import Testing
 
-/// Issue 15: a refund of a card payment goes back to the card, through the card processor,
+/// A refund of a card payment goes back to the card, through the card processor,
 /// once per refund id, and never more than what is left.
 @Suite("Card refunds")
 struct CardRefundTests {

@@ -10,7 +10,7 @@ import HummingbirdTesting
 import NIOCore
 import Testing
 
-/// Issue 15 item 2: a wallet's cards over the API: the server's checks, each refusal with its
+/// A wallet's cards over the API: the server's checks, each refusal with its
 /// exact code, list / update / remove, and the 3-D Secure round trip through the pages the
 /// server serves, driven with plain form posts.
 @Suite("Cards and 3-D Secure")

@@ -9,7 +9,7 @@ import Testing
     import Glibc
 #endif
 
-/// Issue 15 item 2: after cards are added to a real `horizon-server` process logging at trace
+/// After cards are added to a real `horizon-server` process logging at trace
 /// level, neither the SQLite database file, its WAL, nor the server's log holds a card number
 /// or a CVC.
 @Suite("Card numbers at rest", .serialized, .offTheCooperativePool)

@@ -9,7 +9,7 @@ import HorizonServiceClients
 import HummingbirdTesting
 import Testing
 
-/// Issue 16 item 3 and issue 15's `DailyTokenClient`: the daily token from a live server,
+/// `DailyTokenClient`: the daily token from a live server,
 /// verified against the pinned anchor before it is kept, the same token while nothing changed,
 /// a new one when it runs out or the balance changed, and a token of another issuer refused.
 @Suite("Daily token against a live server")

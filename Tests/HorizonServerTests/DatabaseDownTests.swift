@@ -14,7 +14,7 @@ import Testing
     import Glibc
 #endif
 
-/// Issue 14, "Bad input": a database that is down during a request (a store that fails as an
+/// Bad input: a database that is down during a request (a store that fails as an
 /// unreachable PostgreSQL does), for the settlement operations.
 @Suite("Database down during a request")
 struct DatabaseDownDuringRequestTests {
@@ -67,7 +67,7 @@ struct DatabaseDownDuringRequestTests {
     }
 }
 
-/// Issue 14, "Bad input": a database that is down when `horizon-server serve` starts: a clear
+/// Bad input: a database that is down when `horizon-server serve` starts: a clear
 /// error and exit status 1 (systemd's `Restart=on-failure` starts it again; 2 would stop that),
 /// no crash, and it serves once the database is there.
 @Suite("Database down at start", .serialized, .offTheCooperativePool)

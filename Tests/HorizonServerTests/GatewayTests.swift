@@ -15,7 +15,7 @@ import HummingbirdTesting
 import Synchronization
 import Testing
 
-/// Issue 16 item 1, the server side: a wallet's requests sealed to the gateway key (Oblivious
+/// The gateway's server side: a wallet's requests sealed to the gateway key (Oblivious
 /// HTTP) and relayed by a terminal through `POST /v1/gateway`, against a live server.
 @Suite("Gateway (Oblivious HTTP) against a live server")
 struct GatewayTests {

@@ -13,7 +13,7 @@ import NIOCore
 import Synchronization
 import Testing
 
-/// Issue 14 item 5: every operation of `openapi.yaml` tried with no credentials, malformed,
+/// Every operation of `openapi.yaml` tried with no credentials, malformed,
 /// expired, replayed and forged ones, a revoked terminal's, an unknown key's, a wallet's key,
 /// another merchant's terminal and another wallet's registration: refused with the exact status
 /// and code, nothing of the other tenant in the answer, nothing moved in the ledger.
@@ -27,7 +27,7 @@ struct IsolationTests {
         /// Signed by an active terminal's key; `otherMerchant` is what merchant B's terminal gets
         /// when it sends merchant A's request.
         case terminalSigned(request: @Sendable (World) throws -> Request, otherMerchant: OtherMerchant)
-        /// Signed by a wallet's registered, unrevoked key (issue 15, wallet services);
+        /// Signed by a wallet's registered, unrevoked key (wallet services);
         /// `otherWallet` is what wallet B gets when it sends wallet A's request.
         case walletSigned(request: @Sendable (World) throws -> Request, otherWallet: OtherWallet)
         /// Open to anyone, with the reason; `probe` tries what a stranger could (another
@@ -62,7 +62,7 @@ struct IsolationTests {
         let method: HTTPRequest.Method
         let path: String
         let body: String?
-        /// issue 16: a body that is not text (the gateway's sealed requests), and its media type.
+        /// A body that is not text (the gateway's sealed requests), and its media type.
         var binaryBody: [UInt8]? = nil
         var contentType = "application/json"
 
@@ -267,7 +267,7 @@ struct IsolationTests {
                 Request(method: .get, path: "/v1/payments/\(world.payment.paymentID.bytes.hexString)", body: nil)
             },
             otherMerchant: .refused(.notFound, "payment_not_found", "was executed for this merchant")),
-        // issue 16: offline settlement. The bakery's payment forwarded as accepted offline under
+        // Offline settlement. The bakery's payment forwarded as accepted offline under
         // wallet A's daily token: the shop's till is refused (the wallet signed for the bakery's
         // till); the bakery's own till gets the stored online result back, nothing settles twice.
         "submitOfflinePayment": .terminalSigned(
@@ -281,7 +281,7 @@ struct IsolationTests {
             },
             otherMerchant: .refused(
                 .unprocessableContent, "terms_mismatch", "the wallet signed for another terminal's key")),
-        // issue 15: merchant service
+        // Merchant service
         "listRegisterUsers": .terminalSigned(
             request: { _ in Request(method: .get, path: "/v1/merchant/register-users", body: nil) },
             otherMerchant: .servesTheSignersOwn { (world: World, response: TestResponse) async throws in
@@ -370,7 +370,7 @@ struct IsolationTests {
                 Request(method: .post, path: "/v1/merchant/terminals/\(world.revokedTillID)/revoke", body: nil)
             },
             otherMerchant: .refused(.notFound, "terminal_not_found", "this merchant has no terminal")),
-        // issue 15: wallet services
+        // Wallet services
         "getWalletAccount": .walletSigned(
             request: { _ in Request(method: .get, path: "/v1/wallet/account", body: nil) },
             otherWallet: .servesOnlyTheSigner("a wallet reads its own data; the request names no wallet") {
@@ -435,7 +435,7 @@ struct IsolationTests {
                 let list = try JSONDecoder().decode(Components.Schemas.CouponList.self, from: response.data)
                 #expect(list.coupons.isEmpty, "\(response.text)")
             }),
-        // issue 16: daily token. Wallet B asking gets its own token (its key, its account, its
+        // Daily token. Wallet B asking gets its own token (its key, its account, its
         // zero allowance), never wallet A's; the token table is left out of the snapshot and
         // checked after.
         "issueDailyToken": .walletSigned(
@@ -448,7 +448,7 @@ struct IsolationTests {
                 #expect(token.walletKey == Array(world.walletBDevice.key.publicKey.x963Representation))
                 #expect(answer.allowance == 0 && token.allowance.minorUnits == 0, "wallet B holds no money")
             }),
-        // issue 16: gateway. The key configuration is public; the relay is terminal-signed, any
+        // Gateway. The key configuration is public; the relay is terminal-signed, any
         // active terminal may relay, and what it relays is sealed: the wallet's own signature
         // inside decides whose request it is (GatewayTests shows a wallet cannot act as another).
         "getGatewayKeyConfig": .open(reason: "the gateway's public key, signed by the issuer; public by nature") {
@@ -471,7 +471,7 @@ struct IsolationTests {
                 #expect(ObliviousHTTP.sizeBuckets.contains(response.data.count))
                 world.expectNothingOfTheTenants(in: response.text, "a relayed answer")
             }),
-        // issue 15: cards and 3-D Secure. Wallet B adding a card adds it to wallet B (the card
+        // Cards and 3-D Secure. Wallet B adding a card adds it to wallet B (the card
         // tables are left out of the snapshot; wallet A's cards are checked after).
         "getPaymentCards": .walletSigned(
             request: { _ in Request(method: .get, path: "/v1/wallet/cards", body: nil) },
@@ -663,7 +663,7 @@ struct IsolationTests {
         let ignored: Set<String> = [
             // What refused calls may change: spent nonces, counted wrong passwords, counted wrong codes.
             "request_nonces", "merchant_logins", "wallet_registrations",
-            // Admin sign-ins (issue 15): their sessions and counted attempts.
+            // Admin sign-ins: their sessions and counted attempts.
             "dashboard_sessions", "dashboard_sign_in_attempts", "sign_in_backoff",
             // Restoration starts queue a mail (to the account's own address).
             "outbox",
@@ -738,7 +738,7 @@ struct IsolationTests {
                         }
                         refusals += 1
                     }
-                    // Issue 15: the other merchant's admin session gets what its terminal gets.
+                    // The other merchant's admin session gets what its terminal gets.
                     if request.path.hasPrefix("/v1/merchant/") {
                         let byShopAdmin = try await client.send(
                             request, headers: [.authorization: "Bearer " + (try await world.shopAdminToken(client))])
@@ -905,16 +905,16 @@ final class World: Sendable {
     let registrationX: (id: String, code: String)
     let registrationY: (id: String, code: String)
     let restorationZ: (id: String, code: String)
-    /// Issue 15: a second registered wallet (B), which joined the bakery's bonus program, and a
+    /// A second registered wallet (B), which joined the bakery's bonus program, and a
     /// wallet whose key was revoked.
     let walletB: WalletID
     let walletBDevice: WalletDevice
     let revokedWalletDevice: WalletDevice
-    /// Issue 15: wallet A's cards.
+    /// Wallet A's cards.
     let cards: WorldCards
-    /// Issue 16: wallet A's daily token, recorded by the server, for forwarded offline payments.
+    /// Wallet A's daily token, recorded by the server, for forwarded offline payments.
     let offlineToken: [UInt8]
-    /// Issue 15: the shop's admin session, once signed in.
+    /// The shop's admin session, once signed in.
     let shopAdminSession = Mutex<String?>(nil)
 
     private init(
@@ -1051,7 +1051,7 @@ final class World: Sendable {
         }
     }
 
-    /// Issue 16: a daily token for the wallet, signed by the server's issuer and recorded as the
+    /// A daily token for the wallet, signed by the server's issuer and recorded as the
     /// server records the tokens it hands out.
     static func recordDailyToken(of device: WalletDevice, _ wallet: WalletID, server: TestServer) async throws
         -> [UInt8]
@@ -1115,7 +1115,7 @@ private func keys(of data: Data) throws -> [String] {
     (try JSONSerialization.jsonObject(with: data) as? [String: Any])?.keys.sorted() ?? []
 }
 
-/// Wallet A's cards in the world (issue 15): one to update, one to remove, and one after its
+/// Wallet A's cards in the world: one to update, one to remove, and one after its
 /// approved 3-D Secure challenge.
 struct WorldCards: Sendable {
     let card: String
@@ -1143,7 +1143,7 @@ struct WorldCards: Sendable {
     }
 }
 
-// issue 16: gateway
+// Gateway
 extension World {
     /// Wallet A's balance request, signed by wallet A and sealed to the server's gateway key.
     func sealedBalanceRequest() throws -> [UInt8] {
@@ -1186,7 +1186,7 @@ func signedAuthorization(
 }
 
 extension World {
-    /// The shop's admin session (issue 15), signed in once for the whole test.
+    /// The shop's admin session, signed in once for the whole test.
     func shopAdminToken(_ client: any TestClientProtocol) async throws -> String {
         if let token = shopAdminSession.withLock({ $0 }) { return token }
         let response = try await client.send(

@@ -7,7 +7,7 @@ import HorizonProtocol
 import HorizonServiceClients
 import Testing
 
-/// `MerchantServiceClient` (issue 15) against the server listening on a loopback port: the
+/// `MerchantServiceClient` against the server listening on a loopback port: the
 /// merchant service over real HTTP, signed with the terminal's key, every bad input answered
 /// with its exact code.
 @Suite("MerchantServiceClient against a live server", .serialized)
@@ -389,7 +389,7 @@ extension MerchantServiceClientTests {
         }
     }
 
-    /// Issue 15: the merchant's admin uses the merchant service without a terminal (an admin
+    /// The merchant's admin uses the merchant service without a terminal (an admin
     /// session, `Authorization: Bearer`), sees only its own merchant, and the session ends at
     /// sign-out or when its lifetime is over.
     @Test func anAdminSignsInWithoutATerminalAndSeesOnlyItsOwnMerchant() async throws {

@@ -10,7 +10,7 @@ import HorizonServerClient
 import HorizonStores
 import Testing
 
-/// Issue 16 item 3, the server side: `HorizonServerClient.submitOfflinePayment` against the
+/// Offline settlement's server side: `HorizonServerClient.submitOfflinePayment` against the
 /// server listening on a loopback port. A terminal forwards what it accepted offline; the server
 /// checks the daily token, settles once per payment id, applies the over-the-allowance policy,
 /// and the merchant's transactions show the payment as offline.

@@ -4,7 +4,7 @@ import HorizonLedgerTestSupport
 import HorizonServer
 import Testing
 
-/// The sandbox card processor (issue 15 item 2): each test number's behaviour, idempotency
+/// The sandbox card processor: each test number's behaviour, idempotency
 /// keys, `lookup` after a timeout, refunds, and its state shared by two "processes" (two
 /// stores on one database). On both stores, like the ledger's contract.
 @Suite("Sandbox card processor")

@@ -25,7 +25,7 @@ final class TestServer: Sendable {
     let clock: TestClock
     let configuration: ServerConfiguration
     let metrics = ServerMetrics()
-    /// issue 16: one gateway key for every router of this server, as a data directory keeps it.
+    /// One gateway key for every router of this server, as a data directory keeps it.
     let gatewayKey = GatewayKey.generate()
 
     init(configuration: ServerConfiguration = .testing(), store: (@Sendable (String) throws -> any LedgerStore)? = nil)

@@ -86,9 +86,10 @@ struct ServerProgramTests {
         #expect(server.errors.contains(health.headers["x-request-id"] ?? "-"), "\(server.errors)")
     }
 
-    /// issue 16: the gateway key is made by init (owner-readable only) and kept: the key
+    /// The gateway key is made by init (owner-readable only) and kept: the key
     /// configuration served after a restart is the one served before, so wallets' cached copies
-    /// stay usable. A data directory from before issue 16 gets its key on the first serve.
+    /// stay usable. A data directory made before the gateway existed gets its key on the
+    /// first serve.
     @Test func theGatewayKeyConfigurationSurvivesARestart() async throws {
         let sandbox = try ServerSandbox()
         let data = sandbox.path("server")

@@ -3,7 +3,7 @@ import HorizonServiceClients
 import Synchronization
 import Testing
 
-/// Issue 15: the shared pieces of the service clients, without a server.
+/// The shared pieces of the service clients, without a server.
 @Suite("Service client cache")
 struct CacheTests {
     struct Answer: Codable, Equatable {

@@ -13,7 +13,7 @@ import Testing
     import Glibc
 #endif
 
-/// Issue 15: the service clients against a `horizon-server` running as its own process (the
+/// The service clients against a `horizon-server` running as its own process (the
 /// other client tests run the server inside the test process). Set up as an operator and the
 /// apps would: `init`, `merchants add`, `serve`; the terminal activated and the wallet registered
 /// over HTTP; then every client asks the process.

@@ -9,7 +9,7 @@ import HorizonServer
 import HummingbirdTesting
 import Testing
 
-/// Issue 14, "Bad input", for POST /v1/payments and POST /v1/redemptions: every malformed
+/// Bad input for POST /v1/payments and POST /v1/redemptions: every malformed
 /// submission of an activated till gets its exact error, and nothing moves in the ledger.
 @Suite("Bad input: payments and redemptions")
 struct SubmissionBadInputTests {

@@ -5,7 +5,7 @@ import HorizonServiceClients
 import HummingbirdTesting
 import Testing
 
-/// `WalletClient` (issue 15 item 1) against a server listening on a port: the reference's card
+/// `WalletClient` against a server listening on a port: the reference's card
 /// calls, the 3-D Secure wait, and the card it gives `PaymentClient` to pay with.
 @Suite("WalletClient")
 struct WalletClientTests {

@@ -9,7 +9,7 @@ import HorizonServiceClients
 import HummingbirdTesting
 import Testing
 
-/// Issue 15: the wallet's service clients against the server listening on a loopback port:
+/// The wallet's service clients against the server listening on a loopback port:
 /// account data, balances, history with paging, details, bonus/gold/coupon programs, status
 /// messages; the cache answering while the server is down; a revoked key invalidating the
 /// identity and clearing every client's cache.

@@ -4,7 +4,8 @@ import Testing
 
 @testable import HorizonStores
 
-/// Prepared statements are kept and reused by SQL text (issue 8's profile); reuse must never
+/// Prepared statements are kept and reused by SQL text (preparing cost more than running);
+/// reuse must never
 /// carry anything from one use to the next.
 @Suite("SQLite statement cache", .offTheCooperativePool)
 struct StatementCacheTests {

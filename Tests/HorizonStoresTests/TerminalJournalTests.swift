@@ -7,7 +7,7 @@ import Testing
 
 @testable import HorizonStores
 
-/// The terminal journal (DESIGN.md section 5): every step on disk when `write` returns, steps only
+/// The terminal journal (`docs/protocol.md`): every step on disk when `write` returns, steps only
 /// forward, the answer kept for retries, and what recovery must settle listed after a reopen.
 @Suite("Terminal journal", .offTheCooperativePool)
 struct TerminalJournalTests {
@@ -270,7 +270,7 @@ struct TerminalJournalTests {
         INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '3');
         """
 
-    /// The schema-1 journal exactly as the release before issue 14 created it.
+    /// The schema-1 journal exactly as the releases that wrote schema 1 created it.
     static let schemaOne = """
         CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
         CREATE TABLE IF NOT EXISTS steps(

@@ -2,7 +2,7 @@ import Foundation
 import HorizonTestSupport
 import Testing
 
-/// The benchmarks' smoke runs (issue 17 item 4), on the debug programs the test run built, so
+/// The benchmarks' smoke runs, on the debug programs the test run built, so
 /// that the scripts and `horizon-bench` cannot rot between publishing runs. The numbers mean
 /// nothing here; the shape of the results and the paths taken do.
 // Off the cooperative pool: the test waits for the script's process, blocking its thread.

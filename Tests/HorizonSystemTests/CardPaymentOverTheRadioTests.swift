@@ -9,7 +9,7 @@ import HorizonSimulatedRadio
 import HorizonStores
 import Testing
 
-/// Issue 15 item 3, end to end: the wallet's `WalletClient` adds a card on the server and is
+/// A card payment end to end: the wallet's `WalletClient` adds a card on the server and is
 /// `PaymentClient`'s `paymentCardIDProvider`; the payment over the simulated radio names the
 /// card in the signed confirmation; the terminal settles through the server, which charges the
 /// card through the sandbox processor once.

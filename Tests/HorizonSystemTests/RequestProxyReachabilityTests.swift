@@ -2,7 +2,7 @@ import HorizonRoles
 import HorizonServiceClients
 import Testing
 
-/// The wallet's request proxy follows `NetworkReachability` (issue 16): requests go through a
+/// The wallet's request proxy follows `NetworkReachability`: requests go through a
 /// terminal while the server is not answering fast.
 @Suite("Request proxy and network reachability")
 struct RequestProxyReachabilityTests {

@@ -4,7 +4,7 @@ import HorizonLedgerTestSupport
 import HorizonTestSupport
 import Testing
 
-/// Issue 14 item 8, the long version's smoke run: `Tools/scale-out.sh` itself (real
+/// The scale-out proof's smoke run: `Tools/scale-out.sh` itself (real
 /// `horizon-server` processes, `horizon-bench scale-out` driving them) with a few payments and
 /// one server SIGKILLed and restarted a quarter of the way in, so the command cannot rot. On the test run's PostgreSQL (a schema of its own) when
 /// HORIZON_TEST_POSTGRES_URL is set, else on one SQLite file shared by the processes.

@@ -11,7 +11,7 @@ import HorizonServerClient
 import HorizonTestSupport
 import Testing
 
-/// Issue 14 item 8, the quick version: two server processes on one database, 10 terminals, every
+/// Scale-out, quickly: two server processes on one database, 10 terminals, every
 /// payment id submitted to both servers at once and retried. Every id executes exactly once, and
 /// the ledger's invariants hold when read back from the database.
 // On the cooperative pool, not `.offTheCooperativePool`: the body only awaits (the simulated

@@ -12,7 +12,7 @@ import HorizonStores
 import HorizonTestSupport
 import Testing
 
-/// Issue 14 item 6: a payment settles on the server, exactly once, on the strength of the
+/// A payment settles on the server, exactly once, on the strength of the
 /// wallet's own signature; a terminal cannot charge for anything the wallet did not sign.
 // On the cooperative pool, not `.offTheCooperativePool`: the body only awaits (the simulated
 // radio's live driver, which waits for the server's answers, has a thread of its own), and it

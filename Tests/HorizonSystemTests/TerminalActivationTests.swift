@@ -11,7 +11,7 @@ import HorizonTestSupport
 import Logging
 import Testing
 
-/// Issue 14 item 4, the terminal's part: activation makes a key that never leaves the terminal,
+/// Terminal activation makes a key that never leaves the terminal,
 /// the server's issuer vouches for it, no anchor private key is kept, and the credential is
 /// renewed while the terminal is not revoked.
 // On the cooperative pool, not `.offTheCooperativePool`: the body only awaits (the simulated

@@ -3,7 +3,7 @@ import HorizonStores
 import HorizonTestSupport
 import Testing
 
-/// Crash tests with real processes (issue 7, item 3): a terminal and a wallet, each its own
+/// Crash tests with real processes: a terminal and a wallet, each its own
 /// program, pay each other over the shared simulated radio while one of them is SIGKILLed right
 /// after a durable step (`HORIZON_CRASH_AFTER`). Both are started again over the same files, and
 /// then the ledger, the journal and the wallet's store are checked: a confirmed payment charged

@@ -2,9 +2,9 @@ import Foundation
 import HorizonTestSupport
 import Testing
 
-/// `horizon-terminal register-users | transactions | programs | refund` on an activated terminal
-/// (issue 15 item 5): a real `horizon-server`, the terminal and a wallet as processes; the
-/// commands go through the merchant service with the terminal's key and open no ledger file.
+/// `horizon-terminal register-users | transactions | programs | refund` on an activated terminal:
+/// a real `horizon-server`, the terminal and a wallet as processes; the commands go through the
+/// merchant service with the terminal's key and open no ledger file.
 @Suite("horizon-terminal's merchant commands at a server", .offTheCooperativePool)
 struct MerchantCommandsProgramTests {
     @Test func registerUsersTransactionsProgramsAndRefundsGoThroughTheServer() throws {
@@ -150,7 +150,7 @@ struct MerchantCommandsProgramTests {
 }
 
 extension MerchantCommandsProgramTests {
-    /// Issue 15: the merchant commands as the merchant's admin (`--admin-email`), from a data
+    /// The merchant commands as the merchant's admin (`--admin-email`), from a data
     /// directory with no terminal at all; a wrong password is said as such.
     @Test func theAdminUsesTheMerchantCommandsWithoutATerminal() throws {
         let rig = try RemoteLedgerRig()

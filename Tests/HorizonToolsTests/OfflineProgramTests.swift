@@ -3,7 +3,7 @@ import HorizonCLISupport
 import HorizonTestSupport
 import Testing
 
-/// Issue 16 part 3 with the programs as processes: an activated terminal whose server is down
+/// Offline payments with the programs as processes: an activated terminal whose server is down
 /// takes a payment offline against the wallet's daily token; the wallet says "accepted offline"
 /// and its allowance drops; the terminal lists the stored payment and says it is offline.
 @Suite("Offline payments with the programs", .serialized, .offTheCooperativePool)
@@ -73,7 +73,7 @@ struct OfflineProgramTests {
         #expect(settled.map { $0["state"] as? String } == ["settled"])
     }
 
-    /// Issue 16 item 5: three payments taken offline; the terminal is killed right after the
+    /// Three payments taken offline; the terminal is killed right after the
     /// server answered the first forward (its journal still says `forwarding`); the next run
     /// sends that payment id again and the server settles each of the three exactly once.
     @Test func threeOfflinePaymentsAreForwardedOnceAcrossAKillMidForward() throws {

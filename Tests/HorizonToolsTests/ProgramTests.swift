@@ -54,7 +54,7 @@ struct ProgramTests {
         #expect((report?["receipts"] as? [Any])?.count == 1)
         #expect((report?["pending"] as? [Any])?.count == 0)
 
-        // The money lives in the terminal's ledger, which the wallet does not open (issue 15): the
+        // The money lives in the terminal's ledger, which the wallet does not open: the
         // sandbox wallet is told where to look, and the terminal shows it.
         let balance = try Programs.run("horizon-wallet", ["balance", "--data-dir", walletDir])
         #expect(balance.status == 1)
@@ -126,7 +126,7 @@ struct ProgramTests {
         #expect(noService.standardError.contains("no terminal service listens at"))
     }
 
-    /// Issue 12, item 9: the control socket never replaces a non-socket path, refuses an overlong
+    /// The control socket never replaces a non-socket path, refuses an overlong
     /// line, drops a client that says nothing within the read timeout, serves a bounded number of
     /// clients at once, and logs requests with control characters made harmless.
     @Test func theControlSocketIsBoundedAndRefusesToReplaceAFile() throws {

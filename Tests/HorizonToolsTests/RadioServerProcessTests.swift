@@ -4,7 +4,7 @@ import HorizonTestSupport
 import HorizonUnixSocket
 import Testing
 
-/// The simulated radio's server as the programs start it (issue 13, items 5 and 9): clients are
+/// The simulated radio's server as the programs start it: clients are
 /// served by tasks and dispatch sources, not a thread each; its clock sleeps until the next
 /// event instead of polling; the launcher waits for the server's word that it is ready.
 @Suite("The simulated radio server as a process", .offTheCooperativePool)

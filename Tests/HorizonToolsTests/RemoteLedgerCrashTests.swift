@@ -7,7 +7,7 @@ import Testing
     import Glibc
 #endif
 
-/// Crash tests with a remote ledger (issue 14 item 7): a real `horizon-server`, an activated
+/// Crash tests with a remote ledger: a real `horizon-server`, an activated
 /// `horizon-terminal` and a registered `horizon-wallet`, each its own process, paying over the
 /// simulated radio while the server is killed (SIGKILL, `HORIZON_SERVER_CRASH`) before or after
 /// its commit, during the terminal's recovery, is slow (`HORIZON_SERVER_DELAY_MS`), or is not

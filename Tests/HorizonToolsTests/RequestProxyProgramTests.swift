@@ -2,7 +2,7 @@ import Foundation
 import HorizonTestSupport
 import Testing
 
-/// Issue 16 item 5 with the programs as processes: a wallet with no route to its server (run in
+/// The request proxy with the programs as processes: a wallet with no route to its server (run in
 /// a network namespace of its own: not even loopback is up) fetches its balance through the
 /// terminal taking its payment (`--via-terminal`), then pays it. The simulated radio is a Unix
 /// socket on the file system, which a network namespace does not cut.

@@ -3,7 +3,7 @@ import HorizonCLISupport
 import HorizonTestSupport
 import Testing
 
-/// Issue 15 and issue 16 item 3: `horizon-wallet token` against a real `horizon-server serve`,
+/// `horizon-wallet token` against a real `horizon-server serve`,
 /// both as processes: a new token, the same one asked again, a new one after the balance
 /// changed, the kept one while the server is down, and the errors a person can act on.
 @Suite("The daily token with the programs", .serialized, .offTheCooperativePool)
@@ -78,7 +78,7 @@ struct TokenProgramTests {
         #expect(
             first.standardOutput.contains(" h 59 min left)\n") || first.standardOutput.contains("(24 h 0 min left)"))
 
-        // Issue 16: the balance shows what the kept token still allows offline.
+        // The balance shows what the kept token still allows offline.
         let balance = try wallet(["balance"])
         #expect(
             balance.standardOutput.contains("offline       50.00 EUR of 50.00 EUR (token valid "),

@@ -3,7 +3,7 @@ import HorizonCLISupport
 import HorizonTestSupport
 import Testing
 
-/// Issue 15: `horizon-wallet account | balance | history | points | coupons | memberships` through
+/// `horizon-wallet account | balance | history | points | coupons | memberships` through
 /// the service clients against a real `horizon-server serve`, and `horizon-server messages`, all as
 /// processes.
 @Suite("Wallet services with the programs", .serialized, .offTheCooperativePool)
