@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The longer seeded fault simulation (issue 7, item 4): RUNS shops of TRANSACTIONS wallet attempts
+# The longer seeded fault simulation: RUNS shops of TRANSACTIONS wallet attempts
 # each, seeds FIRST-SEED, FIRST-SEED+1, ..., with link cuts, loss, duplication, reordering,
 # movement, clock skew and crashes after durable writes; the exactly-once invariants are checked
 # from the ledger's and the wallets' SQLite files after every run

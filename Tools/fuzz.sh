@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes one wire decoder with libFuzzer (issue 7, item 5). Builds horizon-fuzz for libFuzzer
+# Fuzzes one wire decoder with libFuzzer. Builds horizon-fuzz for libFuzzer
 # (release, AddressSanitizer, -DFUZZING) into its own scratch path, .build-fuzz, so it never
 # disturbs the normal build, then runs it on the committed corpus.
 #

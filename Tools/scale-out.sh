@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scale-out proof (issue 14 item 8), with real processes: several `horizon-server serve`
+# The scale-out proof, with real processes: several `horizon-server serve`
 # processes on one database, terminals activated and wallets registered through their
 # endpoints, every payment id submitted to all servers at once and retried (once after a
 # deliberate client timeout), then the database read back: every id executed exactly once, one

@@ -11,7 +11,7 @@ import HorizonStores
 ///
 /// Terminal steps: the journal's `offered`, `confirmed`, `submitted`, `result`, `acknowledged`,
 /// `settle` (the ledger's commit, between `submitted` and `result`), and `offline-forwarded`
-/// (issue 16: the server answered a forwarded offline payment, the journal still says
+/// (the server answered a forwarded offline payment, the journal still says
 /// `forwarding`; the next forward sends the same payment id again). Wallet steps:
 /// `stored-request` (the signed request is stored, before it is sent) and `resolved-request`
 /// (its final answer is stored). Without the variable the stores are used as they are.

@@ -4,7 +4,7 @@ import HorizonRoles
 import HorizonSecureChannel
 import HorizonStores
 
-/// The merchant's offline limits in `terminal.json` (issue 16), under `"offline"`; every field is
+/// The merchant's offline limits in `terminal.json`, under `"offline"`; every field is
 /// optional and a missing one takes the default:
 ///
 ///     "offline": { "perPaymentMinorUnits": 5000, "totalStoredMinorUnits": 20000,

@@ -8,7 +8,7 @@ import HorizonServerClient
 import Logging
 import ServiceLifecycle
 
-/// A terminal activated with a Horizon server (issue 14 item 4): its key is made here and never
+/// A terminal activated with a Horizon server: its key is made here and never
 /// leaves; the server's issuer vouches for it with a short-lived credential, renewed while the
 /// terminal is online. No anchor private key is kept.
 extension TerminalFiles {

@@ -26,7 +26,7 @@ public struct TerminalSettings: Codable, Sendable {
     public var server: String?
     /// The terminal's id at the server.
     public var terminalID: String?
-    /// Issue 16: the merchant's offline limits (see `OfflineSettings`); nil takes the defaults.
+    /// The merchant's offline limits (see `OfflineSettings`); nil takes the defaults.
     public var offline: OfflineSettings?
 
     public static let defaultTerminalLabel = "Till 1"
@@ -203,12 +203,12 @@ public struct TerminalRuntime {
     /// The journal itself (the service may see it behind crash injection): it keeps the offline
     /// payments and the last server contact.
     public let journal: SQLiteTerminalJournal
-    /// Issue 16: offline acceptance, for an activated terminal (nil for a sandbox one).
+    /// Offline acceptance, for an activated terminal (nil for a sandbox one).
     public let offline: OfflineAcceptanceConfiguration?
     /// Each server call that got an answer yields here (the service forwards offline payments
     /// then); nothing yields for a sandbox terminal.
     public let serverAnswered: AsyncStream<Void>
-    /// Relays wallets' sealed requests to the server (issue 16); nil: this terminal does not
+    /// Relays wallets' sealed requests to the server; nil: this terminal does not
     /// relay, and wallets asking are told so (`proxyUnavailable`).
     public var requestProxy: TerminalRequestProxy?
 
@@ -232,7 +232,7 @@ public struct TerminalRuntime {
     }
 }
 
-/// The terminal's request proxy as the apps run it (issue 16): a `RequestProxyHostCoordinator`
+/// The terminal's request proxy as the apps run it: a `RequestProxyHostCoordinator`
 /// over the hosts a command opens, relaying through `gateway` within `limits`. An activated
 /// terminal's gateway posts to its server (`HorizonServerClient.forwardToGateway`).
 public struct TerminalRequestProxy: Sendable {
@@ -326,7 +326,7 @@ extension TerminalFiles {
         } else {
             logger.notice("\(recovery)")
         }
-        // An activated terminal relays wallets' sealed requests to its server's gateway (issue 16).
+        // An activated terminal relays wallets' sealed requests to its server's gateway.
         let requestProxy = server.map {
             TerminalRequestProxy(gateway: ServerProxyGateway(client: $0), logger: logger)
         }

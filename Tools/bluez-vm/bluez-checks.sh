@@ -62,7 +62,7 @@ else
     check "terminal and wallet set up (the wallet's adapter with privacy on)" false
 fi
 
-# Issue 16: the request proxy over real bluetoothd, with a server in the VM.
+# The request proxy over real bluetoothd, with a server in the VM.
 source "$(dirname "${BASH_SOURCE[0]}")/bluez-proxy.sh"
 if setup_proxy; then
     check "a wallet without a route to its server gets its balance through the terminal, then pays it" \

@@ -21,7 +21,7 @@ setup_payments() {
         wallet_privacy_on
 }
 
-# Issue 12, item 7: the wallet's controller uses resolvable private addresses. BlueZ's main.conf
+# The wallet's controller uses resolvable private addresses. BlueZ's main.conf
 # `Privacy = device` would turn them on for every adapter of this one bluetoothd, the terminal's
 # too (whose public address the bluetoothctl check connects to), and a terminal has nothing to
 # hide; so privacy is switched on for the wallet's controller alone, with the kernel's mgmt Set
@@ -222,7 +222,7 @@ check_rejection() {
     start_terminal reject 3.00 || return 1
     local status=0
     echo n | wallet_bounded pay "${on_wallet_radio[@]}" --timeout 60 >"$work/reject.wallet.out" 2>"$work/reject.wallet" || status=$?
-    # A decline is one wallet's word (any central could send one, issue 12): the register logs it
+    # A decline is one wallet's word (any central could send one): the register logs it
     # and keeps the session open until the cashier stops it.
     local declined=0
     wait_for_log "$work/reject.terminal" "a wallet declined" 20 || declined=1
@@ -370,7 +370,7 @@ foreign_central_session() (
         sleep 2
         send "back"
         # It never registers a link tag: the terminal disconnects it after its grace period
-        # (10 s from connecting, issue 12); only then does it give up and disconnect itself.
+        # (10 s from connecting); only then does it give up and disconnect itself.
         appears "$out" "Connected: no" 20 || send "disconnect $terminal_address"
         appears "$out" "Successful disconnected\|Connected: no" 5
     else

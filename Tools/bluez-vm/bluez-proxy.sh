@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Issue 16 against a real bluetoothd, sourced by bluez-checks.sh after bluez-payments.sh (whose
-# $work, helpers and adapters it uses): a Horizon server inside the VM (SQLite, loopback), a
-# terminal activated with it on hci0, a registered wallet on hci1.
+# The request proxy against a real bluetoothd, sourced by bluez-checks.sh after
+# bluez-payments.sh (whose $work, helpers and adapters it uses): a Horizon server inside the VM
+# (SQLite, loopback), a terminal activated with it on hci0, a registered wallet on hci1.
 #
 # The wallet loses its route to the server this way: it registered (and kept its token and the
 # gateway key) while the server listened on one port; the server is then restarted on another,

@@ -1,4 +1,4 @@
-// horizon-fuzz: libFuzzer targets for the wire decoders (issue 7, item 5).
+// horizon-fuzz: libFuzzer targets for the wire decoders.
 //
 // Built normally it is a small program that replays inputs through the same entry functions
 // libFuzzer calls, so a corpus (or a crash file) can be checked in a plain debug build and in

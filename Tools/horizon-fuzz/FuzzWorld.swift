@@ -78,7 +78,7 @@ final class FuzzWorld: Sendable {
                 sessionID: sessionID, terminalKeyDigest: terminalKeyDigest, walletKey: walletPublic,
                 offerDigest: offerDigest, amount: amount, tip: tip, paymentID: paymentID, walletNonce: walletNonce,
                 expiresAt: Self.wallClock + 120)
-            // The same confirmation paying with a card (issue 15): the method is signed too.
+            // The same confirmation paying with a card: the method is signed too.
             let cardConfirm = try Confirm(
                 sessionID: sessionID, terminalKeyDigest: terminalKeyDigest, walletKey: walletPublic,
                 offerDigest: offerDigest, amount: amount, tip: tip, paymentID: paymentID, walletNonce: walletNonce,

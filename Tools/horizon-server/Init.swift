@@ -49,7 +49,7 @@ struct Init: AsyncParsableCommand {
         await ledger.close()
         let issuer = Issuer.generate(name: issuerName)
         do { try issuer.write(to: settings.issuerKeyFile(in: directory.path)) } catch { throw CLIError("\(error)") }
-        // The gateway key (issue 16), kept beside the issuer key from the start.
+        // The gateway key, kept beside the issuer key from the start.
         do { _ = try GatewayKey.loadOrCreate(at: settings.gatewayKeyFile(in: directory.path)) } catch {
             throw CLIError("\(error)")
         }

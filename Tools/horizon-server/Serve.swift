@@ -71,7 +71,7 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error")
         }
         let issuer = try options.issuer(settings)
-        // Made on the first start of a data directory initialised before issue 16, then kept.
+        // Made on the first start of a data directory initialised before the gateway existed, then kept.
         let gatewayKey: GatewayKey
         do {
             gatewayKey = try GatewayKey.loadOrCreate(at: settings.gatewayKeySource(in: options.directory.path))

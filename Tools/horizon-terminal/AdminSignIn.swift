@@ -4,8 +4,8 @@ import HorizonCLISupport
 import HorizonServerClient
 import HorizonServiceClients
 
-/// The merchant commands as the merchant's admin (issue 15: "through its terminal credential or
-/// an admin sign-in"): `--admin-email` signs in with the admin's password instead of using this
+/// The merchant commands as the merchant's admin rather than through a terminal's credential:
+/// `--admin-email` signs in with the admin's password instead of using this
 /// terminal's key, so they work from any machine, with no terminal set up there.
 struct AdminSignInOptions: ParsableArguments {
     @Option(

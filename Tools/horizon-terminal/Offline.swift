@@ -9,7 +9,7 @@ import HorizonStores
 import Logging
 import ServiceLifecycle
 
-/// `offline list|forward` (issue 16): the payments this terminal accepted while its server was
+/// `offline list|forward`: the payments this terminal accepted while its server was
 /// unreachable, and sending them to the server, each exactly once.
 struct OfflineCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -135,7 +135,7 @@ struct OfflineForwardSummary: Encodable {
     let interruption: String?
 }
 
-/// Online/offline and the stored offline payments, for `status` (issue 16).
+/// Online/offline and the stored offline payments, for `status`.
 struct OfflineStatus: Encodable {
     /// "online", "offline", or "sandbox" (settles in its own ledger).
     let server: String
@@ -198,7 +198,7 @@ struct OfflineStatus: Encodable {
     }
 }
 
-/// While `serve` runs (issue 16): forwards the stored offline payments after each server call
+/// While `serve` runs: forwards the stored offline payments after each server call
 /// that got an answer and every `interval`, one run at a time.
 struct OfflineForwardingService: Service {
     let forwarding: OfflineForwarding

@@ -54,7 +54,7 @@ struct Pay: AsyncParsableCommand {
         let runtime = try await files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
         let host = try await runtime.paymentHost(
             ledger: ledger, decisionTimeoutSeconds: timeout ?? settings.userDecisionTimeoutSeconds)
-        // Wallets with bad network may send their requests through this terminal (issue 16).
+        // Wallets with bad network may send their requests through this terminal.
         let requestProxy = runtime.startRequestProxy(hosts: [host.connector])
         defer { requestProxy?.stop() }
         let console = Console()
@@ -163,7 +163,7 @@ struct Pay: AsyncParsableCommand {
 }
 
 struct PaymentSummary: Encodable {
-    /// "completed", or "acceptedOffline" (issue 16: not settled by the server yet).
+    /// "completed", or "acceptedOffline" (not settled by the server yet).
     let state: String
     let paymentID: String
     let sessionID: String

@@ -83,7 +83,7 @@ struct Redeem: AsyncParsableCommand {
                     userDecisionTimeout: .seconds(settings.userDecisionTimeoutSeconds),
                     currency: ledger.currency, merchantPrograms: try await ledger.merchantPrograms()))
         else { throw CLIError("\(kind) is not a redemption") }
-        // Wallets with bad network may send their requests through this terminal (issue 16).
+        // Wallets with bad network may send their requests through this terminal.
         let requestProxy = runtime.startRequestProxy(hosts: [host.connector])
         defer { requestProxy?.stop() }
         let console = Console()

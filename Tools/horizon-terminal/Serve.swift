@@ -56,7 +56,7 @@ struct Serve: AsyncParsableCommand {
         let runtime = try await files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
         let host = try await runtime.paymentHost(
             ledger: ledger, decisionTimeoutSeconds: settings.userDecisionTimeoutSeconds)
-        // Wallets with bad network may send their requests through this terminal (issue 16).
+        // Wallets with bad network may send their requests through this terminal.
         let requestProxy = runtime.startRequestProxy(hosts: [host.connector])
         defer { requestProxy?.stop() }
         let observer = BluetoothConflictObserver(
@@ -74,7 +74,7 @@ struct Serve: AsyncParsableCommand {
         let renewal: [ServiceGroupConfiguration.ServiceConfiguration] =
             settings.server == nil
             ? [] : [.init(service: CredentialRenewalService(files: files, service: runtime.service, logger: logger))]
-        // Issue 16: an activated terminal forwards what it accepted offline once its server
+        // An activated terminal forwards what it accepted offline once its server
         // answers again (and every five minutes, for a terminal that takes no payment meanwhile).
         var forwarding: [ServiceGroupConfiguration.ServiceConfiguration] = []
         if settings.server != nil {

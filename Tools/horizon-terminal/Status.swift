@@ -103,7 +103,7 @@ struct StatusReport: Encodable {
     let conflict: String
     let conflictCount: Int
     let sessions: [NearbySession]
-    /// Issue 16: online/offline and the stored offline payments (nil without a terminal here).
+    /// Online/offline and the stored offline payments (nil without a terminal here).
     let offline: OfflineStatus?
 }
 

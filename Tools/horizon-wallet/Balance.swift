@@ -22,7 +22,7 @@ struct Balance: AsyncParsableCommand {
     func run() async throws {
         let session = try await WalletSession.open(global.walletFiles, pin: pin, relay: relay, verbose: global.verbose)
         defer { session.finish(json: json) }
-        // Issue 16: read from the kept token, no server call (it is what the wallet can spend
+        // Read from the kept token, no server call (it is what the wallet can spend
         // offline right now).
         let tokens = DailyTokenClient(
             identityClient: session.identity, cache: session.cache,
@@ -73,8 +73,8 @@ struct BalanceReport: Encodable {
     let balances: [Amount]
     let bonusPoints: [Points]
     let freshness: FreshnessJSON
-    /// Issue 16: the answer came through a terminal (the request proxy).
+    /// The answer came through a terminal (the request proxy).
     let viaTerminal: Bool
-    /// Issue 16: what the current daily token still allows offline; nil without a valid token.
+    /// What the current daily token still allows offline; nil without a valid token.
     let offlineAllowance: Amount?
 }

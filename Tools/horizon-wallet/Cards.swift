@@ -3,7 +3,7 @@ import Foundation
 import HorizonCLISupport
 import HorizonServiceClients
 
-/// `cards add|list|update|remove`: the wallet's payment cards on its server (issue 15), through
+/// `cards add|list|update|remove`: the wallet's payment cards on its server, through
 /// `WalletClient` with the wallet's key.
 struct Cards: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -96,7 +96,7 @@ struct ListCards: AsyncParsableCommand {
 
     func run() async throws {
         guard try WalletServer.account(global.walletFiles) != nil else { throw CardCommands.unregistered }
-        // Through the session's identity, so that --via-terminal routes this call too (issue 16).
+        // Through the session's identity, so that --via-terminal routes this call too.
         let session = try await WalletSession.open(global.walletFiles, pin: pin, relay: relay, verbose: global.verbose)
         defer { session.finish(json: json) }
         let url = try WalletServer.url(session.account.server)

@@ -89,7 +89,7 @@ struct History: AsyncParsableCommand {
         if page.transactions.isEmpty, pending.isEmpty {
             print(cursor == nil ? "no transactions yet" : "no more transactions")
         }
-        // Issue 16: what a terminal accepted offline is not on the server until that terminal
+        // What a terminal accepted offline is not on the server until that terminal
         // forwards it; the wallet's own receipt says so meanwhile.
         if cursor == nil {
             let onServer = Set(page.transactions.map { $0.paymentId.lowercased() })

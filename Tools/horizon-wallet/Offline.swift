@@ -9,7 +9,7 @@ import HorizonServiceClients
 extension WalletSession {
     /// The daily token client of a registered wallet, over its persistent cache (where
     /// `horizon-wallet token` keeps the token), with the key already unlocked; nil for a sandbox
-    /// wallet, which has no server and so no token. Issue 16: `pay` presents its token to a
+    /// wallet, which has no server and so no token. `pay` presents its token to a
     /// terminal that cannot reach its server, and records what that terminal accepted offline.
     static func dailyTokenClient(
         _ files: WalletFiles, signingKey: P256.Signing.PrivateKey, anchors: [TrustAnchor]

@@ -40,7 +40,7 @@ struct Pay: AsyncParsableCommand {
     func run() async throws {
         let wallet = try options.openWallet()
         defer { wallet.radio.shutdown() }
-        // Issue 16: a terminal that cannot reach its server asks for the daily token (kept by
+        // A terminal that cannot reach its server asks for the daily token (kept by
         // `horizon-wallet token`); it travels only then.
         let tokens = try WalletSession.dailyTokenClient(
             options.global.walletFiles, signingKey: wallet.identity.signingKey, anchors: wallet.anchors)

@@ -15,7 +15,7 @@ struct WalletSession {
     let cache: Cache
     /// The unlocked key: a `--via-terminal` session's radio client signs with it too.
     let signingKey: P256.Signing.PrivateKey
-    /// Issue 16: the terminal this session's requests go through (`--via-terminal`), nil for direct.
+    /// The terminal this session's requests go through (`--via-terminal`), nil for direct.
     var terminalRelay: TerminalRelay? = nil
 
     /// The advice for a wallet that has no server account.
@@ -51,7 +51,7 @@ struct WalletSession {
     }
 
     /// `open`, then with `--via-terminal` every request of the session goes through the nearest
-    /// terminal advertising a session (issue 16's request proxy).
+    /// terminal advertising a session (the request proxy).
     static func open(_ files: WalletFiles, pin: PINOptions, relay: TerminalRelayOptions, verbose: Bool) async throws
         -> WalletSession
     {

@@ -9,7 +9,7 @@ import HorizonServiceClients
 import HorizonSimulatedRadio
 import Synchronization
 
-/// `--via-terminal` (issue 16, the request proxy): for a wallet without a route to its server.
+/// `--via-terminal` (the request proxy): for a wallet without a route to its server.
 /// The command's server requests are sealed to the server's gateway key (kept by
 /// `horizon-wallet token` while online, checked against the pinned anchor) and sent as proxy
 /// requests over the secure channel to the nearest terminal advertising a session; the terminal

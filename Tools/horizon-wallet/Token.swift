@@ -5,7 +5,7 @@ import HorizonCore
 import HorizonSecureChannel
 import HorizonServiceClients
 
-/// `token`: the wallet's daily token for offline payments (issue 16 item 3), through the
+/// `token`: the wallet's daily token for offline payments, through the
 /// `DailyTokenClient`: fetched from the server, verified against the anchor the wallet pinned
 /// at registration, kept in the wallet's cache and shown from there while the server is down.
 struct Token: AsyncParsableCommand {
@@ -51,7 +51,7 @@ struct Token: AsyncParsableCommand {
         do {
             let fetched = try await client.fetchDailyToken(refresh: refresh)
             (token, state) = (fetched.token, fetched.issuedNow ? .new : .fresh)
-            // Issue 16: the gateway key too, verified against the anchor, so that this wallet can
+            // The gateway key too, verified against the anchor, so that this wallet can
             // later send requests through a terminal (`--via-terminal`) without a route of its own.
             if session.terminalRelay == nil {
                 let keys = GatewayKeyConfigClient(

@@ -1,4 +1,4 @@
-# A throw-away PostgreSQL for the ledger's tests (issue 14 item 3). Sourced, not run; needs
+# A throw-away PostgreSQL for the ledger's tests. Sourced, not run; needs
 # setup.sh's `step` and `die`.
 #
 #   postgres_ensure_installed   installs Debian's postgresql when no initdb is found
