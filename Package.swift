@@ -1,6 +1,6 @@
 // swift-tools-version:6.1
 // Horizon for Linux: BLE proximity payments between a Linux terminal and a Linux wallet.
-// Targets are named after the layers of DESIGN.md section 2; each imports only the layers below it.
+// Targets are named after the layers of docs/architecture.md; each imports only the layers below it.
 import PackageDescription
 
 let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
@@ -46,7 +46,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.29.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.24.0"),
         .package(url: "https://github.com/swift-server/swift-openapi-async-http-client.git", from: "1.1.0"),
-        // The merchant dashboard's HTML templates (issue 15).
+        // The merchant dashboard's HTML templates.
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
     ],
     targets: [
@@ -102,7 +102,7 @@ let package = Package(
         .target(
             name: "HorizonStores", dependencies: ["CSQLite", "HorizonCore", "HorizonProtocol"], swiftSettings: strict),
 
-        // The ledger (issue 14): merchants, accounts, double-entry postings, exactly-once settlement
+        // The ledger: merchants, accounts, double-entry postings, exactly-once settlement
         // and loyalty, one implementation of the rules over SQLite and PostgreSQL. The server runs
         // it; so does a single-box terminal, in process (`InProcessLedger`, the only sandbox).
         .target(
@@ -125,7 +125,7 @@ let package = Package(
             dependencies: ["HorizonLedger", "HorizonStores", "HorizonProtocol", "HorizonCore"],
             path: "Tests/HorizonLedgerTestSupport", swiftSettings: strict),
 
-        // The server's HTTP contract (issue 14): `openapi.yaml` and the types, server protocol and
+        // The server's HTTP contract: `openapi.yaml` and the types, server protocol and
         // client generated from it (committed; `Tools/generate-api.sh` regenerates them, so CI
         // does not build the generator).
         .target(
@@ -138,7 +138,7 @@ let package = Package(
             exclude: ["openapi.yaml", "openapi-generator-config.yaml", "Generated/openapi.sha256"],
             swiftSettings: strict),
 
-        // Oblivious HTTP (issue 16, RFC 9458) and binary HTTP (RFC 9292): a wallet's request sealed
+        // Oblivious HTTP (RFC 9458) and binary HTTP (RFC 9292): a wallet's request sealed
         // to the server's gateway key, so that a relaying terminal carries bytes it cannot read.
         .target(
             name: "HorizonObliviousHTTP",
@@ -149,13 +149,13 @@ let package = Package(
             dependencies: ["HorizonObliviousHTTP", "HorizonCore", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strict),
 
-        // The Horizon server (issue 14): Hummingbird 2 serving HorizonAPI over HorizonLedger.
+        // The Horizon server: Hummingbird 2 serving HorizonAPI over HorizonLedger.
         .target(
             name: "HorizonServer",
             dependencies: [
                 "HorizonAPI", "HorizonLedger", "HorizonCore", "HorizonProtocol", "HorizonSecureChannel",
                 "HorizonStores",
-                // issue 16: the gateway opens sealed requests.
+                // The gateway opens sealed requests.
                 "HorizonObliviousHTTP",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -182,7 +182,7 @@ let package = Package(
             name: "HorizonServerClient",
             dependencies: [
                 "HorizonAPI", "HorizonCore", "HorizonProtocol", "HorizonStores",
-                // issue 16: requests sealed to the gateway and sent through a relay.
+                // Requests sealed to the gateway and sent through a relay.
                 "HorizonObliviousHTTP",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
@@ -191,7 +191,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: strict),
-        // The reference SDK's service clients (issue 15): merchant, account, cards, programs,
+        // The reference SDK's service clients: merchant, account, cards, programs,
         // transactions, status messages, over the server client.
         .target(
             name: "HorizonServiceClients",
@@ -199,9 +199,9 @@ let package = Package(
                 "HorizonServerClient", "HorizonAPI", "HorizonCore", "HorizonProtocol",
                 // The daily token is checked against the pinned anchor before it is kept.
                 "HorizonSecureChannel",
-                // issue 16: the gateway key configuration, checked against the anchor too.
+                // The gateway key configuration, checked against the anchor too.
                 "HorizonObliviousHTTP",
-                // issue 16: the request proxy uses the proxy when NetworkReachability is not fast, and
+                // The request proxy uses the proxy when NetworkReachability is not fast, and
                 // DailyTokenClient is the payment client's OfflineTokenProvider.
                 "HorizonRoles",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -212,9 +212,9 @@ let package = Package(
             dependencies: [
                 "HorizonServer", "HorizonAPI", "HorizonLedger", "HorizonCore", "HorizonProtocol",
                 "HorizonSecureChannel", "HorizonTestSupport", "HorizonServerClient", "HorizonServiceClients",
-                // issue 16: requests relayed sealed through the gateway.
+                // Requests relayed sealed through the gateway.
                 "HorizonObliviousHTTP",
-                // The sandbox card processor's tests run on both stores (issue 15).
+                // The sandbox card processor's tests run on both stores.
                 "HorizonLedgerTestSupport",
                 // Built for the tests that run the program as a process.
                 "horizon-server",
@@ -232,7 +232,7 @@ let package = Package(
                 "HorizonServer", "HorizonServerClient", "HorizonAPI", "HorizonLedger", "HorizonRoles", "HorizonStores",
                 "HorizonCore", "HorizonProtocol", "HorizonSecureChannel", "HorizonSimulatedRadio", "HorizonTestSupport",
                 "HorizonCLISupport", "HorizonLedgerTestSupport",
-                // Paying with a card over the radio: the wallet's WalletClient (issue 15).
+                // Paying with a card over the radio: the wallet's WalletClient.
                 "HorizonServiceClients",
                 // Built for the scale-out command's smoke run (Tools/scale-out.sh runs them as processes).
                 "horizon-server", "horizon-bench",
@@ -287,9 +287,9 @@ let package = Package(
             dependencies: [
                 "HorizonCLISupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonProtocol",
                 "HorizonStores", "HorizonRoles", "HorizonUnixSocket", "HorizonLedger",
-                // issue 15: the merchant commands of an activated terminal, or of the admin.
+                // The merchant commands of an activated terminal, or of the admin.
                 "HorizonServiceClients", "HorizonServerClient",
-                // issue 16: the daily token and the terminal's identity in the offline commands.
+                // The daily token and the terminal's identity in the offline commands.
                 "HorizonSecureChannel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -312,7 +312,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ], path: "Tools/horizon-demo", swiftSettings: strict),
 
-        // Benchmarks (issue 8): one release-built executable writing a JSON result and a table.
+        // Benchmarks: one release-built executable writing a JSON result and a table.
         .executableTarget(
             name: "horizon-bench",
             dependencies: [
@@ -347,7 +347,7 @@ let package = Package(
                 "HorizonTestSupport", "HorizonUnixSocket", .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict),
-        // Seeded fault simulation and corpus replays: the exactly-once invariants under failure (issue 7).
+        // Seeded fault simulation and corpus replays: the exactly-once invariants under failure.
         .testTarget(
             name: "HorizonFaultTests",
             dependencies: [

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Where the raw BlueZ round trip goes, hop by hop (issue 8): runs a short
+# Where the raw BlueZ round trip goes, hop by hop: runs a short
 # `horizon-bench --only bluez` in the Tools/bluez-vm VM while btmon records the HCI traffic of
 # both controllers and dbus-monitor the system bus, then matches each quiet raw round trip (its
 # 20-byte payload carries its index) across both traces and prints the median time of each hop:

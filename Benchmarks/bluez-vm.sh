@@ -1,5 +1,5 @@
 #!/bin/bash
-# The BlueZ part of the benchmarks (issue 8): builds horizon-bench in release mode and runs
+# The BlueZ part of the benchmarks: builds horizon-bench in release mode and runs
 # `horizon-bench --only bluez` inside the throw-away VM of Tools/bluez-vm (QEMU, a real
 # bluetoothd, two linked virtual controllers hci0 and hci1). The terminal radio is on hci0, the
 # wallet radio on hci1, both in the one benchmark process. The VM may write only to the results

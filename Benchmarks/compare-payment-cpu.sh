@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A/B of the CPU of one payment between builds (issue 13 item 10, issue 17 item 3): runs
+# A/B of the CPU of one payment between builds: runs
 # `horizon-bench --only payment-cpu` of each build in turn, round after round (the order rotates
 # each round, so a drift in the machine's load falls on every build alike), on tmpfs and on the
 # repository's own file system (a real disk: SQLite syncs each payment), and reports the median

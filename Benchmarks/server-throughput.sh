@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 17 item 1: how many payments a second one `horizon-server` settles on PostgreSQL, next to
+# How many payments a second one `horizon-server` settles on PostgreSQL, next to
 # what PostgreSQL itself does with pgbench's TPC-B-like script on the same cluster, at the same
 # client counts, in one run. Each payment is a real submission: a Confirm signed by its wallet's
 # key (verified by the server), sent by its terminal with the terminal's signature, settled

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 17 item 3: the CPU of one payment, both sides, files on a real disk, against its
+# The CPU of one payment, both sides, files on a real disk, against its
 # cryptography alone, in one run: with the terminal's in-process ledger (single box), and with
 # the terminal settling through a running horizon-server (an activated terminal: the terminal's
 # and the wallet's share, the server's process not counted; its CPU per payment is read from

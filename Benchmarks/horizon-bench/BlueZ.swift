@@ -4,7 +4,7 @@ import HorizonCore
 import HorizonRadio
 import Logging
 
-/// The BlueZ part of issue 8, measured on a real `bluetoothd` with two adapters (the
+/// The BlueZ part of the benchmarks, measured on a real `bluetoothd` with two adapters (the
 /// `Tools/bluez-vm` harness: two linked virtual controllers, `Benchmarks/bluez-vm.sh`). Both
 /// radios live in this process, each on its own adapter and its own D-Bus connection: the
 /// terminal on one (hci0), the wallet on the other (hci1).
@@ -116,7 +116,7 @@ enum BlueZ {
     }
 
     static let notMeasured = "bluez: not measured in this run"
-    /// The budget line of issue 8: acceptance → receipt at most this many raw round trips.
+    /// The budget line: acceptance → receipt at most this many raw round trips.
     static let ratioLimit = 3.5
 
     static func measure(_ settings: BenchSettings, options: BlueZOptions) -> BlueZResult {

@@ -16,7 +16,7 @@ extension ProcessorKind: ExpressibleByArgument {}
 /// `--bluez-notify socket|signals`.
 extension BlueZNotificationPath: ExpressibleByArgument {}
 
-/// `horizon-bench`: the performance budget of DESIGN.md section 7, measured (issue 8).
+/// `horizon-bench`: the performance budget (`BENCHMARKS.md`), measured.
 struct HorizonBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "horizon-bench",

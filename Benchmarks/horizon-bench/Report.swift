@@ -1,6 +1,6 @@
 import Foundation
 
-/// One line of DESIGN.md section 7 against what this run measured.
+/// One line of the performance budget against what this run measured.
 struct BudgetCheck: Codable {
     let item: String
     let measured: Double
@@ -188,7 +188,7 @@ struct BenchmarkReport: Codable {
         }
         if !budget.isEmpty {
             out.append("")
-            out.append("Budget (DESIGN.md section 7)")
+            out.append("Performance budget")
             out += Self.grid(
                 ["", "measured", "limit", "met"],
                 budget.map { check in

@@ -10,7 +10,7 @@ import HorizonSecureChannel
 import HorizonServerClient
 import Synchronization
 
-/// `horizon-bench scale-out`: the long scale-out proof of issue 14 item 8 against real server
+/// `horizon-bench scale-out`: the long scale-out proof against real server
 /// processes (Tools/scale-out.sh starts them). Terminals are activated and wallets registered
 /// through the servers' own endpoints; every payment id is signed by its wallet, submitted by its
 /// terminal to every server at once, retried, and then the database is read back.

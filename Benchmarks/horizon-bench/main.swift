@@ -1,6 +1,6 @@
 import ArgumentParser
 
-// The benchmark executable of issue 8: an ArgumentParser command, see HorizonBench.swift.
+// The benchmark executable: an ArgumentParser command, see HorizonBench.swift.
 // Parsed and run by hand: here both `HorizonBench.main()` and `run()` on an
 // AsyncParsableCommand resolve to the synchronous versions, which would print the asynchronous
 // `scale-out` subcommand's help instead of running it.
