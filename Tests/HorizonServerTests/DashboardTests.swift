@@ -88,6 +88,28 @@ struct DashboardTests {
         }
     }
 
+    @Test func theServersRootSendsABrowserToTheDashboard() async throws {
+        let server = try await TestServer()
+        try await server.addMerchant()
+        try await server.withClient { client in
+            let root = try await client.send(.get, "/")
+            #expect(root.status == .seeOther)
+            #expect(root.headers[.location] == "/dashboard")
+            let home = try await client.send(.get, "/dashboard")
+            #expect(home.headers[.location] == "/dashboard/transactions")
+            let signIn = try await client.send(.get, "/dashboard/transactions")
+            #expect(signIn.headers[.location] == "/dashboard/sign-in")
+            // Signed in, the same address leads to the dashboard's pages.
+            let browser = DashboardBrowser(client)
+            _ = try await browser.signIn()
+            let signedIn = try await browser.get("/")
+            #expect(signedIn.status == .seeOther && signedIn.headers[.location] == "/dashboard")
+            #expect(try await browser.get("/dashboard/transactions").status == .ok)
+            // Only reading the root is redirected; the API still has nothing to post there.
+            #expect(try await client.send(.post, "/").status != .seeOther)
+        }
+    }
+
     @Test func withoutASessionPagesSendToSignIn() async throws {
         let server = try await TestServer()
         try await server.withClient { client in

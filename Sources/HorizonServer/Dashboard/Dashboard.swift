@@ -715,6 +715,9 @@ struct DashboardMiddleware: RouterMiddleware {
         -> Response
     {
         let path = request.uri.path
+        // The API has nothing at its root: a person who types the server's address gets the
+        // dashboard (its home page, or the sign-in when not signed in).
+        if path == "/", request.method == .get || request.method == .head { return Dashboard.redirect("/dashboard") }
         guard path == "/dashboard" || path.hasPrefix("/dashboard/") else { return try await next(request, context) }
         do {
             let response = try await responder.respond(to: request, context: context)
