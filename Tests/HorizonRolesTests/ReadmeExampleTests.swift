@@ -6,10 +6,12 @@ import HorizonRoles
 import HorizonSecureChannel
 import HorizonSimulatedRadio
 import HorizonStores
+import HorizonTestSupport
 import Testing
 
-/// The README's "API in five minutes" example, verbatim apart from the paths and the
+/// The README's example (also shown in docs/api.md), verbatim apart from the paths and the
 /// assertions: if this stops compiling or paying, the README is wrong.
+/// `theReadmeShowsThisExampleAsItIsCompiled` keeps the two texts the same.
 @Test func readmeExamplePays() async throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("readme-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -61,4 +63,47 @@ import Testing
     #expect(host.state == .idle)
     #expect(client.state == .idle)
     #expect(try await ledger.transactions(limit: 10).count == 1)
+}
+
+/// The example as the README must show it: the imports of this file that the example needs, then
+/// the lines between the markers, indented as in the README, with the paths the README uses.
+private func exampleAsPublished() throws -> String {
+    let source = try String(contentsOfFile: #filePath, encoding: .utf8)
+    let lines = source.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    guard let start = lines.firstIndex(of: "    // --- README example starts ---"),
+        let end = lines.firstIndex(of: "    // --- README example ends ---"), start < end
+    else { throw ExampleMarkersMissing() }
+    let body = lines[(start + 1)..<end].map { $0.hasPrefix("    ") ? String($0.dropFirst(4)) : $0 }
+        .joined(separator: "\n")
+        .replacingOccurrences(of: "path: ledgerPath", with: "path: \"/tmp/ledger.sqlite\"")
+        .replacingOccurrences(of: "path: journalPath", with: "path: \"/tmp/journal.sqlite\"")
+    let testOnly = ["import Foundation", "import HorizonTestSupport", "import Testing"]
+    let imports = lines.filter { $0.hasPrefix("import ") && !testOnly.contains($0) }
+    return imports.joined(separator: "\n") + "\n\n" + body
+}
+
+private struct ExampleMarkersMissing: Error {}
+
+/// The Swift code blocks of a Markdown text.
+private func swiftBlocks(in text: String) -> [String] {
+    var blocks: [String] = []
+    var current: [String]?
+    for line in text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
+        if current == nil, line == "```swift" {
+            current = []
+        } else if let block = current, line == "```" {
+            blocks.append(block.joined(separator: "\n"))
+            current = nil
+        } else {
+            current?.append(line)
+        }
+    }
+    return blocks
+}
+
+@Test(arguments: ["README.md", "docs/api.md"])
+func theReadmeShowsThisExampleAsItIsCompiled(page: String) throws {
+    let expected = try exampleAsPublished()
+    let shown = swiftBlocks(in: try RepositoryFile.text(page)).first { $0.contains("RadioSimulation(seed:") }
+    #expect(shown == expected, "\(page) must show the example of ReadmeExampleTests.swift exactly:\n\(expected)")
 }
