@@ -67,7 +67,7 @@ struct SandboxCardProcessorTests {
             await #expect(
                 throws: CardProcessorError.cardNotAccepted(
                     "the sandbox card processor accepts only its test card numbers (for example 4242 4242 4242 4242, "
-                        + "see README \"Cards\"); no real card is charged on this server")
+                        + "see docs/terminal-and-wallet.md, \"Cards\"); no real card is charged on this server")
             ) {
                 _ = try await sandbox.tokenize(Self.card("4111111111111111"), at: 100)
             }

@@ -10,7 +10,7 @@ struct Cards: AsyncParsableCommand {
         abstract: "The wallet's payment cards on its server: add (with 3-D Secure), list, update, remove.",
         discussion: """
             The server keeps only a token, the brand and the last four digits, never the number or the CVC. \
-            On a sandbox server only its test numbers are accepted (README "Cards"), for example \
+            On a sandbox server only its test numbers are accepted (docs/terminal-and-wallet.md, "Cards"), for example \
             4242 4242 4242 4242, or 4000 0000 0000 3220 for a card that needs 3-D Secure.
             """,
         subcommands: [AddCard.self, ListCards.self, UpdateCard.self, RemoveCard.self])

@@ -47,7 +47,7 @@ public struct SandboxCardProcessor: CardProcessor {
         guard let behaviour = Self.testCards[card.number] else {
             throw .cardNotAccepted(
                 "the sandbox card processor accepts only its test card numbers (for example 4242 4242 4242 4242, "
-                    + "see README \"Cards\"); no real card is charged on this server")
+                    + "see docs/terminal-and-wallet.md, \"Cards\"); no real card is charged on this server")
         }
         let token = "tok_" + Self.randomHex()
         _ = try await run { db in
