@@ -9,7 +9,7 @@
 # (Tools/test.sh builds first).
 #
 #   Tools/dashboard-check.sh                 run the check
-#   README_SHOT=docs/dashboard.png Tools/dashboard-check.sh   also write the README's picture
+#   README_SHOT=docs/dashboard.png Tools/dashboard-check.sh   also write docs/dashboard.md's picture
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source Tools/lib/setup.sh

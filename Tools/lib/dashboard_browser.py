@@ -203,7 +203,7 @@ def main():
     parser.add_argument("--total", help='amount plus tip, what a full refund gives back, e.g. "14.00 EUR"')
     parser.add_argument("--terminal-label")
     parser.add_argument("--refund", action="store_true", help="refund the payment from its row and check it")
-    parser.add_argument("--readme-shot", help="also write the transactions page here (the README's picture)")
+    parser.add_argument("--readme-shot", help="also write the transactions page here (the picture in docs/dashboard.md)")
     options = parser.parse_args()
     os.makedirs(options.output, exist_ok=True)
     if options.challenge_url:
