@@ -78,10 +78,12 @@ public struct LoginPolicy: Sendable, Equatable {
 // MARK: Merchant sign-in
 
 extension Ledger {
-    /// Sets (or replaces) the merchant admin's password hash and clears any lock.
+    /// Sets (or replaces) the merchant admin's password hash and clears any lock. Every session
+    /// signed in with the old password ends: a password is changed because someone else may know it.
     public func setPasswordHash(_ hash: String, for merchant: MerchantID) async throws(LedgerError) {
         try await store.transaction { db in
             _ = try await Self.merchant(merchant, in: db)
+            try await db.query("DELETE FROM dashboard_sessions WHERE merchant_id = ?", [.text(merchant.rawValue)])
             try await db.query("DELETE FROM merchant_logins WHERE merchant_id = ?", [.text(merchant.rawValue)])
             try await db.query(
                 "INSERT INTO merchant_logins(merchant_id, password_hash, failed_attempts, locked_until) VALUES (?, ?, 0, 0)",

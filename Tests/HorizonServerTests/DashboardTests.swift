@@ -230,6 +230,22 @@ struct DashboardTests {
         }
     }
 
+    @Test func aNewPasswordEndsTheSessionsSignedInWithTheOldOne() async throws {
+        let server = try await TestServer()
+        let merchant = try await server.addMerchant()
+        try await server.withClient { client in
+            let browser = DashboardBrowser(client)
+            try await browser.signIn()
+            #expect(try await browser.get("/dashboard/transactions").status == .ok)
+            try await server.ledger.setPasswordHash(
+                PasswordHasher(costLog2: 10).hash("a new password"), for: merchant.id)
+            #expect(try await server.ledger.dashboardSessionCount(of: merchant.id, at: Ledger.now()) == 0)
+            let after = try await browser.get("/dashboard/transactions")
+            #expect(after.status == .seeOther && after.headers[.location] == "/dashboard/sign-in")
+            #expect(try await browser.signIn(password: "a new password").response.status == .seeOther)
+        }
+    }
+
     // MARK: Sign-out
 
     @Test func signOutDeletesTheSession() async throws {

@@ -40,3 +40,18 @@ public func readSecret(
     }
     return line
 }
+
+/// A secret about to be set: from its file option if given; typed at a terminal, asked twice
+/// (without echo) and refused when the two differ, since a typo would lock its owner out; else
+/// (standard input not a terminal: a script or a pipe) one line of standard input.
+public func readNewSecret(
+    prompt: String, repeatPrompt: String, file: String?, what: String = "password",
+    fileOption: String = "--password-file"
+) throws -> String {
+    let secret = try readSecret(prompt: prompt, file: file, what: what, fileOption: fileOption)
+    guard file == nil, isatty(STDIN_FILENO) == 1 else { return secret }
+    guard try readSecret(prompt: repeatPrompt, file: nil, what: what, fileOption: fileOption) == secret else {
+        throw CLIError("the two \(what)s typed differ; nothing was changed")
+    }
+    return secret
+}

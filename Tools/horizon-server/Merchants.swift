@@ -5,12 +5,13 @@ import HorizonServer
 
 struct Merchants: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Add and list merchants (a merchant's admin activates its terminals with its e-mail and password).",
-        subcommands: [Add.self, List.self])
+        abstract:
+            "Add and list merchants, set their admin's password (the admin activates the merchant's terminals and signs in to the dashboard with e-mail and password).",
+        subcommands: [Add.self, List.self, Passwd.self])
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Add a merchant with its admin's e-mail and password (asked for, or --password-file).")
+            abstract: "Add a merchant with its admin's e-mail and password (asked twice, or --password-file).")
 
         @OptionGroup var options: ServerOptions
 
@@ -32,11 +33,7 @@ struct Merchants: AsyncParsableCommand {
         func run() async throws {
             let currency = try AmountArgument.currency(currency)
             let settings = try options.settings()
-            let password = try readSecret(prompt: "Password for \(email): ", file: passwordFile)
-            let hash: String
-            do { hash = try PasswordHasher(costLog2: settings.passwordCostLog2).hash(password) } catch {
-                throw CLIError("\(error)")
-            }
+            let hash = try newPasswordHash(for: email, file: passwordFile, settings: settings)
             let merchant = try await withLedger(options) { ledger, _ in
                 let merchant = try await ledger.createMerchant(name: name, currency: currency, adminEmail: email)
                 try await ledger.setPasswordHash(hash, for: merchant.id)
@@ -75,6 +72,46 @@ struct Merchants: AsyncParsableCommand {
                 console.line("\(merchant.id)  \(merchant.currency.code)  \(merchant.name)  <\(merchant.adminEmail)>")
             }
         }
+    }
+}
+
+extension Merchants {
+    struct Passwd: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Set a merchant admin's password (asked twice, or --password-file); its signed-in sessions end.")
+
+        @OptionGroup var options: ServerOptions
+
+        @Argument(help: "The merchant: its id (m_…, as `merchants list` shows it) or its admin's e-mail.")
+        var merchant: String
+
+        @Option(help: "Read the new password from this file (first line) instead of asking.")
+        var passwordFile: String?
+
+        func run() async throws {
+            let settings = try options.settings()
+            let found = try await withLedger(options) { ledger, _ in
+                if merchant.contains("@") { return try await ledger.merchant(adminEmail: merchant) }
+                do { return try await ledger.merchant(MerchantID(rawValue: merchant)) } catch LedgerError.notFound { return nil }
+            }
+            guard let found else {
+                throw CLIError("no merchant \(merchant) here (`horizon-server merchants list` shows them)")
+            }
+            // Asked before the hash is stored, so a mistyped repeat changes nothing.
+            let hash = try newPasswordHash(for: found.adminEmail, file: passwordFile, settings: settings)
+            try await withLedger(options) { ledger, _ in try await ledger.setPasswordHash(hash, for: found.id) }
+            Console().line(
+                "Set the password of \(found.adminEmail) (\(found.name), \(found.id)); its dashboard sessions were ended.")
+        }
+    }
+}
+
+/// The hash of a new admin password: from `file`, or typed twice at a terminal.
+func newPasswordHash(for email: String, file: String?, settings: ServerConfiguration) throws -> String {
+    let password = try readNewSecret(
+        prompt: "New password for \(email): ", repeatPrompt: "Repeat the new password: ", file: file)
+    do { return try PasswordHasher(costLog2: settings.passwordCostLog2).hash(password) } catch {
+        throw CLIError("\(error)")
     }
 }
 
