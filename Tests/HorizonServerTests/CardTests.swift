@@ -50,6 +50,11 @@ struct CardTests {
             ),
             (Self.addCard(number: "4242 4242"), .badRequest, "card_number_invalid", "must be 13 to 19 digits (got 8)"),
             (Self.addCard(number: "4242-4242-4242-424x"), .badRequest, "card_number_invalid", "only digits"),
+            // The contract's 32 characters: 16 digits with 17 separators is over.
+            (
+                Self.addCard(number: "4242 4242 4242 4242" + String(repeating: " ", count: 14)), .badRequest,
+                "card_number_invalid", "at most 32 characters"
+            ),
             (
                 Self.addCard(number: "6011 1111 1111 1117"), .badRequest, "card_brand_unsupported",
                 "only Visa, Mastercard and American Express"

@@ -21,8 +21,16 @@ enum CardCheck {
             number: digits, expiryMonth: month, expiryYear: year, cvc: cvc, cardholder: cardholder, brand: brand)
     }
 
+    /// The longest card number as typed, separators included (the contract's `maxLength`).
+    static let longestTypedNumber = 32
+
     /// The digits of a card number typed with or without spaces or dashes.
     static func number(_ typed: String) throws(APIError) -> String {
+        guard typed.unicodeScalars.count <= longestTypedNumber else {
+            throw APIError(
+                .cardNumberInvalid,
+                "the card number must be at most \(longestTypedNumber) characters with its spaces and dashes")
+        }
         let digits = typed.filter { $0 != " " && $0 != "-" }
         guard digits.allSatisfy({ $0.isASCII && $0.isNumber }) else {
             throw APIError(
