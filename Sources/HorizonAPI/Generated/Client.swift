@@ -21,6 +21,8 @@ import HTTPTypes
 /// see the scheme below); nothing sends a long-lived bearer secret. Every error has one shape,
 /// `ErrorEnvelope`, with a stable `code`, a message a person can act on, and the request id
 /// that the server's logs carry too (also in the `X-Request-Id` response header).
+/// A free-text field's `maxLength` is also its limit in bytes of UTF-8, which the server
+/// checks: 64 characters of "é" are 128 bytes and over a name's 64. No field takes NUL.
 ///
 public struct Client: APIProtocol {
     /// The underlying HTTP client.

@@ -1827,7 +1827,9 @@ extension Components {
         public struct AddPaymentCardRequest: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/AddPaymentCardRequest/cardholder`.
             public var cardholder: Swift.String
-            /// 13 to 19 digits; spaces and dashes are ignored.
+            /// 13 to 19 digits (spaces and dashes are ignored) of a Visa, Mastercard or American Express
+            /// number with a valid check digit (`card_number_invalid`, `card_brand_unsupported`).
+            ///
             ///
             /// - Remark: Generated from `#/components/schemas/AddPaymentCardRequest/cardNumber`.
             public var cardNumber: Swift.String
@@ -1845,7 +1847,7 @@ extension Components {
             ///
             /// - Parameters:
             ///   - cardholder:
-            ///   - cardNumber: 13 to 19 digits; spaces and dashes are ignored.
+            ///   - cardNumber: 13 to 19 digits (spaces and dashes are ignored) of a Visa, Mastercard or American Express
             ///   - expiry: MM/YY (MM/YYYY is accepted).
             ///   - cvc:
             ///   - name: The person's name for the card; default "Visa •••• 4242".
