@@ -138,12 +138,14 @@ public struct CredentialRenewalService: Service {
     }
 
     public func run() async throws {
-        try await cancelWhenGracefulShutdown {
+        // A shutdown cancels the waits: that is this service's normal end, not a failure (a
+        // CancellationError out of here would fail the whole group, and systemd's stop with it).
+        await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 let credential = service.identity.credential
                 let due = credential.notBefore + (credential.expiresAt - credential.notBefore) / 2
                 let now = clock()
-                if now < due { try await Task.sleep(for: .seconds(due - now)) }
+                if now < due { guard (try? await Task.sleep(for: .seconds(due - now))) != nil else { return } }
                 do {
                     let (renewed, changed) = try await files.renewCredentialIfDue(
                         identity: service.identity, now: clock(), logger: logger)
@@ -152,9 +154,10 @@ public struct CredentialRenewalService: Service {
                         continue
                     }
                 } catch {
+                    if Task.isCancelled { return }
                     logger.error("credential renewal refused: \(error)")
                 }
-                try await Task.sleep(for: retryAfter)
+                guard (try? await Task.sleep(for: retryAfter)) != nil else { return }
             }
         }
     }
