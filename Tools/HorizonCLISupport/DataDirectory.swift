@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -80,6 +81,50 @@ public struct DataDirectory: Sendable {
             try? FileManager.default.removeItem(at: temporary)
             throw CLIError("cannot write \(target.path): \(error.localizedDescription)")
         }
+    }
+
+    /// The file `lock` holds the data directory's lock (flock(2)) and the pid of its holder.
+    public static let lockFile = "lock"
+
+    /// The directories this process holds the lock of (their descriptors stay open until exit).
+    private static let heldLocks = Mutex<Set<String>>([])
+
+    /// Takes the directory's lock for the rest of this process's life, or refuses when another
+    /// process holds it: two programs writing one terminal's journal and ledger, or serving on
+    /// one control socket, would each take the other's work for a crash's. The kernel releases
+    /// the lock when the holder exits, however it ends, so a crash leaves nothing stale.
+    /// `program` names the holder in the refusal. The directory must exist.
+    public func lockForLife(program: String) throws {
+        try Self.heldLocks.withLock { held in
+            guard !held.contains(path) else { return }
+            let lockPath = file(Self.lockFile).path
+            let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard descriptor >= 0 else {
+                throw CLIError("cannot open the lock file \(lockPath): \(String(cString: strerror(errno)))")
+            }
+            guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+                let reason = errno
+                let holder = Self.pid(in: descriptor)
+                close(descriptor)
+                guard reason == EWOULDBLOCK else {
+                    throw CLIError("cannot lock \(lockPath): \(String(cString: strerror(reason)))")
+                }
+                throw CLIError(
+                    "another \(program)\(holder.map { " (pid \($0))" } ?? "") is using \(path); stop it first")
+            }
+            // Who holds it, for the next one's refusal.
+            let text = Array("\(getpid())\n".utf8)
+            _ = ftruncate(descriptor, 0)
+            _ = text.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+            held.insert(path)
+        }
+    }
+
+    private static func pid(in descriptor: Int32) -> Int32? {
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
+        guard count > 0 else { return nil }
+        return Int32(String(decoding: buffer[..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     public func read(_ name: String) throws -> Data {

@@ -32,6 +32,15 @@ struct HorizonTerminal: AsyncParsableCommand {
 
 extension GlobalOptions {
     var terminalFiles: TerminalFiles { TerminalFiles(directory: DataDirectory(explicit: dataDir, role: "terminal")) }
+
+    /// The terminal's files with its data directory locked for this process, for the commands
+    /// that write it: a second one on the same directory refuses instead of racing the first.
+    func lockedTerminalFiles() throws -> TerminalFiles {
+        let files = terminalFiles
+        try files.directory.requireInitialized(marker: TerminalFiles.settings, initCommand: TerminalFiles.initCommand)
+        try files.directory.lockForLife(program: "horizon-terminal")
+        return files
+    }
 }
 
 extension Array {

@@ -63,7 +63,7 @@ struct OfflineCommand: AsyncParsableCommand {
 
         func run() async throws {
             try CrashInjection.validate(for: "terminal")
-            let files = global.terminalFiles
+            let files = try global.lockedTerminalFiles()
             let journal = try files.openJournal()
             let forwarder = CrashInjection.forwarder(
                 wrapping: try makeOfflineForwarder(files: files, identity: try files.loadIdentity()))

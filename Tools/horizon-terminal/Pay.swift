@@ -38,7 +38,7 @@ struct Pay: AsyncParsableCommand {
     func run() async throws {
         if let controlSocket { return try await payThroughService(controlSocket) }
         let logger = Logs.logger("horizon.terminal", verbose: global.verbose)
-        let files = global.terminalFiles
+        let files = try global.lockedTerminalFiles()
         let settings = try files.loadSettings()
         // An activated terminal renews its credential first when half of it is used up.
         let (identity, _) = try await files.renewCredentialIfDue(

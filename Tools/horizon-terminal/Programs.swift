@@ -121,7 +121,7 @@ struct Programs: AsyncParsableCommand {
 
         func run() async throws {
             try Programs.requireSandbox(global, "bonus points")
-            let ledger = try await global.terminalFiles.loadLedger()
+            let ledger = try await global.lockedTerminalFiles().loadLedger()
             let key = try walletChoice.key()
             try await ledger.addBonusPoints(points, for: key, at: UnixTime(Date().timeIntervalSince1970))
             print("bonus points now \(try await ledger.account(for: key)?.bonusPoints ?? 0)")
@@ -143,7 +143,7 @@ struct Programs: AsyncParsableCommand {
 
         func run() async throws {
             try Programs.requireSandbox(global, "a gold membership")
-            let ledger = try await global.terminalFiles.loadLedger()
+            let ledger = try await global.lockedTerminalFiles().loadLedger()
             let now = UnixTime(Date().timeIntervalSince1970)
             try await ledger.grantGoldMembership(
                 to: try walletChoice.key(), tier: tier, validFrom: now, validUntil: now + Int64(days) * 86_400,
@@ -169,7 +169,7 @@ struct Programs: AsyncParsableCommand {
 
         func run() async throws {
             try Programs.requireSandbox(global, "a coupon")
-            let ledger = try await global.terminalFiles.loadLedger()
+            let ledger = try await global.lockedTerminalFiles().loadLedger()
             let worth = try AmountArgument.money(value, in: ledger.currency, option: "--value")
             let now = UnixTime(Date().timeIntervalSince1970)
             let key = try walletChoice.key()

@@ -71,7 +71,7 @@ struct RefundCommand: AsyncParsableCommand {
             }
             row = RefundRow(refund, currency: currency)
         } else {
-            let ledger = try await global.terminalFiles.loadLedger()
+            let ledger = try await global.lockedTerminalFiles().loadLedger()
             guard let bytes = [UInt8](hexString: paymentID), let id = try? PaymentID(bytes: bytes),
                 let details = try await ledger.ledger.transactionDetails(id, merchant: ledger.merchant.id)
             else { throw CLIError("no payment \(paymentID) was executed at this terminal") }

@@ -77,7 +77,7 @@ struct RegisterUsers: AsyncParsableCommand {
                 }
                 return
             }
-            try await global.terminalFiles.loadLedger().addRegisterUser(
+            try await global.lockedTerminalFiles().loadLedger().addRegisterUser(
                 name, at: UnixTime(Date().timeIntervalSince1970))
             print("added \(name)")
         }
@@ -133,7 +133,7 @@ struct RegisterUsers: AsyncParsableCommand {
                 print("removed \(name)")
                 return
             }
-            guard try await global.terminalFiles.loadLedger().removeRegisterUser(name) else {
+            guard try await global.lockedTerminalFiles().loadLedger().removeRegisterUser(name) else {
                 throw CLIError("no register user named '\(name)'")
             }
             print("removed \(name)")

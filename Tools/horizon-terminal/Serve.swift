@@ -45,7 +45,7 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let logger = Logs.logger("horizon.terminal.serve", verbose: global.verbose)
-        let files = global.terminalFiles
+        let files = try global.lockedTerminalFiles()
         let settings = try files.loadSettings()
         // An activated terminal renews its credential first when half of it is used up.
         let (identity, _) = try await files.renewCredentialIfDue(

@@ -27,7 +27,7 @@ struct ConfirmOptions: ParsableArguments {
     func openWallet() throws -> OpenWallet {
         try CrashInjection.validate(for: "wallet")
         let logger = Logs.logger("horizon.wallet", verbose: global.verbose)
-        let files = global.walletFiles
+        let files = try global.lockedWalletFiles()
         let identity = try files.loadIdentity(pin: pin.current)
         var anchors = try files.loadTrustAnchors()
         // A registered wallet refuses the terminals its server revoked, as last fetched and

@@ -33,4 +33,14 @@ struct HorizonWallet: ParsableCommand {
 
 extension GlobalOptions {
     var walletFiles: WalletFiles { WalletFiles(directory: DataDirectory(explicit: dataDir, role: "wallet")) }
+
+    /// The wallet's files with its data directory locked for this process, for the commands that
+    /// spend from it: two payments at once from one wallet would each spend the same offline
+    /// allowance and the same PIN attempts.
+    func lockedWalletFiles() throws -> WalletFiles {
+        let files = walletFiles
+        try files.directory.requireInitialized(marker: WalletFiles.walletKey, initCommand: WalletFiles.initCommand)
+        try files.directory.lockForLife(program: "horizon-wallet")
+        return files
+    }
 }

@@ -35,6 +35,10 @@ struct Init: ParsableCommand {
             }
         }
         let files = global.walletFiles
+        // Not while a payment runs from the key this would replace.
+        if FileManager.default.fileExists(atPath: files.directory.path) {
+            try files.directory.lockForLife(program: "horizon-wallet")
+        }
         _ = try files.initialize(trusting: anchors, force: force)
         let publicKey = try files.loadPublicKey()
         if json {
