@@ -36,10 +36,7 @@ extension TerminalFiles {
     public func activate(
         server: String, email: String, password: String, label: String, decisionTimeoutSeconds: Int, force: Bool
     ) async throws -> (TerminalSettings, Components.Schemas.TerminalCredentialResponse) {
-        if directory.exists(Self.settings), !force {
-            throw CLIError(
-                "\(directory.path) already holds a terminal; pass --force to replace it (its journal is kept)")
-        }
+        if directory.exists(Self.settings), !force { try await requireReplaceableWithoutForce() }
         let url = try Self.serverURL(server)
         let key = P256.Signing.PrivateKey()
         let response: Components.Schemas.TerminalCredentialResponse
@@ -68,6 +65,23 @@ extension TerminalFiles {
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         try directory.write(try encoder.encode(settings), to: Self.settings)
         return (settings, response)
+    }
+
+    /// `init` then `activate` is the documented order: a sandbox terminal that has taken nothing
+    /// yet is activated as it is. One that settled payments, or one already activated, is
+    /// replaced only when asked (--force), and the refusal says what that does.
+    func requireReplaceableWithoutForce() async throws {
+        let settings = try loadSettings()
+        if let server = settings.server {
+            throw CLIError(
+                "\(directory.path) already holds a terminal activated with \(server); pass --force to replace it with a new activation (a new key; its journal is kept)"
+            )
+        }
+        if await hasTakenPayments() {
+            throw CLIError(
+                "\(directory.path) holds a sandbox terminal that has taken payments; pass --force to activate it anyway (a new key from the server; its sandbox ledger and journal are kept)"
+            )
+        }
     }
 
     /// Renews the credential when less than half of its validity is left (or `force`), writing

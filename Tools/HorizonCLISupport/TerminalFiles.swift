@@ -89,7 +89,10 @@ public struct TerminalFiles: Sendable {
     public init(directory: DataDirectory) { self.directory = directory }
 
     /// Creates keys, a credential (valid one year) signed by a new sandbox anchor, and the ledger.
-    /// Returns what opening the ledger migrated from an old sandbox ledger, if anything.
+    /// Returns what opening the ledger migrated from an old sandbox ledger, if anything. Nothing
+    /// is left half-made: what can fail (the credential, the ledger) comes before the first key
+    /// is written, `terminal.json` (what marks a terminal) is written last, and on a failure the
+    /// files this call added are removed again.
     @discardableResult
     public func initialize(settings: TerminalSettings, force: Bool, logger: Logger? = nil) async throws
         -> LegacySandboxMigration?
@@ -102,19 +105,43 @@ public struct TerminalFiles: Sendable {
             throw CLIError("unsupported currency '\(settings.currency)'; use an ISO 4217 code such as EUR, USD, JPY")
         }
         try directory.create()
-        let anchor = P256.Signing.PrivateKey()
-        let terminalKey = P256.Signing.PrivateKey()
-        let credential = try Self.issueCredential(by: anchor, for: terminalKey, settings: settings)
-        try KeyFiles.writePrivate(anchor, to: Self.anchorKey, in: directory)
-        try KeyFiles.writePublic(anchor.publicKey, to: Self.anchorPublicKey, in: directory)
-        try KeyFiles.writePrivate(terminalKey, to: Self.terminalKey, in: directory)
-        try directory.write(Data(credential.encoded()), to: Self.credential)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        try directory.write(try encoder.encode(settings), to: Self.settings)
-        let ledger = try await openLedger(settings: settings, currency: currency, logger: logger)
+        let present = Set((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? [])
+        do {
+            let anchor = P256.Signing.PrivateKey()
+            let terminalKey = P256.Signing.PrivateKey()
+            let credential = try Self.issueCredential(by: anchor, for: terminalKey, settings: settings)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            let settingsData = try encoder.encode(settings)
+            let ledger = try await openLedger(settings: settings, currency: currency, logger: logger)
+            await ledger.close()
+            try KeyFiles.writePrivate(anchor, to: Self.anchorKey, in: directory)
+            try KeyFiles.writePublic(anchor.publicKey, to: Self.anchorPublicKey, in: directory)
+            try KeyFiles.writePrivate(terminalKey, to: Self.terminalKey, in: directory)
+            try directory.write(Data(credential.encoded()), to: Self.credential)
+            try directory.write(settingsData, to: Self.settings)
+            return ledger.migration
+        } catch {
+            let now = Set((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? [])
+            for added in now.subtracting(present) { try? FileManager.default.removeItem(at: directory.file(added)) }
+            throw error
+        }
+    }
+
+    /// Whether the ledger or the journal holds any payment or redemption; what cannot be read
+    /// counts as holding one (the caller then asks before replacing anything).
+    func hasTakenPayments() async -> Bool {
+        if directory.exists(Self.journal) {
+            guard let journal = try? openJournal(), let records = try? journal.records(limit: 1) else { return true }
+            if !records.isEmpty { return true }
+        }
+        guard directory.exists(Self.ledger) else { return false }
+        guard let settings = try? loadSettings(), let currency = try? Currency(code: settings.currency),
+            let ledger = try? await openLedger(settings: settings, currency: currency, logger: nil)
+        else { return true }
+        let transactions = try? await ledger.transactions(limit: 1)
         await ledger.close()
-        return ledger.migration
+        return transactions?.isEmpty != true
     }
 
     public func loadSettings() throws -> TerminalSettings {

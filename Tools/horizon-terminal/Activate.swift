@@ -19,7 +19,10 @@ struct Activate: AsyncParsableCommand {
     var label = TerminalSettings.defaultTerminalLabel
     @Option(help: "Read the password from this file instead of asking.") var passwordFile: String?
     @Option(help: "Seconds the customer may take to decide.") var decisionTimeout = 60
-    @Flag(help: "Replace a terminal already in the data directory (its journal is kept).") var force = false
+    @Flag(
+        help:
+            "Activate even when the data directory holds a terminal already activated or a sandbox one that took payments (a new key; the journal and sandbox ledger are kept). Not needed right after `init`."
+    ) var force = false
     @Flag(help: "Print the result as JSON.") var json = false
 
     func validate() throws {
@@ -32,9 +35,17 @@ struct Activate: AsyncParsableCommand {
     func run() async throws {
         let password = try readSecret(prompt: "Password for \(email): ", file: passwordFile)
         let files = global.terminalFiles
+        let directory = files.directory
+        let existed = FileManager.default.fileExists(atPath: directory.path)
+        try directory.create()
+        try directory.lockForLife(program: "horizon-terminal")
+        // A refused activation leaves no empty directory behind.
+        var activated = false
+        defer { if !activated, !existed { try? FileManager.default.removeItem(at: directory.url) } }
         let (settings, response) = try await files.activate(
             server: server, email: email, password: password, label: label, decisionTimeoutSeconds: decisionTimeout,
             force: force)
+        activated = true
         let expires = Date(timeIntervalSince1970: TimeInterval(response.expiresAt))
         if json {
             try Console().json([

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HorizonCLISupport
+import HorizonLedger
 import HorizonStores
 
 /// `init`: the terminal's keys, credential and ledger.
@@ -41,12 +42,29 @@ struct Init: AsyncParsableCommand {
         let code = currencyValue.code
         let balance = try AmountArgument.money(startingBalance, in: currencyValue, option: "--starting-balance")
         let files = global.terminalFiles
-        let migration = try await files.initialize(
-            settings: TerminalSettings(
-                merchantID: merchantID, merchantName: merchantName, terminalLabel: label, currency: code,
-                startingBalanceMinorUnits: balance.minorUnits, userDecisionTimeoutSeconds: decisionTimeout,
-                bonusPointsPerMajorUnit: bonusPoints),
-            force: force)
+        let directory = files.directory
+        let existed = FileManager.default.fileExists(atPath: directory.path)
+        let hadLock = directory.exists(DataDirectory.lockFile)
+        try directory.create()
+        try directory.lockForLife(program: "horizon-terminal")
+        let migration: LegacySandboxMigration?
+        do {
+            migration = try await files.initialize(
+                settings: TerminalSettings(
+                    merchantID: merchantID, merchantName: merchantName, terminalLabel: label, currency: code,
+                    startingBalanceMinorUnits: balance.minorUnits, userDecisionTimeoutSeconds: decisionTimeout,
+                    bonusPointsPerMajorUnit: bonusPoints),
+                force: force)
+        } catch {
+            // A failed init leaves the directory as it found it: gone if it made it (the lock
+            // is this process's, released at exit).
+            if !existed {
+                try? FileManager.default.removeItem(at: directory.url)
+            } else if !hadLock {
+                try? FileManager.default.removeItem(at: directory.file(DataDirectory.lockFile))
+            }
+            throw error
+        }
         let identity = try files.loadIdentity()
         let anchor = files.directory.file(TerminalFiles.anchorPublicKey).path
         if json {
