@@ -4,6 +4,7 @@ import HorizonCLISupport
 import HorizonCore
 import HorizonRoles
 import HorizonSecureChannel
+import HorizonServerClient
 import HorizonServiceClients
 import HorizonStores
 import Logging
@@ -138,7 +139,9 @@ struct OfflineForwardSummary: Encodable {
 /// Online/offline and the stored offline payments, for `status`.
 struct OfflineStatus: Encodable {
     /// "online", "offline", or "sandbox" (settles in its own ledger).
-    let server: String
+    private(set) var server: String
+    /// The server an activated terminal settles through, once `checkingServer` asked it.
+    private(set) var serverURL: String?
     let lastServerContact: String?
     let lastServerFailure: String?
     let storedCount: Int
@@ -173,10 +176,32 @@ struct OfflineStatus: Encodable {
         return OfflineStatus(payments, contact: try? journal.serverContact(), activated: settings.server != nil)
     }
 
+    /// The same, with `server` as the server answers now: the journal only knows how the last
+    /// call went, which may be hours old. Any answer, a refusal too, is online; silence within
+    /// three seconds is offline.
+    func checkingServer(_ files: TerminalFiles) async -> OfflineStatus {
+        guard server != "sandbox", let url = try? files.loadSettings().server,
+            let serverURL = try? HorizonServerClient.url(url)
+        else { return self }
+        var checked = self
+        checked.serverURL = url
+        do throws(ServerClientError) {
+            _ = try await HorizonServerClient(serverURL: serverURL, timeout: .seconds(3)).anchor()
+            checked.server = "online"
+        } catch {
+            if case .refused = error { checked.server = "online" } else { checked.server = "offline" }
+        }
+        return checked
+    }
+
     var serverLine: String {
-        switch server {
-        case "sandbox": return "server    none (sandbox: settles in its own ledger)"
-        case "online": return "server    online (last answer \(lastServerContact ?? "?"))"
+        switch (server, serverURL) {
+        case ("sandbox", _): return "server    none (sandbox: settles in its own ledger)"
+        case ("online", let url?): return "server    online: \(url) answers"
+        case ("online", nil): return "server    online (last answer \(lastServerContact ?? "?"))"
+        case ("offline", let url?):
+            let last = lastServerContact.map { "last answer \($0)" } ?? "it never answered this terminal"
+            return "server    offline: \(url) does not answer (\(last)); payments are accepted offline within the limits"
         default:
             let last = lastServerContact.map { "last answer \($0)" } ?? "never answered"
             let failure = lastServerFailure.map { ", unreachable at \($0)" } ?? ""

@@ -31,6 +31,9 @@ struct Status: AsyncParsableCommand {
         let tracker = FusionTracker(scanner: hub, transactionTypes: Set(TransactionType.allCases))
         try observer.restart()
         try tracker.start()
+        // The server is asked while the radio listens.
+        let files = global.terminalFiles
+        async let offline = OfflineStatus.read(files)?.checkingServer(files)
         // The report is what the radio heard in this time.
         try await Task.sleep(for: .seconds(seconds))
         let sessions = tracker.trackings.map { tracking in
@@ -43,8 +46,7 @@ struct Status: AsyncParsableCommand {
         }
         let report = StatusReport(
             adapter: "\(device.availability)", radio: radio.radio.rawValue, conflict: "\(observer.state)",
-            conflictCount: observer.conflictCount, sessions: sessions,
-            offline: OfflineStatus.read(global.terminalFiles))
+            conflictCount: observer.conflictCount, sessions: sessions, offline: await offline)
         observer.stop()
         tracker.stop()
         if json {
@@ -71,7 +73,7 @@ extension Status {
     /// With BlueZ: which adapter and whether it can be used (scanning arrives with the BlueZ radio).
     func blueZStatus() async throws {
         let (adapter, availability) = await RadioOptions.blueZAvailability(adapter: radio.adapter)
-        let offline = OfflineStatus.read(global.terminalFiles)
+        let offline = await OfflineStatus.read(global.terminalFiles)?.checkingServer(global.terminalFiles)
         if json {
             try Console().json(
                 BlueZStatusReport(
