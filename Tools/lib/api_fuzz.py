@@ -9,6 +9,9 @@ Two uses:
       an auth provider: every operation the contract marks HorizonSignature is signed with the
       terminal's or the wallet's key (ECDSA P-256/SHA-256 over the scheme's lines, over the exact
       bytes sent), and every MerchantAdminSession operation carries the admin's bearer token.
+      A schema-valid request also keeps the rules JSON Schema cannot state (a fresh key's proof,
+      `from` not after `to`, a real test card, limits in UTF-8 bytes), so the server's refusal of
+      one is a failure; Tools/lib/api-fuzz.toml lists the checks turned off, and why.
 """
 
 import base64
@@ -178,14 +181,75 @@ if __name__ != "__main__":
     def map_body(ctx, body):
         return _with_proof(getattr(getattr(ctx, "operation", None), "path", ""), body)
 
+    def _with_valid_card(body):
+        """A card the server can add: JSON Schema cannot say a number's brand range, its Luhn
+        check digit, an expiry after today or the brand's CVC length, so a schema-valid card is
+        refused (400 card_*) by design. The generated cardholder and name are kept."""
+        if not isinstance(body, dict):
+            return body
+        return {**body, "cardNumber": "4242 4242 4242 4242", "expiry": f"12/{time.gmtime().tm_year + 2}",
+                "cvc": "123"}
+
+    def _with_ordered_range(query):
+        """`from` after `to` is refused (400), a rule between two parameters JSON Schema cannot
+        state: a schema-valid range is sent in order."""
+        if not isinstance(query, dict):
+            return query
+        def number(value):
+            try:
+                return int(value)
+            except (TypeError, ValueError):
+                return None
+
+        low, high = number(query.get("from")), number(query.get("to"))
+        if low is not None and high is not None and low > high:
+            return {**query, "from": query["to"], "to": query["from"]}
+        return query
+
+    def _resolved(root, node):
+        """`node` with its local `$ref`s followed."""
+        while isinstance(node, dict) and "$ref" in node:
+            target = root
+            for part in node["$ref"].removeprefix("#/").split("/"):
+                target = target[part]
+            node = target
+        return node
+
+    def _within_byte_limits(case):
+        """A free-text field's maxLength is in bytes of UTF-8 too (openapi.yaml's introduction);
+        JSON Schema counts characters, so a schema-valid name of 64 "é" is over. Such a field is
+        cut to its limit in bytes when what is left still matches the field's pattern."""
+        if not isinstance(case.body, dict):
+            return case.body
+        root = case.operation.schema.raw_schema
+        content = case.operation.definition.raw.get("requestBody", {}).get("content", {})
+        body_schema = _resolved(root, content.get("application/json", {}).get("schema"))
+        properties = (body_schema or {}).get("properties", {})
+        body = dict(case.body)
+        for name, value in case.body.items():
+            field = _resolved(root, properties.get(name))
+            limit = (field or {}).get("maxLength")
+            if not isinstance(value, str) or limit is None or len(value.encode()) <= limit:
+                continue
+            cut = value.encode()[:limit].decode(errors="ignore")
+            if re.search(field.get("pattern", ""), cut) and len(cut) >= field.get("minLength", 0):
+                body[name] = cut
+        return body
+
     @schemathesis.hook
     def before_call(ctx, case, kwargs):
         # Every phase (the coverage phase bypasses the generation hooks): a schema-valid case
-        # gets a real key and proof, and no made-up cursor; invalid cases are sent as generated.
+        # gets a real key and proof, a real card, an ordered range and no made-up cursor;
+        # invalid cases are sent as generated.
         meta = case.meta
         if meta is None or not meta.generation.mode.is_positive:
             return
-        case.body = _with_proof(case.operation.path, case.body)
+        path, method = case.operation.path, case.operation.method.upper()
+        case.body = _with_proof(path, _within_byte_limits(case))
+        if path == "/v1/wallet/cards" and method == "POST":
+            case.body = _with_valid_card(case.body)
+        if path == "/v1/merchant/transactions":
+            case.query = _with_ordered_range(case.query)
         if isinstance(case.query, dict) and "cursor" in case.query:
             case.query = {name: value for name, value in case.query.items() if name != "cursor"}
 
