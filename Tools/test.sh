@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole Horizon test suite on a fresh Debian machine: installs what the build needs
 # (when missing), builds the package and its tests, starts a throw-away PostgreSQL for the ledger's
-# tests, runs every test, the demo and the dashboard's browser check, then runs the BlueZ checks
+# tests, runs every test, the HTTP API's fuzzing against its contract (Tools/api-fuzz.sh), the demo
+# and the dashboard's browser check, then runs the BlueZ checks
 # against a real bluetoothd in a throw-away VM (Tools/bluez-vm: the adapters, a foreign central,
 # payment flows between two processes, wallet privacy, notify sockets and the request proxy: 14 checks; about 5
 # minutes, at most 14).
@@ -9,6 +10,7 @@
 #   Tools/test.sh              build and run everything
 #   Tools/test.sh --filter X   pass-through to `swift test` (a subset; the VM step is skipped)
 #   HORIZON_SKIP_VM=1 Tools/test.sh   everything but the VM step
+#   HORIZON_SKIP_API_FUZZ=1 Tools/test.sh   everything but the API fuzzing (it pip-installs schemathesis)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source Tools/lib/setup.sh
@@ -38,6 +40,13 @@ fi
 # a thread of its own for the same reason.
 step "running every test (one parallel swift test)"
 swift test --skip-build
+
+# The HTTP API against openapi.yaml: schemathesis with every check and signed requests, on SQLite
+# and on the PostgreSQL cluster above (about 2 minutes; the first run pip-installs schemathesis).
+if [ -z "${HORIZON_SKIP_API_FUZZ:-}" ]; then
+    step "the HTTP API against its contract: Tools/api-fuzz.sh (schemathesis, SQLite and PostgreSQL)"
+    Tools/api-fuzz.sh
+fi
 postgres_stop_throwaway
 
 # The README's main command, as a user runs it: server, activated terminal, registered wallet,
