@@ -109,7 +109,6 @@ final class FaultSimulation: @unchecked Sendable {
     static let ledgerConfiguration = InProcessLedgerConfiguration(
         enrollment: .refuseUnknown, bonusPointsPerMajorUnit: 1)
 
-    static func euros(_ cents: Int64) -> Money { (try? Money(minorUnits: cents, currency: .eur)) ?? .zero(.eur) }
 
     let configuration: FaultRunConfiguration
     let simulation: RadioSimulation
@@ -193,7 +192,7 @@ final class FaultSimulation: @unchecked Sendable {
             for (number, lifetime) in [100, 1_000, 100_000].enumerated() {
                 let code = "W\(index)-C\(number)"
                 try ledger.issueCoupon(
-                    code: code, to: identity.publicKey, description: "5 EUR off", value: Self.euros(500),
+                    code: code, to: identity.publicKey, description: "5 EUR off", value: euros(500),
                     expiresAt: Self.wallClock + Int64(lifetime), at: Self.wallClock)
                 coupons.append(code)
             }

@@ -51,7 +51,7 @@ final class PaymentRig: @unchecked Sendable {
                 name: "wallet", configuration: DeviceConfiguration(position: Position(x: 0.3, y: 0))),
             identity: walletIdentity, trustAnchors: [TrustAnchor(publicKey: anchor.publicKey)],
             pendingStore: try pendingStore(storePath))
-        autopilot = WalletAutopilot(client: client) { _ in .pay(tip: FaultSimulation.euros(150)) }
+        autopilot = WalletAutopilot(client: client) { _ in .pay(tip: euros(150)) }
         try client.start()
     }
 
@@ -109,7 +109,7 @@ struct RegressionTests {
             return snapshotting
         }
         try rig.ledger.setBalance(100_00, for: rig.walletIdentity.publicKey)
-        #expect(rig.host.start(amount: FaultSimulation.euros(1_250)))
+        #expect(rig.host.start(amount: euros(1_250)))
         #expect(rig.simulation.run(until: { rig.client.state.isFinished }, timeout: .seconds(30)))
         let receipt = try #require(rig.client.receipt)
         let snapshots = try #require(store).snapshots.withLock { $0 }
@@ -131,7 +131,7 @@ struct RegressionTests {
             return snapshotting
         }
         try rig.ledger.setBalance(5_00, for: rig.walletIdentity.publicKey)
-        #expect(rig.host.start(amount: FaultSimulation.euros(1_250)))
+        #expect(rig.host.start(amount: euros(1_250)))
         #expect(rig.simulation.run(until: { rig.client.state.isFinished }, timeout: .seconds(30)))
         #expect(rig.client.error == .declined(code: .insufficientFunds, reason: "insufficientFunds"))
         let snapshots = try #require(store).snapshots.withLock { $0 }
@@ -150,7 +150,7 @@ struct RegressionTests {
         try rig.ledger.setBalance(100_00, for: rig.walletIdentity.publicKey)
         // At MTU 247 the handshake takes frames 0 (ClientHello) to 2 (ServerHello); 3 is the Hello.
         rig.simulation.injectFaultOnNextLink(.drop, atFrame: 3)
-        #expect(rig.host.start(amount: FaultSimulation.euros(700)))
+        #expect(rig.host.start(amount: euros(700)))
         let finished = rig.simulation.run(until: { rig.client.state.isFinished }, timeout: .seconds(60))
         #expect(finished, "the wallet is still \(rig.client.state)")
         let dropped = rig.simulation.trace.first { $0.contains("fault=drop") }

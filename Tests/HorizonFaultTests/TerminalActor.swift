@@ -238,15 +238,15 @@ final class TerminalActor: @unchecked Sendable {
         case .payment(let payment):
             let cents = Int64(100 + random.nextUnit() * 2_900)
             started = payment.start(
-                amount: FaultSimulation.euros(cents), registerUser: RegisterUser(name: "Cashier \(index)"))
+                amount: euros(cents), registerUser: RegisterUser(name: "Cashier \(index)"))
         case .redemption(let redemption):
             let offer: RedemptionOffer
             switch type {
             case .bonusRedemption:
                 offer = RedemptionOffer(
-                    item: "Free coffee", points: Int64(10 + random.nextUnit() * 70), value: FaultSimulation.euros(320))
-            case .goldRedemption: offer = RedemptionOffer(item: "Free dessert", value: FaultSimulation.euros(600))
-            default: offer = RedemptionOffer(item: "any coupon", value: FaultSimulation.euros(0))
+                    item: "Free coffee", points: Int64(10 + random.nextUnit() * 70), value: euros(320))
+            case .goldRedemption: offer = RedemptionOffer(item: "Free dessert", value: euros(600))
+            default: offer = RedemptionOffer(item: "any coupon", value: euros(0))
             }
             started = redemption.start(offer)
         }

@@ -1,5 +1,6 @@
 import Foundation
 import HorizonCore
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
@@ -218,7 +219,7 @@ final class WalletActor: @unchecked Sendable {
         }
         if declines { return .decline(after: hesitation) }
         return type == .payment
-            ? .pay(tip: FaultSimulation.euros(tip), after: hesitation) : .redeem(coupon: coupon, after: hesitation)
+            ? .pay(tip: euros(tip), after: hesitation) : .redeem(coupon: coupon, after: hesitation)
     }
 
     private func finish(_ client: TransactionClient, type: TransactionType, state: PaymentClientState) {

@@ -22,7 +22,13 @@ public func digest(_ number: Int) -> [UInt8] {
     (0..<32).map { UInt8(truncatingIfNeeded: number &* 131 &+ $0 &* 7) }
 }
 
-public func euros(_ minorUnits: Int64) -> Money { try! Money(minorUnits: minorUnits, currency: .eur) }
+/// An amount in euro cents, for every test target (a test's literal amounts are always valid).
+public func euros(_ minorUnits: Int64) -> Money {
+    guard let money = try? Money(minorUnits: minorUnits, currency: .eur) else {
+        preconditionFailure("\(minorUnits) cents is not an amount")
+    }
+    return money
+}
 
 /// The terminal key id and session every fixture request is made under.
 public let terminalKey = try! TerminalKeyID(bytes: [0x7E, 0x12, 0x34, 0x56, 0x78, 0x9A, 0xBC, 0xDE])

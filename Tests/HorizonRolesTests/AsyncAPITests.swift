@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HorizonCore
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles

@@ -1,5 +1,6 @@
 import Foundation
 import HorizonCore
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HorizonCore
+import HorizonLedgerTestSupport
 import HorizonLink
 import HorizonProtocol
 import HorizonRadio

@@ -1,5 +1,6 @@
 import Foundation
 import HorizonCore
+import HorizonLedgerTestSupport
 import HorizonRadio
 import HorizonRoles
 import HorizonSimulatedRadio

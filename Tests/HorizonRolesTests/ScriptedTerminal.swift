@@ -1,5 +1,6 @@
 import Crypto
 import HorizonCore
+import HorizonLedgerTestSupport
 import HorizonLink
 import HorizonProtocol
 import HorizonRadio

@@ -1,5 +1,6 @@
 import Dispatch
 import HorizonCore
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRadio
 import HorizonTestSupport

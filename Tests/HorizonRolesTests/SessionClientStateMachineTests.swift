@@ -1,5 +1,6 @@
 import Crypto
 import HorizonCore
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRadio
 import HorizonSecureChannel

@@ -2,6 +2,7 @@ import Crypto
 import Dispatch
 import Foundation
 import HorizonCore
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRadio
 import HorizonSecureChannel

@@ -1,4 +1,5 @@
 import HorizonCore
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRoles
 import HorizonSimulatedRadio

@@ -154,4 +154,3 @@ final class ScriptedWalletApp: Sendable {
     }
 }
 
-func euros(_ cents: Int64) -> Money { (try? Money(minorUnits: cents, currency: .eur)) ?? .zero(.eur) }

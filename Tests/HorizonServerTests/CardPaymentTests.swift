@@ -4,6 +4,7 @@ import HTTPTypes
 import HorizonAPI
 import HorizonCore
 import HorizonLedger
+import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonServer
 import HummingbirdTesting
@@ -90,8 +91,6 @@ struct CardPaymentTests {
         var merchantBalance: Money { get async throws { try await server.ledger.balance(of: merchant.id) } }
     }
 
-    static func euros(_ minorUnits: Int64) throws -> Money { try Money(minorUnits: minorUnits, currency: .eur) }
-
     @Test func anApprovedCardPaysTheMerchantOnceAndTheBalanceStaysTheDefault() async throws {
         let shop = try await Shop.open()
         try await shop.server.withClient { client in
@@ -100,8 +99,8 @@ struct CardPaymentTests {
             let result = try shop.result(try await shop.submit(paid, client: client))
             #expect(result.outcome == .approved && result.reference != nil, "\(result)")
             // The card paid: the wallet's balance is untouched, the merchant has the money.
-            #expect(try await shop.walletBalance == (try Self.euros(50_00)))
-            #expect(try await shop.merchantBalance == (try Self.euros(14_00)))
+            #expect(try await shop.walletBalance == (euros(50_00)))
+            #expect(try await shop.merchantBalance == (euros(14_00)))
             #expect(try await shop.server.ledger.cardOfPayment(paid.paymentID) == PaymentCardID(rawValue: card))
             // A retry: the stored result, no second charge.
             let again = try shop.result(try await shop.submit(paid, client: client))
@@ -118,7 +117,7 @@ struct CardPaymentTests {
             // The account balance still pays, and is what a Confirm names by default.
             let fromBalance = try shop.confirm(.accountBalance)
             #expect(try shop.result(try await shop.submit(fromBalance, client: client)).outcome == .approved)
-            #expect(try await shop.walletBalance == (try Self.euros(36_00)))
+            #expect(try await shop.walletBalance == (euros(36_00)))
             #expect(try await shop.server.ledger.cardOfPayment(fromBalance.paymentID) == nil)
         }
         #expect(try await LedgerAudit.violations(in: shop.server.ledger.store).isEmpty)
@@ -137,8 +136,8 @@ struct CardPaymentTests {
             #expect(short.outcome == .declined && short.declineCode == Int32(ErrorCode.insufficientFunds.rawValue))
             #expect(short.declineReason == "the card has insufficient funds for this amount (insufficient_funds)")
         }
-        #expect(try await shop.merchantBalance == (try Self.euros(0)))
-        #expect(try await shop.walletBalance == (try Self.euros(50_00)))
+        #expect(try await shop.merchantBalance == (euros(0)))
+        #expect(try await shop.walletBalance == (euros(50_00)))
     }
 
     /// The processor charged, and its answer was lost: `lookup` finds the charge; approved, charged once.
@@ -153,7 +152,7 @@ struct CardPaymentTests {
             #expect(try shop.result(try await shop.submit(confirm, client: client)) == result)
             #expect(try await shop.charges(of: confirm) == 1)
         }
-        #expect(try await shop.merchantBalance == (try Self.euros(14_00)))
+        #expect(try await shop.merchantBalance == (euros(14_00)))
     }
 
     /// The processor lost the request before charging: `lookup` finds nothing; the retry charges once.
@@ -173,7 +172,7 @@ struct CardPaymentTests {
             }
             #expect(lost == 1, "the first attempt was not lost: the retry path did not run")
         }
-        #expect(try await shop.merchantBalance == (try Self.euros(14_00)))
+        #expect(try await shop.merchantBalance == (euros(14_00)))
     }
 
     @Test func aCardThatCannotPayIsDeclinedAndNothingIsCharged() async throws {
@@ -217,7 +216,7 @@ struct CardPaymentTests {
                 #expect(try await shop.charges(of: confirm) == 0)
             }
         }
-        #expect(try await shop.merchantBalance == (try Self.euros(0)))
+        #expect(try await shop.merchantBalance == (euros(0)))
     }
 
     /// The sandbox, but every charge is lost on the way in (nothing charged) while `down` is set.

@@ -88,8 +88,8 @@ struct PaymentClaimTests {
                 }
             }
             // The balance paid the races it won, the card the others; the merchant got each once.
-            #expect(try await shop.walletBalance == (try CardPaymentTests.euros(50_00 - Int64(outcome) * 1_00)))
-            #expect(try await shop.merchantBalance == (try CardPaymentTests.euros(Int64(races) * 1_00)))
+            #expect(try await shop.walletBalance == (euros(50_00 - Int64(outcome) * 1_00)))
+            #expect(try await shop.merchantBalance == (euros(Int64(races) * 1_00)))
             #expect(try await LedgerAudit.violations(in: store).isEmpty)
             await ledgerB.close()
         }
@@ -149,13 +149,13 @@ struct PaymentClaimTests {
                 try await bob.submit(stolen, client: client), .conflict, "payment_conflict", "nothing was charged")
             #expect(try await alice.charges(of: stolen) == 1)
             #expect(try await alice.server.ledger.executionCount(of: paid.paymentID) == 0)
-            #expect(try await bob.walletBalance == (try CardPaymentTests.euros(50_00)))
-            #expect(try await alice.merchantBalance == (try CardPaymentTests.euros(0)))
+            #expect(try await bob.walletBalance == (euros(50_00)))
+            #expect(try await alice.merchantBalance == (euros(0)))
             // The balance cannot take the id either.
             let fromBalance = try bob.confirm(.accountBalance, paymentID: paid.paymentID)
             try expectError(
                 try await bob.submit(fromBalance, client: client), .conflict, "payment_conflict", "other terms")
-            #expect(try await bob.walletBalance == (try CardPaymentTests.euros(50_00)))
+            #expect(try await bob.walletBalance == (euros(50_00)))
 
             // A card id nobody has, or another wallet's card: a clear 404, before anything else.
             for card in ["c_00000000000000000000000000000000", bobsCard] {
@@ -172,8 +172,8 @@ struct PaymentClaimTests {
             let again = try alice.result(try await alice.submit(paid, client: client))
             #expect(again.outcome == .approved && again.reference == retried.reference)
         }
-        #expect(try await alice.merchantBalance == (try CardPaymentTests.euros(14_00)))
-        #expect(try await alice.walletBalance == (try CardPaymentTests.euros(50_00)))
+        #expect(try await alice.merchantBalance == (euros(14_00)))
+        #expect(try await alice.walletBalance == (euros(50_00)))
         #expect(try await alice.server.ledger.executionCount(of: paid.paymentID) == 1)
         #expect(try await LedgerAudit.violations(in: alice.server.ledger.store).isEmpty)
     }
@@ -208,7 +208,7 @@ struct PaymentClaimTests {
             #expect(try await alice.charges(of: paid) == 1)
         }
         #expect(try await Self.refunds(of: paid.paymentID, in: alice.server.ledger) == 1)
-        #expect(try await alice.merchantBalance == (try CardPaymentTests.euros(0)))
+        #expect(try await alice.merchantBalance == (euros(0)))
         #expect(try await alice.server.ledger.executionCount(of: paid.paymentID) == 1)
         #expect(try await LedgerAudit.violations(in: alice.server.ledger.store).isEmpty)
     }

@@ -40,9 +40,12 @@ struct RadioServerProcessTests {
     @Test func theLauncherReturnsOnceTheServerAnswers() throws {
         let server = try LaunchedServer()
         defer { server.stop() }
-        // No retries: the server said it was ready, so the first connection is served.
-        let client = try RawRadioClient(path: server.path, name: "first")
-        client.close()
+        // No retries: the server said it was ready, so the first connection is welcomed and its
+        // first request answered.
+        let client = try #require(
+            try? RawRadioClient(path: server.path, name: "first"), "the first device after the launcher was not welcomed")
+        defer { client.close() }
+        #expect(throws: Never.self) { try client.startScanning(request: 1) }
     }
 
     @Test func theLauncherHearsAtOnceWhenTheServerCannotStart() throws {
