@@ -69,6 +69,34 @@ struct TerminalDaemonProgramTests {
         #expect(after.status == 0, "\(after.standardError)")
     }
 
+    /// Another terminal given the same control socket refuses too: a socket that answers is a
+    /// running service's, never replaced (only a stale one is).
+    @Test func aControlSocketThatAnswersIsNeverTakenOver() async throws {
+        let sandbox = try Sandbox()
+        let (terminalDir, _, socket) = try sandbox.initializeTerminalAndWallet()
+        let otherDir = sandbox.path("other")
+        #expect(try Programs.run("horizon-terminal", ["init", "--data-dir", otherDir]).status == 0)
+        let control = sandbox.path("control.sock")
+        let service = try Programs.start(
+            "horizon-terminal",
+            ["serve", "--data-dir", terminalDir, "--radio-socket", socket, "--control-socket", control])
+        defer { stop(service) }
+        #expect(await eventually { paymentState(at: control) == "idle" }, "the first service answers")
+
+        let second = try Programs.run(
+            "horizon-terminal",
+            ["serve", "--data-dir", otherDir, "--radio-socket", socket, "--control-socket", control])
+        #expect(second.status == 1)
+        #expect(
+            second.standardError
+                == "error: a terminal service already listens at \(control); stop it first or choose another --control-socket\n"
+        )
+        #expect(paymentState(at: control) == "idle", "the first service no longer answers on its control socket")
+        kill(service.process.processIdentifier, SIGTERM)
+        #expect(await eventually(within: .seconds(30)) { !service.process.isRunning })
+        #expect(service.finish(timeout: 1).status == 0)
+    }
+
     /// The wallet too: a second payment from one wallet while the first waits refuses.
     @Test func aSecondPaymentFromTheSameWalletRefuses() async throws {
         let sandbox = try Sandbox()
@@ -82,7 +110,8 @@ struct TerminalDaemonProgramTests {
             "the first payment holds the wallet's lock")
         let second = try Programs.run("horizon-wallet", arguments)
         #expect(second.status == 1)
-        #expect(second.standardError == "error: another horizon-wallet (pid \(pid)) is using \(walletDir); stop it first\n")
+        #expect(
+            second.standardError == "error: another horizon-wallet (pid \(pid)) is using \(walletDir); stop it first\n")
         first.interrupt()
         _ = first.finish(timeout: 30)
     }
@@ -161,7 +190,8 @@ struct TerminalDaemonProgramTests {
         let json = try Programs.run(
             "horizon-terminal",
             ["status", "--json", "--seconds", "1", "--data-dir", rig.terminalDir, "--radio-socket", rig.socket])
-        let report = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
+        let report = try #require(
+            try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
         let offline = try #require(report["offline"] as? [String: Any])
         #expect(offline["server"] as? String == "offline")
     }

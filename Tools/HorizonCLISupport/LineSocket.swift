@@ -71,6 +71,15 @@ public final class LineConnection: @unchecked Sendable {
 public enum ControlSocket {
     /// Listens at `path` (mode 0660: the owner and its group, e.g. the register's user).
     public static func listen(at path: String) throws -> UnixListener {
+        // A socket that still answers belongs to a running service (of another data directory,
+        // given the same --control-socket): it is refused, never replaced. Only a stale one goes.
+        var status = stat()
+        if lstat(path, &status) == 0, status.st_mode & S_IFMT == S_IFSOCK, let live = try? UnixSocket.connect(to: path)
+        {
+            UnixSocket.close(live)
+            throw CLIError(
+                "a terminal service already listens at \(path); stop it first or choose another --control-socket")
+        }
         do {
             return try UnixListener(path: path, mode: 0o660, backlog: 16)
         } catch .notASocket {

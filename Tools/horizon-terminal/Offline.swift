@@ -201,7 +201,8 @@ struct OfflineStatus: Encodable {
         case ("online", nil): return "server    online (last answer \(lastServerContact ?? "?"))"
         case ("offline", let url?):
             let last = lastServerContact.map { "last answer \($0)" } ?? "it never answered this terminal"
-            return "server    offline: \(url) does not answer (\(last)); payments are accepted offline within the limits"
+            return
+                "server    offline: \(url) does not answer (\(last)); payments are accepted offline within the limits"
         default:
             let last = lastServerContact.map { "last answer \($0)" } ?? "never answered"
             let failure = lastServerFailure.map { ", unreachable at \($0)" } ?? ""
