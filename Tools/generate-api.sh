@@ -3,7 +3,7 @@
 #
 # The generated code is committed so that builds (and CI) do not compile the generator; run
 # this after every change to openapi.yaml. `ServerContractTests` fails while the committed code
-# is older than the document (it compares the digest recorded here).
+# is older than the document, or was edited by hand (it compares the digests recorded here).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 api="$root/Sources/HorizonAPI"
@@ -22,5 +22,10 @@ rm -rf "$api/Generated"
 mkdir -p "$api/Generated"
 "$work/.build/debug/swift-openapi-generator" generate "$api/openapi.yaml" \
     --config "$api/openapi-generator-config.yaml" --output-directory "$api/Generated" >&2
-cat "$api/openapi.yaml" "$api/openapi-generator-config.yaml" | sha256sum | cut -d' ' -f1 > "$api/Generated/openapi.sha256"
+# The first line: the inputs' digest. Then each generated file's, so that a hand edit of
+# generated code fails the same test as a document changed without regenerating.
+{
+    cat "$api/openapi.yaml" "$api/openapi-generator-config.yaml" | sha256sum | cut -d' ' -f1
+    (cd "$api/Generated" && LC_ALL=C sha256sum -- *.swift)
+} > "$api/Generated/openapi.sha256"
 echo "Regenerated $api/Generated from openapi.yaml" >&2

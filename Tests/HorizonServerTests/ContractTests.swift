@@ -17,10 +17,37 @@ struct ServerContractTests {
         let config = try Data(contentsOf: Self.apiDirectory.appendingPathComponent("openapi-generator-config.yaml"))
         let digest = SHA256.hash(data: document + config).map { String(format: "%02x", $0) }.joined()
         let recorded = try String(
-            contentsOf: Self.apiDirectory.appendingPathComponent("Generated/openapi.sha256"), encoding: .utf8)
+            contentsOf: Self.apiDirectory.appendingPathComponent("Generated/openapi.sha256"), encoding: .utf8
+        ).split(separator: "\n").map(String.init)
         #expect(
-            recorded.trimmingCharacters(in: .whitespacesAndNewlines) == digest,
+            recorded.first == digest,
             "openapi.yaml or its generator config changed without regenerating: run Tools/generate-api.sh")
+    }
+
+    /// Generated code is never edited by hand: each file is as the generator wrote it, and
+    /// nothing was added or removed beside them.
+    @Test func theGeneratedFilesAreAsGenerated() throws {
+        let generated = Self.apiDirectory.appendingPathComponent("Generated")
+        let lines = try String(contentsOf: generated.appendingPathComponent("openapi.sha256"), encoding: .utf8)
+            .split(separator: "\n").dropFirst()
+        var recorded: [String: String] = [:]
+        for line in lines {
+            let parts = line.split(separator: " ", maxSplits: 1)
+            guard parts.count == 2 else {
+                Issue.record("not a digest line: \(line)")
+                continue
+            }
+            recorded[parts[1].trimmingCharacters(in: .whitespaces)] = String(parts[0])
+        }
+        let files = try FileManager.default.contentsOfDirectory(atPath: generated.path).filter { $0.hasSuffix(".swift") }
+        #expect(Set(files) == Set(recorded.keys), "files in Generated/ differ from the generator's: run Tools/generate-api.sh")
+        for file in files {
+            let data = try Data(contentsOf: generated.appendingPathComponent(file))
+            let digest = SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+            #expect(
+                recorded[file] == digest,
+                "Generated/\(file) was edited by hand: change openapi.yaml and run Tools/generate-api.sh")
+        }
     }
 
     /// A concrete path for a path template: each `{parameter}` segment becomes `0123…` (32 hex
