@@ -30,7 +30,7 @@ struct CardsProgramTests {
             unregistered.standardError.contains("this wallet is not registered with a server"),
             "\(unregistered.standardError)")
 
-        try register(walletDir: walletDir, serverDir: serverDir, url: url)
+        try Programs.registerWallet(walletDir: walletDir, serverDir: serverDir, url: url)
         let cvcFile = sandbox.path("cvc")
         try "123\n".write(toFile: cvcFile, atomically: true, encoding: .utf8)
         let common = [
@@ -108,30 +108,6 @@ struct CardsProgramTests {
         #expect(cards.map { $0["lastFour"] as? String } == ["3220", "3220"])
         let again = try Programs.run("horizon-wallet", ["cards", "remove", cardID, "--data-dir", walletDir])
         #expect(again.status == 1 && again.standardError.contains("card_not_found"), "\(again.standardError)")
-    }
-
-    /// Registers the wallet with the code from the server's outbox.
-    private func register(walletDir: String, serverDir: String, url: String) throws {
-        let register = try Programs.run(
-            "horizon-wallet",
-            [
-                "register", "--server", url, "--name", "Alice", "--email", "alice@example.com", "--phone",
-                "+49 151 12345678", "--data-dir", walletDir,
-            ])
-        #expect(register.status == 0, "\(register.standardError)")
-        let outbox = try Programs.run(
-            "horizon-server", ["outbox", "--data-dir", serverDir, "--to", "+4915112345678", "--json"])
-        let messages = try JSONSerialization.jsonObject(with: Data(outbox.standardOutput.utf8)) as? [[String: Any]]
-        let body = try #require(messages?.first?["body"] as? String)
-        let code = try #require(body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }.map(String.init))
-        let emailCode = try Programs.outboxCode(serverDir: serverDir, to: "alice@example.com")
-        let verify = try Programs.run(
-            "horizon-wallet",
-            [
-                "verify", code, emailCode, "--anchor-fingerprint", try Programs.anchorFingerprint(serverDir: serverDir),
-                "--data-dir", walletDir,
-            ])
-        #expect(verify.status == 0, "\(verify.standardError)")
     }
 
     private func json(_ text: String) throws -> [String: Any] {

@@ -46,20 +46,8 @@ struct HostileNetworkProgramTests {
         #expect(try Programs.run("horizon-server", ["init", "--data-dir", serverDir]).status == 0)
         let server = try ServedServer(dataDir: serverDir)
         defer { server.stop() }
-        let port = server.port
-        let registered = try Programs.run(
-            "horizon-wallet",
-            [
-                "register", "--server", "http://127.0.0.1:\(port)", "--name", "Alex", "--email", "alex@example.com",
-                "--phone", "+4915112345678", "--data-dir", walletDir,
-            ])
-        #expect(registered.status == 0, "\(registered.standardError)")
-        let outbox = try Programs.run(
-            "horizon-server", ["outbox", "--data-dir", serverDir, "--to", "+4915112345678", "--json"])
-        let messages = try JSONSerialization.jsonObject(with: Data(outbox.standardOutput.utf8)) as? [[String: Any]]
-        let body = try #require(messages?.first?["body"] as? String)
-        let code = try #require(body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }.map(String.init))
-        let emailCode = try Programs.outboxCode(serverDir: serverDir, to: "alex@example.com")
+        let (code, emailCode) = try Programs.startWalletRegistration(
+            walletDir: walletDir, serverDir: serverDir, url: server.url, name: "Alex", email: "alex@example.com")
         let fingerprint = try Programs.anchorFingerprint(serverDir: serverDir)
         func pinned() -> [String] {
             ((try? FileManager.default.contentsOfDirectory(atPath: "\(walletDir)/trust")) ?? []).filter {

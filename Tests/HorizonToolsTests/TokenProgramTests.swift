@@ -13,40 +13,11 @@ struct TokenProgramTests {
         let serverDir = sandbox.path("server")
         let walletDir = sandbox.path("wallet")
         #expect(try Programs.run("horizon-server", ["init", "--data-dir", serverDir]).status == 0)
-        let port = try freeLoopbackPort()
-        let url = "http://127.0.0.1:\(port)"
-        var server: RunningProgram? = try Programs.start(
-            "horizon-server",
-            ["serve", "--data-dir", serverDir, "--listen", "127.0.0.1:\(port)", "--log-level", "warning"])
-        defer {
-            server?.interrupt()
-            _ = server?.finish(timeout: 10)
-        }
-        #expect(waitUntilListening(port: port), "the server did not start listening")
+        let server = try ServedServer(dataDir: serverDir)
+        defer { server.stop() }
+        let url = server.url
 
-        let register = try Programs.run(
-            "horizon-wallet",
-            [
-                "register", "--server", url, "--name", "Alice", "--email", "alice@example.com", "--phone",
-                "+49 151 12345678", "--data-dir", walletDir,
-            ])
-        #expect(register.status == 0, "\(register.standardError)")
-        let outbox = try Programs.run(
-            "horizon-server", ["outbox", "--data-dir", serverDir, "--to", "+4915112345678", "--json"])
-        let body = try #require(
-            (try JSONSerialization.jsonObject(with: Data(outbox.standardOutput.utf8)) as? [[String: Any]])?.first?[
-                "body"] as? String)
-        let code = try #require(body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }.map(String.init))
-        let emailCode = try Programs.outboxCode(serverDir: serverDir, to: "alice@example.com")
-        #expect(
-            try Programs.run(
-                "horizon-wallet",
-                [
-                    "verify", code, emailCode, "--anchor-fingerprint",
-                    try Programs.anchorFingerprint(serverDir: serverDir),
-                    "--data-dir", walletDir,
-                ]
-            ).status == 0)
+        try Programs.registerWallet(walletDir: walletDir, serverDir: serverDir, url: url)
 
         func wallet(_ arguments: [String]) throws -> ProgramResult {
             try Programs.run("horizon-wallet", arguments + ["--data-dir", walletDir])
@@ -105,9 +76,7 @@ struct TokenProgramTests {
         #expect(newID != id && renewed["state"] as? String == "new")
 
         // The server stops: the kept token is shown, marked as cached; one never fetched is an error.
-        server?.interrupt()
-        _ = server?.finish(timeout: 10)
-        server = nil
+        server.stop()
         let offline = try wallet(["token"])
         #expect(offline.status == 0, "\(offline.standardError)")
         #expect(offline.standardOutput.hasPrefix("token       \(newID)\n"))

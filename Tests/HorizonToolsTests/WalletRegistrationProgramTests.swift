@@ -192,24 +192,3 @@ func waitUntilListening(port: Int, seconds: Double = 60) -> Bool {
     }
     return false
 }
-
-/// `horizon-server serve` on a free loopback port, as the programs under test reach it; `stop`
-/// ends it with Ctrl-C, as an operator would.
-final class ServedServer {
-    let port: Int
-    var url: String { "http://127.0.0.1:\(port)" }
-    private let program: RunningProgram
-
-    init(dataDir: String) throws {
-        port = try freeLoopbackPort()
-        program = try Programs.start(
-            "horizon-server",
-            ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:\(port)", "--log-level", "warning"])
-        #expect(waitUntilListening(port: port), "the server did not start listening")
-    }
-
-    func stop() {
-        program.interrupt()
-        _ = program.finish(timeout: 10)
-    }
-}

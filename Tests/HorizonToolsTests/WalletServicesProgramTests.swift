@@ -36,41 +36,12 @@ struct WalletServicesProgramTests {
         #expect(badSeverity.status == 2)
         #expect(badSeverity.standardError.contains("--severity must be info, warning or critical, not loud"))
 
-        let port = try freeLoopbackPort()
-        let url = "http://127.0.0.1:\(port)"
-        var server: RunningProgram? = try Programs.start(
-            "horizon-server",
-            ["serve", "--data-dir", serverDir, "--listen", "127.0.0.1:\(port)", "--log-level", "warning"])
-        defer {
-            server?.interrupt()
-            _ = server?.finish(timeout: 10)
-        }
-        #expect(waitUntilListening(port: port), "the server did not start listening")
+        let server = try ServedServer(dataDir: serverDir)
+        defer { server.stop() }
+        let url = server.url
 
-        // Register and verify the wallet (the code from the sandbox outbox).
-        let register = try Programs.run(
-            "horizon-wallet",
-            [
-                "register", "--server", url, "--name", "Alice", "--email", "alice@example.com", "--phone",
-                "+49 151 12345678", "--data-dir", walletDir,
-            ])
-        #expect(register.status == 0, "\(register.standardError)")
-        let outbox = try Programs.run(
-            "horizon-server", ["outbox", "--data-dir", serverDir, "--to", "+4915112345678", "--json"])
-        let body = try #require(
-            (try JSONSerialization.jsonObject(with: Data(outbox.standardOutput.utf8)) as? [[String: Any]])?.first?[
-                "body"] as? String)
-        let code = try #require(body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }.map(String.init))
-        let emailCode = try Programs.outboxCode(serverDir: serverDir, to: "alice@example.com")
-        #expect(
-            try Programs.run(
-                "horizon-wallet",
-                [
-                    "verify", code, emailCode, "--anchor-fingerprint",
-                    try Programs.anchorFingerprint(serverDir: serverDir),
-                    "--data-dir", walletDir,
-                ]
-            ).status == 0)
+        // Register and verify the wallet (the codes from the sandbox outbox).
+        try Programs.registerWallet(walletDir: walletDir, serverDir: serverDir, url: url)
         let topUp = try Programs.run(
             "horizon-server", ["wallets", "top-up", "alice@example.com", "25.00", "--data-dir", serverDir])
         #expect(topUp.status == 0, "\(topUp.standardError)")
@@ -127,9 +98,7 @@ struct WalletServicesProgramTests {
         // The last answers before the server stops (leaving a program dropped the cached lists).
         #expect(try wallet(["balance"]).status == 0)
         // The server stops: the wallet shows its last answers, and says they are not fresh.
-        server?.interrupt()
-        _ = server?.finish(timeout: 10)
-        server = nil
+        server.stop()
         let offline = try wallet(["balance"])
         #expect(offline.status == 0, "\(offline.standardError)")
         #expect(offline.standardOutput.hasPrefix("balance       25.00 EUR\n"))
