@@ -206,6 +206,17 @@ struct TerminalDaemonProgramTests {
         #expect(badCurrency.status != 0)
         #expect(!FileManager.default.fileExists(atPath: fresh))
 
+        // A path under a file: refused in words, before anything is made.
+        let file = sandbox.path("file")
+        try Data("notes".utf8).write(to: URL(fileURLWithPath: file))
+        let underFile = try Programs.run("horizon-terminal", ["init", "--data-dir", file + "/terminal"])
+        #expect(underFile.status == 1)
+        #expect(
+            underFile.standardError
+                == "error: cannot create the data directory \(file)/terminal: \(file) is a file, not a directory; choose another --data-dir\n"
+        )
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == "notes")
+
         let existing = sandbox.path("existing")
         try FileManager.default.createDirectory(
             atPath: existing + "/ledger.sqlite", withIntermediateDirectories: true)

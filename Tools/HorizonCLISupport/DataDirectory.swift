@@ -41,13 +41,26 @@ public struct DataDirectory: Sendable {
 
     public func exists(_ name: String) -> Bool { FileManager.default.fileExists(atPath: file(name).path) }
 
-    /// Creates the directory (0700) if needed.
+    /// Creates the directory (0700), and any missing parent, if needed. mkdir(2) one level at a
+    /// time, so a refusal names the system's reason and where it happened.
     public func create() throws {
-        do {
-            try FileManager.default.createDirectory(
-                at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw CLIError("cannot create the data directory \(path): \(error.localizedDescription)")
+        var missing: [String] = []
+        var current = url.standardizedFileURL
+        var isDirectory: ObjCBool = false
+        while !FileManager.default.fileExists(atPath: current.path, isDirectory: &isDirectory), current.path != "/" {
+            missing.append(current.path)
+            current.deleteLastPathComponent()
+        }
+        if missing.isEmpty, !isDirectory.boolValue {
+            throw CLIError("cannot use \(path) as the data directory: it is a file; choose another --data-dir")
+        }
+        for directory in missing.reversed() where mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            let reason =
+                errno == ENOTDIR
+                ? "\((directory as NSString).deletingLastPathComponent) is a file, not a directory"
+                : String(cString: strerror(errno)).lowercased()
+            let place = directory == url.standardizedFileURL.path ? "" : " (\(directory))"
+            throw CLIError("cannot create the data directory \(path): \(reason)\(place); choose another --data-dir")
         }
     }
 
