@@ -28,8 +28,13 @@ struct MerchantPasswordProgramTests {
         // At a terminal `add` asks twice too, and two different passwords add nothing.
         let mistyped = try TerminalSession.run(
             "horizon-server",
-            ["merchants", "add", "Other Shop", "--email", "other@shop.example", "--currency", "EUR", "--data-dir", serverDir],
-            answers: [("New password for other@shop.example: ", "one password"), ("Repeat the new password: ", "another one")])
+            [
+                "merchants", "add", "Other Shop", "--email", "other@shop.example", "--currency", "EUR", "--data-dir",
+                serverDir,
+            ],
+            answers: [
+                ("New password for other@shop.example: ", "one password"), ("Repeat the new password: ", "another one"),
+            ])
         #expect(mistyped.status == 1)
         #expect(mistyped.standardError.contains("error: the two passwords typed differ; nothing was changed"))
         let listed = try Programs.run("horizon-server", ["merchants", "list", "--data-dir", serverDir])
@@ -38,15 +43,21 @@ struct MerchantPasswordProgramTests {
         // passwd at a terminal: asked twice, never echoed, by id or by the admin's e-mail.
         let changed = try TerminalSession.run(
             "horizon-server", ["merchants", "passwd", merchantID, "--data-dir", serverDir],
-            answers: [("New password for \(Self.email): ", "second password"), ("Repeat the new password: ", "second password")])
+            answers: [
+                ("New password for \(Self.email): ", "second password"),
+                ("Repeat the new password: ", "second password"),
+            ])
         #expect(changed.status == 0, "\(changed.standardError)")
         #expect(
             changed.standardOutput
-                == "Set the password of \(Self.email) (Corner Bakery, \(merchantID)); its dashboard sessions were ended.\n")
+                == "Set the password of \(Self.email) (Corner Bakery, \(merchantID)); its dashboard sessions were ended.\n"
+        )
         #expect(!changed.terminalOutput.contains("second password"), "echoed: \(changed.terminalOutput)")
         let differ = try TerminalSession.run(
             "horizon-server", ["merchants", "passwd", Self.email, "--data-dir", serverDir],
-            answers: [("New password for \(Self.email): ", "third password"), ("Repeat the new password: ", "third passwort")])
+            answers: [
+                ("New password for \(Self.email): ", "third password"), ("Repeat the new password: ", "third passwort"),
+            ])
         #expect(differ.status == 1)
         #expect(differ.standardError.contains("the two passwords typed differ; nothing was changed"))
         let unknown = try Programs.run(

@@ -92,7 +92,9 @@ extension Merchants {
             let settings = try options.settings()
             let found = try await withLedger(options) { ledger, _ in
                 if merchant.contains("@") { return try await ledger.merchant(adminEmail: merchant) }
-                do { return try await ledger.merchant(MerchantID(rawValue: merchant)) } catch LedgerError.notFound { return nil }
+                do { return try await ledger.merchant(MerchantID(rawValue: merchant)) } catch LedgerError.notFound {
+                    return nil
+                }
             }
             guard let found else {
                 throw CLIError("no merchant \(merchant) here (`horizon-server merchants list` shows them)")
@@ -101,7 +103,8 @@ extension Merchants {
             let hash = try newPasswordHash(for: found.adminEmail, file: passwordFile, settings: settings)
             try await withLedger(options) { ledger, _ in try await ledger.setPasswordHash(hash, for: found.id) }
             Console().line(
-                "Set the password of \(found.adminEmail) (\(found.name), \(found.id)); its dashboard sessions were ended.")
+                "Set the password of \(found.adminEmail) (\(found.name), \(found.id)); its dashboard sessions were ended."
+            )
         }
     }
 }
