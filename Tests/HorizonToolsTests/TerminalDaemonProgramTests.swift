@@ -121,7 +121,9 @@ struct TerminalDaemonProgramTests {
     @Test func initThenActivateWorksAsDocumented() throws {
         let rig = try RemoteLedgerRig()
         let terminalDir = rig.sandbox.path("till2")
-        let initialized = try Programs.run("horizon-terminal", ["init", "--data-dir", terminalDir])
+        // A sandbox in dollars, a merchant in euros: the activated terminal charges in euros.
+        let initialized = try Programs.run(
+            "horizon-terminal", ["init", "--currency", "USD", "--data-dir", terminalDir])
         #expect(initialized.status == 0, "\(initialized.standardError)")
         let activate = activateArguments(rig, terminalDir)
         let activated = try Programs.run("horizon-terminal", activate)
@@ -132,6 +134,10 @@ struct TerminalDaemonProgramTests {
             "horizon-terminal", ["status", "--seconds", "1", "--data-dir", terminalDir, "--radio-socket", rig.socket])
         #expect(status.status == 0, "\(status.standardError)")
         #expect(status.standardOutput.contains("server    online: \(rig.url) answers"), "\(status.standardOutput)")
+        let sale = try Programs.run(
+            "horizon-terminal",
+            ["pay", "1.00", "--wait-for-wallet", "1", "--data-dir", terminalDir, "--radio-socket", rig.socket])
+        #expect(sale.standardOutput.contains("1.00 EUR — waiting for a wallet"), "\(sale.standardError)")
 
         let again = try Programs.run("horizon-terminal", activate)
         #expect(again.status == 1)
@@ -171,6 +177,8 @@ struct TerminalDaemonProgramTests {
             FileManager.default.fileExists(atPath: terminalDir + "/anchor-key.pem"), "the refusal changed nothing")
         let forced = try Programs.run("horizon-terminal", activate + ["--force"])
         #expect(forced.status == 0, "\(forced.standardError)")
+        // The sandbox's payments are kept beside the activated terminal's own ledger.
+        #expect(FileManager.default.fileExists(atPath: terminalDir + "/ledger.sqlite.sandbox"))
     }
 
     /// `status` asks the server now: a terminal whose last payment went through while the server

@@ -37,6 +37,11 @@ extension TerminalFiles {
         server: String, email: String, password: String, label: String, decisionTimeoutSeconds: Int, force: Bool
     ) async throws -> (TerminalSettings, Components.Schemas.TerminalCredentialResponse) {
         if directory.exists(Self.settings), !force { try await requireReplaceableWithoutForce() }
+        // What a sandbox leaves behind: its ledger (nil: none), which may keep another currency
+        // than the server's; true when it holds payments.
+        let sandboxLedgerTookPayments: Bool? =
+            directory.exists(Self.settings) && (try? loadSettings())?.server == nil && directory.exists(Self.ledger)
+            ? await hasTakenPayments() : nil
         let url = try Self.serverURL(server)
         let key = P256.Signing.PrivateKey()
         let response: Components.Schemas.TerminalCredentialResponse
@@ -64,7 +69,22 @@ extension TerminalFiles {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         try directory.write(try encoder.encode(settings), to: Self.settings)
+        if let sandboxLedgerTookPayments { retireSandboxLedger(keep: sandboxLedgerTookPayments) }
         return (settings, response)
+    }
+
+    /// The activated terminal starts a ledger of its own (in the server's currency): the
+    /// sandbox's is kept beside it as `ledger.sqlite.sandbox` when it holds payments, and
+    /// removed when it holds none.
+    private func retireSandboxLedger(keep: Bool) {
+        for suffix in ["", "-wal", "-shm"] where directory.exists(Self.ledger + suffix) {
+            let file = directory.file(Self.ledger + suffix)
+            if keep {
+                try? FileManager.default.moveItem(at: file, to: directory.file(Self.ledger + ".sandbox" + suffix))
+            } else {
+                try? FileManager.default.removeItem(at: file)
+            }
+        }
     }
 
     /// `init` then `activate` is the documented order: a sandbox terminal that has taken nothing
