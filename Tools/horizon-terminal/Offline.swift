@@ -21,7 +21,8 @@ struct OfflineCommand: AsyncParsableCommand {
             within the offline limits in terminal.json ("offline": perPaymentMinorUnits 5000, totalStoredMinorUnits \
             20000, maximumStoredCount 20, maximumAgeHours 24 by default). Each is kept in journal.sqlite as stored, \
             then forwarding, then settled or declined. `horizon-terminal serve` forwards them when the server answers \
-            again and every few minutes; `offline forward` does it now.
+            again and every few minutes; `offline forward` does it now, when no other horizon-terminal runs on \
+            the data directory.
             """,
         subcommands: [List.self, Forward.self])
 

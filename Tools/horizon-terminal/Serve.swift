@@ -24,6 +24,7 @@ struct Serve: AsyncParsableCommand {
             horizon-terminal pay 12.50 --control-socket /run/horizon-terminal/control.sock.
             SIGTERM or SIGINT shuts it down gracefully: no new requests, a running payment is cancelled at the \
             register (its client is told), the control socket is removed, the radio is switched off; exit 0.
+            The data directory is locked while it runs: another serve, pay, redeem or init on it refuses.
             """)
 
     @Option(help: "The control socket (default: $RUNTIME_DIRECTORY/control.sock, else <data dir>/control.sock).")
