@@ -127,11 +127,37 @@ struct SessionHostStateMachineTests {
         let late = machine.request(try Self.confirm(session, id: 2), from: second, now: Self.now)
         #expect(names(late) == ["send error sessionTaken to 2"])
         #expect(sentErrors(late).first?.paymentID == (try Self.paymentID(2)))
-        // Taken: a Hello gets no offer now.
+        // A Hello still gets the offer (the executing request may yet be declined), and its
+        // own decision time; the approval then tells it the session is over.
         #expect(
             names(machine.hello(Self.hello(session), from: FakeWallet(3))) == [
-                "send error sessionTaken to 3", "close 3 later",
+                "send offer to 3", "notice offered", "log offer sent", "arm decision timer",
             ])
+        #expect(machine.state == .acquiringPaymentExecution)
+        let done = machine.executed(try Self.approved(session, id: 1), session: session.id)
+        #expect(names(done).contains("send cancel to 3") && names(done).contains("send cancel to 2"))
+        #expect(machine.state == .completed)
+    }
+
+    /// A stranger's request executing (a key nobody registered, declined in a moment) does not
+    /// hide the sale: the customer arriving meanwhile is offered it, and pays after the decline.
+    @Test func aCustomerArrivingWhileAStrangersRequestExecutesFindsTheSale() throws {
+        let stranger = FakeWallet(1)
+        let customer = FakeWallet(2)
+        var (machine, session) = Self.offered(to: [stranger])
+        _ = machine.request(try Self.confirm(session, id: 1), from: stranger, now: Self.now)
+        #expect(machine.state == .acquiringPaymentExecution)
+        let arriving = machine.hello(Self.hello(session), from: customer)
+        #expect(names(arriving).first == "send offer to 2")
+        let declined = try Self.settled(
+            session, id: 1, outcome: .declined(code: .unknownWallet, reason: "not registered"))
+        _ = machine.executed(declined, session: session.id)
+        #expect(machine.state == .awaitingUserDecision)
+        #expect(machine.session?.wallets.keys.sorted() == [2])
+        _ = machine.request(try Self.confirm(session, id: 2), from: customer, now: Self.now)
+        _ = machine.executed(try Self.approved(session, id: 2), session: session.id)
+        #expect(machine.state == .completed)
+        #expect(machine.result?.paymentID == (try Self.paymentID(2)))
     }
 
     @Test func aRequestIsRefusedWithoutHelloOrWhenItDoesNotCheckOut() throws {

@@ -209,7 +209,11 @@ struct SessionHostStateMachine: Sendable {
     // MARK: Wallet messages
 
     /// A Hello whose session key the service verified: the wallet gets the offer unless the
-    /// session is over or taken. The session's first offer is journaled before it leaves.
+    /// session is over. The session's first offer is journaled before it leaves. While another
+    /// wallet's request executes the offer is still given: that request may be a stranger's
+    /// (any central can sign one with a key nobody registered) and be declined in a moment, and
+    /// the customer arriving meanwhile must still find the sale. If it is approved instead, the
+    /// wallets still looking are told the session is over, as at every end.
     mutating func hello(_ hello: Hello, from wallet: any SessionWallet) -> [SessionHostAction] {
         func refuse(_ code: ErrorCode, _ message: String) -> [SessionHostAction] {
             [.send(.error(ErrorMessage(code: code, message: message)), to: wallet), .closeLater(wallet)]
@@ -219,11 +223,6 @@ struct SessionHostStateMachine: Sendable {
         }
         guard hello.transactionType == transactionType else {
             return refuse(.protocolViolation, "this session is a \(transactionType)")
-        }
-        guard current.executing == nil else {
-            return refuse(
-                .sessionTaken,
-                "another wallet is already \(transactionType == .payment ? "paying" : "redeeming") this session")
         }
         current.wallets[wallet.id] = wallet
         let journal = !current.offerJournaled
@@ -334,7 +333,7 @@ struct SessionHostStateMachine: Sendable {
     /// the customer's wallet (a decline is unauthenticated as far as the sale is concerned: any
     /// central can send one). The register hears of it with the wallet's code.
     mutating func walletCancelled(_ cancel: Cancel, by wallet: any SessionWallet) -> [SessionHostAction] {
-        guard var current = session, current.id == cancel.sessionID, current.executing == nil,
+        guard var current = session, current.id == cancel.sessionID, current.executing != wallet.id,
             current.wallets.removeValue(forKey: wallet.id) != nil
         else { return [] }
         let timer = current.decisions.removeValue(forKey: wallet.id)?.timer
