@@ -62,30 +62,4 @@ struct ServiceShutdownTests {
         #expect(server.process.terminationReason == .exit)
         #expect(!FileManager.default.fileExists(atPath: socket))
     }
-
-    /// Whether `condition` holds within `limit`, looking every 50 ms.
-    private func eventually(within limit: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + limit
-        while ContinuousClock.now < deadline {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(50))
-        }
-        return condition()
-    }
-
-    /// The service's `payment <state>` answer to `status`, or nil.
-    private func paymentState(at control: String) -> String? {
-        guard let connection = try? LineConnection.connect(to: control) else { return nil }
-        connection.setReadTimeout(seconds: 2)
-        connection.send("status")
-        while let line = connection.readLine() {
-            if line.hasPrefix("payment ") { return String(line.dropFirst(8)) }
-        }
-        return nil
-    }
-
-    /// A program this test leaves running (a failed expectation) does not outlive it.
-    private func stop(_ program: RunningProgram) {
-        if program.process.isRunning { kill(program.process.processIdentifier, SIGKILL) }
-    }
 }
