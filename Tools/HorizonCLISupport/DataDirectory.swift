@@ -8,7 +8,12 @@ import Synchronization
 /// Why a command could not do its job, as one line a person can act on.
 public struct CLIError: Error, CustomStringConvertible {
     public let description: String
-    public init(_ description: String) { self.description = description }
+    /// The code `--json` prints (the HTTP API's where the failure is the server's answer).
+    public let code: String
+    public init(_ description: String, code: String = JSONErrorCode.commandFailed) {
+        self.description = description
+        self.code = code
+    }
 }
 
 /// A program's data directory (keys, credential, ledger, wallet store): mode 0700, files 0600.

@@ -17,21 +17,30 @@ public enum CommandRunner {
             }
             exit(0)
         } catch let error as CLIError {
+            if CommandLine.wantsJSON { printJSONError(JSONErrorEnvelope(code: error.code, message: error.description)) }
             FileHandle.standardError.write(Data("error: \(error.description)\n".utf8))
             exit(1)
         } catch let error as RadioError {
+            if CommandLine.wantsJSON {
+                printJSONError(JSONErrorEnvelope(code: JSONErrorCode.radioUnavailable, message: error.cliMessage))
+            }
             FileHandle.standardError.write(Data("error: \(error.cliMessage)\n".utf8))
             exit(1)
         } catch let error as CommandFailure {
+            if CommandLine.wantsJSON { printJSONError(JSONErrorEnvelope(code: error.errorCode, message: error.description)) }
             FileHandle.standardError.write(Data("error: \(error.description)\n".utf8))
             exit(error.code)
         } catch {
             let code = type.exitCode(for: error)
             if code == .validationFailure {
+                if CommandLine.wantsJSON {
+                    printJSONError(JSONErrorEnvelope(code: JSONErrorCode.invalidRequest, message: type.message(for: error)))
+                }
                 FileHandle.standardError.write(Data((type.fullMessage(for: error) + "\n").utf8))
                 exit(2)
             }
             if code == .success || code.rawValue == 0 { type.exit(withError: error) }
+            if CommandLine.wantsJSON { printJSONError(JSONErrorEnvelope(code: JSONErrorCode.commandFailed, message: "\(error)")) }
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
             exit(1)
         }
@@ -42,9 +51,12 @@ public enum CommandRunner {
 public struct CommandFailure: Error, CustomStringConvertible {
     public let description: String
     public let code: Int32
-    public init(_ description: String, code: Int32 = 1) {
+    /// The code `--json` prints.
+    public let errorCode: String
+    public init(_ description: String, code: Int32 = 1, errorCode: String = JSONErrorCode.commandFailed) {
         self.description = description
         self.code = code
+        self.errorCode = errorCode
     }
 }
 

@@ -129,7 +129,7 @@ struct Pay: AsyncParsableCommand {
                 return
             } else if line.hasPrefix("failed ") {
                 if !json { console.line() }
-                throw CommandFailure(String(line.dropFirst(7)))
+                throw CommandFailure(String(line.dropFirst(7)), errorCode: JSONErrorCode.transactionFailed)
             }
         }
         throw CLIError("the terminal service closed the connection without an answer")
@@ -155,9 +155,10 @@ struct Pay: AsyncParsableCommand {
         case .failure(let error):
             let message = error.cliMessage(noun: "payment")
             // A start the host refused opened no session: one error line, as for bad input.
-            guard let state = outcome.lastState else { throw CLIError(message) }
-            if json { try console.json(["state": "\(state)", "error": message]) } else { console.line() }
-            throw CommandFailure(message)
+            guard outcome.lastState != nil else { throw CLIError(message) }
+            // Under --json the runner prints the error object; the state is in the message.
+            if !json { console.line() }
+            throw CommandFailure(message, errorCode: JSONErrorCode.transactionFailed)
         }
     }
 }

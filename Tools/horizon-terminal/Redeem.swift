@@ -103,7 +103,7 @@ struct Redeem: AsyncParsableCommand {
             // A start the host refused opened no session: one error line, as for bad input.
             guard outcome.lastState != nil else { throw CLIError(message) }
             if !json { console.line() }
-            throw CommandFailure(message)
+            throw CommandFailure(message, errorCode: JSONErrorCode.transactionFailed)
         }
         if json {
             try console.json(TransactionRow(result))
