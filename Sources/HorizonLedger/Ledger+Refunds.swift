@@ -115,7 +115,7 @@ public enum RefundRefusal: Error, Equatable, Sendable, CustomStringConvertible {
         case .currencyMismatch(let expected, let got):
             "the payment was in \(expected.code); a refund of it must be in \(expected.code) too, not \(got.code)"
         case .exceedsRemaining(let remaining):
-            "the refund is more than what is left to refund of this payment (\(remaining.minorUnits) minor units of \(remaining.currency.code))"
+            "the refund is more than what is left to refund of this payment (\(remaining))"
         case .idempotencyConflict(let id):
             "refund id \(id) was used before for another refund; nothing was refunded now (a new refund needs a new refund id)"
         }

@@ -408,6 +408,11 @@ extension Ledger {
                     wallet: walletID)
             }
         }
+        // A wallet funded in another currency only: say that, not "0.00 EUR available".
+        guard wallet.balance > 0 || total.minorUnits == 0 else {
+            return .declined(
+                .insufficientFunds, "this wallet holds no \(merchant.currency.code)", wallet: walletID)
+        }
         guard wallet.balance >= total.minorUnits else {
             return .declined(
                 .insufficientFunds,

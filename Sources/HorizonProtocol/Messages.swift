@@ -85,6 +85,36 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     }
 
     public var description: String { name ?? "error \(rawValue)" }
+
+    /// The reason in words, for people (the name is for logs and programs).
+    public var explanation: String {
+        switch rawValue {
+        case 1: "the wallet's balance does not cover it"
+        case 2: "the wallet is not known to this merchant"
+        case 3: "the amount is not valid"
+        case 4: "the currency is not accepted"
+        case 5: "the session expired"
+        case 6: "the session no longer exists"
+        case 7: "another wallet is paying this sale"
+        case 8: "a signature did not verify"
+        case 9: "the payment id was already used for another payment"
+        case 10: "it was declined"
+        case 11: "it took too long"
+        case 12: "it was cancelled"
+        case 13: "the other side broke the protocol"
+        case 14: "the terminal failed internally"
+        case 15: "too many attempts; wait a little"
+        case 16: "it was not found"
+        case 17: "it was already redeemed"
+        case 18: "it expired"
+        case 19: "there are not enough bonus points"
+        case 20: "it exceeds the wallet's offline allowance"
+        case 21: "the terminal could not reach the server"
+        case 22: "the request is too large to relay"
+        case 23: "this terminal does not relay requests"
+        default: "error \(rawValue)"
+        }
+    }
 }
 
 /// Which redemption programmes the merchant runs, so a wallet can offer them with the payment.

@@ -20,7 +20,7 @@ extension HorizonServerClient {
             }
             dateText = response.headers.first(name: "Date")
         } catch {
-            throw Self.transportError(error)
+            throw Self.transportError(error, server: serverURL)
         }
         guard let dateText, let date = Self.httpDate(dateText) else {
             throw .invalidResponse("the server's answer carries no Date header to compare clocks with")

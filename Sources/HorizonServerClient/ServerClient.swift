@@ -184,24 +184,50 @@ public struct HorizonServerClient: Sendable {
         do {
             return try await body()
         } catch let error as ClientError {
-            throw Self.transportError(error.underlyingError)
+            throw Self.transportError(error.underlyingError, server: serverURL)
         } catch {
-            throw Self.transportError(error)
+            throw Self.transportError(error, server: serverURL)
         }
     }
 
-    static func transportError(_ error: any Error) -> ServerClientError {
+    static func transportError(_ error: any Error, server: URL) -> ServerClientError {
         // The relay transport says itself whether the request left the device.
         if let error = error as? ServerClientError { return error }
         if let error = error as? HTTPClientError {
             if error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
                 return .timedOut
             }
-            return .unreachable(String(describing: error))
         }
         if error is DecodingError { return .invalidResponse("the server's answer does not match the API: \(error)") }
         if error is CancellationError { return .cancelled }
-        return .unreachable(String(describing: error))
+        return .unreachable(unreachableSentence(String(describing: error), server: server))
+    }
+
+    /// What a person can act on, from the network library's text (errno numbers, NIO and TLS
+    /// error names): the cause in a word or two and what to check.
+    static func unreachableSentence(_ text: String, server: URL) -> String {
+        let address = server.absoluteString
+        let host = server.host ?? address
+        func has(_ words: String...) -> Bool { words.contains { text.localizedCaseInsensitiveContains($0) } }
+        if has("errno: 111", "connection refused") {
+            return "the server at \(address) does not answer (connection refused); is it running?"
+        }
+        if has("errno: 101", "network is unreachable", "errno: 113", "no route to host") {
+            return "the server at \(address) cannot be reached (no route to it); check the network"
+        }
+        if has("NIOConnectionError", "SocketAddressError", "unknown(host", "unknown host", "lookup", "resolve", "EAI_", "getaddrinfo", "NXDOMAIN") {
+            return "the server's host name \(host) is not known (DNS); check the address"
+        }
+        if has("SSL", "TLS", "handshake", "certificate") {
+            return "the server at \(address) failed the TLS handshake; check that it serves https with a certificate this machine trusts"
+        }
+        if has("timed out", "timeout", "errno: 110") {
+            return "the server at \(address) did not answer in time (connection timed out); check the network"
+        }
+        if has("reset", "errno: 104", "remoteConnectionClosed", "closed") {
+            return "the server at \(address) closed the connection; try again"
+        }
+        return "the server at \(address) cannot be reached; check the address and the network"
     }
 
     static func json<T>(_ body: () throws -> T) throws(ServerClientError) -> T {
@@ -220,7 +246,8 @@ public struct HorizonServerClient: Sendable {
 
 /// Why a call to the server did not give an answer the caller can use.
 public enum ServerClientError: Error, Equatable, Sendable, CustomStringConvertible {
-    /// The server could not be reached (refused, DNS, TLS, reset).
+    /// The server could not be reached (refused, DNS, TLS, reset): a sentence naming the server,
+    /// the cause and what to check.
     case unreachable(String)
     /// The server did not answer in time; whether it acted is unknown.
     case timedOut
@@ -246,7 +273,7 @@ public enum ServerClientError: Error, Equatable, Sendable, CustomStringConvertib
 
     private var plainDescription: String {
         switch self {
-        case .unreachable(let reason): "the server cannot be reached: \(reason)"
+        case .unreachable(let sentence): sentence
         case .timedOut: "the server did not answer in time"
         case .refused(let status, let code, let message, let requestID):
             "the server refused (\(status) \(code)): \(message) [request \(requestID)]"

@@ -374,9 +374,8 @@ enum WalletServer {
 
     static func describe(_ error: ServerClientError, server: URL) -> String {
         switch error {
-        case .unreachable(let reason):
-            return
-                "the server \(server.absoluteString) cannot be reached (\(reason)); check --server and that `horizon-server serve` runs there"
+        case .unreachable(let sentence):
+            return sentence
         case .timedOut: return "the server \(server.absoluteString) did not answer in time; try again"
         case .refused(_, let code, let message, let requestID):
             let what =

@@ -146,7 +146,7 @@ public enum PaymentClientError: Error, Sendable, Equatable, CustomStringConverti
         case .declinedByUser: "You declined the payment."
         case .cancelledByTerminal: "The payment was cancelled at the register."
         case .terminalTimedOut: "The terminal stopped waiting for your decision."
-        case .declined(_, let reason): "The payment was declined: \(reason). Nothing was charged."
+        case .declined(_, let reason): "The payment was declined (\(reason)); nothing was charged."
         case .invalidTip(let reason): "The tip is invalid: \(reason)."
         case .receiptMismatch(let reason): "The terminal's receipt does not match the confirmation: \(reason)."
         case .cancelled: "Stopped before anything was signed; nothing was charged."

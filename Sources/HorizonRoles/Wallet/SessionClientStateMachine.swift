@@ -620,8 +620,18 @@ struct SessionClientStateMachine: Sendable {
             return resolvePending(receipt: verified, error: nil, acknowledges: true)
         case .declined(let code):
             return resolvePending(
-                receipt: nil, error: .declined(code: code, reason: code.description), acknowledges: true)
+                receipt: nil, error: .declined(code: code, reason: Self.declineReason(code, of: pending)),
+                acknowledges: true)
         }
+    }
+
+    /// A signed decline carries only its code: the reason in words, with the amount it was for
+    /// when the wallet's balance did not cover it.
+    static func declineReason(_ code: ErrorCode, of pending: PendingPayment) -> String {
+        if code == .insufficientFunds, case .confirm(let confirm) = pending.request {
+            return "the wallet's balance does not cover \((try? confirm.amount.adding(confirm.tip)) ?? confirm.amount)"
+        }
+        return code.explanation
     }
 
     /// Why `receipt` does not answer `pending` as signed, or nil if it does.
