@@ -89,6 +89,17 @@ public enum AmountArgument {
         return currency
     }
 
+    /// Refuses text that is no amount in any currency (e.g. `abc`, `-3`, `1,50`), for the
+    /// checks made before the currency is known; the currency's decimals are checked later.
+    public static func checkAmountSyntax(_ text: String, option: String? = nil) throws {
+        let parts = text.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        let digits = parts.allSatisfy { part in !part.isEmpty && part.allSatisfy { $0.isASCII && $0.isNumber } }
+        guard digits, parts[0].count <= 16 else {
+            throw ValidationError(
+                (option.map { "\($0): " } ?? "") + "'\(text)' is not an amount; write digits with an optional '.', e.g. 12.50")
+        }
+    }
+
     /// `text` in `currency` (its ISO 4217 exponent; nothing is rounded). `option` names the flag
     /// in the message, e.g. "--tip".
     public static func money(_ text: String, in currency: Currency, option: String? = nil) throws -> Money {

@@ -8,8 +8,10 @@ import Synchronization
 /// may be `AsyncParsableCommand`s (awaited) or plain ones.
 public enum CommandRunner {
     public static func main<Command: ParsableCommand>(_ type: Command.Type) async -> Never {
+        var parsed: (any ParsableCommand.Type)?
         do {
             var command = try type.parseAsRoot()
+            parsed = Swift.type(of: command)
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
@@ -36,7 +38,7 @@ public enum CommandRunner {
                 if CommandLine.wantsJSON {
                     printJSONError(JSONErrorEnvelope(code: JSONErrorCode.invalidRequest, message: type.message(for: error)))
                 }
-                FileHandle.standardError.write(Data((type.fullMessage(for: error) + "\n").utf8))
+                FileHandle.standardError.write(Data((usageError(error, root: type, command: parsed) + "\n").utf8))
                 exit(2)
             }
             if code == .success || code.rawValue == 0 { type.exit(withError: error) }

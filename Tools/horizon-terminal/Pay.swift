@@ -33,6 +33,8 @@ struct Pay: AsyncParsableCommand {
     func validate() throws {
         if let timeout, !(5...3600).contains(timeout) { throw ValidationError("--timeout must be 5 to 3600 seconds") }
         guard waitForWallet > 0 else { throw ValidationError("--wait-for-wallet must be positive") }
+        try AmountArgument.checkAmountSyntax(amount)
+        if let currency { _ = try AmountArgument.money(amount, in: try AmountArgument.currency(currency)) }
     }
 
     func run() async throws {
@@ -40,11 +42,12 @@ struct Pay: AsyncParsableCommand {
         let logger = Logs.logger("horizon.terminal", verbose: global.verbose)
         let files = try global.lockedTerminalFiles()
         let settings = try files.loadSettings()
+        // The amount in the terminal's currency is checked before anything connects.
+        let money = try AmountArgument.money(amount, in: try AmountArgument.currency(currency ?? settings.currency))
         // An activated terminal renews its credential first when half of it is used up.
         let (identity, _) = try await files.renewCredentialIfDue(
             identity: try files.loadIdentity(), now: UnixTime(Date().timeIntervalSince1970), logger: logger)
         let ledger = try await files.loadLedger(logger: logger)
-        let money = try AmountArgument.money(amount, in: try AmountArgument.currency(currency ?? settings.currency))
         if let registerUser {
             try await checkRegisterUser(
                 registerUser, server: settings.server, identity: identity, ledger: ledger, logger: logger)

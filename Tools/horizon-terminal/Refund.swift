@@ -36,6 +36,7 @@ struct RefundCommand: AsyncParsableCommand {
         guard let bytes = [UInt8](hexString: paymentID.lowercased()), bytes.count == PaymentID.byteCount else {
             throw ValidationError("the payment id must be 32 hex digits (horizon-terminal transactions lists them)")
         }
+        if let amount { try AmountArgument.checkAmountSyntax(amount, option: "--amount") }
         if let refundID, !RefundID(rawValue: refundID).isWellFormed {
             throw ValidationError("--refund-id must be 1 to 64 characters of A-Z a-z 0-9 . _ : -")
         }

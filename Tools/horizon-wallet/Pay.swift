@@ -32,6 +32,8 @@ struct Pay: AsyncParsableCommand {
     }
 
     func validate() throws {
+        // Refused here, before any terminal is looked for; its decimals are checked against the offer.
+        try AmountArgument.checkAmountSyntax(tip, option: "--tip")
         if let card, card.isEmpty || card.utf8.count > 64 || card.contains(where: { $0.isWhitespace }) {
             throw ValidationError("--card takes a card id as `horizon-wallet cards list` prints it")
         }
