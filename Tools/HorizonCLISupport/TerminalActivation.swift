@@ -34,7 +34,8 @@ extension TerminalFiles {
     /// Makes the terminal's key, activates it for the merchant whose admin signs in with
     /// `email`/`password`, and writes key, credential, settings and the server's anchor.
     public func activate(
-        server: String, email: String, password: String, label: String, decisionTimeoutSeconds: Int, force: Bool
+        server: String, email: String, password: String, label: String, decisionTimeoutSeconds: Int,
+        maximumAmountMajorUnits: Int64? = nil, force: Bool
     ) async throws -> (TerminalSettings, Components.Schemas.TerminalCredentialResponse) {
         if directory.exists(Self.settings), !force { try await requireReplaceableWithoutForce() }
         // What a sandbox leaves behind: its ledger (nil: none), which may keep another currency
@@ -42,6 +43,9 @@ extension TerminalFiles {
         let sandboxLedgerTookPayments: Bool? =
             directory.exists(Self.settings) && (try? loadSettings())?.server == nil && directory.exists(Self.ledger)
             ? await hasTakenPayments() : nil
+        // A maximum set before (at init) stays unless a new one is given.
+        let maximumAmountMajorUnits =
+            maximumAmountMajorUnits ?? (directory.exists(Self.settings) ? try? loadSettings() : nil)?.maximumAmountMajorUnits
         let url = try Self.serverURL(server)
         let key = P256.Signing.PrivateKey()
         let response: Components.Schemas.TerminalCredentialResponse
@@ -61,11 +65,12 @@ extension TerminalFiles {
         try KeyFiles.writePublic(anchor, to: Self.anchorPublicKey, in: directory)
         // A sandbox's anchor private key must not survive into an activated terminal.
         try? FileManager.default.removeItem(at: directory.file(Self.anchorKey))
-        let settings = TerminalSettings(
+        var settings = TerminalSettings(
             merchantID: response.merchantId, merchantName: response.merchantName, terminalLabel: response.label,
             currency: response.currency, startingBalanceMinorUnits: 0,
             userDecisionTimeoutSeconds: decisionTimeoutSeconds,
             bonusPointsPerMajorUnit: 0, server: url.absoluteString, terminalID: response.terminalId)
+        settings.maximumAmountMajorUnits = maximumAmountMajorUnits
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         try directory.write(try encoder.encode(settings), to: Self.settings)

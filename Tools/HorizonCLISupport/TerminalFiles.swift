@@ -28,14 +28,21 @@ public struct TerminalSettings: Codable, Sendable {
     public var terminalID: String?
     /// The merchant's offline limits (see `OfflineSettings`); nil takes the defaults.
     public var offline: OfflineSettings?
+    /// The most one payment may be, in whole units of the terminal's currency: a shop's sanity
+    /// limit against a mistyped amount (12500 for 125.00). Nil takes the default.
+    public var maximumAmountMajorUnits: Int64?
+
+    /// 10,000 units of the terminal's currency unless set (`init --max-amount`).
+    public static let defaultMaximumAmountMajorUnits: Int64 = 10_000
 
     public static let defaultTerminalLabel = "Till 1"
 
     public init(
         merchantID: String, merchantName: String, terminalLabel: String = defaultTerminalLabel, currency: String,
         startingBalanceMinorUnits: Int64, userDecisionTimeoutSeconds: Int, bonusPointsPerMajorUnit: Int64,
-        server: String? = nil, terminalID: String? = nil
+        server: String? = nil, terminalID: String? = nil, maximumAmountMajorUnits: Int64? = nil
     ) {
+        self.maximumAmountMajorUnits = maximumAmountMajorUnits
         self.server = server
         self.terminalID = terminalID
         self.merchantID = merchantID
@@ -49,7 +56,7 @@ public struct TerminalSettings: Codable, Sendable {
 
     private enum CodingKeys: String, CodingKey {
         case merchantID, merchantName, terminalLabel, currency, startingBalanceMinorUnits, userDecisionTimeoutSeconds
-        case bonusPointsPerMajorUnit, server, terminalID, offline
+        case bonusPointsPerMajorUnit, server, terminalID, offline, maximumAmountMajorUnits
     }
 
     /// Settings written before terminal labels existed get the default label (migrated, not refused).
@@ -66,6 +73,22 @@ public struct TerminalSettings: Codable, Sendable {
         server = try container.decodeIfPresent(String.self, forKey: .server)
         terminalID = try container.decodeIfPresent(String.self, forKey: .terminalID)
         offline = try container.decodeIfPresent(OfflineSettings.self, forKey: .offline)
+        maximumAmountMajorUnits = try container.decodeIfPresent(Int64.self, forKey: .maximumAmountMajorUnits)
+    }
+
+    /// The most one payment may be in `currency`.
+    public func maximumAmount(in currency: Currency) -> Money {
+        let units = maximumAmountMajorUnits ?? Self.defaultMaximumAmountMajorUnits
+        let (minorUnits, overflow) = units.multipliedReportingOverflow(by: currency.minorUnitsPerMajorUnit)
+        return (try? Money(minorUnits: overflow ? Money.maximumMinorUnits : minorUnits, currency: currency))
+            ?? .zero(currency)
+    }
+
+    /// Why `amount` may not be taken here, or nil when it is within the maximum.
+    public func refusal(of amount: Money) -> String? {
+        let maximum = maximumAmount(in: amount.currency)
+        guard amount.minorUnits > maximum.minorUnits else { return nil }
+        return "\(amount) is more than this terminal's maximum of \(maximum) per payment; check the amount (the maximum is set with `horizon-terminal init --max-amount` or `activate --max-amount`)"
     }
 }
 

@@ -19,6 +19,10 @@ struct Activate: AsyncParsableCommand {
     var label = TerminalSettings.defaultTerminalLabel
     @Option(help: "Read the password from this file instead of asking.") var passwordFile: String?
     @Option(help: "Seconds the customer may take to decide.") var decisionTimeout = 60
+    @Option(
+        help:
+            "The most one payment may be, in whole units of the terminal's currency (a sanity limit against a mistyped amount). (default: as before, or 10000)"
+    ) var maxAmount: Int64?
     @Flag(
         help:
             "Activate even when the data directory holds a terminal already activated or a sandbox one that took payments (a new key; the journal and sandbox ledger are kept). Not needed right after `init`."
@@ -30,6 +34,9 @@ struct Activate: AsyncParsableCommand {
             throw ValidationError("--decision-timeout must be 5 to 3600 seconds")
         }
         guard !label.isEmpty, label.utf8.count <= 64 else { throw ValidationError("--label must be 1 to 64 bytes") }
+        if let maxAmount, !(1...1_000_000_000).contains(maxAmount) {
+            throw ValidationError("--max-amount must be 1 to 1000000000 whole units of the currency")
+        }
     }
 
     func run() async throws {
@@ -44,7 +51,7 @@ struct Activate: AsyncParsableCommand {
         defer { if !activated, !existed { try? FileManager.default.removeItem(at: directory.url) } }
         let (settings, response) = try await files.activate(
             server: server, email: email, password: password, label: label, decisionTimeoutSeconds: decisionTimeout,
-            force: force)
+            maximumAmountMajorUnits: maxAmount, force: force)
         activated = true
         let expires = Date(timeIntervalSince1970: TimeInterval(response.expiresAt))
         if json {

@@ -18,6 +18,10 @@ struct Init: AsyncParsableCommand {
     @Option(help: "Balance a new wallet gets on first contact, e.g. 100.00.") var startingBalance = "100.00"
     @Option(help: "Seconds the customer may take to decide.") var decisionTimeout = 60
     @Option(help: "Bonus points per whole currency unit paid.") var bonusPoints: Int64 = 1
+    @Option(
+        help:
+            "The most one payment may be, in whole units of the terminal's currency (a sanity limit against a mistyped amount). (default: 10000)"
+    ) var maxAmount: Int64?
     @Flag(help: "Replace existing keys (the ledger is kept).") var force = false
     @Flag(help: "Print the result as JSON.") var json = false
 
@@ -35,6 +39,9 @@ struct Init: AsyncParsableCommand {
             throw ValidationError("--merchant-id must be 1 to 64 bytes")
         }
         guard !label.isEmpty, label.utf8.count <= 64 else { throw ValidationError("--label must be 1 to 64 bytes") }
+        if let maxAmount, !(1...1_000_000_000).contains(maxAmount) {
+            throw ValidationError("--max-amount must be 1 to 1000000000 whole units of the currency")
+        }
     }
 
     func run() async throws {
@@ -53,7 +60,7 @@ struct Init: AsyncParsableCommand {
                 settings: TerminalSettings(
                     merchantID: merchantID, merchantName: merchantName, terminalLabel: label, currency: code,
                     startingBalanceMinorUnits: balance.minorUnits, userDecisionTimeoutSeconds: decisionTimeout,
-                    bonusPointsPerMajorUnit: bonusPoints),
+                    bonusPointsPerMajorUnit: bonusPoints, maximumAmountMajorUnits: maxAmount),
                 force: force)
         } catch {
             // A failed init leaves the directory as it found it: gone if it made it (the lock

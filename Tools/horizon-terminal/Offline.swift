@@ -67,8 +67,9 @@ struct OfflineCommand: AsyncParsableCommand {
             try CrashInjection.validate(for: "terminal")
             let files = try global.lockedTerminalFiles()
             let journal = try files.openJournal()
+            let logger = Logs.logger("horizon.terminal", verbose: global.verbose)
             let forwarder = CrashInjection.forwarder(
-                wrapping: try makeOfflineForwarder(files: files, identity: try files.loadIdentity()))
+                wrapping: try makeOfflineForwarder(files: files, identity: try files.loadIdentity(), logger: logger))
             let forwarding = OfflineForwarding(
                 store: journal, forwarder: forwarder, clock: { UnixTime(Date().timeIntervalSince1970) })
             let report: OfflineForwardReport
@@ -94,11 +95,15 @@ struct OfflineCommand: AsyncParsableCommand {
 /// The one place the terminal's offline forwarder is made: the server's offline settlement
 /// endpoint (`POST /v1/payments/offline`) through `HorizonServerClient`, signed with the
 /// terminal's key.
-func makeOfflineForwarder(files: TerminalFiles, identity: TerminalIdentity) throws -> any OfflinePaymentForwarder {
+func makeOfflineForwarder(
+    files: TerminalFiles, identity: TerminalIdentity, logger: Logger
+) throws -> any OfflinePaymentForwarder {
     guard let client = try files.serverClient(identity: identity) else {
         throw CLIError("this terminal settles in its own ledger (sandbox); it has no server to forward to")
     }
-    return ServerOfflineForwarder(client: client)
+    // The server's answers count only when signed by the anchor pinned at activation.
+    let anchor = try KeyFiles.readPublic(at: files.directory.file(TerminalFiles.anchorPublicKey))
+    return ServerOfflineForwarder(client: client, anchor: anchor, logger: logger)
 }
 
 struct OfflinePaymentRow: Encodable {

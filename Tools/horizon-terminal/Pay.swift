@@ -44,6 +44,7 @@ struct Pay: AsyncParsableCommand {
         let settings = try files.loadSettings()
         // The amount in the terminal's currency is checked before anything connects.
         let money = try AmountArgument.money(amount, in: try AmountArgument.currency(currency ?? settings.currency))
+        if let refusal = settings.refusal(of: money) { throw CLIError(refusal) }
         // An activated terminal renews its credential first when half of it is used up.
         let (identity, _) = try await files.renewCredentialIfDue(
             identity: try files.loadIdentity(), now: UnixTime(Date().timeIntervalSince1970), logger: logger)
