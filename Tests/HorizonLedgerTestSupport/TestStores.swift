@@ -59,10 +59,13 @@ public enum TestStores {
             let admin = PostgresLedgerStore(unchecked: location, connections: 1)
             try await admin.transaction { db in try await db.query("CREATE SCHEMA \(schema)") }
             location.schema = schema
-            let store = try PostgresLedgerStore(location: location, maximumConnections: 4)
+            let store = try PostgresLedgerStore(
+                location: location, maximumConnections: 4, connectionTimeout: PostgresLedgerStore.testConnectionTimeout)
             do {
                 let result = try await body(store) { [location] in
-                    try PostgresLedgerStore(location: location, maximumConnections: 4)
+                    try PostgresLedgerStore(
+                        location: location, maximumConnections: 4,
+                        connectionTimeout: PostgresLedgerStore.testConnectionTimeout)
                 }
                 await store.close()
                 try await admin.transaction { db in try await db.query("DROP SCHEMA \(schema) CASCADE") }
@@ -89,10 +92,15 @@ public enum TestStores {
 }
 
 extension PostgresLedgerStore {
+    /// How long a test's store waits for its first connection. Far more than a server would:
+    /// with every test running at once on a loaded two-core machine, a connection to the shared
+    /// cluster once took longer than the default 10 s, failing a test that had nothing to do with
+    /// time.
+    public static let testConnectionTimeout: Duration = .seconds(60)
+
     /// For the tests' own administration (creating and dropping schemas); cannot fail for a
     /// location that parsed.
     public convenience init(unchecked location: PostgresLocation, connections: Int) {
-
-        try! self.init(location: location, maximumConnections: connections)
+        try! self.init(location: location, maximumConnections: connections, connectionTimeout: Self.testConnectionTimeout)
     }
 }
