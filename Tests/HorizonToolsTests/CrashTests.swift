@@ -89,13 +89,13 @@ struct CrashTests {
         #expect(secondWallet.status == 0, "wallet: \(secondWallet.standardOutput) \(secondWallet.standardError)")
 
         let rows =
-            try json(try Programs.run("horizon-terminal", ["transactions", "--json", "--data-dir", terminalDir]))
-            as? [[String: Any]] ?? []
+            (try json(try Programs.run("horizon-terminal", ["transactions", "--json", "--data-dir", terminalDir]))
+            as? [String: Any])?["transactions"] as? [[String: Any]] ?? []
         let approved = rows.filter { $0["outcome"] as? String == "approved" }
-        let firstPayments = approved.filter { $0["amount"] as? String == "5.00" }
+        let firstPayments = approved.filter { JSONShapes.formatted($0["amount"]) == "5.00 EUR" }
         #expect(firstPayments.count == (victim.confirmed ? 1 : 0), "\(victim): ledger \(rows)")
-        #expect(approved.filter { $0["amount"] as? String == "1.00" }.count == 1, "\(victim): ledger \(rows)")
-        #expect(Set(rows.compactMap { $0["paymentID"] as? String }).count == rows.count, "an id executed twice")
+        #expect(approved.filter { JSONShapes.formatted($0["amount"]) == "1.00 EUR" }.count == 1, "\(victim): ledger \(rows)")
+        #expect(Set(rows.compactMap { $0["paymentId"] as? String }).count == rows.count, "an id executed twice")
 
         let unsettled = try json(
             try Programs.run("horizon-terminal", ["journal", "--unsettled", "--json", "--data-dir", terminalDir]))
@@ -107,7 +107,7 @@ struct CrashTests {
         #expect((history?["pending"] as? [Any])?.isEmpty == true, "\(victim): still pending")
         let receiptIDs = Set(
             ((history?["receipts"] as? [[String: Any]]) ?? []).compactMap { $0["paymentID"] as? String })
-        let approvedIDs = Set(approved.compactMap { $0["paymentID"] as? String })
+        let approvedIDs = Set(approved.compactMap { $0["paymentId"] as? String })
         #expect(receiptIDs == approvedIDs, "\(victim): the wallet's receipts differ from the ledger's approvals")
 
         for file in ["terminal/ledger.sqlite", "terminal/journal.sqlite", "wallet/wallet.sqlite"] {

@@ -76,12 +76,12 @@ struct MerchantCommandsProgramTests {
         }
         // Refunds: a part with a generated id, its retry by that id, the rest, then nothing left.
         let first = try json(try refund([paymentID, "--amount", "1.50", "--json"])) as? [String: Any]
-        let refundID = try #require(first?["refundID"] as? String)
-        #expect(refundID.hasPrefix("r_") && first?["amount"] as? String == "1.50")
+        let refundID = try #require(first?["refundId"] as? String)
+        #expect(refundID.hasPrefix("r_") && JSONShapes.formatted(first?["amount"]) == "1.50 EUR")
         let retry =
             try json(try refund([paymentID, "--amount", "1.50", "--refund-id", refundID, "--json"]))
             as? [String: Any]
-        #expect(retry?["refundID"] as? String == refundID && retry?["createdAt"] as? Int == first?["createdAt"] as? Int)
+        #expect(retry?["refundId"] as? String == refundID && retry?["createdAt"] as? Int == first?["createdAt"] as? Int)
         let conflict = try refund([paymentID, "--amount", "2.00", "--refund-id", refundID])
         #expect(conflict.status == 1 && conflict.standardError.contains("idempotency_conflict"))
         let rest = try refund([paymentID])
@@ -96,8 +96,10 @@ struct MerchantCommandsProgramTests {
         #expect(badID.status != 0 && badID.standardError.contains("the payment id must be 32 hex digits"))
 
         let details = try json(try terminal(["transactions", paymentID, "--json"])) as? [String: Any]
-        #expect(details?["refundableAmount"] as? Int == 0)
-        #expect((details?["refunds"] as? [[String: Any]])?.compactMap { $0["amount"] as? Int } == [150, 350])
+        #expect(JSONShapes.money(details?["refundable"])?.minorUnits == 0)
+        #expect(
+            (details?["refunds"] as? [[String: Any]])?.compactMap { JSONShapes.money($0["amount"])?.minorUnits }
+                == [150, 350])
         #expect(try rig.walletBalance() == 100_00, "the wallet has its 5.00 back")
         #expect(!FileManager.default.fileExists(atPath: ledgerFile), "a merchant command opened the terminal's ledger")
     }
@@ -122,14 +124,15 @@ struct MerchantCommandsProgramTests {
             ["pay", "--tip", "1.50", "--yes", "--data-dir", walletDir, "--radio-socket", socket, "--timeout", "30"])
         #expect(terminal.finish().status == 0 && wallet.status == 0, "\(wallet.standardError)")
         let listed = try Programs.run("horizon-terminal", ["transactions", "--json", "--data-dir", terminalDir])
-        let rows = try JSONSerialization.jsonObject(with: Data(listed.standardOutput.utf8)) as? [[String: Any]]
-        let paymentID = try #require(rows?.first?["paymentID"] as? String)
+        let rows = JSONShapes.transactions(listed.standardOutput)
+        let paymentID = try #require(rows.first?["paymentId"] as? String)
 
         let part = try Programs.run(
             "horizon-terminal", ["refund", paymentID, "--amount", "4.00", "--json", "--data-dir", terminalDir])
         #expect(part.status == 0, "\(part.standardError)")
         let refund = try JSONSerialization.jsonObject(with: Data(part.standardOutput.utf8)) as? [String: Any]
-        #expect(refund?["amount"] as? String == "4.00" && refund?["destination"] as? String == "horizon_balance")
+        #expect(
+            JSONShapes.formatted(refund?["amount"]) == "4.00 EUR" && refund?["destination"] as? String == "horizon_balance")
         // floor(12 points × 4.00 / 14.00) = 3 points back.
         #expect(refund?["bonusPointsReversed"] as? Int == 3)
         let rest = try Programs.run("horizon-terminal", ["refund", paymentID, "--data-dir", terminalDir])

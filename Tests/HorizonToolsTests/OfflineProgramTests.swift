@@ -22,7 +22,7 @@ struct OfflineProgramTests {
             round.terminal.status == 0, "terminal: \(round.terminal.standardOutput) \(round.terminal.standardError)")
         let sale = try json(String(round.terminal.standardOutput.drop(while: { $0 != "{" })))
         #expect(sale["state"] as? String == "acceptedOffline")
-        let paymentID = try #require(sale["paymentID"] as? String)
+        let paymentID = try #require(sale["paymentId"] as? String)
         let wallet = try #require(round.wallet)
         #expect(wallet.status == 0, "wallet: \(wallet.standardOutput) \(wallet.standardError)")
         let receipt = try json(String(wallet.standardOutput.drop(while: { $0 != "{" })))
@@ -45,9 +45,9 @@ struct OfflineProgramTests {
         let stored = try #require(
             try JSONSerialization.jsonObject(with: Data(list.standardOutput.utf8)) as? [[String: Any]])
         #expect(stored.count == 1)
-        #expect(stored.first?["paymentID"] as? String == paymentID)
+        #expect(stored.first?["paymentId"] as? String == paymentID)
         #expect(stored.first?["state"] as? String == "stored")
-        #expect(stored.first?["total"] as? String == "12.00")
+        #expect(JSONShapes.formatted(stored.first?["total"]) == "12.00 EUR")
 
         let status = try Programs.run(
             "horizon-terminal",
@@ -56,7 +56,7 @@ struct OfflineProgramTests {
         let offline = try #require(try json(status.standardOutput)["offline"] as? [String: Any])
         #expect(offline["server"] as? String == "offline")
         #expect(offline["storedCount"] as? Int == 1)
-        #expect((offline["storedTotals"] as? [String: String])?["EUR"] == "12.00 EUR")
+        #expect((offline["storedTotals"] as? [Any])?.compactMap(JSONShapes.formatted) == ["12.00 EUR"])
 
         #expect(try rig.transactions().isEmpty)
 
@@ -86,7 +86,7 @@ struct OfflineProgramTests {
             #expect(round.terminal.status == 0, "terminal: \(round.terminal.standardError)")
             let sale = try json(String(round.terminal.standardOutput.drop(while: { $0 != "{" })))
             #expect(sale["state"] as? String == "acceptedOffline")
-            ids.append(try #require(sale["paymentID"] as? String))
+            ids.append(try #require(sale["paymentId"] as? String))
         }
         #expect(try offlineList(rig).map { $0["state"] as? String } == ["stored", "stored", "stored"])
 

@@ -39,15 +39,15 @@ struct ProgramTests {
             try JSONSerialization.jsonObject(
                 with: Data(terminalResult.standardOutput.utf8.drop(while: { $0 != UInt8(ascii: "{") })))
             as? [String: Any]
-        #expect(summary?["total"] as? String == "14.00")
-        #expect(summary?["tip"] as? String == "1.50")
+        #expect(JSONShapes.formatted(summary?["total"]) == "14.00 EUR")
+        #expect(JSONShapes.formatted(summary?["tip"]) == "1.50 EUR")
 
         let transactions = try Programs.run("horizon-terminal", ["transactions", "--json", "--data-dir", terminalDir])
         #expect(transactions.status == 0)
-        let rows = try JSONSerialization.jsonObject(with: Data(transactions.standardOutput.utf8)) as? [[String: Any]]
-        #expect(rows?.count == 1)
-        #expect(rows?.first?["outcome"] as? String == "approved")
-        #expect(rows?.first?["amount"] as? String == "12.50")
+        let rows = JSONShapes.transactions(transactions.standardOutput)
+        #expect(rows.count == 1)
+        #expect(rows.first?["outcome"] as? String == "approved")
+        #expect(JSONShapes.money(rows.first?["amount"])?.minorUnits == 12_50)
 
         let history = try Programs.run("horizon-wallet", ["history", "--json", "--data-dir", walletDir])
         let report = try JSONSerialization.jsonObject(with: Data(history.standardOutput.utf8)) as? [String: Any]
@@ -111,14 +111,14 @@ struct ProgramTests {
             let result = register.finish()
             #expect(wallet.status == 0, "\(wallet.standardError)")
             #expect(result.status == 0, "\(result.standardError)")
-            let summary = try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: String]
-            #expect(summary?["total"] == total)
+            let summary = try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: Any]
+            #expect(JSONShapes.formatted(summary?["total"]) == "\(total) EUR")
         }
         let refused = try Programs.run("horizon-terminal", ["pay", "abc", "--control-socket", control])
         #expect(refused.status == 1)
         #expect(refused.standardError.contains("'abc' is not an amount"))
         let transactions = try Programs.run("horizon-terminal", ["transactions", "--json", "--data-dir", terminalDir])
-        #expect((try JSONSerialization.jsonObject(with: Data(transactions.standardOutput.utf8)) as? [Any])?.count == 2)
+        #expect(JSONShapes.transactions(transactions.standardOutput).count == 2)
 
         let noService = try Programs.run(
             "horizon-terminal", ["pay", "1", "--control-socket", sandbox.path("none.sock")])

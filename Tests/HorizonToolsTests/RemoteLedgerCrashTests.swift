@@ -330,7 +330,7 @@ final class RemoteLedgerRig {
     func unsettledJournal() throws -> [String] {
         let text = try Self.run("horizon-terminal", ["journal", "--unsettled", "--json", "--data-dir", terminalDir])
         let rows = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]] ?? []
-        return rows.compactMap { $0["id"] as? String }
+        return rows.compactMap { $0["paymentId"] as? String }
     }
 
     func walletHistory() throws -> (pending: [String], receipts: [String]) {

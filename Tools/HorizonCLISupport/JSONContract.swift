@@ -20,6 +20,11 @@ public struct JSONMoney: Codable, Hashable, Sendable {
         self.formatted = formatted
     }
 
+    /// The amount without its code, for text that names the currency once: "12.50".
+    public var formattedAmount: String {
+        formatted.hasSuffix(" \(currency)") ? String(formatted.dropLast(currency.count + 1)) : formatted
+    }
+
     /// Minor units and a currency code as stored; an unknown code still prints, without decimals.
     public init(minorUnits: Int64, currency code: String) {
         if let currency = try? Currency(code: code), let money = try? Money(minorUnits: minorUnits, currency: currency) {

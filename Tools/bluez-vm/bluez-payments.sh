@@ -153,7 +153,7 @@ show() {
     done
 }
 
-ledger_total() { terminal transactions --json | grep -c '"paymentID"'; }
+ledger_total() { terminal transactions --json | grep -c '"paymentId"'; }
 
 check_payment_with_tip() {
     start_terminal tip 12.50 || return 1
@@ -288,7 +288,7 @@ check_terminal_killed_mid_payment() {
     kill -TERM "$terminal_pid" 2>/dev/null
     wait_pid "$terminal_pid" 30
     local charged pending
-    charged=$(terminal transactions --json | grep -c "\"paymentID\" : \"$id\"")
+    charged=$(terminal transactions --json | grep -c "\"paymentId\" : \"$id\"")
     pending=$(wallet history | grep -c '^PENDING')
     [ "$charged" = 1 ] && [ "$pending" = 0 ] && wallet history | grep -q "payment $id" || {
         echo "      payment $id charged $charged time(s); $pending pending after the restart"

@@ -57,7 +57,7 @@ struct Activate: AsyncParsableCommand {
         if json {
             try Console().json([
                 "dataDirectory": files.directory.path, "server": settings.server ?? server,
-                "terminalID": response.terminalId, "merchantID": response.merchantId,
+                "terminalId": response.terminalId, "merchantId": response.merchantId,
                 "merchantName": response.merchantName, "label": response.label, "currency": response.currency,
                 "credentialExpiresAt": "\(response.expiresAt)", "anchorFingerprint": response.anchor.fingerprint,
             ])

@@ -160,7 +160,8 @@ final class PaymentController: Sendable {
             await connection.send(
                 line:
                     "paid \(order.paymentID) \(order.amount.formattedAmount) \(order.tip.formattedAmount) \(order.total.formattedAmount) \(order.reference)"
-                    + (order.acceptedOffline ? " offline" : "")
+                    + (order.acceptedOffline ? " offline" : " online") + " \(order.currency.code) \(order.sessionID)"
+                    + " \(order.amount.minorUnits) \(order.tip.minorUnits) \(order.total.minorUnits)"
             )
         case .failure(let error):
             await connection.send(line: "failed \(error.cliMessage(noun: "payment"))")

@@ -75,11 +75,11 @@ struct Init: AsyncParsableCommand {
         let identity = try files.loadIdentity()
         let anchor = files.directory.file(TerminalFiles.anchorPublicKey).path
         if json {
-            try Console().json([
-                "dataDirectory": files.directory.path, "merchantName": merchantName, "currency": code,
-                "terminalKeyID": identity.keyID.hexString, "trustAnchor": anchor,
-                "ledger": "in-process", "sandboxStartingBalance": "\(balance)",
-            ])
+            try Console().json(
+                TerminalInitJSON(
+                    dataDirectory: files.directory.path, merchantId: merchantID, merchantName: merchantName,
+                    currency: code, terminalKeyId: identity.keyID.hexString, trustAnchor: anchor,
+                    ledger: "in-process", sandboxStartingBalance: JSONMoney(balance)))
         } else {
             print("Terminal ready in \(files.directory.path)")
             print("  merchant      \(merchantName) (\(merchantID)), charging in \(code)")
@@ -92,4 +92,16 @@ struct Init: AsyncParsableCommand {
             if let migration { print("  migrated      \(migration)") }
         }
     }
+}
+
+/// What `init --json` prints.
+struct TerminalInitJSON: Encodable {
+    let dataDirectory: String
+    let merchantId: String
+    let merchantName: String
+    let currency: String
+    let terminalKeyId: String
+    let trustAnchor: String
+    let ledger: String
+    let sandboxStartingBalance: JSONMoney
 }

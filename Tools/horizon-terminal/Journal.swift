@@ -36,31 +36,31 @@ struct JournalCommand: AsyncParsableCommand {
         if rows.isEmpty { print(unsettled ? "nothing unsettled" : "the journal is empty") }
         for row in rows {
             print(
-                "\(row.step.padding(toLength: 12, withPad: " ", startingAt: 0))  \(row.type)  \(row.amount) + \(row.tip)  \(row.id)  \(row.answer ?? "no answer yet")"
+                "\(row.step.padding(toLength: 12, withPad: " ", startingAt: 0))  \(row.type)  \(row.amount.formatted) + \(row.tip.formatted)  \(row.paymentId)  \(row.answer ?? "no answer yet")"
             )
         }
     }
 }
 
 struct JournalRow: Encodable {
-    let id: String
+    let paymentId: String
     let type: String
     let step: String
-    let amount: String
-    let tip: String
+    let amount: JSONMoney
+    let tip: JSONMoney
     let answer: String?
 
     init(_ record: JournalRecord) {
-        id = record.request.id.description
+        paymentId = record.request.id.description
         type = "\(record.request.transactionType)"
         step = record.step.rawValue
         switch record.request {
         case .payment(let payment):
-            amount = payment.amount.description
-            tip = payment.tip.description
+            amount = JSONMoney(payment.amount)
+            tip = JSONMoney(payment.tip)
         case .redemption(let redemption):
-            amount = redemption.value.description
-            tip = Money.zero(redemption.value.currency).description
+            amount = JSONMoney(redemption.value)
+            tip = JSONMoney(Money.zero(redemption.value.currency))
         }
         switch record.answer {
         case .receipt(let receipt)?:

@@ -116,10 +116,16 @@ struct Pay: AsyncParsableCommand {
                 let fields = line.split(separator: " ").map(String.init)
                 let offline = fields[safe: 6] == "offline"
                 if json {
-                    try console.json([
-                        "state": offline ? "acceptedOffline" : "completed", "paymentID": fields[safe: 1] ?? "",
-                        "amount": fields[safe: 2] ?? "", "tip": fields[safe: 3] ?? "", "total": fields[safe: 4] ?? "",
-                    ])
+                    // paid ID AMOUNT TIP TOTAL REFERENCE online|offline CURRENCY SESSION minor units of the three
+                    let code = fields[safe: 7] ?? ""
+                    func money(_ index: Int) -> JSONMoney {
+                        JSONMoney(minorUnits: fields[safe: index].flatMap { Int64($0) } ?? 0, currency: code)
+                    }
+                    try console.json(
+                        PaymentSummary(
+                            state: offline ? "acceptedOffline" : "completed", paymentId: fields[safe: 1] ?? "",
+                            sessionId: fields[safe: 8] ?? "", amount: money(9), tip: money(10), total: money(11),
+                            reference: fields[safe: 5].flatMap { Int64($0) } ?? 0, registerUser: registerUser ?? ""))
                 } else if offline {
                     console.line(
                         "Accepted offline: \(fields[safe: 2] ?? "?") + tip \(fields[safe: 3] ?? "?") = \(fields[safe: 4] ?? "?")"
@@ -170,24 +176,21 @@ struct Pay: AsyncParsableCommand {
 struct PaymentSummary: Encodable {
     /// "completed", or "acceptedOffline" (not settled by the server yet).
     let state: String
-    let paymentID: String
-    let sessionID: String
-    let amount: String
-    let tip: String
-    let total: String
-    let currency: String
-    let reference: UInt64
+    let paymentId: String
+    let sessionId: String
+    let amount: JSONMoney
+    let tip: JSONMoney
+    let total: JSONMoney
+    let reference: Int64
     let registerUser: String
+}
 
+extension PaymentSummary {
     init(_ order: PaymentOrder) {
-        state = order.acceptedOffline ? "acceptedOffline" : "completed"
-        paymentID = order.paymentID.description
-        sessionID = order.sessionID.description
-        amount = order.amount.formattedAmount
-        tip = order.tip.formattedAmount
-        total = order.total.formattedAmount
-        currency = order.currency.code
-        reference = order.reference
-        registerUser = order.registerUser
+        self.init(
+            state: order.acceptedOffline ? "acceptedOffline" : "completed", paymentId: order.paymentID.description,
+            sessionId: order.sessionID.description, amount: JSONMoney(order.amount), tip: JSONMoney(order.tip),
+            total: JSONMoney(order.total), reference: Int64(truncatingIfNeeded: order.reference),
+            registerUser: order.registerUser)
     }
 }

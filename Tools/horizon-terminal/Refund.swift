@@ -70,7 +70,7 @@ struct RefundCommand: AsyncParsableCommand {
                 try await $0.refund(
                     paymentID: paymentID, amount: minorUnits, currency: currency.code, refundID: refundID)
             }
-            row = RefundRow(refund, currency: currency)
+            row = RefundRow(refund)
         } else {
             let ledger = try await global.lockedTerminalFiles().loadLedger()
             guard let bytes = [UInt8](hexString: paymentID), let id = try? PaymentID(bytes: bytes),
@@ -93,7 +93,7 @@ struct RefundCommand: AsyncParsableCommand {
             try Console().json(row)
         } else {
             print(
-                "refunded \(row.amount) \(row.currency) of payment \(row.paymentID) to the \(row.destination.replacingOccurrences(of: "_", with: " ")) (refund \(row.refundID), \(row.bonusPointsReversed) bonus points taken back)"
+                "refunded \(row.amount.formatted) of payment \(row.paymentId) to the \(row.destination.replacingOccurrences(of: "_", with: " ")) (refund \(row.refundId), \(row.bonusPointsReversed) bonus points taken back)"
                     .sanitizedForDisplay)
         }
     }
@@ -110,34 +110,22 @@ extension RefundCommand {
     }
 }
 
-/// A refund as the CLI prints it.
-struct RefundRow: Encodable {
-    let refundID: String
-    let paymentID: String
-    let amount: String
-    let currency: String
-    let destination: String
-    let bonusPointsReversed: Int64
-    let createdAt: Int64
+/// A refund as the CLI prints it (the shape every `--json` shares).
+typealias RefundRow = JSONRefund
 
-    init(_ refund: MerchantServiceClient.Refund, currency: Currency) {
-        refundID = refund.refundId
-        paymentID = refund.paymentId
-        amount = (try? Money(minorUnits: refund.amount, currency: currency))?.formattedAmount ?? "\(refund.amount)"
-        self.currency = refund.currency
-        destination = refund.destination
-        bonusPointsReversed = refund.bonusPointsReversed
-        createdAt = refund.createdAt
+extension JSONRefund {
+    init(_ refund: MerchantServiceClient.Refund) {
+        self.init(
+            refundId: refund.refundId, paymentId: refund.paymentId,
+            amount: JSONMoney(minorUnits: refund.amount, currency: refund.currency), destination: refund.destination,
+            bonusPointsReversed: refund.bonusPointsReversed, createdAt: refund.createdAt)
     }
 
     init(_ refund: HorizonLedger.Refund) {
-        refundID = refund.refundID.rawValue
-        paymentID = refund.paymentID.bytes.hexString
-        amount = refund.amount.formattedAmount
-        currency = refund.amount.currency.code
-        destination = refund.destination.rawValue
-        bonusPointsReversed = refund.bonusPointsReversed
-        createdAt = refund.createdAt
+        self.init(
+            refundId: refund.refundID.rawValue, paymentId: refund.paymentID.bytes.hexString,
+            amount: JSONMoney(refund.amount), destination: refund.destination.rawValue,
+            bonusPointsReversed: refund.bonusPointsReversed, createdAt: refund.createdAt)
     }
 }
 

@@ -38,9 +38,9 @@ struct Status: AsyncParsableCommand {
         try await Task.sleep(for: .seconds(seconds))
         let sessions = tracker.trackings.map { tracking in
             NearbySession(
-                sessionID: tracking.peripheralMetaData.sessionID.description,
+                sessionId: tracking.peripheralMetaData.sessionID.description,
                 transactionType: tracking.peripheralMetaData.transactionType.description,
-                terminalKeyID: tracking.peripheralMetaData.terminalKeyID.description,
+                terminalKeyId: tracking.peripheralMetaData.terminalKeyID.description,
                 smoothedRSSI: tracking.smoothedRSSI.map { ($0 * 10).rounded() / 10 },
                 own: tracking.peripheralMetaData.terminalKeyID == ownKey)
         }
@@ -62,7 +62,7 @@ struct Status: AsyncParsableCommand {
             for session in sessions {
                 let rssi = session.smoothedRSSI.map { String(format: "%.0f dBm", $0) } ?? "unknown"
                 print(
-                    "  \(session.sessionID)  \(session.transactionType)  \(rssi)  key \(session.terminalKeyID)\(session.own ? "  (this terminal)" : "")"
+                    "  \(session.sessionId)  \(session.transactionType)  \(rssi)  key \(session.terminalKeyId)\(session.own ? "  (this terminal)" : "")"
                 )
             }
         }
@@ -92,9 +92,9 @@ extension Status {
 }
 
 struct NearbySession: Encodable {
-    let sessionID: String
+    let sessionId: String
     let transactionType: String
-    let terminalKeyID: String
+    let terminalKeyId: String
     let smoothedRSSI: Double?
     let own: Bool
 }

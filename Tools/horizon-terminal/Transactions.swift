@@ -60,16 +60,17 @@ struct Transactions: AsyncParsableCommand {
             )
         }
         let ledger = try await global.terminalFiles.loadLedger()
-        let transactions = try await ledger.transactions(limit: limit).map(TransactionRow.init)
+        let results = try await ledger.transactions(limit: limit)
         if json {
-            try Console().json(transactions)
+            try Console().json(TransactionPageJSON(transactions: results.map(TransactionRow.init), nextCursor: nil))
             return
         }
-        if transactions.isEmpty { print("no transactions yet") }
-        for row in transactions {
+        if results.isEmpty { print("no transactions yet") }
+        for result in results {
+            let row = TransactionRow(result)
             let time = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(row.settledAt)))
             print(
-                "\(time)  \(row.outcome.padding(toLength: 8, withPad: " ", startingAt: 0))  \(row.amount) + \(row.tip) \(row.currency)  payment \(row.paymentID)\(row.reason.map { "  (\($0))" } ?? "")"
+                "\(time)  \(row.outcome.padding(toLength: 8, withPad: " ", startingAt: 0))  \(result.amount.formattedAmount) + \(result.tip.formattedAmount) \(result.amount.currency.code)  payment \(row.paymentId)\(row.reason.map { "  (\($0))" } ?? "")"
             )
         }
     }
@@ -78,7 +79,12 @@ struct Transactions: AsyncParsableCommand {
         if let paymentID {
             let details = try await merchant.run { try await $0.transaction(paymentID: paymentID.lowercased()) }
             if json {
-                try Console().json(details)
+                try Console().json(
+                    TransactionDetailsJSON(
+                        transaction: TransactionRow(details.transaction),
+                        refunds: details.refunds.map(JSONRefund.init),
+                        refundable: JSONMoney(
+                            minorUnits: details.refundableAmount, currency: details.transaction.currency)))
                 return
             }
             print(Self.line(details.transaction))
@@ -96,7 +102,9 @@ struct Transactions: AsyncParsableCommand {
             limit: min(limit, 200), cursor: cursor)
         let page = try await merchant.run { try await $0.transactions(query) }
         if json {
-            try Console().json(page)
+            try Console().json(
+                TransactionPageJSON(
+                    transactions: page.transactions.map(TransactionRow.init), nextCursor: page.nextCursor))
             return
         }
         if page.transactions.isEmpty { print("no transactions") }
@@ -128,33 +136,68 @@ struct Transactions: AsyncParsableCommand {
     }
 }
 
+/// One transaction as `--json` shows it, from the sandbox's ledger or the server's list.
 struct TransactionRow: Encodable {
-    let paymentID: String
-    let sessionID: String
+    let paymentId: String
+    let sessionId: String?
+    let transactionType: String
     let outcome: String
     let reason: String?
-    let reference: UInt64?
-    let amount: String
-    let tip: String
-    let currency: String
+    let reference: Int64?
+    let amount: JSONMoney
+    let tip: JSONMoney
+    /// What was refunded of it so far (activated terminals: the server knows).
+    let refunded: JSONMoney?
+    let registerUser: String?
+    let terminalKeyId: String?
     let settledAt: Int64
 
     init(_ result: SettlementResult) {
-        paymentID = result.paymentID.description
-        sessionID = result.sessionID.description
+        paymentId = result.paymentID.description
+        sessionId = result.sessionID.description
+        transactionType = TransactionKindName.name(result.transactionType)
         switch result.outcome {
         case .approved(let reference, _, _):
             outcome = "approved"
             reason = nil
-            self.reference = reference
+            self.reference = Int64(truncatingIfNeeded: reference)
         case .declined(let code, let text):
             outcome = "declined"
             reason = "\(code): \(text)"
             reference = nil
         }
-        amount = result.amount.formattedAmount
-        tip = result.tip.formattedAmount
-        currency = result.amount.currency.code
+        amount = JSONMoney(result.amount)
+        tip = JSONMoney(result.tip)
+        refunded = nil
+        registerUser = nil
+        terminalKeyId = nil
         settledAt = result.settledAt
     }
+
+    init(_ transaction: MerchantServiceClient.Transaction) {
+        paymentId = transaction.paymentId.lowercased()
+        sessionId = nil
+        transactionType = transaction.transactionType.rawValue
+        outcome = transaction.outcome.rawValue
+        reason = transaction.declineReason
+        reference = transaction.outcome == .approved ? transaction.reference : nil
+        amount = JSONMoney(minorUnits: transaction.amount, currency: transaction.currency)
+        tip = JSONMoney(minorUnits: transaction.tip, currency: transaction.currency)
+        refunded = JSONMoney(minorUnits: transaction.refundedAmount, currency: transaction.currency)
+        registerUser = transaction.registerUser.isEmpty ? nil : transaction.registerUser
+        terminalKeyId = transaction.terminalKeyId
+        settledAt = transaction.settledAt
+    }
+}
+
+struct TransactionPageJSON: Encodable {
+    let transactions: [TransactionRow]
+    /// The `--cursor` of the next page; absent on the last.
+    let nextCursor: String?
+}
+
+struct TransactionDetailsJSON: Encodable {
+    let transaction: TransactionRow
+    let refunds: [JSONRefund]
+    let refundable: JSONMoney
 }
