@@ -163,7 +163,7 @@ struct Pay: AsyncParsableCommand {
                 )
             }
         case .failure(let error):
-            let message = error.cliMessage(noun: "payment")
+            let message = outcome.message(for: error, noun: "payment", verb: "paid")
             // A start the host refused opened no session: one error line, as for bad input.
             guard outcome.lastState != nil else { throw CLIError(message) }
             // Under --json the runner prints the error object; the state is in the message.

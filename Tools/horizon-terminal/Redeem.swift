@@ -99,7 +99,7 @@ struct Redeem: AsyncParsableCommand {
         switch outcome.result {
         case .success(let settled): result = settled
         case .failure(let error):
-            let message = error.cliMessage(noun: host.transactionType.description)
+            let message = outcome.message(for: error, noun: host.transactionType.description, verb: "redeemed")
             // A start the host refused opened no session: one error line, as for bad input.
             guard outcome.lastState != nil else { throw CLIError(message) }
             if !json { console.line() }

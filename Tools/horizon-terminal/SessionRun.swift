@@ -3,6 +3,7 @@ import HorizonCLISupport
 import HorizonCore
 import HorizonRoles
 import Logging
+import Synchronization
 
 /// Runs one cashier session (a payment or a redemption) in the foreground: live state, Ctrl-C
 /// cancels, give up when no wallet comes, and linger until the wallet has hung up.
@@ -50,7 +51,8 @@ struct SessionRun: Sendable {
             }
         }
         let waitForWallet = Duration.seconds(self.waitForWallet)
-        let outcome =
+        let gaveUp = Mutex(false)
+        var outcome =
             (try? await withInterruptCancellation {
                 await StateRelay.collect(
                     states: states,
@@ -64,12 +66,15 @@ struct SessionRun: Sendable {
                         do {
                             return try await cancelling(after: waitForWallet, collect)
                         } catch let error as HostError {
+                            // Cancelled, but not by Ctrl-C (this task is not): --wait-for-wallet passed.
+                            if error == .cancelled, !Task.isCancelled { gaveUp.withLock { $0 = true } }
                             throw error
                         } catch {
                             throw .cancelled  // `cancelling` throws only what `collect` threw
                         }
                     })
             }) ?? StateRelay.Outcome(result: .failure(.cancelled), lastState: nil)
+        outcome.noWalletWithinSeconds = gaveUp.withLock { $0 } ? self.waitForWallet : nil
         await lingerWhileConnected()
         return outcome
     }
@@ -94,6 +99,14 @@ enum StateRelay {
         let result: Result<Value, HostError>
         /// The last state shown; nil when no session opened (the host refused to start).
         let lastState: HostState?
+        /// Set when the session ended because no wallet paid within --wait-for-wallet seconds.
+        var noWalletWithinSeconds: Int? = nil
+
+        /// What to tell the cashier about `error`: that no wallet came, when that was why.
+        func message(for error: HostError, noun: String, verb: String) -> String {
+            if let seconds = noWalletWithinSeconds, error == .cancelled { return "no wallet \(verb) within \(seconds) s" }
+            return error.cliMessage(noun: noun)
+        }
     }
 
     /// Runs `collect` while `show` sees each state of `states` but idle, up to the finished one.
