@@ -59,6 +59,7 @@ struct RefundCommand: AsyncParsableCommand {
         let row: RefundRow
         if let merchant = try await admin.merchantService(global) {
             let details = try await merchant.run { try await $0.transaction(paymentID: paymentID) }
+            if details.transaction.outcome == .declined { throw CLIError(Self.declined(paymentID)) }
             let currency = try AmountArgument.currency(details.transaction.currency)
             let minorUnits = try amount.map {
                 try AmountArgument.money($0, in: currency, option: "--amount").minorUnits
@@ -76,6 +77,7 @@ struct RefundCommand: AsyncParsableCommand {
             guard let bytes = [UInt8](hexString: paymentID), let id = try? PaymentID(bytes: bytes),
                 let details = try await ledger.ledger.transactionDetails(id, merchant: ledger.merchant.id)
             else { throw CLIError("no payment \(paymentID) was executed at this terminal") }
+            if case .declined = details.transaction.result.outcome { throw CLIError(Self.declined(paymentID)) }
             let money =
                 try amount.map { try AmountArgument.money($0, in: ledger.currency, option: "--amount") }
                 ?? details.refundable
@@ -100,6 +102,11 @@ struct RefundCommand: AsyncParsableCommand {
 }
 
 extension RefundCommand {
+    /// Said before anything is asked of the ledger: a declined payment moved no money.
+    static func declined(_ paymentID: String) -> String {
+        "payment \(paymentID) was declined and nothing was charged, so there is nothing to refund"
+    }
+
     /// The sandbox's refund, its refusal as a value.
     static func refund(_ request: RefundRequest, in ledger: InProcessLedger) async -> Result<
         HorizonLedger.Refund, LedgerError
