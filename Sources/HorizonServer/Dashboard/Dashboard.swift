@@ -100,15 +100,18 @@ struct Dashboard: Sendable {
         do {
             merchant = try await api.signIn(email: email, password: password)
         } catch let error as APIError where error.code == .invalidCredentials {
+            RequestScope.current?.refusal.note(error.code.rawValue)
             return try again(.unauthorized, "The e-mail or the password is wrong.")
         } catch let error as APIError where error.code == .invalidRequest {
             return try again(.badRequest, "The e-mail cannot contain control characters.")
         } catch let error as APIError where error.code == .rateLimited {
+            RequestScope.current?.refusal.note(error.code.rawValue)
             let minutes = (settings.signInWindow + 59) / 60
             return try again(
                 .tooManyRequests, "Too many sign-in attempts from here. Wait \(minutes) minutes, then try again.",
                 headers: error.headers)
         } catch let error as APIError where error.code == .accountLocked {
+            RequestScope.current?.refusal.note(error.code.rawValue)
             // The API's words ("too many wrong sign-ins …; try again in 60 s"), as a sentence.
             return try again(
                 .tooManyRequests, error.message.prefix(1).uppercased() + error.message.dropFirst() + ".",
@@ -586,6 +589,7 @@ struct Dashboard: Sendable {
             refusal = .notFound
         case let error as LedgerError:
             let apiError = APIError(error)
+            RequestScope.current?.refusal.note(apiError.code.rawValue)
             refusal =
                 apiError.code == .databaseUnavailable
                 ? .unavailable : .failed(APIError(error).status, "The request could not be done: \(error)")
@@ -597,6 +601,7 @@ struct Dashboard: Sendable {
                 "Something went wrong on the server. The request id \(RequestScope.current?.id ?? "") identifies it in the server's log."
             )
         }
+        if let code = refusal.code { RequestScope.current?.refusal.note(code) }
         let model = ErrorPage(
             layout: .signedOut(refusal.title), explanation: refusal.explanation,
             next: signedIn && !refusal.needsSignIn ? "/dashboard/transactions" : "/dashboard/sign-in",
@@ -661,6 +666,19 @@ enum DashboardRefusal: Error, Sendable {
         case .notFound: .notFound
         case .unavailable: .serviceUnavailable
         case .failed(let status, _): status
+        }
+    }
+
+    /// The code the log line names (a ledger's failure notes its own).
+    var code: String? {
+        switch self {
+        case .csrf: "csrf_invalid"
+        case .sessionEnded: "session_ended"
+        case .notAForm: "unsupported_media_type"
+        case .tooLarge: "payload_too_large"
+        case .notFound: "not_found"
+        case .unavailable: "database_unavailable"
+        case .failed: nil
         }
     }
 

@@ -32,15 +32,29 @@ struct BoundaryMiddleware: RouterMiddleware {
         let client = trustedProxies.clientAddress(
             peer: context.remoteAddress?.ipAddress, forwardedFor: request.headers[values: .forwardedFor])
         var logger = context.logger
-        logger[metadataKey: "request"] = "\(id)"
-        // The client every limit counts, so that a log line names the client a refusal was for.
-        logger[metadataKey: "client"] = "\(client)"
+        if context.isRelayed, logger[metadataKey: "request"] != nil {
+            // A wallet's request inside the gateway's: its lines stay the outer request's (its id
+            // and the terminal that carried it), with the inner id beside them.
+            logger[metadataKey: "relayed"] = "\(id)"
+        } else {
+            logger[metadataKey: "request"] = "\(id)"
+            // The client every limit counts, so that a log line names the client a refusal was for.
+            logger[metadataKey: "client"] = "\(client)"
+        }
         var scope = RequestScope(id: id, logger: logger, signer: nil)
         scope.peer = client
+        // Whatever logs through Hummingbird's context logs with the request's id and client too.
+        var context = context
+        context.logger = logger
         let start = ContinuousClock.now
         var response: Response
+        // The error code of an answer that is not a success, for the log line.
+        var code: String? = nil
         do {
-            response = try await RequestScope.$current.withValue(scope) { try await next(request, context) }
+            response = try await RequestScope.$current.withValue(scope) { [context] in
+                try await next(request, context)
+            }
+            code = scope.refusal.code
         } catch {
             let apiError = Self.apiError(for: error, request: request, routes: routes)
             if apiError.code == .internalError || apiError.code == .databaseUnavailable {
@@ -51,6 +65,7 @@ struct BoundaryMiddleware: RouterMiddleware {
                 logger.error("request failed", metadata: ["error": "\(described)"])
             }
             metrics.recordError(code: apiError.code.rawValue)
+            code = apiError.code.rawValue
             var headers = apiError.headers
             headers[.contentType] = "application/json; charset=utf-8"
             let body = apiError.jsonBody(requestID: id)
@@ -65,15 +80,22 @@ struct BoundaryMiddleware: RouterMiddleware {
             ? "unmatched" : (context.endpointPath ?? Dashboard.routeLabel(forPath: request.uri.path) ?? "unmatched")
         metrics.recordRequest(
             method: request.method.rawValue, route: route, status: response.status.code, duration: duration)
+        var metadata: Logger.Metadata = [
+            "ms": "\(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)"
+        ]
+        // A refusal (a lock-out, a limit, a revoked key, a conflict) is logged at notice with its
+        // code, so an operator sees it at the default level; the code says why, never a secret.
+        let refused = Self.refusalStatuses.contains(response.status.code)
+        if let code { metadata["code"] = "\(code)" }
         // A relayed request's path is logged at debug only (the gateway's inner requests).
         logger.log(
-            level: context.isRelayed ? .debug : .info,
-            "\(request.method.rawValue) \(request.uri.path) \(response.status.code)",
-            metadata: [
-                "ms": "\(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)"
-            ])
+            level: context.isRelayed ? .debug : refused ? .notice : .info,
+            "\(request.method.rawValue) \(request.uri.path) \(response.status.code)", metadata: metadata)
         return response
     }
+
+    /// The statuses of a refusal: unauthenticated, forbidden, in conflict, over a limit.
+    static let refusalStatuses: Set<Int> = [401, 403, 409, 429]
 
     /// The caller's own id when it is a sane token (so a client can correlate), else a new one.
     static func requestID(from request: Request) -> String {

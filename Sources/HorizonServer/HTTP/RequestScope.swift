@@ -2,6 +2,7 @@ import HorizonProtocol
 import Hummingbird
 import Logging
 import NIOCore
+import Synchronization
 
 /// What the server knows about the request being served, for code below the HTTP layer (the
 /// generated OpenAPI handlers do not see Hummingbird's context). Bound per request by the
@@ -19,6 +20,20 @@ public struct RequestScope: Sendable {
     public var bearerToken: String? = nil
     /// The client's address, for the sign-in rate limit ("local" without a socket).
     public var peer: String = "local"
+    /// Why the request was refused, noted by code that answers a refusal itself (the dashboard's
+    /// pages) rather than by throwing; the boundary logs it.
+    public let refusal = RefusalNote()
+}
+
+/// The code of a refusal, written below the boundary and read by it after the response.
+public final class RefusalNote: Sendable {
+    private let noted = Mutex<String?>(nil)
+
+    public init() {}
+
+    public func note(_ code: String) { noted.withLock { $0 = code } }
+
+    public var code: String? { noted.withLock { $0 } }
 }
 
 /// The request context: Hummingbird's core storage plus the peer's address for rate limits.

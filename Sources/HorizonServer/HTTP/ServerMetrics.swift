@@ -52,6 +52,7 @@ public final class ServerMetrics: Sendable {
         registry.makeCounter(descriptor: Self.events, labels: [("event", event)]).increment()
     }
 
-    /// The Prometheus text exposition of everything recorded so far.
-    public func exposition() -> [UInt8] { registry.emitToBuffer() }
+    /// The Prometheus text exposition of everything recorded so far, and the process's own
+    /// figures (memory, CPU, file descriptors, threads, start time) as they are now.
+    public func exposition() -> [UInt8] { registry.emitToBuffer() + Array(ProcessMetrics.exposition().utf8) }
 }
