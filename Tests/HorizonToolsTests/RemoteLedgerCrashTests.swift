@@ -310,10 +310,10 @@ final class RemoteLedgerRig {
     /// The merchant's transactions as `horizon-server transactions` reports them, oldest first.
     func transactions() throws -> [Transaction] {
         let text = try Self.run("horizon-server", ["transactions", "--json", "--data-dir", serverDir])
-        let rows = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]] ?? []
+        let rows = JSONShapes.transactions(text)
         return rows.reversed().map {
             Transaction(
-                id: $0["paymentId"] as? String ?? "", amount: $0["amount"] as? String ?? "",
+                id: $0["paymentId"] as? String ?? "", amount: JSONShapes.formatted($0["amount"]) ?? "",
                 outcome: $0["outcome"] as? String ?? "")
         }
     }

@@ -94,41 +94,71 @@ struct Transactions: AsyncParsableCommand {
                 }
                 id = only.id
             }
-            return try await ledger.transactions(of: id, limit: limit)
+            // Each with its refunds: a list that left them out would show money the merchant gave back as kept.
+            var rows: [(LedgerTransaction, [Refund])] = []
+            for transaction in try await ledger.transactions(of: id, limit: limit) {
+                rows.append((transaction, try await ledger.refunds(of: transaction.result.paymentID, merchant: id)))
+            }
+            return rows
         }
         let console = Console()
-        let lines = rows.map { transaction in
+        let lines = rows.map { transaction, refunds in
             let result = transaction.result
             let outcome: String
+            let reason: String?
+            let reference: Int64?
             switch result.outcome {
-            case .approved(let reference, _, _): outcome = "approved #\(reference)"
-            case .declined(_, let reason): outcome = "declined (\(reason))"
+            case .approved(let number, _, _):
+                (outcome, reason, reference) = ("approved", nil, Int64(truncatingIfNeeded: number))
+            case .declined(_, let text): (outcome, reason, reference) = ("declined", text, nil)
             }
+            let refunded = refunds.reduce(Int64(0)) { $0 + $1.amount.minorUnits }
             return TransactionJSON(
-                paymentId: result.paymentID.bytes.hexString, type: "\(result.transactionType)",
-                amount: "\(result.amount)", tip: "\(result.tip)", outcome: outcome, wallet: transaction.walletID?.rawValue,
-                terminalKeyId: transaction.terminalKeyID.bytes.hexString, registerUser: transaction.registerUser,
-                settledAt: result.settledAt)
+                paymentId: result.paymentID.bytes.hexString, transactionType: TransactionKindName.name(result.transactionType),
+                outcome: outcome, reason: reason, reference: reference, amount: JSONMoney(result.amount),
+                tip: JSONMoney(result.tip), refunded: JSONMoney(minorUnits: refunded, currency: result.amount.currency.code),
+                refunds: refunds.map { refund in
+                    JSONRefund(
+                        refundId: refund.refundID.rawValue, paymentId: refund.paymentID.bytes.hexString,
+                        amount: JSONMoney(refund.amount), destination: refund.destination.rawValue,
+                        bonusPointsReversed: refund.bonusPointsReversed, createdAt: refund.createdAt)
+                }, walletId: transaction.walletID?.rawValue, terminalKeyId: transaction.terminalKeyID.bytes.hexString,
+                registerUser: transaction.registerUser, settledAt: result.settledAt)
         }
         if json {
-            try console.json(lines)
+            try console.json(TransactionListJSON(transactions: lines))
             return
         }
         if lines.isEmpty { console.line("No transactions yet.") }
         for line in lines {
+            let outcome = line.reference.map { "approved #\($0)" } ?? "declined (\(line.reason ?? ""))"
             console.line(
-                "\(dateText(line.settledAt))  \(line.outcome)  \(line.amount) + tip \(line.tip)  payment \(line.paymentId.prefix(8))…  wallet \(line.wallet ?? "-")  terminal \(line.terminalKeyId)"
+                "\(dateText(line.settledAt))  \(outcome)  \(line.amount.formatted) + tip \(line.tip.formatted)  payment \(line.paymentId.prefix(8))…  wallet \(line.walletId ?? "-")  terminal \(line.terminalKeyId)"
             )
+            for refund in line.refunds {
+                console.line(
+                    "    refunded \(refund.amount.formatted) on \(dateText(refund.createdAt)) to the \(refund.destination.replacingOccurrences(of: "_", with: " "))  refund \(refund.refundId)"
+                )
+            }
         }
+    }
+
+    struct TransactionListJSON: Encodable {
+        let transactions: [TransactionJSON]
     }
 
     struct TransactionJSON: Encodable {
         let paymentId: String
-        let type: String
-        let amount: String
-        let tip: String
+        let transactionType: String
         let outcome: String
-        let wallet: String?
+        let reason: String?
+        let reference: Int64?
+        let amount: JSONMoney
+        let tip: JSONMoney
+        /// What was given back so far, and each refund.
+        let refunded: JSONMoney
+        let refunds: [JSONRefund]
+        let walletId: String?
         let terminalKeyId: String
         let registerUser: String
         let settledAt: Int64
