@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HorizonAPI
 import HorizonCore
@@ -38,6 +39,13 @@ public struct OfflinePaymentSettlement: Sendable, Equatable {
 }
 
 extension HorizonServerClient {
+    /// Whether a refusal of a forwarded offline payment with this status is final (the server
+    /// would give it again however often the payment is sent): a 4xx but 401 (a clock or key the
+    /// operator fixes), 408 and 429. The server signs exactly these.
+    public static func isFinalOfflineRefusal(status: Int) -> Bool {
+        (400..<500).contains(status) && ![401, 408, 429].contains(status)
+    }
+
     /// Forwards a payment the terminal accepted offline to `POST /v1/payments/offline`, signed by
     /// the terminal's key (this client's). The server settles it once per payment id: sending it
     /// again, after a crash or a timeout, returns the first result and moves nothing.
@@ -47,12 +55,17 @@ extension HorizonServerClient {
     ///     session and the wallet key the server is told are read from it.
     ///   - dailyToken: the wallet's daily token as the wallet presented it (`DailyToken.encoded()`).
     ///   - acceptedAt: when the terminal accepted the payment, by its clock.
+    ///   - anchor: the server's issuer key, pinned at activation. A settlement counts only when
+    ///     the server signed it with this key, and a final refusal only when the server signed it
+    ///     too: a man in the middle's "settled" or 4xx would make the terminal forget a payment the
+    ///     server never received.
     /// - Throws: `ServerClientError`: a refusal (`.refused`, with the server's code such as
     ///   `daily_token_expired` or `payment_conflict`) means nothing was settled; unreachable or
-    ///   timed out means the payment may or may not have settled, and the same call is repeated.
+    ///   timed out means the payment may or may not have settled, and the same call is repeated;
+    ///   so does `.invalidResponse`, which an answer or final refusal not signed by `anchor` is.
     public func submitOfflinePayment(
         paymentID: PaymentID, confirmation: [UInt8], amount: Money, tip: Money, registerUser: String = "",
-        dailyToken: [UInt8], acceptedAt: Int64
+        dailyToken: [UInt8], acceptedAt: Int64, anchor: P256.Signing.PublicKey
     ) async throws(ServerClientError) -> OfflinePaymentSettlement {
         // A confirmation that is not a Confirm is sent as it is: the server refuses it with its
         // own code (`invalid_request`), as for every other term it checks.
@@ -71,11 +84,22 @@ extension HorizonServerClient {
         let answer: Components.Schemas.PaymentResult
         switch output {
         case .ok(let ok): answer = try Self.json { try ok.body.json }
-        case .default(let status, let error): throw try Self.refusal(status, error)
+        case .default(let status, let error):
+            let envelope = try Self.json { try error.body.json }.error
+            guard
+                !Self.isFinalOfflineRefusal(status: status)
+                    || SettlementSignature.isValidRefusal(
+                        envelope.signature, paymentID: paymentID.bytes.hexString, status: status,
+                        code: envelope.code, message: envelope.message, anchor: anchor)
+            else {
+                throw .invalidResponse(
+                    "a refusal (\(status) \(envelope.code)) not signed by the anchor pinned at activation (unsigned, or forged on the way); it is not an outcome: the payment stays owed and is forwarded again"
+                )
+            }
+            throw try Self.refusal(status, error)
         }
-        guard answer.paymentId == paymentID.bytes.hexString else {
-            throw .invalidResponse(
-                "the server answered for payment \(answer.paymentId), not \(paymentID.bytes.hexString)")
+        do { _ = try ServerPaymentProcessor.verified(answer, about: paymentID, anchor: anchor) } catch {
+            throw .invalidResponse("\(error)")
         }
         let outcome: OfflinePaymentSettlement.Outcome
         switch answer.outcome {

@@ -106,21 +106,39 @@ public struct ServerPaymentProcessor: PaymentProcessor, RedemptionProcessor {
         }
     }
 
-    static func result(
-        _ answer: Components.Schemas.PaymentResult, for request: SettlementRequest?, id: PaymentID? = nil,
-        sessionID knownSession: SessionID? = nil, anchor: P256.Signing.PublicKey
-    ) throws(ProcessorError) -> SettlementResult {
+    /// The payment `answer` is about, if it counts as the server's answer: signed by `anchor`
+    /// (the issuer key the terminal pinned at activation) and about `expected` when one is
+    /// expected. Every settlement answer the terminal acts on (online, recovery, offline forward)
+    /// passes here; anything else is no answer (`unavailable`), never an outcome.
+    public static func verified(
+        _ answer: Components.Schemas.PaymentResult, about expected: PaymentID?, anchor: P256.Signing.PublicKey
+    ) throws(ProcessorError) -> PaymentID {
         guard SettlementSignature.isValid(answer, anchor: anchor) else {
             throw .unavailable(
                 "the server's answer is not signed by the anchor pinned at activation (unsigned, or forged on the way); it is not an outcome: the payment stays pending and is asked again"
             )
         }
+        let paymentID: PaymentID
+        if let expected {
+            paymentID = expected
+        } else {
+            do { paymentID = try PaymentID(bytes: [UInt8](hexString: answer.paymentId) ?? []) } catch {
+                throw .unavailable("the server's answer cannot be read: \(error)")
+            }
+        }
+        guard answer.paymentId == paymentID.bytes.hexString else {
+            throw .unavailable("the server answered for another payment id")
+        }
+        return paymentID
+    }
+
+    static func result(
+        _ answer: Components.Schemas.PaymentResult, for request: SettlementRequest?, id: PaymentID? = nil,
+        sessionID knownSession: SessionID? = nil, anchor: P256.Signing.PublicKey
+    ) throws(ProcessorError) -> SettlementResult {
+        let paymentID = try verified(answer, about: request?.paymentID ?? id, anchor: anchor)
         do {
             let currency = try Currency(code: answer.currency)
-            let paymentID = try request?.paymentID ?? PaymentID(bytes: [UInt8](hexString: answer.paymentId) ?? [])
-            guard id == nil || id == paymentID, answer.paymentId == paymentID.bytes.hexString else {
-                throw ProcessorError.unavailable("the server answered for another payment id")
-            }
             guard
                 let sessionID = request?.sessionID ?? knownSession
                     ?? answer.sessionId.flatMap({ SessionID(rawValue: UInt64(bitPattern: $0)) })

@@ -54,7 +54,7 @@ struct OfflineSettlementTests {
             try await client(till.key).submitOfflinePayment(
                 paymentID: confirm.paymentID, confirmation: SessionMessage.confirm(confirm).encoded(),
                 amount: confirm.amount, tip: confirm.tip, registerUser: registerUser, dailyToken: token,
-                acceptedAt: acceptedAt ?? server.clock.now - 60)
+                acceptedAt: acceptedAt ?? server.clock.now - 60, anchor: server.issuer.signingKey.publicKey)
         }
 
         /// A payment the wallet signs at `signedAt` (the server's time unless given): its
@@ -109,7 +109,8 @@ struct OfflineSettlementTests {
             do {
                 _ = try await bakery.client(bakery.tills[0].key).submitOfflinePayment(
                     paymentID: confirm.paymentID, confirmation: SessionMessage.confirm(otherTerms).encoded(),
-                    amount: otherTerms.amount, tip: otherTerms.tip, dailyToken: token, acceptedAt: acceptedAt)
+                    amount: otherTerms.amount, tip: otherTerms.tip, dailyToken: token, acceptedAt: acceptedAt,
+                    anchor: bakery.server.issuer.signingKey.publicKey)
                 Issue.record("another confirmation under a settled payment id was accepted")
             } catch let error as ServerClientError {
                 // The stated id is not the one the wallet signed: refused before anything runs.

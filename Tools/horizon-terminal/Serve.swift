@@ -82,7 +82,7 @@ struct Serve: AsyncParsableCommand {
             let offline = OfflineForwarding(
                 store: runtime.journal,
                 forwarder: CrashInjection.forwarder(
-                    wrapping: try makeOfflineForwarder(files: files, identity: identity)),
+                    wrapping: try makeOfflineForwarder(files: files, identity: identity, logger: logger)),
                 clock: { UnixTime(Date().timeIntervalSince1970) })
             forwarding.append(
                 .init(

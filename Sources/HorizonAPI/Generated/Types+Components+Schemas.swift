@@ -38,25 +38,39 @@ extension Components {
                 ///
                 /// - Remark: Generated from `#/components/schemas/ErrorEnvelope/error/requestId`.
                 public var requestId: Swift.String
+                /// Only on a refusal (4xx but 401, 408 and 429) of `submitOfflinePayment`: the server's
+                /// signature with its issuer key, P-256 ECDSA, raw r||s, standard base64, over the
+                /// label `horizon/offline-refusal/v1`, the paymentId of the submission, the HTTP status,
+                /// code and message, each written as its UTF-8 length, `:` and its text, one per line.
+                /// A terminal gives up an owed offline payment as refused only when it verifies; any
+                /// other refusal is treated as no answer and the payment is forwarded again.
+                ///
+                ///
+                /// - Remark: Generated from `#/components/schemas/ErrorEnvelope/error/signature`.
+                public var signature: Swift.String?
                 /// Creates a new `_ErrorPayload`.
                 ///
                 /// - Parameters:
                 ///   - code: Stable, machine-readable; see README "The server's API" for the list.
                 ///   - message: What went wrong and what to do, for a person.
                 ///   - requestId: The id this request has in the server's logs.
+                ///   - signature: Only on a refusal (4xx but 401, 408 and 429) of `submitOfflinePayment`: the server's
                 public init(
                     code: Swift.String,
                     message: Swift.String,
-                    requestId: Swift.String
+                    requestId: Swift.String,
+                    signature: Swift.String? = nil
                 ) {
                     self.code = code
                     self.message = message
                     self.requestId = requestId
+                    self.signature = signature
                 }
                 public enum CodingKeys: String, CodingKey {
                     case code
                     case message
                     case requestId
+                    case signature
                 }
             }
             /// - Remark: Generated from `#/components/schemas/ErrorEnvelope/error`.
@@ -589,10 +603,11 @@ extension Components {
             /// at activation): P-256 ECDSA, raw r||s, standard base64, over the label
             /// `horizon/settlement-result/v1` and paymentId, outcome, amount, tip, currency, reference,
             /// declineCode, declineReason, bonusPointsEarned, bonusPointsBalance, sessionId, settledAt,
-            /// transactionType, item and quantity (absent ones as `-`), each written as its UTF-8 length,
+            /// transactionType, item and quantity (absent ones as `-`), then, for an answer with an
+            /// `offline` part, its tokenId, acceptedAt and guaranteed, each written as its UTF-8 length,
             /// `:` and its text, one per line. A terminal shows an outcome only when it verifies; an
             /// answer without it, or with a wrong one, is treated as no answer (the payment stays
-            /// pending and is asked again).
+            /// pending, or owed if it was accepted offline, and is asked again).
             ///
             ///
             /// - Remark: Generated from `#/components/schemas/PaymentResult/signature`.

@@ -20,6 +20,33 @@ extension APIHandler {
         guard case .json(let submission) = input.body else {
             throw APIError(.unsupportedMediaType, "the body must be JSON")
         }
+        do { return try await settleOffline(submission) } catch let error as APIError {
+            throw signedRefusal(error, paymentID: submission.paymentId)
+        }
+    }
+
+    /// A final refusal (a 4xx the terminal would get again on every forward) signed with the
+    /// issuer key over the payment id, status, code and message: the terminal gives up an owed
+    /// payment only on a refusal it can verify, so nobody on the network path can make it forget
+    /// one with a forged 4xx. Anything else stays unsigned (the payment stays owed).
+    func signedRefusal(_ error: APIError, paymentID: String) -> APIError {
+        let status = error.status.code
+        guard (400..<500).contains(status), ![401, 408, 429].contains(status) else { return error }
+        var signed = error
+        do {
+            signed.signature = try SettlementSignature.refusalSignature(
+                paymentID: paymentID, status: status, code: error.code.rawValue, message: error.message,
+                by: issuer.signingKey)
+        } catch {
+            return APIError(
+                .internalError, "the server could not sign its answer; the request id identifies it in the log")
+        }
+        return signed
+    }
+
+    func settleOffline(_ submission: Components.Schemas.OfflinePaymentSubmission) async throws
+        -> Operations.SubmitOfflinePayment.Output
+    {
         let terminal = try await signingTerminal()
         // The payment is checked exactly as an online one: the wallet's signature over the
         // Confirm, the terminal it names, every stated term.

@@ -147,6 +147,9 @@ public struct APIError: Error, Sendable, Equatable {
     public let message: String
     /// Extra response headers (`Retry-After`, `Allow`, `WWW-Authenticate`).
     public var headers: HTTPFields
+    /// The issuer key's signature over a refusal the client must be able to trust over a hostile
+    /// network (a refused offline forward), sent in the envelope.
+    public var signature: String? = nil
 
     public init(_ code: Code, _ message: String, headers: HTTPFields = [:]) {
         self.code = code
@@ -158,7 +161,7 @@ public struct APIError: Error, Sendable, Equatable {
 
     /// The envelope as the API sends it.
     public func envelope(requestID: String) -> Components.Schemas.ErrorEnvelope {
-        .init(error: .init(code: code.rawValue, message: message, requestId: requestID))
+        .init(error: .init(code: code.rawValue, message: message, requestId: requestID, signature: signature))
     }
 
     public func jsonBody(requestID: String) -> [UInt8] {

@@ -1,8 +1,10 @@
+import Crypto
 import HorizonCore
 import HorizonProtocol
 import HorizonRoles
 import HorizonServerClient
 import HorizonStores
+import Logging
 
 /// The terminal's offline forwarder: each payment it accepted offline goes to
 /// `POST /v1/payments/offline`, signed with the terminal's key, with the wallet's Confirm and
@@ -13,11 +15,24 @@ import HorizonStores
 /// as an expired or foreign token, or `payment_conflict`) is final too and is kept as a decline;
 /// anything else (unreachable, timed out, a 5xx, 401 for a clock or key the operator fixes, 429)
 /// throws: the payment stays owed and is sent again on the next run.
+///
+/// An answer counts only when the server signed it with `anchor`, the issuer key the terminal
+/// pinned at activation, settlements and refusals alike: a "settled" or a 4xx from anyone else (a
+/// man in the middle) is no answer, logged at warning, and the payment stays owed, so the
+/// terminal never forgets a payment the server did not receive.
 public struct ServerOfflineForwarder: OfflinePaymentForwarder {
     public let client: HorizonServerClient
+    public let anchor: P256.Signing.PublicKey
+    let logger: Logger
 
-    /// - Parameter client: signed with the terminal's key (the one that accepted the payments).
-    public init(client: HorizonServerClient) { self.client = client }
+    /// - Parameters:
+    ///   - client: signed with the terminal's key (the one that accepted the payments).
+    ///   - anchor: the server's issuer key, pinned at activation (`anchor.pub`).
+    public init(client: HorizonServerClient, anchor: P256.Signing.PublicKey, logger: Logger) {
+        self.client = client
+        self.anchor = anchor
+        self.logger = logger
+    }
 
     public func forward(_ payment: OfflinePaymentRecord) async throws -> OfflineForwardOutcome {
         let settlement: OfflinePaymentSettlement
@@ -25,9 +40,14 @@ public struct ServerOfflineForwarder: OfflinePaymentForwarder {
             settlement = try await client.submitOfflinePayment(
                 paymentID: payment.paymentID, confirmation: payment.signedConfirmation, amount: payment.amount,
                 tip: payment.tip, registerUser: payment.registerUser, dailyToken: payment.dailyToken,
-                acceptedAt: payment.acceptedAt)
+                acceptedAt: payment.acceptedAt, anchor: anchor)
         } catch {
             if let outcome = Self.finalRefusal(error) { return outcome }
+            if case .invalidResponse(let reason) = error {
+                logger.warning(
+                    "an answer to an offline forward is not the server's; the payment stays owed",
+                    metadata: ["paymentID": "\(payment.paymentID)", "reason": "\(reason)"])
+            }
             throw error
         }
         switch settlement.outcome {
@@ -43,7 +63,7 @@ public struct ServerOfflineForwarder: OfflinePaymentForwarder {
     /// nil for one that may pass later (the payment stays owed).
     static func finalRefusal(_ error: ServerClientError) -> OfflineForwardOutcome? {
         guard case .refused(let status, let code, let message, _) = error else { return nil }
-        guard (400..<500).contains(status), status != 401, status != 408, status != 429 else { return nil }
+        guard HorizonServerClient.isFinalOfflineRefusal(status: status) else { return nil }
         return .declined(code: code, reason: message)
     }
 }
