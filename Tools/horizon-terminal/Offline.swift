@@ -48,7 +48,7 @@ struct OfflineCommand: AsyncParsableCommand {
             }
             for row in rows {
                 var line =
-                    "\(row.paymentID)  \(row.state.padding(toLength: 10, withPad: " ", startingAt: 0))  \(row.acceptedAt)  \(row.total) \(row.currency) (tip \(row.tip))"
+                    "\(row.paymentId)  \(row.state.padding(toLength: 10, withPad: " ", startingAt: 0))  \(row.acceptedAt)  \(row.total.formatted) (tip \(row.tip.formattedAmount))"
                 if let code = row.declineCode { line += "  declined \(code): \(row.declineReason ?? "")" }
                 print(line)
             }
@@ -79,7 +79,7 @@ struct OfflineCommand: AsyncParsableCommand {
                     OfflineForwardSummary(
                         settled: report.settled.map(\.description),
                         declined: report.declined.map {
-                            ["paymentID": $0.paymentID.description, "code": $0.code, "reason": $0.reason]
+                            ["paymentId": $0.paymentID.description, "code": $0.code, "reason": $0.reason]
                         },
                         outstanding: report.outstanding, interruption: report.interruption))
             } else {
@@ -107,28 +107,26 @@ func makeOfflineForwarder(
 }
 
 struct OfflinePaymentRow: Encodable {
-    let paymentID: String
+    let paymentId: String
     let state: String
     let acceptedAt: String
-    let amount: String
-    let tip: String
-    let total: String
-    let currency: String
-    let tokenID: String
+    let amount: JSONMoney
+    let tip: JSONMoney
+    let total: JSONMoney
+    let tokenId: String
     let forwardAttempts: Int
     let declineCode: String?
     let declineReason: String?
 
     init(_ payment: StoredOfflinePayment) {
         let record = payment.record
-        paymentID = record.paymentID.description
+        paymentId = record.paymentID.description
         state = payment.state.rawValue
         acceptedAt = OfflineStatus.format(record.acceptedAt)
-        amount = record.amount.formattedAmount
-        tip = record.tip.formattedAmount
-        total = ((try? record.amount.adding(record.tip)) ?? record.amount).formattedAmount
-        currency = record.amount.currency.code
-        tokenID = record.tokenID.hexString
+        amount = JSONMoney(record.amount)
+        tip = JSONMoney(record.tip)
+        total = JSONMoney((try? record.amount.adding(record.tip)) ?? record.amount)
+        tokenId = record.tokenID.hexString
         forwardAttempts = payment.forwardAttempts
         declineCode = payment.declineCode
         declineReason = payment.declineReason
@@ -151,8 +149,8 @@ struct OfflineStatus: Encodable {
     let lastServerContact: String?
     let lastServerFailure: String?
     let storedCount: Int
-    /// Per currency code, the total of the payments not yet forwarded.
-    let storedTotals: [String: String]
+    /// The totals of the payments not yet forwarded, one per currency.
+    let storedTotals: [JSONMoney]
     let oldestStored: String?
     let settledCount: Int
     let declinedCount: Int
@@ -163,12 +161,9 @@ struct OfflineStatus: Encodable {
         lastServerContact = contact?.lastReached.map(Self.format)
         lastServerFailure = contact?.lastUnreachable.map(Self.format)
         storedCount = summary.outstandingCount
-        var totals: [String: String] = [:]
-        for (code, units) in summary.outstandingTotals {
-            let currency = (try? Currency(code: code)) ?? .eur
-            totals[code] = (try? Money(minorUnits: units, currency: currency))?.description ?? "\(units) \(code)"
+        storedTotals = summary.outstandingTotals.sorted { $0.key < $1.key }.map { code, units in
+            JSONMoney(minorUnits: units, currency: code)
         }
-        storedTotals = totals
         oldestStored = summary.oldestAcceptedAt.map(Self.format)
         settledCount = summary.settledCount
         declinedCount = summary.declinedCount
@@ -220,7 +215,7 @@ struct OfflineStatus: Encodable {
         guard storedCount > 0 else {
             return "offline   nothing stored (\(settledCount) forwarded and settled, \(declinedCount) declined)"
         }
-        let totals = storedTotals.keys.sorted().compactMap { storedTotals[$0] }.joined(separator: ", ")
+        let totals = storedTotals.map(\.formatted).joined(separator: ", ")
         return
             "offline   \(storedCount) stored, total \(totals), oldest \(oldestStored ?? "?") (\(settledCount) settled, \(declinedCount) declined)"
     }
