@@ -35,7 +35,10 @@ struct History: AsyncParsableCommand {
         let files = global.walletFiles
         _ = try files.loadPublicKey()
         let store = try files.openStore()
-        let pending = try SQLitePendingPaymentStore(store: store).all()
+        // A payment with a receipt is settled: not listed as pending as well.
+        let pending = HistoryMerge.unsettled(
+            try SQLitePendingPaymentStore(store: store).all(), id: { "\($0.paymentID)" },
+            settled: try store.receipts().map(\.paymentID))
         guard try WalletSession.account(files) != nil else {
             if cursor != nil || details != nil { throw CLIError(WalletSession.sandboxAdvice) }
             return try localReceipts(store.receipts(), pending: pending)
@@ -83,10 +86,12 @@ struct History: AsyncParsableCommand {
             return try localReceipts(receipts, pending: pending)
         }
         let page = result.value
-        for payment in pending {
+        let pendingHere = HistoryMerge.unsettled(
+            pending, id: { "\($0.paymentID)" }, settled: page.transactions.map(\.paymentId))
+        for payment in pendingHere {
             print("PENDING   \(payment.merchantName)  \(PendingRow(payment).what)  id \(payment.paymentID)")
         }
-        if page.transactions.isEmpty, pending.isEmpty {
+        if page.transactions.isEmpty, pendingHere.isEmpty {
             print(cursor == nil ? "no transactions yet" : "no more transactions")
         }
         // What a terminal accepted offline is not on the server until that terminal
