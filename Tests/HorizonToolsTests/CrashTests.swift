@@ -106,7 +106,7 @@ struct CrashTests {
             as? [String: Any]
         #expect((history?["pending"] as? [Any])?.isEmpty == true, "\(victim): still pending")
         let receiptIDs = Set(
-            ((history?["receipts"] as? [[String: Any]]) ?? []).compactMap { $0["paymentID"] as? String })
+            ((history?["receipts"] as? [[String: Any]]) ?? []).compactMap { $0["paymentId"] as? String })
         let approvedIDs = Set(approved.compactMap { $0["paymentId"] as? String })
         #expect(receiptIDs == approvedIDs, "\(victim): the wallet's receipts differ from the ledger's approvals")
 

@@ -12,7 +12,7 @@ struct OfflineProgramTests {
         let rig = try RemoteLedgerRig()
         let token = try json(
             try RemoteLedgerRig.run("horizon-wallet", ["token", "--json", "--data-dir", rig.walletDir]))
-        let allowance = try #require(token["allowanceMinorUnits"] as? Int)
+        let allowance = try #require(JSONShapes.money(token["allowance"])?.minorUnits)
         #expect(allowance >= 12_00)
         let stopped = rig.stopServer()
         #expect(stopped.status == 0, "\(stopped.standardError)")
@@ -27,12 +27,12 @@ struct OfflineProgramTests {
         #expect(wallet.status == 0, "wallet: \(wallet.standardOutput) \(wallet.standardError)")
         let receipt = try json(String(wallet.standardOutput.drop(while: { $0 != "{" })))
         #expect(receipt["acceptedOffline"] as? Bool == true)
-        #expect(receipt["paymentID"] as? String == paymentID)
+        #expect(receipt["paymentId"] as? String == paymentID)
 
         // The wallet's kept token now allows 12.00 less.
         let after = try json(
             try RemoteLedgerRig.run("horizon-wallet", ["token", "--json", "--data-dir", rig.walletDir]))
-        #expect(after["remainingMinorUnits"] as? Int == allowance - 12_00)
+        #expect(JSONShapes.money(after["remaining"])?.minorUnits == allowance - 12_00)
 
         // Its own history says so (the server, down, cannot list it yet anyway).
         let history = try Programs.run("horizon-wallet", ["history", "--data-dir", rig.walletDir])

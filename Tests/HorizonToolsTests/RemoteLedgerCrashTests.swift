@@ -337,7 +337,7 @@ final class RemoteLedgerRig {
         let text = try Self.run("horizon-wallet", ["history", "--json", "--data-dir", walletDir])
         let history = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
         let ids = { (key: String) in
-            ((history?[key] as? [[String: Any]]) ?? []).compactMap { $0["paymentID"] as? String }
+            ((history?[key] as? [[String: Any]]) ?? []).compactMap { $0["paymentId"] as? String }
         }
         return (ids("pending"), ids("receipts"))
     }

@@ -60,8 +60,8 @@ struct TokenProgramTests {
         let again = try object(try wallet(["token", "--json"]).standardOutput)
         let id = try #require(again["tokenId"] as? String)
         #expect(id.count == 32 && first.standardOutput.hasPrefix("token       \(id)\n"))
-        #expect(again["state"] as? String == "fresh" && again["allowanceMinorUnits"] as? Int == 50_00)
-        #expect(again["allowance"] as? String == "50.00" && again["currency"] as? String == "EUR")
+        #expect(again["state"] as? String == "fresh" && JSONShapes.money(again["allowance"])?.minorUnits == 50_00)
+        #expect(JSONShapes.formatted(again["allowance"]) == "50.00 EUR")
         let issuedAt = try #require(again["issuedAt"] as? Int)
         #expect(again["expiresAt"] as? Int == issuedAt + 86_400)
         // A refresh with nothing changed: the same token.

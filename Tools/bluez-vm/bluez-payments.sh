@@ -166,7 +166,7 @@ check_payment_with_tip() {
         show tip
         return 1
     }
-    grep -q '"state" : "completed"' "$work/tip.terminal.json" && grep -q '"tip" : "1.50' "$work/tip.terminal.json" &&
+    grep -q '"state" : "completed"' "$work/tip.terminal.json" && grep -q '"formatted" : "1.50 EUR"' "$work/tip.terminal.json" &&
         terminal transactions | grep -q "12.50 + 1.50" || {
         show tip
         terminal transactions

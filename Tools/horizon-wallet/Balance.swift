@@ -37,18 +37,12 @@ struct Balance: AsyncParsableCommand {
         if json {
             return try Console().json(
                 BalanceReport(
-                    balances: balances.value.map {
-                        .init(amount: amountText($0.amount, $0.currency), currency: $0.currency, minorUnits: $0.amount)
-                    },
+                    balances: balances.value.map { JSONMoney(minorUnits: $0.amount, currency: $0.currency) },
                     bonusPoints: points.value.map {
                         .init(merchantId: $0.merchantId, merchantName: $0.merchantName, points: $0.points)
                     },
                     freshness: FreshnessJSON(balances), viaTerminal: session.terminalRelay != nil,
-                    offlineAllowance: offline.map {
-                        .init(
-                            amount: $0.remainingAllowance.formattedAmount, currency: $0.token.allowance.currency.code,
-                            minorUnits: $0.remainingAllowance.minorUnits)
-                    }))
+                    offlineAllowance: offline.map { JSONMoney($0.remainingAllowance) }))
         }
         if balances.value.isEmpty { print("balance       none yet") }
         for balance in balances.value { print("balance       \(moneyText(balance.amount, balance.currency))") }
@@ -60,21 +54,16 @@ struct Balance: AsyncParsableCommand {
 }
 
 struct BalanceReport: Encodable {
-    struct Amount: Encodable {
-        let amount: String
-        let currency: String
-        let minorUnits: Int64
-    }
     struct Points: Encodable {
         let merchantId: String
         let merchantName: String
         let points: Int64
     }
-    let balances: [Amount]
+    let balances: [JSONMoney]
     let bonusPoints: [Points]
     let freshness: FreshnessJSON
     /// The answer came through a terminal (the request proxy).
     let viaTerminal: Bool
     /// What the current daily token still allows offline; nil without a valid token.
-    let offlineAllowance: Amount?
+    let offlineAllowance: JSONMoney?
 }

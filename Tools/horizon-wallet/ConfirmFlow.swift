@@ -154,7 +154,7 @@ struct ConfirmFlow: Sendable {
         }
         try save(receipt)
         if json {
-            try console.json(StoredReceipt(recording: receipt))
+            try console.json(ReceiptJSON(StoredReceipt(recording: receipt)))
         } else {
             for line in script.success(receipt) { console.line(line) }
         }

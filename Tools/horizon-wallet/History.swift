@@ -75,7 +75,8 @@ struct History: AsyncParsableCommand {
             return try Console().json(
                 ServerHistoryReport(
                     transactions: result?.value.transactions.map(TransactionJSON.init),
-                    nextCursor: result?.value.nextCursor, pending: pending.map(PendingRow.init), receipts: receipts,
+                    nextCursor: result?.value.nextCursor, pending: pending.map(PendingRow.init),
+                    receipts: receipts.map(ReceiptJSON.init),
                     freshness: result.map(FreshnessJSON.init), serverError: unreachable))
         }
         guard let result else {
@@ -112,7 +113,8 @@ struct History: AsyncParsableCommand {
     /// A sandbox wallet's own receipts (its own store; no server to ask).
     private func localReceipts(_ receipts: [StoredReceipt], pending: [PendingPayment]) throws {
         if json {
-            try Console().json(HistoryReport(receipts: receipts, pending: pending.map(PendingRow.init)))
+            try Console().json(
+                HistoryReport(receipts: receipts.map(ReceiptJSON.init), pending: pending.map(PendingRow.init)))
             return
         }
         if receipts.isEmpty, pending.isEmpty { print("no payments yet") }
@@ -142,9 +144,8 @@ struct TransactionJSON: Encodable {
     let outcome: String
     let merchantId: String
     let merchantName: String
-    let amount: String
-    let tip: String
-    let currency: String
+    let amount: JSONMoney
+    let tip: JSONMoney
     let settledAt: Int64
     let reference: Int64?
     let item: String?
@@ -157,7 +158,7 @@ struct TransactionJSON: Encodable {
 
     struct RefundJSON: Encodable {
         let refundId: String
-        let amount: String
+        let amount: JSONMoney
         let destination: String
         let bonusPointsReversed: Int64
         let refundedAt: Int64
@@ -169,9 +170,8 @@ struct TransactionJSON: Encodable {
         outcome = transaction.outcome.rawValue
         merchantId = transaction.merchantId
         merchantName = transaction.merchantName
-        amount = amountText(transaction.amount, transaction.currency)
-        tip = amountText(transaction.tip, transaction.currency)
-        currency = transaction.currency
+        amount = JSONMoney(minorUnits: transaction.amount, currency: transaction.currency)
+        tip = JSONMoney(minorUnits: transaction.tip, currency: transaction.currency)
         settledAt = transaction.settledAt
         reference = transaction.reference
         item = transaction.item
@@ -181,7 +181,7 @@ struct TransactionJSON: Encodable {
         registerUser = transaction.registerUser
         refunds = (transaction.refunds ?? []).map { refund in
             RefundJSON(
-                refundId: refund.refundId, amount: amountText(refund.amount, refund.currency) + " " + refund.currency,
+                refundId: refund.refundId, amount: JSONMoney(minorUnits: refund.amount, currency: refund.currency),
                 destination: refund.destination, bonusPointsReversed: refund.bonusPointsReversed,
                 refundedAt: refund.refundedAt)
         }
@@ -189,14 +189,14 @@ struct TransactionJSON: Encodable {
 
     var what: String {
         switch type {
-        case "payment": "\(amount) + tip \(tip) \(currency)"
+        case "payment": "\(amount.formattedAmount) + tip \(tip.formattedAmount) \(amount.currency)"
         case "bonus": "\(item ?? "") for \(quantity ?? 0) points"
         default: "\(type) \(item ?? "")"
         }
     }
 
     var summary: String {
-        let refunded = refunds.isEmpty ? "" : "  refunded \(refunds.map(\.amount).joined(separator: ", "))"
+        let refunded = refunds.isEmpty ? "" : "  refunded \(refunds.map(\.amount.formatted).joined(separator: ", "))"
         return
             "\(timeText(settledAt))  \(merchantName)  \(what)  \(outcome)\(declineReason.map { " (\($0))" } ?? "")\(refunded)  id \(paymentId)"
     }
@@ -215,7 +215,7 @@ struct TransactionJSON: Encodable {
             lines.append(
                 (
                     "refunded",
-                    "\(refund.amount) on \(timeText(refund.refundedAt)) to \(refund.destination)"
+                    "\(refund.amount.formatted) on \(timeText(refund.refundedAt)) to \(refund.destination)"
                         + (refund.bonusPointsReversed > 0 ? ", \(refund.bonusPointsReversed) points taken back" : "")
                         + "  (refund \(refund.refundId))"
                 ))
@@ -230,18 +230,18 @@ struct ServerHistoryReport: Encodable {
     let transactions: [TransactionJSON]?
     let nextCursor: String?
     let pending: [PendingRow]
-    let receipts: [StoredReceipt]
+    let receipts: [ReceiptJSON]
     let freshness: FreshnessJSON?
     let serverError: String?
 }
 
 struct HistoryReport: Encodable {
-    let receipts: [StoredReceipt]
+    let receipts: [ReceiptJSON]
     let pending: [PendingRow]
 }
 
 struct PendingRow: Encodable {
-    let paymentID: String
+    let paymentId: String
     let kind: String
     let merchantName: String
     /// "12.50 + tip 1.50 EUR" for a payment, the coupon or reward for a redemption.
@@ -249,7 +249,7 @@ struct PendingRow: Encodable {
     let createdAt: Int64
 
     init(_ pending: PendingPayment) {
-        paymentID = pending.paymentID.description
+        paymentId = pending.paymentID.description
         merchantName = pending.merchantName
         createdAt = pending.createdAt
         if let confirm = pending.confirm {

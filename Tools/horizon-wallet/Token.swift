@@ -87,10 +87,8 @@ struct Token: AsyncParsableCommand {
         if json {
             return try Console().json(
                 TokenReport(
-                    tokenId: daily.tokenIDHex, currency: daily.allowance.currency.code,
-                    allowance: daily.allowance.formattedAmount, allowanceMinorUnits: daily.allowance.minorUnits,
-                    remaining: token.remainingAllowance.formattedAmount,
-                    remainingMinorUnits: token.remainingAllowance.minorUnits, issuedAt: daily.issuedAt,
+                    tokenId: daily.tokenIDHex, allowance: JSONMoney(daily.allowance),
+                    remaining: JSONMoney(token.remainingAllowance), issuedAt: daily.issuedAt,
                     expiresAt: daily.expiresAt, state: state.rawValue))
         }
         let left = max(0, daily.expiresAt - Int64(Date().timeIntervalSince1970))
@@ -117,11 +115,8 @@ enum TokenState: String {
 
 struct TokenReport: Encodable {
     let tokenId: String
-    let currency: String
-    let allowance: String
-    let allowanceMinorUnits: Int64
-    let remaining: String
-    let remainingMinorUnits: Int64
+    let allowance: JSONMoney
+    let remaining: JSONMoney
     let issuedAt: Int64
     let expiresAt: Int64
     /// new, fresh or cached.
