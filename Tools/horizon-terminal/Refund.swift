@@ -87,7 +87,7 @@ struct RefundCommand: AsyncParsableCommand {
             let request = RefundRequest(refundID: RefundID(rawValue: refundID), paymentID: id, amount: money)
             switch await Self.refund(request, in: ledger) {
             case .success(let refund): row = RefundRow(refund)
-            case .failure(.refundRefused(let refusal)): throw CLIError("\(refusal) [\(refusal.code)]")
+            case .failure(.refundRefused(let refusal)): throw CLIError("\(refusal) [\(refusal.code)]", code: refusal.code)
             case .failure(let error): throw CLIError("the refund failed: \(error)")
             }
         }
@@ -148,7 +148,9 @@ extension GlobalOptions {
         let url: URL
         do { url = try HorizonServerClient.url(server) } catch { throw CLIError("\(error)") }
         let client = MerchantServiceClient(serverURL: url, terminalKey: try files.loadIdentity().signingKey)
-        do { try await client.start() } catch { throw CLIError(Self.advice(for: error, server: server)) }
+        do { try await client.start() } catch {
+            throw CLIError(Self.advice(for: error, server: server), code: error.code ?? JSONErrorCode.commandFailed)
+        }
         return client
     }
 
@@ -170,7 +172,8 @@ extension MerchantServiceClient {
     /// Runs one call and turns its failure into the CLI's error, with the server's code.
     nonisolated func run<T: Sendable>(_ body: (MerchantServiceClient) async throws -> T) async throws -> T {
         do { return try await body(self) } catch let error as MerchantServiceError {
-            throw CLIError(GlobalOptions.advice(for: error, server: "its server"))
+            throw CLIError(
+                GlobalOptions.advice(for: error, server: "its server"), code: error.code ?? JSONErrorCode.commandFailed)
         }
     }
 }
