@@ -105,8 +105,8 @@ struct Coupons: AsyncParsableCommand {
                     coupons: result.value.map {
                         CouponJSON(
                             merchantId: $0.merchantId, merchantName: $0.merchantName, code: $0.code,
-                            description: $0.description, value: amountText($0.value, $0.currency),
-                            currency: $0.currency, expiresAt: $0.expiresAt, redeemedAt: $0.redeemedAt,
+                            description: $0.description, value: JSONMoney(minorUnits: $0.value, currency: $0.currency),
+                            expiresAt: $0.expiresAt, redeemedAt: $0.redeemedAt,
                             status: $0.status.rawValue)
                     }, freshness: FreshnessJSON(result)))
         }
@@ -130,8 +130,7 @@ struct Coupons: AsyncParsableCommand {
         let merchantName: String
         let code: String
         let description: String
-        let value: String
-        let currency: String
+        let value: JSONMoney
         let expiresAt: Int64
         let redeemedAt: Int64?
         let status: String

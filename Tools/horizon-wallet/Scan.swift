@@ -54,10 +54,10 @@ struct Scan: AsyncParsableCommand {
             try console.json(
                 tracker.trackings.enumerated().map { rank, tracking in
                     ScanRow(
-                        rank: rank + 1, sessionID: tracking.peripheralMetaData.sessionID.description,
+                        rank: rank + 1, sessionId: tracking.peripheralMetaData.sessionID.description,
                         transactionType: tracking.peripheralMetaData.transactionType.description,
                         smoothedRSSI: tracking.smoothedRSSI.map { ($0 * 10).rounded() / 10 },
-                        terminalKeyID: tracking.peripheralMetaData.terminalKeyID.description,
+                        terminalKeyId: tracking.peripheralMetaData.terminalKeyID.description,
                         address: tracking.peripheralMetaData.address.rawValue)
                 })
         }
@@ -80,9 +80,9 @@ struct Scan: AsyncParsableCommand {
 
 struct ScanRow: Encodable {
     let rank: Int
-    let sessionID: String
+    let sessionId: String
     let transactionType: String
     let smoothedRSSI: Double?
-    let terminalKeyID: String
+    let terminalKeyId: String
     let address: String
 }
