@@ -210,24 +210,24 @@ public struct HorizonServerClient: Sendable {
         let host = server.host ?? address
         func has(_ words: String...) -> Bool { words.contains { text.localizedCaseInsensitiveContains($0) } }
         if has("errno: 111", "connection refused") {
-            return "the server at \(address) does not answer (connection refused); is it running?"
+            return "the server at \(address) does not answer (connection refused; is it running?)"
         }
         if has("errno: 101", "network is unreachable", "errno: 113", "no route to host") {
-            return "the server at \(address) cannot be reached (no route to it); check the network"
+            return "the server at \(address) cannot be reached (no route to it; check the network)"
         }
         if has("NIOConnectionError", "SocketAddressError", "unknown(host", "unknown host", "lookup", "resolve", "EAI_", "getaddrinfo", "NXDOMAIN") {
-            return "the server's host name \(host) is not known (DNS); check the address"
+            return "the server's host name \(host) is not known (DNS; check the address)"
         }
         if has("SSL", "TLS", "handshake", "certificate") {
-            return "the server at \(address) failed the TLS handshake; check that it serves https with a certificate this machine trusts"
+            return "the server at \(address) failed the TLS handshake (check that it serves https with a certificate this machine trusts)"
         }
         if has("timed out", "timeout", "errno: 110") {
-            return "the server at \(address) did not answer in time (connection timed out); check the network"
+            return "the server at \(address) did not answer in time (connection timed out; check the network)"
         }
         if has("reset", "errno: 104", "remoteConnectionClosed", "closed") {
-            return "the server at \(address) closed the connection; try again"
+            return "the server at \(address) closed the connection (try again)"
         }
-        return "the server at \(address) cannot be reached; check the address and the network"
+        return "the server at \(address) cannot be reached (check the address and the network)"
     }
 
     static func json<T>(_ body: () throws -> T) throws(ServerClientError) -> T {

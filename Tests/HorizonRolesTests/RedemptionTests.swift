@@ -98,7 +98,7 @@ struct RedemptionTests {
         #expect(bench.host.start(RedemptionOffer(item: "Free dessert", value: euros(600))))
         #expect(
             bench.world.run(until: { client.state.isFinished && requestDecline(bench.host.lastWalletNotice) != nil }))
-        #expect(client.error == .declined(code: .alreadyRedeemed, reason: "alreadyRedeemed"))
+        #expect(client.error == .declined(code: .alreadyRedeemed, reason: "it was already redeemed"))
         // The register hears of it; the session stays open (a decline ends one wallet's attempt).
         #expect(requestDecline(bench.host.lastWalletNotice)?.code == .alreadyRedeemed)
         #expect(requestDecline(bench.host.lastWalletNotice)?.reason == "the gold benefit was already used this period")
@@ -134,9 +134,9 @@ struct RedemptionTests {
         }
         #expect(try redeem("SUMMER-24") == nil)
         #expect(client.receipt?.item == "SUMMER-24")
-        #expect(try redeem("SUMMER-24") == .declined(code: .alreadyRedeemed, reason: "alreadyRedeemed"))
-        #expect(try redeem("OLD-1") == .declined(code: .expired, reason: "expired"))
-        #expect(try redeem("NOPE") == .declined(code: .notFound, reason: "notFound"))
+        #expect(try redeem("SUMMER-24") == .declined(code: .alreadyRedeemed, reason: "it was already redeemed"))
+        #expect(try redeem("OLD-1") == .declined(code: .expired, reason: "it expired"))
+        #expect(try redeem("NOPE") == .declined(code: .notFound, reason: "it was not found"))
         let coupons = try bench.terminal.ledger.coupons(for: wallet.identity.publicKey)
         #expect(coupons.filter { $0.redeemedAt != nil }.map(\.code) == ["SUMMER-24"])
         withExtendedLifetime(autopilot) {}
@@ -151,7 +151,7 @@ struct RedemptionTests {
         let client = wallet.coordinator.bonusRedemptionClient
         #expect(
             bench.world.run(until: { client.state.isFinished && requestDecline(bench.host.lastWalletNotice) != nil }))
-        #expect(client.error == .declined(code: .insufficientPoints, reason: "insufficientPoints"))
+        #expect(client.error == .declined(code: .insufficientPoints, reason: "there are not enough bonus points"))
         #expect(requestDecline(bench.host.lastWalletNotice)?.code == .insufficientPoints)
         #expect(requestDecline(bench.host.lastWalletNotice)?.reason == "not enough bonus points: 100 needed, 40 held")
         #expect(bench.host.error == nil)
@@ -189,7 +189,7 @@ struct RedemptionTests {
         for host in hosts { #expect(host.start(RedemptionOffer(item: "coupon", value: euros(0)))) }
         #expect(world.run(until: { clients.allSatisfy { $0.state.isFinished } }))
         #expect(clients.filter { $0.state == .completed }.count == 1)
-        #expect(clients.compactMap(\.error) == [.declined(code: .alreadyRedeemed, reason: "alreadyRedeemed")])
+        #expect(clients.compactMap(\.error) == [.declined(code: .alreadyRedeemed, reason: "it was already redeemed")])
         let redeemed = try shop.ledger.transactions().filter {
             $0.transactionType == .couponRedemption && $0.outcome.isApproved
         }

@@ -80,7 +80,7 @@ struct ErrorTextProgramTests {
                     "owner@example.com", "--password-file", passwordFile,
                 ],
                 standardError:
-                    "error: activation failed: the server at \(stoppedServer) does not answer (connection refused); is it running?\n",
+                    "error: activation failed: the server at \(stoppedServer) does not answer (connection refused; is it running?)\n",
                 status: 1),
             Case(
                 program: "horizon-terminal",
