@@ -41,7 +41,7 @@ struct ServerProgramTests {
         #expect(merchants?.first?["name"] as? String == "Corner Bakery")
         #expect(merchants?.first?["currency"] as? String == "EUR")
         #expect(merchants?.first?["adminEmail"] as? String == "owner@bakery.example")
-        #expect((merchants?.first?["id"] as? String)?.isEmpty == false)
+        #expect((merchants?.first?["merchantId"] as? String)?.isEmpty == false)
 
         let anchorRun = try ServerProcess.run(["anchor", "--json", "--data-dir", data])
         #expect(anchorRun.status == 0, "\(anchorRun.errors)")

@@ -87,6 +87,8 @@ struct JSONContractProgramTests {
         try Contract.expectObject(try wallet(["token", "--json"]), "wallet token")
         try Contract.expectObject(try wallet(["history", "--json"]), "wallet history")
         try Contract.expectArray(try server(["wallets", "list", "--json"]), "server wallets list")
+        try Contract.expectArray(try server(["merchants", "list", "--json"]), "server merchants list")
+        try Contract.expectArray(try server(["terminals", "list", "--json"]), "server terminals list")
 
         // The server's list shows the refund with its payment, in JSON and in text.
         let listed = try Contract.expectObject(try server(["transactions", "--json"]), "server transactions")
@@ -186,6 +188,7 @@ enum Contract {
         for (key, element) in object {
             let here = "\(path).\(key)"
             #expect(!key.hasSuffix("ID"), "\(here): ids are spelled …Id", sourceLocation: sourceLocation)
+            #expect(key != "id", "\(here): an id names what it identifies (merchantId, …)", sourceLocation: sourceLocation)
             #expect(!key.hasSuffix("MinorUnits"), "\(here): money is a JSONMoney", sourceLocation: sourceLocation)
             if moneyKeys.contains(key) {
                 let amounts = (element as? [Any]) ?? [element]

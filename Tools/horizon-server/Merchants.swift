@@ -119,14 +119,14 @@ func newPasswordHash(for email: String, file: String?, settings: ServerConfigura
 }
 
 struct MerchantJSON: Encodable {
-    let id: String
+    let merchantId: String
     let name: String
     let currency: String
     let adminEmail: String
     let createdAt: Int64
 
     init(_ merchant: Merchant) {
-        id = merchant.id.rawValue
+        merchantId = merchant.id.rawValue
         name = merchant.name
         currency = merchant.currency.code
         adminEmail = merchant.adminEmail

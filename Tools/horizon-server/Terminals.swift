@@ -56,7 +56,7 @@ struct Terminals: AsyncParsableCommand {
 }
 
 struct TerminalJSON: Encodable {
-    let id: String
+    let terminalId: String
     let merchantId: String
     let label: String
     let keyId: String
@@ -65,7 +65,7 @@ struct TerminalJSON: Encodable {
     let revokedAt: Int64?
 
     init(_ terminal: TerminalRecord) {
-        id = terminal.id.rawValue
+        terminalId = terminal.id.rawValue
         merchantId = terminal.merchantID.rawValue
         label = terminal.label
         keyId = hex(terminal.keyID)

@@ -20,7 +20,7 @@ struct Wallets: AsyncParsableCommand {
                 try console.json(
                     wallets.map { wallet, contact in
                         WalletJSON(
-                            id: wallet.id.rawValue, name: wallet.name, email: contact.email, phone: contact.phone,
+                            walletId: wallet.id.rawValue, name: wallet.name, email: contact.email, phone: contact.phone,
                             createdAt: wallet.createdAt)
                     })
                 return
@@ -65,7 +65,7 @@ struct Wallets: AsyncParsableCommand {
 }
 
 struct WalletJSON: Encodable {
-    let id: String
+    let walletId: String
     let name: String
     let email: String?
     let phone: String?
