@@ -122,6 +122,11 @@ struct ErrorTextProgramTests {
         #expect(register.status == 1)
 
         let listed = try Programs.run("horizon-terminal", ["transactions", "--data-dir", terminal])
+        // The decline's words, not its code's name.
+        #expect(
+            listed.standardOutput.contains("  (insufficient funds: 1000.00 EUR needed, 100.00 EUR available)\n"),
+            "\(listed.standardOutput)")
+        #expect(!listed.standardOutput.contains("insufficientFunds"))
         let paymentID = try #require(
             listed.standardOutput.split(separator: " ").first(where: { $0.count == 32 }).map(String.init),
             "\(listed.standardOutput)")
