@@ -39,6 +39,8 @@ struct JSONContractProgramTests {
         let page = try Contract.expectObject(try terminal(["transactions", "--json"]), "transactions")
         #expect((page["transactions"] as? [[String: Any]])?.first?["paymentId"] as? String == paymentID)
         try Contract.expectArray(try terminal(["journal", "--json"]), "journal")
+        try Contract.expectObject(
+            try terminal(["status", "--json", "--seconds", "1", "--radio-socket", socket]), "status")
         try Contract.expectArray(try terminal(["register-users", "list", "--json"]), "register-users list")
         try Contract.expectObject(
             try terminal(["programs", "show", "--json", "--wallet-dir", walletDir]), "programs show")
@@ -87,6 +89,12 @@ struct JSONContractProgramTests {
         try Contract.expectObject(try wallet(["token", "--json"]), "wallet token")
         try Contract.expectObject(try wallet(["history", "--json"]), "wallet history")
         try Contract.expectArray(try server(["wallets", "list", "--json"]), "server wallets list")
+        for command in ["account", "points", "coupons", "memberships"] {
+            try Contract.expectObject(try wallet([command, "--json"]), "wallet \(command)")
+        }
+        try Contract.expectObject(try server(["anchor", "--json"]), "server anchor")
+        try Contract.expectArray(try server(["outbox", "--json"]), "server outbox")
+        try Contract.expectArray(try server(["messages", "list", "--json"]), "server messages list")
         try Contract.expectArray(try server(["merchants", "list", "--json"]), "server merchants list")
         try Contract.expectArray(try server(["terminals", "list", "--json"]), "server terminals list")
 

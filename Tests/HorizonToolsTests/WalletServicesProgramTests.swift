@@ -30,7 +30,7 @@ struct WalletServicesProgramTests {
                 "--data-dir", serverDir, "--json",
             ])
         #expect(added.status == 0, "\(added.standardError)")
-        let messageID = try #require(try object(added.standardOutput)["id"] as? Int)
+        let messageID = try #require(try object(added.standardOutput)["messageId"] as? Int)
         let badSeverity = try Programs.run(
             "horizon-server", ["messages", "add", "x", "--severity", "loud", "--data-dir", serverDir])
         #expect(badSeverity.status == 2)

@@ -86,7 +86,7 @@ struct Messages: AsyncParsableCommand {
     }
 
     struct MessageJSON: Encodable {
-        let id: Int64
+        let messageId: Int64
         let severity: String
         let title: String
         let body: String
@@ -95,7 +95,7 @@ struct Messages: AsyncParsableCommand {
         let createdAt: Int64
 
         init(_ message: StatusMessage) {
-            id = message.id
+            messageId = message.id
             severity = message.severity.rawValue
             title = message.title
             body = message.body

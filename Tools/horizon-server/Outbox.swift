@@ -33,7 +33,7 @@ struct Outbox: AsyncParsableCommand {
             try console.json(
                 messages.map {
                     MessageJSON(
-                        id: $0.id, channel: $0.channel.rawValue, to: $0.recipient, subject: $0.subject, body: $0.body,
+                        messageId: $0.id, channel: $0.channel.rawValue, to: $0.recipient, subject: $0.subject, body: $0.body,
                         createdAt: $0.createdAt)
                 })
             return
@@ -48,7 +48,7 @@ struct Outbox: AsyncParsableCommand {
     }
 
     struct MessageJSON: Encodable {
-        let id: Int64
+        let messageId: Int64
         let channel: String
         let to: String
         let subject: String
