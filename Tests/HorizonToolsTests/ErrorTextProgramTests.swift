@@ -156,6 +156,24 @@ struct ErrorTextProgramTests {
         #expect(emptyPaying.status == 1)
     }
 
+    /// On a terminal the status line is redrawn in place; a log line (--verbose) starts on a
+    /// line of its own instead of continuing it. `script` gives the program a pseudo-terminal.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script")))
+    func aLogLineIsNotGluedToTheStatusLine() throws {
+        let sandbox = try Sandbox()
+        let (terminal, _, socket) = try sandbox.initializeTerminalAndWallet()
+        let command = [
+            Programs.url("horizon-terminal").path, "pay", "1", "--wait-for-wallet", "2", "--verbose", "--data-dir",
+            terminal, "--radio-socket", socket,
+        ].joined(separator: " ")
+        let run = try RunningProgram(URL(fileURLWithPath: "/usr/bin/script"), ["-qc", command, "/dev/null"], input: nil)
+            .finish()
+        let lines = run.standardOutput.split(whereSeparator: \.isNewline)
+        let status = lines.filter { $0.contains("1.00 EUR — waiting for a wallet") }
+        #expect(!status.isEmpty, "\(run.standardOutput)")
+        #expect(status.allSatisfy { !$0.contains("horizon.terminal:") }, "\(status)")
+    }
+
     /// A pending row and a receipt for the same payment (a Ctrl-C after confirming) are one
     /// payment in the history: the settled one.
     @Test func aPaymentWithAReceiptIsNotAlsoPending() {

@@ -11,7 +11,9 @@ import HorizonCore
 public final class Console: @unchecked Sendable {
     public let isTerminal: Bool
     private let lock = NSLock()
-    private var statusShown = false
+    /// One status line per process, whichever console drew it: a log line ends it first.
+    nonisolated(unsafe) private static var statusShown = false
+    private static let statusLock = NSLock()
 
     public init() { isTerminal = isatty(STDOUT_FILENO) == 1 }
 
@@ -20,8 +22,10 @@ public final class Console: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         if isTerminal {
-            FileHandle.standardOutput.write(Data(("\r\u{1B}[2K" + text).utf8))
-            statusShown = true
+            Self.statusLock.withLock {
+                FileHandle.standardOutput.write(Data(("\r\u{1B}[2K" + text).utf8))
+                Self.statusShown = true
+            }
         } else {
             FileHandle.standardOutput.write(Data((text + "\n").utf8))
         }
@@ -31,11 +35,19 @@ public final class Console: @unchecked Sendable {
     public func line(_ text: String = "") {
         lock.lock()
         defer { lock.unlock() }
-        if statusShown {
-            FileHandle.standardOutput.write(Data("\n".utf8))
-            statusShown = false
-        }
+        Self.endStatusLine()
         FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    /// Ends the status line shown in place, if any, so that what is written next (a line, a log
+    /// line on standard error) starts on a line of its own instead of being glued to it.
+    public static func endStatusLine() {
+        statusLock.withLock {
+            if statusShown {
+                FileHandle.standardOutput.write(Data("\n".utf8))
+                statusShown = false
+            }
+        }
     }
 
     /// Redraws a block of lines in place (the scan table) on a terminal; prints it otherwise.

@@ -241,6 +241,29 @@ private func closeOnExecAboveStandardStreams() {
     }
 }
 
+/// Writes through `base` after ending a status line shown in place: a log line never continues it.
+struct StatusAwareLogHandler: LogHandler {
+    var base: StreamLogHandler
+
+    var logLevel: Logger.Level {
+        get { base.logLevel }
+        set { base.logLevel = newValue }
+    }
+    var metadata: Logger.Metadata {
+        get { base.metadata }
+        set { base.metadata = newValue }
+    }
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { base[metadataKey: key] }
+        set { base[metadataKey: key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        Console.endStatusLine()
+        base.log(event: event)
+    }
+}
+
 /// Sets up swift-log once: warnings by default, everything with --verbose, to standard error.
 public enum Logs {
     nonisolated(unsafe) private static var bootstrapped = false
@@ -248,7 +271,7 @@ public enum Logs {
     public static func logger(_ label: String, verbose: Bool) -> Logger {
         if !bootstrapped {
             bootstrapped = true
-            LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+            LoggingSystem.bootstrap { StatusAwareLogHandler(base: StreamLogHandler.standardError(label: $0)) }
         }
         var logger = Logger(label: label)
         logger.logLevel = verbose ? .debug : .warning
