@@ -55,12 +55,12 @@ struct Activate: AsyncParsableCommand {
         activated = true
         let expires = Date(timeIntervalSince1970: TimeInterval(response.expiresAt))
         if json {
-            try Console().json([
-                "dataDirectory": files.directory.path, "server": settings.server ?? server,
-                "terminalId": response.terminalId, "merchantId": response.merchantId,
-                "merchantName": response.merchantName, "label": response.label, "currency": response.currency,
-                "credentialExpiresAt": "\(response.expiresAt)", "anchorFingerprint": response.anchor.fingerprint,
-            ])
+            try Console().json(
+                ActivationJSON(
+                    dataDirectory: files.directory.path, server: settings.server ?? server,
+                    terminalId: response.terminalId, merchantId: response.merchantId,
+                    merchantName: response.merchantName, label: response.label, currency: response.currency,
+                    credentialExpiresAt: response.expiresAt, anchorFingerprint: response.anchor.fingerprint))
         } else {
             print("Terminal \(response.terminalId) activated in \(files.directory.path)")
             print("  merchant      \(response.merchantName) (\(response.merchantId)), charging in \(response.currency)")
@@ -69,4 +69,17 @@ struct Activate: AsyncParsableCommand {
             print("  server anchor \(response.anchor.fingerprint)")
         }
     }
+}
+
+/// What `activate --json` prints (times in Unix seconds, as everywhere).
+struct ActivationJSON: Encodable {
+    let dataDirectory: String
+    let server: String
+    let terminalId: String
+    let merchantId: String
+    let merchantName: String
+    let label: String
+    let currency: String
+    let credentialExpiresAt: Int64
+    let anchorFingerprint: String
 }
