@@ -114,8 +114,9 @@ struct ProgramTests {
             let summary = try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: Any]
             #expect(JSONShapes.formatted(summary?["total"]) == "\(total) EUR")
         }
+        // Refused as a bad argument before the service is asked.
         let refused = try Programs.run("horizon-terminal", ["pay", "abc", "--control-socket", control])
-        #expect(refused.status == 1)
+        #expect(refused.status == 2)
         #expect(refused.standardError.contains("'abc' is not an amount"))
         let transactions = try Programs.run("horizon-terminal", ["transactions", "--json", "--data-dir", terminalDir])
         #expect(JSONShapes.transactions(transactions.standardOutput).count == 2)
