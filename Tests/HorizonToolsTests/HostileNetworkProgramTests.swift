@@ -36,7 +36,7 @@ struct HostileNetworkProgramTests {
         #expect(lab.status != 0)
         #expect(!lab.standardError.contains("use https://"), "\(lab.standardError)")
         #expect(lab.standardError.contains("WARNING: --insecure-lab-http"), "\(lab.standardError)")
-        #expect(lab.standardError.contains("cannot be reached"), "\(lab.standardError)")
+        #expect(lab.standardError.contains("is not known (DNS; check the address)"), "\(lab.standardError)")
     }
 
     @Test func aWalletPinsNoAnchorWhoseFingerprintIsNotConfirmed() throws {
