@@ -215,11 +215,15 @@ public struct HorizonServerClient: Sendable {
         if has("errno: 101", "network is unreachable", "errno: 113", "no route to host") {
             return "the server at \(address) cannot be reached (no route to it; check the network)"
         }
-        if has("NIOConnectionError", "SocketAddressError", "unknown(host", "unknown host", "lookup", "resolve", "EAI_", "getaddrinfo", "NXDOMAIN") {
+        if has(
+            "NIOConnectionError", "SocketAddressError", "unknown(host", "unknown host", "lookup", "resolve", "EAI_",
+            "getaddrinfo", "NXDOMAIN")
+        {
             return "the server's host name \(host) is not known (DNS; check the address)"
         }
         if has("SSL", "TLS", "handshake", "certificate") {
-            return "the server at \(address) failed the TLS handshake (check that it serves https with a certificate this machine trusts)"
+            return
+                "the server at \(address) failed the TLS handshake (check that it serves https with a certificate this machine trusts)"
         }
         if has("timed out", "timeout", "errno: 110") {
             return "the server at \(address) did not answer in time (connection timed out; check the network)"

@@ -109,7 +109,6 @@ final class FaultSimulation: @unchecked Sendable {
     static let ledgerConfiguration = InProcessLedgerConfiguration(
         enrollment: .refuseUnknown, bonusPointsPerMajorUnit: 1)
 
-
     let configuration: FaultRunConfiguration
     let simulation: RadioSimulation
     let directory: URL

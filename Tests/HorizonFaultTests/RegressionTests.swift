@@ -133,7 +133,9 @@ struct RegressionTests {
         try rig.ledger.setBalance(5_00, for: rig.walletIdentity.publicKey)
         #expect(rig.host.start(amount: euros(1_250)))
         #expect(rig.simulation.run(until: { rig.client.state.isFinished }, timeout: .seconds(30)))
-        #expect(rig.client.error == .declined(code: .insufficientFunds, reason: "the wallet's balance does not cover 14.00 EUR"))
+        #expect(
+            rig.client.error
+                == .declined(code: .insufficientFunds, reason: "the wallet's balance does not cover 14.00 EUR"))
         let snapshots = try #require(store).snapshots.withLock { $0 }
         let atResolution = try #require(snapshots.first)
         #expect(atResolution.pending.isEmpty)

@@ -101,6 +101,7 @@ extension PostgresLedgerStore {
     /// For the tests' own administration (creating and dropping schemas); cannot fail for a
     /// location that parsed.
     public convenience init(unchecked location: PostgresLocation, connections: Int) {
-        try! self.init(location: location, maximumConnections: connections, connectionTimeout: Self.testConnectionTimeout)
+        try! self.init(
+            location: location, maximumConnections: connections, connectionTimeout: Self.testConnectionTimeout)
     }
 }

@@ -27,9 +27,12 @@ struct ContractCase: Sendable, CustomTestStringConvertible {
         ContractCase("concurrentPaymentsNeverOverdraw", LedgerContract.concurrentPaymentsNeverOverdraw),
         ContractCase("duplicatesAcrossTwoStoresExecuteOnce", LedgerContract.duplicatesAcrossTwoStoresExecuteOnce),
         ContractCase("manyWalletsPayOneMerchantAtOnce", LedgerContract.manyWalletsPayOneMerchantAtOnce),
-        ContractCase("concurrentSpendingKeepsEveryCentAndPoint", LedgerContract.concurrentSpendingKeepsEveryCentAndPoint),
+        ContractCase(
+            "concurrentSpendingKeepsEveryCentAndPoint", LedgerContract.concurrentSpendingKeepsEveryCentAndPoint),
         ContractCase("concurrentFirstContactEnrolsOnce", LedgerContract.concurrentFirstContactEnrolsOnce),
-        ContractCase("requestNoncesAreUsedOnceAndForgottenAfterTheirWindow", LedgerContract.requestNoncesAreUsedOnceAndForgottenAfterTheirWindow),
+        ContractCase(
+            "requestNoncesAreUsedOnceAndForgottenAfterTheirWindow",
+            LedgerContract.requestNoncesAreUsedOnceAndForgottenAfterTheirWindow),
         ContractCase("unknownAndRevokedWallets", LedgerContract.unknownAndRevokedWallets),
         ContractCase("sandboxEnrolsOnFirstContact", LedgerContract.sandboxEnrolsOnFirstContact),
         ContractCase("bonusPointsAreEarnedAndRedeemed", LedgerContract.bonusPointsAreEarnedAndRedeemed),
@@ -44,13 +47,19 @@ struct ContractCase: Sendable, CustomTestStringConvertible {
         ContractCase("keysAndEmailsBelongToOneWallet", LedgerContract.keysAndEmailsBelongToOneWallet),
         ContractCase("registrationInputIsChecked", LedgerContract.registrationInputIsChecked),
         ContractCase("registrationMigratesAVersion3Database", LedgerContract.registrationMigratesAVersion3Database),
-        ContractCase("eachChannelsCodeIsNeededAndTheOutboxForgetsIt", LedgerContract.eachChannelsCodeIsNeededAndTheOutboxForgetsIt),
+        ContractCase(
+            "eachChannelsCodeIsNeededAndTheOutboxForgetsIt",
+            LedgerContract.eachChannelsCodeIsNeededAndTheOutboxForgetsIt),
         // Cards and 3-D Secure.
         ContractCase("cardsBelongToOneWallet", LedgerContract.cardsBelongToOneWallet),
         ContractCase("threeDSecureChallengeGatesACard", LedgerContract.threeDSecureChallengeGatesACard),
-        ContractCase("failedAndAbandonedChallengesLeaveTheCardUnusable", LedgerContract.failedAndAbandonedChallengesLeaveTheCardUnusable),
+        ContractCase(
+            "failedAndAbandonedChallengesLeaveTheCardUnusable",
+            LedgerContract.failedAndAbandonedChallengesLeaveTheCardUnusable),
         ContractCase("cardRowsAreCheckedByTheDatabase", LedgerContract.cardRowsAreCheckedByTheDatabase),
-        ContractCase("aCardPaymentIsSettledOnceAndRefundedToItsCard", LedgerContract.aCardPaymentIsSettledOnceAndRefundedToItsCard),
+        ContractCase(
+            "aCardPaymentIsSettledOnceAndRefundedToItsCard",
+            LedgerContract.aCardPaymentIsSettledOnceAndRefundedToItsCard),
         // Refunds
         ContractCase("refundsGiveBackUntilNothingIsLeft", LedgerContract.refundsGiveBackUntilNothingIsLeft),
         ContractCase("refundsAreIdempotentByRefundID", LedgerContract.refundsAreIdempotentByRefundID),
@@ -60,23 +69,39 @@ struct ContractCase: Sendable, CustomTestStringConvertible {
         ContractCase("refundsMigrateAVersion4Database", LedgerContract.refundsMigrateAVersion4Database),
         // Merchant service
         ContractCase("transactionsArePagedAndFiltered", LedgerContract.transactionsArePagedAndFiltered),
-        ContractCase("registerUsersAndTerminalsAreScopedToTheirMerchant", LedgerContract.registerUsersAndTerminalsAreScopedToTheirMerchant),
+        ContractCase(
+            "registerUsersAndTerminalsAreScopedToTheirMerchant",
+            LedgerContract.registerUsersAndTerminalsAreScopedToTheirMerchant),
         // Merchant dashboard
         ContractCase("dashboardSessionsLiveInTheDatabase", LedgerContract.dashboardSessionsLiveInTheDatabase),
-        ContractCase("signInAttemptsAreCountedPerKeyWithinTheWindow", LedgerContract.signInAttemptsAreCountedPerKeyWithinTheWindow),
-        ContractCase("transactionPagesAreFilteredAndScopedToTheMerchant", LedgerContract.transactionPagesAreFilteredAndScopedToTheMerchant),
-        ContractCase("theMerchantsMembershipsAndCouponsAreListed", LedgerContract.theMerchantsMembershipsAndCouponsAreListed),
+        ContractCase(
+            "signInAttemptsAreCountedPerKeyWithinTheWindow",
+            LedgerContract.signInAttemptsAreCountedPerKeyWithinTheWindow),
+        ContractCase(
+            "transactionPagesAreFilteredAndScopedToTheMerchant",
+            LedgerContract.transactionPagesAreFilteredAndScopedToTheMerchant),
+        ContractCase(
+            "theMerchantsMembershipsAndCouponsAreListed", LedgerContract.theMerchantsMembershipsAndCouponsAreListed),
         ContractCase("walletServicesSeeOnlyTheWallet", LedgerContract.walletServicesSeeOnlyTheWallet),
         ContractCase("dailyTokensAreKeptPerWalletAndKey", LedgerContract.dailyTokensAreKeptPerWalletAndKey),
         // Offline settlement
-        ContractCase("offlinePaymentsAreGuaranteedUpToOneAllowance", LedgerContract.offlinePaymentsAreGuaranteedUpToOneAllowance),
-        ContractCase("overlappingTokensDoNotDoubleTheGuarantee", LedgerContract.overlappingTokensDoNotDoubleTheGuarantee),
+        ContractCase(
+            "offlinePaymentsAreGuaranteedUpToOneAllowance", LedgerContract.offlinePaymentsAreGuaranteedUpToOneAllowance),
+        ContractCase(
+            "overlappingTokensDoNotDoubleTheGuarantee", LedgerContract.overlappingTokensDoNotDoubleTheGuarantee),
         ContractCase("offlinePaymentsExecuteOnce", LedgerContract.offlinePaymentsExecuteOnce),
-        ContractCase("concurrentOfflinePaymentsStayWithinTheGuarantee", LedgerContract.concurrentOfflinePaymentsStayWithinTheGuarantee),
+        ContractCase(
+            "concurrentOfflinePaymentsStayWithinTheGuarantee",
+            LedgerContract.concurrentOfflinePaymentsStayWithinTheGuarantee),
         ContractCase("offlineTokenGuards", LedgerContract.offlineTokenGuards),
-        ContractCase("offlineDebtIsBoundedPerWalletAcrossTokenPeriods", LedgerContract.offlineDebtIsBoundedPerWalletAcrossTokenPeriods),
-        ContractCase("offlinePaymentsAfterTheKeyWasRevokedAreNotCharged", LedgerContract.offlinePaymentsAfterTheKeyWasRevokedAreNotCharged),
-        ContractCase("offlineSettlementMigratesAVersion9Database", LedgerContract.offlineSettlementMigratesAVersion9Database),
+        ContractCase(
+            "offlineDebtIsBoundedPerWalletAcrossTokenPeriods",
+            LedgerContract.offlineDebtIsBoundedPerWalletAcrossTokenPeriods),
+        ContractCase(
+            "offlinePaymentsAfterTheKeyWasRevokedAreNotCharged",
+            LedgerContract.offlinePaymentsAfterTheKeyWasRevokedAreNotCharged),
+        ContractCase(
+            "offlineSettlementMigratesAVersion9Database", LedgerContract.offlineSettlementMigratesAVersion9Database),
     ]
 }
 

@@ -49,7 +49,8 @@ struct RefusalTests {
         _ = app
         #expect(terminal.host.start(amount: euros(100)))
         #expect(world.run(until: { wallet.client.state.isFinished }))
-        #expect(wallet.client.error == .declined(code: .unknownWallet, reason: "the wallet is not known to this merchant"))
+        #expect(
+            wallet.client.error == .declined(code: .unknownWallet, reason: "the wallet is not known to this merchant"))
         #expect(try terminal.ledger.account(for: wallet.identity.publicKey) == nil)
         #expect(try terminal.ledger.merchantBalance() == euros(0))
     }

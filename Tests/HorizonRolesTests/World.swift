@@ -153,4 +153,3 @@ final class ScriptedWalletApp: Sendable {
         }
     }
 }
-

@@ -123,7 +123,8 @@ struct BadInputTests {
             (.put, "/v1/terminals/credential", "POST"), (.patch, "/v1/revocations", "GET"),
             // A literal path next to a templated one answers for itself, not for the template.
             (.options, "/v1/payments/offline", "POST"), (.get, "/v1/payments/offline", "POST"),
-            (.delete, "/v1/payments/offline", "POST"), (.options, "/v1/payments/" + String(repeating: "ab", count: 16), "GET"),
+            (.delete, "/v1/payments/offline", "POST"),
+            (.options, "/v1/payments/" + String(repeating: "ab", count: 16), "GET"),
         ]
         for (method, path, allowed) in cases {
             let response = try await server.withClient { client in try await client.send(method, path) }

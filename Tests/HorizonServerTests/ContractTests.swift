@@ -39,8 +39,12 @@ struct ServerContractTests {
             }
             recorded[parts[1].trimmingCharacters(in: .whitespaces)] = String(parts[0])
         }
-        let files = try FileManager.default.contentsOfDirectory(atPath: generated.path).filter { $0.hasSuffix(".swift") }
-        #expect(Set(files) == Set(recorded.keys), "files in Generated/ differ from the generator's: run Tools/generate-api.sh")
+        let files = try FileManager.default.contentsOfDirectory(atPath: generated.path).filter {
+            $0.hasSuffix(".swift")
+        }
+        #expect(
+            Set(files) == Set(recorded.keys),
+            "files in Generated/ differ from the generator's: run Tools/generate-api.sh")
         for file in files {
             let data = try Data(contentsOf: generated.appendingPathComponent(file))
             let digest = SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()

@@ -1,6 +1,6 @@
 import Foundation
-import HorizonTestSupport
 import HorizonProtocol
+import HorizonTestSupport
 import Testing
 
 @testable import HorizonStores

@@ -92,7 +92,9 @@ struct StatementCacheTests {
             let hot = "SELECT COUNT(*) AS n FROM items"
             for index in 0..<(StatementCache.capacity * 3) {
                 try database.query("SELECT \(index) AS once")
-                if index >= StatementCache.capacity, index % 8 == 0 { #expect(try database.query(hot).first?["n"] == .integer(0)) }
+                if index >= StatementCache.capacity, index % 8 == 0 {
+                    #expect(try database.query(hot).first?["n"] == .integer(0))
+                }
             }
             #expect(database.cachedStatementCount == StatementCache.capacity)
             #expect(database.keepsStatement(for: hot), "the statement used all along was evicted")

@@ -94,7 +94,9 @@ struct CrashTests {
         let approved = rows.filter { $0["outcome"] as? String == "approved" }
         let firstPayments = approved.filter { JSONShapes.formatted($0["amount"]) == "5.00 EUR" }
         #expect(firstPayments.count == (victim.confirmed ? 1 : 0), "\(victim): ledger \(rows)")
-        #expect(approved.filter { JSONShapes.formatted($0["amount"]) == "1.00 EUR" }.count == 1, "\(victim): ledger \(rows)")
+        #expect(
+            approved.filter { JSONShapes.formatted($0["amount"]) == "1.00 EUR" }.count == 1, "\(victim): ledger \(rows)"
+        )
         #expect(Set(rows.compactMap { $0["paymentId"] as? String }).count == rows.count, "an id executed twice")
 
         let unsettled = try json(

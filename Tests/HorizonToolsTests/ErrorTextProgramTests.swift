@@ -105,7 +105,8 @@ struct ErrorTextProgramTests {
         let sandbox = try Sandbox()
         let (terminal, wallet, socket) = try sandbox.initializeTerminalAndWallet()
         let sale = try Programs.start(
-            "horizon-terminal", ["pay", "1000", "--wait-for-wallet", "8", "--data-dir", terminal, "--radio-socket", socket])
+            "horizon-terminal",
+            ["pay", "1000", "--wait-for-wallet", "8", "--data-dir", terminal, "--radio-socket", socket])
         let paying = try Programs.run(
             "horizon-wallet", ["pay", "--yes", "--data-dir", wallet, "--radio-socket", socket, "--timeout", "30"])
         let register = sale.finish()
@@ -166,8 +167,10 @@ struct ErrorTextProgramTests {
             Programs.url("horizon-terminal").path, "pay", "1", "--wait-for-wallet", "2", "--verbose", "--data-dir",
             terminal, "--radio-socket", socket,
         ].joined(separator: " ")
-        let run = try RunningProgram(URL(fileURLWithPath: "/usr/bin/script"), ["-qc", command, "/dev/null"], input: nil)
-            .finish()
+        let run = try RunningProgram(
+            URL(fileURLWithPath: "/usr/bin/script"), ["-qc", command, "/dev/null"], input: nil
+        )
+        .finish()
         let lines = run.standardOutput.split(whereSeparator: \.isNewline)
         let status = lines.filter { $0.contains("1.00 EUR — waiting for a wallet") }
         #expect(!status.isEmpty, "\(run.standardOutput)")

@@ -15,7 +15,8 @@ struct JSONContractProgramTests {
             try Programs.run("horizon-terminal", ["init", "--json", "--data-dir", sandbox.path("t2")]), "terminal init")
         try Contract.expectObject(
             try Programs.run(
-                "horizon-wallet", ["init", "--json", "--data-dir", sandbox.path("w2"), "--trust", terminalDir + "/anchor.pub"]),
+                "horizon-wallet",
+                ["init", "--json", "--data-dir", sandbox.path("w2"), "--trust", terminalDir + "/anchor.pub"]),
             "wallet init")
         func terminal(_ arguments: [String]) throws -> ProgramResult {
             try Programs.run("horizon-terminal", arguments + ["--data-dir", terminalDir])
@@ -26,7 +27,10 @@ struct JSONContractProgramTests {
             ["pay", "12.50", "--json", "--data-dir", terminalDir, "--radio-socket", socket, "--wait-for-wallet", "30"])
         let wallet = try Programs.run(
             "horizon-wallet",
-            ["pay", "--tip", "1.50", "--yes", "--json", "--data-dir", walletDir, "--radio-socket", socket, "--timeout", "30"])
+            [
+                "pay", "--tip", "1.50", "--yes", "--json", "--data-dir", walletDir, "--radio-socket", socket,
+                "--timeout", "30",
+            ])
         let sale = try Contract.expectObject(register.finish(), "terminal pay")
         let receipt = try Contract.expectObject(wallet, "wallet pay")
         #expect(Contract.money(sale["total"]) == JSONMoney(minorUnits: 14_00, currency: "EUR", formatted: "14.00 EUR"))
@@ -34,7 +38,8 @@ struct JSONContractProgramTests {
         let paymentID = try #require(sale["paymentId"] as? String)
         #expect(receipt["paymentId"] as? String == paymentID)
 
-        let refund = try Contract.expectObject(try terminal(["refund", paymentID, "--amount", "1.00", "--json"]), "refund")
+        let refund = try Contract.expectObject(
+            try terminal(["refund", paymentID, "--amount", "1.00", "--json"]), "refund")
         #expect(Contract.money(refund["amount"])?.minorUnits == 1_00)
         let page = try Contract.expectObject(try terminal(["transactions", "--json"]), "transactions")
         #expect((page["transactions"] as? [[String: Any]])?.first?["paymentId"] as? String == paymentID)
@@ -57,7 +62,8 @@ struct JSONContractProgramTests {
             try terminal(["transactions", "--limit", "0", "--json"]), "transactions --limit 0")
         #expect(usage.status == 2 && usage.envelope.error.code == JSONErrorCode.invalidRequest)
         try Contract.expectError(
-            try Programs.run("horizon-wallet", ["balance", "--json", "--data-dir", walletDir]), "sandbox wallet balance")
+            try Programs.run("horizon-wallet", ["balance", "--json", "--data-dir", walletDir]), "sandbox wallet balance"
+        )
     }
 
     @Test func theProgramsAtAServerPrintTheOneContractAndTheServerListsRefunds() throws {
@@ -100,7 +106,8 @@ struct JSONContractProgramTests {
 
         // The server's list shows the refund with its payment, in JSON and in text.
         let listed = try Contract.expectObject(try server(["transactions", "--json"]), "server transactions")
-        let row = try #require((listed["transactions"] as? [[String: Any]])?.first { $0["paymentId"] as? String == paymentID })
+        let row = try #require(
+            (listed["transactions"] as? [[String: Any]])?.first { $0["paymentId"] as? String == paymentID })
         #expect(Contract.money(row["refunded"])?.formatted == "1.50 EUR")
         let refunds = try #require(row["refunds"] as? [[String: Any]])
         #expect(refunds.compactMap { Contract.money($0["amount"])?.minorUnits } == [1_50])
@@ -155,7 +162,8 @@ enum Contract {
         _ text: String, _ what: String, sourceLocation: SourceLocation = #_sourceLocation
     ) throws -> [String: Any] {
         let value = try JSONSerialization.jsonObject(with: Data(text.utf8))
-        let object = try #require(value as? [String: Any], "\(what): not an object: \(text)", sourceLocation: sourceLocation)
+        let object = try #require(
+            value as? [String: Any], "\(what): not an object: \(text)", sourceLocation: sourceLocation)
         check(object, path: what, sourceLocation: sourceLocation)
         return object
     }
@@ -189,7 +197,9 @@ enum Contract {
     /// Walks every value: money keys hold `JSONMoney` exactly, ids use the API's spelling.
     static func check(_ value: Any, path: String, sourceLocation: SourceLocation) {
         if let array = value as? [Any] {
-            for (index, element) in array.enumerated() { check(element, path: "\(path)[\(index)]", sourceLocation: sourceLocation) }
+            for (index, element) in array.enumerated() {
+                check(element, path: "\(path)[\(index)]", sourceLocation: sourceLocation)
+            }
             return
         }
         guard let object = value as? [String: Any] else { return }

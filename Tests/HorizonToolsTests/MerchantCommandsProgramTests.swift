@@ -66,7 +66,8 @@ struct MerchantCommandsProgramTests {
         let byTheTill = try terminal(["refund", paymentID, "--amount", "1.50"])
         #expect(byTheTill.status == 1, "\(byTheTill.standardError)")
         #expect(
-            byTheTill.standardError.contains("a refund at the Horizon server needs the merchant's admin: add --admin-email"),
+            byTheTill.standardError.contains(
+                "a refund at the Horizon server needs the merchant's admin: add --admin-email"),
             "\(byTheTill.standardError)")
         func refund(_ arguments: [String]) throws -> ProgramResult {
             try terminal(
@@ -132,7 +133,8 @@ struct MerchantCommandsProgramTests {
         #expect(part.status == 0, "\(part.standardError)")
         let refund = try JSONSerialization.jsonObject(with: Data(part.standardOutput.utf8)) as? [String: Any]
         #expect(
-            JSONShapes.formatted(refund?["amount"]) == "4.00 EUR" && refund?["destination"] as? String == "horizon_balance")
+            JSONShapes.formatted(refund?["amount"]) == "4.00 EUR"
+                && refund?["destination"] as? String == "horizon_balance")
         // floor(12 points × 4.00 / 14.00) = 3 points back.
         #expect(refund?["bonusPointsReversed"] as? Int == 3)
         let rest = try Programs.run("horizon-terminal", ["refund", paymentID, "--data-dir", terminalDir])

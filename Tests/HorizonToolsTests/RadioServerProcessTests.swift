@@ -43,7 +43,8 @@ struct RadioServerProcessTests {
         // No retries: the server said it was ready, so the first connection is welcomed and its
         // first request answered.
         let client = try #require(
-            try? RawRadioClient(path: server.path, name: "first"), "the first device after the launcher was not welcomed")
+            try? RawRadioClient(path: server.path, name: "first"),
+            "the first device after the launcher was not welcomed")
         defer { client.close() }
         #expect(throws: Never.self) { try client.startScanning(request: 1) }
     }

@@ -232,8 +232,11 @@ final class RemoteLedgerRig {
         /// a retried connection would wait.
         func expectServerUnreachable(sourceLocation: SourceLocation = #_sourceLocation) {
             #expect(terminal.status == 1, "terminal: \(terminal.standardError)", sourceLocation: sourceLocation)
+            // Killed mid-request, the server closed the connection; killed before, it refused it.
             #expect(
-                terminal.standardError.contains("does not answer (connection refused; is it running?)"), "\(terminal.standardError)",
+                terminal.standardError.contains("does not answer (connection refused; is it running?)")
+                    || terminal.standardError.contains("closed the connection (try again)"),
+                "\(terminal.standardError)",
                 sourceLocation: sourceLocation)
             // Said as what it is (pending on an unreachable server, not "could not be recorded"),
             // with what to do at this terminal.

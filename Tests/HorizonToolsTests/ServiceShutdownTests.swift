@@ -1,7 +1,7 @@
 import Foundation
-import Synchronization
 import HorizonCLISupport
 import HorizonTestSupport
+import Synchronization
 import Testing
 
 /// `serve` and the radio server run under swift-service-lifecycle: SIGTERM or SIGINT shuts them

@@ -138,7 +138,8 @@ struct WalletRegistrationProgramTests {
         #expect(register.status == 1)
         #expect(
             register.standardError
-                == "error: the server at http://127.0.0.1:\(port) does not answer (connection refused; is it running?)\n")
+                == "error: the server at http://127.0.0.1:\(port) does not answer (connection refused; is it running?)\n"
+        )
         let badURL = try Programs.run(
             "horizon-wallet",
             [

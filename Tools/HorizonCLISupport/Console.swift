@@ -108,7 +108,8 @@ public enum AmountArgument {
         let digits = parts.allSatisfy { part in !part.isEmpty && part.allSatisfy { $0.isASCII && $0.isNumber } }
         guard digits, parts[0].count <= 16 else {
             throw ValidationError(
-                (option.map { "\($0): " } ?? "") + "'\(text)' is not an amount; write digits with an optional '.', e.g. 12.50")
+                (option.map { "\($0): " } ?? "")
+                    + "'\(text)' is not an amount; write digits with an optional '.', e.g. 12.50")
         }
     }
 

@@ -27,7 +27,8 @@ public struct JSONMoney: Codable, Hashable, Sendable {
 
     /// Minor units and a currency code as stored; an unknown code still prints, without decimals.
     public init(minorUnits: Int64, currency code: String) {
-        if let currency = try? Currency(code: code), let money = try? Money(minorUnits: minorUnits, currency: currency) {
+        if let currency = try? Currency(code: code), let money = try? Money(minorUnits: minorUnits, currency: currency)
+        {
             self.init(money)
         } else {
             self.init(minorUnits: minorUnits, currency: code, formatted: "\(minorUnits) \(code)")

@@ -29,20 +29,25 @@ public enum CommandRunner {
             FileHandle.standardError.write(Data("error: \(error.cliMessage)\n".utf8))
             exit(1)
         } catch let error as CommandFailure {
-            if CommandLine.wantsJSON { printJSONError(JSONErrorEnvelope(code: error.errorCode, message: error.description)) }
+            if CommandLine.wantsJSON {
+                printJSONError(JSONErrorEnvelope(code: error.errorCode, message: error.description))
+            }
             FileHandle.standardError.write(Data("error: \(error.description)\n".utf8))
             exit(error.code)
         } catch {
             let code = type.exitCode(for: error)
             if code == .validationFailure {
                 if CommandLine.wantsJSON {
-                    printJSONError(JSONErrorEnvelope(code: JSONErrorCode.invalidRequest, message: type.message(for: error)))
+                    printJSONError(
+                        JSONErrorEnvelope(code: JSONErrorCode.invalidRequest, message: type.message(for: error)))
                 }
                 FileHandle.standardError.write(Data((usageError(error, root: type, command: parsed) + "\n").utf8))
                 exit(2)
             }
             if code == .success || code.rawValue == 0 { type.exit(withError: error) }
-            if CommandLine.wantsJSON { printJSONError(JSONErrorEnvelope(code: JSONErrorCode.commandFailed, message: "\(error)")) }
+            if CommandLine.wantsJSON {
+                printJSONError(JSONErrorEnvelope(code: JSONErrorCode.commandFailed, message: "\(error)"))
+            }
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
             exit(1)
         }

@@ -45,7 +45,8 @@ extension TerminalFiles {
             ? await hasTakenPayments() : nil
         // A maximum set before (at init) stays unless a new one is given.
         let maximumAmountMajorUnits =
-            maximumAmountMajorUnits ?? (directory.exists(Self.settings) ? try? loadSettings() : nil)?.maximumAmountMajorUnits
+            maximumAmountMajorUnits
+            ?? (directory.exists(Self.settings) ? try? loadSettings() : nil)?.maximumAmountMajorUnits
         let url = try Self.serverURL(server)
         let key = P256.Signing.PrivateKey()
         let response: Components.Schemas.TerminalCredentialResponse

@@ -88,7 +88,8 @@ public struct TerminalSettings: Codable, Sendable {
     public func refusal(of amount: Money) -> String? {
         let maximum = maximumAmount(in: amount.currency)
         guard amount.minorUnits > maximum.minorUnits else { return nil }
-        return "\(amount) is more than this terminal's maximum of \(maximum) per payment; check the amount (the maximum is set with `horizon-terminal init --max-amount` or `activate --max-amount`)"
+        return
+            "\(amount) is more than this terminal's maximum of \(maximum) per payment; check the amount (the maximum is set with `horizon-terminal init --max-amount` or `activate --max-amount`)"
     }
 }
 

@@ -33,7 +33,8 @@ struct Outbox: AsyncParsableCommand {
             try console.json(
                 messages.map {
                     MessageJSON(
-                        messageId: $0.id, channel: $0.channel.rawValue, to: $0.recipient, subject: $0.subject, body: $0.body,
+                        messageId: $0.id, channel: $0.channel.rawValue, to: $0.recipient, subject: $0.subject,
+                        body: $0.body,
                         createdAt: $0.createdAt)
                 })
             return

@@ -90,7 +90,8 @@ struct Transactions: AsyncParsableCommand {
             } else {
                 let merchants = try await ledger.merchants()
                 guard merchants.count == 1, let only = merchants.first else {
-                    throw CLIError("there are \(merchants.count) merchants; name one with --merchant (see `merchants list`)")
+                    throw CLIError(
+                        "there are \(merchants.count) merchants; name one with --merchant (see `merchants list`)")
                 }
                 id = only.id
             }
@@ -114,9 +115,11 @@ struct Transactions: AsyncParsableCommand {
             }
             let refunded = refunds.reduce(Int64(0)) { $0 + $1.amount.minorUnits }
             return TransactionJSON(
-                paymentId: result.paymentID.bytes.hexString, transactionType: TransactionKindName.name(result.transactionType),
+                paymentId: result.paymentID.bytes.hexString,
+                transactionType: TransactionKindName.name(result.transactionType),
                 outcome: outcome, reason: reason, reference: reference, amount: JSONMoney(result.amount),
-                tip: JSONMoney(result.tip), refunded: JSONMoney(minorUnits: refunded, currency: result.amount.currency.code),
+                tip: JSONMoney(result.tip),
+                refunded: JSONMoney(minorUnits: refunded, currency: result.amount.currency.code),
                 refunds: refunds.map { refund in
                     JSONRefund(
                         refundId: refund.refundID.rawValue, paymentId: refund.paymentID.bytes.hexString,

@@ -87,7 +87,8 @@ struct RefundCommand: AsyncParsableCommand {
             let request = RefundRequest(refundID: RefundID(rawValue: refundID), paymentID: id, amount: money)
             switch await Self.refund(request, in: ledger) {
             case .success(let refund): row = RefundRow(refund)
-            case .failure(.refundRefused(let refusal)): throw CLIError("\(refusal) [\(refusal.code)]", code: refusal.code)
+            case .failure(.refundRefused(let refusal)):
+                throw CLIError("\(refusal) [\(refusal.code)]", code: refusal.code)
             case .failure(let error): throw CLIError("the refund failed: \(error)")
             }
         }

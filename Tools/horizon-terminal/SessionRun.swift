@@ -104,7 +104,9 @@ enum StateRelay {
 
         /// What to tell the cashier about `error`: that no wallet came, when that was why.
         func message(for error: HostError, noun: String, verb: String) -> String {
-            if let seconds = noWalletWithinSeconds, error == .cancelled { return "no wallet \(verb) within \(seconds) s" }
+            if let seconds = noWalletWithinSeconds, error == .cancelled {
+                return "no wallet \(verb) within \(seconds) s"
+            }
             return error.cliMessage(noun: noun)
         }
     }

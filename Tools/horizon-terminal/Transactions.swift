@@ -71,7 +71,9 @@ struct Transactions: AsyncParsableCommand {
             let time = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(row.settledAt)))
             // People read the decline's words; its code is for programs (--json).
             let reason: String? =
-                if case .declined(_, let text) = result.outcome { text.isEmpty ? nil : text.sanitizedForDisplay } else { nil }
+                if case .declined(_, let text) = result.outcome { text.isEmpty ? nil : text.sanitizedForDisplay } else {
+                    nil
+                }
             print(
                 "\(time)  \(row.outcome.padding(toLength: 8, withPad: " ", startingAt: 0))  \(result.amount.formattedAmount) + \(result.tip.formattedAmount) \(result.amount.currency.code)  payment \(row.paymentId)\(reason.map { "  (\($0))" } ?? "")"
             )

@@ -58,7 +58,8 @@ extension APIHandler {
         }
         let caller = try await merchantCaller()
         guard caller.terminal == nil else {
-            throw APIError(.adminRequired, "\(action) needs the merchant admin's session; a terminal's key cannot do it")
+            throw APIError(
+                .adminRequired, "\(action) needs the merchant admin's session; a terminal's key cannot do it")
         }
         return caller
     }

@@ -255,7 +255,8 @@ extension APIHandler {
     /// path can answer "approved" for a payment that never executed.
     func signed(_ body: Components.Schemas.PaymentResult) throws -> Components.Schemas.PaymentResult {
         do { return try SettlementSignature.signed(body, by: issuer.signingKey) } catch {
-            throw APIError(.internalError, "the server could not sign its answer; the request id identifies it in the log")
+            throw APIError(
+                .internalError, "the server could not sign its answer; the request id identifies it in the log")
         }
     }
 
