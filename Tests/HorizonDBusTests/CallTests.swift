@@ -273,7 +273,9 @@ struct CallTests {
         }
     }
 
-    @Test func closingTheConnectionFailsPendingCalls() async throws {
+    // Off the cooperative pool, and the blocking call on a thread of its own: were closing ever
+    // to wait for the parked calls, only this test would wait, not every test of the run.
+    @Test(.offTheCooperativePool) func closingTheConnectionFailsPendingCalls() async throws {
         try await withBus { bus in
             let peers = try Peers(bus)
             let client = peers.client
@@ -285,14 +287,17 @@ struct CallTests {
                         method: "Never", timeout: .seconds(120))
                 }
             }
-            let blocking = Task.detached { () -> DBusError? in
+            let (blockingResult, blockingDone) = AsyncStream.makeStream(of: DBusError?.self)
+            Thread.detachNewThread {
                 do throws(DBusError) {
                     _ = try peers.callBlocking("Never", timeout: .seconds(120))
-                    return nil
+                    blockingDone.yield(nil)
                 } catch {
-                    return error
+                    blockingDone.yield(error)
                 }
+                blockingDone.finish()
             }
+            var blockingIterator = blockingResult.makeAsyncIterator()
             // Both calls are parked at the service before the client closes.
             let deadline = ContinuousClock.now + .seconds(3)
             while peers.parked.calls.withLock({ $0.count }) < 2, ContinuousClock.now < deadline {
@@ -301,7 +306,7 @@ struct CallTests {
             let start = ContinuousClock.now
             client.close()
             #expect(await pending.value?.name == "org.freedesktop.DBus.Error.Disconnected")
-            #expect(await blocking.value?.name == "org.freedesktop.DBus.Error.Disconnected")
+            #expect(await blockingIterator.next()??.name == "org.freedesktop.DBus.Error.Disconnected")
             // At once, not after the calls' 120 s timeout (with plenty of room for a loaded machine).
             #expect(ContinuousClock.now - start < .seconds(30))
             #expect(!client.isConnected)

@@ -46,7 +46,8 @@ struct DocumentationTests {
 
 /// The README is the five-minute page, and the pages it leads to hold together: no dead relative
 /// link or anchor, no ticket or planning-note citation, and the licence it names is there.
-@Suite("The README and docs/ hold together")
+// Off the cooperative pool: it reads every page synchronously for seconds.
+@Suite("The README and docs/ hold together", .offTheCooperativePool)
 struct ReadmeAndDocsTests {
     /// The README, every page in docs/, and the benchmark pages.
     static var pages: [String] {

@@ -4,7 +4,8 @@ import Testing
 
 /// Comments, test names, scripts and tool output speak to the product's users and maintainers:
 /// they say what a thing is and why, never which ticket or planning note it came from.
-@Suite("Code and scripts cite no tickets")
+// Off the cooperative pool: it reads every file of the repository synchronously for seconds.
+@Suite("Code and scripts cite no tickets", .offTheCooperativePool)
 struct ProjectTextTests {
     /// The folders and files of code, tests, tools and benchmarks; generated code is checked
     /// through the document it is generated from.

@@ -51,7 +51,9 @@ extension TerminalFiles {
         let key = P256.Signing.PrivateKey()
         let response: Components.Schemas.TerminalCredentialResponse
         do {
-            response = try await HorizonServerClient(serverURL: url).activateTerminal(
+            // A minute, not the client's usual 10 s: the server checks the password with scrypt,
+            // which takes seconds on a small or busy machine, and a person waits for it anyway.
+            response = try await HorizonServerClient(serverURL: url, timeout: .seconds(60)).activateTerminal(
                 email: email, password: password, label: label, key: key)
         } catch {
             throw CLIError("activation failed: \(error)")
