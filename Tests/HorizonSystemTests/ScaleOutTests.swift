@@ -63,7 +63,7 @@ import Testing
                             let references = try await withThrowingTaskGroup(of: Int64?.self) { submissions in
                                 for attempt in 0..<4 {
                                     submissions.addTask {
-                                        try await clients[attempt % 2].submitPayment(signed.submission()).reference
+                                        try await Self.submitRetrying(signed, to: clients[attempt % 2])
                                     }
                                 }
                                 return try await submissions.reduce(into: []) { $0.append($1) }
@@ -92,6 +92,29 @@ import Testing
             await serverA.stopKeepingLedgerOpen()
             await ledgerB.close()
             try? FileManager.default.removeItem(at: directory)
+        }
+    }
+
+    /// A submission as a terminal makes it: one left unanswered (a timeout or a connection the
+    /// loaded machine dropped) or answered "busy" is sent again, as the terminal's journal
+    /// would; any other refusal fails the test with the server's words.
+    static func submitRetrying(_ signed: SignedConfirm, to client: HorizonServerClient) async throws -> Int64? {
+        let submission = try signed.submission()
+        var attempt = 0
+        while true {
+            attempt += 1
+            let retryable: String
+            do {
+                return try await client.submitPayment(submission).reference
+            } catch {
+                switch error {
+                case .timedOut, .unreachable: retryable = error.description
+                case .refused(let status, _, _, _) where status == 503: retryable = error.description
+                default: throw error
+                }
+            }
+            if attempt >= 5 { throw RigError("no settled answer after \(attempt) attempts: \(retryable)") }
+            try await Task.sleep(for: .milliseconds(200 * attempt))
         }
     }
 }
