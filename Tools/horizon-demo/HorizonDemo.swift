@@ -23,7 +23,8 @@ struct HorizonDemo: AsyncParsableCommand {
             a payment session, the wallet picks it as the nearest candidate, verifies the terminal's \
             credential and signed offer, confirms with a tip, and both sides show the signed receipt. \
             The ledger is a real SQLite file.
-            """)
+            """,
+        version: HorizonVersion.current)
 
     @Argument(help: "The amount to pay, as a person types it (e.g. 12.50).")
     var amount: String = "12.50"

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HorizonCLISupport
+import HorizonCore
 import HorizonLedger
 import HorizonServer
 
@@ -19,6 +20,7 @@ struct HorizonServerCommand: AsyncParsableCommand {
             For several server processes, pass `--database postgres://…` to init. The HTTP API is described by \
             Sources/HorizonAPI/openapi.yaml.
             """,
+        version: HorizonVersion.current,
         subcommands: [
             Init.self, Serve.self, Migrate.self, Merchants.self, Terminals.self, Wallets.self, Transactions.self,
             Outbox.self, Anchor.self, Messages.self,

@@ -23,6 +23,7 @@ struct HorizonTerminal: AsyncParsableCommand {
             seen is enrolled on first contact with play money. `horizon-terminal activate --server URL` settles \
             through a Horizon server instead.
             """,
+        version: HorizonVersion.current,
         subcommands: [
             Init.self, Activate.self, Pay.self, Redeem.self, Programs.self, Status.self, Transactions.self,
             JournalCommand.self, OfflineCommand.self,

@@ -24,6 +24,7 @@ struct HorizonWallet: ParsableCommand {
             sandbox, `horizon-wallet init --trust <terminal data dir>/anchor.pub`), then `horizon-wallet pay`. \
             The wallet trusts only terminals whose credential is signed by an anchor it pinned or was given.
             """,
+        version: HorizonVersion.current,
         subcommands: [
             Init.self, Register.self, Verify.self, Restore.self, PIN.self, Scan.self, Pay.self, Redeem.self,
             History.self, Balance.self, Account.self, Coupons.self, Memberships.self, Points.self, Cards.self,
