@@ -56,7 +56,10 @@ struct LegacySandboxFile: Sendable {
     static func isLegacy(at path: String) throws(LedgerError) -> Bool {
         guard path != ":memory:", FileManager.default.fileExists(atPath: path) else { return false }
         let tables = try withDatabase(path) { (db) throws(DatabaseError) in
-            Set(try db.query("SELECT name FROM sqlite_master WHERE type = 'table'").compactMap { $0["name"].text })
+            Set(
+                try db.query("SELECT name FROM sqlite_master WHERE type = 'table'").map {
+                    (row) throws(DatabaseError) in try row.text("name")
+                })
         }
         return tables.contains("meta") && tables.contains("wallets") && !tables.contains("schema_migrations")
     }
@@ -83,7 +86,7 @@ struct LegacySandboxFile: Sendable {
     static func read(at path: String) throws(LedgerError) -> LegacySandboxFile {
         try withDatabase(path) { (db) throws(DatabaseError) -> Result<LegacySandboxFile, LedgerError> in
             func meta(_ key: String) throws(DatabaseError) -> String? {
-                try db.query("SELECT value FROM meta WHERE key = ?", [.text(key)]).first?["value"].text
+                try db.query("SELECT value FROM meta WHERE key = ?", [.text(key)]).first?.text("value")
             }
             let version = try meta("schema_version")
             guard version == schemaVersion else {
@@ -97,19 +100,20 @@ struct LegacySandboxFile: Sendable {
             }
             var wallets: [WalletRow] = []
             for row in try db.query("SELECT * FROM wallets ORDER BY enrolled_at, wallet_key") {
-                guard let bytes = row["wallet_key"].blob, let key = try? PublicKeyBytes(bytes: bytes),
-                    let balance = row["balance"].integer, let points = row["bonus_points"].integer
-                else { return .failure(.corruptRow(column: "wallets", reason: "a wallet row cannot be read")) }
+                guard let key = try? PublicKeyBytes(bytes: try row.bytes("wallet_key")) else {
+                    return .failure(.corruptRow(column: "wallets", reason: "a wallet row cannot be read"))
+                }
                 wallets.append(
                     WalletRow(
-                        key: key, balance: balance, bonusPoints: points, enrolledAt: row["enrolled_at"].integer ?? 0))
+                        key: key, balance: try row.integer("balance"), bonusPoints: try row.integer("bonus_points"),
+                        enrolledAt: try row.integer("enrolled_at")))
             }
             let merchant =
-                try db.query("SELECT balance FROM merchant_account WHERE currency = ?", [.text(code)]).first?["balance"]
-                .integer ?? 0
-            let users = try db.query("SELECT name, added_at FROM register_users ORDER BY name").compactMap {
-                row -> (name: String, addedAt: Int64)? in
-                row["name"].text.map { ($0, row["added_at"].integer ?? 0) }
+                try db.query("SELECT balance FROM merchant_account WHERE currency = ?", [.text(code)]).first?
+                .integer("balance") ?? 0
+            let users = try db.query("SELECT name, added_at FROM register_users ORDER BY name").map {
+                (row) throws(DatabaseError) -> (name: String, addedAt: Int64) in
+                (try row.text("name"), try row.integer("added_at"))
             }
             return .success(
                 LegacySandboxFile(

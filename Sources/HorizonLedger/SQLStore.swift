@@ -6,78 +6,48 @@ import HorizonStores
 /// The same enum as the SQLite wrapper's, so the SQLite store passes values through unconverted.
 public typealias SQLValue = DatabaseValue
 
-/// One row, read strictly: asking for a column the row does not have, or reading it as another
-/// type, is an error (`LedgerError.corruptRow`), never a zero or an empty string.
+/// One row, read strictly by the stores' shared `RowDecoder`: asking for a column the row does
+/// not have, or reading it as another type, is an error (`LedgerError.corruptRow`), never a zero
+/// or an empty string.
 public struct SQLRow: Sendable {
-    /// Column names and their values, in result order. Looked up by comparing names (rows have
-    /// a few columns), not hashing them: a payment reads dozens of rows.
-    private let names: [String]
-    private let cells: [SQLValue]
-    /// Columns whose database type the ledger does not read, with that type's name.
-    private let unreadable: [String: String]
+    private let decoder: RowDecoder
+    private let unreadableColumns: [String]
 
     public init(values: [String: SQLValue], unreadable: [String: String] = [:]) {
-        names = Array(values.keys)
-        cells = names.compactMap { values[$0] }
-        self.unreadable = unreadable
+        let names = Array(values.keys)
+        decoder = RowDecoder(columns: names, cells: names.compactMap { values[$0] }, unreadable: unreadable)
+        unreadableColumns = Array(unreadable.keys)
     }
 
     /// A row from names and values in result order (the last of a repeated name wins).
     public init(columns: [String], cells: [SQLValue]) {
-        names = columns
-        self.cells = cells
-        unreadable = [:]
+        decoder = RowDecoder(columns: columns, cells: cells)
+        unreadableColumns = []
     }
 
-    public var columns: [String] { names + Array(unreadable.keys) }
+    public var columns: [String] { decoder.columns + unreadableColumns }
 
-    private func value(_ column: String) throws(LedgerError) -> SQLValue {
-        if !unreadable.isEmpty, let type = unreadable[column] {
-            throw .corruptRow(column: column, reason: "database type \(type) is not one the ledger reads")
-        }
-        guard let index = names.lastIndex(of: column), index < cells.count else {
-            throw .corruptRow(column: column, reason: "missing")
-        }
-        return cells[index]
+    private func reading<T>(_ read: () throws(RowDecodingError) -> T) throws(LedgerError) -> T {
+        do { return try read() } catch { throw .corruptRow(column: error.column, reason: error.reason) }
     }
 
     public func integer(_ column: String) throws(LedgerError) -> Int64 {
-        guard let value = try optionalInteger(column) else { throw .corruptRow(column: column, reason: "NULL") }
-        return value
+        try reading { () throws(RowDecodingError) in try decoder.integer(column) }
     }
-
     public func optionalInteger(_ column: String) throws(LedgerError) -> Int64? {
-        switch try value(column) {
-        case .integer(let number): return number
-        case .null: return nil
-        case .text, .blob: throw .corruptRow(column: column, reason: "expected an integer")
-        }
+        try reading { () throws(RowDecodingError) in try decoder.optionalInteger(column) }
     }
-
     public func text(_ column: String) throws(LedgerError) -> String {
-        guard let value = try optionalText(column) else { throw .corruptRow(column: column, reason: "NULL") }
-        return value
+        try reading { () throws(RowDecodingError) in try decoder.text(column) }
     }
-
     public func optionalText(_ column: String) throws(LedgerError) -> String? {
-        switch try value(column) {
-        case .text(let text): return text
-        case .null: return nil
-        case .integer, .blob: throw .corruptRow(column: column, reason: "expected text")
-        }
+        try reading { () throws(RowDecodingError) in try decoder.optionalText(column) }
     }
-
     public func bytes(_ column: String) throws(LedgerError) -> [UInt8] {
-        guard let value = try optionalBytes(column) else { throw .corruptRow(column: column, reason: "NULL") }
-        return value
+        try reading { () throws(RowDecodingError) in try decoder.bytes(column) }
     }
-
     public func optionalBytes(_ column: String) throws(LedgerError) -> [UInt8]? {
-        switch try value(column) {
-        case .blob(let bytes): return bytes
-        case .null: return nil
-        case .integer, .text: throw .corruptRow(column: column, reason: "expected bytes")
-        }
+        try reading { () throws(RowDecodingError) in try decoder.optionalBytes(column) }
     }
 }
 

@@ -112,28 +112,6 @@ public protocol OfflinePaymentStore: Sendable {
 }
 
 extension SQLiteTerminalJournal: OfflinePaymentStore {
-    static let offlinePaymentsTableSQL = """
-        CREATE TABLE IF NOT EXISTS offline_payments(
-            payment_id BLOB PRIMARY KEY,
-            session_id INTEGER NOT NULL,
-            wallet_key BLOB NOT NULL,
-            terminal_key_id BLOB NOT NULL,
-            amount INTEGER NOT NULL CHECK (amount > 0),
-            tip INTEGER NOT NULL CHECK (tip >= 0),
-            currency TEXT NOT NULL,
-            register_user TEXT NOT NULL,
-            signed_confirmation BLOB NOT NULL,
-            daily_token BLOB NOT NULL,
-            token_id BLOB NOT NULL,
-            accepted_at INTEGER NOT NULL,
-            state TEXT NOT NULL CHECK (state IN ('stored', 'forwarding', 'settled', 'declined')),
-            decline_code TEXT,
-            decline_reason TEXT,
-            forward_attempts INTEGER NOT NULL DEFAULT 0,
-            updated_at INTEGER NOT NULL,
-            CHECK ((state = 'declined') = (decline_code IS NOT NULL)));
-        """
-
     public func storeOffline(_ payment: OfflinePaymentRecord, answer: SessionMessage, at time: UnixTime)
         throws(JournalError)
     {
@@ -141,7 +119,7 @@ extension SQLiteTerminalJournal: OfflinePaymentStore {
             try database.transaction { (db) throws(DatabaseError) -> Result<Void, JournalError> in
                 if let stored = try db.query(
                     "SELECT payment_id FROM offline_payments WHERE payment_id = ?", [.blob(payment.paymentID.bytes)]
-                ).first, stored["payment_id"].blob != nil {
+                ).first, try stored.optionalBytes("payment_id") != nil {
                     return .failure(JournalError("\(payment.paymentID) is already stored as an offline payment"))
                 }
                 try db.query(
@@ -178,8 +156,8 @@ extension SQLiteTerminalJournal: OfflinePaymentStore {
         var payments: [StoredOfflinePayment] = []
         for row in rows {
             // Strict: a row that does not decode is an error, never skipped (it is owed money).
-            guard let payment = Self.decodeOffline(row) else {
-                let id = row["payment_id"].blob?.hexString ?? "?"
+            guard let payment = try? Self.decodeOffline(row) else {
+                let id = (try? row.bytes("payment_id"))?.hexString ?? "?"
                 throw JournalError("offline payment \(id) cannot be decoded (journal.sqlite is damaged)")
             }
             payments.append(payment)
@@ -225,7 +203,7 @@ extension SQLiteTerminalJournal: OfflinePaymentStore {
             try database.transaction { (db) throws(DatabaseError) -> Result<Void, JournalError> in
                 let current = try db.query(
                     "SELECT state FROM offline_payments WHERE payment_id = ?", [.blob(id.bytes)]
-                ).first?["state"].text
+                ).first?.text("state")
                 guard let current else { return .failure(JournalError("\(id) is not an offline payment")) }
                 guard states.contains(current) else {
                     return .failure(
@@ -241,27 +219,40 @@ extension SQLiteTerminalJournal: OfflinePaymentStore {
         }
     }
 
-    private static func decodeOffline(_ row: DatabaseRow) -> StoredOfflinePayment? {
-        guard let idBytes = row["payment_id"].blob, let paymentID = try? PaymentID(bytes: idBytes),
-            let session = row["session_id"].integer, let sessionID = SessionID(rawValue: UInt64(bitPattern: session)),
-            let keyBytes = row["wallet_key"].blob, let walletKey = try? PublicKeyBytes(bytes: keyBytes),
-            let keyIDBytes = row["terminal_key_id"].blob, let terminalKeyID = try? TerminalKeyID(bytes: keyIDBytes),
-            let code = row["currency"].text, let currency = try? Currency(code: code),
-            let amountUnits = row["amount"].integer,
+    /// A stored offline payment; nil if a value is damaged, an error if the row is not this table's.
+    private static func decodeOffline(_ row: DatabaseRow) throws(DatabaseError) -> StoredOfflinePayment? {
+        let idBytes = try row.bytes("payment_id")
+        let session = try row.integer("session_id")
+        let keyBytes = try row.bytes("wallet_key")
+        let keyIDBytes = try row.bytes("terminal_key_id")
+        let code = try row.text("currency")
+        let amountUnits = try row.integer("amount")
+        let tipUnits = try row.integer("tip")
+        let registerUser = try row.text("register_user")
+        let confirmation = try row.bytes("signed_confirmation")
+        let token = try row.bytes("daily_token")
+        let tokenID = try row.bytes("token_id")
+        let acceptedAt = try row.integer("accepted_at")
+        let stateName = try row.text("state")
+        let attempts = try row.integer("forward_attempts")
+        let updatedAt = try row.integer("updated_at")
+        let declineCode = try row.optionalText("decline_code")
+        let declineReason = try row.optionalText("decline_reason")
+        guard let paymentID = try? PaymentID(bytes: idBytes),
+            let sessionID = SessionID(rawValue: UInt64(bitPattern: session)),
+            let walletKey = try? PublicKeyBytes(bytes: keyBytes),
+            let terminalKeyID = try? TerminalKeyID(bytes: keyIDBytes),
+            let currency = try? Currency(code: code),
             let amount = try? Money(minorUnits: amountUnits, currency: currency),
-            let tipUnits = row["tip"].integer, let tip = try? Money(minorUnits: tipUnits, currency: currency),
-            let registerUser = row["register_user"].text, let confirmation = row["signed_confirmation"].blob,
-            let token = row["daily_token"].blob, let tokenID = row["token_id"].blob,
-            let acceptedAt = row["accepted_at"].integer,
-            let state = row["state"].text.flatMap(OfflinePaymentState.init(rawValue:)),
-            let attempts = row["forward_attempts"].integer, let updatedAt = row["updated_at"].integer
+            let tip = try? Money(minorUnits: tipUnits, currency: currency),
+            let state = OfflinePaymentState(rawValue: stateName)
         else { return nil }
         return StoredOfflinePayment(
             record: OfflinePaymentRecord(
                 paymentID: paymentID, sessionID: sessionID, walletKey: walletKey, terminalKeyID: terminalKeyID,
                 amount: amount, tip: tip, registerUser: registerUser, signedConfirmation: confirmation,
                 dailyToken: token, tokenID: tokenID, acceptedAt: acceptedAt),
-            state: state, declineCode: row["decline_code"].text, declineReason: row["decline_reason"].text,
+            state: state, declineCode: declineCode, declineReason: declineReason,
             forwardAttempts: Int(attempts), updatedAt: updatedAt)
     }
 }
@@ -308,9 +299,10 @@ extension SQLiteTerminalJournal {
             let rows = try database.query(
                 "SELECT key, value FROM meta WHERE key IN (?, ?)",
                 [.text(Self.lastReachedKey), .text(Self.lastUnreachableKey)])
-            func time(_ key: String) -> UnixTime? {
-                rows.first { $0["key"].text == key }?["value"].text.flatMap { UnixTime($0) }
-            }
+            let values = Dictionary(
+                try rows.map { (row) throws(DatabaseError) in (try row.text("key"), try row.text("value")) },
+                uniquingKeysWith: { _, last in last })
+            func time(_ key: String) -> UnixTime? { values[key].flatMap { UnixTime($0) } }
             return ServerContact(lastReached: time(Self.lastReachedKey), lastUnreachable: time(Self.lastUnreachableKey))
         } catch {
             throw JournalError("could not read the server contact: \(error)")

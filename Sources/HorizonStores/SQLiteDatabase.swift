@@ -29,9 +29,11 @@ public enum DatabaseValue: Sendable, Equatable {
     public var blob: [UInt8]? { if case .blob(let value) = self { value } else { nil } }
 }
 
-/// A row: column values by name. The names are the statement's, shared by every row of one
-/// result; a lookup compares names (a handful per row) rather than hashing them, and a row costs
-/// one array of values, not a dictionary (a profile of a payment: row dictionaries and the SQL-keyed
+/// A row: column values by name, read strictly (`RowDecoder`): a column the row does not have,
+/// a NULL where a value must be, or a value of another type is an error naming the column, never
+/// a zero or an empty string. The names are the statement's, shared by every row of one result;
+/// a lookup compares names (a handful per row) rather than hashing them, and a row costs one array
+/// of values, not a dictionary (a profile of a payment: row dictionaries and the SQL-keyed
 /// statement cache hashed about 500 strings per payment).
 public struct DatabaseRow: Sendable {
     /// Column names in result order (as SQLite reports them).
@@ -44,16 +46,118 @@ public struct DatabaseRow: Sendable {
         self.cells = cells
     }
 
-    /// The value of `column`; of the last such column if the result names it twice (as a
-    /// dictionary built from the row would hold); `.null` if there is none.
-    public subscript(_ column: String) -> DatabaseValue {
-        guard let index = columns.lastIndex(of: column), index < cells.count else { return .null }
-        return cells[index]
+    private var decoder: RowDecoder { RowDecoder(columns: columns, cells: cells) }
+
+    /// The value of `column` (of the last such column if the result names it twice).
+    public func value(_ column: String) throws(DatabaseError) -> DatabaseValue {
+        try Self.reading { () throws(RowDecodingError) in try decoder.value(column) }
+    }
+    public func integer(_ column: String) throws(DatabaseError) -> Int64 {
+        try Self.reading { () throws(RowDecodingError) in try decoder.integer(column) }
+    }
+    public func optionalInteger(_ column: String) throws(DatabaseError) -> Int64? {
+        try Self.reading { () throws(RowDecodingError) in try decoder.optionalInteger(column) }
+    }
+    public func text(_ column: String) throws(DatabaseError) -> String {
+        try Self.reading { () throws(RowDecodingError) in try decoder.text(column) }
+    }
+    public func optionalText(_ column: String) throws(DatabaseError) -> String? {
+        try Self.reading { () throws(RowDecodingError) in try decoder.optionalText(column) }
+    }
+    public func bytes(_ column: String) throws(DatabaseError) -> [UInt8] {
+        try Self.reading { () throws(RowDecodingError) in try decoder.bytes(column) }
+    }
+    public func optionalBytes(_ column: String) throws(DatabaseError) -> [UInt8]? {
+        try Self.reading { () throws(RowDecodingError) in try decoder.optionalBytes(column) }
+    }
+
+    private static func reading<T>(_ read: () throws(RowDecodingError) -> T) throws(DatabaseError) -> T {
+        do { return try read() } catch {
+            throw DatabaseError(code: -1, message: error.description, context: "reading a stored row")
+        }
     }
 
     /// The row as a dictionary by column name (the last of a repeated name wins).
     public var values: [String: DatabaseValue] {
         Dictionary(zip(columns, cells), uniquingKeysWith: { _, last in last })
+    }
+}
+
+/// Why a stored row could not be read: the column and what was wrong with it.
+public struct RowDecodingError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let column: String
+    public let reason: String
+
+    public init(column: String, reason: String) {
+        self.column = column
+        self.reason = reason
+    }
+
+    public var description: String { "column \(column): \(reason)" }
+}
+
+/// The one strict reader of stored rows, shared by every store (the terminal journal, the wallet
+/// store and the ledger on SQLite and PostgreSQL): asking for a column the row does not have, or
+/// reading it as another type, is an error; only the `optional…` readers accept NULL.
+public struct RowDecoder: Sendable {
+    public let columns: [String]
+    public let cells: [DatabaseValue]
+    /// Columns whose database type no store reads, with that type's name.
+    let unreadable: [String: String]
+
+    public init(columns: [String], cells: [DatabaseValue], unreadable: [String: String] = [:]) {
+        self.columns = columns
+        self.cells = cells
+        self.unreadable = unreadable
+    }
+
+    public func value(_ column: String) throws(RowDecodingError) -> DatabaseValue {
+        if !unreadable.isEmpty, let type = unreadable[column] {
+            throw RowDecodingError(column: column, reason: "database type \(type) is not one the stores read")
+        }
+        guard let index = columns.lastIndex(of: column), index < cells.count else {
+            throw RowDecodingError(column: column, reason: "missing")
+        }
+        return cells[index]
+    }
+
+    public func integer(_ column: String) throws(RowDecodingError) -> Int64 {
+        guard let value = try optionalInteger(column) else { throw RowDecodingError(column: column, reason: "NULL") }
+        return value
+    }
+
+    public func optionalInteger(_ column: String) throws(RowDecodingError) -> Int64? {
+        switch try value(column) {
+        case .integer(let number): return number
+        case .null: return nil
+        case .text, .blob: throw RowDecodingError(column: column, reason: "expected an integer")
+        }
+    }
+
+    public func text(_ column: String) throws(RowDecodingError) -> String {
+        guard let value = try optionalText(column) else { throw RowDecodingError(column: column, reason: "NULL") }
+        return value
+    }
+
+    public func optionalText(_ column: String) throws(RowDecodingError) -> String? {
+        switch try value(column) {
+        case .text(let text): return text
+        case .null: return nil
+        case .integer, .blob: throw RowDecodingError(column: column, reason: "expected text")
+        }
+    }
+
+    public func bytes(_ column: String) throws(RowDecodingError) -> [UInt8] {
+        guard let value = try optionalBytes(column) else { throw RowDecodingError(column: column, reason: "NULL") }
+        return value
+    }
+
+    public func optionalBytes(_ column: String) throws(RowDecodingError) -> [UInt8]? {
+        switch try value(column) {
+        case .blob(let bytes): return bytes
+        case .null: return nil
+        case .integer, .text: throw RowDecodingError(column: column, reason: "expected bytes")
+        }
     }
 }
 
@@ -228,7 +332,7 @@ public final class SQLiteDatabase: Sendable {
     /// freed per run; a payment's statements should build none (for tests).
     func temporaryStructures(in sql: String) throws(DatabaseError) -> Int {
         try query("EXPLAIN " + sql).count { row in
-            ["OpenEphemeral", "OpenAutoindex", "SorterOpen"].contains(row["opcode"].text ?? "")
+            ["OpenEphemeral", "OpenAutoindex", "SorterOpen"].contains((try? row.text("opcode")) ?? "")
         }
     }
 

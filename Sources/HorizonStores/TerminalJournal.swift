@@ -156,100 +156,132 @@ extension TerminalJournal {
 /// a synced step cheap; nothing is ever updated in place.
 public final class SQLiteTerminalJournal: TerminalJournal {
     public let database: SQLiteDatabase
-    /// 2 adds `signed_request`: the wallet's signed Confirm as it arrived, which a remote
-    /// processor verifies (a journal of version 1 is migrated on open; its rows have none).
-    /// 3 adds `offline_payments`: payments accepted offline and their forwarding.
-    /// 4 checks a step's name by comparisons instead of an `IN (…)` list (same rule, cheaper).
-    static let schemaVersion = 4
 
-    /// The steps table. The step's name is checked by comparisons, not `step IN (…)`: SQLite
-    /// checks a list of more than two values by building a temporary table (a page cache of its
-    /// own, allocated and freed) at every row it writes, and a payment writes four or five steps.
-    static func stepsTableSQL(named name: String) -> String {
-        """
-        CREATE TABLE IF NOT EXISTS \(name)(
-            seq INTEGER PRIMARY KEY,
-            step TEXT NOT NULL CHECK (step = 'offered' OR step = 'confirmed' OR step = 'submitted'
-                OR step = 'result' OR step = 'acknowledged'),
-            session_id INTEGER NOT NULL,
-            request_id BLOB,
-            transaction_type INTEGER NOT NULL,
-            wallet_key BLOB NOT NULL,
-            terminal_key_id BLOB,
-            amount INTEGER,
-            tip INTEGER,
-            currency TEXT,
-            register_user TEXT,
-            item TEXT,
-            quantity INTEGER,
-            content_digest BLOB,
-            answer BLOB,
-            signed_request BLOB,
-            recorded_at INTEGER NOT NULL,
-            CHECK ((step = 'offered') = (request_id IS NULL)),
-            CHECK (step != 'confirmed' OR (terminal_key_id IS NOT NULL AND amount IS NOT NULL
-                AND tip IS NOT NULL AND currency IS NOT NULL AND content_digest IS NOT NULL)),
-            CHECK ((step = 'result') = (answer IS NOT NULL)));
-        """
-    }
+    /// The journal's schema history. `meta.schema_version` is kept in step too: programs from
+    /// before `schema_migrations` read only that, and must keep refusing a newer journal.
+    public static let schema = SchemaMigrator(
+        store: "terminal journal",
+        steps: [
+            SchemaStep(
+                version: 1, name: "steps, one row per step of a request",
+                sql: """
+                    CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                    CREATE TABLE steps(
+                        seq INTEGER PRIMARY KEY,
+                        step TEXT NOT NULL CHECK (step IN ('offered', 'confirmed', 'submitted', 'result', 'acknowledged')),
+                        session_id INTEGER NOT NULL,
+                        request_id BLOB,
+                        transaction_type INTEGER NOT NULL,
+                        wallet_key BLOB NOT NULL,
+                        terminal_key_id BLOB,
+                        amount INTEGER,
+                        tip INTEGER,
+                        currency TEXT,
+                        register_user TEXT,
+                        item TEXT,
+                        quantity INTEGER,
+                        content_digest BLOB,
+                        answer BLOB,
+                        recorded_at INTEGER NOT NULL,
+                        CHECK ((step = 'offered') = (request_id IS NULL)),
+                        CHECK (step != 'confirmed' OR (terminal_key_id IS NOT NULL AND amount IS NOT NULL
+                            AND tip IS NOT NULL AND currency IS NOT NULL AND content_digest IS NOT NULL)),
+                        CHECK ((step = 'result') = (answer IS NOT NULL)));
+                    CREATE INDEX steps_by_request ON steps(request_id, seq) WHERE request_id IS NOT NULL;
+                    INSERT INTO meta(key, value) VALUES ('schema_version', '1');
+                    """),
+            // The wallet's signed Confirm as it arrived, which a remote processor verifies (older
+            // rows have none).
+            SchemaStep(
+                version: 2, name: "signed_request",
+                sql: """
+                    ALTER TABLE steps ADD COLUMN signed_request BLOB;
+                    UPDATE meta SET value = '2' WHERE key = 'schema_version';
+                    """),
+            SchemaStep(
+                version: 3, name: "offline_payments: payments accepted offline and their forwarding",
+                sql: """
+                    CREATE TABLE offline_payments(
+                        payment_id BLOB PRIMARY KEY,
+                        session_id INTEGER NOT NULL,
+                        wallet_key BLOB NOT NULL,
+                        terminal_key_id BLOB NOT NULL,
+                        amount INTEGER NOT NULL CHECK (amount > 0),
+                        tip INTEGER NOT NULL CHECK (tip >= 0),
+                        currency TEXT NOT NULL,
+                        register_user TEXT NOT NULL,
+                        signed_confirmation BLOB NOT NULL,
+                        daily_token BLOB NOT NULL,
+                        token_id BLOB NOT NULL,
+                        accepted_at INTEGER NOT NULL,
+                        state TEXT NOT NULL CHECK (state IN ('stored', 'forwarding', 'settled', 'declined')),
+                        decline_code TEXT,
+                        decline_reason TEXT,
+                        forward_attempts INTEGER NOT NULL DEFAULT 0,
+                        updated_at INTEGER NOT NULL,
+                        CHECK ((state = 'declined') = (decline_code IS NOT NULL)));
+                    UPDATE meta SET value = '3' WHERE key = 'schema_version';
+                    """),
+            // The same rules, the step's name checked by comparisons instead of `step IN (…)`:
+            // SQLite checks a list of more than two values by building a temporary table (a page
+            // cache of its own, allocated and freed) at every row it writes, and a payment writes
+            // four or five steps. The table is rebuilt with every row and its sequence number.
+            SchemaStep(
+                version: 4, name: "steps: the step checked by comparisons",
+                sql: """
+                    CREATE TABLE steps_v4(
+                        seq INTEGER PRIMARY KEY,
+                        step TEXT NOT NULL CHECK (step = 'offered' OR step = 'confirmed' OR step = 'submitted'
+                            OR step = 'result' OR step = 'acknowledged'),
+                        session_id INTEGER NOT NULL,
+                        request_id BLOB,
+                        transaction_type INTEGER NOT NULL,
+                        wallet_key BLOB NOT NULL,
+                        terminal_key_id BLOB,
+                        amount INTEGER,
+                        tip INTEGER,
+                        currency TEXT,
+                        register_user TEXT,
+                        item TEXT,
+                        quantity INTEGER,
+                        content_digest BLOB,
+                        answer BLOB,
+                        signed_request BLOB,
+                        recorded_at INTEGER NOT NULL,
+                        CHECK ((step = 'offered') = (request_id IS NULL)),
+                        CHECK (step != 'confirmed' OR (terminal_key_id IS NOT NULL AND amount IS NOT NULL
+                            AND tip IS NOT NULL AND currency IS NOT NULL AND content_digest IS NOT NULL)),
+                        CHECK ((step = 'result') = (answer IS NOT NULL)));
+                    INSERT INTO steps_v4(seq, step, session_id, request_id, transaction_type, wallet_key,
+                        terminal_key_id, amount, tip, currency, register_user, item, quantity, content_digest,
+                        answer, signed_request, recorded_at)
+                    SELECT seq, step, session_id, request_id, transaction_type, wallet_key, terminal_key_id,
+                        amount, tip, currency, register_user, item, quantity, content_digest, answer,
+                        signed_request, recorded_at FROM steps;
+                    DROP TABLE steps;
+                    ALTER TABLE steps_v4 RENAME TO steps;
+                    CREATE INDEX steps_by_request ON steps(request_id, seq) WHERE request_id IS NOT NULL;
+                    UPDATE meta SET value = '4' WHERE key = 'schema_version';
+                    """),
+        ],
+        versionBeforeRecording: { (database) throws(DatabaseError) -> Int? in
+            // A journal from before `schema_migrations` names its version in `meta`.
+            guard try SchemaMigrator.hasTable("meta", in: database) else { return nil }
+            let stored = try database.query("SELECT value FROM meta WHERE key = 'schema_version'").first
+            guard let text = try stored?.text("value"), let version = Int(text) else {
+                throw DatabaseError(
+                    code: -1, message: "this terminal journal names no schema version it can be migrated from",
+                    context: "opening \(database.path)")
+            }
+            return version
+        })
 
-    static let stepsIndexSQL =
-        "CREATE INDEX IF NOT EXISTS steps_by_request ON steps(request_id, seq) WHERE request_id IS NOT NULL;"
-
-    /// Every column of a step, named (a schema-1 journal has `signed_request` last).
-    static let stepsColumns = """
-        seq, step, session_id, request_id, transaction_type, wallet_key, terminal_key_id, amount, tip, currency, \
-        register_user, item, quantity, content_digest, answer, signed_request, recorded_at
-        """
+    /// The version this program reads and writes.
+    public static var schemaVersion: Int { schema.currentVersion }
 
     public init(path: String) throws(DatabaseError) {
         database = try SQLiteDatabase(path: path)
-        try database.execute(
-            """
-            CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-            \(Self.stepsTableSQL(named: "steps"))
-            \(Self.stepsIndexSQL)
-            \(Self.offlinePaymentsTableSQL)
-            INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '\(Self.schemaVersion)');
-            """)
-        var version = try database.query("SELECT value FROM meta WHERE key = 'schema_version'").first?["value"].text
-        if version == "1" {
-            try database.execute(
-                """
-                BEGIN IMMEDIATE;
-                ALTER TABLE steps ADD COLUMN signed_request BLOB;
-                UPDATE meta SET value = '2' WHERE key = 'schema_version';
-                COMMIT;
-                """)
-            version = "2"
-        }
-        if version == "2" {
-            // The table itself was created above (IF NOT EXISTS); only the version moves on.
-            try database.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
-            version = "3"
-        }
-        if version == "3" {
-            // The same rules, the step checked by comparisons (see `stepsTableSQL`): the table is
-            // rebuilt with every row and its sequence number, in one transaction.
-            try database.execute(
-                """
-                BEGIN IMMEDIATE;
-                \(Self.stepsTableSQL(named: "steps_v4"))
-                INSERT INTO steps_v4(\(Self.stepsColumns)) SELECT \(Self.stepsColumns) FROM steps;
-                DROP TABLE steps;
-                ALTER TABLE steps_v4 RENAME TO steps;
-                \(Self.stepsIndexSQL)
-                UPDATE meta SET value = '4' WHERE key = 'schema_version';
-                COMMIT;
-                """)
-            version = "4"
-        }
-        guard version == String(Self.schemaVersion) else {
-            throw DatabaseError(
-                code: -1,
-                message: "this journal has schema \(version ?? "?"); this program reads \(Self.schemaVersion)",
-                context: "opening \(path)")
-        }
+        try Self.schema.migrate(database)
     }
 
     public func write(_ writes: [JournalWrite], at time: UnixTime) throws(JournalError) {
@@ -298,12 +330,12 @@ public final class SQLiteTerminalJournal: TerminalJournal {
         do {
             var unreadable: [UnreadableRequest] = []
             for row in try database.query("SELECT request_id FROM steps WHERE step = 'confirmed' ORDER BY seq") {
-                let bytes = row["request_id"].blob ?? []
+                let bytes = try row.optionalBytes("request_id") ?? []
                 guard let id = try? PaymentID(bytes: bytes) else {
                     unreadable.append(UnreadableRequest(id: bytes.hexString, reason: "the request id is damaged"))
                     continue
                 }
-                if Self.record(for: id, rows: try rowsQuery(id)) == nil {
+                if (try? Self.record(for: id, rows: try rowsQuery(id))) ?? nil == nil {
                     unreadable.append(
                         UnreadableRequest(id: bytes.hexString, reason: "its confirmed terms cannot be decoded"))
                 }
@@ -328,8 +360,9 @@ public final class SQLiteTerminalJournal: TerminalJournal {
     private func records(of rows: [DatabaseRow]) throws(DatabaseError) -> [JournalRecord] {
         var records: [JournalRecord] = []
         for row in rows {
-            guard let bytes = row["request_id"].blob, let id = try? PaymentID(bytes: bytes),
-                let record = Self.record(for: id, rows: try rowsQuery(id))
+            // A damaged request is left out here and named by `unreadable()`.
+            guard let id = try? PaymentID(bytes: try row.bytes("request_id")),
+                let record = try? Self.record(for: id, rows: try rowsQuery(id))
             else { continue }
             records.append(record)
         }
@@ -338,10 +371,12 @@ public final class SQLiteTerminalJournal: TerminalJournal {
 
     /// The history of writes, oldest first, as (step, request id) pairs; for audits and tests.
     public func history() throws(DatabaseError) -> [(step: JournalStep, id: PaymentID?)] {
-        try database.query("SELECT step, request_id FROM steps ORDER BY seq").compactMap { row in
-            guard let step = row["step"].text.flatMap(JournalStep.init(rawValue:)) else { return nil }
-            return (step, row["request_id"].blob.flatMap { try? PaymentID(bytes: $0) })
+        var history: [(step: JournalStep, id: PaymentID?)] = []
+        for row in try database.query("SELECT step, request_id FROM steps ORDER BY seq") {
+            guard let step = JournalStep(rawValue: try row.text("step")) else { continue }
+            history.append((step, try row.optionalBytes("request_id").flatMap { try? PaymentID(bytes: $0) }))
         }
+        return history
     }
 
     // MARK: Rows
@@ -368,7 +403,7 @@ public final class SQLiteTerminalJournal: TerminalJournal {
                 ])
             return .success(())
         case .confirmed(let request):
-            if let stored = record(for: request.id, rows: try db.query(rowsSQL, [.blob(request.id.bytes)])) {
+            if let stored = try record(for: request.id, rows: try db.query(rowsSQL, [.blob(request.id.bytes)])) {
                 // A retry of the same request is fine; the same id with other terms is not.
                 return stored.request == request
                     ? .success(()) : .failure(JournalError("\(request.id) was confirmed with other terms"))
@@ -396,17 +431,19 @@ public final class SQLiteTerminalJournal: TerminalJournal {
         in db: SQLiteDatabase.Transaction
     ) throws(DatabaseError) -> Result<Void, JournalError> {
         let rows = try db.query(progressSQL, [.blob(id.bytes)])
-        guard let confirmed = rows.first(where: { $0["step"].text == JournalStep.confirmed.rawValue }) else {
+        let steps = try Self.steps(of: rows)
+        guard let confirmed = zip(rows, steps).first(where: { $0.1 == .confirmed })?.0 else {
             return .failure(JournalError("\(step) for \(id), which was never confirmed"))
         }
-        let latest = rows.compactMap { $0["step"].text.flatMap(JournalStep.init(rawValue:)) }.max() ?? .confirmed
+        let latest = steps.compactMap { $0 }.max() ?? .confirmed
         // Already there or past it: a retry of the step, nothing to write.
         if latest >= step { return .success(()) }
         if step == .acknowledged {
-            guard rows.contains(where: { $0["answered"].integer == 1 }) else {
+            guard try rows.map({ (row) throws(DatabaseError) in try row.optionalInteger("answered") }).contains(1)
+            else {
                 return .failure(JournalError("acknowledged for \(id), which has no result"))
             }
-            guard let walletKey, confirmed["wallet_key"].blob == walletKey.bytes else {
+            guard let walletKey, try confirmed.bytes("wallet_key") == walletKey.bytes else {
                 return .failure(JournalError("\(id) can only be acknowledged by the wallet that made it"))
             }
         }
@@ -416,8 +453,9 @@ public final class SQLiteTerminalJournal: TerminalJournal {
             VALUES (?, ?, ?, ?, ?, ?, ?)
             """,
             [
-                .text(step.rawValue), confirmed["session_id"], .blob(id.bytes), confirmed["transaction_type"],
-                confirmed["wallet_key"], answer.map { .blob($0.encoded()) } ?? .null, .integer(time),
+                .text(step.rawValue), try confirmed.value("session_id"), .blob(id.bytes),
+                try confirmed.value("transaction_type"), try confirmed.value("wallet_key"),
+                answer.map { .blob($0.encoded()) } ?? .null, .integer(time),
             ])
         return .success(())
     }
@@ -467,38 +505,58 @@ public final class SQLiteTerminalJournal: TerminalJournal {
 
     /// Where a request stands, from its rows in order: the terms from its `confirmed` row, the
     /// answer from its `result` row, the step from its last row. Nil if it was never confirmed.
-    private static func record(for id: PaymentID, rows: [DatabaseRow]) -> JournalRecord? {
-        guard let confirmed = rows.first(where: { $0["step"].text == JournalStep.confirmed.rawValue }),
-            let request = decodeRequest(id, confirmed)
+    /// Each row's step, nil for a name this program does not know.
+    private static func steps(of rows: [DatabaseRow]) throws(DatabaseError) -> [JournalStep?] {
+        try rows.map { (row) throws(DatabaseError) in JournalStep(rawValue: try row.text("step")) }
+    }
+
+    /// Where a request stands, from its rows in order: the terms from its `confirmed` row, the
+    /// answer from its `result` row, the step from its last row. Nil if it was never confirmed or
+    /// its terms do not decode; an error if a row is not the journal's shape.
+    private static func record(for id: PaymentID, rows: [DatabaseRow]) throws(DatabaseError) -> JournalRecord? {
+        let steps = try steps(of: rows)
+        guard let confirmed = zip(rows, steps).first(where: { $0.1 == .confirmed })?.0,
+            let request = try decodeRequest(id, confirmed)
         else { return nil }
-        let step = rows.compactMap { $0["step"].text.flatMap(JournalStep.init(rawValue:)) }.max() ?? .confirmed
-        let answer = rows.first(where: { $0["step"].text == JournalStep.result.rawValue })?["answer"].blob
+        let step = steps.compactMap { $0 }.max() ?? .confirmed
+        let answer = try zip(rows, steps).first(where: { $0.1 == .result })?.0.optionalBytes("answer")
             .flatMap { try? SessionMessage.decode($0) }
         return JournalRecord(request: request, step: step, answer: answer)
     }
 
-    private static func decodeRequest(_ id: PaymentID, _ row: DatabaseRow) -> JournalRequest? {
-        guard let session = row["session_id"].integer, let sessionID = SessionID(rawValue: UInt64(bitPattern: session)),
-            let typeValue = row["transaction_type"].integer,
+    /// A confirmed row's terms. Columns only a payment or only a redemption fills are NULL in
+    /// the other (and `signed_request` in rows from before it was kept).
+    private static func decodeRequest(_ id: PaymentID, _ row: DatabaseRow) throws(DatabaseError) -> JournalRequest? {
+        // The row's shape is read strictly (an error); its values are checked as the types they
+        // hold (nil: damaged terms, which `unreadable()` names).
+        let session = try row.integer("session_id")
+        let typeValue = try row.integer("transaction_type")
+        let walletKeyBytes = try row.bytes("wallet_key")
+        let terminalKeyIDBytes = try row.bytes("terminal_key_id")
+        let currencyCode = try row.text("currency")
+        let amountUnits = try row.integer("amount")
+        let tipUnits = try row.integer("tip")
+        let digest = try row.bytes("content_digest")
+        guard let sessionID = SessionID(rawValue: UInt64(bitPattern: session)),
             let type = TransactionType(rawValue: UInt8(truncatingIfNeeded: typeValue)),
-            let keyBytes = row["wallet_key"].blob, let walletKey = try? PublicKeyBytes(bytes: keyBytes),
-            let keyIDBytes = row["terminal_key_id"].blob, let terminalKeyID = try? TerminalKeyID(bytes: keyIDBytes),
-            let code = row["currency"].text, let currency = try? Currency(code: code),
-            let amount = try? Money(minorUnits: row["amount"].integer ?? -1, currency: currency),
-            let tip = try? Money(minorUnits: row["tip"].integer ?? -1, currency: currency),
-            let digest = row["content_digest"].blob
+            let walletKey = try? PublicKeyBytes(bytes: walletKeyBytes),
+            let terminalKeyID = try? TerminalKeyID(bytes: terminalKeyIDBytes),
+            let currency = try? Currency(code: currencyCode),
+            let amount = try? Money(minorUnits: amountUnits, currency: currency),
+            let tip = try? Money(minorUnits: tipUnits, currency: currency)
         else { return nil }
         if type == .payment {
             return .payment(
                 SettlementRequest(
                     paymentID: id, sessionID: sessionID, walletKey: walletKey, terminalKeyID: terminalKeyID,
-                    amount: amount, tip: tip, registerUser: row["register_user"].text ?? "", contentDigest: digest,
-                    signedConfirmation: row["signed_request"].blob ?? []))
+                    amount: amount, tip: tip, registerUser: try row.optionalText("register_user") ?? "",
+                    contentDigest: digest, signedConfirmation: try row.optionalBytes("signed_request") ?? []))
         }
         return .redemption(
             RedemptionRequest(
                 redemptionID: id, sessionID: sessionID, walletKey: walletKey, terminalKeyID: terminalKeyID,
-                transactionType: type, item: row["item"].text ?? "", quantity: row["quantity"].integer ?? 0,
-                value: amount, contentDigest: digest, signedRedemption: row["signed_request"].blob ?? []))
+                transactionType: type, item: try row.optionalText("item") ?? "",
+                quantity: try row.optionalInteger("quantity") ?? 0, value: amount, contentDigest: digest,
+                signedRedemption: try row.optionalBytes("signed_request") ?? []))
     }
 }

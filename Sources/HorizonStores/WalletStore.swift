@@ -63,26 +63,42 @@ public struct StoredPendingPayment: Sendable, Equatable {
 public final class WalletStore: Sendable {
     public let database: SQLiteDatabase
 
+    /// The wallet store's schema history (see `SchemaMigrator`).
+    public static let schema = SchemaMigrator(
+        store: "wallet store",
+        steps: [
+            SchemaStep(
+                version: 1, name: "receipts and pending payments",
+                sql: """
+                    CREATE TABLE receipts(
+                        payment_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, merchant TEXT NOT NULL,
+                        amount INTEGER NOT NULL, tip INTEGER NOT NULL, currency TEXT NOT NULL, reference INTEGER NOT NULL,
+                        settled_at INTEGER NOT NULL, bonus_earned INTEGER NOT NULL, bonus_balance INTEGER NOT NULL);
+                    CREATE TABLE pending(
+                        payment_id BLOB PRIMARY KEY, request BLOB NOT NULL, terminal_key_id BLOB NOT NULL,
+                        terminal_address TEXT NOT NULL, merchant TEXT NOT NULL, created_at INTEGER NOT NULL);
+                    """),
+            // Whether a receipt is an "accepted offline" one; older receipts were all settled by
+            // a server or the ledger (0).
+            SchemaStep(
+                version: 2, name: "receipts.accepted_offline",
+                sql: """
+                    ALTER TABLE receipts ADD COLUMN accepted_offline INTEGER NOT NULL DEFAULT 0
+                        CHECK (accepted_offline IN (0, 1));
+                    """),
+        ],
+        versionBeforeRecording: { (database) throws(DatabaseError) -> Int? in
+            // A store from before `schema_migrations` kept no version: its receipts table says
+            // which of the two schemas it has.
+            guard try SchemaMigrator.hasTable("receipts", in: database) else { return nil }
+            let columns = try database.query("SELECT name FROM pragma_table_info('receipts')")
+                .map { (row) throws(DatabaseError) in try row.text("name") }
+            return columns.contains("accepted_offline") ? 2 : 1
+        })
+
     public init(path: String) throws(DatabaseError) {
         database = try SQLiteDatabase(path: path)
-        try database.execute(
-            """
-            CREATE TABLE IF NOT EXISTS receipts(
-                payment_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, merchant TEXT NOT NULL,
-                amount INTEGER NOT NULL, tip INTEGER NOT NULL, currency TEXT NOT NULL, reference INTEGER NOT NULL,
-                settled_at INTEGER NOT NULL, bonus_earned INTEGER NOT NULL, bonus_balance INTEGER NOT NULL);
-            CREATE TABLE IF NOT EXISTS pending(
-                payment_id BLOB PRIMARY KEY, request BLOB NOT NULL, terminal_key_id BLOB NOT NULL,
-                terminal_address TEXT NOT NULL, merchant TEXT NOT NULL, created_at INTEGER NOT NULL);
-            """)
-        // Whether a receipt is an "accepted offline" one. A store from before gets the
-        // column (its receipts were all settled by a server or the ledger: 0).
-        let columns = try database.query("PRAGMA table_info(receipts)").compactMap { $0["name"].text }
-        if !columns.contains("accepted_offline") {
-            try database.execute(
-                "ALTER TABLE receipts ADD COLUMN accepted_offline INTEGER NOT NULL DEFAULT 0 CHECK (accepted_offline IN (0, 1))"
-            )
-        }
+        try Self.schema.migrate(database)
     }
 
     public func savePending(_ payment: StoredPendingPayment) throws(DatabaseError) {
@@ -103,15 +119,11 @@ public final class WalletStore: Sendable {
     }
 
     public func pending() throws(DatabaseError) -> [StoredPendingPayment] {
-        try database.query("SELECT * FROM pending ORDER BY created_at").compactMap { row in
-            guard let id = row["payment_id"].blob, let request = row["request"].blob,
-                let keyID = row["terminal_key_id"].blob,
-                let address = row["terminal_address"].text, let merchant = row["merchant"].text,
-                let created = row["created_at"].integer
-            else { return nil }
-            return StoredPendingPayment(
-                paymentID: id, request: request, terminalKeyID: keyID, terminalAddress: address,
-                merchantName: merchant, createdAt: created)
+        try database.query("SELECT * FROM pending ORDER BY created_at").map { (row) throws(DatabaseError) in
+            StoredPendingPayment(
+                paymentID: try row.bytes("payment_id"), request: try row.bytes("request"),
+                terminalKeyID: try row.bytes("terminal_key_id"), terminalAddress: try row.text("terminal_address"),
+                merchantName: try row.text("merchant"), createdAt: try row.integer("created_at"))
         }
     }
 
@@ -146,17 +158,16 @@ public final class WalletStore: Sendable {
 
     /// Receipts, newest first.
     public func receipts() throws(DatabaseError) -> [StoredReceipt] {
-        try database.query("SELECT * FROM receipts ORDER BY settled_at DESC, rowid DESC").compactMap { row in
-            guard let id = row["payment_id"].text, let session = row["session_id"].text,
-                let merchant = row["merchant"].text, let currency = row["currency"].text
-            else { return nil }
+        try database.query("SELECT * FROM receipts ORDER BY settled_at DESC, rowid DESC").map {
+            (row) throws(DatabaseError) in
             var receipt = StoredReceipt(
-                paymentID: id, sessionID: session, merchantName: merchant,
-                amountMinorUnits: row["amount"].integer ?? 0, tipMinorUnits: row["tip"].integer ?? 0,
-                currency: currency, reference: UInt64(bitPattern: row["reference"].integer ?? 0),
-                settledAt: row["settled_at"].integer ?? 0, bonusPointsEarned: row["bonus_earned"].integer ?? 0,
-                bonusPointsBalance: row["bonus_balance"].integer ?? 0)
-            if row["accepted_offline"].integer == 1 { receipt.acceptedOffline = true }
+                paymentID: try row.text("payment_id"), sessionID: try row.text("session_id"),
+                merchantName: try row.text("merchant"), amountMinorUnits: try row.integer("amount"),
+                tipMinorUnits: try row.integer("tip"), currency: try row.text("currency"),
+                reference: UInt64(bitPattern: try row.integer("reference")), settledAt: try row.integer("settled_at"),
+                bonusPointsEarned: try row.integer("bonus_earned"), bonusPointsBalance: try row.integer("bonus_balance")
+            )
+            if try row.integer("accepted_offline") == 1 { receipt.acceptedOffline = true }
             return receipt
         }
     }

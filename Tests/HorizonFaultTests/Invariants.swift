@@ -227,16 +227,15 @@ struct Invariants {
         return violations
     }
 
-    static func row(_ row: DatabaseRow) -> Row? {
-        guard let idBytes = row["payment_id"].blob, let id = try? PaymentID(bytes: idBytes),
-            let rawType = row["transaction_type"].integer,
-            let type = TransactionType(rawValue: UInt8(truncatingIfNeeded: rawType)),
-            let session = row["session_id"].integer, let key = row["wallet_key"].blob,
-            let amount = row["amount"].integer, let tip = row["tip"].integer, let outcome = row["outcome"].text
+    static func row(_ row: DatabaseRow) throws -> Row? {
+        let rawType = try row.integer("transaction_type")
+        guard let id = try? PaymentID(bytes: try row.bytes("payment_id")),
+            let type = TransactionType(rawValue: UInt8(truncatingIfNeeded: rawType))
         else { return nil }
         return Row(
-            paymentID: id, type: type, sessionID: session, walletKey: key, amount: amount, tip: tip,
-            item: row["item"].text ?? "", quantity: row["quantity"].integer ?? 0, approved: outcome == "approved",
-            bonusEarned: row["bonus_earned"].integer ?? 0, settledAt: row["settled_at"].integer ?? 0)
+            paymentID: id, type: type, sessionID: try row.integer("session_id"), walletKey: try row.bytes("wallet_key"),
+            amount: try row.integer("amount"), tip: try row.integer("tip"), item: try row.text("item"),
+            quantity: try row.integer("quantity"), approved: try row.text("outcome") == "approved",
+            bonusEarned: try row.integer("bonus_earned"), settledAt: try row.integer("settled_at"))
     }
 }

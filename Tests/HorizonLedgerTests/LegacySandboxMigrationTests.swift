@@ -286,7 +286,7 @@ struct LegacySandboxMigrationTests {
             // The old file is where it was, whole, to be repaired and migrated again.
             #expect(!FileManager.default.fileExists(atPath: InProcessLedger.legacyBackupPath(for: path)))
             let old = try SQLiteDatabase(path: path)
-            #expect(try old.query("SELECT COUNT(*) AS n FROM transactions").first?["n"] == .integer(5))
+            #expect(try old.query("SELECT COUNT(*) AS n FROM transactions").first?.value("n") == .integer(5))
         }
     }
 

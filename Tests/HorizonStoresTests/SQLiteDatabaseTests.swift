@@ -21,7 +21,7 @@ struct SQLiteDatabaseTests {
     }
 
     func names(_ database: SQLiteDatabase) throws -> [String] {
-        try database.query("SELECT name FROM items ORDER BY id").compactMap { $0["name"].text }
+        try database.query("SELECT name FROM items ORDER BY id").compactMap { try $0.value("name").text }
     }
 
     // MARK: Closing
@@ -64,7 +64,7 @@ struct SQLiteDatabaseTests {
                 try db.query("INSERT INTO items(name) VALUES (?)", [.text("a")])
                 try db.query("INSERT INTO items(name) VALUES (?), (?)", [.text("b"), .text("c")])
                 #expect(db.changes == 2)
-                return try db.query("SELECT COUNT(*) AS n FROM items").first?["n"].integer.map(Int.init) ?? -1
+                return try db.query("SELECT COUNT(*) AS n FROM items").first?.value("n").integer.map(Int.init) ?? -1
             }
             #expect(count == 3)
             #expect(try names(database) == ["a", "b", "c"])
@@ -84,7 +84,7 @@ struct SQLiteDatabaseTests {
                 }
             }
             #expect(try names(database) == ["before"])
-            #expect(try database.query("SELECT size FROM items").first?["size"] == .null)
+            #expect(try database.query("SELECT size FROM items").first?.value("size") == .null)
             // The connection is usable again: the failed transaction was rolled back, not left open.
             try database.transaction { (db) throws(DatabaseError) in
                 _ = try db.query("INSERT INTO items(name) VALUES ('after')")
@@ -204,24 +204,26 @@ struct SQLiteDatabaseTests {
             let read = try database.query("SELECT i, t, b, n FROM vals ORDER BY k")
             #expect(read.count == rows.count)
             for (stored, row) in zip(read, rows) {
-                #expect(stored["i"] == .integer(row.0))
-                #expect(stored["t"] == .text(row.1))
-                #expect(stored["b"] == .blob(row.2))
-                #expect(stored["n"] == .null)
-                #expect(stored["i"].integer == row.0)
-                #expect(stored["t"].text == row.1)
-                #expect(stored["b"].blob == row.2)
-                #expect(stored["n"].integer == nil && stored["n"].text == nil && stored["n"].blob == nil)
+                #expect(try stored.value("i") == .integer(row.0))
+                #expect(try stored.value("t") == .text(row.1))
+                #expect(try stored.value("b") == .blob(row.2))
+                #expect(try stored.value("n") == .null)
+                #expect(try stored.value("i").integer == row.0)
+                #expect(try stored.value("t").text == row.1)
+                #expect(try stored.value("b").blob == row.2)
+                #expect(
+                    try stored.optionalInteger("n") == nil && stored.optionalText("n") == nil
+                        && stored.optionalBytes("n") == nil)
                 // A column the query did not select reads as null.
-                #expect(stored["missing"] == .null)
+                #expect(throws: DatabaseError.self) { try stored.value("missing") }
             }
             // Types are SQLite's own: typeof() agrees with what was bound.
             let types = try database.query(
                 "SELECT typeof(i) AS i, typeof(t) AS t, typeof(b) AS b, typeof(n) AS n FROM vals")
             #expect(
-                types.allSatisfy {
-                    $0["i"] == .text("integer") && $0["t"] == .text("text") && $0["b"] == .text("blob")
-                        && $0["n"] == .text("null")
+                try types.allSatisfy {
+                    try $0.text("i") == "integer" && $0.text("t") == "text" && $0.text("b") == "blob"
+                        && $0.text("n") == "null"
                 })
         }
     }
@@ -231,8 +233,8 @@ struct SQLiteDatabaseTests {
             try database.execute("CREATE TABLE vals(b BLOB)")
             try database.query("INSERT INTO vals(b) VALUES (?)", [.blob([])])
             let row = try database.query("SELECT b, typeof(b) AS type FROM vals").first
-            #expect(row?["b"] == .blob([]))
-            #expect(row?["type"] == .text("blob"))
+            #expect(try row?.value("b") == .blob([]))
+            #expect(try row?.value("type") == .text("blob"))
         }
     }
 
@@ -242,8 +244,8 @@ struct SQLiteDatabaseTests {
             let text = "before\u{0}after"
             try database.query("INSERT INTO vals(t) VALUES (?)", [.text(text)])
             let row = try database.query("SELECT t, length(CAST(t AS BLOB)) AS bytes FROM vals").first
-            #expect(row?["t"] == .text(text))
-            #expect(row?["bytes"] == .integer(12))
+            #expect(try row?.value("t") == .text(text))
+            #expect(try row?.value("bytes") == .integer(12))
         }
     }
 
@@ -251,8 +253,8 @@ struct SQLiteDatabaseTests {
         let database = try SQLiteDatabase(path: ":memory:")
         try database.execute("CREATE TABLE t(x INTEGER)")
         try database.query("INSERT INTO t(x) VALUES (?)", [.integer(42)])
-        #expect(try database.query("SELECT x FROM t").map { $0["x"] } == [.integer(42)])
+        #expect(try database.query("SELECT x FROM t").map { try $0.value("x") } == [.integer(42)])
         // WAL needs a file; an in-memory database keeps its own journal mode.
-        #expect(try database.query("PRAGMA journal_mode").map { $0["journal_mode"] } == [.text("memory")])
+        #expect(try database.query("PRAGMA journal_mode").map { try $0.value("journal_mode") } == [.text("memory")])
     }
 }

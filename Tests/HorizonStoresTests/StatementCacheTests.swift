@@ -25,7 +25,7 @@ struct StatementCacheTests {
             }
             for index in 0..<5 {
                 let rows = try database.query("SELECT name, size FROM items WHERE size = ?", [.integer(Int64(index))])
-                #expect(rows.map { $0["name"].text } == ["item-\(index)"])
+                #expect(try rows.map { try $0.value("name").text } == ["item-\(index)"])
             }
             #expect(database.cachedStatementCount == 2)
         }
@@ -34,12 +34,12 @@ struct StatementCacheTests {
     @Test func bindingsDoNotLeakIntoTheNextUse() throws {
         try withDatabase { database in
             let first = try database.query("SELECT ?1 AS a, ?2 AS b", [.integer(1), .integer(2)])
-            #expect(first.first?["a"] == .integer(1))
-            #expect(first.first?["b"] == .integer(2))
+            #expect(try first.first?.value("a") == .integer(1))
+            #expect(try first.first?.value("b") == .integer(2))
             // Fewer values this time: the second parameter is NULL again, not the old 2.
             let second = try database.query("SELECT ?1 AS a, ?2 AS b", [.integer(3)])
-            #expect(second.first?["a"] == .integer(3))
-            #expect(second.first?["b"] == .null)
+            #expect(try second.first?.value("a") == .integer(3))
+            #expect(try second.first?.value("b") == .null)
         }
     }
 
@@ -49,7 +49,7 @@ struct StatementCacheTests {
             try database.query(insert, [.text("same")])
             #expect(throws: DatabaseError.self) { try database.query(insert, [.text("same")]) }
             try database.query(insert, [.text("other")])
-            #expect(try database.query("SELECT COUNT(*) AS n FROM items").first?["n"] == .integer(2))
+            #expect(try database.query("SELECT COUNT(*) AS n FROM items").first?.value("n") == .integer(2))
         }
     }
 
@@ -67,7 +67,9 @@ struct StatementCacheTests {
             }
             try database.query(insert, [.text("outside")])
             #expect(
-                try database.query("SELECT name FROM items ORDER BY id").map { $0["name"].text } == ["kept", "outside"])
+                try database.query("SELECT name FROM items ORDER BY id").map { try $0.value("name").text } == [
+                    "kept", "outside",
+                ])
         }
     }
 
@@ -75,12 +77,12 @@ struct StatementCacheTests {
         try withDatabase { database in
             for index in 0..<(StatementCache.capacity + 10) {
                 let rows = try database.query("SELECT \(index) AS n")
-                #expect(rows.first?["n"] == .integer(Int64(index)))
+                #expect(try rows.first?.value("n") == .integer(Int64(index)))
             }
             #expect(database.cachedStatementCount == StatementCache.capacity)
             // Statements beyond the capacity still work, each in place of the least recently used.
             let beyond = StatementCache.capacity + 5
-            #expect(try database.query("SELECT \(beyond) AS n").first?["n"] == .integer(Int64(beyond)))
+            #expect(try database.query("SELECT \(beyond) AS n").first?.value("n") == .integer(Int64(beyond)))
         }
     }
 
@@ -93,7 +95,7 @@ struct StatementCacheTests {
             for index in 0..<(StatementCache.capacity * 3) {
                 try database.query("SELECT \(index) AS once")
                 if index >= StatementCache.capacity, index % 8 == 0 {
-                    #expect(try database.query(hot).first?["n"] == .integer(0))
+                    #expect(try database.query(hot).first?.value("n") == .integer(0))
                 }
             }
             #expect(database.cachedStatementCount == StatementCache.capacity)
@@ -110,12 +112,12 @@ struct StatementCacheTests {
             #expect(rows.count == 2)
             #expect(rows[0].columns == ["a", "b", "a"])
             // A repeated name reads as its last column, as a dictionary of the row would.
-            #expect(rows[0]["a"] == .blob([3]))
-            #expect(rows[0]["b"] == .text("two"))
-            #expect(rows[0]["missing"] == .null)
+            #expect(try rows[0].value("a") == .blob([3]))
+            #expect(try rows[0].value("b") == .text("two"))
+            #expect(throws: DatabaseError.self) { try rows[0].value("missing") }
             #expect(rows[0].values == ["a": .blob([3]), "b": .text("two")])
-            #expect(rows[1]["a"] == .integer(6))
-            #expect(rows[1]["b"] == .null)
+            #expect(try rows[1].value("a") == .integer(6))
+            #expect(try rows[1].value("b") == .null)
         }
     }
 }

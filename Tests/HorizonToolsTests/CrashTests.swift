@@ -114,7 +114,7 @@ struct CrashTests {
 
         for file in ["terminal/ledger.sqlite", "terminal/journal.sqlite", "wallet/wallet.sqlite"] {
             let database = try SQLiteDatabase(path: sandbox.path(file))
-            let check = try database.query("PRAGMA integrity_check").first?["integrity_check"].text
+            let check = try database.query("PRAGMA integrity_check").first?.text("integrity_check")
             #expect(check == "ok", "\(file): \(check ?? "no answer")")
         }
     }

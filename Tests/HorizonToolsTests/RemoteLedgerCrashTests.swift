@@ -324,9 +324,9 @@ final class RemoteLedgerRig {
     /// The wallet's balance at the server, in cents, read from its database.
     func walletBalance() throws -> Int64? {
         let database = try SQLiteDatabase(path: sandbox.path("server/horizon.sqlite"))
-        return try database.query("SELECT balance FROM accounts WHERE kind = 'wallet' AND currency = 'EUR'").first?[
-            "balance"
-        ].integer
+        defer { database.close() }
+        return try database.query("SELECT balance FROM accounts WHERE kind = 'wallet' AND currency = 'EUR'").first?
+            .integer("balance")
     }
 
     /// The ids the terminal's journal still owes an answer.
