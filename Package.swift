@@ -4,6 +4,9 @@
 import PackageDescription
 
 let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
+// The crash and delay points that crash tests set through environment variables (a program kills
+// itself at a chosen step) exist in debug builds only: a release binary has none of them.
+let faultInjection: [SwiftSetting] = strict + [.define("HORIZON_FAULT_INJECTION", .when(configuration: .debug))]
 
 let package = Package(
     name: "Horizon",
@@ -16,6 +19,7 @@ let package = Package(
         .library(name: "HorizonLink", targets: ["HorizonLink"]),
         .library(name: "HorizonSecureChannel", targets: ["HorizonSecureChannel"]),
         .library(name: "HorizonProtocol", targets: ["HorizonProtocol"]),
+        .library(name: "HorizonSettlement", targets: ["HorizonSettlement"]),
         .library(name: "HorizonStores", targets: ["HorizonStores"]),
         .library(name: "HorizonDBus", targets: ["HorizonDBus"]),
         .library(name: "HorizonBlueZ", targets: ["HorizonBlueZ"]),
@@ -76,9 +80,9 @@ let package = Package(
         // libdbus, for the BlueZ radio (org.bluez on the system bus).
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         // D-Bus over libdbus: typed values, calls, exported objects, signals (the BlueZ radio's base).
-        .target(name: "HorizonDBus", dependencies: ["CDBus", "HorizonCore"], swiftSettings: strict),
+        .target(name: "HorizonDBus", dependencies: ["CDBus"], swiftSettings: strict),
         .testTarget(
-            name: "HorizonDBusTests", dependencies: ["HorizonDBus", "HorizonCore", "HorizonTestSupport"],
+            name: "HorizonDBusTests", dependencies: ["HorizonDBus", "HorizonTestSupport"],
             swiftSettings: strict),
 
         // The BlueZ radio: bluetoothd over D-Bus (adapters, advertising, the GATT server and client).
@@ -93,14 +97,19 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "HorizonBlueZTests",
-            dependencies: ["HorizonBlueZ", "HorizonDBus", "HorizonRadio", "HorizonTestSupport"], swiftSettings: strict),
+            dependencies: ["HorizonBlueZ", "HorizonDBus", "HorizonRadio", "HorizonCore", "HorizonTestSupport"], swiftSettings: strict),
 
         // The system SQLite, for the stores.
         .systemLibrary(
             name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        // Stores: the processor protocols, the terminal journal, the wallet store and the SQLite wrapper.
+        // Settlement: what a terminal asks whoever settles for it and what it is answered (requests,
+        // results, the processor protocols), offline payments and their forwarding, the relay's
+        // gateway, the wallet's offline token: the seams between roles, stores, ledger and server.
+        .target(name: "HorizonSettlement", dependencies: ["HorizonCore", "HorizonProtocol"], swiftSettings: strict),
+        // Stores: the terminal journal, the wallet store and the SQLite wrapper.
         .target(
-            name: "HorizonStores", dependencies: ["CSQLite", "HorizonCore", "HorizonProtocol"], swiftSettings: strict),
+            name: "HorizonStores", dependencies: ["CSQLite", "HorizonCore", "HorizonProtocol", "HorizonSettlement"],
+            swiftSettings: strict),
 
         // The ledger: merchants, accounts, double-entry postings, exactly-once settlement
         // and loyalty, one implementation of the rules over SQLite and PostgreSQL. The server runs
@@ -108,21 +117,21 @@ let package = Package(
         .target(
             name: "HorizonLedger",
             dependencies: [
-                "HorizonCore", "HorizonProtocol", "HorizonStores",
+                "HorizonCore", "HorizonProtocol", "HorizonStores", "HorizonSettlement",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strict),
         .testTarget(
             name: "HorizonLedgerTests",
             dependencies: [
-                "HorizonLedger", "HorizonLedgerTestSupport", "HorizonStores", "HorizonProtocol", "HorizonCore",
+                "HorizonLedger", "HorizonLedgerTestSupport", "HorizonStores", "HorizonSettlement", "HorizonProtocol", "HorizonCore",
                 "HorizonTestSupport",
             ],
             swiftSettings: strict),
         // Fresh SQLite and PostgreSQL stores for tests (HORIZON_TEST_POSTGRES_URL), one per test.
         .target(
             name: "HorizonLedgerTestSupport",
-            dependencies: ["HorizonLedger", "HorizonStores", "HorizonProtocol", "HorizonCore"],
+            dependencies: ["HorizonLedger", "HorizonStores", "HorizonSettlement", "HorizonProtocol", "HorizonCore"],
             path: "Tests/HorizonLedgerTestSupport", swiftSettings: strict),
 
         // The server's HTTP contract: `openapi.yaml` and the types, server protocol and
@@ -133,6 +142,7 @@ let package = Package(
             dependencies: [
                 "HorizonCore",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             exclude: ["openapi.yaml", "openapi-generator-config.yaml", "Generated/openapi.sha256"],
@@ -154,7 +164,7 @@ let package = Package(
             name: "HorizonServer",
             dependencies: [
                 "HorizonAPI", "HorizonLedger", "HorizonCore", "HorizonProtocol", "HorizonSecureChannel",
-                "HorizonStores",
+                "HorizonStores", "HorizonSettlement",
                 // The gateway opens sealed requests.
                 "HorizonObliviousHTTP",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -175,13 +185,13 @@ let package = Package(
             // The dashboard's templates are compiled into the binary (`PackageResources`), so an
             // installed horizon-server needs no resource bundle beside it and no source tree.
             resources: [.embedInCode("Dashboard/Templates")],
-            swiftSettings: strict),
+            swiftSettings: faultInjection),
         // The server's client for terminals and wallets: the generated client over AsyncHTTPClient,
         // with request signing and typed errors.
         .target(
             name: "HorizonServerClient",
             dependencies: [
-                "HorizonAPI", "HorizonCore", "HorizonProtocol", "HorizonStores",
+                "HorizonAPI", "HorizonCore", "HorizonProtocol", "HorizonStores", "HorizonSettlement",
                 // Requests sealed to the gateway and sent through a relay.
                 "HorizonObliviousHTTP",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
@@ -196,14 +206,14 @@ let package = Package(
         .target(
             name: "HorizonServiceClients",
             dependencies: [
-                "HorizonServerClient", "HorizonAPI", "HorizonCore", "HorizonProtocol",
+                "HorizonServerClient", "HorizonAPI", "HorizonCore", "HorizonProtocol", "HorizonStores",
+                // DailyTokenClient is the payment client's OfflineTokenProvider, ServerOfflineForwarder
+                // the terminal's OfflinePaymentForwarder, ServerProxyGateway its ProxyGateway.
+                "HorizonSettlement",
                 // The daily token is checked against the pinned anchor before it is kept.
                 "HorizonSecureChannel",
                 // The gateway key configuration, checked against the anchor too.
                 "HorizonObliviousHTTP",
-                // The request proxy uses the proxy when NetworkReachability is not fast, and
-                // DailyTokenClient is the payment client's OfflineTokenProvider.
-                "HorizonRoles",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strict),
@@ -212,6 +222,7 @@ let package = Package(
             dependencies: [
                 "HorizonServer", "HorizonAPI", "HorizonLedger", "HorizonCore", "HorizonProtocol",
                 "HorizonSecureChannel", "HorizonTestSupport", "HorizonServerClient", "HorizonServiceClients",
+                "HorizonStores", "HorizonSettlement", "HorizonRoles",
                 // Requests relayed sealed through the gateway.
                 "HorizonObliviousHTTP",
                 // The sandbox card processor's tests run on both stores.
@@ -229,9 +240,9 @@ let package = Package(
         .testTarget(
             name: "HorizonSystemTests",
             dependencies: [
-                "HorizonServer", "HorizonServerClient", "HorizonAPI", "HorizonLedger", "HorizonRoles", "HorizonStores",
+                "HorizonServer", "HorizonServerClient", "HorizonAPI", "HorizonLedger", "HorizonRoles", "HorizonStores", "HorizonSettlement",
                 "HorizonCore", "HorizonProtocol", "HorizonSecureChannel", "HorizonSimulatedRadio", "HorizonTestSupport",
-                "HorizonCLISupport", "HorizonLedgerTestSupport",
+                "HorizonCLISupport", "HorizonRadioCLISupport", "HorizonLedgerTestSupport",
                 // Paying with a card over the radio: the wallet's WalletClient.
                 "HorizonServiceClients",
                 // Built for the scale-out command's smoke run (Tools/scale-out.sh runs them as processes).
@@ -243,19 +254,18 @@ let package = Package(
         .executableTarget(
             name: "horizon-server",
             dependencies: [
-                "HorizonServer", "HorizonCLISupport", "HorizonLedger", "HorizonCore", "HorizonProtocol",
-                "HorizonSecureChannel",
+                "HorizonServer", "HorizonCLISupport", "HorizonLedger", "HorizonCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ], path: "Tools/horizon-server", swiftSettings: strict),
+            ], path: "Tools/horizon-server", swiftSettings: faultInjection),
 
         // Roles: the reference SDK's state machines (PaymentHost, PaymentClient, deciders).
         .target(
             name: "HorizonRoles",
             dependencies: [
                 "HorizonCore", "HorizonRadio", "HorizonLink", "HorizonSecureChannel", "HorizonProtocol",
-                "HorizonStores",
+                "HorizonStores", "HorizonSettlement",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strict),
@@ -263,34 +273,45 @@ let package = Package(
             name: "HorizonRolesTests",
             dependencies: [
                 "HorizonRoles", "HorizonTestSupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio",
-                "HorizonProtocol", "HorizonStores", "HorizonLink", "HorizonLedger", "HorizonLedgerTestSupport",
+                "HorizonProtocol", "HorizonStores", "HorizonSettlement", "HorizonLink", "HorizonLedger", "HorizonLedgerTestSupport",
                 "HorizonSecureChannel", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strict),
 
-        // Apps: command-line programs live under Tools/, with what they share.
+        // Apps: command-line programs live under Tools/, with what they share. What every program
+        // needs (console, exit codes and usage errors, the JSON contract, secrets, deadlines, logs):
+        // no radio, BlueZ, D-Bus or roles, so horizon-server links none of them.
         .target(
             name: "HorizonCLISupport",
             dependencies: [
-                "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonBlueZ", "HorizonSecureChannel",
-                "HorizonProtocol", "HorizonUnixSocket",
-                "HorizonStores", "HorizonRoles", "HorizonAPI", "HorizonServerClient", "HorizonServiceClients",
+                "HorizonCore", "HorizonRadio", "HorizonProtocol",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ], path: "Tools/HorizonCLISupport", swiftSettings: strict),
+        // What the terminal and the wallet share: radio choice (simulated or BlueZ), data files and
+        // keys, activation, offline settings, the advice the roles' errors leave out.
+        .target(
+            name: "HorizonRadioCLISupport",
+            dependencies: [
+                "HorizonCLISupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonBlueZ",
+                "HorizonSecureChannel", "HorizonProtocol", "HorizonUnixSocket",
+                "HorizonStores", "HorizonSettlement", "HorizonRoles", "HorizonAPI", "HorizonServerClient", "HorizonServiceClients",
                 "HorizonLedger",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ], path: "Tools/HorizonCLISupport", swiftSettings: strict),
+            ], path: "Tools/HorizonRadioCLISupport", swiftSettings: faultInjection),
         .executableTarget(
             name: "horizon-terminal",
             dependencies: [
-                "HorizonCLISupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonProtocol",
-                "HorizonStores", "HorizonRoles", "HorizonUnixSocket", "HorizonLedger",
+                "HorizonCLISupport", "HorizonRadioCLISupport", "HorizonCore", "HorizonRadio", "HorizonProtocol",
+                "HorizonStores", "HorizonSettlement", "HorizonRoles", "HorizonUnixSocket", "HorizonLedger",
                 // The merchant commands of an activated terminal, or of the admin.
                 "HorizonServiceClients", "HorizonServerClient",
                 // The daily token and the terminal's identity in the offline commands.
-                "HorizonSecureChannel",
+                "HorizonSecureChannel", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -298,9 +319,9 @@ let package = Package(
         .executableTarget(
             name: "horizon-wallet",
             dependencies: [
-                "HorizonCLISupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonProtocol",
+                "HorizonCLISupport", "HorizonRadioCLISupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonProtocol",
                 "HorizonStores", "HorizonRoles", "HorizonSecureChannel", "HorizonAPI", "HorizonServerClient",
-                "HorizonServiceClients", "HorizonLedger", .product(name: "Crypto", package: "swift-crypto"),
+                "HorizonServiceClients", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ], path: "Tools/horizon-wallet", swiftSettings: strict),
@@ -316,8 +337,8 @@ let package = Package(
         .executableTarget(
             name: "horizon-bench",
             dependencies: [
-                "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonLink", "HorizonSecureChannel",
-                "HorizonProtocol", "HorizonStores", "HorizonRoles", "HorizonBlueZ",
+                "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonSecureChannel",
+                "HorizonProtocol", "HorizonStores", "HorizonSettlement", "HorizonRoles", "HorizonBlueZ",
                 // scale-out: drives real server processes and reads their database back.
                 "HorizonLedger", "HorizonAPI", "HorizonServerClient",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -344,6 +365,7 @@ let package = Package(
             name: "HorizonToolsTests",
             dependencies: [
                 "horizon-terminal", "horizon-wallet", "horizon-server", "HorizonStores", "HorizonCLISupport",
+                "HorizonRadioCLISupport",
                 "HorizonTestSupport", "HorizonUnixSocket", .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict),
@@ -352,14 +374,14 @@ let package = Package(
             name: "HorizonFaultTests",
             dependencies: [
                 "HorizonTestSupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonLink",
-                "HorizonSecureChannel", "HorizonProtocol", "HorizonStores", "HorizonRoles", "HorizonLedger",
+                "HorizonSecureChannel", "HorizonProtocol", "HorizonStores", "HorizonSettlement", "HorizonRoles", "HorizonLedger",
                 "HorizonLedgerTestSupport", "horizon-fuzz",
                 .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: strict),
         .testTarget(
             name: "HorizonStoresTests",
             dependencies: [
-                "HorizonTestSupport", "HorizonLedgerTestSupport", "HorizonStores", "HorizonProtocol", "HorizonCore",
+                "HorizonTestSupport", "HorizonLedgerTestSupport", "HorizonStores", "HorizonSettlement", "HorizonProtocol", "HorizonCore",
             ],
             swiftSettings: strict),
         .testTarget(
@@ -388,8 +410,7 @@ let package = Package(
             name: "HorizonIntegrationTests",
             dependencies: [
                 "HorizonTestSupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonLink",
-                "HorizonSecureChannel",
-                "HorizonProtocol",
+                "HorizonSecureChannel", .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]

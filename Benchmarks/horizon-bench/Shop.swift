@@ -6,6 +6,7 @@ import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
 import HorizonSecureChannel
+import HorizonSettlement
 import HorizonSimulatedRadio
 import HorizonStores
 import Synchronization

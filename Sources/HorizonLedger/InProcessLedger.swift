@@ -1,6 +1,7 @@
 import Foundation
 import HorizonCore
 import HorizonProtocol
+import HorizonSettlement
 import HorizonStores
 import Logging
 

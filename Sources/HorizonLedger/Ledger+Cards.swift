@@ -1,6 +1,7 @@
 import Foundation
 import HorizonCore
 import HorizonProtocol
+import HorizonSettlement
 import HorizonStores
 
 /// A payment card's id: `c_` and 32 hex digits, made by the ledger when the card is added.

@@ -1,5 +1,6 @@
 import HorizonCore
 import HorizonProtocol
+import HorizonSettlement
 import HorizonStores
 
 /// A gold membership at one merchant: a benefit the member may use once per period while valid.

@@ -1,5 +1,6 @@
 import HorizonCore
 import HorizonProtocol
+import HorizonSettlement
 import HorizonStores
 
 /// A payment a terminal accepted while it could not reach the server, as it

@@ -1,5 +1,6 @@
 import HorizonCore
 import HorizonProtocol
+import HorizonSettlement
 import HorizonStores
 
 /// A payment id's claim: who holds the id and how it pays (`payment_claims`). A card payment

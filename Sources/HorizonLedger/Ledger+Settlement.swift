@@ -1,5 +1,6 @@
 import HorizonCore
 import HorizonProtocol
+import HorizonSettlement
 import HorizonStores
 
 /// Payments and redemptions, executed exactly once per id (Stripe's idempotency rules): the

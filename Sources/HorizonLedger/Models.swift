@@ -1,6 +1,7 @@
 import Foundation
 import HorizonCore
 import HorizonProtocol
+import HorizonSettlement
 import HorizonStores
 
 /// A merchant's id: opaque text the ledger makes (`m_` and 32 hex digits) or is given.

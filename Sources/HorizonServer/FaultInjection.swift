@@ -2,6 +2,10 @@ import Foundation
 import HorizonLedger
 import Synchronization
 
+// Compiled into debug builds only (Package.swift defines HORIZON_FAULT_INJECTION for the debug
+// configuration): a release horizon-server has no variable that kills it.
+#if HORIZON_FAULT_INJECTION
+
 /// Crash tests' way to make the server fail where a real one can: killed with
 /// SIGKILL, as by a power cut, or slow, at a chosen point of a payment's or redemption's
 /// execution. `horizon-server serve` reads it from its environment; without the variables the
@@ -134,3 +138,4 @@ private struct FaultInjectingTransaction: SQLTransaction {
         onExecution()
     }
 }
+#endif

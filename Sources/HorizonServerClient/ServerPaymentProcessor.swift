@@ -3,6 +3,7 @@ import Foundation
 import HorizonAPI
 import HorizonCore
 import HorizonProtocol
+import HorizonSettlement
 import HorizonStores
 
 /// The terminal's `PaymentProcessor` when it is activated with a server: each confirmed payment

@@ -1,49 +1,6 @@
 import HorizonCore
 import HorizonProtocol
-
-// Payments a terminal accepted while it could not reach its server, kept in
-// the terminal's journal file until they are forwarded to the server, exactly once.
-
-/// Everything the server needs to settle a payment the terminal accepted offline: the terms, the
-/// wallet's signed Confirm exactly as it arrived (what the online path submits), and the daily
-/// token the wallet presented (its signed bytes), which bounds the terminal's risk.
-public struct OfflinePaymentRecord: Sendable, Equatable {
-    public let paymentID: PaymentID
-    public let sessionID: SessionID
-    public let walletKey: PublicKeyBytes
-    public let terminalKeyID: TerminalKeyID
-    public let amount: Money
-    public let tip: Money
-    public let registerUser: String
-    /// The wallet's signed Confirm (`SessionMessage.encoded()`), as `SettlementRequest.signedConfirmation`.
-    public let signedConfirmation: [UInt8]
-    /// The daily token's signed bytes, as the wallet presented them.
-    public let dailyToken: [UInt8]
-    /// The token's id, to count what this terminal accepted under one token.
-    public let tokenID: [UInt8]
-    public let acceptedAt: UnixTime
-
-    public init(
-        paymentID: PaymentID, sessionID: SessionID, walletKey: PublicKeyBytes, terminalKeyID: TerminalKeyID,
-        amount: Money, tip: Money, registerUser: String, signedConfirmation: [UInt8], dailyToken: [UInt8],
-        tokenID: [UInt8], acceptedAt: UnixTime
-    ) {
-        self.paymentID = paymentID
-        self.sessionID = sessionID
-        self.walletKey = walletKey
-        self.terminalKeyID = terminalKeyID
-        self.amount = amount
-        self.tip = tip
-        self.registerUser = registerUser
-        self.signedConfirmation = signedConfirmation
-        self.dailyToken = dailyToken
-        self.tokenID = tokenID
-        self.acceptedAt = acceptedAt
-    }
-
-    /// Amount plus tip, in minor units (both are bounded far below overflow by the wire rules).
-    public var totalMinorUnits: Int64 { amount.minorUnits + tip.minorUnits }
-}
+import HorizonSettlement
 
 /// Where a stored offline payment stands. Only forward: stored → forwarding → settled or declined.
 public enum OfflinePaymentState: String, Sendable, CaseIterable, CustomStringConvertible {

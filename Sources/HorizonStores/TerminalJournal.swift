@@ -1,5 +1,6 @@
 import HorizonCore
 import HorizonProtocol
+import HorizonSettlement
 
 /// The steps of one payment or redemption at the terminal, in the order they happen. Each is
 /// committed and synced before the message that follows it leaves (`docs/protocol.md`

@@ -4,6 +4,7 @@ import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRadio
 import HorizonRoles
+import HorizonSettlement
 import HorizonSimulatedRadio
 import HorizonStores
 import Synchronization

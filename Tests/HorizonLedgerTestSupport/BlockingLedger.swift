@@ -2,6 +2,7 @@ import Foundation
 import HorizonCore
 import HorizonLedger
 import HorizonProtocol
+import HorizonSettlement
 import HorizonStores
 
 /// A terminal's `InProcessLedger` for the simulated worlds' tests, which drive their simulation

@@ -1,5 +1,6 @@
 import HorizonCore
 import HorizonProtocol
+import HorizonSettlement
 import HorizonStores
 
 // Settlement fixtures shared by the ledger's and the stores' tests: distinct, valid keys, ids

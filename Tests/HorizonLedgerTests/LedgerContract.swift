@@ -2,6 +2,7 @@ import HorizonCore
 import HorizonLedger
 import HorizonLedgerTestSupport
 import HorizonProtocol
+import HorizonSettlement
 import HorizonStores
 import Testing
 

@@ -1,6 +1,7 @@
 import HorizonCore
 import HorizonLedger
 import HorizonProtocol
+import HorizonSettlement
 import HorizonStores
 import Testing
 

@@ -5,6 +5,7 @@ import HorizonLedger
 // system tests; every file of this target sees them.
 @_exported import HorizonLedgerTestSupport
 import HorizonProtocol
+import HorizonSettlement
 import HorizonStores
 import Testing
 

@@ -4,6 +4,7 @@ import HorizonLedger
 import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRoles
+import HorizonSettlement
 import HorizonSimulatedRadio
 import HorizonStores
 import HorizonTestSupport

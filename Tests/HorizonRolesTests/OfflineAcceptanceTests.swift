@@ -5,6 +5,7 @@ import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRoles
 import HorizonSecureChannel
+import HorizonSettlement
 import HorizonSimulatedRadio
 import HorizonStores
 import HorizonTestSupport

@@ -4,6 +4,7 @@ import HorizonCore
 import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRadio
+import HorizonSettlement
 import HorizonSimulatedRadio
 import HorizonStores
 import HorizonTestSupport

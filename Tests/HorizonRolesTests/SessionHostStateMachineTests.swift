@@ -6,6 +6,7 @@ import HorizonLedgerTestSupport
 import HorizonProtocol
 import HorizonRadio
 import HorizonSecureChannel
+import HorizonSettlement
 import HorizonSimulatedRadio
 import HorizonStores
 import HorizonTestSupport

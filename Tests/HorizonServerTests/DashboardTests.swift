@@ -5,6 +5,7 @@ import HorizonCore
 import HorizonLedger
 import HorizonProtocol
 import HorizonServer
+import HorizonSettlement
 import HorizonStores
 import Hummingbird
 import HummingbirdTesting

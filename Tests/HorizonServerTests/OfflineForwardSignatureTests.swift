@@ -9,6 +9,7 @@ import HorizonSecureChannel
 import HorizonServer
 import HorizonServerClient
 import HorizonServiceClients
+import HorizonSettlement
 import HorizonStores
 import HorizonTestSupport
 import Hummingbird

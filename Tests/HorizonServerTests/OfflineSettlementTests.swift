@@ -7,6 +7,7 @@ import HorizonProtocol
 import HorizonSecureChannel
 import HorizonServer
 import HorizonServerClient
+import HorizonSettlement
 import HorizonStores
 import Testing
 

@@ -6,6 +6,7 @@ import HorizonCore
 import HorizonProtocol
 import HorizonServer
 import HorizonServerClient
+import HorizonSettlement
 import HorizonStores
 import Hummingbird
 import HummingbirdTesting

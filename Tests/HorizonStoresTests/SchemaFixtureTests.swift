@@ -2,6 +2,7 @@ import Foundation
 import HorizonCore
 import HorizonLedgerTestSupport
 import HorizonProtocol
+import HorizonSettlement
 import HorizonTestSupport
 import Testing
 

@@ -7,6 +7,7 @@ import HorizonProtocol
 import HorizonRoles
 import HorizonSecureChannel
 import HorizonServerClient
+import HorizonSettlement
 import HorizonSimulatedRadio
 import HorizonStores
 import HorizonTestSupport

@@ -2,6 +2,7 @@ import Foundation
 import HorizonCLISupport
 import HorizonCore
 import HorizonLedger
+import HorizonRadioCLISupport
 import HorizonRoles
 import HorizonSecureChannel
 import HorizonServerClient

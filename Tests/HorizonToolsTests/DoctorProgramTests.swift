@@ -1,5 +1,6 @@
 import Foundation
 import HorizonCLISupport
+import HorizonRadioCLISupport
 import HorizonTestSupport
 import Testing
 

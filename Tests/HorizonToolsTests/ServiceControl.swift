@@ -1,5 +1,6 @@
 import Foundation
 import HorizonCLISupport
+import HorizonRadioCLISupport
 
 /// Helpers for the tests that drive `horizon-terminal serve` through its control socket.
 

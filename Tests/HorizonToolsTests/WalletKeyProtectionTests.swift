@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HorizonCLISupport
+import HorizonRadioCLISupport
 import Synchronization
 import Testing
 

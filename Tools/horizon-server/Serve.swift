@@ -15,12 +15,20 @@ struct Serve: AsyncParsableCommand {
             are served apart from the API, at http://METRICS-ADDRESS/metrics (--metrics-listen; by default a free \
             loopback port, printed as `metrics on http://HOST:PORT/metrics`), never on the public port. Logs go to \
             standard error, one line per request with its request id.
+            """ + faultInjectionHelp)
 
-            For crash tests only: HORIZON_SERVER_CRASH=before-commit|after-commit makes the process SIGKILL \
-            itself inside a payment's or redemption's executing ledger transaction (before its commit) or \
-            right after that commit (before answering); HORIZON_SERVER_DELAY_MS=N holds each execution's \
-            answer N ms after its commit. Unset, they change nothing.
-            """)
+    #if HORIZON_FAULT_INJECTION
+        static let faultInjectionHelp = """
+
+
+            For crash tests only (debug builds): HORIZON_SERVER_CRASH=before-commit|after-commit makes the \
+            process SIGKILL itself inside a payment's or redemption's executing ledger transaction (before its \
+            commit) or right after that commit (before answering); HORIZON_SERVER_DELAY_MS=N holds each \
+            execution's answer N ms after its commit. Unset, they change nothing.
+            """
+    #else
+        static let faultInjectionHelp = ""
+    #endif
 
     @OptionGroup var options: ServerOptions
 
@@ -84,16 +92,20 @@ struct Serve: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "horizon.server")
-        // Crash tests only (see ServerFaultInjection): nothing changes unless the variables are set.
-        let faults: ServerFaultInjection
-        do { faults = try ServerFaultInjection.fromEnvironment() } catch { throw CLIError("\(error)") }
-        let opened = try await options.openLedger(settings)
-        let ledger: Ledger
-        do { ledger = try await faults.apply(to: opened) } catch {
-            await opened.close()
-            throw CLIError("\(error)")
-        }
-        if !faults.isEmpty { logger.warning("fault injection is on: \(faults)") }
+        #if HORIZON_FAULT_INJECTION
+            // Crash tests only (see ServerFaultInjection): nothing changes unless the variables are set.
+            let faults: ServerFaultInjection
+            do { faults = try ServerFaultInjection.fromEnvironment() } catch { throw CLIError("\(error)") }
+            let opened = try await options.openLedger(settings)
+            let ledger: Ledger
+            do { ledger = try await faults.apply(to: opened) } catch {
+                await opened.close()
+                throw CLIError("\(error)")
+            }
+            if !faults.isEmpty { logger.warning("fault injection is on: \(faults)") }
+        #else
+            let ledger = try await options.openLedger(settings)
+        #endif
         let scheme = settings.tlsCertificatePath == nil ? "http" : "https"
         let host = (try? settings.listenAddress().host) ?? "127.0.0.1"
         do {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HorizonCLISupport
+import HorizonRadioCLISupport
 
 /// `activate`: the terminal's key, activated with a Horizon server for a merchant.
 struct Activate: AsyncParsableCommand {

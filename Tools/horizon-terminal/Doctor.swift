@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HorizonCLISupport
+import HorizonRadioCLISupport
 import HorizonSecureChannel
 
 /// `doctor`: a checklist of what a terminal needs, each line ok, warn or fail.
@@ -18,11 +19,11 @@ struct Doctor: AsyncParsableCommand {
 
     func run() async throws {
         let files = global.terminalFiles
-        var checks = [await HorizonCLISupport.Doctor.adapter(radio)]
-        checks.append(HorizonCLISupport.Doctor.bluetoothd(radio, servesAsTerminal: true))
+        var checks = [await HorizonRadioCLISupport.Doctor.adapter(radio)]
+        checks.append(HorizonRadioCLISupport.Doctor.bluetoothd(radio, servesAsTerminal: true))
         checks += await terminalChecks(files)
-        checks.append(HorizonCLISupport.Doctor.disk(files.directory))
-        try HorizonCLISupport.Doctor.report(checks)
+        checks.append(HorizonRadioCLISupport.Doctor.disk(files.directory))
+        try HorizonRadioCLISupport.Doctor.report(checks)
     }
 
     private func terminalChecks(_ files: TerminalFiles) async -> [DoctorCheck] {
@@ -45,12 +46,12 @@ struct Doctor: AsyncParsableCommand {
         var checks: [DoctorCheck] = []
         let credential = identity.credential
         let now = Int64(Date().timeIntervalSince1970)
-        let until = HorizonCLISupport.Doctor.date(credential.expiresAt)
+        let until = HorizonRadioCLISupport.Doctor.date(credential.expiresAt)
         if now < credential.notBefore {
             checks.append(
                 DoctorCheck(
                     .fail, "credential",
-                    "not valid before \(HorizonCLISupport.Doctor.date(credential.notBefore)): is this clock right?"))
+                    "not valid before \(HorizonRadioCLISupport.Doctor.date(credential.notBefore)): is this clock right?"))
         } else if now >= credential.expiresAt {
             checks.append(
                 DoctorCheck(
@@ -61,7 +62,7 @@ struct Doctor: AsyncParsableCommand {
                 ))
         } else if let server = settings.server {
             let renewal = credential.notBefore + (credential.expiresAt - credential.notBefore) / 2
-            let renewalText = HorizonCLISupport.Doctor.date(renewal)
+            let renewalText = HorizonRadioCLISupport.Doctor.date(renewal)
             checks.append(
                 now < renewal
                     ? DoctorCheck(
@@ -82,6 +83,6 @@ struct Doctor: AsyncParsableCommand {
         guard let url = URL(string: server) else {
             return checks + [DoctorCheck(.fail, "server", "\(server) in terminal.json is not a URL.")]
         }
-        return checks + (await HorizonCLISupport.Doctor.server(url))
+        return checks + (await HorizonRadioCLISupport.Doctor.server(url))
     }
 }

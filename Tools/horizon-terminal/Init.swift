@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HorizonCLISupport
 import HorizonLedger
+import HorizonRadioCLISupport
 import HorizonStores
 
 /// `init`: the terminal's keys, credential and ledger.

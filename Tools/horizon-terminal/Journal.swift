@@ -3,6 +3,7 @@ import Foundation
 import HorizonCLISupport
 import HorizonCore
 import HorizonProtocol
+import HorizonRadioCLISupport
 import HorizonStores
 
 /// `journal`: every confirmed request and its last durable step.

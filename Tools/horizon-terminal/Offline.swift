@@ -2,10 +2,12 @@ import ArgumentParser
 import Foundation
 import HorizonCLISupport
 import HorizonCore
+import HorizonRadioCLISupport
 import HorizonRoles
 import HorizonSecureChannel
 import HorizonServerClient
 import HorizonServiceClients
+import HorizonSettlement
 import HorizonStores
 import Logging
 import ServiceLifecycle

@@ -4,6 +4,7 @@ import HorizonCLISupport
 import HorizonCore
 import HorizonLedger
 import HorizonProtocol
+import HorizonRadioCLISupport
 import HorizonSecureChannel
 import HorizonStores
 

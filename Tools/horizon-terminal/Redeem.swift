@@ -5,8 +5,10 @@ import HorizonCLISupport
 import HorizonCore
 import HorizonLedger
 import HorizonProtocol
+import HorizonRadioCLISupport
 import HorizonRoles
 import HorizonSecureChannel
+import HorizonSettlement
 import HorizonStores
 import Logging
 

@@ -4,6 +4,7 @@ import HorizonCLISupport
 import HorizonCore
 import HorizonLedger
 import HorizonProtocol
+import HorizonRadioCLISupport
 import HorizonServiceClients
 
 /// `refund`: gives back all or part of a payment, to the method it was paid with, once per refund id.

@@ -3,6 +3,7 @@ import Foundation
 import HorizonCLISupport
 import HorizonCore
 import HorizonLedger
+import HorizonRadioCLISupport
 import HorizonServiceClients
 
 /// `register-users`: the cashiers payments are attributed to.

@@ -4,6 +4,7 @@ import HorizonCLISupport
 import HorizonCore
 import HorizonLedger
 import HorizonRadio
+import HorizonRadioCLISupport
 import HorizonRoles
 import HorizonStores
 import Logging

@@ -4,6 +4,7 @@ import HorizonCLISupport
 import HorizonCore
 import HorizonProtocol
 import HorizonRadio
+import HorizonRadioCLISupport
 import HorizonRoles
 
 /// `status`: what the radio hears.

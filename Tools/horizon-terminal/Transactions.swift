@@ -3,7 +3,9 @@ import Foundation
 import HorizonCLISupport
 import HorizonCore
 import HorizonLedger
+import HorizonRadioCLISupport
 import HorizonServiceClients
+import HorizonSettlement
 import HorizonStores
 
 /// `transactions`: the merchant's history (an activated terminal's at its server, the sandbox's in its ledger).

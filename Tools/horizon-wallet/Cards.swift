@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HorizonCLISupport
+import HorizonRadioCLISupport
 import HorizonServiceClients
 
 /// `cards add|list|update|remove`: the wallet's payment cards on its server, through

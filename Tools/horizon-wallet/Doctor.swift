@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HorizonCLISupport
+import HorizonRadioCLISupport
 import HorizonServiceClients
 
 /// `doctor`: a checklist of what a wallet needs, each line ok, warn or fail.
@@ -19,11 +20,11 @@ struct Doctor: AsyncParsableCommand {
 
     func run() async throws {
         let files = global.walletFiles
-        var checks = [await HorizonCLISupport.Doctor.adapter(radio)]
-        checks.append(HorizonCLISupport.Doctor.bluetoothd(radio, servesAsTerminal: false))
+        var checks = [await HorizonRadioCLISupport.Doctor.adapter(radio)]
+        checks.append(HorizonRadioCLISupport.Doctor.bluetoothd(radio, servesAsTerminal: false))
         checks += await walletChecks(files)
-        checks.append(HorizonCLISupport.Doctor.disk(files.directory))
-        try HorizonCLISupport.Doctor.report(checks)
+        checks.append(HorizonRadioCLISupport.Doctor.disk(files.directory))
+        try HorizonRadioCLISupport.Doctor.report(checks)
     }
 
     private func walletChecks(_ files: WalletFiles) async -> [DoctorCheck] {
@@ -73,7 +74,7 @@ struct Doctor: AsyncParsableCommand {
         guard let url = URL(string: account.server) else {
             return checks + [DoctorCheck(.fail, "server", "\(account.server) in account.json is not a URL.")]
         }
-        checks += await HorizonCLISupport.Doctor.server(url)
+        checks += await HorizonRadioCLISupport.Doctor.server(url)
         checks.append(dailyToken(files, vault: vault))
         return checks
     }
@@ -98,7 +99,7 @@ struct Doctor: AsyncParsableCommand {
             }
             return DoctorCheck(
                 .ok, "token",
-                "daily token valid until \(HorizonCLISupport.Doctor.date(token.token.expiresAt)), \(token.remainingAllowance) left for offline payments."
+                "daily token valid until \(HorizonRadioCLISupport.Doctor.date(token.token.expiresAt)), \(token.remainingAllowance) left for offline payments."
             )
         } catch {
             return DoctorCheck(.fail, "token", "cannot read the daily token: \(error).")

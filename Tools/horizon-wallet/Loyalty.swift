@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HorizonCLISupport
+import HorizonRadioCLISupport
 import HorizonServiceClients
 
 // `points`, `coupons`, `memberships`: this wallet's loyalty at every merchant, asked of its

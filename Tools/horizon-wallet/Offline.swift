@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import HorizonCLISupport
 import HorizonCore
+import HorizonRadioCLISupport
 import HorizonRoles
 import HorizonSecureChannel
 import HorizonServiceClients

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HorizonCLISupport
+import HorizonRadioCLISupport
 
 #if canImport(Glibc)
     import Glibc

@@ -4,6 +4,7 @@ import Foundation
 import HorizonAPI
 import HorizonCLISupport
 import HorizonCore
+import HorizonRadioCLISupport
 import HorizonSecureChannel
 import HorizonServerClient
 

@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import HorizonCLISupport
 import HorizonCore
+import HorizonRadioCLISupport
 import HorizonServiceClients
 
 /// The wallet's account on its server, through the service clients (`HorizonServiceClients`)

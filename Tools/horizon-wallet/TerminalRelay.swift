@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import HorizonCLISupport
 import HorizonRadio
+import HorizonRadioCLISupport
 import HorizonRoles
 import HorizonSecureChannel
 import HorizonServiceClients

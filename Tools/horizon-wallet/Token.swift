@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HorizonCLISupport
 import HorizonCore
+import HorizonRadioCLISupport
 import HorizonSecureChannel
 import HorizonServiceClients
 

@@ -1,6 +1,7 @@
 import HorizonCore
 import HorizonProtocol
 import HorizonSecureChannel
+import HorizonSettlement
 import HorizonStores
 
 /// A payment: the wallet's signed Confirm, settled through the `PaymentProcessor`.

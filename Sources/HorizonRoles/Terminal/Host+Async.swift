@@ -1,5 +1,6 @@
 import HorizonCore
 import HorizonProtocol
+import HorizonSettlement
 import HorizonStores
 
 // The terminal's async API: one await per sale, over the same session the callback API drives.

@@ -1,5 +1,6 @@
 import HorizonCore
 import HorizonProtocol
+import HorizonSettlement
 import HorizonStores
 import Logging
 

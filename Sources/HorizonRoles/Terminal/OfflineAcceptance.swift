@@ -2,6 +2,7 @@ import Crypto
 import HorizonCore
 import HorizonProtocol
 import HorizonSecureChannel
+import HorizonSettlement
 import HorizonStores
 
 // A terminal that cannot reach its server accepts a payment against the

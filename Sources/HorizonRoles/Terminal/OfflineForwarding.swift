@@ -1,27 +1,8 @@
 import HorizonCore
 import HorizonProtocol
+import HorizonSettlement
 import HorizonStores
 import Synchronization
-
-/// The server's answer to a forwarded offline payment.
-public enum OfflineForwardOutcome: Sendable, Equatable {
-    /// Settled now.
-    case settled
-    /// Refused for good (the server's stable error code and its reason).
-    case declined(code: String, reason: String)
-    /// The server had settled this payment id before (an earlier forward whose answer was lost,
-    /// or the online attempt that timed out went through after all): nothing more was charged.
-    case alreadySettled
-}
-
-/// Where the terminal sends the payments it accepted offline: the server's offline
-/// settlement endpoint through `HorizonServerClient`, or a fake in tests. The server settles a
-/// payment id once and answers a repeat with the same outcome, so sending one again after a
-/// crash is safe. Throwing means no answer (the server is still unreachable, or the call timed
-/// out): the payment stays owed and is sent again later.
-public protocol OfflinePaymentForwarder: Sendable {
-    func forward(_ payment: OfflinePaymentRecord) async throws -> OfflineForwardOutcome
-}
 
 /// What one forwarding run did.
 public struct OfflineForwardReport: Sendable, Equatable, CustomStringConvertible {

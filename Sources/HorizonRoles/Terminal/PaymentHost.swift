@@ -2,6 +2,7 @@ import Foundation
 import HorizonCore
 import HorizonProtocol
 import HorizonRadio
+import HorizonSettlement
 import HorizonStores
 
 public struct PaymentHostConfiguration: Sendable {

@@ -2,6 +2,7 @@ import Foundation
 import HorizonCore
 import HorizonProtocol
 import HorizonRadio
+import HorizonSettlement
 import HorizonStores
 
 /// What a redemption host offers: bonus points for a reward, the gold benefit, or a coupon.

@@ -1,16 +1,9 @@
 import HorizonCore
 import HorizonProtocol
 import HorizonRadio
+import HorizonSettlement
 import Logging
 import Synchronization
-
-/// Where a terminal sends the sealed requests wallets ask it to relay: the server's
-/// gateway. The bytes are sealed between the wallet and the server; the terminal neither reads
-/// nor keeps them. An implementation posts them (terminal-signed) and returns the sealed answer,
-/// or throws when it got none: the request may then have been processed or not.
-public protocol ProxyGateway: Sendable {
-    func forward(_ sealed: [UInt8]) async throws -> [UInt8]
-}
 
 /// How much relaying a terminal does for wallets, so that a foreign central cannot turn it into
 /// an open relay to the server. A request over a limit is answered with a `ProxyError`

@@ -2,6 +2,7 @@ import HorizonCore
 import HorizonProtocol
 import HorizonRadio
 import HorizonSecureChannel
+import HorizonSettlement
 import HorizonStores
 import Logging
 

@@ -3,6 +3,7 @@ import HorizonLink
 import HorizonProtocol
 import HorizonRadio
 import HorizonSecureChannel
+import HorizonSettlement
 import HorizonStores
 import Logging
 import Synchronization

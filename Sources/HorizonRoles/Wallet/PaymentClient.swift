@@ -3,6 +3,7 @@ import HorizonCore
 import HorizonProtocol
 import HorizonRadio
 import HorizonSecureChannel
+import HorizonSettlement
 import Logging
 
 /// The wallet's payment client (the reference SDK's `PaymentClient`): follows terminals through

@@ -367,7 +367,7 @@ public final class RequestProxyClientCoordinator: ProxyClientListener, Sendable 
     }
 
     /// Whether the network is bad enough to send requests through a terminal (the reference's
-    /// property): false until the app sets it; `useNetworkReachability` in HorizonServiceClients
+    /// property): false until the app sets it; `useNetworkReachability` in HorizonRadioCLISupport
     /// sets it to "the server is not answering fast".
     public var shouldUseProxyDueToNetworkProblem: @Sendable () -> Bool {
         get { state.withLock { $0.shouldUseProxy } }

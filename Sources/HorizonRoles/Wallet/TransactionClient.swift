@@ -3,6 +3,7 @@ import HorizonCore
 import HorizonProtocol
 import HorizonRadio
 import HorizonSecureChannel
+import HorizonSettlement
 import Logging
 
 /// What `PaymentClient` and `RedemptionClient` share: the state, the verified offer and receipt,

@@ -3,6 +3,7 @@ import HorizonAPI
 import HorizonCore
 import HorizonLedger
 import HorizonProtocol
+import HorizonSettlement
 import HorizonStores
 
 /// A wallet's payment cards (the reference's `WalletClient`): add with the

@@ -1,6 +1,7 @@
 import HorizonCore
 import HorizonLedger
 import HorizonProtocol
+import HorizonSettlement
 import HorizonStores
 
 /// The expiry the wallet signed in its confirmation (`Confirm.expiresAt`), as the server holds a

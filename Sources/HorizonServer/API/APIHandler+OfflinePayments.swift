@@ -5,6 +5,7 @@ import HorizonCore
 import HorizonLedger
 import HorizonProtocol
 import HorizonSecureChannel
+import HorizonSettlement
 import HorizonStores
 
 /// Offline settlement: a terminal that accepted a payment while it could not

@@ -5,6 +5,7 @@ import HorizonCore
 import HorizonLedger
 import HorizonProtocol
 import HorizonSecureChannel
+import HorizonSettlement
 import HorizonStores
 
 /// Settlement through the server: the terminal forwards what the wallet

@@ -1,8 +1,8 @@
 import Crypto
 import HorizonCore
 import HorizonProtocol
-import HorizonRoles
 import HorizonServerClient
+import HorizonSettlement
 import HorizonStores
 import Logging
 

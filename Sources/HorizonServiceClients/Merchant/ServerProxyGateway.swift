@@ -1,5 +1,5 @@
-import HorizonRoles
 import HorizonServerClient
+import HorizonSettlement
 
 /// The terminal's side of the request proxy: a wallet's sealed request, relayed by
 /// `RequestProxyHostCoordinator`, posted to the server's gateway with the terminal's own

@@ -2,9 +2,9 @@ import Crypto
 import Foundation
 import HorizonAPI
 import HorizonCore
-import HorizonRoles
 import HorizonSecureChannel
 import HorizonServerClient
+import HorizonSettlement
 import Synchronization
 
 /// The day's token as the wallet keeps it: the verified token, its signed bytes (what a terminal

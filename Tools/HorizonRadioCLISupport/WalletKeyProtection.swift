@@ -1,6 +1,7 @@
 import Crypto
 import CryptoExtras
 import Foundation
+import HorizonCLISupport
 import HorizonCore
 
 /// scrypt's cost for a PIN-sealed key, stored in the file so that a later default still opens

@@ -1,18 +1,9 @@
+import HorizonCLISupport
 import HorizonRadio
 import HorizonRoles
 
 // What a person at the command line can do about an error, in the programs' own terms (flags,
 // commands). The libraries' errors say what is wrong; the advice lives here.
-
-extension RadioError {
-    /// The error, then what to do about it here.
-    public var cliMessage: String {
-        switch self {
-        case .adapterUnavailable(.unsupported): "\(description), or use --radio simulated"
-        default: description
-        }
-    }
-}
 
 extension HostError {
     /// A sentence for the cashier, with what to do at this terminal.

@@ -1,4 +1,8 @@
 import HorizonRoles
+import HorizonServiceClients
+
+// The wallet's request proxy (a role) driven by the service clients' view of the network: wired
+// here, above both, so that the service clients need no radio role.
 
 extension RequestProxyClientCoordinator {
     /// The reference's wiring: requests go through the terminal whenever `reachability`

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HorizonCLISupport
 import HorizonCore
 import HorizonLedger
 import HorizonProtocol
@@ -8,6 +9,7 @@ import HorizonRoles
 import HorizonSecureChannel
 import HorizonServerClient
 import HorizonServiceClients
+import HorizonSettlement
 import HorizonStores
 import Logging
 

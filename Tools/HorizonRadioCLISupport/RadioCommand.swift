@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HorizonCLISupport
 import HorizonServerClient
 import HorizonSimulatedRadio
 import Logging

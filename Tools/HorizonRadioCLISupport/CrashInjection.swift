@@ -1,10 +1,16 @@
 import Foundation
+import HorizonCLISupport
 import HorizonCore
 import HorizonLedger
 import HorizonProtocol
 import HorizonRoles
+import HorizonSettlement
 import HorizonStores
 
+// Compiled into debug builds only (Package.swift defines HORIZON_FAULT_INJECTION for the debug
+// configuration): in a release build the wrappers below hand back what they are given, and no
+// variable makes a program kill itself.
+#if HORIZON_FAULT_INJECTION
 /// Crash tests' way to stop a program at a chosen durable step, as a power cut would: with
 /// `HORIZON_CRASH_AFTER=STEP` in its environment, the program kills itself (SIGKILL, no clean-up)
 /// right after STEP reached the disk and before anything that follows it leaves.
@@ -129,3 +135,20 @@ private struct CrashingPendingStore: PendingPaymentStore {
 
     func all() throws -> [PendingPayment] { try store.all() }
 }
+#else
+public enum CrashInjection {
+    public static func validate(for role: String) throws {}
+
+    public static func processor(wrapping ledger: InProcessLedger) -> any PaymentProcessor & RedemptionProcessor {
+        ledger
+    }
+
+    public static func journal(wrapping journal: any TerminalJournal) -> any TerminalJournal { journal }
+
+    public static func forwarder(wrapping forwarder: any OfflinePaymentForwarder) -> any OfflinePaymentForwarder {
+        forwarder
+    }
+
+    public static func pendingStore(wrapping store: any PendingPaymentStore) -> any PendingPaymentStore { store }
+}
+#endif

@@ -1,4 +1,5 @@
 import Foundation
+import HorizonCLISupport
 import HorizonUnixSocket
 
 #if canImport(Glibc)

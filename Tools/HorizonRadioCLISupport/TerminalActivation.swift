@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HorizonAPI
+import HorizonCLISupport
 import HorizonCore
 import HorizonRoles
 import HorizonSecureChannel

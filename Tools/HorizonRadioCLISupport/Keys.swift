@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HorizonCLISupport
 import HorizonCore
 import HorizonSecureChannel
 

@@ -1,4 +1,5 @@
 import Foundation
+import HorizonCLISupport
 import HorizonCore
 import HorizonRoles
 import HorizonSecureChannel

@@ -1,5 +1,6 @@
 import Foundation
 import HorizonBlueZ
+import HorizonCLISupport
 import HorizonRadio
 import HorizonServerClient
 
