@@ -35,7 +35,9 @@ public final class BlueZ: Sendable {
     /// Every adapter bluetoothd manages, by name.
     public func adapters() async throws(RadioError) -> [BlueZAdapter] {
         do {
-            return Self.adapters(in: try await connection.managedObjects(destination: BlueZName.service))
+            return Self.adapters(
+                in: try await BlueZObjectManager(connection: connection).managedObjects()
+                    .reply(within: DBusConnection.defaultTimeout))
         } catch {
             throw .bluez(error, doing: "listing adapters")
         }
@@ -43,28 +45,22 @@ public final class BlueZ: Sendable {
 
     /// Every adapter bluetoothd manages, by name (blocking; for synchronous start-up code).
     public func adaptersBlocking() throws(RadioError) -> [BlueZAdapter] {
-        do throws(DBusError) {
-            let reply = try connection.call(
-                destination: BlueZName.service, path: "/", interface: DBusInterfaceName.objectManager,
-                method: "GetManagedObjects")
-            guard let objects = reply.first?.managedObjects else {
-                throw DBusError.failed("GetManagedObjects returned '\(reply)', not a{oa{sa{sv}}}")
-            }
-            return Self.adapters(in: objects)
+        do {
+            return Self.adapters(
+                in: try BlueZObjectManager(connection: connection).managedObjects()
+                    .replyBlocking(within: DBusConnection.defaultTimeout))
         } catch {
             throw .bluez(error, doing: "listing adapters")
         }
     }
 
-    static func adapters(in objects: [String: [String: [String: DBusValue]]]) -> [BlueZAdapter] {
-        objects.compactMap { path, interfaces -> BlueZAdapter? in
-            guard let adapter = interfaces[BlueZName.adapter] else { return nil }
-            return BlueZAdapter(
-                path: path, address: adapter["Address"]?.unwrapped.string ?? "",
-                alias: adapter["Alias"]?.unwrapped.string ?? adapter["Name"]?.unwrapped.string ?? "",
-                powered: adapter["Powered"]?.unwrapped.boolean ?? false,
-                canAdvertise: interfaces[BlueZName.advertisingManager] != nil,
-                canServeGATT: interfaces[BlueZName.gattManager] != nil)
+    static func adapters(in objects: BlueZObjects) -> [BlueZAdapter] {
+        objects.adapters.map { adapter in
+            BlueZAdapter(
+                path: adapter.path, address: adapter.properties.address ?? "",
+                alias: adapter.properties.alias ?? adapter.properties.name ?? "",
+                powered: adapter.properties.powered ?? false, canAdvertise: adapter.canAdvertise,
+                canServeGATT: adapter.canServeGATT)
         }.sorted { $0.name < $1.name }
     }
 

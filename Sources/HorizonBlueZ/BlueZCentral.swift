@@ -1,4 +1,3 @@
-import Dispatch
 import HorizonCore
 import HorizonDBus
 import HorizonRadio
@@ -56,6 +55,8 @@ final class BlueZCentral: Sendable {
     let logger: Logger
 
     let notifications: BlueZNotificationPath
+    let adapter: Adapter1
+    let objectManager: BlueZObjectManager
 
     init(
         connection: DBusConnection, adapterPath: String, scheduler: any Scheduler, retryPolicy: BlueZConnectRetryPolicy,
@@ -67,6 +68,14 @@ final class BlueZCentral: Sendable {
         self.adapterPath = adapterPath
         self.scheduler = scheduler
         self.retryPolicy = retryPolicy
+        adapter = Adapter1(connection: connection, path: adapterPath)
+        objectManager = BlueZObjectManager(connection: connection)
+    }
+
+    func device(_ path: String) -> Device1 { Device1(connection: connection, path: path) }
+
+    func characteristic(_ path: String) -> GattCharacteristic1 {
+        GattCharacteristic1(connection: connection, path: path)
     }
 
     // MARK: Scanning
@@ -89,32 +98,27 @@ final class BlueZCentral: Sendable {
 
     private func beginDiscovery() throws(RadioError) {
         let streams: [AsyncStream<DBusSignal>]
-        let objects: [String: [String: [String: DBusValue]]]
-        do {
+        do throws(DBusError) {
             // Subscribe first, so that nothing changing between the listing and the subscription is lost.
             streams = [
-                try connection.signals(matching: .interfacesAdded(sender: BlueZName.service, managerPath: "/")),
-                try connection.signals(matching: .interfacesRemoved(sender: BlueZName.service, managerPath: "/")),
-                try connection.signals(
-                    matching: .propertiesChanged(
-                        sender: BlueZName.service, pathNamespace: adapterPath, interface: BlueZName.device)),
+                try connection.signals(matching: BlueZObjectManager.interfacesAdded),
+                try connection.signals(matching: BlueZObjectManager.interfacesRemoved),
+                try connection.signals(matching: Device1.changes(under: adapterPath)),
             ]
-            let reply = try connection.call(
-                destination: BlueZName.service, path: "/", interface: DBusInterfaceName.objectManager,
-                method: "GetManagedObjects", timeout: Self.callTimeout)
-            objects = reply.first?.managedObjects ?? [:]
+        } catch {
+            throw .bluez(error, doing: "listing devices")
+        }
+        let objects: BlueZObjects
+        do throws(BlueZError) {
+            objects = try objectManager.managedObjects().replyBlocking(within: Self.callTimeout)
         } catch {
             throw .bluez(error, doing: "listing devices")
         }
         removeStaleDevices(objects)
         logger.trace("scan: \(objects.count) objects listed; starting discovery on \(adapterPath)")
-        do {
-            _ = try connection.call(
-                destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
-                method: "SetDiscoveryFilter",
-                arguments: [
-                    .stringVariantDictionary(["Transport": .string("le"), "DuplicateData": .boolean(true)])
-                ], timeout: Self.callTimeout)
+        do throws(BlueZError) {
+            try adapter.setDiscoveryFilter(.init(transport: .le, duplicateData: true))
+                .replyBlocking(within: Self.callTimeout)
             try startDiscoveryCall()
         } catch {
             throw .bluez(error, doing: "starting discovery")
@@ -137,14 +141,12 @@ final class BlueZCentral: Sendable {
     /// (a `StopDiscovery` sent without waiting makes an immediate start answer `InProgress`, and
     /// the adapter would stay deaf until the next restart). A lasting `InProgress` is another
     /// client's discovery, which ours joins.
-    private func startDiscoveryCall() throws(DBusError) {
+    private func startDiscoveryCall() throws(BlueZError) {
         for attempt in 1...Self.startDiscoveryAttempts {
             do {
-                _ = try connection.call(
-                    destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
-                    method: "StartDiscovery", timeout: Self.callTimeout)
+                try adapter.startDiscovery().replyBlocking(within: Self.callTimeout)
                 return
-            } catch  where error.name == "org.bluez.Error.InProgress" {
+            } catch  where error.kind == .inProgress {
                 logger.trace("scan: StartDiscovery in progress (attempt \(attempt))")
                 if attempt < Self.startDiscoveryAttempts { usleep(100_000) }
             }
@@ -157,15 +159,12 @@ final class BlueZCentral: Sendable {
     /// that only what is heard now is reported. Blocking: a removal still under way when discovery
     /// starts would swallow the device's first report, and the controller reports each advertiser
     /// once per scan.
-    private func removeStaleDevices(_ objects: [String: [String: [String: DBusValue]]]) {
-        for (path, interfaces) in objects where path.hasPrefix(adapterPath + "/") {
-            guard let device = interfaces[BlueZName.device] else { continue }
-            let kept = ["Paired", "Trusted", "Connected"].contains { device[$0]?.boolean == true }
+    private func removeStaleDevices(_ objects: BlueZObjects) {
+        for (path, device) in objects.devices(under: adapterPath) {
+            let kept = [device.paired, device.trusted, device.connected].contains(true)
             guard !kept else { continue }
             logger.trace("scan: removing cached \(path)")
-            _ = try? connection.call(
-                destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
-                method: "RemoveDevice", arguments: [.objectPath(path)], timeout: .seconds(5))
+            try? adapter.removeDevice(path).replyBlocking(within: .seconds(5))
         }
     }
 
@@ -174,22 +173,13 @@ final class BlueZCentral: Sendable {
     /// a connect has discovery paused.
     private func restartDiscovery() {
         guard state.withLock({ $0.scanHandler != nil && $0.discoveryPausedForConnect == 0 }) else { return }
-        callAdapter("StopDiscovery") { [weak self] _ in
+        // Calls answered later leave in call order.
+        adapter.stopDiscovery().whenAnswered(within: .seconds(5)) { [weak self] _ in
             guard let self,
                 state.withLock({ $0.scanHandler != nil && $0.discoveryPausedForConnect == 0 })
             else { return }
-            callAdapter("StartDiscovery")
+            adapter.startDiscovery().whenAnswered(within: .seconds(5))
         }
-    }
-
-    /// An `Adapter1` method whose answer only matters to `completion`; calls leave in call order.
-    private func callAdapter(
-        _ method: String,
-        then completion: @escaping @Sendable (Result<[DBusValue], DBusError>) -> Void = { _ in }
-    ) {
-        connection.call(
-            destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter, method: method,
-            timeout: .seconds(5), completion: completion)
     }
 
     func stopScanning() {
@@ -205,53 +195,48 @@ final class BlueZCentral: Sendable {
         task?.cancel()
         refresh?.cancel()
         guard wasScanning else { return }
-        callAdapter("StopDiscovery")
+        adapter.stopDiscovery().whenAnswered(within: .seconds(5))
     }
 
     /// Folds a signal into the device table and reports the device if it advertises data.
     private func apply(_ signal: DBusSignal) {
         var report: (path: String, record: DeviceRecord)?
-        if let added = signal.interfacesAdded {
-            guard added.path.hasPrefix(adapterPath + "/"), let device = added.interfaces[BlueZName.device],
-                let address = device["Address"]?.string
-            else { return }
+        if let added = signal.deviceAdded {
+            guard added.path.hasPrefix(adapterPath + "/"), let address = added.properties.address else { return }
             var record = DeviceRecord(address: address)
-            Self.update(&record, with: device)
+            Self.update(&record, with: added.properties)
             record.lastReport = ContinuousClock.now
             state.withLock { $0.devices[added.path] = record }
             logger.trace(
                 "scan: added \(added.path) rssi \(record.rssi.map(String.init) ?? "-") data \(record.manufacturerData.keys.sorted())"
             )
             report = (added.path, record)
-        } else if let removed = signal.interfacesRemoved {
-            guard removed.interfaces.contains(BlueZName.device) else { return }
-            _ = state.withLock { $0.devices.removeValue(forKey: removed.path) }
-            logger.trace("scan: removed \(removed.path)")
-        } else if let change = signal.propertiesChanged, change.interface == BlueZName.device {
+        } else if let removed = signal.deviceRemoved {
+            _ = state.withLock { $0.devices.removeValue(forKey: removed) }
+            logger.trace("scan: removed \(removed)")
+        } else if let changed = Device1.Properties(changedIn: signal) {
             report = state.withLock { state -> (String, DeviceRecord) in
                 // A device bluetoothd listed before scanning started is known from its path.
                 var record =
                     state.devices[signal.path] ?? DeviceRecord(address: BlueZName.address(ofDevicePath: signal.path))
-                Self.update(&record, with: change.changed)
-                if change.changed["ManufacturerData"] != nil || change.changed["RSSI"] != nil {
+                Self.update(&record, with: changed)
+                if changed.manufacturerData != nil || changed.rssi != nil {
                     record.lastReport = ContinuousClock.now
                 }
                 state.devices[signal.path] = record
-                logger.trace("scan: changed \(signal.path) \(change.changed.keys.sorted())")
+                logger.trace("scan: changed \(signal.path) \(signal.propertiesChanged?.changed.keys.sorted() ?? [])")
                 return (signal.path, record)
             }
         }
         if let report { deliver(report.record) }
     }
 
-    static func update(_ record: inout DeviceRecord, with properties: [String: DBusValue]) {
-        if let rssi = properties["RSSI"]?.int16 {
+    static func update(_ record: inout DeviceRecord, with properties: Device1.Properties) {
+        if let rssi = properties.rssi {
             // 127 is HCI's "RSSI not available" (virtual controllers report it).
             record.rssi = rssi == 127 ? nil : Int(rssi)
         }
-        if let data = properties["ManufacturerData"]?.uint16VariantDictionary {
-            record.manufacturerData = data.compactMapValues(\.bytes)
-        }
+        if let data = properties.manufacturerData { record.manufacturerData = data }
     }
 
     /// The advertising data a sighting carries, rebuilt from what bluetoothd parsed: the flags and
@@ -345,38 +330,33 @@ final class BlueZCentral: Sendable {
             state.discoveryPausedForConnect += 1
             return state.scanHandler != nil && state.discoveryPausedForConnect == 1
         }
+        let adapter = adapter
         guard ours else {
-            await waitWhileTrue(
-                "Discovering", of: BlueZName.adapter, at: adapterPath, for: .seconds(2), until: deadline)
+            await waitWhileTrue(adapter.discovering(), for: .seconds(2), until: deadline)
             return
         }
-        let stop: @Sendable () async -> Void = { [connection, adapterPath] in
-            _ = try? await connection.call(
-                destination: BlueZName.service, path: adapterPath, interface: BlueZName.adapter,
-                method: "StopDiscovery", timeout: .seconds(5))
+        let stop: @Sendable () async -> Void = {
+            try? await adapter.stopDiscovery().reply(within: .seconds(5))
         }
         await stop()
         // A periodic restart's StartDiscovery sent just before our stop may still be under way
         // (bluetoothd then refuses the stop, InProgress) and turn discovery on after it: so the
         // stop is sent again while the adapter keeps discovering.
-        await waitWhileTrue(
-            "Discovering", of: BlueZName.adapter, at: adapterPath, for: .seconds(2), until: deadline, nudge: stop)
+        await waitWhileTrue(adapter.discovering(), for: .seconds(2), until: deadline, nudge: stop)
     }
 
     /// Polls a boolean property every 50 ms until it is not true (or cannot be read), for at most
     /// `patience` and never past `deadline`; `nudge` runs every fourth poll that finds it true.
     private func waitWhileTrue(
-        _ property: String, of interface: String, at path: String, for patience: Duration,
-        until deadline: ContinuousClock.Instant, nudge: (@Sendable () async -> Void)? = nil
+        _ property: BlueZCall<Bool>, for patience: Duration, until deadline: ContinuousClock.Instant,
+        nudge: (@Sendable () async -> Void)? = nil
     ) async {
         let clock = ContinuousClock()
         let limit = min(deadline, clock.now + patience)
         var polls = 0
         while clock.now < limit {
-            let value = try? await connection.property(
-                destination: BlueZName.service, path: path, interface: interface, name: property,
-                timeout: .seconds(2))
-            if value?.boolean != true { return }
+            let value = try? await property.reply(within: .seconds(2))
+            if value != true { return }
             polls += 1
             if polls % 4 == 0, let nudge { await nudge() }
             try? await Task.sleep(for: .milliseconds(50))
@@ -390,55 +370,46 @@ final class BlueZCentral: Sendable {
             return state.discoveryPausedForConnect == 0 && state.scanHandler != nil
         }
         guard restart else { return }
-        callAdapter("StartDiscovery")
+        adapter.startDiscovery().whenAnswered(within: .seconds(5))
     }
 
     private func attemptLink(_ devicePath: String, peer: PeerAddress, deadline: ContinuousClock.Instant)
         async throws(ConnectFailure) -> CentralLink
     {
-        await dropLeftoverConnection(devicePath, until: deadline)
+        let device = device(devicePath)
+        await dropLeftoverConnection(device, until: deadline)
         // Followed from before the connect, so that ServicesResolved is seen the moment
         // bluetoothd announces it rather than at the next poll.
         let resolution: AsyncStream<DBusSignal>
         do {
-            resolution = try await connection.signals(
-                matching: .propertiesChanged(sender: BlueZName.service, path: devicePath, interface: BlueZName.device))
+            resolution = try await device.propertyChanges()
         } catch {
             throw ConnectFailure(error, doing: "following the device")
         }
         logger.trace("connect: Connect \(devicePath)")
-        try await call(devicePath, BlueZName.device, "Connect", deadline: deadline, doing: "connecting")
+        try await call(device.connect(), deadline: deadline, doing: "connecting")
         logger.trace("connect: connected; waiting for services")
-        let characteristics = try await resolvedCharacteristics(devicePath, changes: resolution, deadline: deadline)
+        let characteristics = try await resolvedCharacteristics(device, changes: resolution, deadline: deadline)
+        let write = characteristic(characteristics.write)
+        let notify = characteristic(characteristics.notify)
         let tag = LinkTag.random()
         // bluetoothd subscribes (writes the CCC) and hands over a socket that carries each
         // notification as a datagram; without it (an older or stand-in bluetoothd), notifications
         // arrive as Value changes after StartNotify. The requests that do not depend on each other
         // go out together.
-        async let acquiring = acquireNotifySocket(characteristics.notify, deadline: deadline)
-        async let deviceSubscription = Self.subscription(
-            connection, .propertiesChanged(sender: BlueZName.service, path: devicePath, interface: BlueZName.device))
+        async let acquiring = acquireNotifySocket(notify, deadline: deadline)
+        async let deviceSubscription = Self.subscription(device)
         let acquired = await acquiring
-        async let notificationsSubscription =
-            acquired == nil
-            ? Self.subscription(
-                connection,
-                .propertiesChanged(
-                    sender: BlueZName.service, path: characteristics.notify, interface: BlueZName.gattCharacteristic))
-            : nil
-        async let mtuReading =
-            acquired == nil
-            ? try? connection.property(
-                destination: BlueZName.service, path: characteristics.write, interface: BlueZName.gattCharacteristic,
-                name: "MTU", timeout: .seconds(2)) : nil
+        async let notificationsSubscription = acquired == nil ? Self.subscription(notify) : nil
+        async let mtuReading = acquired == nil ? try? write.mtu().reply(within: .seconds(2)) : nil
         let link: CentralLink
-        do throws(DBusError) {
+        do throws(BlueZError) {
             let deviceChanges = try await deviceSubscription.get()
             let notifications = try await notificationsSubscription?.get()
             let readMTU = await mtuReading
             link = CentralLink(
-                central: self, peer: peer, devicePath: devicePath, writePath: characteristics.write, tag: tag,
-                attMTU: acquired?.mtu ?? readMTU?.uint16.map(Int.init) ?? 23, scheduler: scheduler)
+                central: self, peer: peer, devicePath: devicePath, write: write, tag: tag,
+                attMTU: acquired?.mtu ?? readMTU.map(Int.init) ?? 23, scheduler: scheduler)
             if let acquired {
                 link.follow(socket: acquired.descriptor, deviceChanges: deviceChanges)
             } else if let notifications {
@@ -450,16 +421,11 @@ final class BlueZCentral: Sendable {
         }
         do throws(ConnectFailure) {
             if acquired == nil {
-                try await call(
-                    characteristics.notify, BlueZName.gattCharacteristic, "StartNotify", deadline: deadline,
-                    doing: "subscribing to notifications")
+                try await call(notify.startNotify(), deadline: deadline, doing: "subscribing to notifications")
             }
             try await call(
-                characteristics.write, BlueZName.gattCharacteristic, "WriteValue",
-                arguments: [
-                    .byteArray(LinkFraming.registration(tag)),
-                    .stringVariantDictionary(["type": .string("request")]),
-                ], deadline: deadline, doing: "registering the link")
+                write.writeValue(LinkFraming.registration(tag), type: .request), deadline: deadline,
+                doing: "registering the link")
         } catch {
             link.abandon()
             throw error
@@ -472,47 +438,39 @@ final class BlueZCentral: Sendable {
     /// A connection to the device that no link of ours uses (left by an earlier run that exited,
     /// or kept by bluetoothd after the terminal restarted) is dropped first: its GATT view may be
     /// stale, and the terminal expects each wallet to register on a fresh connection.
-    private func dropLeftoverConnection(_ devicePath: String, until deadline: ContinuousClock.Instant) async {
-        let connected = try? await connection.property(
-            destination: BlueZName.service, path: devicePath, interface: BlueZName.device, name: "Connected",
-            timeout: .seconds(2))
-        guard connected?.boolean == true else { return }
-        logger.trace("connect: \(devicePath) is still connected from before; disconnecting first")
-        _ = try? await connection.call(
-            destination: BlueZName.service, path: devicePath, interface: BlueZName.device, method: "Disconnect",
-            timeout: .seconds(5))
-        await waitWhileTrue("Connected", of: BlueZName.device, at: devicePath, for: .seconds(3), until: deadline)
+    private func dropLeftoverConnection(_ device: Device1, until deadline: ContinuousClock.Instant) async {
+        let connected = try? await device.connected().reply(within: .seconds(2))
+        guard connected == true else { return }
+        logger.trace("connect: \(device.path) is still connected from before; disconnecting first")
+        try? await device.disconnect().reply(within: .seconds(5))
+        await waitWhileTrue(device.connected(), for: .seconds(3), until: deadline)
     }
 
     /// `AcquireNotify` on the terminal's notify characteristic: the socket (ours to close) and
     /// the ATT MTU; nil when bluetoothd does not offer it (any error: StartNotify then subscribes,
     /// and fails in its turn if the device is the problem).
-    private func acquireNotifySocket(_ path: String, deadline: ContinuousClock.Instant) async
-        -> (descriptor: Int32, mtu: Int)?
+    private func acquireNotifySocket(_ characteristic: GattCharacteristic1, deadline: ContinuousClock.Instant)
+        async -> (descriptor: Int32, mtu: Int)?
     {
         let remaining = deadline - ContinuousClock().now
         guard notifications == .acquiredSocket, remaining > .zero else { return nil }
         do {
-            let reply = try await connection.call(
-                destination: BlueZName.service, path: path, interface: BlueZName.gattCharacteristic,
-                method: "AcquireNotify", arguments: [.stringVariantDictionary([:])], timeout: remaining)
-            guard reply.count == 2, let mtu = reply[1].uint16, let descriptor = reply[0].fileDescriptor?.take() else {
-                logger.trace("connect: AcquireNotify answered \(reply); notifications as Value changes")
+            let reply = try await characteristic.acquireNotify().reply(within: remaining)
+            guard let descriptor = reply.descriptor.take() else {
+                logger.trace("connect: AcquireNotify answered a closed socket; notifications as Value changes")
                 return nil
             }
-            logger.trace("connect: notifications over an acquired socket, MTU \(mtu)")
-            return (descriptor, Int(mtu))
+            logger.trace("connect: notifications over an acquired socket, MTU \(reply.mtu)")
+            return (descriptor, Int(reply.mtu))
         } catch {
             logger.trace("connect: AcquireNotify not offered (\(error.name)); notifications as Value changes")
             return nil
         }
     }
 
-    private static func subscription(_ connection: DBusConnection, _ rule: DBusMatchRule) async
-        -> Result<AsyncStream<DBusSignal>, DBusError>
-    {
+    private static func subscription(_ object: some BlueZProxy) async -> Result<AsyncStream<DBusSignal>, BlueZError> {
         do {
-            return .success(try await connection.signals(matching: rule))
+            return .success(try await object.propertyChanges())
         } catch {
             return .failure(error)
         }
@@ -521,35 +479,33 @@ final class BlueZCentral: Sendable {
     /// Waits until bluetoothd has discovered the device's services (`changes` follows the device
     /// from before the connect), then finds ours.
     private func resolvedCharacteristics(
-        _ devicePath: String, changes: AsyncStream<DBusSignal>, deadline: ContinuousClock.Instant
+        _ device: Device1, changes: AsyncStream<DBusSignal>, deadline: ContinuousClock.Instant
     ) async throws(ConnectFailure) -> (write: String, notify: String) {
-        let device: [String: DBusValue]
+        let properties: Device1.Properties
         do {
-            device = try await connection.properties(
-                destination: BlueZName.service, path: devicePath, interface: BlueZName.device,
-                timeout: .seconds(5))
+            properties = try await device.properties().reply(within: .seconds(5))
         } catch {
             throw ConnectFailure(error, doing: "reading the device")
         }
         // bluetoothd may lose the link during discovery (it races the kernel on some connects).
-        guard device["Connected"]?.boolean == true else { throw .droppedDuringDiscovery }
-        if device["ServicesResolved"]?.boolean != true {
+        guard properties.connected == true else { throw .droppedDuringDiscovery }
+        if properties.servicesResolved != true {
             switch await Self.servicesResolution(in: changes, until: deadline) {
             case .resolved: break
             case .disconnected: throw .droppedDuringDiscovery
             case .timedOut: throw .timedOut
             }
         }
-        let objects: [String: [String: [String: DBusValue]]]
+        let objects: BlueZObjects
         do {
-            objects = try await connection.managedObjects(destination: BlueZName.service, timeout: .seconds(5))
+            objects = try await objectManager.managedObjects().reply(within: .seconds(5))
         } catch {
             throw ConnectFailure(error, doing: "listing the device's services")
         }
         var write: String?
         var notify: String?
-        for (path, interfaces) in objects where path.hasPrefix(devicePath + "/") {
-            guard let uuid = interfaces[BlueZName.gattCharacteristic]?["UUID"]?.string?.lowercased() else { continue }
+        for (path, characteristic) in objects.characteristics(under: device.path) {
+            guard let uuid = characteristic.uuid?.lowercased() else { continue }
             if uuid == HorizonGATTService.walletToTerminal { write = path }
             if uuid == HorizonGATTService.terminalToWallet { notify = path }
         }
@@ -566,9 +522,9 @@ final class BlueZCentral: Sendable {
         await withTaskGroup(of: ServicesResolution.self) { group in
             group.addTask {
                 for await signal in changes {
-                    guard let changed = signal.propertiesChanged?.changed else { continue }
-                    if changed["Connected"]?.boolean == false { return .disconnected }
-                    if changed["ServicesResolved"]?.boolean == true { return .resolved }
+                    guard let changed = Device1.Properties(changedIn: signal) else { continue }
+                    if changed.connected == false { return .disconnected }
+                    if changed.servicesResolved == true { return .resolved }
                 }
                 return .disconnected
             }
@@ -582,16 +538,14 @@ final class BlueZCentral: Sendable {
         }
     }
 
-    private func call(
-        _ path: String, _ interface: String, _ method: String, arguments: [DBusValue] = [],
-        deadline: ContinuousClock.Instant, doing action: String
-    ) async throws(ConnectFailure) {
+    /// Makes `call` with the time left before `deadline`.
+    private func call(_ call: BlueZCall<Void>, deadline: ContinuousClock.Instant, doing action: String)
+        async throws(ConnectFailure)
+    {
         let remaining = deadline - ContinuousClock().now
         guard remaining > .zero else { throw .timedOut }
         do {
-            _ = try await connection.call(
-                destination: BlueZName.service, path: path, interface: interface, method: method,
-                arguments: arguments, timeout: remaining)
+            try await call.reply(within: remaining)
         } catch {
             throw ConnectFailure(error, doing: action)
         }
@@ -599,10 +553,7 @@ final class BlueZCentral: Sendable {
 
     func disconnect(_ devicePath: String) {
         state.withLock { _ = $0.linkedDevices.remove(devicePath) }
-        connection.call(
-            destination: BlueZName.service, path: devicePath, interface: BlueZName.device, method: "Disconnect",
-            timeout: .seconds(5)
-        ) { _ in }
+        device(devicePath).disconnect().whenAnswered(within: .seconds(5))
     }
 
     /// Stops discovery and disconnects every device a link still uses, waiting for bluetoothd's
@@ -614,281 +565,7 @@ final class BlueZCentral: Sendable {
             return state.linkedDevices
         }
         for devicePath in devices {
-            _ = try? connection.call(
-                destination: BlueZName.service, path: devicePath, interface: BlueZName.device, method: "Disconnect",
-                timeout: .seconds(2))
+            try? device(devicePath).disconnect().replyBlocking(within: .seconds(2))
         }
-    }
-}
-
-/// How often and how patiently the wallet retries a connect that bluetoothd failed transiently.
-public struct BlueZConnectRetryPolicy: Sendable {
-    public var maximumAttempts: Int
-    public var initialBackoff: Duration
-
-    public init(maximumAttempts: Int = 4, initialBackoff: Duration = .milliseconds(250)) {
-        self.maximumAttempts = maximumAttempts
-        self.initialBackoff = initialBackoff
-    }
-
-    /// Doubles after each attempt: 250 ms, 500 ms, 1 s by default.
-    func backoff(afterAttempt attempt: Int) -> Duration {
-        initialBackoff * (1 << min(max(attempt - 1, 0), 6))
-    }
-}
-
-/// Why one connect attempt failed, and whether another may succeed.
-enum ConnectFailure: Error {
-    case bluez(DBusError, doing: String)
-    case droppedDuringDiscovery
-    case notAHorizonTerminal
-    case timedOut
-
-    init(_ error: DBusError, doing action: String) { self = .bluez(error, doing: action) }
-
-    /// The failures a second attempt cured when they were measured: bluetoothd busy with
-    /// another connect, the controller aborting the connection, the link lost while services
-    /// were discovered.
-    var isTransient: Bool {
-        switch self {
-        case .droppedDuringDiscovery: return true
-        case .notAHorizonTerminal, .timedOut: return false
-        case .bluez(let error, _):
-            if error.name == "org.bluez.Error.InProgress" || error.name == "org.bluez.Error.NotConnected" {
-                return true
-            }
-            let transientMessages = [
-                "le-connection-abort-by-local", "Software caused connection abort", "Operation already in progress",
-                "Connection refused", "Input/output error",
-            ]
-            return error.name == "org.bluez.Error.Failed"
-                && transientMessages.contains { error.message.contains($0) }
-        }
-    }
-
-    func radioError(peer: PeerAddress, attempts: Int) -> RadioError {
-        switch self {
-        case .timedOut: return .connectionTimedOut(peer)
-        case .droppedDuringDiscovery:
-            return .backend(
-                name: "org.bluez.Error.Failed",
-                message:
-                    "the connection to \(peer) dropped during service discovery \(attempts) times; move closer and retry"
-            )
-        case .notAHorizonTerminal:
-            return .backend(
-                name: "org.horizon.Error.NotATerminal",
-                message: "\(peer) does not offer the Horizon payment service")
-        case .bluez(let error, let action):
-            if error.name == DBusError.Name.unknownObject || error.name == "org.bluez.Error.DoesNotExist" {
-                return .peerNotFound(peer)
-            }
-            if error.isTimeout { return .connectionTimedOut(peer) }
-            return .bluez(error, doing: action)
-        }
-    }
-}
-
-/// How a wallet's link receives the terminal's notifications.
-public enum BlueZNotificationPath: String, Sendable, CaseIterable {
-    /// `AcquireNotify`: bluetoothd writes each notification to a socket (`StartNotify` and
-    /// `Value` signals when bluetoothd refuses it).
-    case acquiredSocket = "socket"
-    /// `StartNotify`, each notification a `Value` change signalled through dbus-daemon.
-    case valueChanges = "signals"
-}
-
-/// The wallet's link to one terminal: frames leave as acknowledged writes, one at a time and in
-/// order (bluetoothd refuses a second write request on a characteristic while one is under way:
-/// `InProgress`), and arrive as notifications bearing this link's tag.
-final class CentralLink: ByteLink, Sendable {
-    private struct State {
-        /// Frames waiting for the write in flight to be acknowledged.
-        var queued: [[UInt8]] = []
-        var writing = false
-        var pendingWrites: Int { queued.count + (writing ? 1 : 0) }
-        var disconnectWhenDrained = false
-        var disconnected = false
-        var tasks: [Task<Void, Never>] = []
-        var reader: NotifyReader?
-    }
-
-    let peer: PeerAddress
-    let attMTU: Int
-    let devicePath: String
-    let writePath: String
-    let tag: LinkTag
-    let inbox: LinkInbox
-    private let scheduler: any Scheduler
-    private weak let central: BlueZCentral?
-    private let logger: Logger
-    private let state = Mutex(State())
-    /// How long a close waits for writes still in flight before disconnecting anyway.
-    static let drainLimit: Duration = .seconds(2)
-
-    init(
-        central: BlueZCentral, peer: PeerAddress, devicePath: String, writePath: String, tag: LinkTag, attMTU: Int,
-        scheduler: any Scheduler
-    ) {
-        self.central = central
-        logger = central.logger
-        self.peer = peer
-        self.devicePath = devicePath
-        self.writePath = writePath
-        self.tag = tag
-        self.attMTU = min(517, max(23, attMTU))
-        self.scheduler = scheduler
-        inbox = LinkInbox(scheduler: scheduler)
-    }
-
-    func follow(notifications: AsyncStream<DBusSignal>, deviceChanges: AsyncStream<DBusSignal>) {
-        let tag = tag
-        let inbox = inbox
-        let receiving = Task {
-            for await signal in notifications {
-                guard let value = signal.propertiesChanged?.changed["Value"]?.bytes,
-                    let payload = LinkFraming.payload(ofNotification: value, for: tag)
-                else { continue }
-                inbox.receive(payload)
-            }
-        }
-        state.withLock { $0.tasks = [receiving, watchForDisconnect(deviceChanges)] }
-    }
-
-    /// Ends the link as closed by the peer when bluetoothd reports the device disconnected.
-    private func watchForDisconnect(_ deviceChanges: AsyncStream<DBusSignal>) -> Task<Void, Never> {
-        Task { [weak self] in
-            for await signal in deviceChanges where signal.propertiesChanged?.changed["Connected"]?.boolean == false {
-                self?.ended(.closedByPeer)
-                return
-            }
-        }
-    }
-
-    /// Notifications from a socket bluetoothd acquired for this link (see `NotifyReader`).
-    func follow(socket descriptor: Int32, deviceChanges: AsyncStream<DBusSignal>) {
-        let tag = tag
-        let inbox = inbox
-        let scheduler = scheduler
-        let reader = NotifyReader(
-            taking: descriptor, mtu: attMTU, queue: Self.notifyQueue,
-            received: { value in
-                guard let payload = LinkFraming.payload(ofNotification: value, for: tag) else { return }
-                inbox.receive(payload)
-            },
-            ended: { [weak self] in
-                // Usually the device went: let its Connected signal say so (the peer's close),
-                // and end the link here only if it does not come.
-                scheduler.schedule(after: Self.socketEndGrace) { [weak self] in self?.ended(.connectionLost) }
-                self?.logger.trace("link: bluetoothd closed the notify socket")
-            })
-        let watching = watchForDisconnect(deviceChanges)
-        state.withLock {
-            $0.tasks = [watching]
-            $0.reader = reader
-        }
-    }
-
-    /// Every link's notify socket is read on this queue; a frame's handling hops to the scheduler.
-    static let notifyQueue = DispatchQueue(label: "horizon.bluez.notify")
-    static let socketEndGrace: Duration = .milliseconds(500)
-
-    func setHandler(_ handler: ByteLinkHandler) { inbox.setHandler(handler) }
-
-    func send(_ payload: [UInt8]) throws(RadioError) {
-        guard !inbox.isClosed, let central else { throw .linkClosed }
-        guard payload.count <= maximumPayloadSize else {
-            throw .payloadTooLarge(size: payload.count, maximum: maximumPayloadSize)
-        }
-        let startNow = state.withLock { state -> Bool in
-            guard !state.writing else {
-                state.queued.append(payload)
-                return false
-            }
-            state.writing = true
-            return true
-        }
-        if startNow { write(payload, through: central) }
-    }
-
-    private func write(_ payload: [UInt8], through central: BlueZCentral) {
-        central.connection.call(
-            destination: BlueZName.service, path: writePath, interface: BlueZName.gattCharacteristic,
-            method: "WriteValue",
-            arguments: [.byteArray(payload), .stringVariantDictionary(["type": .string("request")])],
-            timeout: .seconds(10)
-        ) { [weak self] result in
-            guard let self else { return }
-            if case .failure(let error) = result {
-                self.logger.trace("link: write to \(self.writePath) failed: \(error)")
-                state.withLock { state in
-                    state.writing = false
-                    state.queued.removeAll()
-                }
-                ended(.connectionLost)
-                return
-            }
-            let (next, drained) = state.withLock { state -> ([UInt8]?, Bool) in
-                guard !state.queued.isEmpty else {
-                    state.writing = false
-                    return (nil, state.disconnectWhenDrained)
-                }
-                return (state.queued.removeFirst(), false)
-            }
-            if let next, let central = self.central {
-                write(next, through: central)
-            } else if drained {
-                disconnectNow()
-            }
-        }
-    }
-
-    /// Closes the link; the connection goes once the writes already sent are acknowledged.
-    func close() {
-        guard inbox.close(.closedLocally) else { return }
-        logger.trace("link: closed by this side; disconnecting \(devicePath)")
-        stopFollowing()
-        let drained = state.withLock { state -> Bool in
-            state.disconnectWhenDrained = true
-            return state.pendingWrites == 0
-        }
-        if drained {
-            disconnectNow()
-        } else {
-            scheduler.schedule(after: Self.drainLimit) { [weak self] in self?.disconnectNow() }
-        }
-    }
-
-    /// A link that never reached its owner (the connect failed after it was made).
-    func abandon() {
-        inbox.close(.closedLocally)
-        stopFollowing()
-    }
-
-    private func ended(_ reason: LinkCloseReason) {
-        guard inbox.close(reason) else { return }
-        logger.trace("link: to \(devicePath) ended (\(reason))")
-        stopFollowing()
-        disconnectNow()
-    }
-
-    private func stopFollowing() {
-        let (tasks, reader) = state.withLock { state in
-            defer {
-                state.tasks.removeAll()
-                state.reader = nil
-            }
-            return (state.tasks, state.reader)
-        }
-        for task in tasks { task.cancel() }
-        reader?.cancel()
-    }
-
-    private func disconnectNow() {
-        let first = state.withLock { state -> Bool in
-            defer { state.disconnected = true }
-            return !state.disconnected
-        }
-        if first { central?.disconnect(devicePath) }
     }
 }

@@ -34,11 +34,6 @@ final class BlueZPeripheral: Sendable {
         var silentDisconnects = 0
         /// Connected centrals without a link yet, with the disconnect that awaits them.
         var unregistered: [String: ScheduledAction] = [:]
-        /// Sockets bluetoothd acquired with AcquireNotify, by the device it named; kept until that
-        /// device disconnects, bluetoothd closes the socket, or it acquires a new one for the device.
-        var notifySockets: [String: NotifySocket] = [:]
-        /// Notifications written to an acquired socket rather than sent as a Value change.
-        var socketNotifications = 0
     }
 
     let connection: DBusConnection
@@ -47,6 +42,7 @@ final class BlueZPeripheral: Sendable {
     /// Our objects live under this path, unique per radio so that two radios can share a process.
     let rootPath: String
     private let state = Mutex(State())
+    private let notifySockets = NotifySockets()
     /// How long a closed link keeps its connection so the last notification leaves first.
     static let disconnectGrace: Duration = .milliseconds(1500)
     static let callTimeout: Duration = .seconds(10)
@@ -54,6 +50,8 @@ final class BlueZPeripheral: Sendable {
     /// the adapter's few connections and hears every notification while saying nothing.
     let registrationGrace: Duration
     let logger: Logger
+    let gattManager: GattManager1
+    let advertisingManager: LEAdvertisingManager1
 
     init(
         connection: DBusConnection, adapterPath: String, scheduler: any Scheduler, instance: Int,
@@ -65,7 +63,11 @@ final class BlueZPeripheral: Sendable {
         self.adapterPath = adapterPath
         self.scheduler = scheduler
         rootPath = "/org/horizon/radio\(getpid())_\(instance)"
+        gattManager = GattManager1(connection: connection, path: adapterPath)
+        advertisingManager = LEAdvertisingManager1(connection: connection, path: adapterPath)
     }
+
+    func device(_ path: String) -> Device1 { Device1(connection: connection, path: path) }
 
     var servicePath: String { rootPath + "/service0" }
     var writeCharacteristicPath: String { servicePath + "/char0" }
@@ -76,9 +78,9 @@ final class BlueZPeripheral: Sendable {
     var refusedTagCount: Int { state.withLock { $0.refusedTags } }
     var silentDisconnectCount: Int { state.withLock { $0.silentDisconnects } }
     var advertisementReregistrationCount: Int { state.withLock { $0.reregistrations } }
-    var socketNotificationCount: Int { state.withLock { $0.socketNotifications } }
+    var socketNotificationCount: Int { notifySockets.sentCount }
     /// Devices whose notifications currently go over an AcquireNotify socket.
-    var notifySocketDevices: Set<String> { state.withLock { Set($0.notifySockets.keys) } }
+    var notifySocketDevices: Set<String> { notifySockets.devices }
 
     func setConnectionHandler(_ handler: @escaping @Sendable (any ByteLink) -> Void) {
         state.withLock { $0.connectionHandler = handler }
@@ -95,19 +97,14 @@ final class BlueZPeripheral: Sendable {
         } catch {
             throw .bluez(error, doing: "exporting the GATT service")
         }
-        let register = { [connection, adapterPath, rootPath] () throws(DBusError) in
-            _ = try connection.call(
-                destination: BlueZName.service, path: adapterPath, interface: BlueZName.gattManager,
-                method: "RegisterApplication",
-                arguments: [.objectPath(rootPath), .stringVariantDictionary([:])], timeout: Self.callTimeout)
-        }
-        do {
+        let register = gattManager.registerApplication(rootPath)
+        do throws(BlueZError) {
             do {
-                try register()
-            } catch  where error.name == "org.bluez.Error.AlreadyExists" {
+                try register.replyBlocking(within: Self.callTimeout)
+            } catch  where error.kind == .alreadyExists {
                 // A registration this connection left behind: withdraw it and register afresh.
                 unregisterApplicationCall()
-                try register()
+                try register.replyBlocking(within: Self.callTimeout)
             }
         } catch {
             unexportApplication()
@@ -121,90 +118,44 @@ final class BlueZPeripheral: Sendable {
     private func exportApplication() throws(DBusError) {
         try connection.export(path: rootPath, interfaces: [], isObjectManager: true)
         try connection.export(
-            path: servicePath,
-            interfaces: [
-                DBusInterface(
-                    BlueZName.gattService,
-                    properties: [
-                        .constant("UUID", .string(HorizonGATTService.service)),
-                        .constant("Primary", .boolean(true)),
-                    ])
-            ])
+            path: servicePath, interfaces: [GattService1.local(uuid: HorizonGATTService.service, primary: true)])
         try connection.export(
             path: writeCharacteristicPath,
             interfaces: [
-                DBusInterface(
-                    BlueZName.gattCharacteristic,
-                    methods: [
-                        DBusMethod("WriteValue", input: "aya{sv}", output: "") {
-                            [weak self] arguments throws(DBusError) in
-                            try self?.written(arguments)
-                            return []
-                        }
-                    ],
-                    properties: [
-                        .constant("UUID", .string(HorizonGATTService.walletToTerminal)),
-                        .constant("Service", .objectPath(servicePath)),
-                        .constant("Flags", .stringArray(["write"])),
-                    ])
+                GattCharacteristic1.localWritable(uuid: HorizonGATTService.walletToTerminal, service: servicePath) {
+                    [weak self] request throws(DBusError) in
+                    try self?.written(request)
+                }
             ])
         try connection.export(
             path: notifyCharacteristicPath,
             interfaces: [
-                DBusInterface(
-                    BlueZName.gattCharacteristic,
-                    methods: [
-                        // bluetoothd calls these when a central subscribes and AcquireNotify was
-                        // not used (declined), and when the last one leaves: Value changes go out
-                        // to every subscriber whether or not they were called.
-                        DBusMethod("StartNotify") { _ throws(DBusError) in [] },
-                        DBusMethod("StopNotify") { _ throws(DBusError) in [] },
-                        // bluetoothd calls this instead of StartNotify when a central subscribes
-                        // (because NotifyAcquired is present), naming the central in "device".
-                        DBusMethod("AcquireNotify", input: "a{sv}", output: "hq") {
-                            [weak self] arguments throws(DBusError) in
-                            guard let self else {
-                                throw DBusError(name: "org.bluez.Error.NotSupported", message: "shutting down")
-                            }
-                            return try self.acquireNotify(arguments)
-                        },
-                    ],
-                    properties: [
-                        .constant("UUID", .string(HorizonGATTService.terminalToWallet)),
-                        .constant("Service", .objectPath(servicePath)),
-                        .constant("Flags", .stringArray(["notify"])),
-                        // For a server, the presence of this property is what tells bluetoothd
-                        // that AcquireNotify is supported (doc/gatt-api.txt).
-                        DBusProperty(
-                            "NotifyAcquired", signature: "b", emitsChangedSignal: false,
-                            get: { [weak self] () throws(DBusError) in
-                                .boolean(self?.state.withLock { !$0.notifySockets.isEmpty } ?? false)
-                            }),
-                        DBusProperty(
-                            "Value", signature: "ay", emitsChangedSignal: true,
-                            get: { [weak self] () throws(DBusError) in
-                                .byteArray(self?.state.withLock { $0.lastNotification } ?? [])
-                            }),
-                    ])
+                GattCharacteristic1.localNotifying(
+                    uuid: HorizonGATTService.terminalToWallet, service: servicePath,
+                    acquireNotify: { [weak self] request throws(DBusError) in
+                        guard let self else { throw BlueZError.reply(.notSupported, "shutting down") }
+                        return try self.acquireNotify(request)
+                    },
+                    notifyAcquired: { [weak self] in self.map { !$0.notifySockets.isEmpty } ?? false },
+                    value: { [weak self] in self?.state.withLock { $0.lastNotification } ?? [] })
             ])
     }
 
     /// AcquireNotify from bluetoothd (on the D-Bus queue): a socket pair, our end kept for the
     /// device it names, its end and the MTU returned. Later notifications for that device's link
     /// are written to the socket; see `NotifySocket` for what bluetoothd does with them.
-    private func acquireNotify(_ arguments: [DBusValue]) throws(DBusError) -> [DBusValue] {
-        guard let options = arguments.first?.stringVariantDictionary, let device = options["device"]?.objectPath
-        else {
+    private func acquireNotify(_ request: GattCharacteristic1.AcquireNotifyRequest) throws(DBusError)
+        -> (DBusFileDescriptor, UInt16)
+    {
+        guard let device = request.device else {
             // Without the device we could not tell whose notifications the socket is for.
-            throw DBusError(name: "org.bluez.Error.NotSupported", message: "AcquireNotify needs the device option")
+            throw BlueZError.reply(.notSupported, "AcquireNotify needs the device option")
         }
         // "The MTU returned shall be equal or smaller than the negotiated MTU": the one offered.
-        let mtu = options["mtu"]?.uint16 ?? 23
-        let (ours, theirs) = try NotifySocket.pair(device: device, mtu: Int(mtu))
-        // A socket acquired earlier for the device is replaced (and closed when released).
-        state.withLock { _ = $0.notifySockets.updateValue(ours, forKey: device) }
+        let mtu = request.mtu ?? 23
+        let theirs = try notifySockets.acquire(device: device, mtu: Int(mtu))
         logger.trace("serve: AcquireNotify for \(device), MTU \(mtu): its notifications go over a socket")
-        return [.unixFileDescriptor(theirs), .uint16(mtu)]
+        return (theirs, mtu)
     }
 
     private func unexportApplication() {
@@ -214,17 +165,15 @@ final class BlueZPeripheral: Sendable {
     }
 
     private func unregisterApplicationCall() {
-        _ = try? connection.call(
-            destination: BlueZName.service, path: adapterPath, interface: BlueZName.gattManager,
-            method: "UnregisterApplication", arguments: [.objectPath(rootPath)], timeout: .seconds(3))
+        try? gattManager.unregisterApplication(rootPath).replyBlocking(within: .seconds(3))
     }
 
     /// A write to the wallet-to-terminal characteristic (on the D-Bus queue).
-    private func written(_ arguments: [DBusValue]) throws(DBusError) {
-        guard arguments.count == 2, let value = arguments[0].bytes,
-            let options = arguments[1].stringVariantDictionary,
-            let device = options["device"]?.objectPath
-        else { throw DBusError(name: "org.bluez.Error.InvalidArguments", message: "expected value and device") }
+    private func written(_ request: GattCharacteristic1.WriteRequest) throws(DBusError) {
+        guard let device = request.device else {
+            throw BlueZError.reply(.invalidArguments, "expected value and device")
+        }
+        let value = request.value
         if let link = state.withLock({ $0.links[device] }) {
             link.inbox.receive(value)
             return
@@ -235,7 +184,7 @@ final class BlueZPeripheral: Sendable {
             logger.trace("serve: ignored \(value.count) bytes from unregistered \(device)")
             return
         }
-        let mtu = options["mtu"]?.uint16.map(Int.init) ?? 23
+        let mtu = request.mtu.map(Int.init) ?? 23
         let link = PeripheralLink(
             peripheral: self, devicePath: device, tag: tag,
             attMTU: max(23, mtu) - LinkTag.length, scheduler: scheduler)
@@ -253,7 +202,7 @@ final class BlueZPeripheral: Sendable {
         }
         guard case .some(let handler) = handler else {
             logger.trace("serve: refused tag \(tag) from \(device): another device holds it")
-            throw DBusError(name: "org.bluez.Error.NotPermitted", message: "link tag in use by another device")
+            throw BlueZError.reply(.notPermitted, "link tag in use by another device")
         }
         logger.trace("serve: link from \(device), MTU \(mtu), tag \(tag)")
         guard let handler else {
@@ -265,24 +214,20 @@ final class BlueZPeripheral: Sendable {
 
     /// Ends links whose central disconnected (Device1.Connected false, or the device removed).
     private func watchDevices() {
-        let changes = DBusMatchRule.propertiesChanged(
-            sender: BlueZName.service, pathNamespace: adapterPath, interface: BlueZName.device)
-        guard let stream = try? connection.signals(matching: changes) else { return }
+        guard let stream = try? connection.signals(matching: Device1.changes(under: adapterPath)) else { return }
         let task = Task { [weak self] in
             for await signal in stream {
-                guard let self, let change = signal.propertiesChanged,
-                    let connected = change.changed["Connected"]?.boolean
-                else { continue }
+                guard let self, let connected = Device1.Properties(changedIn: signal)?.connected else { continue }
                 if connected {
                     self.expectRegistration(from: signal.path)
                     continue
                 }
+                // Its socket is closed (bluetoothd 5.69+ closes its end too; up to 5.68 that makes
+                // the next subscriber's AcquireNotify create a new one).
+                notifySockets.remove(signal.path)
                 let link = state.withLock { state -> PeripheralLink? in
                     state.pendingDisconnects.removeValue(forKey: signal.path)?.cancel()
                     state.unregistered.removeValue(forKey: signal.path)?.cancel()
-                    // Its socket is closed (bluetoothd 5.69+ closes its end too; up to 5.68 that
-                    // makes the next subscriber's AcquireNotify create a new one).
-                    state.notifySockets.removeValue(forKey: signal.path)
                     return state.links.removeValue(forKey: signal.path)
                 }
                 if let link {
@@ -293,15 +238,13 @@ final class BlueZPeripheral: Sendable {
         }
         // A central connecting for the first time appears as a new Device1 object already
         // connected (InterfacesAdded), not as a property change.
-        let added = DBusMatchRule.interfacesAdded(sender: BlueZName.service, managerPath: "/")
-        let arrivals = (try? connection.signals(matching: added)).map { stream in
+        let arrivals = (try? connection.signals(matching: BlueZObjectManager.interfacesAdded)).map { stream in
             Task { [weak self, adapterPath] in
                 for await signal in stream {
-                    guard let self, let (path, interfaces) = signal.interfacesAdded,
-                        path.hasPrefix(adapterPath + "/"),
-                        interfaces[BlueZName.device]?["Connected"]?.boolean == true
+                    guard let self, let added = signal.deviceAdded, added.path.hasPrefix(adapterPath + "/"),
+                        added.properties.connected == true
                     else { continue }
-                    self.expectRegistration(from: path)
+                    self.expectRegistration(from: added.path)
                 }
             }
         }
@@ -314,7 +257,7 @@ final class BlueZPeripheral: Sendable {
     /// A central connected: unless it registers a tag within `registrationGrace`, it is
     /// disconnected.
     private func expectRegistration(from device: String) {
-        let disconnect = scheduler.schedule(after: registrationGrace) { [connection, weak self] in
+        let disconnect = scheduler.schedule(after: registrationGrace) { [weak self] in
             guard let self,
                 self.state.withLock({ state -> Bool in
                     guard state.unregistered.removeValue(forKey: device) != nil, state.links[device] == nil else {
@@ -325,10 +268,7 @@ final class BlueZPeripheral: Sendable {
                 })
             else { return }
             logger.trace("serve: disconnecting \(device): no link tag registered")
-            connection.call(
-                destination: BlueZName.service, path: device, interface: BlueZName.device, method: "Disconnect",
-                timeout: .seconds(5)
-            ) { _ in }
+            self.device(device).disconnect().whenAnswered(within: .seconds(5))
         }
         let previous = state.withLock { state -> ScheduledAction? in
             guard state.links[device] == nil else { return disconnect }
@@ -345,30 +285,25 @@ final class BlueZPeripheral: Sendable {
     /// way: the wallet cannot tell which path a frame took, and up to BlueZ 5.68 both broadcast.
     func notify(_ payload: [UInt8], for link: PeripheralLink) throws(RadioError) {
         let bytes = LinkFraming.notification(payload, to: link.tag)
-        if let socket = state.withLock({ $0.notifySockets[link.devicePath] }) {
-            switch socket.send(bytes) {
-            case .sent:
-                state.withLock { $0.socketNotifications += 1 }
-                return
-            case .closed:
-                // The device unsubscribed or bluetoothd dropped the socket: Value changes from now on.
-                state.withLock { state in
-                    if state.notifySockets[link.devicePath] === socket { state.notifySockets[link.devicePath] = nil }
-                }
-                logger.trace(
-                    "serve: bluetoothd closed the notify socket of \(link.devicePath); Value changes instead")
-            case .failed(let error):
-                throw .backend(
-                    name: "org.horizon.Error.NotifySocket",
-                    message: "bluetoothd did not take a notification for \(link.devicePath) from its socket "
-                        + "(\(String(cString: strerror(error))))")
-            }
+        switch notifySockets.send(bytes, to: link.devicePath) {
+        case .sent:
+            return
+        case .noSocket:
+            break
+        case .closed:
+            // The device unsubscribed or bluetoothd dropped the socket: Value changes from now on.
+            logger.trace("serve: bluetoothd closed the notify socket of \(link.devicePath); Value changes instead")
+        case .failed(let error):
+            throw .backend(
+                name: "org.horizon.Error.NotifySocket",
+                message: "bluetoothd did not take a notification for \(link.devicePath) from its socket "
+                    + "(\(String(cString: strerror(error))))")
         }
         state.withLock { $0.lastNotification = bytes }
         do {
             try connection.emitPropertiesChanged(
-                path: notifyCharacteristicPath, interface: BlueZName.gattCharacteristic,
-                changed: ["Value": .byteArray(bytes)])
+                path: notifyCharacteristicPath, interface: GattCharacteristic1.interface,
+                changed: GattCharacteristic1.valueChanged(bytes))
         } catch {
             throw .bluez(error, doing: "sending a notification")
         }
@@ -385,15 +320,12 @@ final class BlueZPeripheral: Sendable {
         link.inbox.close(reason)
         logger.trace("serve: link from \(link.devicePath) closed (\(reason))")
         guard removed, reason == .closedLocally else { return }
-        let disconnect = scheduler.schedule(after: Self.disconnectGrace) { [connection, weak self] in
+        let disconnect = scheduler.schedule(after: Self.disconnectGrace) { [weak self] in
             guard self?.state.withLock({ $0.pendingDisconnects.removeValue(forKey: link.devicePath) }) != nil else {
                 return
             }
             self?.logger.trace("serve: disconnecting \(link.devicePath) after a local close")
-            connection.call(
-                destination: BlueZName.service, path: link.devicePath, interface: BlueZName.device,
-                method: "Disconnect", timeout: .seconds(5)
-            ) { _ in }
+            self?.device(link.devicePath).disconnect().whenAnswered(within: .seconds(5))
         }
         state.withLock { $0.pendingDisconnects.updateValue(disconnect, forKey: link.devicePath)?.cancel() }
     }
@@ -411,32 +343,17 @@ final class BlueZPeripheral: Sendable {
         do {
             try connection.export(
                 path: path,
-                interfaces: [
-                    DBusInterface(
-                        BlueZName.advertisement,
-                        methods: [
-                            DBusMethod("Release") { [weak self] _ throws(DBusError) in
-                                self?.released(path)
-                                return []
-                            }
-                        ],
-                        properties: properties.map { DBusProperty.constant($0.key, $0.value) })
-                ])
+                interfaces: [LEAdvertisement1.local(properties) { [weak self] in self?.released(path) }])
         } catch {
             throw .bluez(error, doing: "exporting the advertisement")
         }
-        let register = { [connection, adapterPath] () throws(DBusError) in
-            _ = try connection.call(
-                destination: BlueZName.service, path: adapterPath, interface: BlueZName.advertisingManager,
-                method: "RegisterAdvertisement", arguments: [.objectPath(path), .stringVariantDictionary([:])],
-                timeout: Self.callTimeout)
-        }
-        do {
+        let register = advertisingManager.registerAdvertisement(path)
+        do throws(BlueZError) {
             do {
-                try register()
-            } catch  where error.name == "org.bluez.Error.AlreadyExists" {
-                unregisterAdvertisementCall(path) { _ in }
-                try register()
+                try register.replyBlocking(within: Self.callTimeout)
+            } catch  where error.kind == .alreadyExists {
+                advertisingManager.unregisterAdvertisement(path).whenAnswered(within: .seconds(5))
+                try register.replyBlocking(within: Self.callTimeout)
             }
         } catch {
             connection.unexport(path: path)
@@ -458,17 +375,16 @@ final class BlueZPeripheral: Sendable {
         // Off the D-Bus queue, which this Release call is on, and after a moment for the adapter.
         scheduler.schedule(after: .milliseconds(attempt == 0 ? 200 : 1_000)) { [weak self] in
             guard let self, self.state.withLock({ $0.advertisements.contains(path) }) else { return }
-            @Sendable func retry(_ doing: String, _ error: DBusError) {
+            @Sendable func retry(_ doing: String, _ error: BlueZError) {
                 logger.trace("serve: \(doing) again failed: \(error)")
                 if attempt < 120 { self.released(path, attempt: attempt + 1) }
             }
-            self.callAdvertisingOrGATTManager(BlueZName.gattManager, "RegisterApplication", self.rootPath) { result in
-                if case .failure(let error) = result, error.name != "org.bluez.Error.AlreadyExists" {
+            self.gattManager.registerApplication(self.rootPath).whenAnswered(within: Self.callTimeout) { result in
+                if case .failure(let error) = result, error.kind != .alreadyExists {
                     return retry("registering the GATT application", error)
                 }
-                self.callAdvertisingOrGATTManager(BlueZName.advertisingManager, "RegisterAdvertisement", path) {
-                    result in
-                    if case .failure(let error) = result, error.name != "org.bluez.Error.AlreadyExists" {
+                self.advertisingManager.registerAdvertisement(path).whenAnswered(within: Self.callTimeout) { result in
+                    if case .failure(let error) = result, error.kind != .alreadyExists {
                         return retry("registering \(path)", error)
                     }
                     self.state.withLock { $0.reregistrations += 1 }
@@ -478,35 +394,17 @@ final class BlueZPeripheral: Sendable {
         }
     }
 
-    /// `method(path, {})` on the adapter's GattManager1 or LEAdvertisingManager1, answered later.
-    private func callAdvertisingOrGATTManager(
-        _ interface: String, _ method: String, _ path: String,
-        completion: @escaping @Sendable (Result<[DBusValue], DBusError>) -> Void
-    ) {
-        connection.call(
-            destination: BlueZName.service, path: adapterPath, interface: interface, method: method,
-            arguments: [.objectPath(path), .stringVariantDictionary([:])], timeout: Self.callTimeout,
-            completion: completion)
-    }
-
     private func stopAdvertising(_ path: String) {
         guard state.withLock({ $0.advertisements.remove(path) }) != nil else { return }
-        unregisterAdvertisementCall(path) { [connection] _ in connection.unexport(path: path) }
-    }
-
-    private func unregisterAdvertisementCall(
-        _ path: String, completion: @escaping @Sendable (Result<[DBusValue], DBusError>) -> Void
-    ) {
-        connection.call(
-            destination: BlueZName.service, path: adapterPath, interface: BlueZName.advertisingManager,
-            method: "UnregisterAdvertisement", arguments: [.objectPath(path)], timeout: .seconds(5),
-            completion: completion)
+        advertisingManager.unregisterAdvertisement(path).whenAnswered(within: .seconds(5)) { [connection] _ in
+            connection.unexport(path: path)
+        }
     }
 
     /// LEAdvertisement1's properties for legacy advertising data: BlueZ writes the flags itself
     /// (Discoverable), so only manufacturer data is passed on; anything else is refused.
     static func advertisementProperties(_ advertisingData: [UInt8], interval: Duration) throws(RadioError)
-        -> [String: DBusValue]
+        -> LEAdvertisement1.Properties
     {
         guard advertisingData.count <= AdvertisingData.legacyMaximumLength else {
             throw .advertisementTooLarge(size: advertisingData.count, maximum: AdvertisingData.legacyMaximumLength)
@@ -514,27 +412,23 @@ final class BlueZPeripheral: Sendable {
         guard let parsed = AdvertisingData.parse(advertisingData) else {
             throw .invalidConfiguration("the advertising data does not parse as AD structures")
         }
-        var manufacturerData: [UInt16: DBusValue] = [:]
+        var manufacturerData: [UInt16: [UInt8]] = [:]
         for structure in parsed.structures {
             switch structure.type {
             case AdvertisingData.StructureType.flags:
                 continue
             case AdvertisingData.StructureType.manufacturerSpecificData where structure.data.count >= 2:
                 let company = UInt16(structure.data[0]) | UInt16(structure.data[1]) << 8
-                manufacturerData[company] = .byteArray(structure.data.dropFirst(2))
+                manufacturerData[company] = Array(structure.data.dropFirst(2))
             default:
                 throw .invalidConfiguration(
                     "the BlueZ radio advertises flags and manufacturer data only, not AD type \(structure.type)")
             }
         }
         let milliseconds = UInt32(clamping: max(20, interval.nanoseconds / 1_000_000))
-        return [
-            "Type": .string("peripheral"),
-            "ManufacturerData": .uint16VariantDictionary(manufacturerData),
-            "Discoverable": .boolean(true),
-            "MinInterval": .uint32(milliseconds),
-            "MaxInterval": .uint32(milliseconds),
-        ]
+        return LEAdvertisement1.Properties(
+            type: .peripheral, manufacturerData: manufacturerData, discoverable: true, minInterval: milliseconds,
+            maxInterval: milliseconds)
     }
 
     // MARK: Shutdown
@@ -552,88 +446,25 @@ final class BlueZPeripheral: Sendable {
                 state.arrivalWatch = nil
                 for timer in state.unregistered.values { timer.cancel() }
                 state.unregistered.removeAll()
-                state.notifySockets.removeAll()
             }
             return (
                 state.advertisements, Array(state.links.values), state.applicationRegistered,
                 [state.deviceWatch, state.arrivalWatch].compactMap { $0 }
             )
         }
+        notifySockets.removeAll()
         for watch in watches { watch.cancel() }
         for path in advertisements {
-            _ = try? connection.call(
-                destination: BlueZName.service, path: adapterPath, interface: BlueZName.advertisingManager,
-                method: "UnregisterAdvertisement", arguments: [.objectPath(path)], timeout: .seconds(2))
+            try? advertisingManager.unregisterAdvertisement(path).replyBlocking(within: .seconds(2))
             connection.unexport(path: path)
         }
         for link in links {
             link.inbox.close(.closedLocally)
-            _ = try? connection.call(
-                destination: BlueZName.service, path: link.devicePath, interface: BlueZName.device,
-                method: "Disconnect", timeout: .seconds(2))
+            try? device(link.devicePath).disconnect().replyBlocking(within: .seconds(2))
         }
         if registered {
             unregisterApplicationCall()
             unexportApplication()
         }
-    }
-}
-
-/// One wallet connected to the terminal: frames arrive as writes from its device, and leave as
-/// notifications bearing its tag.
-final class PeripheralLink: ByteLink, Sendable {
-    let peer: PeerAddress
-    let attMTU: Int
-    let devicePath: String
-    let tag: LinkTag
-    let inbox: LinkInbox
-    private weak let peripheral: BlueZPeripheral?
-
-    init(peripheral: BlueZPeripheral, devicePath: String, tag: LinkTag, attMTU: Int, scheduler: any Scheduler) {
-        self.peripheral = peripheral
-        self.devicePath = devicePath
-        self.tag = tag
-        self.attMTU = attMTU
-        self.peer = PeerAddress(BlueZName.address(ofDevicePath: devicePath))
-        self.inbox = LinkInbox(scheduler: scheduler)
-    }
-
-    func setHandler(_ handler: ByteLinkHandler) { inbox.setHandler(handler) }
-
-    /// A notification carries the link tag before the payload, and all of it must fit an
-    /// attribute value (512 bytes) as well as the MTU: `attMTU` is already the MTU less the tag.
-    var maximumPayloadSize: Int {
-        min(attMTU + LinkTag.length - 3, maximumAttributeValueLength) - LinkTag.length
-    }
-
-    func send(_ payload: [UInt8]) throws(RadioError) {
-        guard !inbox.isClosed, let peripheral else { throw .linkClosed }
-        guard payload.count <= maximumPayloadSize else {
-            throw .payloadTooLarge(size: payload.count, maximum: maximumPayloadSize)
-        }
-        try peripheral.notify(payload, for: self)
-    }
-
-    func close() {
-        if let peripheral {
-            peripheral.close(self, reason: .closedLocally)
-        } else {
-            inbox.close(.closedLocally)
-        }
-    }
-}
-
-/// An advertisement registered with bluetoothd; `stop` withdraws it.
-final class BlueZAdvertisingSet: AdvertisingSet, Sendable {
-    private let onStop: Mutex<(@Sendable () -> Void)?>
-
-    init(onStop: @escaping @Sendable () -> Void) { self.onStop = Mutex(onStop) }
-
-    func stop() {
-        let action = onStop.withLock { action in
-            defer { action = nil }
-            return action
-        }
-        action?()
     }
 }

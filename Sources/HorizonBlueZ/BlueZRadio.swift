@@ -64,12 +64,11 @@ public final class BlueZRadio: DeviceRadio, Sendable {
     public var availability: AdapterAvailability { currentAvailability.withLock { $0 } }
 
     private func watchPower() {
-        let rule = DBusMatchRule.propertiesChanged(
-            sender: BlueZName.service, path: adapter.path, interface: BlueZName.adapter)
-        guard let stream = try? connection.signals(matching: rule) else { return }
+        let adapter = Adapter1(connection: connection, path: adapter.path)
+        guard let stream = try? adapter.propertyChangesBlocking() else { return }
         let task = Task { [weak self] in
             for await signal in stream {
-                guard let powered = signal.propertiesChanged?.changed["Powered"]?.boolean else { continue }
+                guard let powered = Adapter1.Properties(changedIn: signal)?.powered else { continue }
                 self?.currentAvailability.withLock { $0 = powered ? .poweredOn : .poweredOff }
             }
         }

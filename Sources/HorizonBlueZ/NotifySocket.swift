@@ -42,9 +42,7 @@ final class NotifySocket: Sendable {
         guard socketpair(AF_UNIX, type, 0, &ends) == 0 else {
             // NotSupported rather than Failed: bluetoothd then falls back to StartNotify (and our
             // notifications go out as Value changes), while after Failed it does nothing more.
-            throw DBusError(
-                name: "org.bluez.Error.NotSupported",
-                message: "no socket for notifications: \(String(cString: strerror(errno)))")
+            throw BlueZError.reply(.notSupported, "no socket for notifications: \(String(cString: strerror(errno)))")
         }
         return (
             NotifySocket(device: device, mtu: mtu, descriptor: DBusFileDescriptor(owning: ends[0])),

@@ -454,10 +454,13 @@ let sampleAdvertisement: [UInt8] =
 @Suite("BlueZ radio (against a stand-in bluetoothd on a private bus)")
 struct BlueZRadioTests {
     @Test func theAdvertisementCarriesOnlyTheManufacturerDataAndBlueZWritesTheFlags() throws {
-        let properties = try BlueZPeripheral.advertisementProperties(sampleAdvertisement, interval: .milliseconds(100))
+        let properties = try BlueZPeripheral.advertisementProperties(
+            sampleAdvertisement, interval: .milliseconds(100)
+        ).dictionary
         #expect(properties["Type"] == .string("peripheral"))
         #expect(properties["Discoverable"] == .boolean(true))
         #expect(properties["MinInterval"] == .uint32(100))
+        #expect(properties["MaxInterval"] == .uint32(100))
         let manufacturer = properties["ManufacturerData"]?.uint16VariantDictionary
         #expect(manufacturer?[0xFFFF]?.bytes == Array(sampleAdvertisement.dropFirst(7)))
         #expect(sampleAdvertisement.count == 27)
@@ -485,11 +488,18 @@ struct BlueZRadioTests {
 
     @Test func transientConnectFailuresAreRetriedAndTheRestAreNot() {
         func failure(_ name: String, _ message: String = "") -> ConnectFailure {
-            .bluez(DBusError(name: name, message: message), doing: "connecting")
+            .bluez(BlueZError(name: name, message: message), doing: "connecting")
         }
         #expect(failure("org.bluez.Error.InProgress").isTransient)
+        #expect(failure("org.bluez.Error.NotConnected").isTransient)
         #expect(failure("org.bluez.Error.Failed", "le-connection-abort-by-local").isTransient)
         #expect(failure("org.bluez.Error.Failed", "Software caused connection abort").isTransient)
+        #expect(failure("org.bluez.Error.Failed", "Operation already in progress").isTransient)
+        #expect(failure("org.bluez.Error.Failed", "Connection refused").isTransient)
+        #expect(failure("org.bluez.Error.Failed", "Input/output error").isTransient)
+        // The reason is bluetoothd's whole message, and only a Failed error has one.
+        #expect(!failure("org.bluez.Error.Failed", "connect: Connection refused (111)").isTransient)
+        #expect(!failure("org.bluez.Error.NotSupported", "le-connection-abort-by-local").isTransient)
         #expect(ConnectFailure.droppedDuringDiscovery.isTransient)
         #expect(!failure("org.bluez.Error.Failed", "Operation failed").isTransient)
         #expect(!failure("org.bluez.Error.NotPermitted").isTransient)
@@ -499,6 +509,13 @@ struct BlueZRadioTests {
         #expect(
             failure("org.freedesktop.DBus.Error.UnknownObject").radioError(peer: peer, attempts: 1)
                 == .peerNotFound(peer))
+        #expect(failure("org.bluez.Error.DoesNotExist").radioError(peer: peer, attempts: 1) == .peerNotFound(peer))
+        #expect(
+            failure("org.freedesktop.DBus.Error.NoReply").radioError(peer: peer, attempts: 1)
+                == .connectionTimedOut(peer))
+        #expect(
+            failure("org.freedesktop.DBus.Error.TimedOut").radioError(peer: peer, attempts: 1)
+                == .connectionTimedOut(peer))
         #expect(ConnectFailure.timedOut.radioError(peer: peer, attempts: 3) == .connectionTimedOut(peer))
         #expect(BlueZConnectRetryPolicy().backoff(afterAttempt: 1) == .milliseconds(250))
         #expect(BlueZConnectRetryPolicy().backoff(afterAttempt: 3) == .seconds(1))
@@ -508,10 +525,12 @@ struct BlueZRadioTests {
         var record = BlueZCentral.DeviceRecord(address: "11:22:33:44:55:66")
         BlueZCentral.update(
             &record,
-            with: ["RSSI": .int16(127), "ManufacturerData": .uint16VariantDictionary([0xFFFF: .byteArray([1, 2])])])
+            with: Device1.Properties([
+                "RSSI": .int16(127), "ManufacturerData": .uint16VariantDictionary([0xFFFF: .byteArray([1, 2])]),
+            ]))
         #expect(record.rssi == nil)
         #expect(BlueZCentral.advertisingData(of: record) == [0x02, 0x01, 0x06, 0x05, 0xFF, 0xFF, 0xFF, 1, 2])
-        BlueZCentral.update(&record, with: ["RSSI": .int16(-58)])
+        BlueZCentral.update(&record, with: Device1.Properties(["RSSI": .int16(-58)]))
         #expect(record.rssi == -58)
         #expect(BlueZCentral.advertisingData(of: BlueZCentral.DeviceRecord(address: "x")) == nil)
     }
