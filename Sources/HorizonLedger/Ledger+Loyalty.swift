@@ -182,6 +182,23 @@ extension Ledger {
         }
     }
 
+    /// Sets the IANA time zone (such as Europe/Berlin) the merchant's days are counted in. The
+    /// ledger checks the name's shape; whether the zone exists is the caller's to check (it
+    /// depends on the time zone database of the machine that shows the days).
+    public func setTimeZone(_ identifier: String, for merchant: MerchantID) async throws(LedgerError) {
+        guard (1...64).contains(identifier.utf8.count),
+            identifier.utf8.allSatisfy({
+                (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0)
+                    || "/_+-".utf8.contains($0)
+            })
+        else { throw .invalidArgument("a time zone is an IANA name such as Europe/Berlin") }
+        try await store.transaction { db in
+            _ = try await Self.merchant(merchant, in: db)
+            try await db.query(
+                "UPDATE merchants SET time_zone = ? WHERE id = ?", [.text(identifier), .text(merchant.rawValue)])
+        }
+    }
+
     /// Adds (or removes, with a negative number) bonus points. Points never go below zero.
     public func addBonusPoints(_ points: Int64, to wallet: WalletID, at merchant: MerchantID) async throws(LedgerError)
     {

@@ -17,13 +17,47 @@ public struct TransactionFilter: Sendable, Equatable {
     public var type: TransactionType?
     /// The register user's id the payment was made under.
     public var registerUser: String?
+    /// The terminal that took it.
+    public var terminalKeyID: TerminalKeyID?
+    /// A transaction matching any one of these (none: no search).
+    public var matching: [TransactionSearch] = []
 
-    public init(from: UnixTime? = nil, to: UnixTime? = nil, type: TransactionType? = nil, registerUser: String? = nil) {
+    public init(
+        from: UnixTime? = nil, to: UnixTime? = nil, type: TransactionType? = nil, registerUser: String? = nil,
+        terminalKeyID: TerminalKeyID? = nil, matching: [TransactionSearch] = []
+    ) {
         self.from = from
         self.to = to
         self.type = type
         self.registerUser = registerUser
+        self.terminalKeyID = terminalKeyID
+        self.matching = matching
     }
+}
+
+/// What a merchant searches its transactions by.
+public enum TransactionSearch: Sendable, Equatable {
+    case paymentID(PaymentID)
+    /// The ledger's running number (the approval's reference).
+    case reference(Int64)
+    /// An amount in minor units: the payment's amount, or amount plus tip (what the customer paid).
+    case amount(Int64)
+}
+
+/// What a merchant took in one period: approved payments (amount plus tip), declines, refunds.
+public struct PeriodTotals: Sendable, Equatable {
+    public let period: Range<UnixTime>
+    /// Approved payments: how many, and the amounts plus tips.
+    public let payments: Int64
+    public let sales: Money
+    public let tips: Money
+    public let declined: Int64
+    /// Refunds made in the period (of payments from any time).
+    public let refunds: Int64
+    public let refunded: Money
+
+    /// Sales less refunds, in minor units (below zero when more was refunded than sold).
+    public var netMinorUnits: Int64 { sales.minorUnits - refunded.minorUnits }
 }
 
 /// Where the next page starts: opaque to clients (`token`), made only by the ledger.
@@ -145,6 +179,27 @@ extension Ledger {
             conditions.append("t.register_user = ?")
             parameters.append(.text(user))
         }
+        if let terminal = filter.terminalKeyID {
+            conditions.append("t.terminal_key_id = ?")
+            parameters.append(.blob(terminal.bytes))
+        }
+        if !filter.matching.isEmpty {
+            var any: [String] = []
+            for search in filter.matching {
+                switch search {
+                case .paymentID(let id):
+                    any.append("t.payment_id = ?")
+                    parameters.append(.blob(id.bytes))
+                case .reference(let reference):
+                    any.append("t.reference = ?")
+                    parameters.append(.integer(reference))
+                case .amount(let minorUnits):
+                    any.append("t.amount = ? OR t.amount + t.tip = ?")
+                    parameters += [.integer(minorUnits), .integer(minorUnits)]
+                }
+            }
+            conditions.append("(" + any.joined(separator: " OR ") + ")")
+        }
         // One more than asked, to know whether a next page exists.
         parameters.append(.integer(Int64(limit) + 1))
         let sql = """
@@ -170,6 +225,48 @@ extension Ledger {
             return TransactionPage(
                 transactions: summaries,
                 nextCursor: summaries.last.map { TransactionCursor(before: $0.transaction.reference) })
+        }
+    }
+
+    /// What `merchant` took in each of `periods` (each `from..<to`), in the merchant's currency.
+    public func totals(of merchant: MerchantID, in periods: [Range<UnixTime>]) async throws(LedgerError)
+        -> [PeriodTotals]
+    {
+        guard periods.count <= 400 else { throw .invalidArgument("at most 400 periods at once") }
+        return try await store.transaction { db in
+            let currency = try await Self.merchant(merchant, in: db).currency
+            var totals: [PeriodTotals] = []
+            for period in periods {
+                let bounds: [SQLValue] = [
+                    .text(merchant.rawValue), .integer(period.lowerBound), .integer(period.upperBound),
+                ]
+                guard
+                    let sales = try await db.query(
+                        """
+                        SELECT CAST(COUNT(CASE WHEN outcome = 'approved' THEN 1 END) AS BIGINT) AS payments,
+                            CAST(COUNT(CASE WHEN outcome = 'declined' THEN 1 END) AS BIGINT) AS declined,
+                            CAST(COALESCE(SUM(CASE WHEN outcome = 'approved' THEN amount + tip END), 0) AS BIGINT) AS sales,
+                            CAST(COALESCE(SUM(CASE WHEN outcome = 'approved' THEN tip END), 0) AS BIGINT) AS tips
+                        FROM transactions
+                        WHERE merchant_id = ? AND settled_at >= ? AND settled_at < ? AND transaction_type = ?
+                        """, bounds + [.integer(Int64(TransactionType.payment.rawValue))]
+                    ).first,
+                    let refunds = try await db.query(
+                        """
+                        SELECT CAST(COUNT(*) AS BIGINT) AS refunds, CAST(COALESCE(SUM(amount), 0) AS BIGINT) AS refunded
+                        FROM refunds WHERE merchant_id = ? AND created_at >= ? AND created_at < ?
+                        """, bounds
+                    ).first
+                else { throw LedgerError.corruptRow(column: "totals", reason: "no row from an aggregate") }
+                totals.append(
+                    PeriodTotals(
+                        period: period, payments: try sales.integer("payments"),
+                        sales: try Self.money(try sales.integer("sales"), currency, column: "amount"),
+                        tips: try Self.money(try sales.integer("tips"), currency, column: "tip"),
+                        declined: try sales.integer("declined"), refunds: try refunds.integer("refunds"),
+                        refunded: try Self.money(try refunds.integer("refunded"), currency, column: "refunds.amount")))
+            }
+            return totals
         }
     }
 

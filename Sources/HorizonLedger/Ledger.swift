@@ -142,7 +142,7 @@ public final class Ledger: Sendable {
             currency: try currency(row.text("currency"), column: "currency"),
             adminEmail: try row.text("admin_email"),
             bonusPointsPerMajorUnit: try row.integer("bonus_points_per_major_unit"),
-            createdAt: try row.integer("created_at"))
+            createdAt: try row.integer("created_at"), timeZone: try row.text("time_zone"))
     }
 
     static func currency(_ code: String, column: String) throws(LedgerError) -> Currency {

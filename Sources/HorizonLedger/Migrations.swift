@@ -593,6 +593,13 @@ public enum LedgerSchema {
                 "UPDATE wallet_registrations SET expires_at = 0 WHERE used_at IS NULL",
                 "DELETE FROM outbox",
             ]),
+        Migration(
+            version: 16, name: "the merchant's time zone, for the days its dashboard counts in",
+            statements: [
+                // An IANA name such as Europe/Berlin; merchants from before count in UTC, as
+                // their dashboard did.
+                "ALTER TABLE merchants ADD COLUMN time_zone TEXT NOT NULL DEFAULT 'UTC'"
+            ]),
     ]
 
     /// Brings the store's schema to `target` (the current version unless told otherwise, which

@@ -39,6 +39,8 @@ public struct Merchant: Sendable, Equatable {
     /// Bonus points earned per whole currency unit of a payment's amount (tips earn none).
     public let bonusPointsPerMajorUnit: Int64
     public let createdAt: UnixTime
+    /// The IANA time zone (such as Europe/Berlin) its days are counted in: UTC unless set.
+    public var timeZone: String = "UTC"
 }
 
 public struct Wallet: Sendable, Equatable {

@@ -70,6 +70,8 @@ struct ContractCase: Sendable, CustomTestStringConvertible {
         // Merchant service
         ContractCase("transactionsArePagedAndFiltered", LedgerContract.transactionsArePagedAndFiltered),
         ContractCase(
+            "transactionsAreSearchedAndTotalledPerPeriod", LedgerContract.transactionsAreSearchedAndTotalledPerPeriod),
+        ContractCase(
             "registerUsersAndTerminalsAreScopedToTheirMerchant",
             LedgerContract.registerUsersAndTerminalsAreScopedToTheirMerchant),
         // Merchant dashboard

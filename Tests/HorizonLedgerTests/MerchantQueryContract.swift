@@ -71,6 +71,66 @@ extension LedgerContract {
         }
     }
 
+    /// The dashboard's searches (payment id, reference, amount), the terminal filter, the
+    /// totals per period and the merchant's time zone.
+    static func transactionsAreSearchedAndTotalledPerPeriod(_ kind: StoreKind) async throws {
+        try await TestStores.withLedger(kind) { ledger in
+            let (merchant, _, key) = try await F.shop(ledger, balance: 1_000_00)
+            #expect(merchant.timeZone == "UTC")
+            let otherTerminal = try TerminalKeyID(bytes: [9, 9, 9, 9, 9, 9, 9, 9])
+            var paid: [PaymentID] = []
+            for (index, amount) in [12_50, 7_25, 42_00, 5_00].enumerated() {
+                paid.append(
+                    try await ledger.settle(
+                        F.payment(wallet: key, amount: Int64(amount), tip: index == 0 ? 1_50 : 0),
+                        merchant: merchant.id,
+                        at: 10_000 + Int64(index) * 100
+                    ).paymentID)
+            }
+            // A decline: counted apart, never in the sales.
+            let declined = try await ledger.settle(
+                F.payment(wallet: key, amount: 999_999_00), merchant: merchant.id, at: 10_350)
+            #expect(!declined.outcome.isApproved)
+            _ = try await ledger.refund(
+                RefundRequest(refundID: RefundID(rawValue: "r1"), paymentID: paid[0], amount: F.money(2_00)),
+                merchant: merchant.id, at: 20_000)
+            func found(_ matching: [TransactionSearch], terminal: TerminalKeyID? = nil) async throws -> [PaymentID] {
+                try await ledger.transactions(
+                    of: merchant.id, filter: TransactionFilter(terminalKeyID: terminal, matching: matching)
+                ).transactions.map(\.transaction.result.paymentID)
+            }
+            let reference = try #require(try await ledger.transaction(for: paid[1])?.reference)
+            #expect(try await found([.paymentID(paid[2])]) == [paid[2]])
+            #expect(try await found([.reference(reference)]) == [paid[1]])
+            #expect(try await found([.amount(7_25)]) == [paid[1]])
+            #expect(try await found([.amount(14_00)]) == [paid[0]])  // amount plus tip
+            #expect(try await found([.reference(reference), .amount(42_00)]) == [paid[2], paid[1]])
+            #expect(try await found([.amount(1)]).isEmpty)
+            #expect(try await found([.amount(12_50)], terminal: F.terminal) == [paid[0]])
+            #expect(try await found([], terminal: otherTerminal).isEmpty)
+
+            let totals = try await ledger.totals(
+                of: merchant.id, in: [10_000..<10_400, 10_100..<10_200, 20_000..<20_001, 0..<1])
+            #expect(totals.map(\.payments) == [4, 1, 0, 0])
+            let allSales: Int64 = 12_50 + 1_50 + 7_25 + 42_00 + 5_00
+            #expect(totals.map(\.sales.minorUnits) == [allSales, 7_25, 0, 0])
+            #expect(totals.map(\.tips.minorUnits) == [1_50, 0, 0, 0])
+            #expect(totals.map(\.declined) == [1, 0, 0, 0])
+            #expect(totals.map(\.refunds) == [0, 0, 1, 0])
+            #expect(totals[2].refunded == F.money(2_00) && totals[2].netMinorUnits == -2_00)
+            #expect(totals[0].period == 10_000..<10_400)
+
+            try await ledger.setTimeZone("Europe/Berlin", for: merchant.id)
+            #expect(try await ledger.merchant(merchant.id).timeZone == "Europe/Berlin")
+            for bad in ["", "Europe/Berlin; DROP", String(repeating: "a", count: 65), "Zürich"] {
+                await #expect(throws: LedgerError.self, "\(bad)") {
+                    try await ledger.setTimeZone(bad, for: merchant.id)
+                }
+            }
+            #expect(try await ledger.merchant(merchant.id).timeZone == "Europe/Berlin")
+        }
+    }
+
     static func registerUsersAndTerminalsAreScopedToTheirMerchant(_ kind: StoreKind) async throws {
         try await TestStores.withLedger(kind) { ledger in
             let cafe = try await ledger.createMerchant(name: "Café", currency: .eur, adminEmail: "c@cafe.example")

@@ -26,7 +26,7 @@ struct DashboardTests {
             let browser = DashboardBrowser(client)
             let (response, token) = try await browser.signIn()
             #expect(response.status == .seeOther)
-            #expect(response.headers[.location] == "/dashboard/transactions")
+            #expect(response.headers[.location] == "/dashboard/home")
             let cookie = try #require(
                 response.headers[values: .setCookie].first {
                     $0.hasPrefix("horizon_session=") && !$0.contains("Max-Age=0")
@@ -97,7 +97,7 @@ struct DashboardTests {
             #expect(root.status == .seeOther)
             #expect(root.headers[.location] == "/dashboard")
             let home = try await client.send(.get, "/dashboard")
-            #expect(home.headers[.location] == "/dashboard/transactions")
+            #expect(home.headers[.location] == "/dashboard/home")
             let signIn = try await client.send(.get, "/dashboard/transactions")
             #expect(signIn.headers[.location] == "/dashboard/sign-in")
             // Signed in, the same address leads to the dashboard's pages.
@@ -378,7 +378,15 @@ struct DashboardTests {
             let escaped = try await browser.get("/dashboard/register-users")
             #expect(escaped.text.contains("&lt;b&gt;Bold&lt;/b&gt;"))
             #expect(!escaped.text.contains("<b>Bold</b>"))
-            let removed = try await browser.post("/dashboard/register-users/remove", ["id": "till-1"], csrf: true)
+            // Removing asks first, and only the confirmed form removes.
+            let asked = try await browser.post("/dashboard/register-users/remove", ["id": "till-1"], csrf: true)
+            #expect(asked.status == .ok)
+            #expect(asked.text.contains("Remove the register user Anna (till-1)?"))
+            #expect(asked.text.contains("name=\"confirm\" value=\"yes\""))
+            #expect(asked.text.contains("href=\"/dashboard/register-users\">Cancel</a>"))
+            #expect(try await server.ledger.registerUsers(of: merchant.id).count == 2)
+            let removed = try await browser.post(
+                "/dashboard/register-users/remove", ["id": "till-1", "confirm": "yes"], csrf: true)
             #expect(removed.status == .seeOther)
             let stored = try await server.ledger.registerUsers(of: merchant.id)
             #expect(stored.map(\.id) == ["till-4"])
@@ -399,8 +407,12 @@ struct DashboardTests {
             let page = try await browser.get("/dashboard/terminals")
             #expect(page.text.contains("Till by the door"))
             #expect(page.text.contains("Revoke"))
+            let asked = try await browser.post("/dashboard/terminals/revoke", ["id": credential.terminalId], csrf: true)
+            #expect(asked.status == .ok)
+            #expect(asked.text.contains("Revoke the terminal Till by the door (\(credential.terminalId))?"))
+            #expect(try await server.ledger.terminals(of: merchant.id).first?.isRevoked == false)
             let revoked = try await browser.post(
-                "/dashboard/terminals/revoke", ["id": credential.terminalId], csrf: true)
+                "/dashboard/terminals/revoke", ["id": credential.terminalId, "confirm": "yes"], csrf: true)
             #expect(revoked.status == .seeOther)
             #expect(try await server.ledger.terminals(of: merchant.id).first?.isRevoked == true)
             #expect(try await browser.get("/dashboard/terminals").text.contains("revoked"))
@@ -436,11 +448,13 @@ struct DashboardTests {
 
     // MARK: Refunds
 
-    @Test func refundsFromTheRowAreIdempotentPartialAndNeverMoreThanWasPaid() async throws {
+    @Test func refundsFromThePaymentsPageAreConfirmedIdempotentPartialAndNeverMoreThanWasPaid() async throws {
         let server = try await TestServer()
         let merchant = try await server.addMerchant()
         let shop = try await DashboardShop(server.ledger, merchant: merchant.id)
-        try await shop.pay(20_00, registerUser: "anna", at: server.clock.now)
+        let payment = try await shop.pay(20_00, registerUser: "anna", at: server.clock.now)
+        let reference = try #require(
+            try await server.ledger.transaction(for: payment.paymentID)?.reference)
         let balance: @Sendable () async throws -> Int64 = {
             try await server.ledger.balance(of: shop.wallet, in: .eur).minorUnits
         }
@@ -448,49 +462,72 @@ struct DashboardTests {
         try await server.withClient { client in
             let browser = DashboardBrowser(client)
             _ = try await browser.signIn()
-            let page = try await browser.get("/dashboard/transactions")
+            // The list leads to the payment's page, which has the refund form.
+            let list = try await browser.get("/dashboard/transactions")
+            #expect(list.text.contains("href=\"/dashboard/transactions/\(reference)\""))
+            #expect(!list.text.contains("name=\"refund_id\""))
+            let page = try await browser.get("/dashboard/transactions/\(reference)")
             let form = try #require(page.text.firstMatch(of: /action="(\/dashboard\/transactions\/\d+\/refund)"/))
             let refundID = try #require(page.text.firstMatch(of: /name="refund_id" value="([^"]+)"/))
-            #expect(page.text.contains("value=\"20.00\""))  // all of it offered
+            // The box is empty: the merchant types the amount; what may be refunded is said.
+            #expect(page.text.contains("name=\"amount\" inputmode=\"decimal\""))
+            #expect(page.text.contains("value=\"\">"))
+            #expect(!page.text.contains("value=\"20.00\""))
+            #expect(page.text.contains("Up to 20.00 EUR can be refunded."))
 
-            // Part of it; the same form sent twice (a double click) refunds once.
+            // Sent without the confirmation, nothing moves: the page asks first.
+            let asked = try await browser.post(
+                String(form.1), ["refund_id": String(refundID.1), "amount": "7.50"], csrf: true)
+            #expect(asked.status == .ok)
+            #expect(asked.text.contains("Refund 7.50 EUR of payment \(reference) (20.00 EUR paid"))
+            #expect(asked.text.contains("A refund cannot be undone."))
+            #expect(asked.text.contains("href=\"/dashboard/transactions/\(reference)\">Cancel</a>"))
+            #expect(try await balance() == paid)
+            let empty = try await browser.post(
+                String(form.1), ["refund_id": String(refundID.1), "amount": ""], csrf: true)
+            #expect(empty.status == .badRequest)
+            #expect(empty.text.contains("Enter the amount to refund; nothing was refunded."))
+
+            // Confirmed, part of it; the same form sent twice (a double click) refunds once.
             for _ in 0..<2 {
                 let response = try await browser.post(
-                    String(form.1), ["refund_id": String(refundID.1), "amount": "7.50"], csrf: true)
+                    String(form.1), ["refund_id": String(refundID.1), "amount": "7.50", "confirm": "yes"], csrf: true)
                 #expect(response.status == .seeOther)
-                #expect(response.headers[.location] == "/dashboard/transactions?done=refunded")
+                #expect(response.headers[.location] == "/dashboard/transactions/\(reference)?done=refunded")
             }
             #expect(try await balance() == paid + 7_50)
             // The same refund id for another amount is refused; nothing moves.
             let conflict = try await browser.post(
-                String(form.1), ["refund_id": String(refundID.1), "amount": "1.00"], csrf: true)
+                String(form.1), ["refund_id": String(refundID.1), "amount": "1.00", "confirm": "yes"], csrf: true)
             #expect(conflict.status == .conflict)
             #expect(conflict.text.contains("This refund form was already used for another amount"))
 
-            let after = try await browser.get("/dashboard/transactions?done=refunded")
+            let after = try await browser.get("/dashboard/transactions/\(reference)?done=refunded")
             #expect(after.text.contains("The refund was made."))
             #expect(after.text.contains("refunded 7.50 EUR"))
-            #expect(after.text.contains("value=\"12.50\""))  // what is left
+            #expect(after.text.contains("<code>\(refundID.1)</code>"))  // in the refunds table
+            #expect(after.text.contains("Up to 12.50 EUR can be refunded."))  // what is left
             let freshID = try #require(after.text.firstMatch(of: /name="refund_id" value="([^"]+)"/))
             #expect(freshID.1 != refundID.1)
             let tooMuch = try await browser.post(
-                String(form.1), ["refund_id": String(freshID.1), "amount": "12.51"], csrf: true)
+                String(form.1), ["refund_id": String(freshID.1), "amount": "12.51", "confirm": "yes"], csrf: true)
             #expect(tooMuch.status == .conflict)
             #expect(tooMuch.text.contains("The refund is more than what is left of payment"))
             #expect(tooMuch.text.contains("12.50 EUR"))
             let notMoney = try await browser.post(
-                String(form.1), ["refund_id": String(freshID.1), "amount": "lots"], csrf: true)
+                String(form.1), ["refund_id": String(freshID.1), "amount": "lots", "confirm": "yes"], csrf: true)
             #expect(notMoney.status == .badRequest)
             #expect(notMoney.text.contains("is not an amount in EUR"))
             let rest = try await browser.post(
-                String(form.1), ["refund_id": String(freshID.1), "amount": "12.50"], csrf: true)
+                String(form.1), ["refund_id": String(freshID.1), "amount": "12.50", "confirm": "yes"], csrf: true)
             #expect(rest.status == .seeOther)
             #expect(try await balance() == paid + 20_00)
-            let done = try await browser.get("/dashboard/transactions")
+            let done = try await browser.get("/dashboard/transactions/\(reference)")
             #expect(done.text.contains("refunded 20.00 EUR"))
             #expect(!done.text.contains("name=\"refund_id\""))  // nothing left to refund
+            #expect(try await browser.get("/dashboard/transactions").text.contains("refunded 20.00 EUR"))
             let forged = try await browser.post(
-                String(form.1), ["refund_id": "r_forged", "amount": "1.00", "csrf": "wrong"])
+                String(form.1), ["refund_id": "r_forged", "amount": "1.00", "confirm": "yes", "csrf": "wrong"])
             #expect(forged.status == .forbidden)
         }
     }
@@ -512,7 +549,8 @@ struct DashboardTests {
             let browser = DashboardBrowser(client)
             _ = try await browser.signIn()
             for path in [
-                "/dashboard/transactions", "/dashboard/transactions?register_user=rose", "/dashboard/register-users",
+                "/dashboard/home", "/dashboard/transactions", "/dashboard/transactions?register_user=rose",
+                "/dashboard/transactions.csv", "/dashboard/transactions?q=98765", "/dashboard/register-users",
                 "/dashboard/terminals", "/dashboard/programs",
             ] {
                 let page = try await browser.get(path)
@@ -533,7 +571,11 @@ struct DashboardTests {
                     .transactions.first?.transaction)
             let refund = try await browser.post(
                 "/dashboard/transactions/\(floristPayment.reference)/refund",
-                ["refund_id": "r_steal", "amount": "987.65"], csrf: true)
+                ["refund_id": "r_steal", "amount": "987.65", "confirm": "yes"], csrf: true)
+            #expect(refund.status == .notFound)
+            let page = try await browser.get("/dashboard/transactions/\(floristPayment.reference)")
+            #expect(page.status == .notFound)
+            #expect(!page.text.contains("987.65"))
             #expect(refund.status == .notFound)
             #expect(refund.text.contains("That payment does not exist, so nothing was refunded."))
             #expect(
@@ -637,15 +679,20 @@ struct DashboardShop: Sendable {
         try await ledger.deposit(try Money(minorUnits: 10_000_00, currency: .eur), to: wallet)
     }
 
-    func pay(_ cents: Int64, registerUser: String, at time: UnixTime) async throws {
+    /// The key id of the terminal every payment here names (`terminalKeyID`).
+    static let terminalKeyID: [UInt8] = [1, 2, 3, 4, 5, 6, 7, 8]
+
+    @discardableResult
+    func pay(_ cents: Int64, tip: Int64 = 0, registerUser: String, at time: UnixTime) async throws -> SettlementResult {
         var generator = SystemRandomNumberGenerator()
         let request = SettlementRequest(
             paymentID: PaymentID.random(using: &generator), sessionID: try #require(SessionID(rawValue: 7)),
-            walletKey: key, terminalKeyID: try TerminalKeyID(bytes: [1, 2, 3, 4, 5, 6, 7, 8]),
-            amount: try Money(minorUnits: cents, currency: .eur), tip: .zero(.eur), registerUser: registerUser,
-            contentDigest: [UInt8](repeating: 7, count: 32))
+            walletKey: key, terminalKeyID: try TerminalKeyID(bytes: Self.terminalKeyID),
+            amount: try Money(minorUnits: cents, currency: .eur), tip: try Money(minorUnits: tip, currency: .eur),
+            registerUser: registerUser, contentDigest: [UInt8](repeating: 7, count: 32))
         let result = try await ledger.settle(request, merchant: merchant, at: time)
         #expect(result.outcome.isApproved)
+        return result
     }
 }
 

@@ -39,7 +39,7 @@ struct Dashboard: Sendable {
     /// The dashboard's own router: its pages only, without the API's JSON-only body rule.
     func responder() -> RouterResponder<ServerRequestContext> {
         let router = Router(context: ServerRequestContext.self)
-        router.get("/dashboard") { _, _ in Self.redirect("/dashboard/transactions") }
+        router.get("/dashboard") { _, _ in Self.redirect("/dashboard/home") }
         router.get("/dashboard/style.css") { _, _ in
             Response(
                 status: .ok,
@@ -49,7 +49,12 @@ struct Dashboard: Sendable {
         router.get("/dashboard/sign-in") { request, _ in try await signInPage(request) }
         router.post("/dashboard/sign-in") { request, context in try await signIn(request, context: context) }
         router.post("/dashboard/sign-out") { request, _ in try await signOut(request) }
+        router.get("/dashboard/home") { request, _ in try await homePage(request) }
         router.get("/dashboard/transactions") { request, _ in try await transactionsPage(request) }
+        router.get("/dashboard/transactions.csv") { request, _ in try await transactionsCSV(request) }
+        router.get("/dashboard/transactions/{reference}") { request, context in
+            try await transactionPage(request, context: context)
+        }
         router.post("/dashboard/transactions/{reference}/refund") { request, context in
             try await refund(request, context: context)
         }
@@ -60,13 +65,15 @@ struct Dashboard: Sendable {
         router.post("/dashboard/terminals/revoke") { request, _ in try await revokeTerminal(request) }
         router.get("/dashboard/programs") { request, _ in try await programsPage(request) }
         router.post("/dashboard/programs/bonus-rule") { request, _ in try await setBonusRule(request) }
+        router.get("/dashboard/settings") { request, _ in try await settingsPage(request) }
+        router.post("/dashboard/settings/time-zone") { request, _ in try await setTimeZone(request) }
         return router.buildResponder()
     }
 
     // MARK: Sign-in and sign-out
 
     func signInPage(_ request: Request) async throws -> Response {
-        if try await session(of: request) != nil { return Self.redirect("/dashboard/transactions") }
+        if try await session(of: request) != nil { return Self.redirect("/dashboard/home") }
         let token = DashboardSecurity.randomToken()
         var response = try page(
             "sign-in", SignInPage(layout: .signedOut("Sign in", notice: Self.notice(request)), csrf: token, email: ""))
@@ -119,7 +126,7 @@ struct Dashboard: Sendable {
         }
         let (token, _) = try await api.startMerchantSession(for: merchant.id, lifetime: settings.sessionLifetime)
         RequestScope.current?.logger.notice("dashboard sign-in", metadata: ["merchant": "\(merchant.id)"])
-        var response = Self.redirect("/dashboard/transactions")
+        var response = Self.redirect("/dashboard/home")
         response.setCookie(
             DashboardSecurity.cookie(
                 DashboardSecurity.sessionCookie, value: token, maxAge: Int(settings.sessionLifetime),
@@ -143,131 +150,297 @@ struct Dashboard: Sendable {
 
     func transactionsPage(_ request: Request) async throws -> Response {
         guard let signedIn = try await session(of: request) else { return Self.redirect("/dashboard/sign-in") }
-        return try await transactions(
-            signedIn, query: FormFields(encoded: request.uri.query.map { Substring($0) } ?? ""),
-            notice: Self.notice(request))
+        return try await transactions(signedIn, query: Self.query(of: request), notice: Self.notice(request))
     }
 
-    /// The transactions page for `query`'s filters and page; `problem` (a refused refund) is
-    /// shown above the list with `status`.
+    /// The filters and search of a transactions list (its page, its CSV), read from a query.
+    struct ListQuery {
+        var filter = TransactionFilter()
+        var before: TransactionCursor?
+        var problems: [String] = []
+        /// The query's own values, for the form and for links that keep them.
+        var search = ""
+        var from = ""
+        var to = ""
+        var type = ""
+        var terminal = ""
+        var links: [(String, String)] {
+            [
+                ("q", search), ("from", from), ("to", to), ("type", type),
+                ("register_user", filter.registerUser ?? ""), ("terminal", terminal),
+            ].filter { !$0.1.isEmpty }
+        }
+    }
+
+    func listQuery(_ query: FormFields, _ merchant: Merchant, clock: MerchantClock, terminals: [TerminalRecord])
+        -> ListQuery
+    {
+        var list = ListQuery()
+        list.from = query.text("from") ?? ""
+        list.to = query.text("to") ?? ""
+        if !list.from.isEmpty {
+            if let start = clock.startOfDay(list.from) {
+                list.filter.from = start
+            } else {
+                list.problems.append("“From” must be a date such as 2026-11-25.")
+            }
+        }
+        if !list.to.isEmpty {
+            // "To" names the last day shown, so the range ends when that day does.
+            if let start = clock.startOfDay(list.to) {
+                list.filter.to = clock.day(containing: start).upperBound
+            } else {
+                list.problems.append("“To” must be a date such as 2026-11-25.")
+            }
+        }
+        if let from = list.filter.from, let to = list.filter.to, from >= to {
+            list.problems.append(
+                "“From” (\(list.from)) is after “To” (\(list.to)), so no day is in the range: choose a first day on or before the last."
+            )
+        }
+        list.type = query.text("type") ?? ""
+        if !list.type.isEmpty {
+            if let type = TransactionTypeChoice.type(for: list.type) {
+                list.filter.type = type
+            } else {
+                list.problems.append("“Type” must be one of the listed types.")
+            }
+        }
+        list.filter.registerUser = query.text("register_user")
+        list.terminal = query.text("terminal") ?? ""
+        if !list.terminal.isEmpty {
+            if let terminal = terminals.first(where: { $0.id.rawValue == list.terminal }),
+                let key = try? TerminalKeyID(bytes: terminal.keyID)
+            {
+                list.filter.terminalKeyID = key
+            } else {
+                list.problems.append("There is no terminal \(list.terminal) among yours.")
+            }
+        }
+        list.search = (query.text("q") ?? "").trimmingCharacters(in: .whitespaces)
+        if !list.search.isEmpty {
+            if let matching = Self.searches(for: list.search, currency: merchant.currency) {
+                list.filter.matching = matching
+            } else {
+                list.problems.append(
+                    "Search for a payment id (32 hex digits), a reference such as 1042, or an amount such as 12.50.")
+            }
+        }
+        if let text = query.text("before") {
+            if let cursor = TransactionCursor(token: text) {
+                list.before = cursor
+            } else {
+                list.problems.append("The page link is broken: start again from the newest transactions.")
+            }
+        }
+        return list
+    }
+
+    /// What a search box's text can mean: a payment id, a reference or an amount (digits alone
+    /// are a reference or a whole amount, either matches). Nil when it is none of them.
+    static func searches(for text: String, currency: Currency) -> [TransactionSearch]? {
+        let compact = text.hasPrefix("#") ? String(text.dropFirst()) : text
+        if compact.utf8.count == PaymentID.byteCount * 2, let bytes = [UInt8](hexString: compact.lowercased()),
+            let id = try? PaymentID(bytes: bytes)
+        {
+            return [.paymentID(id)]
+        }
+        var found: [TransactionSearch] = []
+        if !compact.isEmpty, compact.utf8.count <= 18, compact.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+            let reference = Int64(compact)
+        {
+            found.append(.reference(reference))
+        }
+        let amountText = text.replacingOccurrences(of: ",", with: ".")
+            .replacingOccurrences(of: currency.code, with: "").trimmingCharacters(in: .whitespaces)
+        if let amount = try? Money.parse(amountText, currency: currency) { found.append(.amount(amount.minorUnits)) }
+        return found.isEmpty ? nil : found
+    }
+
+    /// The transactions page for `query`'s filters, search and page; `problem` is shown above
+    /// the list with `status`.
     private func transactions(
         _ signedIn: SignedIn, query: FormFields, notice: String? = nil, problem: String? = nil,
         status: HTTPResponse.Status = .ok
     ) async throws -> Response {
-        var filter = TransactionFilter()
-        var problems: [String] = []
-        let fromText = query.text("from") ?? ""
-        let toText = query.text("to") ?? ""
-        if !fromText.isEmpty {
-            if let day = DashboardDates.parseDay(fromText) {
-                filter.from = day
-            } else {
-                problems.append("“From” must be a date such as 2026-11-25.")
-            }
-        }
-        if !toText.isEmpty {
-            // "To" names the last day shown, so the range ends when that day does.
-            if let day = DashboardDates.parseDay(toText) {
-                filter.to = day + 86_400
-            } else {
-                problems.append("“To” must be a date such as 2026-11-25.")
-            }
-        }
-        let typeText = query.text("type") ?? ""
-        if !typeText.isEmpty {
-            if let type = TransactionTypeChoice.type(for: typeText) {
-                filter.type = type
-            } else {
-                problems.append("“Type” must be one of the listed types.")
-            }
-        }
-        filter.registerUser = query.text("register_user")
-        var before: TransactionCursor?
-        if let text = query.text("before") {
-            if let cursor = TransactionCursor(token: text) {
-                before = cursor
-            } else {
-                problems.append("The page link is broken: start again from the newest transactions.")
-            }
-        }
-        let users = try await ledger.registerUsers(of: signedIn.merchant.id)
+        let merchant = signedIn.merchant
+        let clock = MerchantClock(identifier: merchant.timeZone)
+        let terminals = try await ledger.terminals(of: merchant.id)
+        let list = listQuery(query, merchant, clock: clock, terminals: terminals)
+        let users = try await ledger.registerUsers(of: merchant.id)
         var model = TransactionsPage(
             layout: .signedIn("Transactions", signedIn, current: \.onTransactions, notice: notice),
-            csrf: signedIn.session.csrfSecret, from: fromText, to: toText,
-            types: TransactionTypeChoice.options(selected: typeText),
-            registerUsers: [Option(value: "", label: "Any", selected: filter.registerUser == nil)]
+            csrf: signedIn.session.csrfSecret, zone: clock.name, query: list.search, from: list.from, to: list.to,
+            types: TransactionTypeChoice.options(selected: list.type),
+            registerUsers: [Option(value: "", label: "Any", selected: list.filter.registerUser == nil)]
                 + users.map {
                     Option(
                         value: $0.id, label: $0.name.isEmpty ? $0.id : "\($0.name) (\($0.id))",
-                        selected: filter.registerUser == $0.id)
-                }, rows: [], newestURL: nil, olderURL: nil)
-        if let user = filter.registerUser, !users.contains(where: { $0.id == user }) {
+                        selected: list.filter.registerUser == $0.id)
+                }, terminal: list.terminal, rows: [], newestURL: nil, olderURL: nil,
+            csvURL: Self.url("/dashboard/transactions.csv", list.links))
+        if let user = list.filter.registerUser, !users.contains(where: { $0.id == user }) {
             // A register user no longer listed (removed, or named by the register itself) still filters.
             model.registerUsers.append(Option(value: user, label: user, selected: true))
         }
-        guard problems.isEmpty else {
-            model.layout.problem = problems.joined(separator: " ")
+        guard list.problems.isEmpty else {
+            model.layout.problem = list.problems.joined(separator: " ")
             return try page("transactions", model, status: .badRequest)
         }
         let page = try await ledger.transactions(
-            of: signedIn.merchant.id, filter: filter, limit: settings.pageSize, after: before)
-        if before != nil, page.transactions.isEmpty {
+            of: merchant.id, filter: list.filter, limit: settings.pageSize, after: list.before)
+        if list.before != nil, page.transactions.isEmpty {
             model.layout.problem = "There are no older transactions: this page is past the last one."
         }
         if let problem { model.layout.problem = problem }
+        let directory = TerminalDirectory(terminals)
         model.rows = page.transactions.map { summary in
-            var row = TransactionRow(summary.transaction)
-            let result = summary.transaction.result
-            let done = summary.refunded.minorUnits
-            let currency = result.amount.currency
-            if done > 0, let money = try? Money(minorUnits: done, currency: currency) {
-                row.refunded = money.description
-            }
-            // What is left of amount plus tip; the form offers all of it and takes any part.
-            let left = result.amount.minorUnits + result.tip.minorUnits - done
-            if result.transactionType == .payment, result.outcome.isApproved, left > 0,
-                let remaining = try? Money(minorUnits: left, currency: currency)
-            {
-                row.refund = RefundForm(
-                    refundID: RefundID.generate().rawValue, refundable: remaining.formattedAmount,
-                    currency: currency.code)
-            }
+            var row = TransactionRow(summary.transaction, clock: clock, terminals: directory)
+            if summary.refunded.minorUnits > 0 { row.refunded = summary.refunded.description }
             return row
         }
-        let filters = [
-            ("from", fromText), ("to", toText), ("type", typeText), ("register_user", filter.registerUser ?? ""),
-        ]
-        .filter { !$0.1.isEmpty }
-        if before != nil { model.newestURL = Self.url("/dashboard/transactions", filters) }
+        if list.before != nil { model.newestURL = Self.url("/dashboard/transactions", list.links) }
         if let next = page.nextCursor {
-            model.olderURL = Self.url("/dashboard/transactions", filters + [("before", next.token)])
+            model.olderURL = Self.url("/dashboard/transactions", list.links + [("before", next.token)])
         }
         return try self.page("transactions", model, status: status)
     }
 
-    /// Refunds all or part of one of the merchant's payments from its row. The form's refund id
-    /// was made when the page was rendered: submitting the form twice refunds once.
+    /// The filtered list (every page of it) as CSV, in the merchant's time zone.
+    func transactionsCSV(_ request: Request) async throws -> Response {
+        guard let signedIn = try await session(of: request) else { return Self.redirect("/dashboard/sign-in") }
+        let merchant = signedIn.merchant
+        let clock = MerchantClock(identifier: merchant.timeZone)
+        let terminals = try await ledger.terminals(of: merchant.id)
+        let list = listQuery(Self.query(of: request), merchant, clock: clock, terminals: terminals)
+        guard list.problems.isEmpty else {
+            throw DashboardRefusal.failed(.badRequest, list.problems.joined(separator: " "))
+        }
+        let directory = TerminalDirectory(terminals)
+        var csv = TransactionsCSV(clock: clock)
+        var cursor: TransactionCursor?
+        repeat {
+            let page = try await ledger.transactions(of: merchant.id, filter: list.filter, limit: 1000, after: cursor)
+            for summary in page.transactions {
+                csv.append(summary, terminal: directory.name(of: summary.transaction.terminalKeyID))
+            }
+            cursor = page.nextCursor
+        } while cursor != nil && csv.rows < TransactionsCSV.maximumRows
+        let name = "transactions-\(clock.formatDay(now()))\(list.filter.matching.isEmpty ? "" : "-search").csv"
+        return Response(
+            status: .ok,
+            headers: [
+                .contentType: "text/csv; charset=utf-8", .contentDisposition: "attachment; filename=\"\(name)\"",
+                .cacheControl: "no-store", .xContentTypeOptions: "nosniff",
+            ], body: .init(byteBuffer: ByteBuffer(string: csv.text)))
+    }
+
+    // MARK: One transaction
+
+    func transactionPage(_ request: Request, context: ServerRequestContext) async throws -> Response {
+        guard let signedIn = try await session(of: request) else { return Self.redirect("/dashboard/sign-in") }
+        return try await transaction(
+            signedIn, reference: context.parameters.get("reference") ?? "", notice: Self.notice(request))
+    }
+
+    /// A payment's page: its receipt, the terminal and register user that took it, its refunds
+    /// and (while something is left) the refund form.
+    private func transaction(
+        _ signedIn: SignedIn, reference text: String, notice: String? = nil, problem: String? = nil,
+        status: HTTPResponse.Status = .ok, amount: String = ""
+    ) async throws -> Response {
+        // Another merchant's reference is "not found", exactly like one that does not exist.
+        guard let reference = Int64(text),
+            let found = try await ledger.transaction(reference: reference, of: signedIn.merchant.id),
+            let details = try await ledger.transactionDetails(found.result.paymentID, merchant: signedIn.merchant.id)
+        else { throw DashboardRefusal.failed(.notFound, "There is no transaction \(text) among yours.") }
+        let clock = MerchantClock(identifier: signedIn.merchant.timeZone)
+        let transaction = details.transaction
+        let result = transaction.result
+        var layout = Layout.signedIn(
+            "Transaction \(reference)", signedIn, current: \.onTransactions, notice: notice)
+        layout.problem = problem
+        var row = TransactionRow(
+            transaction, clock: clock,
+            terminals: TerminalDirectory(try await ledger.terminals(of: signedIn.merchant.id)))
+        let refunded = details.refunds.map(\.amount.minorUnits).reduce(0, +)
+        if refunded > 0, let money = try? Money(minorUnits: refunded, currency: result.amount.currency) {
+            row.refunded = money.description
+        }
+        var total: String?
+        if result.transactionType == .payment,
+            let sum = try? Money(
+                minorUnits: result.amount.minorUnits + result.tip.minorUnits, currency: result.amount.currency)
+        {
+            total = sum.description
+        }
+        var refund: RefundForm?
+        if details.refundable.minorUnits > 0 {
+            refund = RefundForm(
+                reference: reference, refundID: RefundID.generate().rawValue,
+                refundable: details.refundable.formattedAmount, currency: result.amount.currency.code, amount: amount)
+        }
+        return try page(
+            "transaction",
+            TransactionPage(
+                layout: layout, csrf: signedIn.session.csrfSecret, zone: clock.name,
+                merchantName: signedIn.merchant.name, row: row, total: total,
+                offline: transaction.offline.map {
+                    "Accepted offline at \(clock.format($0.acceptedAt)) (\($0.guaranteed ? "paid by the offline guarantee" : "paid from the wallet's balance"))."
+                },
+                refunds: details.refunds.map {
+                    RefundRow(
+                        refundID: $0.refundID.rawValue, amount: $0.amount.description, time: clock.format($0.createdAt),
+                        destination: $0.destination == .card ? "to the card" : "to the wallet's balance")
+                }, refund: refund), status: status)
+    }
+
+    /// Refunds all or part of one of the merchant's payments from its page, after the merchant
+    /// confirmed the amount. The form's refund id was made when the page was rendered:
+    /// submitting it twice refunds once.
     func refund(_ request: Request, context: ServerRequestContext) async throws -> Response {
         let signedIn = try await requireSession(request)
         let form = try await checkedForm(request, signedIn)
+        let referenceText = context.parameters.get("reference") ?? ""
         // Another merchant's reference is "not found", exactly like one that does not exist.
-        guard let reference = context.parameters.get("reference").flatMap({ Int64($0) }),
+        guard let reference = Int64(referenceText),
             let transaction = try await ledger.transaction(reference: reference, of: signedIn.merchant.id)
         else { throw DashboardRefusal.failed(.notFound, "That payment does not exist, so nothing was refunded.") }
+        let amountText = (form.text("amount") ?? "").trimmingCharacters(in: .whitespaces)
         func refuse(_ problem: String, _ status: HTTPResponse.Status = .badRequest) async throws -> Response {
-            try await transactions(signedIn, query: FormFields(encoded: ""), problem: problem, status: status)
+            try await self.transaction(
+                signedIn, reference: referenceText, problem: problem, status: status, amount: amountText)
         }
         let currency = transaction.result.amount.currency
-        let amountText = form.text("amount") ?? ""
+        guard !amountText.isEmpty else {
+            return try await refuse("Enter the amount to refund; nothing was refunded.")
+        }
         let amount: Money
         do { amount = try Money.parse(amountText, currency: currency) } catch {
             return try await refuse(
                 "“\(amountText)” is not an amount in \(currency.code): write it like \(transaction.result.amount.formattedAmount)."
             )
         }
+        let refundID = form["refund_id"] ?? ""
+        guard form["confirm"] == "yes" else {
+            var layout = Layout.signedIn("Confirm the refund", signedIn, current: \.onTransactions, notice: nil)
+            layout.problem = nil
+            return try page(
+                "confirm",
+                ConfirmPage(
+                    layout: layout,
+                    question:
+                        "Refund \(amount) of payment \(reference) (\(transaction.result.amount) paid \(MerchantClock(identifier: signedIn.merchant.timeZone).format(transaction.result.settledAt)))?",
+                    consequence: "The money goes back the way it was paid. A refund cannot be undone.",
+                    action: "/dashboard/transactions/\(reference)/refund",
+                    fields: [
+                        FormField(name: "csrf", value: signedIn.session.csrfSecret),
+                        FormField(name: "refund_id", value: refundID), FormField(name: "amount", value: amountText),
+                        FormField(name: "confirm", value: "yes"),
+                    ], button: "Refund \(amount)", cancelURL: "/dashboard/transactions/\(reference)"))
+        }
         let request = RefundRequest(
-            refundID: RefundID(rawValue: form["refund_id"] ?? ""), paymentID: transaction.result.paymentID,
-            amount: amount)
+            refundID: RefundID(rawValue: refundID), paymentID: transaction.result.paymentID, amount: amount)
         // To the method the payment came from: a card payment's refund goes on to its processor.
         let outcome: Result<Refund, LedgerError>
         do {
@@ -288,7 +461,7 @@ struct Dashboard: Sendable {
             RequestScope.current?.logger.notice(
                 "refund from the dashboard",
                 metadata: ["refund": "\(refund.refundID)", "reference": "\(reference)", "amount": "\(refund.amount)"])
-            return Self.redirect("/dashboard/transactions?done=refunded")
+            return Self.redirect("/dashboard/transactions/\(reference)?done=refunded")
         case .failure(.refundRefused(let refusal)):
             return try await refuse(Self.sentence(for: refusal, reference: reference), Self.status(for: refusal))
         case .failure(let error):
@@ -334,12 +507,15 @@ struct Dashboard: Sendable {
         let users = try await ledger.registerUsers(of: signedIn.merchant.id)
         var layout = Layout.signedIn("Register users", signedIn, current: \.onRegisterUsers, notice: notice)
         layout.problem = problem
+        let clock = MerchantClock(identifier: signedIn.merchant.timeZone)
         return try page(
             "register-users",
             RegisterUsersPage(
-                layout: layout, csrf: signedIn.session.csrfSecret,
+                layout: layout, csrf: signedIn.session.csrfSecret, zone: clock.name,
+                idPattern: RegisterUserForm.idPattern, idRule: RegisterUserForm.idRule,
+                maximumIDLength: RegisterUserRules.maximumIDLength,
                 users: users.map {
-                    RegisterUserRow(id: $0.id, name: $0.name, added: DashboardDates.format($0.addedAt))
+                    RegisterUserRow(id: $0.id, name: $0.name, added: clock.format($0.addedAt))
                 }, newID: newID, newName: newName), status: status)
     }
 
@@ -361,9 +537,7 @@ struct Dashboard: Sendable {
         do { checkedName = try RegisterUserRules.check(id: id, name: name) ?? name } catch {
             switch error {
             case .invalidID:
-                return try await refuse(
-                    "The id must be 1 to \(RegisterUserRules.maximumIDLength) characters of A-Z a-z 0-9 . _ : - (no spaces)."
-                )
+                return try await refuse(RegisterUserForm.idRule)
             case .invalidName:
                 return try await refuse(
                     "The name must be 1 to \(RegisterUserRules.maximumNameBytes) bytes of printable text (no control or format characters)."
@@ -381,6 +555,23 @@ struct Dashboard: Sendable {
     func removeRegisterUser(_ request: Request) async throws -> Response {
         let signedIn = try await requireSession(request)
         let form = try await checkedForm(request, signedIn)
+        if form["confirm"] != "yes", let id = form["id"],
+            let user = try await ledger.registerUsers(of: signedIn.merchant.id).first(where: { $0.id == id })
+        {
+            return try page(
+                "confirm",
+                ConfirmPage(
+                    layout: .signedIn("Confirm the removal", signedIn, current: \.onRegisterUsers, notice: nil),
+                    question: "Remove the register user \(user.name.isEmpty ? user.id : "\(user.name) (\(user.id))")?",
+                    consequence:
+                        "Payments already taken under this id keep it; a register that sends it after the removal is refused.",
+                    action: "/dashboard/register-users/remove",
+                    fields: [
+                        FormField(name: "csrf", value: signedIn.session.csrfSecret), FormField(name: "id", value: id),
+                        FormField(name: "confirm", value: "yes"),
+                    ], button: "Remove \(user.name.isEmpty ? user.id : user.name)",
+                    cancelURL: "/dashboard/register-users"))
+        }
         guard let id = form["id"], try await ledger.removeRegisterUser(id: id, from: signedIn.merchant.id) else {
             return try await registerUsers(
                 signedIn, problem: "That register user does not exist (removed already?).", status: .notFound)
@@ -402,16 +593,17 @@ struct Dashboard: Sendable {
         var layout = Layout.signedIn("Terminals", signedIn, current: \.onTerminals, notice: notice)
         layout.problem = problem
         let time = now()
+        let clock = MerchantClock(identifier: signedIn.merchant.timeZone)
         return try page(
             "terminals",
             TerminalsPage(
-                layout: layout, csrf: signedIn.session.csrfSecret,
+                layout: layout, csrf: signedIn.session.csrfSecret, zone: clock.name,
                 terminals: terminals.map { terminal in
                     TerminalRow(
-                        id: terminal.id.rawValue, label: terminal.label,
-                        activated: DashboardDates.format(terminal.activatedAt),
-                        expires: DashboardDates.format(terminal.credentialExpiresAt),
-                        status: terminal.revokedAt.map { "revoked \(DashboardDates.format($0))" }
+                        name: TerminalName(terminal),
+                        activated: clock.format(terminal.activatedAt),
+                        expires: clock.format(terminal.credentialExpiresAt),
+                        status: terminal.revokedAt.map { "revoked \(clock.format($0))" }
                             ?? (terminal.credentialExpiresAt > time ? "active" : "credential expired (renews on use)"),
                         active: !terminal.isRevoked)
                 }), status: status)
@@ -426,6 +618,20 @@ struct Dashboard: Sendable {
                 .first(where: { $0.id.rawValue == id })
         else {
             return try await terminals(signedIn, problem: "That terminal does not exist.", status: .notFound)
+        }
+        guard form["confirm"] == "yes" else {
+            return try page(
+                "confirm",
+                ConfirmPage(
+                    layout: .signedIn("Confirm the revocation", signedIn, current: \.onTerminals, notice: nil),
+                    question: "Revoke the terminal \(terminal.label) (\(terminal.id))?",
+                    consequence:
+                        "It takes no more payments and gets no new credential, and wallets learn that it is revoked. This cannot be undone: the register needs a new activation.",
+                    action: "/dashboard/terminals/revoke",
+                    fields: [
+                        FormField(name: "csrf", value: signedIn.session.csrfSecret),
+                        FormField(name: "id", value: terminal.id.rawValue), FormField(name: "confirm", value: "yes"),
+                    ], button: "Revoke \(terminal.label)", cancelURL: "/dashboard/terminals"))
         }
         try await ledger.revokeTerminal(terminal.id, at: now())
         RequestScope.current?.logger.notice(
@@ -451,10 +657,11 @@ struct Dashboard: Sendable {
         var layout = Layout.signedIn("Programs", signedIn, current: \.onPrograms, notice: notice)
         layout.problem = problem
         let rule = merchant.bonusPointsPerMajorUnit
+        let clock = MerchantClock(identifier: merchant.timeZone)
         return try page(
             "programs",
             ProgramsPage(
-                layout: layout, csrf: signedIn.session.csrfSecret, currency: merchant.currency.code,
+                layout: layout, csrf: signedIn.session.csrfSecret, zone: clock.name, currency: merchant.currency.code,
                 points: points ?? String(rule),
                 bonusSummary: rule > 0
                     ? "Payments earn \(rule) bonus \(rule == 1 ? "point" : "points") per whole \(merchant.currency.code) (tips earn none)."
@@ -462,8 +669,8 @@ struct Dashboard: Sendable {
                 members: members.map { member in
                     MemberRow(
                         wallet: member.walletName.isEmpty ? member.walletID.rawValue : member.walletName,
-                        tier: member.membership.tier, from: DashboardDates.format(member.membership.validFrom),
-                        until: DashboardDates.format(member.membership.validUntil),
+                        tier: member.membership.tier, from: clock.format(member.membership.validFrom),
+                        until: clock.format(member.membership.validUntil),
                         period: Self.period(member.membership.benefitPeriod))
                 },
                 coupons: coupons.map { record in
@@ -471,8 +678,8 @@ struct Dashboard: Sendable {
                         code: record.coupon.code,
                         wallet: record.walletName.isEmpty ? record.walletID.rawValue : record.walletName,
                         description: record.coupon.description, value: record.coupon.value.description,
-                        expires: DashboardDates.format(record.coupon.expiresAt),
-                        redeemed: record.coupon.redeemedAt.map(DashboardDates.format) ?? "no")
+                        expires: clock.format(record.coupon.expiresAt),
+                        redeemed: record.coupon.redeemedAt.map(clock.format) ?? "no")
                 }), status: status)
     }
 
@@ -560,9 +767,11 @@ struct Dashboard: Sendable {
     /// Hummingbird's matched endpoint does not reach the metrics; a path is labelled by the
     /// template it fits (ids collapse into `{reference}`), and anything else stays `unmatched`.
     static let routeTemplates = [
-        "/dashboard", "/dashboard/style.css", "/dashboard/sign-in", "/dashboard/sign-out", "/dashboard/transactions",
+        "/dashboard", "/dashboard/style.css", "/dashboard/sign-in", "/dashboard/sign-out", "/dashboard/home",
+        "/dashboard/transactions", "/dashboard/transactions.csv", "/dashboard/transactions/{reference}",
         "/dashboard/transactions/{reference}/refund", "/dashboard/register-users", "/dashboard/register-users/remove",
         "/dashboard/terminals", "/dashboard/terminals/revoke", "/dashboard/programs", "/dashboard/programs/bonus-rule",
+        "/dashboard/settings", "/dashboard/settings/time-zone",
     ]
 
     static func routeLabel(forPath path: String) -> String? {
@@ -604,7 +813,7 @@ struct Dashboard: Sendable {
         if let code = refusal.code { RequestScope.current?.refusal.note(code) }
         let model = ErrorPage(
             layout: .signedOut(refusal.title), explanation: refusal.explanation,
-            next: signedIn && !refusal.needsSignIn ? "/dashboard/transactions" : "/dashboard/sign-in",
+            next: signedIn && !refusal.needsSignIn ? "/dashboard/home" : "/dashboard/sign-in",
             nextLabel: signedIn && !refusal.needsSignIn ? "Back to the dashboard" : "Sign in")
         do {
             var response = try page("error", model, status: refusal.status)
@@ -626,9 +835,14 @@ struct Dashboard: Sendable {
         case "user-removed": "The register user was removed."
         case "terminal-revoked": "The terminal was revoked: it can take no more payments."
         case "bonus-saved": "The bonus rule was saved; it applies to payments from now on."
+        case "time-zone-saved": "The time zone was saved: days and times are shown in it."
         case "refunded": "The refund was made."
         default: nil
         }
+    }
+
+    static func query(of request: Request) -> FormFields {
+        FormFields(encoded: request.uri.query.map { Substring($0) } ?? "")
     }
 
     static func url(_ path: String, _ query: [(String, String)]) -> String {

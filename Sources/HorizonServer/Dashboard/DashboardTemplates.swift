@@ -24,6 +24,8 @@ struct DashboardTemplates: Sendable {
             ("transactions", PackageResources.transactions_mustache),
             ("register-users", PackageResources.register_users_mustache),
             ("terminals", PackageResources.terminals_mustache), ("programs", PackageResources.programs_mustache),
+            ("home", PackageResources.home_mustache), ("transaction", PackageResources.transaction_mustache),
+            ("confirm", PackageResources.confirm_mustache), ("settings", PackageResources.settings_mustache),
         ]
         var library = MustacheLibrary()
         for (name, bytes) in sources {
