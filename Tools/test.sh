@@ -20,7 +20,12 @@ ensure_swift
 ensure_debian_packages "${HORIZON_BROWSER_PACKAGES[@]}"
 
 step "building package and tests (a first build compiles swift-crypto, swift-nio, postgres-nio, Hummingbird and AsyncHTTPClient: 10-18 minutes on 2 cores)"
-swift build --build-tests 2>&1 | filter_build_output
+# A target that imports another target of this package without declaring it fails the build
+# (SwiftPM checks the imports while planning; the compiled objects are those of a plain build, so
+# `swift build` and `swift test` reuse them). Tools/check-dependencies.sh adds the other direction
+# and the other packages' products: every declared dependency imported, every import declared.
+swift build --build-tests --explicit-target-dependency-import-check error 2>&1 | filter_build_output
+Tools/check-dependencies.sh
 
 # The ledger's tests run on SQLite and on PostgreSQL: a throw-away cluster on a private Unix
 # socket, stopped and removed when this script exits (an exported HORIZON_TEST_POSTGRES_URL is used as is).
