@@ -17,15 +17,14 @@ struct OfferTerms: Sendable, Equatable {
 }
 
 /// The session a host runs now (see `SessionHostStateMachine` for its rules).
-struct HostedSession: Sendable {
+struct HostedSession: Sendable, Equatable {
     let id: SessionID
     let terms: OfferTerms
     let offer: Offer
     /// What a request must bind: the offer exactly as it went out.
     let offerDigest: DigestBytes
-    var advertising: (any AdvertisingSet)?
     /// Connections that proved a session key and were sent the offer, by connection id.
-    var wallets: [Int: any SessionWallet] = [:]
+    var wallets: [Int: OfferedWallet] = [:]
     /// The connection whose request is being executed: from then on the session is taken.
     var executing: Int?
     /// The `offered` step is journaled once per session, whatever the number of wallets.
@@ -35,18 +34,19 @@ struct HostedSession: Sendable {
     /// wallet's attempt (nobody can run the customer's clock down). A timer of an older arming
     /// does nothing.
     var decisionGeneration = 0
-    /// Each deciding wallet's timer, by connection id, with the arming it belongs to.
-    var decisions: [Int: WalletDecision] = [:]
+    /// The arming of each deciding wallet's timer, by connection id.
+    var decisions: [Int: Int] = [:]
     /// Connections whose decision time ran out, so a late request is told so.
     var timedOut: Set<Int> = []
     /// Advertising and the timer were stopped: the session takes nothing new.
     var isReleased = false
 }
 
-/// One wallet's decision time: the arming it belongs to and, once scheduled, its timer.
-struct WalletDecision: Sendable {
-    let generation: Int
-    var timer: ScheduledAction?
+/// A wallet in a session: its connection, and the session key its Hello proved (what its
+/// session rate is counted by).
+struct OfferedWallet: Sendable, Equatable {
+    let wallet: SessionWallet
+    let sessionKey: PublicKeyBytes
 }
 
 /// What the register hears about wallets in its session: each shows the confirmation code the
@@ -87,7 +87,7 @@ protocol SessionExecutor: Sendable {
 }
 
 /// A finished session as a host reports it to its facade.
-struct FinishedSession: Sendable {
+struct FinishedSession: Sendable, Equatable {
     let session: HostedSession
     let result: SettlementResult?
     let error: HostError?
@@ -124,6 +124,21 @@ final class SessionHost: TerminalSessionHandler, Sendable {
     /// Payments whose server was unreachable and whose wallet was asked for its daily token, by
     /// id: who may answer, and what happens without an answer. Touched on the scheduler only.
     private let tokenWaits = Mutex<[PaymentID: TokenWait]>([:])
+    /// The live objects the machine's actions name by value: each session's advertising and the
+    /// wallets' decision timers. Touched on the scheduler only.
+    private let resources = Mutex(Resources())
+
+    private struct Resources: Sendable {
+        var advertising: [SessionID: any AdvertisingSet] = [:]
+        var decisionTimers: [DecisionTimer: ScheduledAction] = [:]
+    }
+
+    /// One arming of a wallet's decision timer.
+    private struct DecisionTimer: Hashable, Sendable {
+        let session: SessionID
+        let wallet: Int
+        let generation: Int
+    }
 
     private struct TokenWait: Sendable {
         let walletID: Int
@@ -211,9 +226,8 @@ final class SessionHost: TerminalSessionHandler, Sendable {
         } catch {
             return .failure(.radio(error))
         }
-        return .success(
-            HostedSession(
-                id: sessionID, terms: terms, offer: offer, offerDigest: offerDigest(offer), advertising: advertising))
+        resources.withLock { $0.advertising[sessionID] = advertising }
+        return .success(HostedSession(id: sessionID, terms: terms, offer: offer, offerDigest: offerDigest(offer)))
     }
 
     /// Ends the session and returns to idle. False if idle already.
@@ -233,12 +247,12 @@ final class SessionHost: TerminalSessionHandler, Sendable {
 
     func connection(_ connection: TerminalConnection, received message: SessionMessage) {
         switch message {
-        case .hello(let hello): handle { $0.hello(hello, from: connection) }
-        case .cancel(let cancel): handle { $0.walletCancelled(cancel, by: connection) }
+        case .hello(let hello): handle { $0.hello(hello, from: connection.sessionWallet) }
+        case .cancel(let cancel): handle { $0.walletCancelled(cancel, by: connection.sessionWallet) }
         case .offlineToken(let presentation): tokenPresented(presentation, on: connection)
         default:
             let now = service.scheduler.wallClock
-            handle { $0.request(message, from: connection, now: now) }
+            handle { $0.request(message, from: connection.sessionWallet, now: now) }
         }
     }
 
@@ -246,7 +260,7 @@ final class SessionHost: TerminalSessionHandler, Sendable {
         SessionHostStateMachine.requestID(of: message)
     }
 
-    func connectionEnded(_ connection: TerminalConnection) { handle { $0.connectionEnded(connection) } }
+    func connectionEnded(_ connection: TerminalConnection) { handle { $0.connectionEnded(connection.sessionWallet) } }
 
     func isAwaitingWallet(on connection: TerminalConnection) -> Bool {
         machine.withLock { $0.isAwaitingWallet(connection.id) }
@@ -263,12 +277,13 @@ final class SessionHost: TerminalSessionHandler, Sendable {
         case .register(let sessionID): service.register(sessionID, handler: self)
         case .setState(let state): observable.set(state)
         case .notice(let notice): walletNotices.set(notice)
-        case .send(let message, let wallet): wallet.send(message)
-        case .close(let wallet): wallet.close()
-        case .closeLater(let wallet):
+        case .send(let message, let walletID): service.connection(walletID)?.send(message)
+        case .close(let walletID): service.connection(walletID)?.close()
+        case .closeLater(let walletID):
             // Leaves the wallet time to read the last message and close; closes it after that.
-            service.scheduler.schedule(after: lingerAfterReceipt) { wallet.close() }
-        case .proved(let id, let wallet): wallet.proved(id)
+            let connection = service.connection(walletID)
+            service.scheduler.schedule(after: lingerAfterReceipt) { connection?.close() }
+        case .proved(let id, let walletID): service.connection(walletID)?.proved(id)
         case .journalOffer(let offer, let walletKey, let wallet):
             do {
                 try service.journal.write(
@@ -280,16 +295,25 @@ final class SessionHost: TerminalSessionHandler, Sendable {
             }
             handle { $0.offerJournaled(for: wallet, session: offer.sessionID) }
         case .armDecisionTimer(let sessionID, let walletID, let delay, let generation):
+            let key = DecisionTimer(session: sessionID, wallet: walletID, generation: generation)
             let timer = service.scheduler.schedule(after: delay) { [weak self] in
-                self?.handle { $0.decisionTimedOut(session: sessionID, wallet: walletID, generation: generation) }
+                guard let self else { return }
+                _ = resources.withLock { $0.decisionTimers.removeValue(forKey: key) }
+                handle { $0.decisionTimedOut(session: sessionID, wallet: walletID, generation: generation) }
             }
-            handle { $0.decisionTimerArmed(timer, session: sessionID, wallet: walletID, generation: generation) }
-        case .cancelTimer(let timer): timer.cancel()
+            resources.withLock { $0.decisionTimers[key] = timer }
+        case .cancelDecisionTimer(let sessionID, let walletID, let generation):
+            let key = DecisionTimer(session: sessionID, wallet: walletID, generation: generation)
+            resources.withLock { $0.decisionTimers.removeValue(forKey: key) }?.cancel()
         case .execute(let request, let wallet, let sessionID, let now):
             execute(request, by: wallet, session: sessionID, at: now)
-        case .sessionExecuted(let sessionID, let wallet):
-            if let sessionKey = wallet.sessionKey { service.sessionExecuted(sessionID, by: sessionKey) }
-        case .release(let sessionID, let advertising, let timers):
+        case .sessionExecuted(let sessionID, let walletKey): service.sessionExecuted(sessionID, by: walletKey)
+        case .release(let sessionID):
+            let (advertising, timers) = resources.withLock { resources in
+                let timers = resources.decisionTimers.filter { $0.key.session == sessionID }
+                for key in timers.keys { resources.decisionTimers[key] = nil }
+                return (resources.advertising.removeValue(forKey: sessionID), timers.values)
+            }
             advertising?.stop()
             for timer in timers { timer.cancel() }
             service.unregister(sessionID)
@@ -308,7 +332,7 @@ final class SessionHost: TerminalSessionHandler, Sendable {
     /// settling"), and the session (acquiringPaymentExecution) can be neither cancelled nor timed
     /// out.
     private func execute(
-        _ request: JournalRequest, by wallet: any SessionWallet, session sessionID: SessionID, at now: UnixTime
+        _ request: JournalRequest, by wallet: SessionWallet, session sessionID: SessionID, at now: UnixTime
     ) {
         let submissionFailure = service.journalSubmission(request, at: now)
         let service = service
@@ -337,7 +361,7 @@ final class SessionHost: TerminalSessionHandler, Sendable {
     /// (at most `tokenWait`). The session stays executing meanwhile, so it can be neither
     /// cancelled nor timed out. Only now does the token travel: an online payment carries none.
     private func askForToken(
-        _ payment: SettlementRequest, from wallet: any SessionWallet, session sessionID: SessionID,
+        _ payment: SettlementRequest, from wallet: SessionWallet, session sessionID: SessionID,
         fallback: JournaledOutcome
     ) {
         guard let offline else { return }
@@ -345,7 +369,8 @@ final class SessionHost: TerminalSessionHandler, Sendable {
         tokenWaits.withLock {
             $0[id] = TokenWait(walletID: wallet.id, sessionID: sessionID, request: payment, fallback: fallback)
         }
-        wallet.send(.offlineTokenRequest(OfflineTokenRequest(sessionID: sessionID, paymentID: id)))
+        service.connection(wallet.id)?.send(
+            .offlineTokenRequest(OfflineTokenRequest(sessionID: sessionID, paymentID: id)))
         let timer = service.scheduler.schedule(after: offline.tokenWait) { [weak self] in
             self?.tokenWaitEnded(id, token: nil)
         }

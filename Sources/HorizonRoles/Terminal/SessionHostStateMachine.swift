@@ -6,85 +6,51 @@ import HorizonSettlement
 import HorizonStores
 import Logging
 
-/// A wallet's connection as the session's state machine sees it: a key to file it under and the
-/// code both sides show. The machine only keeps it and names it in its actions; the driver does
-/// the I/O on it (`TerminalConnection`; a stand-in in the machine's own tests).
-protocol SessionWallet: AnyObject, Sendable {
-    var id: Int { get }
-    var confirmationCode: ConfirmationCode { get }
-    /// The session key the wallet proved in its Hello.
-    var sessionKey: PublicKeyBytes? { get }
-    func send(_ message: SessionMessage)
-    func close()
-    /// The wallet may ask about (and acknowledge) this request id from now on.
-    func proved(_ id: PaymentID)
+/// A wallet's connection as the session's state machine sees it: the connection's id, which the
+/// machine names in its actions (the driver maps it to the connection and does the I/O), and the
+/// code both sides show.
+struct SessionWallet: Sendable, Hashable {
+    let id: Int
+    let confirmationCode: ConfirmationCode
 }
 
-extension TerminalConnection: SessionWallet {}
+extension TerminalConnection {
+    /// This connection as a session's state machine sees it.
+    var sessionWallet: SessionWallet { SessionWallet(id: id, confirmationCode: confirmationCode) }
+}
 
-/// What the session's state machine asks its driver to do, in order.
-enum SessionHostAction: Sendable, CustomStringConvertible {
+/// What the session's state machine asks its driver to do, in order. Values only: connections are
+/// named by id, timers by what they guard, so a test compares actions with `==`.
+enum SessionHostAction: Sendable, Equatable {
     /// Route the session's connections to this host.
     case register(SessionID)
     /// Publish the host's state (observers, streams).
     case setState(HostState)
     case notice(WalletNotice)
-    case send(SessionMessage, to: any SessionWallet)
-    case close(any SessionWallet)
+    /// Send on the connection with this id (if it is still open).
+    case send(SessionMessage, to: Int)
+    case close(Int)
     /// Leave the wallet time to read the last message (`lingerAfterReceipt`), then close.
-    case closeLater(any SessionWallet)
-    case proved(PaymentID, by: any SessionWallet)
+    case closeLater(Int)
+    /// The connection may ask about (and acknowledge) this request id from now on.
+    case proved(PaymentID, by: Int)
     /// Journal the session's `offered` step, then report `offerJournaled` or `offerNotJournaled`:
     /// no offer leaves before it is on record.
-    case journalOffer(Offer, walletKey: PublicKeyBytes, for: any SessionWallet)
-    /// Schedule `decisionTimedOut` for the wallet (by connection id) and report the timer with
-    /// `decisionTimerArmed`, both with this arming's generation.
+    case journalOffer(Offer, walletKey: PublicKeyBytes, for: SessionWallet)
+    /// Schedule `decisionTimedOut` for the wallet (by connection id) with this arming's generation.
     case armDecisionTimer(SessionID, wallet: Int, after: Duration, generation: Int)
-    case cancelTimer(ScheduledAction)
+    /// Cancel the timer of that arming, if it has not fired.
+    case cancelDecisionTimer(SessionID, wallet: Int, generation: Int)
     /// Journal the request as confirmed and submitted, await the processor off the scheduler,
     /// journal its answer, then report `executed`.
-    case execute(JournalRequest, by: any SessionWallet, session: SessionID, at: UnixTime)
-    /// The wallet's session stops counting against its session rate.
-    case sessionExecuted(SessionID, by: any SessionWallet)
-    /// Stop advertising, cancel the decision timers, stop routing the session's connections here.
-    case release(SessionID, advertising: (any AdvertisingSet)?, decisionTimers: [ScheduledAction])
+    case execute(JournalRequest, by: SessionWallet, session: SessionID, at: UnixTime)
+    /// The session the wallet with this session key opened stops counting against its session rate.
+    case sessionExecuted(SessionID, walletKey: PublicKeyBytes)
+    /// Stop advertising the session, cancel its decision timers, stop routing its connections here.
+    case release(SessionID)
     /// Tell the facade (events, notifications).
     case finished(FinishedSession)
     case log(Logger.Level, Logger.Message, session: SessionID?, payment: PaymentID? = nil, Logger.Metadata = [:])
-
-    /// A short name for tests and traces: what is done, to which connection.
-    var description: String {
-        switch self {
-        case .register: "register"
-        case .setState(let state): "state \(state)"
-        case .notice(.offered): "notice offered"
-        case .notice(.declined): "notice declined"
-        case .notice(.decisionTimedOut): "notice decision timed out"
-        case .notice(.requestDeclined): "notice request declined"
-        case .send(let message, let wallet): "send \(Self.name(of: message)) to \(wallet.id)"
-        case .close(let wallet): "close \(wallet.id)"
-        case .closeLater(let wallet): "close \(wallet.id) later"
-        case .proved(_, let wallet): "proved by \(wallet.id)"
-        case .journalOffer(_, _, let wallet): "journal offer for \(wallet.id)"
-        case .armDecisionTimer: "arm decision timer"
-        case .cancelTimer: "cancel timer"
-        case .execute(_, let wallet, _, _): "execute for \(wallet.id)"
-        case .sessionExecuted(_, let wallet): "session executed by \(wallet.id)"
-        case .release: "release"
-        case .finished(let finished): "finished \(finished.error.map { "\($0)" } ?? "completed")"
-        case .log(_, let message, _, _, _): "log \(message)"
-        }
-    }
-
-    private static func name(of message: SessionMessage) -> String {
-        switch message {
-        case .offer: "offer"
-        case .receipt: "receipt"
-        case .cancel: "cancel"
-        case .error(let error): "error \(error.code)"
-        default: "\(message.type)"
-        }
-    }
 }
 
 /// The terminal's session protocol as a value: each event (a command at the register, a wallet's
@@ -120,7 +86,14 @@ struct SessionHostStateMachine: Sendable {
     private var isOpening = false
     /// The request being executed: from the moment it took the session until its outcome is in,
     /// even if the session was stopped meanwhile (its wallet still gets the answer).
-    private var inFlight: (session: HostedSession, wallet: any SessionWallet, requestID: PaymentID)?
+    private var inFlight: InFlight?
+
+    /// The request that took a session, until its outcome is in.
+    private struct InFlight: Sendable {
+        let session: HostedSession
+        let wallet: OfferedWallet
+        let requestID: PaymentID
+    }
 
     init(executor: any SessionExecutor, userDecisionTimeout: Duration) {
         self.executor = executor
@@ -191,8 +164,8 @@ struct SessionHostStateMachine: Sendable {
         }
         session = nil
         var actions = release(&ending)
-        for (id, wallet) in ending.wallets {
-            actions.append(id == ending.executing ? .closeLater(wallet) : .close(wallet))
+        for id in ending.wallets.keys {
+            actions.append(id == ending.executing ? .closeLater(id) : .close(id))
         }
         state = .idle
         actions.append(.setState(.idle))
@@ -215,9 +188,9 @@ struct SessionHostStateMachine: Sendable {
     /// (any central can sign one with a key nobody registered) and be declined in a moment, and
     /// the customer arriving meanwhile must still find the sale. If it is approved instead, the
     /// wallets still looking are told the session is over, as at every end.
-    mutating func hello(_ hello: Hello, from wallet: any SessionWallet) -> [SessionHostAction] {
+    mutating func hello(_ hello: Hello, from wallet: SessionWallet) -> [SessionHostAction] {
         func refuse(_ code: ErrorCode, _ message: String) -> [SessionHostAction] {
-            [.send(.error(ErrorMessage(code: code, message: message)), to: wallet), .closeLater(wallet)]
+            [.send(.error(ErrorMessage(code: code, message: message)), to: wallet.id), .closeLater(wallet.id)]
         }
         guard var current = session, hello.sessionID == current.id, !state.isFinished else {
             return refuse(.sessionNotFound, "this session is over")
@@ -225,7 +198,7 @@ struct SessionHostStateMachine: Sendable {
         guard hello.transactionType == transactionType else {
             return refuse(.protocolViolation, "this session is a \(transactionType)")
         }
-        current.wallets[wallet.id] = wallet
+        current.wallets[wallet.id] = OfferedWallet(wallet: wallet, sessionKey: hello.sessionKey)
         let journal = !current.offerJournaled
         current.offerJournaled = true
         session = current
@@ -234,14 +207,14 @@ struct SessionHostStateMachine: Sendable {
     }
 
     /// The session's `offered` step is on record: the offer goes out.
-    mutating func offerJournaled(for wallet: any SessionWallet, session sessionID: SessionID) -> [SessionHostAction] {
+    mutating func offerJournaled(for wallet: SessionWallet, session sessionID: SessionID) -> [SessionHostAction] {
         guard let current = session, current.id == sessionID else { return [] }
         return offerSent(current, to: wallet)
     }
 
     /// The `offered` step could not be journaled: no offer leaves unless it is on record; the
     /// wallet may try again.
-    mutating func offerNotJournaled(for wallet: any SessionWallet, session sessionID: SessionID, reason: String)
+    mutating func offerNotJournaled(for wallet: SessionWallet, session sessionID: SessionID, reason: String)
         -> [SessionHostAction]
     {
         if session?.id == sessionID {
@@ -254,11 +227,11 @@ struct SessionHostStateMachine: Sendable {
                 ["error": "\(reason)"]),
             .send(
                 .error(ErrorMessage(code: .internalError, message: "the terminal cannot record the session now")),
-                to: wallet),
+                to: wallet.id),
         ]
     }
 
-    private mutating func offerSent(_ current: HostedSession, to wallet: any SessionWallet) -> [SessionHostAction] {
+    private mutating func offerSent(_ current: HostedSession, to wallet: SessionWallet) -> [SessionHostAction] {
         // One allocation for the handful of actions an event gives, not one per doubling.
         var actions: [SessionHostAction] = []
         actions.reserveCapacity(8)
@@ -266,7 +239,7 @@ struct SessionHostStateMachine: Sendable {
             state = .walletConnected
             actions.append(.setState(.walletConnected))
         }
-        actions.append(.send(.offer(current.offer), to: wallet))
+        actions.append(.send(.offer(current.offer), to: wallet.id))
         if state == .walletConnected {
             state = .awaitingUserDecision
             actions.append(.setState(.awaitingUserDecision))
@@ -276,27 +249,15 @@ struct SessionHostStateMachine: Sendable {
             .log(.info, "offer sent", session: current.id, payment: nil, ["code": "\(wallet.confirmationCode)"]))
         // Each wallet's decision time runs from its own offer and ends only its own attempt: the
         // wallet just offered may be the customer's, however long another central has waited.
-        if let earlier = current.decisions[wallet.id]?.timer { actions.append(.cancelTimer(earlier)) }
+        if let earlier = current.decisions[wallet.id] {
+            actions.append(.cancelDecisionTimer(current.id, wallet: wallet.id, generation: earlier))
+        }
         let generation = current.decisionGeneration + 1
         session?.decisionGeneration = generation
-        session?.decisions[wallet.id] = WalletDecision(generation: generation)
+        session?.decisions[wallet.id] = generation
         actions.append(
             .armDecisionTimer(current.id, wallet: wallet.id, after: userDecisionTimeout, generation: generation))
         return actions
-    }
-
-    /// A wallet's decision timer is scheduled: kept, to cancel when the wallet leaves or the
-    /// session ends (or cancelled now if either happened already).
-    mutating func decisionTimerArmed(
-        _ timer: ScheduledAction, session sessionID: SessionID, wallet walletID: Int, generation: Int
-    ) -> [SessionHostAction] {
-        guard let current = session, current.id == sessionID, !current.isReleased,
-            let decision = current.decisions[walletID], decision.generation == generation, decision.timer == nil
-        else {
-            return [.cancelTimer(timer)]
-        }
-        session?.decisions[walletID]?.timer = timer
-        return []
     }
 
     /// A wallet did not decide in time: its attempt ends (it is told, and closed), and the session
@@ -306,11 +267,11 @@ struct SessionHostStateMachine: Sendable {
         -> [SessionHostAction]
     {
         guard var current = session, current.id == sessionID, !current.isReleased,
-            current.decisions[walletID]?.generation == generation
+            current.decisions[walletID] == generation
         else { return [] }
         current.decisions[walletID] = nil
         guard current.executing != walletID, !state.isFinished,
-            let wallet = current.wallets.removeValue(forKey: walletID)
+            let wallet = current.wallets.removeValue(forKey: walletID)?.wallet
         else {
             session = current
             return []
@@ -319,8 +280,9 @@ struct SessionHostStateMachine: Sendable {
         session = current
         var actions: [SessionHostAction] = [
             .send(
-                .cancel(Cancel(sessionID: sessionID, reason: .timedOut, message: "no decision in time")), to: wallet),
-            .closeLater(wallet),
+                .cancel(Cancel(sessionID: sessionID, reason: .timedOut, message: "no decision in time")),
+                to: walletID),
+            .closeLater(walletID),
             .log(
                 .info, "a wallet did not decide in time; the session stays open", session: sessionID, payment: nil,
                 ["code": "\(wallet.confirmationCode)"]),
@@ -333,33 +295,35 @@ struct SessionHostStateMachine: Sendable {
     /// A wallet declines for itself only: its connection leaves the session, which stays open for
     /// the customer's wallet (a decline is unauthenticated as far as the sale is concerned: any
     /// central can send one). The register hears of it with the wallet's code.
-    mutating func walletCancelled(_ cancel: Cancel, by wallet: any SessionWallet) -> [SessionHostAction] {
+    mutating func walletCancelled(_ cancel: Cancel, by wallet: SessionWallet) -> [SessionHostAction] {
         guard var current = session, current.id == cancel.sessionID, current.executing != wallet.id,
             current.wallets.removeValue(forKey: wallet.id) != nil
         else { return [] }
-        let timer = current.decisions.removeValue(forKey: wallet.id)?.timer
+        let decision = current.decisions.removeValue(forKey: wallet.id)
         session = current
         guard !state.isFinished else { return [] }
         var actions: [SessionHostAction] = [
-            .closeLater(wallet),
+            .closeLater(wallet.id),
             .log(
                 .info, "a wallet declined", session: cancel.sessionID, payment: nil,
                 ["code": "\(wallet.confirmationCode)"]),
             .notice(.declined(wallet.confirmationCode)),
         ]
-        if let timer { actions.append(.cancelTimer(timer)) }
+        if let decision {
+            actions.append(.cancelDecisionTimer(cancel.sessionID, wallet: wallet.id, generation: decision))
+        }
         actions += nobodyLeftDeciding()
         return actions
     }
 
     /// A signed request (a payment's Confirm, a redemption's Redeem), received at `now`: refused,
     /// or the first valid one takes the session and is executed.
-    mutating func request(_ message: SessionMessage, from wallet: any SessionWallet, now: UnixTime)
+    mutating func request(_ message: SessionMessage, from wallet: SessionWallet, now: UnixTime)
         -> [SessionHostAction]
     {
         let requestID = Self.requestID(of: message)
         func refuse(_ code: ErrorCode, _ text: String) -> [SessionHostAction] {
-            [.send(.error(ErrorMessage(code: code, message: text, paymentID: requestID)), to: wallet)]
+            [.send(.error(ErrorMessage(code: code, message: text, paymentID: requestID)), to: wallet.id)]
         }
         // While a request executes (its processor may take a while), another one is checked and
         // then refused as `sessionTaken` below, never executed.
@@ -367,7 +331,7 @@ struct SessionHostStateMachine: Sendable {
         else { return refuse(.sessionExpired, "this session no longer takes requests; nothing was executed") }
         // The session is open, but this connection has no attempt in it: its decision time ran
         // out, it was answered already, or it never said hello.
-        guard current.wallets[wallet.id] != nil else {
+        guard let offered = current.wallets[wallet.id] else {
             if current.timedOut.contains(wallet.id) {
                 return refuse(.timedOut, "your decision time ran out; nothing was executed")
             }
@@ -380,14 +344,14 @@ struct SessionHostStateMachine: Sendable {
                 .send(
                     .error(
                         ErrorMessage(code: .protocolViolation, message: "unexpected \(message.type) in this session")),
-                    to: wallet)
+                    to: wallet.id)
             ]
         case .refused(let error):
             return [
                 .log(
                     .notice, "request refused", session: current.id, payment: requestID,
                     ["code": "\(error.code)", "reason": "\(error.message)"]),
-                .send(.error(error), to: wallet),
+                .send(.error(error), to: wallet.id),
             ]
         case .accepted(let accepted): request = accepted
         }
@@ -399,19 +363,19 @@ struct SessionHostStateMachine: Sendable {
                     .error(
                         ErrorMessage(
                             code: .sessionTaken, message: "another request is already being executed in this session",
-                            paymentID: request.id)), to: wallet)
+                            paymentID: request.id)), to: wallet.id)
             ]
         }
         session?.executing = wallet.id
         // Past deciding: its timer stops (the others' run on; their attempts may follow a decline).
-        let timer = session?.decisions.removeValue(forKey: wallet.id)?.timer
-        if let taken = session { inFlight = (taken, wallet, request.id) }
+        let decision = session?.decisions.removeValue(forKey: wallet.id)
+        if let taken = session { inFlight = InFlight(session: taken, wallet: offered, requestID: request.id) }
         state = .acquiringPaymentExecution
-        return (timer.map { [.cancelTimer($0)] } ?? []) + [
-            .proved(request.id, by: wallet),
+        return (decision.map { [.cancelDecisionTimer(current.id, wallet: wallet.id, generation: $0)] } ?? []) + [
+            .proved(request.id, by: wallet.id),
             .log(.info, "executing the request", session: current.id, payment: request.id),
             .setState(.acquiringPaymentExecution),
-            .execute(request, by: wallet, session: current.id, at: now),
+            .execute(request, by: offered.wallet, session: current.id, at: now),
         ]
     }
 
@@ -421,8 +385,10 @@ struct SessionHostStateMachine: Sendable {
     /// requests again. If the session was stopped meanwhile, the wallet still gets the answer and
     /// the facade still hears of the outcome; the host stays idle.
     mutating func executed(_ outcome: JournaledOutcome, session sessionID: SessionID) -> [SessionHostAction] {
-        guard let (executedSession, wallet, requestID) = inFlight, executedSession.id == sessionID else { return [] }
-        inFlight = nil
+        guard let inFlight, inFlight.session.id == sessionID else { return [] }
+        self.inFlight = nil
+        let (executedSession, wallet, requestID) = (inFlight.session, inFlight.wallet.wallet, inFlight.requestID)
+        let walletKey = inFlight.wallet.sessionKey
         let isCurrent = session?.id == sessionID && state == .acquiringPaymentExecution
         var actions: [SessionHostAction]
         let ending: HostError?
@@ -433,7 +399,7 @@ struct SessionHostStateMachine: Sendable {
                 .log(
                     .notice, "accepted offline against the wallet's daily token; forwarded when the server is back",
                     session: sessionID, payment: requestID, ["total": "\(record.totalMinorUnits)"]),
-                .sessionExecuted(sessionID, by: wallet), .send(answer, to: wallet), .closeLater(wallet),
+                .sessionExecuted(sessionID, walletKey: walletKey), .send(answer, to: wallet.id), .closeLater(wallet.id),
             ]
             ending = nil
             offline = record
@@ -443,7 +409,7 @@ struct SessionHostStateMachine: Sendable {
                 .log(
                     .notice, "refused by the processor; nothing was executed", session: sessionID,
                     payment: requestID, ["reason": "\(reason)"]),
-                .send(.error(error), to: wallet), .closeLater(wallet),
+                .send(.error(error), to: wallet.id), .closeLater(wallet.id),
             ]
             ending = .processorFailure(reason)
         case .undecided(let error, let reason, let serverUnreachable):
@@ -454,7 +420,7 @@ struct SessionHostStateMachine: Sendable {
                         ? "the server did not answer; pending, settled at the next recovery"
                         : "outcome not recorded; settled at the next recovery",
                     session: sessionID, payment: requestID, ["reason": "\(reason)"]),
-                .send(.error(error), to: wallet), .closeLater(wallet),
+                .send(.error(error), to: wallet.id), .closeLater(wallet.id),
             ]
             ending = serverUnreachable ? .serverUnreachable(reason) : .outcomeUnknown(reason)
         case .executed(let settled, let answer):
@@ -462,7 +428,7 @@ struct SessionHostStateMachine: Sendable {
                 .log(
                     .info, "settled", session: sessionID, payment: requestID,
                     ["outcome": "\(settled.outcome.logText)", "tip": "\(settled.tip)"]),
-                .sessionExecuted(sessionID, by: wallet), .send(answer, to: wallet), .closeLater(wallet),
+                .sessionExecuted(sessionID, walletKey: walletKey), .send(answer, to: wallet.id), .closeLater(wallet.id),
             ]
             switch settled.outcome {
             case .approved: ending = nil
@@ -496,7 +462,7 @@ struct SessionHostStateMachine: Sendable {
     /// that wallet's attempt is over (it has its answer and is closed), and the session is open
     /// again for the wallets still deciding, or for a wallet as before the first came. Anyone in
     /// range can get a decline (a key nobody registered), so it must not end the customer's sale.
-    private mutating func attemptEnded(by wallet: any SessionWallet, code: ErrorCode, reason: String)
+    private mutating func attemptEnded(by wallet: SessionWallet, code: ErrorCode, reason: String)
         -> [SessionHostAction]
     {
         guard var current = session else { return [] }
@@ -515,16 +481,17 @@ struct SessionHostStateMachine: Sendable {
 
     /// A wallet's connection ended. It may come back (a new connection, a new hello and its own
     /// decision time); the wallet whose request executes stays in the session.
-    mutating func connectionEnded(_ wallet: any SessionWallet) -> [SessionHostAction] {
+    mutating func connectionEnded(_ wallet: SessionWallet) -> [SessionHostAction] {
         guard var current = session else { return [] }
         current.timedOut.remove(wallet.id)
         guard current.executing != wallet.id, current.wallets.removeValue(forKey: wallet.id) != nil else {
             session = current
             return []
         }
-        let timer = current.decisions.removeValue(forKey: wallet.id)?.timer
+        let decision = current.decisions.removeValue(forKey: wallet.id)
         session = current
-        return (timer.map { [.cancelTimer($0)] } ?? []) + nobodyLeftDeciding()
+        return (decision.map { [.cancelDecisionTimer(current.id, wallet: wallet.id, generation: $0)] } ?? [])
+            + nobodyLeftDeciding()
     }
 
     /// When no wallet is left looking at the offer, the session waits for a wallet as it did
@@ -561,9 +528,9 @@ struct SessionHostStateMachine: Sendable {
         case .decisionTimedOut?: why = Cancel(sessionID: current.id, reason: .timedOut, message: "no decision in time")
         default: why = Cancel(sessionID: current.id, reason: .terminalCancelled, message: "the session is over")
         }
-        for (id, wallet) in current.wallets where id != current.executing {
-            actions.append(.send(.cancel(why), to: wallet))
-            actions.append(.closeLater(wallet))
+        for id in current.wallets.keys where id != current.executing {
+            actions.append(.send(.cancel(why), to: id))
+            actions.append(.closeLater(id))
         }
         actions.append(
             .log(
@@ -581,15 +548,9 @@ struct SessionHostStateMachine: Sendable {
 
     /// The session stops advertising and taking connections; its timers stop.
     private func release(_ ending: inout HostedSession) -> [SessionHostAction] {
-        defer {
-            ending.advertising = nil
-            ending.decisions = [:]
-            ending.isReleased = true
-        }
-        return [
-            .release(
-                ending.id, advertising: ending.advertising, decisionTimers: ending.decisions.values.compactMap(\.timer))
-        ]
+        ending.decisions = [:]
+        ending.isReleased = true
+        return [.release(ending.id)]
     }
 
     /// The payment or redemption id a request names.

@@ -8,67 +8,54 @@ import HorizonStores
 import Logging
 import Synchronization
 
-/// One wallet's secure connection to the terminal.
+/// One wallet's secure connection to the terminal: its link, and the state machine of its rules
+/// (`TerminalConnectionStateMachine`), which `TerminalRadioService` drives.
 public final class TerminalConnection: Sendable {
     public let id: Int
     /// The session the wallet bound into its handshake (nil: none, e.g. a status query).
     public let sessionID: SessionID?
-    /// This connection's handshake transcript: Hello and status proofs sign it, so neither can
-    /// be replayed on another connection.
-    let transcriptHash: [UInt8]
     /// The code the wallet shows for this connection; the terminal shows the same.
     public let confirmationCode: ConfirmationCode
     let secureLink: SecureLink
 
-    /// What the connection's host shares with the service. A host's reference-API commands
-    /// (`start`, `stop`, `cancel`) hop onto the scheduler before they send, so this lives there
-    /// too, like the service's own bookkeeping for the connection (its Hello, its message rate).
-    private struct State {
-        /// When a message last went either way; the idle timeout is measured from it.
-        var lastActivity: Instant
-        /// The session key the wallet proved it holds in its Hello (one Hello per connection).
-        var sessionKey: PublicKeyBytes?
-        /// Request ids this connection proved it may ask about (it sent the signed request, or
-        /// a status query signed by the request's wallet key): only these can be acknowledged.
-        var provenRequests: Set<PaymentID> = []
-    }
-
-    /// Read and written on the link's scheduler only, as everything a connection does.
-    private let state: SchedulerConfined<State>
+    /// Read and written on the link's scheduler only, as everything a connection does (a host's
+    /// reference-API commands hop onto the scheduler before they send).
+    private let machine: SchedulerConfined<TerminalConnectionStateMachine>
 
     init(
         id: Int, sessionID: SessionID?, transcriptHash: [UInt8], confirmationCode: ConfirmationCode,
-        secureLink: SecureLink
+        secureLink: SecureLink, configuration: TerminalConnectionStateMachine.Configuration
     ) {
         self.id = id
         self.sessionID = sessionID
-        self.transcriptHash = transcriptHash
         self.confirmationCode = confirmationCode
         self.secureLink = secureLink
-        state = SchedulerConfined(State(lastActivity: secureLink.link.scheduler.now), on: secureLink.link.scheduler)
+        let scheduler = secureLink.link.scheduler
+        machine = SchedulerConfined(
+            TerminalConnectionStateMachine(
+                sessionID: sessionID, transcriptHash: transcriptHash, configuration: configuration, now: scheduler.now),
+            on: scheduler)
     }
 
     public var peer: PeerAddress { secureLink.link.peer }
 
-    var lastActivityAt: Instant { state.withValue { $0.lastActivity } }
+    /// Applies one event to the connection's machine; the caller carries out the actions.
+    func handle(_ event: (inout TerminalConnectionStateMachine) -> [TerminalConnectionAction])
+        -> [TerminalConnectionAction]
+    {
+        machine.withValue(event)
+    }
 
     /// The proven session key from this connection's Hello, if it said one.
-    var sessionKey: PublicKeyBytes? { state.withValue { $0.sessionKey } }
+    var sessionKey: PublicKeyBytes? { machine.withValue { $0.sessionKey } }
 
-    func setSessionKey(_ key: PublicKeyBytes) { state.withValue { $0.sessionKey = key } }
-
-    func proved(_ id: PaymentID) { _ = state.withValue { $0.provenRequests.insert(id) } }
-
-    func hasProved(_ id: PaymentID) -> Bool { state.withValue { $0.provenRequests.contains(id) } }
-
-    func noteActivity() {
-        let now = secureLink.link.scheduler.now
-        state.withValue { $0.lastActivity = now }
-    }
+    /// The connection may ask about (and acknowledge) this request id from now on.
+    func proved(_ id: PaymentID) { machine.withValue { $0.proved(id) } }
 
     /// Sends a message; a failure means the link is gone, which its end callback reports.
     func send(_ message: SessionMessage) {
-        noteActivity()
+        let now = secureLink.link.scheduler.now
+        machine.withValue { $0.sent(now: now) }
         try? secureLink.send(message.encoded())
     }
 
@@ -163,21 +150,25 @@ public final class TerminalRadioService: Sendable {
         var nextConnectionID = 0
         /// Connections still in the handshake, oldest first.
         var pendingHandshakes: [Int] = []
-        /// Sessions each wallet key opened within the rate window, with when.
-        var sessionsOpened: [PublicKeyBytes: [(session: SessionID, at: Instant)]] = [:]
+        var sessionRate: WalletSessionRate
     }
 
-    /// What the service knows about one open connection.
-    private struct ConnectionRecord {
-        /// Until the handshake completes, a placeholder without a session or a transcript.
-        var connection: TerminalConnection
-        var isEstablished = false
-        /// One Hello per connection: a repeat is ignored.
-        var saidHello = false
-        var idleTimer: ScheduledAction?
-        /// Messages received in the current rate window, and when that window began.
-        var windowStart: Instant
-        var messagesInWindow = 0
+    /// One open connection, as the service knows it.
+    private enum ConnectionRecord {
+        /// The secure handshake is under way: the connection has no session and no rules yet.
+        case handshaking(SecureLink)
+        case established(TerminalConnection, idleTimer: ScheduledAction?)
+
+        var connection: TerminalConnection? {
+            if case .established(let connection, _) = self { connection } else { nil }
+        }
+
+        var secureLink: SecureLink {
+            switch self {
+            case .handshaking(let link): link
+            case .established(let connection, _): connection.secureLink
+            }
+        }
     }
 
     /// Lives on the radio's scheduler, the role's one serial context: every radio, secure-link and
@@ -215,7 +206,11 @@ public final class TerminalRadioService: Sendable {
         self.processor = processor
         self.journal = journal
         self.configuration = configuration
-        state = SchedulerConfined(State(), on: radio.scheduler)
+        state = SchedulerConfined(
+            State(
+                sessionRate: WalletSessionRate(
+                    maximumSessions: configuration.maximumSessionsPerWallet, window: configuration.sessionRateWindow)),
+            on: radio.scheduler)
         handlers = SchedulerConfined([:], on: radio.scheduler)
         radio.setConnectionHandler { [weak self] link in self?.accept(link) }
     }
@@ -266,6 +261,9 @@ public final class TerminalRadioService: Sendable {
         _ = handlers.withValue { $0.removeValue(forKey: sessionID) }
     }
 
+    /// The established connection with this id, while it is open.
+    func connection(_ id: Int) -> TerminalConnection? { state.withValue { $0.connections[id]?.connection } }
+
     /// Changes the state and publishes the counts that follow from it (after the change, so an
     /// observer that calls back in finds the state free).
     private func update<Result>(_ body: (inout State) -> Result) -> Result {
@@ -294,18 +292,18 @@ public final class TerminalRadioService: Sendable {
         let (id, evicted, evictions) = update { state in
             let id = state.nextConnectionID
             state.nextConnectionID += 1
-            var evicted: [TerminalConnection] = []
+            var evicted: [SecureLink] = []
             var evictions = 0
             while state.pendingHandshakes.count >= max(1, configuration.maximumPendingHandshakes) {
                 let oldest = state.pendingHandshakes.removeFirst()
-                if let record = state.connections.removeValue(forKey: oldest) { evicted.append(record.connection) }
+                if let record = state.connections.removeValue(forKey: oldest) { evicted.append(record.secureLink) }
                 evictions += 1
             }
             state.pendingHandshakes.append(id)
             return (id, evicted, evictions)
         }
         counters.evictedHandshakes.add(evictions, ordering: .relaxed)
-        for connection in evicted { connection.close() }
+        for secureLink in evicted { secureLink.close() }
         if !evicted.isEmpty {
             logger.notice("too many handshakes at once: closed the oldest", metadata: ["closed": "\(evicted.count)"])
         }
@@ -316,33 +314,96 @@ public final class TerminalRadioService: Sendable {
                 onEstablished: { [weak self] info in self?.established(id: id, info: info) },
                 onMessage: { [weak self] bytes in self?.received(bytes, on: id) },
                 onEnd: { [weak self] _ in self?.ended(id: id) }))
-        let placeholder = TerminalConnection(
-            id: id, sessionID: nil, transcriptHash: [], confirmationCode: ConfirmationCode(derivedBytes: []),
-            secureLink: secure)
-        let now = scheduler.now
         update { state in
             // Not if it already ended (or was evicted) while starting.
             guard state.pendingHandshakes.contains(id) else { return }
-            state.connections[id] = ConnectionRecord(connection: placeholder, windowStart: now)
+            state.connections[id] = .handshaking(secure)
         }
     }
 
     private func established(id: Int, info: SecureLinkEstablished) {
         let sessionID = Self.sessionID(fromContext: info.context)
-        let now = scheduler.now
+        let rules = TerminalConnectionStateMachine.Configuration(configuration)
         let connection = update { state -> TerminalConnection? in
             state.pendingHandshakes.removeAll { $0 == id }
             // Evicted while its last handshake message was on the way: it stays closed.
-            guard let placeholder = state.connections[id]?.connection else { return nil }
+            guard let secureLink = state.connections[id]?.secureLink else { return nil }
             let connection = TerminalConnection(
                 id: id, sessionID: sessionID, transcriptHash: info.transcriptHash,
-                confirmationCode: info.confirmationCode, secureLink: placeholder.secureLink)
-            state.connections[id] = ConnectionRecord(connection: connection, isEstablished: true, windowStart: now)
+                confirmationCode: info.confirmationCode, secureLink: secureLink, configuration: rules)
+            state.connections[id] = .established(connection, idleTimer: nil)
             return connection
         }
         guard let connection else { return }
         logger.with(session: sessionID).debug("secure channel established", metadata: ["connection": "\(id)"])
-        armIdleTimer(for: connection, after: configuration.idleTimeout)
+        perform(connection.handle { $0.startActions }, on: connection)
+    }
+
+    private func received(_ bytes: [UInt8], on id: Int) {
+        // Only an established connection has rules; nothing else is delivered before the handshake.
+        guard let connection = connection(id) else { return }
+        let now = scheduler.now
+        perform(connection.handle { $0.received(bytes, now: now) }, on: connection)
+    }
+
+    /// Carries out what the connection's machine decided, feeding it the results it asks for.
+    private func perform(_ actions: [TerminalConnectionAction], on connection: TerminalConnection) {
+        for action in actions {
+            switch action {
+            case .send(let message): connection.send(message)
+            case .close(let closure): close(connection, because: closure)
+            case .route(let message): route(message, on: connection)
+            case .admitSession(let hello):
+                let now = scheduler.now
+                let admitted = state.withValue {
+                    $0.sessionRate.admit(hello.sessionID, for: hello.sessionKey, now: now)
+                }
+                if !admitted {
+                    counters.rateLimitedHellos.add(1, ordering: .relaxed)
+                    logger.with(session: hello.sessionID).notice("a wallet key over its session rate was refused")
+                }
+                perform(connection.handle { $0.sessionRate(admitted: admitted, for: hello) }, on: connection)
+            case .readJournal(let paymentID, let message):
+                let next: [TerminalConnectionAction]
+                do {
+                    let record = try journal.record(for: paymentID)
+                    next = connection.handle { $0.journalRead(record, for: message) }
+                } catch {
+                    next = connection.handle { $0.journalUnreadable(for: message) }
+                }
+                perform(next, on: connection)
+            case .acknowledge(let paymentID):
+                guard let record = try? journal.record(for: paymentID) else { continue }
+                try? journal.write(.acknowledged(paymentID, by: record.request.walletKey), at: scheduler.wallClock)
+            case .relay(let envelope):
+                if let handler = proxyHandler.withLock({ $0.handler }) {
+                    handler.proxyRequest(envelope, on: connection)
+                } else {
+                    connection.send(RequestProxyHostCoordinator.unavailable(envelope.requestID))
+                }
+            case .armIdleTimer(let delay): armIdleTimer(for: connection, after: delay)
+            }
+        }
+    }
+
+    /// Closes a connection its machine gave up on, counting and logging why.
+    private func close(_ connection: TerminalConnection, because closure: TerminalConnectionClosure) {
+        let log = logger.with(session: connection.sessionID)
+        let id: Logger.MetadataValue = "\(connection.id)"
+        switch closure {
+        case .overMessageRate:
+            counters.rateClosures.add(1, ordering: .relaxed)
+            log.notice("closed a connection over its message rate", metadata: ["connection": id])
+        case .undecodable(let error):
+            log.notice("undecodable message", metadata: ["connection": id, "error": "\(error)"])
+        case .helloRefused(let reason):
+            counters.refusedHellos.add(1, ordering: .relaxed)
+            log.notice("hello refused", metadata: ["connection": id, "reason": "\(reason)"])
+        case .idle:
+            counters.idleClosures.add(1, ordering: .relaxed)
+            log.info("closed an idle connection", metadata: ["connection": id])
+        }
+        connection.close()
     }
 
     // MARK: Idle timeout
@@ -351,38 +412,24 @@ public final class TerminalRadioService: Sendable {
         let id = connection.id
         let timer = scheduler.schedule(after: delay) { [weak self, weak connection] in
             guard let self, let connection else { return }
-            self.checkIdle(connection)
+            self.idleTimerFired(connection)
         }
         let previous = state.withValue { state -> ScheduledAction? in
             // An ended connection keeps no timer (its end already ran).
-            guard state.connections[id] != nil else { return timer }
-            defer { state.connections[id]?.idleTimer = timer }
-            return state.connections[id]?.idleTimer
+            guard case .established(let open, let previous)? = state.connections[id] else { return timer }
+            state.connections[id] = .established(open, idleTimer: timer)
+            return previous
         }
         previous?.cancel()
     }
 
-    private func checkIdle(_ connection: TerminalConnection) {
+    private func idleTimerFired(_ connection: TerminalConnection) {
         let isOpen = state.withValue { $0.connections[connection.id]?.connection === connection }
-        let handler = connection.sessionID.flatMap { id in handlers.withValue { $0[id] } }
         guard isOpen else { return }
-        let timeout = configuration.idleTimeout
-        if let handler, handler.isAwaitingWallet(on: connection) {
-            // The person is deciding: that time is not idleness. Start counting afresh from now,
-            // so the wallet has the full idle timeout after the session stops waiting on it.
-            connection.noteActivity()
-            armIdleTimer(for: connection, after: timeout)
-            return
-        }
-        let idleFor = scheduler.now - connection.lastActivityAt
-        if idleFor >= timeout {
-            counters.idleClosures.add(1, ordering: .relaxed)
-            logger.with(session: connection.sessionID).info(
-                "closed an idle connection", metadata: ["connection": "\(connection.id)"])
-            connection.close()
-        } else {
-            armIdleTimer(for: connection, after: timeout - idleFor)
-        }
+        let handler = connection.sessionID.flatMap { id in handlers.withValue { $0[id] } }
+        let awaitsWallet = handler?.isAwaitingWallet(on: connection) ?? false
+        let now = scheduler.now
+        perform(connection.handle { $0.idleTimerFired(now: now, sessionAwaitsWallet: awaitsWallet) }, on: connection)
     }
 
     // MARK: Session rate
@@ -391,147 +438,7 @@ public final class TerminalRadioService: Sendable {
     /// its rate (see `maximumSessionsPerWallet`). A host reports it from the processor's answer,
     /// which arrives on the scheduler.
     func sessionExecuted(_ sessionID: SessionID, by walletKey: PublicKeyBytes) {
-        state.withValue { state in
-            state.sessionsOpened[walletKey]?.removeAll { $0.session == sessionID }
-            if state.sessionsOpened[walletKey]?.isEmpty == true { state.sessionsOpened[walletKey] = nil }
-        }
-    }
-
-    /// Whether `walletKey` may open `sessionID` now; records it if so.
-    private func admitSession(_ sessionID: SessionID, for walletKey: PublicKeyBytes) -> Bool {
-        let now = scheduler.now
-        let window = configuration.sessionRateWindow
-        let admitted = state.withValue { state in
-            // Forget what left the window, for every key, so the table stays as small as the
-            // wallets seen within one window.
-            for (key, opened) in state.sessionsOpened {
-                let recent = opened.filter { now - $0.at < window }
-                state.sessionsOpened[key] = recent.isEmpty ? nil : recent
-            }
-            var opened = state.sessionsOpened[walletKey] ?? []
-            if opened.contains(where: { $0.session == sessionID }) { return true }
-            guard opened.count < configuration.maximumSessionsPerWallet else { return false }
-            opened.append((sessionID, now))
-            state.sessionsOpened[walletKey] = opened
-            return true
-        }
-        if !admitted { counters.rateLimitedHellos.add(1, ordering: .relaxed) }
-        return admitted
-    }
-
-    private func received(_ bytes: [UInt8], on id: Int) {
-        guard let (connection, withinRate) = admitMessage(on: id) else { return }
-        connection.noteActivity()
-        guard withinRate else {
-            counters.rateClosures.add(1, ordering: .relaxed)
-            logger.with(session: connection.sessionID).notice(
-                "closed a connection over its message rate", metadata: ["connection": "\(connection.id)"])
-            connection.close()
-            return
-        }
-        let message: SessionMessage
-        do {
-            message = try SessionMessage.decode(bytes)
-        } catch {
-            logger.with(session: connection.sessionID).notice(
-                "undecodable message", metadata: ["connection": "\(connection.id)", "error": "\(error)"])
-            connection.send(.error(ErrorMessage(code: .protocolViolation, message: "undecodable message: \(error)")))
-            connection.close()
-            return
-        }
-        switch message {
-        case .hello(let hello):
-            receiveHello(hello, on: connection)
-        case .receiptAcknowledgement(let acknowledgement):
-            acknowledge(acknowledgement.paymentID, from: connection)
-        case .proxyRequest(let envelope):
-            // Any established connection may ask, session or not: the relay's own limits apply.
-            if let handler = proxyHandler.withLock({ $0.handler }) {
-                handler.proxyRequest(envelope, on: connection)
-            } else {
-                connection.send(RequestProxyHostCoordinator.unavailable(envelope.requestID))
-            }
-        default:
-            // A retry of a request already confirmed is answered from the journal, whichever
-            // session the wallet reached us through; a status query only from the journal.
-            if let answer = settledAnswer(to: message, on: connection) {
-                connection.send(answer)
-                return
-            }
-            route(message, on: connection)
-        }
-    }
-
-    /// The established connection `id` and whether this message keeps it within
-    /// `maximumMessagesPerWindow` (counting it); nil before the handshake completes.
-    private func admitMessage(on id: Int) -> (TerminalConnection, Bool)? {
-        let now = scheduler.now
-        let (limit, window) = (configuration.maximumMessagesPerWindow, configuration.messageRateWindow)
-        return state.withValue { state in
-            guard var record = state.connections[id], record.isEstablished else { return nil }
-            if now - record.windowStart >= window {
-                record.windowStart = now
-                record.messagesInWindow = 0
-            }
-            record.messagesInWindow += 1
-            state.connections[id] = record
-            return (record.connection, record.messagesInWindow <= limit)
-        }
-    }
-
-    /// Marks the connection as having said hello; false if it already had.
-    private func takeHello(on id: Int) -> Bool {
-        state.withValue { state in
-            guard let said = state.connections[id]?.saidHello else { return false }
-            state.connections[id]?.saidHello = true
-            return !said
-        }
-    }
-
-    /// One Hello per connection: its session key must be a point on the curve and the proof
-    /// must sign this connection's transcript. Only then does it reach the session. Repeats are
-    /// ignored: they cost no journal row and no second offer.
-    private func receiveHello(_ hello: Hello, on connection: TerminalConnection) {
-        guard takeHello(on: connection.id) else { return }
-        guard hello.sessionID == connection.sessionID else {
-            refuseHello(on: connection, ErrorMessage(code: .protocolViolation, message: "hello for another session"))
-            return
-        }
-        guard let key = validatedKey(hello.sessionKey) else {
-            refuseHello(
-                on: connection, ErrorMessage(code: .badSignature, message: "the session key is not a P-256 point"))
-            return
-        }
-        guard
-            verifySignature(
-                hello.proof.bytes, over: hello.proofBytes(transcriptHash: connection.transcriptHash), with: key)
-        else {
-            refuseHello(
-                on: connection,
-                ErrorMessage(code: .badSignature, message: "the hello's proof of key possession does not verify"))
-            return
-        }
-        connection.setSessionKey(hello.sessionKey)
-        if !admitSession(hello.sessionID, for: hello.sessionKey) {
-            logger.with(session: hello.sessionID).notice("a wallet key over its session rate was refused")
-            connection.send(
-                .error(
-                    ErrorMessage(
-                        code: .rateLimited,
-                        message:
-                            "this wallet opened \(configuration.maximumSessionsPerWallet) sessions in the last \(configuration.sessionRateWindow); try again later"
-                    )))
-            return
-        }
-        route(.hello(hello), on: connection)
-    }
-
-    private func refuseHello(on connection: TerminalConnection, _ error: ErrorMessage) {
-        counters.refusedHellos.add(1, ordering: .relaxed)
-        logger.with(session: connection.sessionID).notice(
-            "hello refused", metadata: ["connection": "\(connection.id)", "reason": "\(error.message)"])
-        connection.send(.error(error))
-        connection.close()
+        state.withValue { $0.sessionRate.executed(sessionID, by: walletKey) }
     }
 
     /// Hands a message to the host whose session the connection named.
@@ -551,82 +458,20 @@ public final class TerminalRadioService: Sendable {
         handler.connection(connection, received: message)
     }
 
-    /// The journaled answer for a retried request or a status query, if the terminal has one for
-    /// this sender. A request's answer goes only to the wallet that signed it: a retried Confirm
-    /// or Redeem must carry a valid signature of the same terms (the same id with other terms is
-    /// a conflict, never the old receipt), and a status query must be signed over this
-    /// connection's transcript by the request's wallet key.
-    private func settledAnswer(to message: SessionMessage, on connection: TerminalConnection) -> SessionMessage? {
-        let paymentID: PaymentID
-        switch message {
-        case .confirm(let confirm): paymentID = confirm.paymentID
-        case .redeem(let redeem): paymentID = redeem.redemptionID
-        case .paymentStatusQuery(let query): paymentID = query.paymentID
-        default: return nil
-        }
-        let record: JournalRecord?
-        do {
-            record = try journal.record(for: paymentID)
-        } catch {
-            return .error(ErrorMessage(code: .internalError, message: "the terminal cannot read its journal now"))
-        }
-        if case .paymentStatusQuery(let query) = message {
-            guard let key = validatedKey(query.walletKey),
-                verifySignature(
-                    query.proof.bytes, over: query.proofBytes(transcriptHash: connection.transcriptHash), with: key)
-            else {
-                return .error(
-                    ErrorMessage(code: .badSignature, message: "the status query's proof does not verify"))
-            }
-            // Not here, or not this wallet's: the same answer, so a stranger learns nothing.
-            guard let record, record.request.walletKey == query.walletKey else {
-                return .error(
-                    ErrorMessage(
-                        code: .notFound, message: "no payment with this id was made here by this wallet",
-                        paymentID: paymentID))
-            }
-            connection.proved(paymentID)
-            return record.answer ?? Self.stillSettling
-        }
-        guard let record else { return nil }
-        guard let signed = SignedRequest(message), signed.verifies else {
-            return .error(ErrorMessage(code: .badSignature, message: "the request's signature does not verify"))
-        }
-        guard signed.walletKey == record.request.walletKey, signed.contentDigest == record.request.contentDigest else {
-            return .error(
-                ErrorMessage(
-                    code: .duplicatePaymentConflict,
-                    message: "this id was already used with other terms; these terms were not executed",
-                    paymentID: paymentID))
-        }
-        connection.proved(paymentID)
-        return record.answer ?? Self.stillSettling
-    }
-
-    /// Confirmed and owed an execution that is under way or was interrupted: no answer naming
-    /// the id (that would be final); the wallet asks again.
-    static let stillSettling = SessionMessage.error(
-        ErrorMessage(code: .internalError, message: "this request is still being settled; ask again"))
-
-    /// The wallet stored the answer for `paymentID`: the journal's last step for it. Only a
-    /// connection that proved it made the request (see `settledAnswer`, and the live request in
-    /// `SessionHost`) can acknowledge it; anything else is ignored.
-    private func acknowledge(_ paymentID: PaymentID, from connection: TerminalConnection) {
-        guard connection.hasProved(paymentID), let record = try? journal.record(for: paymentID) else { return }
-        try? journal.write(.acknowledged(paymentID, by: record.request.walletKey), at: scheduler.wallClock)
-    }
-
     private func ended(id: Int) {
         let record = update { state in
             state.pendingHandshakes.removeAll { $0 == id }
             return state.connections.removeValue(forKey: id)
         }
-        record?.idleTimer?.cancel()
-        if let record, record.isEstablished { proxyHandler.withLock { $0.handler }?.connectionEnded(record.connection) }
-        guard let record, record.isEstablished, let sessionID = record.connection.sessionID,
-            let handler = handlers.withValue({ $0[sessionID] })
-        else { return }
-        handler.connectionEnded(record.connection)
+        guard case .established(let connection, let idleTimer)? = record else { return }
+        idleTimer?.cancel()
+        _ = connection.handle { machine in
+            machine.ended()
+            return []
+        }
+        proxyHandler.withLock { $0.handler }?.connectionEnded(connection)
+        guard let sessionID = connection.sessionID, let handler = handlers.withValue({ $0[sessionID] }) else { return }
+        handler.connectionEnded(connection)
     }
 
     static func sessionID(fromContext context: [UInt8]) -> SessionID? {
