@@ -365,7 +365,7 @@ let package = Package(
             name: "HorizonToolsTests",
             dependencies: [
                 "horizon-terminal", "horizon-wallet", "horizon-server", "HorizonStores", "HorizonCLISupport",
-                "HorizonRadioCLISupport",
+                "HorizonRadioCLISupport", "HorizonBlueZ", "HorizonRadio", "HorizonRoles",
                 "HorizonTestSupport", "HorizonUnixSocket", .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict),

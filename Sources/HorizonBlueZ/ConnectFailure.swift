@@ -47,9 +47,7 @@ enum ConnectFailure: Error {
         case .droppedDuringDiscovery:
             return .backend(
                 name: BlueZError.Kind.failed.errorName ?? "",
-                message:
-                    "the connection to \(peer) dropped during service discovery \(attempts) times; move closer and retry"
-            )
+                message: "the connection to \(peer) dropped during service discovery \(attempts) times")
         case .notAHorizonTerminal:
             return .backend(
                 name: "org.horizon.Error.NotATerminal",

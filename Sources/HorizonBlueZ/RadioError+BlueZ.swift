@@ -2,8 +2,8 @@ import HorizonDBus
 import HorizonRadio
 
 extension RadioError {
-    /// The radio error for a D-Bus failure talking to bluetoothd, phrased so a person knows what
-    /// to do; BlueZ's own error name is kept.
+    /// The radio error for a failure talking to bluetoothd: what went wrong, with BlueZ's own
+    /// error name kept. What a person can do about it is the program's to say (by `BlueZError.Kind`).
     public static func bluez(_ error: DBusError, doing action: String) -> RadioError {
         .bluez(BlueZError(error), doing: action)
     }
@@ -14,21 +14,11 @@ extension RadioError {
         case .serviceUnknown: return .adapterUnavailable(.serviceUnavailable)
         case .accessDenied: return .adapterUnavailable(.unauthorized)
         case .notReady: return .adapterUnavailable(.poweredOff)
-        case .noServer:
-            return .backend(
-                name: error.name,
-                message: "the system D-Bus is not running; start it (systemctl start dbus) before bluetoothd")
-        case .noReply:
-            return .backend(name: error.name, message: "bluetoothd did not answer \(action) in time; is it stuck?")
+        case .noServer: return .backend(name: error.name, message: "the system D-Bus is not running")
+        case .noReply: return .backend(name: error.name, message: "bluetoothd did not answer \(action) in time")
         case .inProgress:
-            return .backend(
-                name: error.name, message: "another operation is in progress on the adapter (\(action)); retry")
-        case .notPermitted:
-            return .backend(
-                name: error.name,
-                message:
-                    "bluetoothd refused \(action); install udev/org.horizon.Terminal.conf and run as a member of 'bluetooth'"
-            )
+            return .backend(name: error.name, message: "another operation is in progress on the adapter (\(action))")
+        case .notPermitted: return .backend(name: error.name, message: "bluetoothd refused \(action)")
         case .alreadyExists:
             return .backend(
                 name: error.name, message: "\(action): already registered (a previous run did not clean up)")
@@ -39,7 +29,7 @@ extension RadioError {
         case .doesNotExist:
             return .backend(name: error.name, message: "\(action): the object no longer exists (the device went away)")
         case .failed where error.reason == .connectionAbortedLocally:
-            return .backend(name: error.name, message: "the connection was aborted while \(action); retry")
+            return .backend(name: error.name, message: "the connection was aborted while \(action)")
         default:
             return .backend(name: error.name, message: "\(action) failed: \(error.message)")
         }

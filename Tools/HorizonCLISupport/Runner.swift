@@ -5,9 +5,12 @@ import Synchronization
 
 /// Runs a command with the exit codes the programs promise: 0 on success, 1 when the work
 /// failed (one clear line on standard error), 2 for bad arguments (with the usage). Subcommands
-/// may be `AsyncParsableCommand`s (awaited) or plain ones.
+/// may be `AsyncParsableCommand`s (awaited) or plain ones. A radio error is told with
+/// `radioErrorMessage` (a program with the BlueZ radio adds the advice for bluetoothd's errors).
 public enum CommandRunner {
-    public static func main<Command: ParsableCommand>(_ type: Command.Type) async -> Never {
+    public static func main<Command: ParsableCommand>(
+        _ type: Command.Type, radioErrorMessage: (RadioError) -> String = { $0.cliMessage }
+    ) async -> Never {
         var parsed: (any ParsableCommand.Type)?
         do {
             var command = try type.parseAsRoot()
@@ -24,9 +27,10 @@ public enum CommandRunner {
             exit(1)
         } catch let error as RadioError {
             if CommandLine.wantsJSON {
-                printJSONError(JSONErrorEnvelope(code: JSONErrorCode.radioUnavailable, message: error.cliMessage))
+                printJSONError(
+                    JSONErrorEnvelope(code: JSONErrorCode.radioUnavailable, message: radioErrorMessage(error)))
             }
-            FileHandle.standardError.write(Data("error: \(error.cliMessage)\n".utf8))
+            FileHandle.standardError.write(Data("error: \(radioErrorMessage(error))\n".utf8))
             exit(1)
         } catch let error as CommandFailure {
             if CommandLine.wantsJSON {

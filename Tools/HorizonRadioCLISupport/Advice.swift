@@ -9,7 +9,7 @@ extension HostError {
     /// A sentence for the cashier, with what to do at this terminal.
     public func cliMessage(noun: String) -> String {
         switch self {
-        case .radio(let cause): "Bluetooth is not available: \(cause.cliMessage)."
+        case .radio(let cause): "Bluetooth is not available: \(BlueZAdvice.cliMessage(for: cause))."
         case .outcomeUnknown:
             humanized(noun: noun) + " Run horizon-terminal pay, redeem or serve to settle it (each recovers the journal first)."
         case .serverUnreachable:
@@ -24,7 +24,7 @@ extension PaymentClientError {
     /// The error, with what to do at this wallet.
     public var cliMessage: String {
         switch self {
-        case .connectionFailed(let cause): "Could not connect to the terminal: \(cause.cliMessage)."
+        case .connectionFailed(let cause): "Could not connect to the terminal: \(BlueZAdvice.cliMessage(for: cause))."
         case .stillPending(let id):
             "request \(id) is pending: the terminal may have executed it. It is kept and asked for again by the next `horizon-wallet pay` or `redeem`; `horizon-wallet history` lists it."
         default: description

@@ -77,7 +77,7 @@ public struct RadioOptions: ParsableArguments {
                 logger.info("BlueZ radio on \(radio.adapter.name) (\(radio.adapter.address))")
                 return radio
             } catch {
-                throw CLIError("cannot use Bluetooth: \(error)")
+                throw CLIError("cannot use Bluetooth: \(BlueZAdvice.sentence(for: error) ?? error.description)")
             }
         case .simulated:
             let place = position.flatMap(Self.parsePosition) ?? defaultPosition

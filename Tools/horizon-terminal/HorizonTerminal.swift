@@ -11,7 +11,9 @@ import Logging
 
 @main
 enum Main {
-    static func main() async { await CommandRunner.main(HorizonTerminal.self) }
+    static func main() async {
+        await CommandRunner.main(HorizonTerminal.self, radioErrorMessage: BlueZAdvice.cliMessage(for:))
+    }
 }
 
 struct HorizonTerminal: AsyncParsableCommand {

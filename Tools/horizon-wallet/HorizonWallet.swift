@@ -13,7 +13,9 @@ import Logging
 
 @main
 enum Main {
-    static func main() async { await CommandRunner.main(HorizonWallet.self) }
+    static func main() async {
+        await CommandRunner.main(HorizonWallet.self, radioErrorMessage: BlueZAdvice.cliMessage(for:))
+    }
 }
 
 struct HorizonWallet: ParsableCommand {
