@@ -2,11 +2,13 @@
 # The merchant dashboard in a real browser: a Horizon server on SQLite, a merchant with an admin
 # password, a terminal and a wallet on that server, a payment over the simulated radio between
 # the CLIs, a card added with its 3-D Secure challenge answered in the browser, then headless
-# Chromium signs in, sees the payment, refunds it, sees the refund and visits every page
-# (Tools/lib/dashboard_browser.py). A screenshot of each page is written to
-# .build/test-output/dashboard/ (or $HORIZON_TEST_OUTPUT/dashboard). Fails when any step's
-# expected text is missing. Installs Chromium when missing; expects a built package
-# (Tools/test.sh builds first).
+# Chromium signs in, sees the day's sales and the chart on the home page, finds the payment by
+# search, opens its page, downloads the CSV, refunds it after confirming, sets the time zone and
+# visits every page at a desktop width (1280 px) and again at a phone's (390 px), where no page
+# may scroll sideways or hide an amount (Tools/lib/dashboard_browser.py). A screenshot of each
+# page is written to .build/test-output/dashboard/ (or $HORIZON_TEST_OUTPUT/dashboard):
+# desktop-*.png, phone-*.png, 3ds-*.png. Fails when any step's expected text is missing.
+# Installs Chromium when missing; expects a built package (Tools/test.sh builds first).
 #
 #   Tools/dashboard-check.sh                 run the check
 #   README_SHOT=docs/dashboard.png Tools/dashboard-check.sh   also write docs/dashboard.md's picture

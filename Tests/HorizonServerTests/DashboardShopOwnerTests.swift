@@ -192,6 +192,10 @@ struct DashboardShopOwnerTests {
             // The terminal's link lists its payments; an unknown terminal is said to be unknown.
             let taken = try await browser.get("/dashboard/transactions?terminal=\(terminal.id.rawValue)")
             #expect(taken.text.contains("12.50 EUR"))
+            #expect(taken.text.contains("Only the payments of terminal <code>\(terminal.id.rawValue)</code>."))
+            #expect(taken.text.contains("<input type=\"hidden\" name=\"terminal\" value=\"\(terminal.id.rawValue)\">"))
+            #expect(!list.text.contains("Only the payments of terminal"))
+            #expect(!list.text.contains("name=\"terminal\""))
             let unknown = try await browser.get("/dashboard/transactions?terminal=t_nothing")
             #expect(unknown.status == .badRequest)
             #expect(unknown.text.contains("There is no terminal t_nothing among yours."))

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
+import urllib.request
 
 
 class Failure(Exception):
@@ -29,7 +31,7 @@ class Failure(Exception):
 class Browser:
     """One headless Chromium and one page, over the DevTools pipe."""
 
-    def __init__(self, width=1000, height=760):
+    def __init__(self, width=1280, height=800):
         self.profile = tempfile.mkdtemp(prefix="horizon-chromium.")
         to_chrome_read, to_chrome_write = os.pipe()
         from_chrome_read, from_chrome_write = os.pipe()
@@ -67,13 +69,18 @@ class Browser:
         self.next_id = 0
         self.events = []
         self.session = None
-        self.width, self.height = width, height
+        self.width, self.height, self.mobile = width, height, False
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         self.call("Page.enable")
         self.call("Runtime.enable")
+        self.resize(width, height)
+
+    def resize(self, width, height, mobile=False):
+        """The viewport of a desktop window, or of a phone (mobile: its viewport meta tag counts)."""
+        self.width, self.height, self.mobile = width, height, mobile
         self.call("Emulation.setDeviceMetricsOverride",
-                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile})
 
     def close(self):
         try:
@@ -146,10 +153,10 @@ class Browser:
         height = self.evaluate("Math.ceil(document.documentElement.scrollHeight)") or self.height
         height = max(self.height, min(int(height), 4000))
         self.call("Emulation.setDeviceMetricsOverride",
-                  {"width": self.width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+                  {"width": self.width, "height": height, "deviceScaleFactor": 1, "mobile": self.mobile})
         data = self.call("Page.captureScreenshot", {"format": "png"})["data"]
         self.call("Emulation.setDeviceMetricsOverride",
-                  {"width": self.width, "height": self.height, "deviceScaleFactor": 1, "mobile": False})
+                  {"width": self.width, "height": self.height, "deviceScaleFactor": 1, "mobile": self.mobile})
         with open(path, "wb") as file:
             file.write(base64.b64decode(data))
 
@@ -166,19 +173,19 @@ def answer_challenge(url, output):
         print("3-D Secure | opening the challenge the wallet printed", flush=True)
         browser.open(url)
         page = browser.text()
-        browser.screenshot(os.path.join(output, "11-3ds-challenge.png"))
+        browser.screenshot(os.path.join(output, "3ds-1-challenge.png"))
         if "3-D Secure sandbox" not in page:
             raise Failure("expected the challenge page; it shows:\n%s" % page[:1500])
         print("3-D Secure | approving", flush=True)
         browser.submit("document.getElementById('approve').click()")
         page = browser.text()
-        browser.screenshot(os.path.join(output, "12-3ds-approved.png"))
+        browser.screenshot(os.path.join(output, "3ds-2-approved.png"))
         if "approved" not in page:
             raise Failure("expected the issuer's approval after approving; it shows:\n%s" % page[:1500])
         print("3-D Secure | continuing to the wallet's term page", flush=True)
         browser.submit("document.getElementById('continue').click()")
         page = browser.text()
-        browser.screenshot(os.path.join(output, "13-3ds-finished.png"))
+        browser.screenshot(os.path.join(output, "3ds-3-finished.png"))
         if "3-D Secure finished" not in page:
             raise Failure("expected the finished page after approving; it shows:\n%s" % page[:1500])
         if not browser.evaluate("document.getElementById('PaRes') && document.getElementById('PaRes').value"):
@@ -235,10 +242,34 @@ def main():
                 raise Failure("expected %r on the page; it shows:\n%s" % (text, page[:1500]))
         passed += 1
 
+    def fits(name):
+        """Nothing is wider than the window (no sideways scrolling) and every amount cell is
+        on screen: a phone's check."""
+        overflow = browser.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        if overflow is None or overflow > 1:
+            raise Failure("%s scrolls sideways by %s px at %d px" % (name, overflow, browser.width))
+        hidden = browser.evaluate(
+            "Array.from(document.querySelectorAll('td[data-label=Amount], dd.num')).filter(function (cell) {"
+            " var box = cell.getBoundingClientRect(); var style = getComputedStyle(cell);"
+            " return box.width <= 0 || box.height <= 0 || box.right > window.innerWidth + 1 || box.left < -1"
+            " || style.visibility === 'hidden' || style.display === 'none'; }).length")
+        if hidden:
+            raise Failure("%s hides %s amount cell(s) at %d px" % (name, hidden, browser.width))
+
+    def csv(path):
+        """The export as a browser downloads it: with the session cookie (the page's policy lets
+        no script fetch it)."""
+        cookies = browser.call("Network.getCookies", {"urls": [base + "/dashboard/"]}).get("cookies", [])
+        header = "; ".join("%s=%s" % (cookie["name"], cookie["value"]) for cookie in cookies)
+        request = urllib.request.Request(base + path, headers={"Cookie": header})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.headers.get("Content-Type"), response.headers.get("Content-Disposition"), \
+                response.read().decode("utf-8")
+
     try:
         step("an unsigned visit is sent to the sign-in page")
         browser.open(base + "/dashboard/transactions")
-        expect("Sign in", "E-mail", "Password", screenshot="01-sign-in.png")
+        expect("Sign in", "E-mail", "Password", screenshot="desktop-01-sign-in.png")
         if not browser.evaluate("location.pathname") == "/dashboard/sign-in":
             raise Failure("not redirected to /dashboard/sign-in")
 
@@ -246,16 +277,22 @@ def main():
         browser.submit(
             "document.getElementById('email').value = %s; document.getElementById('password').value = 'wrong';"
             "document.querySelector('main form button[type=submit]').click()" % js_string(options.email))
-        expect("The e-mail or the password is wrong.", screenshot="02-sign-in-refused.png")
+        expect("The e-mail or the password is wrong.", screenshot="desktop-02-sign-in-refused.png")
 
-        step("signing in shows the payment made over the simulated radio")
+        step("signing in opens the home page: today's sales, this week's, and the chart")
         browser.submit(
             "document.getElementById('email').value = %s; document.getElementById('password').value = %s;"
             "document.querySelector('main form button[type=submit]').click()"
             % (js_string(options.email), js_string(password)))
-        expect("Transactions", options.amount, "approved", "Sign out", screenshot="03-transactions.png")
-        if options.readme_shot:
-            browser.screenshot(options.readme_shot)
+        expect("Home", "Today", "This week", options.total, "1 payment", "Sales per day", "Sign out",
+               screenshot="desktop-03-home.png")
+        if browser.evaluate("location.pathname") != "/dashboard/home":
+            raise Failure("signing in did not open /dashboard/home")
+        bars = browser.evaluate("document.querySelectorAll('figure.chart svg rect.bar').length")
+        if bars != 14:
+            raise Failure("the chart has %s bars, not 14 (one per day)" % bars)
+        if browser.evaluate("document.scripts.length") != 0:
+            raise Failure("the home page carries a script")
 
         step("the session cookie is HttpOnly and SameSite")
         cookies = browser.call("Network.getCookies", {"urls": [base + "/dashboard/"]}).get("cookies", [])
@@ -265,30 +302,81 @@ def main():
         if browser.evaluate("document.cookie").find("horizon_session") >= 0:
             raise Failure("a script can read the session cookie")
 
+        step("the transactions list shows the payment made over the simulated radio")
+        browser.open(base + "/dashboard/transactions")
+        expect("Transactions", options.amount, "approved", options.terminal_label, screenshot="desktop-04-transactions.png")
+        if options.readme_shot:
+            browser.screenshot(options.readme_shot)
+
         step("filters: payments from today, the register user, a type with no transactions")
         today = time.strftime("%Y-%m-%d", time.gmtime())
         browser.open(base + "/dashboard/transactions?type=payment&from=%s&to=%s" % (today, today))
-        expect(options.amount, screenshot="04-transactions-filtered.png")
+        expect(options.amount)
         browser.open(base + "/dashboard/transactions?register_user=anna")
         expect(options.amount, "anna")
         browser.open(base + "/dashboard/transactions?type=coupon")
         expect("No transactions match.")
 
+        step("a reversed date range is explained on the same page")
+        browser.open(base + "/dashboard/transactions?from=2030-01-02&to=2030-01-01")
+        expect("“From” (2030-01-02) is after “To” (2030-01-01)", "Search", screenshot="desktop-05-bad-range.png")
+
+        step("the payment's page: receipt, terminal, an empty refund box")
+        browser.open(base + "/dashboard/transactions")
+        browser.submit("document.querySelector('td[data-label=\"Ref.\"] a').click()")
+        expect("Payment id", options.amount, options.total, options.terminal_label, "anna",
+               "No refunds.", screenshot="desktop-06-payment.png")
+        payment_id = browser.evaluate("document.querySelector('code.id').textContent")
+        reference = browser.evaluate("location.pathname.split('/').pop()")
+        if browser.evaluate("document.getElementById('amount').value") != "":
+            raise Failure("the refund box is not empty")
+
+        step("search by payment id, reference and amount")
+        for query in (payment_id, reference, options.total.split(" ")[0]):
+            browser.open(base + "/dashboard/transactions?q=" + urllib.parse.quote(query))
+            expect(options.amount)
+            if browser.evaluate("document.querySelectorAll('tbody tr').length") != 1:
+                raise Failure("searching for %r did not find exactly the payment" % query)
+        browser.open(base + "/dashboard/transactions?q=" + urllib.parse.quote(payment_id))
+        browser.screenshot(os.path.join(options.output, "desktop-07-search.png"))
+
+        step("the CSV export of the list")
+        kind, disposition, text = csv("/dashboard/transactions.csv?type=payment")
+        lines = [line for line in text.split("\r\n") if line]
+        if kind != "text/csv; charset=utf-8" or "attachment" not in (disposition or ""):
+            raise Failure("the export is not a CSV download: %s, %s" % (kind, disposition))
+        if not lines or not lines[0].startswith("reference,payment_id,time") or len(lines) != 2:
+            raise Failure("the CSV export is not the one payment with its header: %r" % lines)
+        if payment_id not in lines[1] or options.total.split(" ")[0] not in lines[1]:
+            raise Failure("the CSV line does not name the payment and its total: %r" % lines[1])
+        passed += 1
+
         if options.refund:
-            step("refunding the payment from its row")
-            browser.open(base + "/dashboard/transactions")
-            browser.submit("document.querySelector('form.refund button').click()")
-            expect("The refund was made.", "refunded " + options.total, screenshot="05-refunded.png")
+            step("refunding the payment from its page, after confirming")
+            browser.open(base + "/dashboard/transactions/" + reference)
+            browser.submit(
+                "document.getElementById('amount').value = %s; document.querySelector('form.refund button').click()"
+                % js_string(options.total.split(" ")[0]))
+            expect("Confirm the refund", "Refund " + options.total, "cannot be undone",
+                   screenshot="desktop-08-refund-confirm.png")
+            browser.submit("document.querySelector('form.confirm button').click()")
+            expect("The refund was made.", "refunded " + options.total, screenshot="desktop-09-refunded.png")
             if browser.evaluate("document.querySelectorAll('form.refund').length") != 0:
                 raise Failure("the fully refunded payment still offers a refund")
 
-        step("register users: add one")
+        step("register users: add one; the form checks the id as the API does")
         browser.open(base + "/dashboard/register-users")
+        if browser.evaluate("document.getElementById('id').pattern") != "[A-Za-z0-9._:\\-]{1,64}":
+            raise Failure("the id field does not carry the API's rule as its pattern")
+        browser.evaluate("document.getElementById('id').value = 'alex till'")
+        if browser.evaluate("document.getElementById('id').checkValidity()"):
+            raise Failure("the browser accepts an id with a space, which the API refuses")
         browser.submit(
             "document.getElementById('id').value = 'alex-till';"
             "document.getElementById('name').value = 'Alex at the till';"
             "document.querySelector('form.card button').click()")
-        expect("The register user was added.", "alex-till", "Alex at the till", screenshot="06-register-users.png")
+        expect("The register user was added.", "alex-till", "Alex at the till",
+               screenshot="desktop-10-register-users.png")
 
         step("a form with a wrong CSRF token is refused")
         browser.submit(
@@ -296,29 +384,59 @@ def main():
             "document.getElementById('id').value = 'mallory';"
             "document.getElementById('name').value = 'Mallory';"
             "document.querySelector('form.card button').click()")
-        expect("This form has expired", "nothing was changed", screenshot="07-csrf-refused.png")
+        expect("This form has expired", "nothing was changed", screenshot="desktop-11-csrf-refused.png")
         browser.open(base + "/dashboard/register-users")
         if "Mallory" in browser.text():
             raise Failure("the forged form added a register user")
 
-        step("register users: remove one")
+        step("register users: remove one, after confirming")
         browser.submit("document.querySelector('button[aria-label=\"Remove Alex at the till\"]').click()")
+        expect("Remove the register user Alex at the till (alex-till)?", screenshot="desktop-12-remove-confirm.png")
+        browser.submit("document.querySelector('form.confirm button').click()")
         expect("The register user was removed.", "No register users yet.")
 
-        step("terminals: the activated terminal is listed")
+        step("terminals: the activated terminal, named as on the transactions, leads to its payments")
         browser.open(base + "/dashboard/terminals")
-        expect(options.terminal_label, "active", "Revoke", screenshot="08-terminals.png")
+        expect(options.terminal_label, "active", "Revoke", screenshot="desktop-13-terminals.png")
+        browser.submit("document.querySelector('td[data-label=Label] a').click()")
+        expect(options.amount, "Only the payments of terminal")
 
         step("programs: the bonus rule, memberships and coupons")
         browser.open(base + "/dashboard/programs")
-        expect("Bonus points", "Gold memberships", "Coupons", screenshot="09-programs.png")
+        expect("Bonus points", "Gold memberships", "Coupons", screenshot="desktop-14-programs.png")
         browser.submit(
             "document.getElementById('points').value = '3'; document.querySelector('form.card button').click()")
         expect("The bonus rule was saved", "Payments earn 3 bonus points per whole")
 
+        step("settings: the merchant's time zone, then used for the times shown")
+        browser.open(base + "/dashboard/settings")
+        browser.submit(
+            "document.getElementById('time_zone').value = 'Europe/Berlin'; document.querySelector('form.card button').click()")
+        expect("The time zone was saved", "Europe/Berlin", screenshot="desktop-15-settings.png")
+        browser.open(base + "/dashboard/transactions")
+        expect("Time (Europe/Berlin)", options.amount)
+
+        step("a phone's width (390 px): every page fits and keeps its amounts")
+        browser.resize(390, 844, mobile=True)
+        for name, path in (("home", "/dashboard/home"), ("transactions", "/dashboard/transactions"),
+                           ("payment", "/dashboard/transactions/" + reference),
+                           ("register-users", "/dashboard/register-users"), ("terminals", "/dashboard/terminals"),
+                           ("programs", "/dashboard/programs"), ("settings", "/dashboard/settings")):
+            browser.open(base + path)
+            expect(screenshot="phone-%s.png" % name)
+            fits(name)
+        browser.open(base + "/dashboard/transactions")
+        expect(options.amount, "Amount")
+        visible = browser.evaluate(
+            "(function () { var cell = document.querySelector('td[data-label=Amount]');"
+            " return cell ? cell.innerText : ''; })()")
+        if options.amount not in (visible or ""):
+            raise Failure("the amount is not shown on a phone: %r" % visible)
+        browser.resize(1280, 800)
+
         step("signing out ends the session")
         browser.submit("document.querySelector('form.sign-out button').click()")
-        expect("You are signed out.", screenshot="10-signed-out.png")
+        expect("You are signed out.", screenshot="desktop-16-signed-out.png")
         browser.open(base + "/dashboard/transactions")
         if browser.evaluate("location.pathname") != "/dashboard/sign-in":
             raise Failure("after sign-out the transactions page did not send to the sign-in page")

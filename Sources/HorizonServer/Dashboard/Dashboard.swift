@@ -277,7 +277,7 @@ struct Dashboard: Sendable {
                     Option(
                         value: $0.id, label: $0.name.isEmpty ? $0.id : "\($0.name) (\($0.id))",
                         selected: list.filter.registerUser == $0.id)
-                }, terminal: list.terminal, rows: [], newestURL: nil, olderURL: nil,
+                }, terminal: list.terminal.isEmpty ? nil : list.terminal, rows: [], newestURL: nil, olderURL: nil,
             csvURL: Self.url("/dashboard/transactions.csv", list.links))
         if let user = list.filter.registerUser, !users.contains(where: { $0.id == user }) {
             // A register user no longer listed (removed, or named by the register itself) still filters.

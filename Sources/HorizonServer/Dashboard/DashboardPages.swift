@@ -81,7 +81,8 @@ struct TransactionsPage {
     var to: String
     var types: [Option]
     var registerUsers: [Option]
-    var terminal: String
+    /// The terminal filter's id; nil when the list is not one terminal's.
+    var terminal: String?
     var rows: [TransactionRow]
     var newestURL: String?
     var olderURL: String?
