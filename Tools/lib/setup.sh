@@ -7,6 +7,9 @@ HORIZON_DEBIAN_PACKAGES=(pkg-config libsqlite3-dev libdbus-1-dev dbus-daemon lib
 # What Tools/test.sh's browser check adds: headless Chromium (driven over its DevTools pipe by
 # Tools/lib/dashboard_browser.py) and a font for its screenshots (Chromium only recommends one).
 HORIZON_BROWSER_PACKAGES=(chromium fonts-dejavu-core)
+# What Tools/package.sh and Tools/test.sh's packaging check add: dpkg-shlibdeps (the packages'
+# Depends) and lintian (Debian's own checks of the .deb files).
+HORIZON_PACKAGING_PACKAGES=(dpkg-dev lintian)
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 
