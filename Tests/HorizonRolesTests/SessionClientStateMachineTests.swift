@@ -451,6 +451,47 @@ struct SessionClientStateMachineTests {
     }
 }
 
+extension SessionClientStateMachineTests {
+    /// One request per attempt: pending (first without, then with the wait for its answer), or
+    /// having its answer stored, never both; a link lost stops the wait and keeps it pending.
+    @Test func aRequestIsPendingOrResolvingNeverBoth() throws {
+        let rig = try Rig()
+        var machine = rig.machine()
+        _ = machine.startDeciding(rig.tracking)
+        _ = machine.connected(generation: 1)
+        _ = machine.established(rig.established, hello: rig.hello, generation: 1)
+        _ = machine.received(.offer(try rig.offer()), generation: 1, now: Rig.now)
+        _ = machine.connectToSession()
+        #expect(machine.attempt?.request == Machine.RequestPhase.none)
+        let request = try rig.confirmation(for: machine, shown: try #require(machine.offer))
+        guard case .save(let pending)? = machine.confirm(request, now: Rig.now).first else {
+            Issue.record("expected the request to be stored first")
+            return
+        }
+        #expect(machine.attempt?.request == .pending(pending, receiptTimer: nil))
+        _ = machine.requestSaved(pending.paymentID)
+        #expect(machine.attempt?.request == .pending(pending, receiptTimer: 1))
+
+        var lost = machine
+        _ = lost.linkEnded(.closed(.connectionLost), generation: 1)
+        #expect(lost.attempt?.request == .pending(pending, receiptTimer: nil))
+
+        let answered = machine.received(.receipt(try rig.receipt(for: pending)), generation: 1, now: Rig.now)
+        guard case .resolve(_, let verified?)? = answered.last else {
+            Issue.record("expected the store to record the receipt, got \(answered)")
+            return
+        }
+        #expect(
+            machine.attempt?.request
+                == .resolving(
+                    Machine.Resolution(paymentID: pending.paymentID, receipt: verified, error: nil, acknowledges: true))
+        )
+        #expect(machine.pending == nil)
+        _ = machine.resolved(pending.paymentID, stored: true)
+        #expect(machine.attempt?.request == Machine.RequestPhase.none)
+    }
+}
+
 extension Array where Element == SessionClientAction {
     /// The actions that are not log lines (what a test of the rules looks at).
     var withoutLogs: [SessionClientAction] {

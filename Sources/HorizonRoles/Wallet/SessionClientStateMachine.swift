@@ -110,6 +110,18 @@ struct SessionClientStateMachine: Sendable {
         let acknowledges: Bool
     }
 
+    /// Where an attempt's signed request stands: one request per attempt, so a request is either
+    /// waiting for its answer (with the wait's timer while it runs) or having its answer stored,
+    /// never both.
+    enum RequestPhase: Equatable, Sendable {
+        /// Nothing signed (or it could not be stored).
+        case none
+        /// Stored before it is sent, and asked for until it is answered.
+        case pending(PendingPayment, receiptTimer: Int?)
+        /// Answered: the store records the answer.
+        case resolving(Resolution)
+    }
+
     struct Attempt: Sendable {
         let tracking: PeripheralTracking
         var link: Link?
@@ -127,11 +139,17 @@ struct SessionClientStateMachine: Sendable {
         /// Addresses that failed the handshake while a request was pending: a clone of the
         /// terminal's advertisement. The next retry tries the terminal's other addresses first.
         var rejectedAddresses: Set<PeerAddress> = []
-        var pending: PendingPayment?
+        /// The attempt's signed request, if any, and where it stands.
+        var request = RequestPhase.none
         var wantsHost = false
-        var receiptTimer: Int?
         var reconnectDelay: Duration
-        var resolving: Resolution?
+
+        /// The signed request waiting for its answer, if one is.
+        var pending: PendingPayment? { if case .pending(let pending, _) = request { pending } else { nil } }
+        /// The token of the wait for the pending request's answer, while it runs.
+        var receiptTimer: Int? { if case .pending(_, let timer) = request { timer } else { nil } }
+        /// The pending request's final answer, while the store records it.
+        var resolving: Resolution? { if case .resolving(let resolution) = request { resolution } else { nil } }
 
         /// The generation of the secure link, if one exists (not while the radio connects).
         var secureLinkGeneration: Int? {
@@ -282,7 +300,7 @@ struct SessionClientStateMachine: Sendable {
             error = .invalidOffer("it is not the offer that was shown; nothing was signed")
             return []
         }
-        attempt.pending = pending
+        attempt.request = .pending(pending, receiptTimer: nil)
         self.attempt = attempt
         return [.save(pending)]
     }
@@ -303,7 +321,7 @@ struct SessionClientStateMachine: Sendable {
     /// The request could not be stored: it is not sent (the wallet could not ask for it again).
     mutating func requestNotSaved(_ paymentID: PaymentID, reason: String) {
         guard attempt?.pending?.paymentID == paymentID else { return }
-        attempt?.pending = nil
+        attempt?.request = .none
         error = .notReady("could not store the request before sending it: \(reason)")
     }
 
@@ -315,7 +333,7 @@ struct SessionClientStateMachine: Sendable {
     ) -> [SessionClientAction]? {
         guard attempt == nil else { return nil }
         var attempt = Attempt(tracking: tracking, reconnectDelay: configuration.reconnectDelay)
-        attempt.pending = pending
+        attempt.request = .pending(pending, receiptTimer: nil)
         self.attempt = attempt
         offer = nil
         receipt = nil
@@ -457,7 +475,7 @@ struct SessionClientStateMachine: Sendable {
     /// only if it is; otherwise the next run asks again, and only then acknowledges).
     mutating func resolved(_ paymentID: PaymentID, stored: Bool) -> [SessionClientAction] {
         guard let resolution = attempt?.resolving, resolution.paymentID == paymentID else { return [] }
-        attempt?.resolving = nil
+        attempt?.request = .none
         var actions: [SessionClientAction] = []
         actions.reserveCapacity(8)
         if stored, resolution.acknowledges, let generation = attempt?.secureLinkGeneration {
@@ -529,7 +547,7 @@ struct SessionClientStateMachine: Sendable {
 
     private mutating func armReceiptTimer() -> [SessionClientAction] {
         nextTimerToken += 1
-        attempt?.receiptTimer = nextTimerToken
+        if let pending = attempt?.pending { attempt?.request = .pending(pending, receiptTimer: nextTimerToken) }
         return [.armTimer(.receipt(token: nextTimerToken), after: configuration.receiptTimeout)]
     }
 
@@ -684,10 +702,8 @@ struct SessionClientStateMachine: Sendable {
         var actions: [SessionClientAction] = []
         actions.reserveCapacity(8)
         if attempt.receiptTimer != nil { actions.append(.cancelReceiptTimer) }
-        attempt.receiptTimer = nil
-        attempt.pending = nil
-        attempt.resolving = Resolution(
-            paymentID: pending.paymentID, receipt: receipt, error: error, acknowledges: acknowledges)
+        attempt.request = .resolving(
+            Resolution(paymentID: pending.paymentID, receipt: receipt, error: error, acknowledges: acknowledges))
         self.attempt = attempt
         actions.append(.resolve(pending.paymentID, receipt: receipt))
         return actions
@@ -699,7 +715,7 @@ struct SessionClientStateMachine: Sendable {
         var actions: [SessionClientAction] = []
         actions.reserveCapacity(8)
         if attempt.receiptTimer != nil { actions.append(.cancelReceiptTimer) }
-        attempt.receiptTimer = nil
+        if let pending = attempt.pending { attempt.request = .pending(pending, receiptTimer: nil) }
         self.attempt = attempt
         guard attempt.pending != nil else { return actions + finish(error: reason) }
         actions.append(set(.paymentPending))
@@ -734,7 +750,10 @@ struct SessionClientStateMachine: Sendable {
             attempt.rejectedAddresses = []
             found = latest(excluding: [])
         }
-        if let found { attempt.pending = pending.retargeted(to: found.peripheralMetaData.address) }
+        if let found {
+            attempt.request = .pending(
+                pending.retargeted(to: found.peripheralMetaData.address), receiptTimer: attempt.receiptTimer)
+        }
         self.attempt = attempt
     }
 
