@@ -19,6 +19,50 @@ import Testing
 /// over HTTP; then every client asks the process.
 @Suite("Service clients against a horizon-server process", .serialized, .offTheCooperativePool)
 struct ServiceClientsProcessTests {
+    /// The identity procedure against the server: a pinless registration through its states,
+    /// with the PUK texted to the phone and the activation code mailed to the address (read from
+    /// the server's outbox); then the identity client signs with the stored key.
+    @Test func theIdentityProcedureRegistersAgainstAServerProcess() async throws {
+        let sandbox = try ServerSandbox()
+        let data = sandbox.path("server")
+        #expect(try ServerProcess.run(["init", "--data-dir", data]).status == 0)
+        let server = try ServerProcess(["serve", "--listen", "127.0.0.1:0", "--data-dir", data])
+        defer { server.kill() }
+        let line = try #require(server.waitForOutput(prefix: "listening on http://127.0.0.1:", timeout: 30))
+        let url = try #require(URL(string: String(line.dropFirst("listening on ".count))), "\(line)")
+
+        let identity = IdentityClient(serverURL: url)
+        let vault = MemoryVault()
+        let procedure = IdentityProcedure(
+            identity: identity, backend: ServerIdentityBackend(serverURL: url, timeout: .seconds(60)), vault: vault)
+        try await procedure.start()
+        try await procedure.requestStartPinlessRegistrationProcedure()
+        let user = RegistrationUserData(name: "Alex", email: "alex@example.com", phone: "+4915112345678")
+        try await procedure.prepareWalletUserData(user)
+        // This server issues no invitation codes: said, and the code can be skipped.
+        await #expect(throws: IdentityProcedureError.self) { try await procedure.registerWithInvitationCode("FRIENDS") }
+        #expect(await procedure.state == .awaitingUserRegistration)
+        try await procedure.register(with: user, invitationCode: nil)
+        #expect(await procedure.state == .awaitingRegistrationPuk)
+
+        func code(to recipient: String) throws -> String {
+            let outbox = try ServerProcess.run(["outbox", "--to", recipient, "--json", "--data-dir", data])
+            return try #require(
+                outbox.output.split(whereSeparator: { !$0.isNumber }).first(where: { $0.count == 8 }).map(String.init),
+                "\(outbox.output)")
+        }
+        try await procedure.requestRegistrationWithPuk(try code(to: user.phone))
+        await #expect(throws: IdentityProcedureError.self) { try await procedure.confirmActivation(code: "00000000") }
+        #expect(await procedure.state == .awaitingActivation)
+        try await procedure.confirmActivation(code: try code(to: user.email))
+        #expect(await procedure.state == .unlocked)
+        #expect(identity.state == .ready)
+        #expect(try vault.stored() == .pinless)
+        let account = try await AccountDataClient(identityClient: identity, cache: .temporaryAnonymousCache())
+            .accountData()
+        #expect(account.value.name == "Alex")
+    }
+
     @Test func merchantAndWalletClientsWorkAgainstAServerProcess() async throws {
         let sandbox = try ServerSandbox()
         let data = sandbox.path("server")

@@ -152,6 +152,15 @@ public final class IdentityClient: Sendable {
         for observer in observers { await observer.identityDidGetReady() }
     }
 
+    /// Forgets the key while the wallet is locked: requests wait for the PIN again; nothing
+    /// cached is dropped (the identity is still the same).
+    public func forgetSigningKey() {
+        inner.withLock { inner in
+            inner.key = nil
+            inner.state = .notReady
+        }
+    }
+
     /// Drops the key and resets every observing client (their caches are cleared).
     public func invalidate(reason: String) async {
         let (observers, continuations) = inner.withLock { inner in
