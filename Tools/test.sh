@@ -2,7 +2,8 @@
 # Runs the whole Horizon test suite on a fresh Debian machine: installs what the build needs
 # (when missing), builds the package and its tests, starts a throw-away PostgreSQL for the ledger's
 # tests, runs every test, the HTTP API's fuzzing against its contract (Tools/api-fuzz.sh), the demo
-# and the dashboard's browser check, then runs the BlueZ checks
+# and the dashboard's browser check, packages the build as .deb files and lints them
+# (Tools/package.sh, lintian), then runs the BlueZ checks
 # against a real bluetoothd in a throw-away VM (Tools/bluez-vm: the adapters, a foreign central,
 # payment flows between two processes, wallet privacy, notify sockets and the request proxy: 14 checks; about 5
 # minutes, at most 14).
@@ -17,7 +18,7 @@ source Tools/lib/setup.sh
 source Tools/lib/postgres.sh
 
 ensure_swift
-ensure_debian_packages "${HORIZON_BROWSER_PACKAGES[@]}"
+ensure_debian_packages "${HORIZON_BROWSER_PACKAGES[@]}" "${HORIZON_PACKAGING_PACKAGES[@]}"
 
 step "building package and tests (a first build compiles swift-crypto, swift-nio, postgres-nio, Hummingbird and AsyncHTTPClient: 10-18 minutes on 2 cores)"
 # A target that imports another target of this package without declaring it fails the build
@@ -63,6 +64,14 @@ Tools/demo.sh
 # radio, its refund, every page; screenshots in .build/test-output/dashboard/.
 step "the merchant dashboard in headless Chromium: Tools/dashboard-check.sh"
 Tools/dashboard-check.sh
+
+# The Debian packages, made from the debug build tested above (a release build would take CI
+# another 20 minutes; `Tools/package.sh` alone builds and packages release), and lintian's
+# verdict on them: any error fails the run.
+step "the Debian packages of this build: Tools/package.sh --configuration debug --skip-build, then lintian"
+packages=.build/packages/debug
+Tools/package.sh --configuration debug --skip-build --output "$packages"
+lintian --fail-on error "$packages"/*.deb
 
 if [ -n "${HORIZON_SKIP_VM:-}" ]; then
     exit 0
