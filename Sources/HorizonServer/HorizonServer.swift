@@ -52,8 +52,13 @@ public enum HorizonServer {
         }
     }
 
-    /// The router: the middlewares in order (boundary, rate limit, the dashboard's pages, body
-    /// limit, signature) and every operation of the API.
+    /// The router. Every request passes the boundary (request id, error envelope, log line,
+    /// metrics), the rate limit and the text rule; then
+    /// - the API's operations on the `/v1` group (and `/health`, `/ready` on the unversioned
+    ///   one), each group carrying the API's JSON-only body rule and request signatures;
+    /// - the merchant dashboard's pages, a route collection of its own under `/dashboard` with its
+    ///   HTML error pages (forms, not JSON; cookies, not signatures);
+    /// - `GET /`, which sends a browser to the dashboard.
     public static func router(_ parts: Parts) throws -> Router<ServerRequestContext> {
         let router = Router(context: ServerRequestContext.self)
         let routes = RouteTable()
@@ -66,6 +71,8 @@ public enum HorizonServer {
             ledger: parts.ledger, burst: parts.configuration.rateLimitBurst,
             perSecond: parts.configuration.rateLimitPerSecond, now: parts.now)
         router.add(middleware: RateLimitMiddleware(limiter: limiter))
+        // No NUL in any string, for the dashboard and the API alike, before either reads one.
+        router.add(middleware: TextMiddleware(maximumBytes: parts.configuration.maximumBodyBytes))
         let gateway = try ServerGateway(
             key: parts.gatewayKey, issuer: parts.issuer,
             relaysPerMinute: parts.configuration.effectiveGatewayRelaysPerMinute,
@@ -75,18 +82,28 @@ public enum HorizonServer {
             passwords: PasswordHasher(costLog2: parts.configuration.passwordCostLog2), metrics: parts.metrics,
             messages: parts.messages, cards: parts.cardProcessor, now: parts.now, gateway: gateway,
             rateLimitClock: parts.rateLimitClock)
-        // No NUL in any string, for the dashboard and the API alike, before either reads one.
-        router.add(middleware: TextMiddleware(maximumBytes: parts.configuration.maximumBodyBytes))
-        // The merchant dashboard's HTML pages, before the API's JSON-only body rule.
-        router.add(
-            middleware: DashboardMiddleware(dashboard: try Dashboard(api: handler, configuration: parts.configuration)))
-        router.add(middleware: BodyLimitMiddleware(maximumBytes: parts.configuration.maximumBodyBytes))
-        router.add(
-            middleware: SignedRequestMiddleware(
-                ledger: parts.ledger, window: parts.configuration.signatureWindow, clock: parts.now,
-                limiter: limiter))
-        try handler.registerHandlers(on: RecordingTransport(router: router, routes: routes))
-        ThreeDSecurePages.register(on: router, ledger: parts.ledger, now: parts.now)
+
+        // The API: its body rule (JSON only, within the limit) and the signature check apply
+        // to its operations alone.
+        func apiGroup(_ path: RouterPath) -> RouterGroup<ServerRequestContext> {
+            router.group(path)
+                .add(middleware: BodyLimitMiddleware(maximumBytes: parts.configuration.maximumBodyBytes))
+                .add(
+                    middleware: SignedRequestMiddleware(
+                        ledger: parts.ledger, window: parts.configuration.signatureWindow, clock: parts.now,
+                        limiter: limiter))
+        }
+        let v1 = apiGroup("v1")
+        try handler.registerHandlers(on: RecordingTransport(v1: v1, unversioned: apiGroup(""), routes: routes))
+        ThreeDSecurePages.register(on: v1, ledger: parts.ledger, now: parts.now)
+
+        let dashboard = try Dashboard(api: handler, configuration: parts.configuration)
+        router.addRoutes(dashboard.routes(), atPath: "/dashboard")
+        // The API has nothing at its root: a person who types the server's address gets the
+        // dashboard (its home page, or the sign-in when not signed in).
+        router.get("/") { _, _ in Dashboard.redirect("/dashboard") }
+        router.head("/") { _, _ in Dashboard.redirect("/dashboard") }
+
         // The gateway serves the requests it opens through this same router, every middleware
         // included; its responder is built once every route is on it.
         gateway.setResponder(router.buildResponder())
@@ -157,11 +174,14 @@ extension HorizonServer {
     }
 }
 
-/// Registers the generated handlers on the router and notes each path's methods, so that the
+/// Registers the generated handlers on the API's groups (`/v1/…` on the `/v1` group, the
+/// unversioned `/health` and `/ready` on the other) and notes each path's methods, so that the
 /// boundary can answer 405 rather than 404 for a known path with another method.
 struct RecordingTransport: ServerTransport {
-    let router: Router<ServerRequestContext>
+    let v1: RouterGroup<ServerRequestContext>
+    let unversioned: RouterGroup<ServerRequestContext>
     let routes: RouteTable
+    static let v1Prefix = "/v1/"
 
     func register(
         _ handler:
@@ -171,6 +191,10 @@ struct RecordingTransport: ServerTransport {
         method: HTTPRequest.Method, path: String
     ) throws {
         routes.add(method, path)
-        router.register(handler, method: method, path: path)
+        if path.hasPrefix(Self.v1Prefix) {
+            v1.register(handler, method: method, path: String(path.dropFirst(Self.v1Prefix.count - 1)))
+        } else {
+            unversioned.register(handler, method: method, path: path)
+        }
     }
 }

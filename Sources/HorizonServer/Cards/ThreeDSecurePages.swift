@@ -23,18 +23,20 @@ enum ThreeDSecurePages {
     /// Whether a path takes HTML form posts (`application/x-www-form-urlencoded`) instead of JSON.
     static func acceptsForms(path: String) -> Bool { path.hasPrefix("/v1/cards/3ds/") }
 
+    /// The pages on the API's `/v1` group (its paths without the group's prefix).
     static func register(
-        on router: Router<ServerRequestContext>, ledger: Ledger, now: @escaping @Sendable () -> UnixTime
+        on v1: RouterGroup<ServerRequestContext>, ledger: Ledger, now: @escaping @Sendable () -> UnixTime
     ) {
+        func inGroup(_ path: String) -> RouterPath { RouterPath(String(path.dropFirst("/v1".count))) }
         // The reference loads the redirection URL as a POST with `MD` in the body; a person's
         // browser follows it as a GET with `MD` in the query. Both show the same page.
-        router.get(RouterPath(challengePath)) { request, _ in
+        v1.get(inGroup(challengePath)) { request, _ in
             try await challengePage(md: fields(request.uri.query ?? "")["MD"], ledger: ledger, now: now)
         }
-        router.post(RouterPath(challengePath)) { request, _ in
+        v1.post(inGroup(challengePath)) { request, _ in
             try await challengePage(md: try await formFields(request)["MD"], ledger: ledger, now: now)
         }
-        router.post(RouterPath(answerPath)) { request, _ in
+        v1.post(inGroup(answerPath)) { request, _ in
             let form = try await formFields(request)
             guard let md = form["MD"], let decision = form["decision"], decision == "approve" || decision == "fail"
             else {
@@ -61,7 +63,7 @@ enum ThreeDSecurePages {
                     </form>
                     """)
         }
-        router.post(RouterPath(termPath)) { request, _ in
+        v1.post(inGroup(termPath)) { request, _ in
             let form = try await formFields(request)
             let md = form["MD"] ?? ""
             let paRes = form["PaRes"] ?? ""

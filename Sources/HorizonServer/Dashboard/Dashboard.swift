@@ -36,39 +36,61 @@ struct Dashboard: Sendable {
         now = api.now
     }
 
-    /// The dashboard's own router: its pages only, without the API's JSON-only body rule.
-    func responder() -> RouterResponder<ServerRequestContext> {
-        let router = Router(context: ServerRequestContext.self)
-        router.get("/dashboard") { _, _ in Self.redirect("/dashboard/home") }
-        router.get("/dashboard/style.css") { _, _ in
+    /// The dashboard's routes, mounted at `/dashboard`: its pages only, without the API's
+    /// JSON-only body rule and signatures, and with its own error pages (HTML, never the API's
+    /// JSON envelope). Any other path or method under `/dashboard` is the dashboard's "page not
+    /// found".
+    func routes() -> RouteCollection<ServerRequestContext> {
+        let routes = RouteCollection(context: ServerRequestContext.self)
+        routes.add(middleware: DashboardPagesMiddleware(dashboard: self))
+        var served: [String: Set<HTTPRequest.Method>] = [:]
+        func on(
+            _ method: HTTPRequest.Method, _ path: String,
+            _ handler: @escaping @Sendable (Request, ServerRequestContext) async throws -> Response
+        ) {
+            routes.on(RouterPath(path), method: method, use: handler)
+            served[path, default: []].insert(method)
+        }
+        on(.get, "") { _, _ in Self.redirect("/dashboard/home") }
+        on(.get, "/style.css") { _, _ in
             Response(
                 status: .ok,
                 headers: [.contentType: "text/css; charset=utf-8", .cacheControl: "public, max-age=3600"],
                 body: .init(byteBuffer: ByteBuffer(string: templates.stylesheet)))
         }
-        router.get("/dashboard/sign-in") { request, _ in try await signInPage(request) }
-        router.post("/dashboard/sign-in") { request, context in try await signIn(request, context: context) }
-        router.post("/dashboard/sign-out") { request, _ in try await signOut(request) }
-        router.get("/dashboard/home") { request, _ in try await homePage(request) }
-        router.get("/dashboard/transactions") { request, _ in try await transactionsPage(request) }
-        router.get("/dashboard/transactions.csv") { request, _ in try await transactionsCSV(request) }
-        router.get("/dashboard/transactions/{reference}") { request, context in
-            try await transactionPage(request, context: context)
+        on(.get, "/sign-in") { request, _ in try await signInPage(request) }
+        on(.post, "/sign-in") { request, context in try await signIn(request, context: context) }
+        on(.post, "/sign-out") { request, _ in try await signOut(request) }
+        on(.get, "/home") { request, _ in try await homePage(request) }
+        on(.get, "/transactions") { request, _ in try await transactionsPage(request) }
+        on(.get, "/transactions.csv") { request, _ in try await transactionsCSV(request) }
+        on(.get, "/transactions/{reference}") { request, context in try await transactionPage(request, context: context)
         }
-        router.post("/dashboard/transactions/{reference}/refund") { request, context in
-            try await refund(request, context: context)
+        on(.post, "/transactions/{reference}/refund") { request, context in try await refund(request, context: context)
         }
-        router.get("/dashboard/register-users") { request, _ in try await registerUsersPage(request) }
-        router.post("/dashboard/register-users") { request, _ in try await addRegisterUser(request) }
-        router.post("/dashboard/register-users/remove") { request, _ in try await removeRegisterUser(request) }
-        router.get("/dashboard/terminals") { request, _ in try await terminalsPage(request) }
-        router.post("/dashboard/terminals/revoke") { request, _ in try await revokeTerminal(request) }
-        router.get("/dashboard/programs") { request, _ in try await programsPage(request) }
-        router.post("/dashboard/programs/bonus-rule") { request, _ in try await setBonusRule(request) }
-        router.get("/dashboard/settings") { request, _ in try await settingsPage(request) }
-        router.post("/dashboard/settings/time-zone") { request, _ in try await setTimeZone(request) }
-        return router.buildResponder()
+        on(.get, "/register-users") { request, _ in try await registerUsersPage(request) }
+        on(.post, "/register-users") { request, _ in try await addRegisterUser(request) }
+        on(.post, "/register-users/remove") { request, _ in try await removeRegisterUser(request) }
+        on(.get, "/terminals") { request, _ in try await terminalsPage(request) }
+        on(.post, "/terminals/revoke") { request, _ in try await revokeTerminal(request) }
+        on(.get, "/programs") { request, _ in try await programsPage(request) }
+        on(.post, "/programs/bonus-rule") { request, _ in try await setBonusRule(request) }
+        on(.get, "/settings") { request, _ in try await settingsPage(request) }
+        on(.post, "/settings/time-zone") { request, _ in try await setTimeZone(request) }
+        let notFound: @Sendable (Request, ServerRequestContext) async throws -> Response = { _, _ in
+            throw DashboardRefusal.notFound
+        }
+        for (path, methods) in served.sorted(by: { $0.key < $1.key }) + [("/**", [])] {
+            for method in Self.otherMethods where !methods.contains(method) {
+                routes.on(RouterPath(path), method: method, use: notFound)
+            }
+        }
+        return routes
     }
+
+    /// The methods a browser or a scanner may send; each is "page not found" where a path does
+    /// not serve it.
+    static let otherMethods: [HTTPRequest.Method] = [.get, .head, .post, .put, .delete, .patch, .options]
 
     // MARK: Sign-in and sign-out
 
@@ -763,28 +785,6 @@ struct Dashboard: Sendable {
         HTTPField.Name("X-Frame-Options")!: "DENY",
     ]
 
-    /// The dashboard's routes as the metrics label them. Its router runs inside a middleware, so
-    /// Hummingbird's matched endpoint does not reach the metrics; a path is labelled by the
-    /// template it fits (ids collapse into `{reference}`), and anything else stays `unmatched`.
-    static let routeTemplates = [
-        "/dashboard", "/dashboard/style.css", "/dashboard/sign-in", "/dashboard/sign-out", "/dashboard/home",
-        "/dashboard/transactions", "/dashboard/transactions.csv", "/dashboard/transactions/{reference}",
-        "/dashboard/transactions/{reference}/refund", "/dashboard/register-users", "/dashboard/register-users/remove",
-        "/dashboard/terminals", "/dashboard/terminals/revoke", "/dashboard/programs", "/dashboard/programs/bonus-rule",
-        "/dashboard/settings", "/dashboard/settings/time-zone",
-    ]
-
-    static func routeLabel(forPath path: String) -> String? {
-        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
-        return routeTemplates.first { template in
-            let parts = template.split(separator: "/", omittingEmptySubsequences: false)
-            return parts.count == segments.count
-                && zip(parts, segments).allSatisfy { part, segment in
-                    part == segment || (part.hasPrefix("{") && !segment.isEmpty)
-                }
-        }
-    }
-
     static func redirect(_ location: String) -> Response {
         Response(status: .seeOther, headers: [.location: location, .cacheControl: "no-store"])
     }
@@ -931,35 +931,17 @@ enum DashboardRefusal: Error, Sendable {
     }
 }
 
-/// Sends `/dashboard` and everything under it to the dashboard's router, before the API's
-/// body rules (JSON only) and request signatures, which do not apply to browser forms.
-struct DashboardMiddleware: RouterMiddleware {
+/// The dashboard's refusals and failures as its HTML error page, for the dashboard's routes
+/// only (a route collection's middleware): the boundary's JSON envelope is the API's.
+struct DashboardPagesMiddleware: RouterMiddleware {
     typealias Context = ServerRequestContext
     let dashboard: Dashboard
-    let responder: RouterResponder<ServerRequestContext>
-
-    init(dashboard: Dashboard) {
-        self.dashboard = dashboard
-        responder = dashboard.responder()
-    }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
-        let path = request.uri.path
-        // The API has nothing at its root: a person who types the server's address gets the
-        // dashboard (its home page, or the sign-in when not signed in).
-        if path == "/", request.method == .get || request.method == .head { return Dashboard.redirect("/dashboard") }
-        guard path == "/dashboard" || path.hasPrefix("/dashboard/") else { return try await next(request, context) }
         do {
-            let response = try await responder.respond(to: request, context: context)
-            // Hummingbird answers an unmatched path with an empty 404; the dashboard's is a page.
-            if response.status == .notFound, response.headers[.contentType] == nil {
-                return dashboard.errorPage(
-                    for: DashboardRefusal.notFound, request: request,
-                    signedIn: request.cookies[DashboardSecurity.sessionCookie] != nil)
-            }
-            return response
+            return try await next(request, context)
         } catch {
             let signedIn = request.cookies[DashboardSecurity.sessionCookie] != nil
             return dashboard.errorPage(for: error, request: request, signedIn: signedIn)

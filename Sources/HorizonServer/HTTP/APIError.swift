@@ -2,6 +2,8 @@ import Foundation
 import HTTPTypes
 import HorizonAPI
 import HorizonLedger
+import Hummingbird
+import NIOCore
 
 /// Every failure the API reports, in the one error envelope of `openapi.yaml`
 /// (`{"error": {"code", "message", "requestId"}}`). Codes are stable: clients branch on them;
@@ -164,12 +166,31 @@ public struct APIError: Error, Sendable, Equatable {
         .init(error: .init(code: code.rawValue, message: message, requestId: requestID, signature: signature))
     }
 
+    /// The envelope as a response, with the error's own headers and the request's id.
+    public func response(requestID: String) -> Response {
+        var headers = headers
+        headers[.contentType] = "application/json; charset=utf-8"
+        headers[.requestID] = requestID
+        return Response(
+            status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: jsonBody(requestID: requestID)))
+        )
+    }
+
     public func jsonBody(requestID: String) -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         // The envelope is three strings: encoding cannot fail, but a fallback keeps it total.
         return (try? Array(encoder.encode(envelope(requestID: requestID))))
             ?? Array(#"{"error":{"code":"internal_error","message":"","requestId":""}}"#.utf8)
+    }
+}
+
+/// Hummingbird's error protocol: wherever an `APIError` is caught by Hummingbird itself (a
+/// router's responder, a request's body decoding), it becomes the same envelope the boundary
+/// middleware writes, never Hummingbird's own error body.
+extension APIError: HTTPResponseError {
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        response(requestID: RequestScope.current?.id ?? BoundaryMiddleware.requestID(from: request))
     }
 }
 

@@ -66,18 +66,14 @@ struct BoundaryMiddleware: RouterMiddleware {
             }
             metrics.recordError(code: apiError.code.rawValue)
             code = apiError.code.rawValue
-            var headers = apiError.headers
-            headers[.contentType] = "application/json; charset=utf-8"
-            let body = apiError.jsonBody(requestID: id)
-            response = Response(
-                status: apiError.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+            response = apiError.response(requestID: id)
         }
         response.headers[.requestID] = id
         let duration = ContinuousClock.now - start
         // Unknown paths share one label, so a scan of random paths cannot grow the metrics.
         let route =
             response.status == .notFound || response.status == .methodNotAllowed
-            ? "unmatched" : (context.endpointPath ?? Dashboard.routeLabel(forPath: request.uri.path) ?? "unmatched")
+            ? "unmatched" : (context.endpointPath ?? "unmatched")
         metrics.recordRequest(
             method: request.method.rawValue, route: route, status: response.status.code, duration: duration)
         var metadata: Logger.Metadata = [
