@@ -21,10 +21,11 @@ ensure_swift
 ensure_debian_packages "${HORIZON_BROWSER_PACKAGES[@]}" "${HORIZON_PACKAGING_PACKAGES[@]}"
 
 step "building package and tests (a first build compiles swift-crypto, swift-nio, postgres-nio, Hummingbird and AsyncHTTPClient: 10-18 minutes on 2 cores)"
-# A target that imports another target of this package without declaring it fails the build
-# (SwiftPM checks the imports while planning; the compiled objects are those of a plain build, so
-# `swift build` and `swift test` reuse them). Tools/check-dependencies.sh adds the other direction
-# and the other packages' products: every declared dependency imported, every import declared.
+# A target that imports a target of this package that is none of its dependencies, direct or
+# indirect, fails the build (SwiftPM checks the imports while planning; the compiled objects are
+# those of a plain build, so `swift build` and `swift test` reuse them). Tools/check-dependencies.sh
+# checks the rest: each import declared directly (products of other packages too), and each
+# declared dependency imported.
 swift build --build-tests --explicit-target-dependency-import-check error 2>&1 | filter_build_output
 Tools/check-dependencies.sh
 
