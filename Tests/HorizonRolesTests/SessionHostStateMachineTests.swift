@@ -462,6 +462,35 @@ struct SessionHostStateMachineTests {
         #expect(single.error == nil)
     }
 
+    /// The session's outcome is one value: a payment accepted offline after a stranger's request
+    /// was declined is the session's payment, and the declined result is not read with it.
+    @Test func aPaymentAcceptedOfflineAfterADeclineIsTheSessionsOnlyOutcome() throws {
+        let stranger = wallet(1)
+        let customer = wallet(2)
+        var (machine, session) = Self.offered(to: [stranger, customer])
+        _ = machine.request(try Self.confirm(session, id: 1), from: stranger, now: Self.now)
+        let declined = try Self.settled(
+            session, id: 1, outcome: .declined(code: .unknownWallet, reason: "not registered"))
+        _ = machine.executed(declined, session: session.id)
+        guard case .executed(let declinedResult, _) = declined else { return }
+        #expect(machine.execution == .settled(declinedResult))
+
+        _ = machine.request(try Self.confirm(session, id: 2), from: customer, now: Self.now)
+        let keyID = try TerminalKeyID(bytes: [UInt8](repeating: 3, count: 8))
+        let record = OfflinePaymentRecord(
+            paymentID: try Self.paymentID(2), sessionID: session.id, walletKey: Self.walletKey, terminalKeyID: keyID,
+            amount: Self.amount, tip: euros(0), registerUser: "Ana", signedConfirmation: [1], dailyToken: [2],
+            tokenID: [3], acceptedAt: Self.now)
+        let answer = SessionMessage.error(ErrorMessage(code: .internalError, message: "a stand-in answer"))
+        let actions = machine.executed(.acceptedOffline(record, answer: answer), session: session.id)
+        #expect(machine.state == .completed)
+        #expect(machine.execution == .acceptedOffline(record))
+        #expect(machine.result == nil)
+        #expect(machine.acceptedOffline == record)
+        let finished = try #require(finishedSessions(actions).first)
+        #expect(finished.result == nil && finished.acceptedOffline == record && finished.error == nil)
+    }
+
     @Test func theSettledLineShowsTheOutcomeAsInterpolationWould() {
         // Written out by hand (interpolating the enum reflects on it, for every payment, whether
         // or not anything logs); the text stays what interpolation gave.

@@ -76,10 +76,23 @@ struct SessionHostStateMachine: Sendable {
 
     private(set) var state: HostState = .idle
     private(set) var session: HostedSession?
-    private(set) var result: SettlementResult?
-    /// The session's payment, when the terminal accepted it offline rather than the
-    /// server settling it.
-    private(set) var acceptedOffline: OfflinePaymentRecord?
+    /// What the latest request executed in the session came to. One value, so a payment accepted
+    /// offline replaces the result of an attempt declined before it, and is never read together
+    /// with it.
+    private(set) var execution: Execution?
+
+    enum Execution: Sendable, Equatable {
+        /// The processor's answer.
+        case settled(SettlementResult)
+        /// The terminal accepted the payment offline rather than the server settling it.
+        case acceptedOffline(OfflinePaymentRecord)
+    }
+
+    var result: SettlementResult? { if case .settled(let result)? = execution { result } else { nil } }
+    /// The session's payment, when the terminal accepted it offline.
+    var acceptedOffline: OfflinePaymentRecord? {
+        if case .acceptedOffline(let record)? = execution { record } else { nil }
+    }
     private(set) var error: HostError?
     private(set) var isCancelled = false
     /// Between `start` and `opened`/`openFailed`: the offer is being signed and advertised.
@@ -130,8 +143,7 @@ struct SessionHostStateMachine: Sendable {
     mutating func opened(_ newSession: HostedSession) -> [SessionHostAction] {
         isOpening = false
         session = newSession
-        result = nil
-        acceptedOffline = nil
+        execution = nil
         error = nil
         isCancelled = false
         state = .waitingForWallet
@@ -403,7 +415,7 @@ struct SessionHostStateMachine: Sendable {
             ]
             ending = nil
             offline = record
-            if isCurrent { acceptedOffline = record }
+            if isCurrent { execution = .acceptedOffline(record) }
         case .refused(let error, let reason):
             actions = [
                 .log(
@@ -434,7 +446,7 @@ struct SessionHostStateMachine: Sendable {
             case .approved: ending = nil
             case .declined(let code, let reason): ending = .declined(code: code, reason: reason)
             }
-            if isCurrent { result = settled }
+            if isCurrent { execution = .settled(settled) }
         }
         guard isCurrent else {
             let settled: SettlementResult? = if case .executed(let settled, _) = outcome { settled } else { nil }

@@ -131,6 +131,11 @@ public struct TerminalServiceConfiguration: Sendable {
 /// whose session the wallet named. Every step of a payment or redemption goes to its `journal`
 /// before the next message leaves; a wallet that retries a request already confirmed is answered
 /// from the journal, whatever session it connects through, so a receipt is never lost with a link.
+///
+/// The rules of each established connection are a `TerminalConnectionStateMachine` that the
+/// service drives (it carries out the actions: sending, closing, reading the journal, timers);
+/// the service itself keeps what spans connections: the cap on pending handshakes and each wallet
+/// key's session rate.
 public final class TerminalRadioService: Sendable {
     public let radio: any PeripheralRadio
     /// The terminal's key and its current credential. The key never changes; the credential is
@@ -150,6 +155,7 @@ public final class TerminalRadioService: Sendable {
         var nextConnectionID = 0
         /// Connections still in the handshake, oldest first.
         var pendingHandshakes: [Int] = []
+        /// The sessions each wallet key opened lately (see `maximumSessionsPerWallet`).
         var sessionRate: WalletSessionRate
     }
 
