@@ -72,6 +72,8 @@ struct ContractCase: Sendable, CustomTestStringConvertible {
         ContractCase(
             "transactionsAreSearchedAndTotalledPerPeriod", LedgerContract.transactionsAreSearchedAndTotalledPerPeriod),
         ContractCase(
+            "sandboxCardChargesAndRefundsOncePerKey", LedgerContract.sandboxCardChargesAndRefundsOncePerKey),
+        ContractCase(
             "registerUsersAndTerminalsAreScopedToTheirMerchant",
             LedgerContract.registerUsersAndTerminalsAreScopedToTheirMerchant),
         // Merchant dashboard
