@@ -97,7 +97,8 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "HorizonBlueZTests",
-            dependencies: ["HorizonBlueZ", "HorizonDBus", "HorizonRadio", "HorizonCore", "HorizonTestSupport"], swiftSettings: strict),
+            dependencies: ["HorizonBlueZ", "HorizonDBus", "HorizonRadio", "HorizonCore", "HorizonTestSupport"],
+            swiftSettings: strict),
 
         // The system SQLite, for the stores.
         .systemLibrary(
@@ -124,7 +125,8 @@ let package = Package(
         .testTarget(
             name: "HorizonLedgerTests",
             dependencies: [
-                "HorizonLedger", "HorizonLedgerTestSupport", "HorizonStores", "HorizonSettlement", "HorizonProtocol", "HorizonCore",
+                "HorizonLedger", "HorizonLedgerTestSupport", "HorizonStores", "HorizonSettlement", "HorizonProtocol",
+                "HorizonCore",
                 "HorizonTestSupport",
             ],
             swiftSettings: strict),
@@ -240,7 +242,8 @@ let package = Package(
         .testTarget(
             name: "HorizonSystemTests",
             dependencies: [
-                "HorizonServer", "HorizonServerClient", "HorizonAPI", "HorizonLedger", "HorizonRoles", "HorizonStores", "HorizonSettlement",
+                "HorizonServer", "HorizonServerClient", "HorizonAPI", "HorizonLedger", "HorizonRoles", "HorizonStores",
+                "HorizonSettlement",
                 "HorizonCore", "HorizonProtocol", "HorizonSecureChannel", "HorizonSimulatedRadio", "HorizonTestSupport",
                 "HorizonCLISupport", "HorizonRadioCLISupport", "HorizonLedgerTestSupport",
                 // Paying with a card over the radio: the wallet's WalletClient.
@@ -273,7 +276,8 @@ let package = Package(
             name: "HorizonRolesTests",
             dependencies: [
                 "HorizonRoles", "HorizonTestSupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio",
-                "HorizonProtocol", "HorizonStores", "HorizonSettlement", "HorizonLink", "HorizonLedger", "HorizonLedgerTestSupport",
+                "HorizonProtocol", "HorizonStores", "HorizonSettlement", "HorizonLink", "HorizonLedger",
+                "HorizonLedgerTestSupport",
                 "HorizonSecureChannel", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strict),
@@ -295,7 +299,8 @@ let package = Package(
             dependencies: [
                 "HorizonCLISupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonBlueZ",
                 "HorizonSecureChannel", "HorizonProtocol", "HorizonUnixSocket",
-                "HorizonStores", "HorizonSettlement", "HorizonRoles", "HorizonAPI", "HorizonServerClient", "HorizonServiceClients",
+                "HorizonStores", "HorizonSettlement", "HorizonRoles", "HorizonAPI", "HorizonServerClient",
+                "HorizonServiceClients",
                 "HorizonLedger",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
@@ -319,7 +324,8 @@ let package = Package(
         .executableTarget(
             name: "horizon-wallet",
             dependencies: [
-                "HorizonCLISupport", "HorizonRadioCLISupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonProtocol",
+                "HorizonCLISupport", "HorizonRadioCLISupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio",
+                "HorizonProtocol",
                 "HorizonStores", "HorizonRoles", "HorizonSecureChannel", "HorizonAPI", "HorizonServerClient",
                 "HorizonServiceClients", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -374,14 +380,16 @@ let package = Package(
             name: "HorizonFaultTests",
             dependencies: [
                 "HorizonTestSupport", "HorizonCore", "HorizonRadio", "HorizonSimulatedRadio", "HorizonLink",
-                "HorizonSecureChannel", "HorizonProtocol", "HorizonStores", "HorizonSettlement", "HorizonRoles", "HorizonLedger",
+                "HorizonSecureChannel", "HorizonProtocol", "HorizonStores", "HorizonSettlement", "HorizonRoles",
+                "HorizonLedger",
                 "HorizonLedgerTestSupport", "horizon-fuzz",
                 .product(name: "Crypto", package: "swift-crypto"),
             ], swiftSettings: strict),
         .testTarget(
             name: "HorizonStoresTests",
             dependencies: [
-                "HorizonTestSupport", "HorizonLedgerTestSupport", "HorizonStores", "HorizonSettlement", "HorizonProtocol", "HorizonCore",
+                "HorizonTestSupport", "HorizonLedgerTestSupport", "HorizonStores", "HorizonSettlement",
+                "HorizonProtocol", "HorizonCore",
             ],
             swiftSettings: strict),
         .testTarget(

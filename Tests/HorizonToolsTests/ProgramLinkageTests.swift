@@ -53,9 +53,11 @@ struct ProgramLinkageTests {
         }
     }
 
-    @Test("the terminal and the wallet do load libbluetooth and libdbus, and hold the roles", arguments: [
-        "horizon-terminal", "horizon-wallet",
-    ])
+    @Test(
+        "the terminal and the wallet do load libbluetooth and libdbus, and hold the roles",
+        arguments: [
+            "horizon-terminal", "horizon-wallet",
+        ])
     func radioProgramsLinkTheRadio(program: String) throws {
         let libraries = try Self.sharedLibraries(program)
         for library in Self.radioLibraries {
@@ -74,7 +76,8 @@ struct ProgramLinkageTests {
         let manifest = try RepositoryFile.text("Package.swift")
         let defines = manifest.matches(of: /\.define\("HORIZON_FAULT_INJECTION"[^)]*\)/).map { String($0.output) }
         #expect(defines == [#".define("HORIZON_FAULT_INJECTION", .when(configuration: .debug)"#])
-        for path in ["Sources/HorizonServer/FaultInjection.swift", "Tools/HorizonRadioCLISupport/CrashInjection.swift"] {
+        for path in ["Sources/HorizonServer/FaultInjection.swift", "Tools/HorizonRadioCLISupport/CrashInjection.swift"]
+        {
             let source = try RepositoryFile.text(path)
             let start = try #require(source.firstRange(of: "#if HORIZON_FAULT_INJECTION"), "\(path) is not conditional")
             let end = try #require(source[start.upperBound...].firstRange(of: /\n#(else|endif)/))

@@ -11,7 +11,8 @@ extension HostError {
         switch self {
         case .radio(let cause): "Bluetooth is not available: \(BlueZAdvice.cliMessage(for: cause))."
         case .outcomeUnknown:
-            humanized(noun: noun) + " Run horizon-terminal pay, redeem or serve to settle it (each recovers the journal first)."
+            humanized(noun: noun)
+                + " Run horizon-terminal pay, redeem or serve to settle it (each recovers the journal first)."
         case .serverUnreachable:
             humanized(noun: noun)
                 + " Once the server answers again, the next horizon-terminal pay, redeem or serve settles it first (horizon-terminal journal --unsettled lists it)."
