@@ -294,6 +294,80 @@ public final class SQLiteDatabase: Sendable {
         }
     }
 
+    /// Copies the database to `destination` with SQLite's online backup: a consistent snapshot
+    /// (one read transaction), while other connections and processes go on writing (WAL). The
+    /// copy is written beside `destination` and renamed into place, mode 0600, so a crash never
+    /// leaves half a backup under its name. Returns the copy's size in pages.
+    @discardableResult
+    public func backup(to destination: String) throws(DatabaseError) -> Int {
+        let partial = destination + ".partial"
+        unlink(partial)
+        let descriptor = Glibc.open(partial, O_CREAT | O_WRONLY | O_EXCL, 0o600)
+        guard descriptor >= 0 else {
+            throw DatabaseError(
+                code: -1, message: "cannot create \(partial): \(String(cString: strerror(errno)))",
+                context: "backing up \(path)")
+        }
+        Glibc.close(descriptor)
+        var target: OpaquePointer?
+        guard sqlite3_open_v2(partial, &target, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nil) == SQLITE_OK,
+            let target
+        else {
+            sqlite3_close(target)
+            unlink(partial)
+            throw DatabaseError(code: -1, message: "cannot open \(partial)", context: "backing up \(path)")
+        }
+        let pages: Int
+        do {
+            pages = try copyPages(into: target, destination: destination)
+        } catch {
+            sqlite3_close(target)
+            unlink(partial)
+            throw error
+        }
+        // The copy leaves WAL mode's files behind it: one file, synced, then renamed.
+        let checkpoint = sqlite3_exec(target, "PRAGMA journal_mode = DELETE", nil, nil, nil)
+        sqlite3_close(target)
+        guard checkpoint == SQLITE_OK, fsync(partial), rename(partial, destination) == 0 else {
+            unlink(partial)
+            throw DatabaseError(
+                code: -1, message: "cannot finish \(destination): \(String(cString: strerror(errno)))",
+                context: "backing up \(path)")
+        }
+        return pages
+    }
+
+    private func copyPages(into target: OpaquePointer, destination: String) throws(DatabaseError) -> Int {
+        // The target handle is this call's alone (opened and closed by `backup`), used under the
+        // source's lock only to read its pages into it.
+        let targetAddress = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(target)))
+        return try connection.withLock { [path] (connection) throws(DatabaseError) -> Int in
+            let handle = try Self.openHandle(connection, path)
+            let target = OpaquePointer(bitPattern: targetAddress)
+            guard let backup = sqlite3_backup_init(target, "main", handle, "main") else {
+                throw Self.error(target, "backup to \(destination)")
+            }
+            // All pages in one step: one snapshot, however much is written meanwhile.
+            var status = sqlite3_backup_step(backup, -1)
+            while status == SQLITE_BUSY || status == SQLITE_LOCKED {
+                usleep(10_000)
+                status = sqlite3_backup_step(backup, -1)
+            }
+            let pages = Int(sqlite3_backup_pagecount(backup))
+            sqlite3_backup_finish(backup)
+            guard status == SQLITE_DONE else { throw Self.error(target, "backup to \(destination)") }
+            return pages
+        }
+    }
+
+    /// Flushes a file to disk.
+    private func fsync(_ file: String) -> Bool {
+        let descriptor = Glibc.open(file, O_RDONLY)
+        guard descriptor >= 0 else { return false }
+        defer { Glibc.close(descriptor) }
+        return Glibc.fsync(descriptor) == 0
+    }
+
     /// Access to the connection inside `transaction`.
     public struct Transaction {
         let handle: OpaquePointer?
