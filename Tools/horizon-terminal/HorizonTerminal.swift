@@ -30,7 +30,7 @@ struct HorizonTerminal: AsyncParsableCommand {
         subcommands: [
             Init.self, Activate.self, Pay.self, Redeem.self, Programs.self, Status.self, Transactions.self,
             JournalCommand.self, OfflineCommand.self,
-            RegisterUsers.self, RefundCommand.self, Serve.self, RadioCommand.self, Doctor.self,
+            RegisterUsers.self, RefundCommand.self, Serve.self, RadioCommand.self, Doctor.self, BackupCommand.self,
         ])
 }
 

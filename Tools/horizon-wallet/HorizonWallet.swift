@@ -31,7 +31,7 @@ struct HorizonWallet: ParsableCommand {
         subcommands: [
             Init.self, Register.self, Verify.self, Restore.self, PIN.self, Scan.self, Pay.self, Redeem.self,
             History.self, Balance.self, Account.self, Coupons.self, Memberships.self, Points.self, Cards.self,
-            Token.self, RadioCommand.self, Doctor.self,
+            Token.self, RadioCommand.self, Doctor.self, BackupCommand.self,
         ])
 }
 
