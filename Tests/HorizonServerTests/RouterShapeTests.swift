@@ -77,6 +77,10 @@ struct RouterShapeTests {
                 #expect(response.headers[.contentType] == "text/html; charset=utf-8", "\(method) \(path)")
                 #expect(response.text.contains("Page not found"), "\(method) \(path)")
             }
+            for path in ["/dashboard", "/dashboard/"] {
+                let home = try await client.send(.get, path)
+                #expect(home.status == .seeOther && home.headers[.location] == "/dashboard/home", "\(path)")
+            }
             let api = try await client.send(.get, "/v1/no-such-operation")
             #expect(api.status == .notFound)
             #expect(api.text.contains(#""code":"not_found""#))
