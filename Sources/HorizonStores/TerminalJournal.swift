@@ -380,6 +380,64 @@ public final class SQLiteTerminalJournal: TerminalJournal {
         return history
     }
 
+    // MARK: Retention
+
+    /// What `compact` did.
+    public struct Compaction: Sendable, Equatable {
+        /// Settled requests now held in one row each.
+        public var requests = 0
+        /// Rows deleted: steps of compacted requests, and offers no request followed.
+        public var rowsRemoved = 0
+    }
+
+    /// Keeps the journal from growing forever: each request answered before `cutoff` keeps one
+    /// row, its `result`, which takes the confirmed terms (so a status query, a retry of the
+    /// same request and a receipt are answered as before), and offers made before `cutoff` go.
+    /// A request still owed an execution is never touched. Runs in batches of `batch` requests,
+    /// each one transaction, so a payment waits at most one batch.
+    @discardableResult
+    public func compact(answeredBefore cutoff: UnixTime, batch: Int = 500) throws(JournalError) -> Compaction {
+        var compaction = Compaction()
+        do {
+            while true {
+                let (done, removed) = try database.transaction { (db) throws(DatabaseError) -> (Int, Int) in
+                    let ids = try db.query(
+                        """
+                        SELECT request_id FROM steps
+                        WHERE step = 'result' AND recorded_at < ? AND terminal_key_id IS NULL
+                        ORDER BY seq LIMIT ?
+                        """, [.integer(cutoff), .integer(Int64(batch))])
+                    var removed = 0
+                    for row in ids {
+                        let id = try row.value("request_id")
+                        try db.query(
+                            """
+                            UPDATE steps SET (terminal_key_id, amount, tip, currency, register_user, item, quantity,
+                                content_digest, signed_request) = (
+                                SELECT terminal_key_id, amount, tip, currency, register_user, item, quantity,
+                                    content_digest, signed_request
+                                FROM steps WHERE request_id = ? AND step = 'confirmed')
+                            WHERE request_id = ? AND step = 'result'
+                            """, [id, id])
+                        try db.query("DELETE FROM steps WHERE request_id = ? AND step <> 'result'", [id])
+                        removed += db.changes
+                    }
+                    return (ids.count, removed)
+                }
+                compaction.requests += done
+                compaction.rowsRemoved += removed
+                if done < batch { break }
+            }
+            compaction.rowsRemoved += try database.transaction { (db) throws(DatabaseError) -> Int in
+                try db.query("DELETE FROM steps WHERE step = 'offered' AND recorded_at < ?", [.integer(cutoff)])
+                return db.changes
+            }
+        } catch {
+            throw JournalError("could not compact the journal: \(error)")
+        }
+        return compaction
+    }
+
     // MARK: Rows
 
     private static let rowsSQL = "SELECT * FROM steps WHERE request_id = ? ORDER BY seq"
@@ -433,7 +491,8 @@ public final class SQLiteTerminalJournal: TerminalJournal {
     ) throws(DatabaseError) -> Result<Void, JournalError> {
         let rows = try db.query(progressSQL, [.blob(id.bytes)])
         let steps = try Self.steps(of: rows)
-        guard let confirmed = zip(rows, steps).first(where: { $0.1 == .confirmed })?.0 else {
+        // A compacted request's one row is its result, which carries the terms.
+        guard let confirmed = zip(rows, steps).first(where: { $0.1 == .confirmed || $0.1 == .result })?.0 else {
             return .failure(JournalError("\(step) for \(id), which was never confirmed"))
         }
         let latest = steps.compactMap { $0 }.max() ?? .confirmed
@@ -516,13 +575,24 @@ public final class SQLiteTerminalJournal: TerminalJournal {
     /// its terms do not decode; an error if a row is not the journal's shape.
     private static func record(for id: PaymentID, rows: [DatabaseRow]) throws(DatabaseError) -> JournalRecord? {
         let steps = try steps(of: rows)
-        guard let confirmed = zip(rows, steps).first(where: { $0.1 == .confirmed })?.0,
+        let compacted = try compactedRow(rows, steps)
+        guard let confirmed = zip(rows, steps).first(where: { $0.1 == .confirmed })?.0 ?? compacted,
             let request = try decodeRequest(id, confirmed)
         else { return nil }
         let step = steps.compactMap { $0 }.max() ?? .confirmed
         let answer = try zip(rows, steps).first(where: { $0.1 == .result })?.0.optionalBytes("answer")
             .flatMap { try? SessionMessage.decode($0) }
         return JournalRecord(request: request, step: step, answer: answer)
+    }
+
+    /// The one row `compact` leaves of a settled request: its result, carrying the terms.
+    private static func compactedRow(_ rows: [DatabaseRow], _ steps: [JournalStep?]) throws(DatabaseError)
+        -> DatabaseRow?
+    {
+        guard let result = zip(rows, steps).first(where: { $0.1 == .result })?.0,
+            try result.optionalBytes("terminal_key_id") != nil
+        else { return nil }
+        return result
     }
 
     /// A confirmed row's terms. Columns only a payment or only a redemption fills are NULL in

@@ -65,6 +65,16 @@ struct DataDirectoryBackupProgramTests {
         let restored = try Programs.run("horizon-wallet", ["history", "--json", "--data-dir", walletBackup])
         #expect(restored.status == 0 && restored.standardOutput == original.standardOutput, "\(restored.standardError)")
 
+        // Retention by command: nothing is old enough yet; the list is still the default.
+        let compact = try Programs.run("horizon-terminal", ["journal", "compact", "--data-dir", terminalDir])
+        #expect(compact.standardOutput == "compacted 0 payments answered more than 90 days ago; 0 rows removed\n")
+        let tooShort = try Programs.run(
+            "horizon-terminal", ["journal", "compact", "--older-than", "0", "--data-dir", terminalDir])
+        #expect(tooShort.status == 2 && tooShort.standardError.contains("--older-than must be 1 to 36500 days"))
+        let listed = try Programs.run(
+            "horizon-terminal", ["journal", "--limit", "5", "--json", "--data-dir", terminalDir])
+        #expect(listed.status == 0 && listed.standardOutput.contains("\"step\""), "\(listed.standardError)")
+
         // A backup never goes into a directory that holds something.
         let again = try Programs.run("horizon-wallet", ["backup", walletBackup, "--data-dir", walletDir])
         #expect(again.status != 0 && again.standardError.contains("is not empty"), "\(again.standardError)")

@@ -33,6 +33,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Seconds a control client may take to send its request line.") var controlReadTimeout = 10
     @Option(help: "Control clients served at once; one more is refused with an error line.")
     var controlConnections = 8
+    @Option(help: "Days the journal keeps a payment's steps in full; older answered ones are compacted daily.")
+    var journalRetentionDays = JournalRetention.defaultDays
 
     func validate() throws {
         guard (1...3600).contains(controlReadTimeout) else {
@@ -40,6 +42,9 @@ struct Serve: AsyncParsableCommand {
         }
         guard (1...1024).contains(controlConnections) else {
             throw ValidationError("--control-connections must be 1 to 1024")
+        }
+        guard (1...36_500).contains(journalRetentionDays) else {
+            throw ValidationError("--journal-retention-days must be 1 to 36500")
         }
     }
     @OptionGroup var global: GlobalOptions
@@ -94,6 +99,7 @@ struct Serve: AsyncParsableCommand {
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: renewal + forwarding + [
+                    .init(service: JournalRetentionService(files: files, days: journalRetentionDays, logger: logger)),
                     .init(service: ConflictObserverService(observer: observer, logger: logger)),
                     .init(
                         service: ControlSocketService(
