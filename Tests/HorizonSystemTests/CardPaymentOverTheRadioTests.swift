@@ -39,7 +39,7 @@ import Testing
             paymentCardIDProvider: wallet)
         try client.start()
 
-        let (order, receipt) = try await simulation.live(speed: 10) {
+        let (order, receipt) = try await simulation.live(speed: 2) {
             let sale = Task { try await host.collect(try Money.parse("12.50", currency: .eur)) }
             for await candidate in client.candidates() {
                 let offer = try await client.fetchOffer(candidate)
