@@ -13,6 +13,22 @@ public enum DataDirectoryBackup {
         public var files: [String] = []
     }
 
+    /// What `backup --help` says, for a program whose long-running command is `running`.
+    public static func discussion(running: String) -> String {
+        "Safe while `\(running)` runs: each SQLite file is copied with SQLite's online backup (one consistent "
+            + "snapshot) and checked; other files keep their modes. The copy is a data directory: to restore, stop "
+            + "the program and put the copy in the data directory's place (or pass it as --data-dir)."
+    }
+
+    /// Copies `directory` into `destination` (a new or empty directory) and says what was copied.
+    public static func run(_ directory: DataDirectory, into destination: String) throws {
+        let destination = (destination as NSString).expandingTildeInPath
+        let report = try copy(directory, to: destination)
+        Console().line(
+            "backed up \(directory.path) to \(destination): \(report.databases.joined(separator: ", ")) "
+                + "(online backups, checked) and \(report.files.count) other files")
+    }
+
     public static func copy(_ directory: DataDirectory, to destination: String) throws -> Report {
         let source = directory.path
         guard FileManager.default.fileExists(atPath: source) else {

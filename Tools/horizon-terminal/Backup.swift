@@ -1,5 +1,4 @@
 import ArgumentParser
-import Foundation
 import HorizonCLISupport
 import HorizonRadioCLISupport
 
@@ -8,12 +7,7 @@ struct BackupCommand: AsyncParsableCommand {
         commandName: "backup",
         abstract:
             "Copy the data directory (journal, sandbox ledger, keys, credential and settings) into a new directory.",
-        discussion: """
-            Safe while `serve` runs: each SQLite file is copied with SQLite's online backup (one \
-            consistent snapshot) and checked; other files keep their modes. The copy is a data \
-            directory: to restore, stop the program and put the copy in the data directory's place \
-            (or pass it as --data-dir).
-            """)
+        discussion: DataDirectoryBackup.discussion(running: "serve"))
 
     @OptionGroup var global: GlobalOptions
 
@@ -23,10 +17,6 @@ struct BackupCommand: AsyncParsableCommand {
     func run() async throws {
         let files = global.terminalFiles
         try files.directory.requireInitialized(marker: TerminalFiles.settings, initCommand: TerminalFiles.initCommand)
-        let destination = (directory as NSString).expandingTildeInPath
-        let report = try DataDirectoryBackup.copy(files.directory, to: destination)
-        Console().line(
-            "backed up \(files.directory.path) to \(destination): \(report.databases.joined(separator: ", ")) "
-                + "(online backups, checked) and \(report.files.count) other files")
+        try DataDirectoryBackup.run(files.directory, into: directory)
     }
 }

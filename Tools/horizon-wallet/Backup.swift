@@ -1,5 +1,4 @@
 import ArgumentParser
-import Foundation
 import HorizonCLISupport
 import HorizonRadioCLISupport
 
@@ -7,12 +6,7 @@ struct BackupCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "backup",
         abstract: "Copy the data directory (wallet store, key, trust anchors, cache) into a new directory.",
-        discussion: """
-            Safe while `pay` runs: each SQLite file is copied with SQLite's online backup (one \
-            consistent snapshot) and checked; other files keep their modes. The copy is a data \
-            directory: to restore, stop the program and put the copy in the data directory's place \
-            (or pass it as --data-dir).
-            """)
+        discussion: DataDirectoryBackup.discussion(running: "pay"))
 
     @OptionGroup var global: GlobalOptions
 
@@ -22,10 +16,6 @@ struct BackupCommand: AsyncParsableCommand {
     func run() async throws {
         let files = global.walletFiles
         try files.directory.requireInitialized(marker: WalletFiles.walletKey, initCommand: WalletFiles.initCommand)
-        let destination = (directory as NSString).expandingTildeInPath
-        let report = try DataDirectoryBackup.copy(files.directory, to: destination)
-        Console().line(
-            "backed up \(files.directory.path) to \(destination): \(report.databases.joined(separator: ", ")) "
-                + "(online backups, checked) and \(report.files.count) other files")
+        try DataDirectoryBackup.run(files.directory, into: directory)
     }
 }
