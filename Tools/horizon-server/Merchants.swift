@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import HorizonCLISupport
 import HorizonLedger
 import HorizonServer
@@ -7,7 +8,7 @@ struct Merchants: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract:
             "Add and list merchants, set their admin's password (the admin activates the merchant's terminals and signs in to the dashboard with e-mail and password).",
-        subcommands: [Add.self, List.self, Passwd.self])
+        subcommands: [Add.self, List.self, Passwd.self, TimeZoneCommand.self])
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -90,15 +91,7 @@ extension Merchants {
 
         func run() async throws {
             let settings = try options.settings()
-            let found = try await withLedger(options) { ledger, _ in
-                if merchant.contains("@") { return try await ledger.merchant(adminEmail: merchant) }
-                do { return try await ledger.merchant(MerchantID(rawValue: merchant)) } catch LedgerError.notFound {
-                    return nil
-                }
-            }
-            guard let found else {
-                throw CLIError("no merchant \(merchant) here (`horizon-server merchants list` shows them)")
-            }
+            let found = try await findMerchant(merchant, options)
             // Asked before the hash is stored, so a mistyped repeat changes nothing.
             let hash = try newPasswordHash(for: found.adminEmail, file: passwordFile, settings: settings)
             try await withLedger(options) { ledger, _ in try await ledger.setPasswordHash(hash, for: found.id) }
@@ -107,6 +100,45 @@ extension Merchants {
             )
         }
     }
+
+    struct TimeZoneCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "time-zone",
+            abstract: "Set the time zone the merchant's dashboard counts its days in and shows its times in.")
+
+        @OptionGroup var options: ServerOptions
+
+        @Argument(help: "The merchant: its id (m_…, as `merchants list` shows it) or its admin's e-mail.")
+        var merchant: String
+
+        @Argument(help: "An IANA time zone, such as Europe/Berlin or UTC.")
+        var zone: String
+
+        func validate() throws {
+            guard TimeZone(identifier: zone) != nil else {
+                throw ValidationError(
+                    "\(zone) is not a time zone this machine knows (an IANA name such as Europe/Berlin)")
+            }
+        }
+
+        func run() async throws {
+            let found = try await findMerchant(merchant, options)
+            try await withLedger(options) { ledger, _ in try await ledger.setTimeZone(zone, for: found.id) }
+            Console().line("\(found.name) (\(found.id)) counts its days in \(zone)")
+        }
+    }
+}
+
+/// A merchant by id or admin e-mail, or an error that says how to list them.
+func findMerchant(_ merchant: String, _ options: ServerOptions) async throws -> Merchant {
+    let found = try await withLedger(options) { ledger, _ in
+        if merchant.contains("@") { return try await ledger.merchant(adminEmail: merchant) }
+        do { return try await ledger.merchant(MerchantID(rawValue: merchant)) } catch LedgerError.notFound {
+            return nil
+        }
+    }
+    guard let found else { throw CLIError("no merchant \(merchant) here (`horizon-server merchants list` shows them)") }
+    return found
 }
 
 /// The hash of a new admin password: from `file`, or typed twice at a terminal.
