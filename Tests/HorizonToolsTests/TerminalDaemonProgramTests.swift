@@ -1,5 +1,6 @@
 import Foundation
 import HorizonCLISupport
+import HorizonRadioCLISupport
 import HorizonTestSupport
 import Synchronization
 import Testing
@@ -95,6 +96,37 @@ struct TerminalDaemonProgramTests {
         kill(service.process.processIdentifier, SIGTERM)
         #expect(await eventually(within: .seconds(30)) { !service.process.isRunning })
         #expect(service.finish(timeout: 1).status == 0)
+    }
+
+    /// The shop's maximum per payment holds for the register's socket as for `pay`: an amount
+    /// over it is refused with the sentence `pay` gives, and nothing is advertised.
+    @Test func theControlSocketRefusesAnAmountOverTheMaximum() async throws {
+        let sandbox = try Sandbox()
+        let terminalDir = sandbox.path("terminal")
+        let initialized = try Programs.run(
+            "horizon-terminal", ["init", "--data-dir", terminalDir, "--max-amount", "5"])
+        #expect(initialized.status == 0, "\(initialized.standardError)")
+        let control = sandbox.path("control.sock")
+        let service = try Programs.start(
+            "horizon-terminal",
+            [
+                "serve", "--data-dir", terminalDir, "--radio-socket", sandbox.path("radio.sock"), "--control-socket",
+                control,
+            ])
+        defer { stop(service) }
+        #expect(await eventually { paymentState(at: control) == "idle" }, "the service answers")
+
+        let connection = try LineConnection.connect(to: control)
+        connection.setReadTimeout(seconds: 10)
+        connection.send("pay 10.00")
+        let answer = connection.readLine()
+        #expect(
+            answer
+                == "failed 10.00 EUR is more than this terminal's maximum of 5.00 EUR per payment; check the amount (the maximum is set with `horizon-terminal init --max-amount` or `activate --max-amount`)"
+        )
+        #expect(paymentState(at: control) == "idle")
+        kill(service.process.processIdentifier, SIGTERM)
+        #expect(await eventually(within: .seconds(30)) { !service.process.isRunning })
     }
 
     /// The wallet too: a second payment from one wallet while the first waits refuses.

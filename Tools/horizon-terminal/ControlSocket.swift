@@ -76,14 +76,20 @@ final class PaymentController: Sendable {
     let ledger: InProcessLedger
     let observer: BluetoothConflictObserver
     let logger: Logger
+    /// Why an amount may not be taken here (the terminal's maximum per payment), or nil.
+    let refusal: @Sendable (Money) -> String?
     /// Whether a client's payment is running (one at a time; another client is told so).
     private let busy = Mutex(false)
 
-    init(host: PaymentHost, ledger: InProcessLedger, observer: BluetoothConflictObserver, logger: Logger) {
+    init(
+        host: PaymentHost, ledger: InProcessLedger, observer: BluetoothConflictObserver, logger: Logger,
+        refusal: @escaping @Sendable (Money) -> String? = { _ in nil }
+    ) {
         self.host = host
         self.ledger = ledger
         self.observer = observer
         self.logger = logger
+        self.refusal = refusal
     }
 
     /// Control requests are short: a longer line is refused rather than buffered.
@@ -148,6 +154,11 @@ final class PaymentController: Sendable {
             amount = try Money.parse(text, currency: ledger.currency)
         } catch {
             await connection.send(line: "failed \(error)")
+            return
+        }
+        // The shop's sanity limit holds for the register's socket as for `pay`.
+        if let refused = refusal(amount) {
+            await connection.send(line: "failed \(refused)")
             return
         }
         let (host, cashier) = (self.host, registerUser.map(RegisterUser.init(name:)))

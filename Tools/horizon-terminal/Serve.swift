@@ -74,7 +74,8 @@ struct Serve: AsyncParsableCommand {
             ?? files.directory.file("control.sock").path
         let listener = try ControlSocket.listen(at: path)
         let console = Console()
-        let controller = PaymentController(host: host, ledger: ledger, observer: observer, logger: logger)
+        let controller = PaymentController(
+            host: host, ledger: ledger, observer: observer, logger: logger, refusal: { settings.refusal(of: $0) })
         // Shut down in reverse order: the control socket first (its sale ends while the radio is
         // still up to tell the wallet), then the conflict observer.
         // An activated terminal keeps its credential fresh while it serves.
