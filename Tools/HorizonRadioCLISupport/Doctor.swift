@@ -70,16 +70,15 @@ public enum Doctor {
         let before = Date()
         let serverDate: Date
         do { serverDate = try await HorizonServerClient(serverURL: url).serverTime() } catch {
-            let reason: String
+            let sentence: String
             switch error {
-            case .timedOut: reason = "no answer within 5 s."
-            case .unreachable(let text) where text.contains("refused"):
-                reason = "refuses connections: is horizon-server running there?"
-            case .unreachable: reason = "cannot be reached; check the address and the network."
-            default: reason = "\(error)."
+            case .timedOut: sentence = "\(url.absoluteString) does not answer: no answer within 5 s."
+            // The client's sentence already names the server, the cause and what to check.
+            case .unreachable(let text): sentence = text + "."
+            default: sentence = "\(url.absoluteString) does not answer: \(error)."
             }
             return [
-                DoctorCheck(.fail, "server", "\(url.absoluteString) does not answer: \(reason)"),
+                DoctorCheck(.fail, "server", sentence),
                 DoctorCheck(.warn, "clock", "not compared: the server does not answer."),
             ]
         }
