@@ -10,6 +10,9 @@ HORIZON_BROWSER_PACKAGES=(chromium fonts-dejavu-core)
 # What Tools/package.sh and Tools/test.sh's packaging check add: dpkg-shlibdeps (the packages'
 # Depends) and lintian (Debian's own checks of the .deb files).
 HORIZON_PACKAGING_PACKAGES=(dpkg-dev lintian)
+# What the server's mail tests add: a real SMTP server (Python's aiosmtpd) and msmtp, the
+# sendmail-style command the tests hand mail to, as an administrator's MTA would take it.
+HORIZON_MAIL_TEST_PACKAGES=(python3-aiosmtpd msmtp)
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 
