@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Checks against a real bluetoothd, run inside the throw-away VM by run-in-vm.sh (Tools/test.sh
-# does this after the unit tests). Argument: the directory holding the built programs.
+# does this after the unit tests). Arguments: the directory holding the built programs, and
+# optionally a directory of .deb files (Tools/package.sh) to install and pay with as well.
 # Ends with "N passed, N failed"; exit status 0 only if nothing failed.
 set -u
-bin=${1:?usage: bluez-checks.sh BIN_DIR}
+bin=${1:?usage: bluez-checks.sh BIN_DIR [PACKAGES_DIR]}
+packages=${2:-}
 passed=0
 failed=0
 
@@ -72,6 +74,20 @@ else
     show_proxy
 fi
 proxy_stop_server
+
+# The packages installed with dpkg -i, and a payment with the installed programs.
+if [ -n "$packages" ]; then
+    source "$(dirname "${BASH_SOURCE[0]}")/bluez-installed.sh"
+    if install_packages "$packages"; then
+        check "the Debian packages install: programs, man pages, user, unit (not enabled), policy" \
+            check_packages_installed
+        check "the installed terminal serves on hci0 as user horizon; the installed wallet pays it" \
+            check_installed_serve_pays
+    else
+        check "the Debian packages install with dpkg -i" false
+    fi
+    installed_stop
+fi
 
 echo "bluez: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
