@@ -202,7 +202,14 @@ extension Ledger {
                 return stored.transaction.result
             }
             let merchant = try await Self.merchant(merchantID, in: db)
-            let execution = try await execute(merchant, db)
+            // A payment id that is a payment intent's pays that intent, or is refused unexecuted.
+            let execution: Execution
+            if let refusal = try await Self.claimIntent(record, merchant: merchantID, at: time, in: db) {
+                execution = refusal
+            } else {
+                execution = try await execute(merchant, db)
+                if !execution.isStored { try await Self.releaseIntent(record.id, in: db) }
+            }
             guard execution.isStored else {
                 return SettlementResult(
                     paymentID: record.id, sessionID: record.sessionID, amount: record.amount, tip: record.tip,
@@ -248,13 +255,19 @@ extension Ledger {
         if let tokenID = record.offlineTokenID, let acceptedAt = record.offlineAcceptedAt {
             offline = [.blob(tokenID), .integer(acceptedAt), .integer(execution.offlineGuaranteed ? 1 : 0)]
         }
+        // A payment made for one of this merchant's intents carries the intent's order reference.
+        let orderReference: SQLValue =
+            try await db.query(
+                "SELECT order_reference FROM payment_intents WHERE payment_id = ? AND merchant_id = ?",
+                [.blob(record.id.bytes), .text(merchant.rawValue)]
+            ).first.map { row throws(LedgerError) in .text(try row.text("order_reference")) } ?? .null
         return try await db.insert(
             """
             INSERT INTO transactions(payment_id, merchant_id, transaction_type, item, quantity, session_id,
                 wallet_key, wallet_id, terminal_key_id, amount, tip, currency, register_user, content_digest,
                 outcome, decline_code, decline_reason, bonus_earned, bonus_balance, entry_id, settled_at,
-                offline_token_id, offline_accepted_at, offline_guaranteed)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                offline_token_id, offline_accepted_at, offline_guaranteed, order_reference)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
                 .blob(record.id.bytes), .text(merchant.rawValue), .integer(Int64(record.transactionType.rawValue)),
@@ -264,7 +277,7 @@ extension Ledger {
                 .text(record.amount.currency.code), .text(record.registerUser), .blob(record.contentDigest),
                 .text(execution.outcome.isApproved ? "approved" : "declined"), code, reason, .integer(earned),
                 .integer(balance), execution.entryID.map { .integer($0) } ?? .null, .integer(time),
-            ] + offline, returning: "reference")
+            ] + offline + [orderReference], returning: "reference")
     }
 
     static func stored(_ id: PaymentID, in db: any SQLTransaction) async throws(LedgerError) -> Stored? {
@@ -323,7 +336,7 @@ extension Ledger {
                 reference: reference, merchantID: MerchantID(rawValue: try row.text("merchant_id")),
                 walletID: try row.optionalText("wallet_id").map(WalletID.init(rawValue:)), walletKey: walletKey,
                 terminalKeyID: terminalKeyID, registerUser: try row.text("register_user"), result: result,
-                offline: try decodeOffline(row)),
+                offline: try decodeOffline(row), orderReference: try row.optionalText("order_reference")),
             contentDigest: try row.bytes("content_digest"))
     }
 

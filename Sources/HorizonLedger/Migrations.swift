@@ -600,6 +600,55 @@ public enum LedgerSchema {
                 // their dashboard did.
                 "ALTER TABLE merchants ADD COLUMN time_zone TEXT NOT NULL DEFAULT 'UTC'"
             ]),
+        Migration(
+            version: 17, name: "secret API keys for a merchant's own systems, and payment intents",
+            statements: [
+                // A POS system's secret key. Only the SHA-256 of the secret is kept (the secret is
+                // shown once), with its first and last characters so a person can tell keys
+                // apart. Scopes are space-separated names. A revoked key (or one rolled, which
+                // revokes it and names its successor) is kept for the list and refused.
+                """
+                CREATE TABLE api_keys(
+                    id TEXT PRIMARY KEY,
+                    merchant_id TEXT NOT NULL REFERENCES merchants(id),
+                    name TEXT NOT NULL,
+                    secret_hash {BYTES} NOT NULL UNIQUE,
+                    secret_prefix TEXT NOT NULL,
+                    secret_last4 TEXT NOT NULL,
+                    scopes TEXT NOT NULL,
+                    created_at {INT} NOT NULL,
+                    last_used_at {INT},
+                    revoked_at {INT},
+                    replaced_by TEXT) {STRICT}
+                """,
+                "CREATE INDEX api_keys_merchant ON api_keys(merchant_id, created_at)",
+                // A payment a merchant's system asked for: its id is the payment's id end to end.
+                // `state` is what the intent itself records (the result of its payment is the
+                // transaction with that payment id); `idempotency_key` and `request_digest` make a
+                // retried create replay and a reused key with other terms a conflict.
+                """
+                CREATE TABLE payment_intents(
+                    payment_id {BYTES} PRIMARY KEY,
+                    merchant_id TEXT NOT NULL REFERENCES merchants(id),
+                    idempotency_key TEXT NOT NULL,
+                    request_digest {BYTES} NOT NULL,
+                    order_reference TEXT NOT NULL,
+                    amount {INT} NOT NULL CHECK (amount > 0),
+                    currency TEXT NOT NULL CHECK (length(currency) = 3),
+                    metadata TEXT NOT NULL,
+                    terminal_id TEXT,
+                    state TEXT NOT NULL,
+                    created_at {INT} NOT NULL,
+                    expires_at {INT} NOT NULL,
+                    canceled_at {INT},
+                    UNIQUE (merchant_id, idempotency_key),
+                    CHECK (state IN ('requires_collection', 'collecting', 'processed', 'canceled'))) {STRICT}
+                """,
+                "CREATE INDEX payment_intents_reference ON payment_intents(merchant_id, order_reference, created_at)",
+                // The order reference of the intent a payment was made for, written with the payment
+                // so every list, receipt and export reads it from the transaction itself.
+                "ALTER TABLE transactions ADD COLUMN order_reference TEXT",
+            ]),
     ]
 
     /// Brings the store's schema to `target` (the current version unless told otherwise, which

@@ -70,6 +70,8 @@ public struct LedgerTransaction: Sendable, Equatable {
     public let result: SettlementResult
     /// How it was settled when a terminal accepted it offline; nil when online.
     public var offline: OfflineAcceptance? = nil
+    /// The merchant's order reference, when the payment was made for a payment intent.
+    public var orderReference: String? = nil
 }
 
 /// How a payment a terminal accepted offline was settled.
