@@ -69,7 +69,7 @@ public struct RadioOptions: ParsableArguments {
 
     /// The radio chosen: the simulated room as `name` (starting its server if none is running),
     /// or bluetoothd's adapter. Call `shutdown()` on it before exiting.
-    public func open(name: String, defaultPosition: Position, logger: Logger) throws -> any DeviceRadio {
+    public func open(name: String, defaultPosition: Position, logger: Logger) async throws -> any DeviceRadio {
         switch radio {
         case .bluez:
             do {
@@ -81,10 +81,10 @@ public struct RadioOptions: ParsableArguments {
             }
         case .simulated:
             let place = position.flatMap(Self.parsePosition) ?? defaultPosition
-            if let radio = try join(place: place, name: name) { return radio }
+            if let radio = try await join(place: place, name: name) { return radio }
             logger.info("no simulated radio at \(socketPath); starting one")
             try RadioServerLauncher.start(socketPath: socketPath)
-            guard let radio = try join(place: place, name: name) else {
+            guard let radio = try await join(place: place, name: name) else {
                 throw CLIError("cannot join the simulated radio at \(socketPath)")
             }
             return radio
@@ -92,11 +92,11 @@ public struct RadioOptions: ParsableArguments {
     }
 
     /// The device in the room, or nil when no server listens at the socket.
-    private func join(place: Position, name: String) throws -> RemoteSimulatedRadio? {
+    private func join(place: Position, name: String) async throws -> RemoteSimulatedRadio? {
         let result: Result<RemoteSimulatedRadio, RadioError>
         do {
             result = .success(
-                try RemoteSimulatedRadio(socketPath: socketPath, name: name, position: place, attMTU: mtu))
+                try await RemoteSimulatedRadio(socketPath: socketPath, name: name, position: place, attMTU: mtu))
         } catch {
             result = .failure(error)
         }

@@ -54,7 +54,7 @@ struct Pay: AsyncParsableCommand {
             try await checkRegisterUser(
                 registerUser, server: settings.server, identity: identity, ledger: ledger, logger: logger)
         }
-        let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
+        let device = try await radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
         let runtime = try await files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
         let host = try await runtime.paymentHost(

@@ -74,7 +74,7 @@ struct Redeem: AsyncParsableCommand {
         let ledger = try await files.loadLedger(logger: logger)
         let worth = try AmountArgument.money(value, in: ledger.currency, option: "--value")
         let item = reward ?? benefit ?? "coupon"
-        let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
+        let device = try await radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
         let runtime = try await files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
         let service = runtime.service

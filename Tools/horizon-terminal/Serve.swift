@@ -58,7 +58,7 @@ struct Serve: AsyncParsableCommand {
         let (identity, _) = try await files.renewCredentialIfDue(
             identity: try files.loadIdentity(), now: UnixTime(Date().timeIntervalSince1970), logger: logger)
         let ledger = try await files.loadLedger(logger: logger)
-        let device = try radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
+        let device = try await radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
         let runtime = try await files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
         let host = try await runtime.paymentHost(

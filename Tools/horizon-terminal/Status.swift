@@ -25,7 +25,7 @@ struct Status: AsyncParsableCommand {
         if radio.radio == .bluez { return try await blueZStatus() }
         let logger = Logs.logger("horizon.terminal", verbose: global.verbose)
         let ownKey = (try? global.terminalFiles.loadIdentity()).flatMap { try? TerminalKeyID(bytes: $0.keyID) }
-        let device = try radio.open(name: "terminal-status", defaultPosition: .origin, logger: logger)
+        let device = try await radio.open(name: "terminal-status", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
         let hub = SightingHub(radio: device)
         let observer = BluetoothConflictObserver(scanner: hub, ownTerminalKeyID: ownKey)

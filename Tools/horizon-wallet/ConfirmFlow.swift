@@ -25,7 +25,7 @@ struct ConfirmOptions: ParsableArguments {
     }
 
     /// The wallet's identity, trust, durable store and radio, ready for a flow.
-    func openWallet() throws -> OpenWallet {
+    func openWallet() async throws -> OpenWallet {
         try CrashInjection.validate(for: "wallet")
         let logger = Logs.logger("horizon.wallet", verbose: global.verbose)
         let files = try global.lockedWalletFiles()
@@ -37,7 +37,7 @@ struct ConfirmOptions: ParsableArguments {
             anchors = RevocationListClient(identityClient: session.identity, cache: session.cache).anchors(anchors)
         }
         let store = try files.openStore()
-        let radio = try self.radio.open(name: "wallet", defaultPosition: Position(x: 0.3, y: 0), logger: logger)
+        let radio = try await self.radio.open(name: "wallet", defaultPosition: Position(x: 0.3, y: 0), logger: logger)
         return OpenWallet(
             identity: identity, anchors: anchors, store: store,
             pendingStore: CrashInjection.pendingStore(wrapping: SQLitePendingPaymentStore(store: store)),

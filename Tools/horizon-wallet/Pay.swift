@@ -40,7 +40,7 @@ struct Pay: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let wallet = try options.openWallet()
+        let wallet = try await options.openWallet()
         defer { wallet.radio.shutdown() }
         // A terminal that cannot reach its server asks for the daily token (kept by
         // `horizon-wallet token`); it travels only then.

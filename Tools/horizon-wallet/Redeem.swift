@@ -26,7 +26,7 @@ struct Redeem: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let wallet = try options.openWallet()
+        let wallet = try await options.openWallet()
         defer { wallet.radio.shutdown() }
         let hub = SightingHub(radio: wallet.radio)
         let clients: [RedemptionClient] = [.bonusRedemption, .goldRedemption, .couponRedemption].compactMap {

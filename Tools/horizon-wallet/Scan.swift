@@ -26,7 +26,7 @@ struct Scan: AsyncParsableCommand {
 
     func run() async throws {
         let logger = Logs.logger("horizon.wallet", verbose: global.verbose)
-        let device = try radio.open(name: "wallet-scan", defaultPosition: Position(x: 0.3, y: 0), logger: logger)
+        let device = try await radio.open(name: "wallet-scan", defaultPosition: Position(x: 0.3, y: 0), logger: logger)
         defer { device.shutdown() }
         let tracker = FusionTracker(
             scanner: SightingHub(radio: device), transactionTypes: Set(TransactionType.allCases))

@@ -64,7 +64,7 @@ final class TerminalRelay: Sendable {
             )
         }
         let logger = Logs.logger("horizon.wallet", verbose: verbose)
-        let radio = try options.radio.open(name: "wallet", defaultPosition: Position(x: 0.3, y: 0), logger: logger)
+        let radio = try await options.radio.open(name: "wallet", defaultPosition: Position(x: 0.3, y: 0), logger: logger)
         let client = PaymentClient(
             radio: radio, identity: WalletIdentity(signingKey: key), trustAnchors: anchors, logger: logger)
         let coordinator = RequestProxyClientCoordinator(proxyClientConnectors: [client.connector], logger: logger)

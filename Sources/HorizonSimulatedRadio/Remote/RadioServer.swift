@@ -34,7 +34,7 @@ public final class RadioServer: Sendable {
 
     private struct Client {
         let connection: UnixConnection
-        let outbox: Outbox
+        let outbox: FrameOutbox
         let device: SimulatedDevice
         var links: [UInt32: SimulatedLinkEndpoint] = [:]
         var advertising: [UInt32: any AdvertisingSet] = [:]
@@ -193,12 +193,12 @@ public final class RadioServer: Sendable {
     /// a child task writes what the room sends it.
     private func serve(_ connection: UnixConnection, id: Int) async {
         var frames = connection.frames(maximumSize: Self.maximumFrameSize)
-        let outbox = Outbox()
+        let outbox = FrameOutbox(connection: connection, maximumQueuedBytes: Self.maximumQueuedBytes)
         if case .frame(let hello) = await frames.next(),
             await onContext({ self.welcome(hello, id: id, connection: connection, outbox: outbox) })
         {
             await withDiscardingTaskGroup { group in
-                group.addTask { await outbox.drain(into: connection) }
+                group.addTask { await outbox.drain() }
                 while case .frame(let frame) = await frames.next() {
                     // A client speaking nonsense is disconnected.
                     guard await onContext({ self.handle(frame, from: id) }) else { break }
@@ -212,7 +212,7 @@ public final class RadioServer: Sendable {
         _ = state.withLock { $0.connections.removeValue(forKey: id) }
     }
 
-    private func welcome(_ frame: [UInt8], id: Int, connection: UnixConnection, outbox: Outbox) -> Bool {
+    private func welcome(_ frame: [UInt8], id: Int, connection: UnixConnection, outbox: FrameOutbox) -> Bool {
         guard !state.withLock({ $0.stopped }), let device = try? addDevice(frame) else { return false }
         state.withLock { state in
             state.clients[id] = Client(connection: connection, outbox: outbox, device: device)
@@ -388,7 +388,7 @@ public final class RadioServer: Sendable {
     /// Queues a frame for a client without waiting (the room's events cannot wait for a reader).
     private func send(_ frame: [UInt8], to id: Int) {
         guard let client = state.withLock({ $0.clients[id] }) else { return }
-        if !client.outbox.enqueue(frame) { client.connection.close() }
+        client.outbox.enqueue(frame)
     }
 
     /// On the context: a client that goes away is a device switched off; its peers lose their
@@ -400,40 +400,6 @@ public final class RadioServer: Sendable {
         }
         client?.device.powerOff()
     }
-}
-
-/// The frames waiting to be written to one client, in order, and the task that writes them.
-private final class Outbox: Sendable {
-    private let frames: AsyncStream<[UInt8]>
-    private let continuation: AsyncStream<[UInt8]>.Continuation
-    private let queuedBytes = Atomic<Int>(0)
-
-    init() {
-        let (frames, continuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .unbounded)
-        self.frames = frames
-        self.continuation = continuation
-    }
-
-    /// False once the client is `RadioServer.maximumQueuedBytes` behind.
-    func enqueue(_ payload: [UInt8]) -> Bool {
-        let frame = UnixSocket.frame(payload)
-        let queued = queuedBytes.add(frame.count, ordering: .relaxed).newValue
-        guard queued <= RadioServer.maximumQueuedBytes else { return false }
-        continuation.yield(frame)
-        return true
-    }
-
-    /// Writes until `finish()` or the client is gone (then closes the connection, which ends the
-    /// client's reads too).
-    func drain(into connection: UnixConnection) async {
-        for await frame in frames {
-            guard await connection.send(frame) else { break }
-            queuedBytes.subtract(frame.count, ordering: .relaxed)
-        }
-        connection.close()
-    }
-
-    func finish() { continuation.finish() }
 }
 
 /// The server clock's one timer, re-armed for each next event. Only the server's context arms

@@ -1,29 +1,27 @@
-import Dispatch
-import Foundation
 import HorizonCore
 import HorizonRadio
 import HorizonUnixSocket
 import Synchronization
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// This process's device in a `RadioServer`'s shared simulated room. It implements the same
 /// radio protocols as every other radio, so terminals and wallets run on it unchanged; callbacks
 /// arrive on `scheduler`'s queue, one at a time.
+///
+/// No thread waits on the socket: a task reads the server's frames and another writes ours, in
+/// the order they were sent. Starting to advertise or to scan answers at once: the device checks
+/// what the server's device would refuse itself (the server answers each request in order and
+/// numbers advertising sets as this side does), so it never waits for the server's answer.
 public final class RemoteSimulatedRadio: DeviceRadio, Sendable {
     public let address: PeerAddress
     private let realTime: RealTimeScheduler
-    private let descriptor: Int32
-    /// How long a request waits for the server's answer.
-    public static let requestTimeout: Duration = .seconds(3)
+    private let connection: UnixConnection
+    private let outbox: FrameOutbox
 
     private struct State {
         var nextRequest: UInt32 = 1
-        var pending: [UInt32: PendingRequest] = [:]
+        /// The number the server gives this device's next advertising set: it counts from 1, one
+        /// per set it starts, and it starts every set this side asks for.
+        var nextSetID: UInt32 = 1
         var connectCompletions: [UInt32: @Sendable (Result<any ByteLink, RadioError>) -> Void] = [:]
         var connectPeers: [UInt32: PeerAddress] = [:]
         var links: [UInt32: RemoteLink] = [:]
@@ -33,24 +31,22 @@ public final class RemoteSimulatedRadio: DeviceRadio, Sendable {
     }
 
     private let state = Mutex(State())
-    /// Serialises whole frames written from several threads.
-    private let writeLock = Mutex(())
 
     /// Joins the room served at `socketPath` as a device named `name` at `position`.
     public init(
         socketPath: String, name: String, position: Position, attMTU: Int = 247, reportsRSSI: Bool = true,
         transmitPowerOffset: Double = 0
-    ) throws(RadioError) {
+    ) async throws(RadioError) {
         guard transmitPowerOffset.isFinite, abs(transmitPowerOffset) <= 40 else {
             throw .invalidConfiguration("transmit power offset must be within ±40 dB")
         }
         guard (23...517).contains(attMTU) else { throw .invalidConfiguration("ATT MTU \(attMTU) is outside 23...517") }
+        let connection: UnixConnection
         do {
-            descriptor = try UnixSocket.connect(to: socketPath)
+            connection = try UnixConnection.connect(to: socketPath)
         } catch {
             throw RadioError(error)
         }
-        realTime = RealTimeScheduler(label: "horizon.radio.\(name)")
         var writer = ByteWriter()
         writer.write(RadioWire.hello)
         writer.write(string: String(name.prefix(64)))
@@ -59,30 +55,48 @@ public final class RemoteSimulatedRadio: DeviceRadio, Sendable {
         writer.write(UInt16(attMTU))
         writer.write(UInt8(reportsRSSI ? 1 : 0))
         writer.write(transmitPowerOffset.bitPattern)
-        guard UnixSocket.writeFrame(writer.bytes, to: descriptor),
-            let welcome = UnixSocket.readFrame(from: descriptor, maximumSize: RadioServer.maximumFrameSize)
+        var frames = connection.frames(maximumSize: RadioServer.maximumFrameSize)
+        guard await connection.send(UnixSocket.frame(writer.bytes)), case .frame(let welcome) = await frames.next()
         else {
-            UnixSocket.close(descriptor)
+            connection.close()
             throw .adapterUnavailable(.serviceUnavailable)
         }
         var reader = ByteReader(welcome)
         guard (try? reader.readUInt8("op")) == RadioWire.welcome,
             let address = try? reader.readString("address", maximumBytes: 64)
         else {
-            UnixSocket.close(descriptor)
+            connection.close()
             throw .backend(name: "radio-server", message: "the radio server sent an unexpected greeting")
         }
         self.address = PeerAddress(address)
-        let thread = Thread { [self] in readLoop() }
-        thread.start()
+        self.connection = connection
+        realTime = RealTimeScheduler(label: "horizon.radio.\(name)")
+        outbox = FrameOutbox(connection: connection, maximumQueuedBytes: RadioServer.maximumQueuedBytes)
+        Task { [outbox] in await outbox.drain() }
+        // The reader holds the radio until the connection ends (`disconnect()`, or the server
+        // going away), as a device stays in the room until it leaves.
+        Task { [self, frames] in
+            var frames = frames
+            while case .frame(let frame) = await frames.next() {
+                var reader = ByteReader(frame)
+                do {
+                    try dispatch(&reader)
+                } catch {
+                    break
+                }
+            }
+            connection.close()
+            serverGone()
+        }
     }
 
     deinit {
         disconnect()
     }
 
-    /// Leaves the room (the server powers this device off).
-    public func disconnect() { closeSocket(descriptor) }
+    /// Leaves the room (the server powers this device off) once what was sent before has been
+    /// written.
+    public func disconnect() { outbox.finish() }
 
     /// Leaves the room (`DeviceRadio`).
     public func shutdown() { disconnect() }
@@ -105,7 +119,14 @@ public final class RemoteSimulatedRadio: DeviceRadio, Sendable {
         guard advertisingData.count <= AdvertisingData.legacyMaximumLength else {
             throw .advertisementTooLarge(size: advertisingData.count, maximum: AdvertisingData.legacyMaximumLength)
         }
-        let setID = try request { request, writer in
+        // What the server's device refuses (`SimulatedDevice.startAdvertising`), refused here.
+        guard interval >= .milliseconds(20), interval <= .milliseconds(10_240) else {
+            throw .invalidConfiguration("advertising interval must be 20 ms to 10.24 s")
+        }
+        let setID = try sendRequest { state in
+            defer { state.nextSetID &+= 1 }
+            return state.nextSetID
+        } build: { request, writer in
             writer.write(RadioWire.startAdvertising)
             writer.write(request)
             writer.write(lengthPrefixed: advertisingData)
@@ -124,15 +145,15 @@ public final class RemoteSimulatedRadio: DeviceRadio, Sendable {
     // MARK: Central
 
     public func startScanning(_ handler: @escaping @Sendable (Sighting) -> Void) throws(RadioError) {
-        state.withLock { $0.scanHandler = handler }
-        do {
-            _ = try request { request, writer in
-                writer.write(RadioWire.startScanning)
-                writer.write(request)
-            }
-        } catch {
-            state.withLock { $0.scanHandler = nil }
-            throw error
+        _ = try sendRequest { state throws(RadioError) in
+            // The server's device scans while this one has a handler (`stopScanning` reaches it
+            // before a later start).
+            guard state.scanHandler == nil else { throw .alreadyScanning }
+            state.scanHandler = handler
+            return 0
+        } build: { request, writer in
+            writer.write(RadioWire.startScanning)
+            writer.write(request)
         }
     }
 
@@ -191,54 +212,37 @@ public final class RemoteSimulatedRadio: DeviceRadio, Sendable {
 
     // MARK: Plumbing
 
+    /// Queues a frame for the server; false once the connection is gone, or once the server is
+    /// `RadioServer.maximumQueuedBytes` behind (then the room is left, as a stalled device).
     @discardableResult
-    private func write(_ frame: [UInt8]) -> Bool {
-        writeLock.withLock { _ in UnixSocket.writeFrame(frame, to: descriptor) }
-    }
+    private func write(_ frame: [UInt8]) -> Bool { outbox.enqueue(frame) }
 
-    /// Sends a request and waits for its result; the value is request-specific.
-    private func request(_ build: (UInt32, inout ByteWriter) -> Void) throws(RadioError) -> UInt32 {
-        let pending = PendingRequest()
-        let request = state.withLock { state -> UInt32? in
-            guard !state.serverGone else { return nil }
+    /// Sends a request whose answer this side knows already (`accept` gives it, or throws what
+    /// the server would answer), with the next request number; the server's answer is not
+    /// waited for. Under one lock with the queueing, so requests leave in the order `accept`
+    /// numbered them.
+    private func sendRequest<Value>(
+        _ accept: (inout State) throws(RadioError) -> Value, build: (UInt32, inout ByteWriter) -> Void
+    ) throws(RadioError) -> Value {
+        try state.withLock { state throws(RadioError) -> Value in
+            guard !state.serverGone else { throw .adapterUnavailable(.serviceUnavailable) }
+            let value = try accept(&state)
             let request = state.nextRequest
             state.nextRequest &+= 1
-            state.pending[request] = pending
-            return request
+            var writer = ByteWriter()
+            build(request, &writer)
+            guard outbox.enqueue(writer.bytes) else { throw .adapterUnavailable(.serviceUnavailable) }
+            return value
         }
-        guard let request else { throw .adapterUnavailable(.serviceUnavailable) }
-        var writer = ByteWriter()
-        build(request, &writer)
-        guard write(writer.bytes) else { throw .adapterUnavailable(.serviceUnavailable) }
-        let timeout = DispatchTime.now() + .milliseconds(Int(Self.requestTimeout.milliseconds))
-        guard pending.semaphore.wait(timeout: timeout) == .success, let result = pending.result.withLock({ $0 }) else {
-            _ = state.withLock { $0.pending.removeValue(forKey: request) }
-            throw .backend(name: "radio-server", message: "the simulated radio server did not answer in time")
-        }
-        return try result.get()
-    }
-
-    private func readLoop() {
-        while let frame = UnixSocket.readFrame(from: descriptor, maximumSize: RadioServer.maximumFrameSize) {
-            var reader = ByteReader(frame)
-            do {
-                try dispatch(&reader)
-            } catch {
-                break
-            }
-        }
-        serverGone()
     }
 
     private func dispatch(_ reader: inout ByteReader) throws {
         switch try reader.readUInt8("op") {
         case RadioWire.result:
-            let request = try reader.read(UInt32.self, "request")
-            let value = try reader.read(UInt32.self, "value")
-            let error = try RadioWire.readError(from: &reader)
-            let pending = state.withLock { $0.pending.removeValue(forKey: request) }
-            pending?.result.withLock { $0 = error.map { .failure($0) } ?? .success(value) }
-            pending?.semaphore.signal()
+            // The answer to a start of advertising or scanning, which this side gave already.
+            _ = try reader.read(UInt32.self, "request")
+            _ = try reader.read(UInt32.self, "value")
+            _ = try RadioWire.readError(from: &reader)
         case RadioWire.sighting:
             let address = PeerAddress(try reader.readString("address", maximumBytes: 64))
             let hasRSSI = try reader.readUInt8("hasRSSI") != 0
@@ -289,31 +293,22 @@ public final class RemoteSimulatedRadio: DeviceRadio, Sendable {
         }
     }
 
-    /// The server went away: every link is lost and every waiting request fails.
+    /// The server went away: every link is lost and every connection under way fails.
     private func serverGone() {
-        let (pending, links, completions) = state.withLock { state in
+        let (links, completions) = state.withLock { state in
             state.serverGone = true
             defer {
-                state.pending = [:]
                 state.links = [:]
                 state.connectCompletions = [:]
             }
-            return (Array(state.pending.values), Array(state.links.values), Array(state.connectCompletions.values))
+            return (Array(state.links.values), Array(state.connectCompletions.values))
         }
-        for request in pending {
-            request.result.withLock { $0 = .failure(.adapterUnavailable(.serviceUnavailable)) }
-            request.semaphore.signal()
-        }
+        outbox.finish()
         for link in links { realTime.execute { link.closed(.connectionLost) } }
         for completion in completions {
             realTime.execute { completion(.failure(.adapterUnavailable(.serviceUnavailable))) }
         }
     }
-}
-
-private final class PendingRequest: Sendable {
-    let semaphore = DispatchSemaphore(value: 0)
-    let result = Mutex<Result<UInt32, RadioError>?>(nil)
 }
 
 final class RemoteAdvertisingSet: AdvertisingSet, Sendable {
@@ -407,7 +402,8 @@ final class RemoteLink: ByteLink, Sendable {
 }
 
 extension RemoteSimulatedRadio {
-    /// Whether a radio server answers at `socketPath` (connects and hangs up at once).
+    /// Whether a radio server answers at `socketPath` (connects and hangs up at once: connecting
+    /// to a Unix socket does not wait for the server to accept).
     public static func probe(socketPath: String) throws(RadioError) -> Bool {
         do {
             UnixSocket.close(try UnixSocket.connect(to: socketPath))
@@ -428,9 +424,4 @@ extension RadioError {
         case .notASocket, .system: self = .backend(name: "radio-server", message: error.description)
         }
     }
-}
-
-/// Shuts the socket down both ways (outside the class, where `shutdown` is the C function).
-private func closeSocket(_ descriptor: Int32) {
-    shutdown(descriptor, Int32(SHUT_RDWR))
 }
