@@ -38,9 +38,8 @@ public enum LedgerBackup {
         do {
             let database = try SQLiteDatabase(path: path)
             defer { database.close() }
-            let integrity = try database.query("PRAGMA integrity_check").first?.text("integrity_check")
-            guard integrity == "ok" else {
-                throw LedgerError.invalidArgument("\(path) is damaged: \(integrity ?? "SQLite's check gave no answer")")
+            if let problem = try database.integrityProblem() {
+                throw LedgerError.invalidArgument("\(path) is damaged: \(problem)")
             }
         } catch let error as LedgerError {
             throw error

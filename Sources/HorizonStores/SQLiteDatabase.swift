@@ -294,6 +294,15 @@ public final class SQLiteDatabase: Sendable {
         }
     }
 
+    /// SQLite's own check of every page and index (`PRAGMA integrity_check`): nil when the file is
+    /// sound, else what SQLite found wrong, in its words.
+    public func integrityProblem() throws(DatabaseError) -> String? {
+        var findings: [String] = []
+        for row in try query("PRAGMA integrity_check") { findings.append(try row.text("integrity_check")) }
+        if findings == ["ok"] { return nil }
+        return findings.isEmpty ? "SQLite's check gave no answer" : findings.joined(separator: "; ")
+    }
+
     /// Copies the database to `destination` with SQLite's online backup: a consistent snapshot
     /// (one read transaction), while other connections and processes go on writing (WAL). The
     /// copy is written beside `destination` and renamed into place, mode 0600, so a crash never

@@ -159,10 +159,7 @@ struct BackupProgramTests {
 /// PostgreSQL's `psql`, found as `horizon-server` finds its tools.
 enum PostgresTools {
     static func psql(_ url: String, _ sql: String) throws -> String {
-        let candidates =
-            ((try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? [])
-            .sorted(by: >).map { "/usr/lib/postgresql/\($0)/bin/psql" } + ["/usr/bin/psql"]
-        let executable = try #require(candidates.first { FileManager.default.isExecutableFile(atPath: $0) })
+        let executable = try #require(PostgresPrograms.path(of: "psql"))
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = ["--no-psqlrc", "--quiet", "--set", "ON_ERROR_STOP=1", "--dbname", url, "--command", sql]

@@ -58,6 +58,35 @@ struct SQLiteDatabaseTests {
 
     // MARK: Transactions
 
+    @Test func theIntegrityCheckPassesASoundFileAndNamesWhatIsWrongInADamagedOne() throws {
+        try withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("damaged.sqlite").path
+            let database = try SQLiteDatabase(path: path)
+            try database.execute("CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+            try database.execute("CREATE INDEX items_by_name ON items(name)")
+            for index in 0..<300 {
+                _ = try database.insert("INSERT INTO items(name) VALUES (?)", [.text("item \(index)")])
+            }
+            #expect(try database.integrityProblem() == nil)
+            let root =
+                try database.query("SELECT rootpage FROM sqlite_master WHERE name = 'items_by_name'")
+                .first?.integer("rootpage") ?? 0
+            let pageSize = try database.query("PRAGMA page_size").first?.integer("page_size") ?? 0
+            database.close()
+
+            // The index's root page overwritten, as a bad disk or a stray write would.
+            let handle = try #require(FileHandle(forUpdatingAtPath: path))
+            try handle.seek(toOffset: UInt64((root - 1) * pageSize))
+            try handle.write(contentsOf: Data(repeating: 0xA5, count: Int(pageSize)))
+            try handle.close()
+
+            let reopened = try SQLiteDatabase(path: path)
+            defer { reopened.close() }
+            let problem = try #require(try reopened.integrityProblem())
+            #expect(!problem.isEmpty && problem != "ok", "\(problem)")
+        }
+    }
+
     @Test func aTransactionCommitsAllOfItsWritesAndReturnsItsValue() throws {
         try withDatabase { database in
             let count = try database.transaction { (db) throws(DatabaseError) -> Int in

@@ -69,9 +69,8 @@ public enum DataDirectoryBackup {
                     try database.backup(to: to)
                     let copy = try SQLiteDatabase(path: to)
                     defer { copy.close() }
-                    let integrity = try copy.query("PRAGMA integrity_check").first?.text("integrity_check")
-                    guard integrity == "ok" else {
-                        throw CLIError("the copy of \(path) is damaged: \(integrity ?? "?")")
+                    if let problem = try copy.integrityProblem() {
+                        throw CLIError("the copy of \(path) is damaged: \(problem)")
                     }
                 } catch let error as CLIError { throw error } catch {
                     throw CLIError("cannot back up \(path): \(error)")

@@ -149,11 +149,7 @@ enum DatabaseFile {
 enum PostgresTools {
     @discardableResult
     static func run(_ program: String, _ arguments: [String]) throws -> String {
-        let candidates =
-            ["/usr/bin/\(program)"]
-            + ((try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? [])
-            .sorted(by: >).map { "/usr/lib/postgresql/\($0)/bin/\(program)" }
-        guard let executable = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+        guard let executable = PostgresPrograms.path(of: program) else {
             throw CLIError("\(program) is not installed; install Debian's postgresql-client")
         }
         let process = Process()
