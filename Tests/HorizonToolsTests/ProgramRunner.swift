@@ -99,6 +99,9 @@ final class RunningProgram: @unchecked Sendable {
     }
 
     func interrupt() { kill(process.processIdentifier, SIGINT) }
+
+    /// Types `text` on the program's standard input (started with `keepInputOpen`).
+    func type(_ text: String) { inputPipe.fileHandleForWriting.write(Data(text.utf8)) }
 }
 
 /// A fresh folder per test, removed afterwards, with short socket paths (sockaddr_un is small).

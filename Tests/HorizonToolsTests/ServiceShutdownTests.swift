@@ -5,8 +5,9 @@ import Synchronization
 import Testing
 
 /// `serve` and the radio server run under swift-service-lifecycle: SIGTERM or SIGINT shuts them
-/// down gracefully (exit 0 within seconds, their sockets removed, a running payment cancelled at
-/// the register with its client told), never by the signal's default death.
+/// down gracefully (exit 0, their sockets removed, a payment no wallet has joined cancelled at the
+/// register with its client told, one a wallet has joined finished first), never by the signal's
+/// default death.
 @Suite("Graceful shutdown of the long-running programs", .offTheCooperativePool)
 struct ServiceShutdownTests {
     @Test(arguments: [SIGTERM, SIGINT])
@@ -47,6 +48,53 @@ struct ServiceShutdownTests {
         let registerResult = register.finish(timeout: 1)
         #expect(registerResult.status == 1)
         #expect(registerResult.standardError.contains("error: The payment was cancelled at the register."))
+    }
+
+    /// A restart must not break off a customer: a SIGTERM while the customer decides closes the
+    /// control socket at once, but the sale finishes (the register gets its paid line, the wallet
+    /// its receipt), and only then does the service exit 0.
+    @Test func aSignalWhileACustomerDecidesLetsTheSaleFinishFirst() async throws {
+        let sandbox = try Sandbox()
+        let (terminalDir, walletDir, socket) = try sandbox.initializeTerminalAndWallet()
+        let control = sandbox.path("control.sock")
+        let service = try Programs.start(
+            "horizon-terminal",
+            ["serve", "--data-dir", terminalDir, "--radio-socket", socket, "--control-socket", control])
+        defer { stop(service) }
+        #expect(await eventually { paymentState(at: control) == "idle" }, "the service answers")
+
+        let register = try Programs.start("horizon-terminal", ["pay", "4.00", "--control-socket", control, "--json"])
+        defer { stop(register) }
+        let wallet = try Programs.start(
+            "horizon-wallet", ["pay", "--data-dir", walletDir, "--radio-socket", socket, "--timeout", "30"],
+            keepInputOpen: true)
+        defer { stop(wallet) }
+        #expect(
+            await eventually(within: .seconds(30)) { paymentState(at: control) == "awaiting the customer's decision" },
+            "the offer reached the customer")
+
+        kill(service.process.processIdentifier, SIGTERM)
+        #expect(
+            await eventually { !FileManager.default.fileExists(atPath: control) },
+            "the control socket stays open for new requests")
+        #expect(service.process.isRunning, "the service ended before the customer decided")
+
+        wallet.type("y\n")
+        #expect(await eventually(within: .seconds(30)) { !service.process.isRunning }, "still running after the sale")
+        let result = service.finish(timeout: 1)
+        #expect(result.status == 0, "\(result.standardOutput) \(result.standardError)")
+        #expect(
+            result.standardOutput.contains(
+                "terminal service shutting down: control socket closed, finishing the payment in progress first"),
+            "\(result.standardOutput)")
+        let registerResult = register.finish(timeout: 10)
+        #expect(registerResult.status == 0, "\(registerResult.standardError)")
+        let summary = try JSONSerialization.jsonObject(with: Data(registerResult.standardOutput.utf8)) as? [String: Any]
+        #expect(summary?["state"] as? String == "completed", "\(registerResult.standardOutput)")
+        let walletResult = wallet.finish(timeout: 10)
+        #expect(walletResult.status == 0, "\(walletResult.standardError)")
+        let transactions = try Programs.run("horizon-terminal", ["transactions", "--data-dir", terminalDir, "--json"])
+        #expect(transactions.standardOutput.components(separatedBy: "\"paymentId\"").count == 2, "one payment, once")
     }
 
     @Test func sigtermStopsTheRadioServerAndRemovesItsSocket() async throws {

@@ -23,6 +23,8 @@ struct ControlSocketService: Service {
     let controller: PaymentController
     let console: Console
     let limits: Limits
+    /// Waits (briefly) for wallets still on the radio to read the last message and hang up.
+    let lingerWhileWalletsConnected: @Sendable () async -> Void
 
     func run() async throws {
         let (listener, console) = (self.listener, self.console)
@@ -42,16 +44,28 @@ struct ControlSocketService: Service {
                         active.leave()
                     }
                 }
-                // The listener is closed: the clients still served are cancelled (a running sale
-                // ends cancelled at the register, and its client is told so).
-                group.cancelAll()
+                // The listener is closed; the group ends when the clients still served have had
+                // their answers: a sale a wallet has joined finishes first (see below).
             }
-        } onGracefulShutdown: {
-            console.line("terminal service shutting down: control socket closed, cancelling any running payment")
+        } onGracefulShutdown: { [controller] in
             listener.close()
+            switch controller.stopForShutdown() {
+            case .nothingRunning:
+                console.line("terminal service shutting down: control socket closed")
+            case .cancelledBeforeAWalletJoined:
+                console.line(
+                    "terminal service shutting down: control socket closed, the payment no wallet had joined is cancelled"
+                )
+            case .finishingTheJoinedSale:
+                console.line(
+                    "terminal service shutting down: control socket closed, finishing the payment in progress first")
+            }
         }
         // A cancelled group (another part failed) ends here too; the socket file goes either way.
         listener.close()
+        // A sale that finished during the shutdown: its wallet reads the receipt before the radio
+        // goes off.
+        await lingerWhileWalletsConnected()
     }
 }
 
@@ -90,6 +104,29 @@ final class PaymentController: Sendable {
         self.observer = observer
         self.logger = logger
         self.refusal = refusal
+    }
+
+    enum ShutdownStep: Equatable {
+        case nothingRunning
+        case cancelledBeforeAWalletJoined
+        case finishingTheJoinedSale
+    }
+
+    /// What a shutdown (a restart included) does to the running sale: one no wallet has joined
+    /// is cancelled at the register, since nothing is at stake yet; one a wallet has joined is
+    /// left to finish (its customer's decision is bounded by the decision timeout, its
+    /// execution by the settlement's), so stopping or restarting the service never breaks off a
+    /// customer mid-payment.
+    func stopForShutdown() -> ShutdownStep {
+        switch host.state {
+        case .waitingForWallet:
+            host.cancel()
+            return .cancelledBeforeAWalletJoined
+        case .walletConnected, .awaitingUserDecision, .acquiringPaymentExecution:
+            return .finishingTheJoinedSale
+        case .idle, .completed, .completedWithError:
+            return .nothingRunning
+        }
     }
 
     /// Control requests are short: a longer line is refused rather than buffered.

@@ -23,8 +23,10 @@ struct Serve: AsyncParsableCommand {
               status                       ->  adapter <availability> / conflict <state> <count> / payment <state>
             e.g. echo "pay 12.50 Ana" | socat - UNIX-CONNECT:/run/horizon-terminal/control.sock, or \
             horizon-terminal pay 12.50 --control-socket /run/horizon-terminal/control.sock.
-            SIGTERM or SIGINT shuts it down gracefully: no new requests, a running payment is cancelled at the \
-            register (its client is told), the control socket is removed, the radio is switched off; exit 0.
+            SIGTERM or SIGINT shuts it down gracefully: no new requests; a payment no wallet has joined yet is \
+            cancelled at the register (its client is told); one a wallet has joined finishes first, so a stop \
+            or restart never breaks off a customer mid-payment; then the control socket is removed, the radio \
+            is switched off; exit 0.
             The data directory is locked while it runs: another serve, pay, redeem or init on it refuses.
             """)
 
@@ -106,7 +108,10 @@ struct Serve: AsyncParsableCommand {
                         service: ControlSocketService(
                             listener: listener, controller: controller, console: console,
                             limits: ControlSocketService.Limits(
-                                connections: controlConnections, readTimeout: .seconds(controlReadTimeout)))),
+                                connections: controlConnections, readTimeout: .seconds(controlReadTimeout)),
+                            lingerWhileWalletsConnected: { [service = runtime.service] in
+                                await service.lingerWhileWalletsConnected()
+                            })),
                     // "ready" (which scripts wait for) is said from inside the group, once SIGTERM
                     // and SIGINT are trapped: a signal after it is a graceful shutdown, never a kill.
                     // The settling mode is said after it, so play money is never mistaken for real.

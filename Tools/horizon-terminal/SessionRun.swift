@@ -75,14 +75,16 @@ struct SessionRun: Sendable {
                     })
             }) ?? StateRelay.Outcome(result: .failure(.cancelled), lastState: nil)
         outcome.noWalletWithinSeconds = gaveUp.withLock { $0 } ? self.waitForWallet : nil
-        await lingerWhileConnected()
+        await service.lingerWhileWalletsConnected()
         return outcome
     }
+}
 
+extension TerminalRadioService {
     /// Lets the wallet read the last message and hang up before this device leaves the air, for
     /// 5 s at most.
-    private func lingerWhileConnected() async {
-        let connections = service.openConnections
+    func lingerWhileWalletsConnected() async {
+        let connections = openConnections
         await withTaskGroup(of: Void.self) { group in
             group.addTask { _ = await connections.first(where: { $0 == 0 }) }
             group.addTask { try? await Task.sleep(for: .seconds(5)) }
