@@ -59,7 +59,12 @@ public final class ScheduledAction: Sendable {
 /// per scheduler, so the state machines above need no locks of their own against each other.
 /// The simulated radio implements it with a virtual clock, which makes every timeout testable
 /// without waiting.
-public protocol Scheduler: AnyObject, Sendable {
+///
+/// A scheduler is also the serial executor of the actors that hold a role's state: an actor
+/// whose `unownedExecutor` is its radio's scheduler runs its jobs on that context, and code
+/// already there (a radio callback, a timer) enters it with `assumeIsolated`, which the
+/// scheduler checks (`checkIsolated`) in every build.
+public protocol Scheduler: AnyObject, Sendable, SerialExecutor {
     var now: Instant { get }
     var wallClock: UnixTime { get }
     /// Runs `action` on the scheduler's serial context after `delay`.
@@ -88,6 +93,17 @@ public protocol Scheduler: AnyObject, Sendable {
 }
 
 extension Scheduler {
+    /// An actor's job runs on the serial context like any other action, after what is already
+    /// due there.
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        execute { [self] in job.runSynchronously(on: asUnownedSerialExecutor()) }
+    }
+
+    /// A clock driven by hand (the default; `RealTimeScheduler` checks its queue): its context is
+    /// whoever drives it, so any caller may be on it (see `performSynchronously`).
+    public func checkIsolated() {}
+
     /// Runs `action` on the scheduler's serial context as soon as possible.
     public func execute(_ action: @escaping @Sendable () -> Void) {
         schedule(after: .zero, action)
@@ -259,6 +275,11 @@ public final class RealTimeScheduler: Scheduler {
 
     /// Whether the calling code runs on the scheduler's queue (its serial context).
     public var isCurrent: Bool { DispatchQueue.getSpecific(key: marker) == true }
+
+    /// Isolation to an actor on this scheduler is being on its queue, in every build.
+    public func checkIsolated() {
+        precondition(isCurrent, "not on the scheduler's queue \(queue.label)")
+    }
 
     /// On the queue already, `body` runs at once (`queue.sync` there would wait for itself
     /// forever); from any other thread it waits its turn behind what the queue has to do first.

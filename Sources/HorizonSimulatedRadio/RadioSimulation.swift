@@ -75,10 +75,41 @@ public final class RadioSimulation: Scheduler, Sendable {
 
     // MARK: Running
 
+    /// Isolation to an actor on the simulation: while a run fires events, its serial context is
+    /// the thread that runs it, and no other thread may enter (a simulation running `live` is
+    /// reached through `perform`); between runs, whoever drives it next.
+    public func checkIsolated() {
+        let driver = state.withLock { $0.driver }
+        if let driver, pthread_equal(driver.thread, pthread_self()) == 0 {
+            preconditionFailure("the simulation is running on another thread")
+        }
+    }
+
+    /// Marks the calling thread as the one firing events for the length of `body`.
+    private func driving<T>(_ body: () -> T) -> T {
+        let thread = pthread_self()
+        state.withLock { state in
+            if let driver = state.driver, pthread_equal(driver.thread, thread) != 0 {
+                state.driver?.depth += 1
+            } else {
+                state.driver = (thread, 1)
+            }
+        }
+        defer {
+            state.withLock { state in
+                state.driver?.depth -= 1
+                if state.driver?.depth == 0 { state.driver = nil }
+            }
+        }
+        return body()
+    }
+
     /// Fires every event due up to `deadline`, then leaves the clock at `deadline`.
     public func run(until deadline: Instant) {
-        while let event = popEvent(notAfter: deadline) {
-            if !event.handle.isCancelled { event.action() }
+        driving {
+            while let event = popEvent(notAfter: deadline) {
+                if !event.handle.isCancelled { event.action() }
+            }
         }
         state.withLock { state in
             if state.now < deadline { state.now = deadline }
@@ -93,10 +124,14 @@ public final class RadioSimulation: Scheduler, Sendable {
     public func run(until condition: () -> Bool, timeout: Duration) -> Bool {
         let deadline = now + timeout
         if condition() { return true }
-        while let event = popEvent(notAfter: deadline) {
-            if !event.handle.isCancelled { event.action() }
-            if condition() { return true }
+        let held = driving { () -> Bool in
+            while let event = popEvent(notAfter: deadline) {
+                if !event.handle.isCancelled { event.action() }
+                if condition() { return true }
+            }
+            return false
         }
+        if held { return true }
         state.withLock { state in
             if state.now < deadline { state.now = deadline }
         }
@@ -292,6 +327,8 @@ struct SimulationState {
     var nextAdvertisingSetID = 0
     var externalWorkDuration: Duration = .zero
     var appliedFaults: [AppliedFault] = []
+    /// The thread inside `run` now, and how deeply (an event may run the clock itself).
+    var driver: (thread: pthread_t, depth: Int)?
 
     init(recordsTrace: Bool) {
         trace = recordsTrace ? [] : nil

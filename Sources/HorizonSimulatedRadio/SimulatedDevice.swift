@@ -255,6 +255,9 @@ public final class DeviceClock: Scheduler, Sendable {
         simulation.schedule(after: delay, action)
     }
 
+    /// The simulation's context is the device's (see `RadioSimulation.checkIsolated`).
+    public func checkIsolated() { simulation.checkIsolated() }
+
     /// Sets how far this device's wall clock is off.
     public func setSkew(_ skew: Duration) {
         simulation.state.withLock { $0.devices[deviceID].configuration.wallClockSkew = skew }

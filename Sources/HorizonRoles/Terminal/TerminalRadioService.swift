@@ -40,7 +40,7 @@ public final class TerminalConnection: Sendable {
     public var peer: PeerAddress { secureLink.link.peer }
 
     /// Applies one event to the connection's machine; the caller carries out the actions.
-    func handle(_ event: (inout TerminalConnectionStateMachine) -> [TerminalConnectionAction])
+    func handle(_ event: sending (inout TerminalConnectionStateMachine) -> [TerminalConnectionAction])
         -> [TerminalConnectionAction]
     {
         machine.withValue(event)
@@ -272,7 +272,7 @@ public final class TerminalRadioService: Sendable {
 
     /// Changes the state and publishes the counts that follow from it (after the change, so an
     /// observer that calls back in finds the state free).
-    private func update<Result>(_ body: (inout State) -> Result) -> Result {
+    private func update<Result: Sendable>(_ body: sending (inout State) -> Result) -> Result {
         let (result, connections, pending) = state.withValue { state in
             (body(&state), state.connections.count, state.pendingHandshakes.count)
         }
