@@ -10,26 +10,41 @@ import Synchronization
 /// - `postgres://USER@/DATABASE?host=/run/postgresql&port=5432`: the Unix socket
 ///   `/run/postgresql/.s.PGSQL.5432`, as libpq names it;
 /// - `&schema=NAME` (either form): the ledger's tables live in that schema (its `search_path`),
-///   so several ledgers, or tests, can share one database.
+///   so several ledgers, or tests, can share one database;
+/// - several hosts, as libpq writes them, for a primary and its standbys:
+///   `postgres://USER@HOST1:PORT1,HOST2:PORT2/DATABASE` or
+///   `postgres://USER@/DATABASE?host=/DIR1,/DIR2&port=PORT1,PORT2`. The store writes only to the
+///   one that is not in recovery (libpq's `target_session_attrs=read-write`, which may be
+///   given), and looks again, in the order given, when it stops answering.
 public struct PostgresLocation: Sendable, Equatable {
     public enum Endpoint: Sendable, Equatable {
         case tcp(host: String, port: Int)
         case unixSocket(path: String)
     }
 
+    /// The first host named; with `alternateEndpoints`, the first one tried.
     public var endpoint: Endpoint
+    /// The further hosts of a primary-and-standbys URL, in the order they are tried.
+    public var alternateEndpoints: [Endpoint]
     public var username: String
     public var password: String?
     public var database: String
     public var schema: String?
 
-    public init(endpoint: Endpoint, username: String, password: String?, database: String, schema: String? = nil) {
+    public init(
+        endpoint: Endpoint, alternateEndpoints: [Endpoint] = [], username: String, password: String?,
+        database: String, schema: String? = nil
+    ) {
         self.endpoint = endpoint
+        self.alternateEndpoints = alternateEndpoints
         self.username = username
         self.password = password
         self.database = database
         self.schema = schema
     }
+
+    /// Every host, in the order they are tried.
+    public var endpoints: [Endpoint] { [endpoint] + alternateEndpoints }
 
     public init(url text: String) throws(LedgerError) {
         func refuse(_ reason: String) -> LedgerError {
@@ -37,23 +52,48 @@ public struct PostgresLocation: Sendable, Equatable {
                 "cannot use the PostgreSQL URL: \(reason) (expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE or postgres://USER@/DATABASE?host=/SOCKET/DIR)"
             )
         }
+        // URLComponents reads one host: a list of them (HOST1:PORT1,HOST2:PORT2) is read here and
+        // the first one left in the URL for it.
+        var text = text
+        var authorityHosts: [(host: String, port: Int?)] = []
+        if let schemeEnd = text.range(of: "://") {
+            let rest = text[schemeEnd.upperBound...]
+            let authority = rest.prefix(while: { $0 != "/" && $0 != "?" && $0 != "#" })
+            let hostStart = authority.lastIndex(of: "@").map { authority.index(after: $0) } ?? authority.startIndex
+            let hostList = authority[hostStart...]
+            if hostList.contains(",") {
+                for item in hostList.split(separator: ",", omittingEmptySubsequences: false) {
+                    guard let parsed = Self.hostAndPort(item) else { throw refuse("cannot read the host \(item)") }
+                    authorityHosts.append(parsed)
+                }
+                text.replaceSubrange(
+                    hostList.startIndex..<hostList.endIndex, with: hostList.prefix(while: { $0 != "," }))
+            }
+        }
         guard let components = URLComponents(string: text), let scheme = components.scheme,
             scheme == "postgres" || scheme == "postgresql"
         else { throw refuse("it does not start with postgres://") }
         guard let user = components.user, !user.isEmpty else { throw refuse("no user name") }
         let database = String(components.path.drop(while: { $0 == "/" }))
         guard !database.isEmpty, !database.contains("/") else { throw refuse("no database name after the host") }
-        var socketDirectory: String?
-        var queryPort: Int?
+        if authorityHosts.isEmpty, let host = components.host, !host.isEmpty {
+            authorityHosts = [(host, components.port)]
+        }
+        var queryHosts: [String] = []
+        var queryPorts: [Int] = []
         var schema: String?
         for item in components.queryItems ?? [] {
             switch item.name {
-            case "host": socketDirectory = item.value
+            case "host":
+                queryHosts = (item.value ?? "").split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+                guard !queryHosts.contains(where: \.isEmpty) else { throw refuse("host names an empty host") }
             case "port":
-                guard let value = item.value.flatMap(Int.init), (1...65535).contains(value) else {
-                    throw refuse("port must be 1 to 65535")
+                for port in (item.value ?? "").split(separator: ",", omittingEmptySubsequences: false) {
+                    guard let value = Int(port), (1...65535).contains(value) else {
+                        throw refuse("port must be 1 to 65535")
+                    }
+                    queryPorts.append(value)
                 }
-                queryPort = value
             case "schema":
                 guard let value = item.value, Self.isPlainIdentifier(value) else {
                     throw refuse("schema must be letters, digits and _ (starting with a letter or _)")
@@ -63,23 +103,72 @@ public struct PostgresLocation: Sendable, Equatable {
                 guard item.value == "disable" else {
                     throw refuse("sslmode=\(item.value ?? "") is not supported; TLS to PostgreSQL is not offered yet")
                 }
+            case "target_session_attrs":
+                // The ledger writes: with several hosts it always uses the one that accepts writes.
+                guard item.value == "read-write" || item.value == "primary" else {
+                    throw refuse(
+                        "target_session_attrs=\(item.value ?? "") is not supported; the ledger writes, so it uses the host that accepts writes (read-write)"
+                    )
+                }
             default: throw refuse("unknown parameter \(item.name)")
             }
         }
-        let port = components.port ?? queryPort ?? 5432
-        guard (1...65535).contains(port) else { throw refuse("port must be 1 to 65535") }
-        let endpoint: Endpoint
-        if let directory = socketDirectory, directory.hasPrefix("/") {
-            endpoint = .unixSocket(path: directory + "/.s.PGSQL.\(port)")
-        } else if let host = components.host, !host.isEmpty {
-            endpoint = .tcp(host: host, port: port)
-        } else if let host = socketDirectory, !host.isEmpty {
-            endpoint = .tcp(host: host, port: port)
-        } else {
-            throw refuse("no host and no ?host=/socket/directory")
+        // As libpq: `port` names one port for every host or one per host.
+        func ports(for count: Int, default fallback: Int?) throws(LedgerError) -> [Int?] {
+            switch queryPorts.count {
+            case 0: return Array(repeating: fallback, count: count)
+            case 1: return Array(repeating: queryPorts[0], count: count)
+            case count: return queryPorts
+            default: throw refuse("port names \(queryPorts.count) ports for \(count) hosts")
+            }
+        }
+        var endpoints: [Endpoint] = []
+        if !queryHosts.isEmpty, queryHosts.allSatisfy({ $0.hasPrefix("/") }) {
+            // Unix socket directories, libpq's `?host=/run/postgresql`.
+            let authorityPort = authorityHosts.count > 1 ? nil : components.port
+            for (directory, port) in zip(queryHosts, try ports(for: queryHosts.count, default: authorityPort)) {
+                endpoints.append(.unixSocket(path: directory + "/.s.PGSQL.\(port ?? 5432)"))
+            }
+        } else if !authorityHosts.isEmpty {
+            let given = try ports(for: authorityHosts.count, default: nil)
+            for (host, port) in zip(authorityHosts, given) {
+                endpoints.append(.tcp(host: host.host, port: host.port ?? port ?? 5432))
+            }
+        } else if !queryHosts.isEmpty {
+            for (host, port) in zip(queryHosts, try ports(for: queryHosts.count, default: nil)) {
+                endpoints.append(.tcp(host: host, port: port ?? 5432))
+            }
+        }
+        guard let first = endpoints.first else { throw refuse("no host and no ?host=/socket/directory") }
+        for endpoint in endpoints {
+            if case .tcp(_, let port) = endpoint, !(1...65535).contains(port) {
+                throw refuse("port must be 1 to 65535")
+            }
         }
         self.init(
-            endpoint: endpoint, username: user, password: components.password, database: database, schema: schema)
+            endpoint: first, alternateEndpoints: Array(endpoints.dropFirst()), username: user,
+            password: components.password, database: database, schema: schema)
+    }
+
+    /// `HOST`, `HOST:PORT`, `[IPV6]` or `[IPV6]:PORT` of a host list; nil when unreadable.
+    static func hostAndPort(_ text: Substring) -> (host: String, port: Int?)? {
+        var host = text
+        var port: Int?
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { return nil }
+            let after = host[host.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":"), let value = Int(after.dropFirst()) else { return nil }
+                port = value
+            }
+            host = host[host.index(after: host.startIndex)..<close]
+        } else if let colon = host.lastIndex(of: ":") {
+            guard let value = Int(host[host.index(after: colon)...]) else { return nil }
+            port = value
+            host = host[..<colon]
+        }
+        guard !host.isEmpty else { return nil }
+        return (host.removingPercentEncoding ?? String(host), port)
     }
 
     static func isPlainIdentifier(_ text: String) -> Bool {
@@ -89,8 +178,11 @@ public struct PostgresLocation: Sendable, Equatable {
             && text.unicodeScalars.allSatisfy { letters.unicodeScalars.contains($0) || ("0"..."9").contains($0) }
     }
 
-    /// The client configuration: no TLS (see above), the schema as the session's `search_path`.
-    var configuration: PostgresClient.Configuration {
+    /// The client configuration for `endpoint` (the first host unless another is named): no TLS
+    /// (see above), the schema as the session's `search_path`.
+    var configuration: PostgresClient.Configuration { configuration(for: endpoint) }
+
+    func configuration(for endpoint: Endpoint) -> PostgresClient.Configuration {
         var configuration: PostgresClient.Configuration
         switch endpoint {
         case .tcp(let host, let port):
@@ -106,7 +198,7 @@ public struct PostgresLocation: Sendable, Equatable {
 }
 
 /// Set once a transaction's connection is leased (see `attemptTransaction`).
-private final class LeaseFlag: Sendable {
+final class LeaseFlag: Sendable {
     private let value = Mutex(false)
     func set() { value.withLock { $0 = true } }
     var isSet: Bool { value.withLock { $0 } }
@@ -122,14 +214,19 @@ private final class LeaseFlag: Sendable {
 /// `maximumAttempts`. A `.rowLocking` transaction (the payment's hot path) runs at READ
 /// COMMITTED with the row locks its body takes; a deadlock, or a duplicate key it raced another
 /// transaction for, is retried the same way.
+///
+/// With several hosts (a primary and its standbys) the store writes to the one that is not in
+/// recovery and, when that one goes away, to whichever is promoted: see `PostgresPrimary`. A
+/// transaction that loses its connection mid-way fails as `.unavailable` (its COMMIT may or may
+/// not have happened: the caller's retry by payment id finds out); one that had not reached the
+/// database yet runs on the new primary.
 public final class PostgresLedgerStore: LedgerStore {
     public let location: PostgresLocation
     public let maximumAttempts: Int
     /// How long a transaction waits for a connection before the database counts as unavailable.
     public let connectionTimeout: Duration
-    private let client: PostgresClient
+    private let primary: PostgresPrimary
     private let logger: Logger
-    private let runner: Task<Void, Never>
 
     public var dialect: SQLDialect { .postgres }
 
@@ -143,16 +240,11 @@ public final class PostgresLedgerStore: LedgerStore {
         guard maximumConnections >= 1, maximumAttempts >= 1 else {
             throw .invalidConfiguration("the PostgreSQL store needs at least one connection and one attempt")
         }
-        var configuration = location.configuration
-        configuration.options.maximumConnections = maximumConnections
-        configuration.options.connectTimeout = .seconds(5)
-        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.location = location
         self.maximumAttempts = maximumAttempts
         self.connectionTimeout = connectionTimeout
-        self.client = client
         self.logger = logger
-        runner = Task { await client.run() }
+        primary = PostgresPrimary(location: location, maximumConnections: maximumConnections, logger: logger)
     }
 
     public convenience init(url: String) throws(LedgerError) {
@@ -160,8 +252,7 @@ public final class PostgresLedgerStore: LedgerStore {
     }
 
     public func close() async {
-        runner.cancel()
-        await runner.value
+        await primary.close()
     }
 
     @discardableResult
@@ -169,14 +260,26 @@ public final class PostgresLedgerStore: LedgerStore {
         _ isolation: TransactionIsolation, _ body: @Sendable (any SQLTransaction) async throws -> T
     ) async throws(LedgerError) -> T {
         var attempt = 0
+        var failovers = 0
         while true {
             attempt += 1
+            let pool = try await primary.current()
+            let leased = LeaseFlag()
             do {
                 return try await withoutActuallyEscaping(body) { body in
-                    try await attemptTransaction(isolation, body)
+                    try await attemptTransaction(on: pool, leased: leased, isolation, body)
                 }
             } catch {
                 let mapped = Self.map(error)
+                if case .unavailable(let reason) = mapped, primary.failsOver {
+                    primary.lost(pool, because: reason)
+                    // Nothing reached the database: run it where the primary is now, at most
+                    // once for each host (a search that finds none throws above).
+                    if !leased.isSet, failovers < location.endpoints.count {
+                        failovers += 1
+                        continue
+                    }
+                }
                 guard case .contention = mapped else { throw mapped }
                 guard attempt < maximumAttempts else { throw .contention(attempts: attempt) }
                 // Back off a random few milliseconds, growing, so that the losers of one
@@ -195,13 +298,13 @@ public final class PostgresLedgerStore: LedgerStore {
     /// after `connectionTimeout` and the caller gets `.unavailable` instead of a hang. Once the
     /// connection is leased the watchdog stands down: a running transaction is never cut.
     private func attemptTransaction<T: Sendable>(
-        _ isolation: TransactionIsolation, _ body: @escaping @Sendable (any SQLTransaction) async throws -> T
+        on pool: PostgresPrimary.Pool, leased: LeaseFlag, _ isolation: TransactionIsolation,
+        _ body: @escaping @Sendable (any SQLTransaction) async throws -> T
     ) async throws -> T {
-        let leased = LeaseFlag()
-        let client = client
+        let client = pool.client
         let logger = logger
         let timeout = connectionTimeout
-        let endpoint = location.endpoint
+        let endpoint = pool.endpoint
         return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask {
                 try await client.withConnection { connection in
@@ -225,8 +328,20 @@ public final class PostgresLedgerStore: LedgerStore {
                     }
                 }
             }
+            let primary = primary
             group.addTask {
-                try? await Task.sleep(for: timeout)
+                if primary.failsOver {
+                    // Also gives up once the pool is dropped: its host is gone.
+                    let deadline = ContinuousClock.now + timeout
+                    while ContinuousClock.now < deadline, !leased.isSet, !Task.isCancelled {
+                        try? await Task.sleep(for: .milliseconds(50))
+                        if !leased.isSet, !primary.isCurrent(pool) {
+                            throw LedgerError.unavailable("the primary at \(endpoint) was lost")
+                        }
+                    }
+                } else {
+                    try? await Task.sleep(for: timeout)
+                }
                 if !leased.isSet {
                     throw LedgerError.unavailable("no connection to PostgreSQL at \(endpoint) within \(timeout)")
                 }
@@ -259,6 +374,11 @@ public final class PostgresLedgerStore: LedgerStore {
             if state == "40001" || state == "40P01" { return .contention(attempts: 1) }
             // 23505 unique_violation: SERIALIZABLE reports such a race as 40001 itself.
             if state == "23505" && isolation == .rowLocking { return .contention(attempts: 1) }
+            // 25006 read_only_sql_transaction: the host is a standby (in recovery), nothing was
+            // written; with several hosts the store looks for the primary.
+            if state == "25006" {
+                return .unavailable("the database is a standby and accepts no writes [SQLSTATE 25006]")
+            }
             // The server's message and detail can quote the values of the statement ("Key
             // (email)=(...)", "invalid input syntax ...: \"...\""), which may be secrets: the
             // error, which reaches the log, names only the state and the schema objects.

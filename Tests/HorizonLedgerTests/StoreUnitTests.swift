@@ -18,6 +18,37 @@ struct StoreUnitTests {
         #expect(location.password == nil && location.schema == "tenant_1")
     }
 
+    @Test func severalHostsAsLibpqWritesThem() throws {
+        let tcp = try PostgresLocation(
+            url: "postgres://horizon@db1.example:5432,db2.example,[::1]:5434/ledger?target_session_attrs=read-write")
+        #expect(
+            tcp.endpoints == [
+                .tcp(host: "db1.example", port: 5432), .tcp(host: "db2.example", port: 5432),
+                .tcp(host: "::1", port: 5434),
+            ])
+        #expect(tcp.endpoint == .tcp(host: "db1.example", port: 5432) && tcp.database == "ledger")
+        let sockets = try PostgresLocation(
+            url: "postgres://horizon@/horizon_test?host=/tmp/primary,/tmp/standby&port=54400,54401&schema=s1")
+        #expect(
+            sockets.endpoints == [
+                .unixSocket(path: "/tmp/primary/.s.PGSQL.54400"), .unixSocket(path: "/tmp/standby/.s.PGSQL.54401"),
+            ])
+        #expect(sockets.schema == "s1")
+        let onePort = try PostgresLocation(url: "postgres://horizon@/horizon_test?host=/a,/b&port=6000")
+        #expect(onePort.endpoints == [.unixSocket(path: "/a/.s.PGSQL.6000"), .unixSocket(path: "/b/.s.PGSQL.6000")])
+        // One host stays one host: nothing to fail over to.
+        #expect(try PostgresLocation(url: "postgres://horizon@db.example/ledger").alternateEndpoints.isEmpty)
+    }
+
+    @Test(arguments: [
+        "postgres://horizon@/db?host=/a,/b,/c&port=1,2", "postgres://horizon@db1,,db2/db",
+        "postgres://horizon@db1:x,db2/db", "postgres://horizon@db1,db2/db?target_session_attrs=read-only",
+        "postgres://horizon@/db?host=/a,&port=5432",
+    ])
+    func refusedHostLists(_ url: String) {
+        #expect(throws: LedgerError.self) { try PostgresLocation(url: url) }
+    }
+
     @Test(arguments: [
         "mysql://horizon@localhost/db", "postgres://localhost/db", "postgres://horizon@localhost/",
         "postgres://horizon@localhost/db?sslmode=require", "postgres://horizon@localhost/db?schema=bad-name",
