@@ -10,6 +10,8 @@
 #   Tools/scale-out.sh --payments 20000 --servers 3
 #   Tools/scale-out.sh --database postgres://horizon@db.example/horizon   an existing database
 #   Tools/scale-out.sh --kill-restart          SIGKILL one server mid-run, restart it on its port
+#   Tools/scale-out.sh --failover              a primary and a synchronous standby; SIGKILL the
+#                                              primary mid-run, promote the standby
 #   Tools/scale-out.sh --help
 #
 # Exit status: 0 when every check passed, 1 when one failed (or the run could not be set up).
@@ -36,6 +38,11 @@ executed exactly once and the books balance. Prints a summary; writes a JSON res
                       (Tools/lib/postgres.sh: installed when missing, removed afterwards).
   --kill-restart      SIGKILL the last server once a quarter of the payments are done, restart
                       it on the same port: exactly-once must hold across the crash
+  --failover          run on a throw-away PostgreSQL primary with a synchronous standby (the
+                      servers get both hosts in one URL); once a quarter of the payments are
+                      done SIGKILL the primary and, a second later, promote the standby with
+                      pg_ctl promote: every payment approved before must be there once, every
+                      one left unanswered must settle once when retried; prints the counts
   --release           build and run release binaries (real figures; slow first build)
   --bin DIR           use the horizon-server and horizon-bench already built in DIR (no build)
   --output FILE       the JSON result (default Benchmarks/results/scale-out-latest.json)
@@ -51,6 +58,7 @@ terminals=10
 servers=2
 database=""
 kill_restart=""
+failover=""
 release=""
 bin=""
 output="Benchmarks/results/scale-out-latest.json"
@@ -64,6 +72,7 @@ while [ $# -gt 0 ]; do
     --servers) number "$1" "${2:-}"; servers=$2; shift 2 ;;
     --database) [ -n "${2:-}" ] || die "--database needs a URL or 'sqlite'"; database=$2; shift 2 ;;
     --kill-restart) kill_restart=1; shift ;;
+    --failover) failover=1; shift ;;
     --release) release=1; shift ;;
     --bin) [ -d "${2:-}" ] || die "--bin needs a directory with horizon-server and horizon-bench"; bin=$2; shift 2 ;;
     --output) [ -n "${2:-}" ] || die "--output needs a file"; output=$2; shift 2 ;;
@@ -77,6 +86,10 @@ done
 [ "$terminals" -ge 1 ] || die "--terminals must be at least 1"
 [ "$payments" -ge 1 ] || die "--payments must be at least 1"
 if [ -n "$kill_restart" ] && [ "$servers" -lt 2 ]; then die "--kill-restart needs --servers 2 or more"; fi
+if [ -n "$failover" ]; then
+    [ -z "$database" ] || die "--failover starts its own primary and standby; drop --database"
+    [ -z "$kill_restart" ] || die "--failover and --kill-restart kill one thing each; choose one"
+fi
 
 if [ -z "$bin" ]; then
     if [ -n "$release" ]; then build_server_and_bench release; else build_server_and_bench debug; fi
@@ -87,14 +100,22 @@ done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/horizon-scale-out.XXXXXX")
 started_postgres=""
+started_pair=""
 setup_note=""
 case "$database" in
 "")
-    # Sets its own EXIT trap; ours (below) replaces it and stops the cluster too.
-    postgres_start_throwaway
-    started_postgres=1
-    database=$HORIZON_TEST_POSTGRES_URL
-    setup_note="throw-away PostgreSQL $("$(postgres_bin_dir)/postgres" --version | awk '{print $3}') on a Unix socket"
+    # Each sets its own EXIT trap; ours (below) replaces it and stops the cluster too.
+    if [ -n "$failover" ]; then
+        postgres_start_replicated_pair
+        started_pair=1
+        database=$HORIZON_FAILOVER_URL
+        setup_note="throw-away PostgreSQL $("$(postgres_bin_dir)/postgres" --version | awk '{print $3}') primary and synchronous standby on Unix sockets"
+    else
+        postgres_start_throwaway
+        started_postgres=1
+        database=$HORIZON_TEST_POSTGRES_URL
+        setup_note="throw-away PostgreSQL $("$(postgres_bin_dir)/postgres" --version | awk '{print $3}') on a Unix socket"
+    fi
     ;;
 sqlite) database="sqlite:$work/ledger.sqlite"; setup_note="one SQLite file shared by the processes" ;;
 postgres://* | postgresql://*) setup_note="PostgreSQL given with --database" ;;
@@ -117,6 +138,7 @@ cleanup() {
     [ -n "${watcher_pid:-}" ] && kill "$watcher_pid" 2>/dev/null || true
     if [ -n "$keep" ]; then echo "work directory kept: $work" >&2; else rm -rf "$work"; fi
     if [ -n "$started_postgres" ]; then postgres_stop_throwaway || true; fi
+    if [ -n "$started_pair" ]; then postgres_stop_replicated_pair || true; fi
     exit "$status"
 }
 trap cleanup EXIT
@@ -196,6 +218,32 @@ if [ -n "$kill_restart" ]; then
     setup_note="$setup_note; server $servers SIGKILLed and restarted mid-run"
 fi
 
+if [ -n "$failover" ]; then
+    # Once a quarter of the payments are done, the primary dies with everything in flight;
+    # payments go on meeting no primary for a second (answered 503, retried with the same id),
+    # then the standby is promoted and the servers find it by themselves.
+    (
+        while :; do
+            sleep 0.05
+            [ -f "$work/driver.log" ] || continue
+            if [ -f "$work/driver-ended" ]; then exit 0; fi
+            if grep -q 'scale-out: holding at payment' "$work/driver.log"; then break; fi
+        done
+        postgres_kill_primary
+        date +%s.%N >"$work/primary-killed"
+        echo "scale-out.sh: SIGKILLed the PostgreSQL primary" >&2
+        touch "$work/go"
+        sleep 1
+        postgres_promote_standby
+        echo "scale-out.sh: promoted the standby (pg_ctl promote)" >&2
+        echo promoted >"$work/promoted"
+    ) &
+    watcher_pid=$!
+    extra=(--hold-at "$(((payments + 3) / 4))" --hold-until-file "$work/go" --primary-killed-file "$work/primary-killed"
+        --timeout-every 0 "${extra[@]}")
+    setup_note="$setup_note; the primary SIGKILLed mid-run, the standby promoted"
+fi
+
 step "driving $payments payments from $terminals terminals through $servers servers"
 status=0
 "$bin/horizon-bench" scale-out "${urls[@]}" --database "$database" --email "$email" --password-file "$work/password" \
@@ -206,8 +254,12 @@ touch "$work/driver-ended"
 if [ -n "$watcher_pid" ]; then
     wait "$watcher_pid" 2>/dev/null || true
     watcher_pid=""
-    if [ ! -f "$work/restarted" ]; then
+    if [ -n "$kill_restart" ] && [ ! -f "$work/restarted" ]; then
         echo "scale-out.sh: the run ended before the server could be killed and restarted; use more --payments" >&2
+        [ "$status" -eq 0 ] && status=1
+    fi
+    if [ -n "$failover" ] && [ ! -f "$work/promoted" ]; then
+        echo "scale-out.sh: the run ended before the primary could be killed and the standby promoted; use more --payments" >&2
         [ "$status" -eq 0 ] && status=1
     fi
 fi

@@ -81,6 +81,12 @@ struct ScaleOut: AsyncParsableCommand {
     @Option(help: "The file whose creation ends the hold (with --hold-at).")
     var holdUntilFile: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "A file that will hold the time (seconds since 1970) the database's primary was killed (Tools/scale-out.sh --failover writes it); the summary then counts the payments approved before it, those left unanswered and their retries.",
+            valueName: "file"))
+    var primaryKilledFile: String?
+
     mutating func validate() throws {
         guard !servers.isEmpty else { throw ValidationError("give at least one --server URL") }
         for server in servers {
@@ -233,9 +239,16 @@ struct ScaleOutRun {
         progress.cancel()
         Progress.note("scale-out: \(records.count) payments in \(elapsed.formatted(1)) s; checking the database")
 
+        var killedAt: Date?
+        if let file = command.primaryKilledFile {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8),
+                let seconds = Double(text.trimmingCharacters(in: .whitespacesAndNewlines))
+            else { throw BenchmarkError("\(file) holds no time: the primary was not killed during the run") }
+            killedAt = Date(timeIntervalSince1970: seconds)
+        }
         let checks = try await ScaleOutChecks(
             ledger: ledger, merchant: merchantID, records: records, participants: participants,
-            currency: currency
+            currency: currency, primaryKilledAt: killedAt
         ).run()
         let snapshot = tally.snapshot()
         return ScaleOutReport(
@@ -250,7 +263,7 @@ struct ScaleOutRun {
             seconds: elapsed, paymentsPerSecond: Double(records.count) / max(elapsed, 0.001),
             paymentLatencyMilliseconds: Summary(records.compactMap(\.firstAnswerMilliseconds)),
             requestLatencyMilliseconds: Summary(snapshot.requestMilliseconds),
-            checks: checks.results)
+            failover: checks.failover, checks: checks.results)
     }
 
     /// Amount and tip of payment `number`: varied, so a payment booked under another id shows.
@@ -323,6 +336,10 @@ struct ScaleOutRun {
         }
         for answer in answers {
             record.answers.append(answer.reference)
+            record.unansweredAttempts += answer.unansweredAttempts
+            if answer.approved, let at = answer.answeredAt {
+                record.firstApprovedAt = min(record.firstApprovedAt ?? at, at)
+            }
             if !answer.approved { record.approved = false }
             if let failure = answer.failure { record.failures.append(failure) }
             if let firstAnswer = answer.milliseconds {
@@ -342,6 +359,10 @@ struct ScaleOutRun {
         let milliseconds: Double?
         /// Why it got no usable answer.
         let failure: String?
+        /// Attempts that got no answer (a timeout, a cut connection, 503) before the last one.
+        var unansweredAttempts = 0
+        /// When the answer came (wall clock: compared with when the primary was killed).
+        var answeredAt: Date?
     }
 
     /// Sends one copy until a server answers it, moving to the next server after each failure.
@@ -358,13 +379,15 @@ struct ScaleOutRun {
                 tally.answered(milliseconds)
                 return CopyOutcome(
                     reference: result.reference, approved: result.outcome == .approved,
-                    milliseconds: (ContinuousClock.now - start).milliseconds, failure: nil)
+                    milliseconds: (ContinuousClock.now - start).milliseconds, failure: nil,
+                    unansweredAttempts: attempt, answeredAt: Date())
             case .refused(let status, let code, let message) where status < 500 && status != 429:
                 // A refusal a retry cannot change (payment_conflict, terms_mismatch): a failure.
                 tally.failed(answer.kind, retried: false)
                 return CopyOutcome(
-                    reference: nil, approved: false, milliseconds: nil, failure: "refused \(status) \(code): \(message)"
-                )
+                    reference: nil, approved: false, milliseconds: nil,
+                    failure: "refused \(status) \(code): \(message)",
+                    unansweredAttempts: attempt)
             default:
                 last = answer.description
                 tally.failed(answer.kind, retried: attempt + 1 < command.maximumAttempts)
@@ -374,7 +397,8 @@ struct ScaleOutRun {
         }
         return CopyOutcome(
             reference: nil, approved: false, milliseconds: nil,
-            failure: "no answer after \(command.maximumAttempts) attempts; last: \(last)")
+            failure: "no answer after \(command.maximumAttempts) attempts; last: \(last)",
+            unansweredAttempts: command.maximumAttempts)
     }
 
     enum Answer: CustomStringConvertible {
@@ -460,6 +484,10 @@ struct ScaleOutPayment: Sendable {
     var approved = true
     var failures: [String] = []
     var firstAnswerMilliseconds: Double?
+    /// Submissions of this id that got no answer (retried with the same id).
+    var unansweredAttempts = 0
+    /// When the terminal first had an approval for it.
+    var firstApprovedAt: Date?
 }
 
 /// Counters the progress line and the summary read, shared by every terminal's task.

@@ -11,11 +11,14 @@ struct ScaleOutChecks {
     let participants: [ScaleOutRun.Participant]
     /// The merchant's: every wallet was topped up and paid in it.
     let currency: Currency
+    /// When the database's primary was SIGKILLed, if it was (Tools/scale-out.sh --failover).
+    var primaryKilledAt: Date? = nil
 
     struct Outcome {
         var results: [CheckResult] = []
         var executions = 0
         var conflictingAnswers = 0
+        var failover: FailoverCounts?
     }
 
     struct Stored {
@@ -136,9 +139,58 @@ struct ScaleOutChecks {
         check(
             "the merchant credited exactly the total of the payments",
             credited == total ? [] : ["merchant balance \(credited), payments total \(total)"])
-        check("LedgerAudit finds no violation", try await LedgerAudit.violations(in: ledger.store))
+        let violations = try await LedgerAudit.violations(in: ledger.store)
+        check("LedgerAudit finds no violation", violations)
+
+        if let killedAt = primaryKilledAt {
+            // What a till showed as approved before the primary died must have survived it, once;
+            // what it never got an answer for, it sent again with the same id, and that settled once.
+            let approvedBefore = records.filter { ($0.firstApprovedAt ?? .distantFuture) < killedAt }
+            let unanswered = records.filter { $0.unansweredAttempts > 0 }
+            let settled = unanswered.filter { record in
+                record.failures.isEmpty && record.approved && (stored[record.paymentID]?.count ?? 0) == 1
+            }
+            let counts = FailoverCounts(
+                approvedBeforeKill: approvedBefore.count, unanswered: unanswered.count,
+                retriedSettled: settled.count, retries: unanswered.reduce(0) { $0 + $1.unansweredAttempts },
+                inLedger: records.filter { (stored[$0.paymentID]?.count ?? 0) >= 1 }.count,
+                duplicates: records.filter { (stored[$0.paymentID]?.count ?? 0) > 1 }.count,
+                auditOK: violations.isEmpty)
+            outcome.failover = counts
+            check(
+                "every payment approved before the primary was killed is in the ledger exactly once",
+                approvedBefore.filter { (stored[$0.paymentID]?.count ?? 0) != 1 }.map {
+                    "\($0.paymentID.prefix(8))… has \(stored[$0.paymentID]?.count ?? 0) transactions"
+                })
+            check(
+                "every payment left unanswered by the failover settled once when retried with its id",
+                unanswered.filter { !settled.map(\.paymentID).contains($0.paymentID) }.map {
+                    "\($0.paymentID.prefix(8))…: \($0.failures.first ?? "not settled once")"
+                })
+            check(
+                "the primary was killed mid-burst (payments approved before it, and payments it left unanswered)",
+                approvedBefore.isEmpty || unanswered.isEmpty
+                    ? ["approved before the kill \(approvedBefore.count), unanswered \(unanswered.count)"] : [])
+        }
         return outcome
     }
+}
+
+/// What became of the payments around the moment the database's primary was killed.
+struct FailoverCounts: Codable, Sendable {
+    /// Payments a terminal had an approval for before the kill.
+    let approvedBeforeKill: Int
+    /// Payments with at least one submission that got no answer (cut, timed out, 503).
+    let unanswered: Int
+    /// Of those, the ones whose retries (same payment id) settled, once.
+    let retriedSettled: Int
+    /// Submissions sent again after getting no answer.
+    let retries: Int
+    /// Payments with a transaction in the ledger.
+    let inLedger: Int
+    /// Payments with more than one: must be 0.
+    let duplicates: Int
+    let auditOK: Bool
 }
 
 struct CheckResult: Codable, Sendable {
@@ -176,6 +228,8 @@ struct ScaleOutReport: Codable {
     let paymentLatencyMilliseconds: Summary
     /// Each answered submission, from sending to its answer.
     let requestLatencyMilliseconds: Summary
+    /// The primary's failover, when the run killed it.
+    let failover: FailoverCounts?
     let checks: [CheckResult]
 
     var passed: Bool { checks.allSatisfy(\.passed) }
@@ -193,8 +247,14 @@ struct ScaleOutReport: Codable {
                         separator: ", ")),
             "  payment latency     p50 \(paymentLatencyMilliseconds.median.formatted(1)) ms, p99 \(paymentLatencyMilliseconds.p99.formatted(1)) ms, max \(paymentLatencyMilliseconds.max.formatted(1)) ms",
             "  request latency     p50 \(requestLatencyMilliseconds.median.formatted(1)) ms, p99 \(requestLatencyMilliseconds.p99.formatted(1)) ms",
-            "Checks (from the database):",
         ]
+        if let failover {
+            lines.append(
+                "  failover            approved before the kill \(failover.approvedBeforeKill); unanswered \(failover.unanswered); "
+                    + "retried \(failover.retries) times, settled \(failover.retriedSettled); in ledger \(failover.inLedger); "
+                    + "duplicates \(failover.duplicates); audit \(failover.auditOK ? "ok" : "FAILED")")
+        }
+        lines.append("Checks (from the database):")
         for check in checks {
             lines.append("  \(check.passed ? "PASS" : "FAIL")  \(check.name)\(check.passed ? "" : ": \(check.detail)")")
         }

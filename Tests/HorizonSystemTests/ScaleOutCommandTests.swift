@@ -48,6 +48,42 @@ import Testing
         let checks = try #require(result["checks"] as? [[String: Any]])
         #expect(!checks.isEmpty && checks.allSatisfy { $0["passed"] as? Bool == true })
     }
+
+    /// Failover without loss: `Tools/scale-out.sh --failover` on a throw-away primary and
+    /// synchronous standby of its own; two server processes given both hosts in one URL; the
+    /// primary SIGKILLed a quarter of the way in and the standby promoted a second later. Every
+    /// payment a terminal had an approval for is in the ledger once, every one left unanswered
+    /// settles once when retried with its id, and the audit holds. Prints the counts.
+    @Test(
+        .enabled(
+            if: TestStores.postgresConfigured,
+            "needs PostgreSQL (Tools/test.sh installs it and sets HORIZON_TEST_POSTGRES_URL)"))
+    func aKilledPrimaryLosesNoApprovedPaymentOnceTheStandbyIsPromoted() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("failover-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let resultFile = directory.appendingPathComponent("result.json").path
+        let run = try ScriptRun([
+            "--bin", try ScriptRun.binDirectory(), "--payments", "120", "--terminals", "6", "--servers", "2",
+            "--failover", "--output", resultFile,
+        ])
+        #expect(run.status == 0, "Tools/scale-out.sh --failover failed:\n\(run.output)")
+        #expect(run.output.contains("SIGKILLed the PostgreSQL primary") && run.output.contains("promoted the standby"))
+        for line in run.output.split(separator: "\n") where line.contains("failover ") || line.contains("PASS") {
+            print("failover: \(line.trimmingCharacters(in: .whitespaces))")
+        }
+        let data = try Data(contentsOf: URL(fileURLWithPath: resultFile))
+        let result = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let failover = try #require(result["failover"] as? [String: Any], "\(run.output)")
+        #expect(failover["approvedBeforeKill"] as? Int ?? 0 > 0)
+        #expect(failover["unanswered"] as? Int ?? 0 > 0)
+        #expect(failover["retriedSettled"] as? Int == failover["unanswered"] as? Int)
+        #expect(failover["inLedger"] as? Int == 120)
+        #expect(failover["duplicates"] as? Int == 0)
+        #expect(failover["auditOK"] as? Bool == true)
+        let checks = try #require(result["checks"] as? [[String: Any]])
+        #expect(!checks.isEmpty && checks.allSatisfy { $0["passed"] as? Bool == true }, "\(run.output)")
+    }
 }
 
 /// A script of the repository (`Tools/scale-out.sh` unless named) run to completion, standard
