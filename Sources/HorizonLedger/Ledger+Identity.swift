@@ -47,6 +47,8 @@ public struct OutboxMessage: Sendable, Equatable {
     /// the message is deleted); nil for a message with no code.
     public let registration: RegistrationID?
     public let expiresAt: UnixTime?
+    /// Its way to the recipient when the server delivers messages (nothing due in the sandbox).
+    public let delivery: OutboxDelivery
 
     /// What a code's message says once the code was used or its registration locked.
     public static let redactedBody = "(a one-time code was here; removed once it could no longer be used)"
@@ -271,24 +273,32 @@ extension Ledger {
     /// carrying a registration's one-time code names it and the code's expiry: the sandbox
     /// "delivers" the code by showing it while it can be used; once the registration is used
     /// or locked the body is blanked, and once the code expires the message is deleted.
+    /// `deliver`: due for delivery now (`claimDueOutboxMessages`); the outbox stays its record.
+    /// Returns the message's id.
+    @discardableResult
     public func enqueue(
         _ channel: OutboxMessage.Channel, to recipient: String, subject: String, body: String,
-        registration: RegistrationID? = nil, expiresAt: UnixTime? = nil, at time: UnixTime = now()
-    ) async throws(LedgerError) {
-        let purged = try await store.transaction { db in
+        registration: RegistrationID? = nil, expiresAt: UnixTime? = nil, deliver: Bool = false,
+        at time: UnixTime = now()
+    ) async throws(LedgerError) -> Int64 {
+        let (purged, id) = try await store.transaction { db in
             let purged = try await Self.purgeExpiredOutbox(at: time, in: db)
-            try await db.query(
+            let row = try await db.query(
                 """
-                INSERT INTO outbox(channel, recipient, subject, body, created_at, registration_id, expires_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO outbox(channel, recipient, subject, body, created_at, registration_id, expires_at, deliver_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
                 """,
                 [
                     .text(channel.rawValue), .text(recipient), .text(subject), .text(body), .integer(time),
                     registration.map { .text($0.rawValue) } ?? .null, expiresAt.map { .integer($0) } ?? .null,
-                ])
-            return purged
+                    deliver ? .integer(time) : .null,
+                ]
+            ).first
+            guard let row else { throw LedgerError.corruptRow(column: "outbox.id", reason: "no id returned") }
+            return (purged, try row.integer("id"))
         }
         if purged { await scrubDeletedCodes() }
+        return id
     }
 
     /// The newest messages first, optionally only those to one recipient. Reading deletes
@@ -305,21 +315,25 @@ extension Ledger {
                     try await db.query("SELECT * FROM outbox ORDER BY id DESC LIMIT ?", [.integer(limit)])
                 }
             var messages: [OutboxMessage] = []
-            for row in rows {
-                let channelText = try row.text("channel")
-                guard let channel = OutboxMessage.Channel(rawValue: channelText) else {
-                    throw LedgerError.corruptRow(column: "outbox.channel", reason: "\(channelText) is not sms or email")
-                }
-                messages.append(
-                    OutboxMessage(
-                        id: try row.integer("id"), channel: channel, recipient: try row.text("recipient"),
-                        subject: try row.text("subject"), body: try row.text("body"),
-                        createdAt: try row.integer("created_at"),
-                        registration: try row.optionalText("registration_id").map(RegistrationID.init(rawValue:)),
-                        expiresAt: try row.optionalInteger("expires_at")))
-            }
+            for row in rows { messages.append(try Self.outboxMessage(row)) }
             return messages
         }
+    }
+
+    static func outboxMessage(_ row: SQLRow) throws(LedgerError) -> OutboxMessage {
+        let channelText = try row.text("channel")
+        guard let channel = OutboxMessage.Channel(rawValue: channelText) else {
+            throw LedgerError.corruptRow(column: "outbox.channel", reason: "\(channelText) is not sms or email")
+        }
+        return OutboxMessage(
+            id: try row.integer("id"), channel: channel, recipient: try row.text("recipient"),
+            subject: try row.text("subject"), body: try row.text("body"),
+            createdAt: try row.integer("created_at"),
+            registration: try row.optionalText("registration_id").map(RegistrationID.init(rawValue:)),
+            expiresAt: try row.optionalInteger("expires_at"),
+            delivery: OutboxDelivery(
+                dueAt: try row.optionalInteger("deliver_at"), deliveredAt: try row.optionalInteger("delivered_at"),
+                attempts: try row.integer("delivery_attempts"), lastError: try row.optionalText("delivery_error")))
     }
 
     /// Deletes the messages whose code has expired (the server runs this every minute).
@@ -339,7 +353,7 @@ extension Ledger {
     /// Blanks the code of a registration's messages: it was used, or can no longer be.
     static func redactOutbox(for registration: RegistrationID, in db: any SQLTransaction) async throws(LedgerError) {
         try await db.query(
-            "UPDATE outbox SET body = ? WHERE registration_id = ?",
+            "UPDATE outbox SET body = ?, deliver_at = NULL WHERE registration_id = ?",
             [.text(OutboxMessage.redactedBody), .text(registration.rawValue)])
     }
 

@@ -649,6 +649,18 @@ public enum LedgerSchema {
                 // so every list, receipt and export reads it from the transaction itself.
                 "ALTER TABLE transactions ADD COLUMN order_reference TEXT",
             ]),
+        Migration(
+            version: 18, name: "the outbox delivers: mail and SMS handed over after the commit, retried",
+            statements: [
+                // When the next delivery attempt is due; NULL when none is (the sandbox, where the
+                // outbox is the delivery, or delivered, or given up). Several server processes
+                // share the outbox: a process claims a message by moving its due time.
+                "ALTER TABLE outbox ADD COLUMN deliver_at {INT}",
+                "ALTER TABLE outbox ADD COLUMN delivered_at {INT}",
+                "ALTER TABLE outbox ADD COLUMN delivery_attempts {INT} NOT NULL DEFAULT 0",
+                "ALTER TABLE outbox ADD COLUMN delivery_error TEXT",
+                "CREATE INDEX outbox_due ON outbox(deliver_at)",
+            ]),
     ]
 
     /// Brings the store's schema to `target` (the current version unless told otherwise, which
