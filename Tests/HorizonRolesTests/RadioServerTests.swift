@@ -8,7 +8,8 @@ import HorizonStores
 import HorizonTestSupport
 import Testing
 
-@Suite("The simulated radio between processes (over its Unix socket)", .serialized, .offTheCooperativePool)
+// On the cooperative pool: the radios wait on no thread, and the tests await their conditions.
+@Suite("The simulated radio between processes (over its Unix socket)", .serialized)
 struct RadioServerTests {
     /// A server on a private socket, served by a task until the test ends.
     final class RunningServer: Sendable {
