@@ -37,7 +37,19 @@ struct IsolationTests {
 
     /// Merchant operations only the merchant's admin may call (an admin session): a terminal's
     /// valid signature is refused with `admin_required`.
-    static let adminOnly: Set<String> = ["createRefund", "revokeMerchantTerminal"]
+    static let adminOnly: Set<String> = [
+        "createRefund", "revokeMerchantTerminal", "listApiKeys", "createApiKey", "rollApiKey", "revokeApiKey",
+    ]
+
+    /// Merchant operations a secret API key may call, with the scope it needs; the other
+    /// merchant's key with every scope gets what the other merchant's admin gets. Every other
+    /// merchant operation refuses any key.
+    static let keyScoped: [String: String] = [
+        "listMerchantTransactions": "transactions:read", "getMerchantTransaction": "transactions:read",
+        "listRefunds": "transactions:read", "createRefund": "refunds:write",
+        "createPaymentIntent": "intents:write", "listPaymentIntents": "intents:write transactions:read",
+        "getPaymentIntent": "intents:write transactions:read", "cancelPaymentIntent": "intents:write",
+    ]
 
     enum OtherMerchant {
         /// Refused with this status and code.
@@ -65,6 +77,8 @@ struct IsolationTests {
         /// A body that is not text (the gateway's sealed requests), and its media type.
         var binaryBody: [UInt8]? = nil
         var contentType = "application/json"
+        /// Headers the operation needs besides the credential (a payment intent's Idempotency-Key).
+        var headers: HTTPFields = [:]
 
         var bytes: [UInt8]? { binaryBody ?? body.map { Array($0.utf8) } }
     }
@@ -370,6 +384,79 @@ struct IsolationTests {
                 Request(method: .post, path: "/v1/merchant/terminals/\(world.revokedTillID)/revoke", body: nil)
             },
             otherMerchant: .refused(.notFound, "terminal_not_found", "this merchant has no terminal")),
+        // API keys: the other merchant's admin manages its own keys only.
+        "listApiKeys": .terminalSigned(
+            request: { _ in Request(method: .get, path: "/v1/merchant/api-keys", body: nil) },
+            otherMerchant: .servesTheSignersOwn { (world: World, response: TestResponse) async throws in
+                if response.status == .forbidden { return try world.expectAdminRequired(response, "listApiKeys") }
+                #expect(response.status == .ok, "\(response.text)")
+                let list = try JSONDecoder().decode(Components.Schemas.ApiKeyList.self, from: response.data)
+                #expect(list.apiKeys.allSatisfy { !World.bakeryKeyIDs.contains($0.id) }, "\(response.text)")
+                world.expectNothingOfTheTenants(in: response.text, "the shop's API keys")
+            }),
+        "createApiKey": .terminalSigned(
+            request: { _ in
+                Request(
+                    method: .post, path: "/v1/merchant/api-keys",
+                    body: #"{"name": "POS", "scopes": ["transactions:read"]}"#)
+            },
+            otherMerchant: .servesTheSignersOwn { (world: World, response: TestResponse) async throws in
+                if response.status == .forbidden { return try world.expectAdminRequired(response, "createApiKey") }
+                #expect(response.status == .created, "\(response.text)")
+                let created = try JSONDecoder().decode(Components.Schemas.CreatedApiKey.self, from: response.data)
+                #expect(
+                    try await world.server.ledger.apiKeys(of: world.shop.id).contains { $0.id == created.apiKey.id })
+                world.expectNothingOfTheTenants(in: response.text, "the shop's new API key")
+            }),
+        "rollApiKey": .terminalSigned(
+            request: { _ in
+                Request(method: .post, path: "/v1/merchant/api-keys/\(World.bakeryKeyIDs[0])/roll", body: nil)
+            },
+            otherMerchant: .refused(.notFound, "api_key_not_found", "this merchant has no active API key")),
+        "revokeApiKey": .terminalSigned(
+            request: { _ in
+                Request(method: .post, path: "/v1/merchant/api-keys/\(World.bakeryKeyIDs[1])/revoke", body: nil)
+            },
+            otherMerchant: .refused(.notFound, "api_key_not_found", "this merchant has no API key")),
+        // Payment intents: the other merchant reaches its own only (an idempotency key is per merchant).
+        "createPaymentIntent": .terminalSigned(
+            request: { _ in
+                Request(
+                    method: .post, path: "/v1/merchant/payment-intents",
+                    body: #"{"amount": 990, "currency": "EUR", "reference": "order-1"}"#,
+                    headers: [HTTPField.Name("Idempotency-Key")!: World.intentIdempotencyKey])
+            },
+            otherMerchant: .servesTheSignersOwn { (world: World, response: TestResponse) async throws in
+                #expect(response.status == .created || response.status == .ok, "\(response.text)")
+                let intent = try JSONDecoder().decode(Components.Schemas.PaymentIntent.self, from: response.data)
+                #expect(intent.id != world.bakeryIntent.bytes.hexString)
+                let id = try #require(try PaymentID(bytes: try #require([UInt8](hexString: intent.id))))
+                #expect(try await world.server.ledger.paymentIntent(id, of: world.shop.id, at: world.server.clock.now) != nil)
+                world.expectNothingOfTheTenants(
+                    in: response.text, "the shop's payment intent", except: ["a transaction reference"])
+            }),
+        "listPaymentIntents": .terminalSigned(
+            request: { _ in Request(method: .get, path: "/v1/merchant/payment-intents?reference=order-1", body: nil) },
+            otherMerchant: .servesTheSignersOwn { (world: World, response: TestResponse) async throws in
+                #expect(response.status == .ok, "\(response.text)")
+                let list = try JSONDecoder().decode(Components.Schemas.PaymentIntentList.self, from: response.data)
+                #expect(list.paymentIntents.allSatisfy { $0.id != world.bakeryIntent.bytes.hexString })
+                world.expectNothingOfTheTenants(
+                    in: response.text, "the shop's payment intents", except: ["a transaction reference"])
+            }),
+        "getPaymentIntent": .terminalSigned(
+            request: { world in
+                Request(
+                    method: .get, path: "/v1/merchant/payment-intents/\(world.bakeryIntent.bytes.hexString)", body: nil)
+            },
+            otherMerchant: .refused(.notFound, "payment_intent_not_found", "this merchant has no payment intent")),
+        "cancelPaymentIntent": .terminalSigned(
+            request: { world in
+                Request(
+                    method: .post, path: "/v1/merchant/payment-intents/\(world.bakeryIntent.bytes.hexString)/cancel",
+                    body: nil)
+            },
+            otherMerchant: .refused(.notFound, "payment_intent_not_found", "this merchant has no payment intent")),
         // Wallet services
         "getWalletAccount": .walletSigned(
             request: { _ in Request(method: .get, path: "/v1/wallet/account", body: nil) },
@@ -673,12 +760,20 @@ struct IsolationTests {
             "daily_tokens",
             // A sealed request the gateway opened is remembered, so that its replay is refused.
             "gateway_replays",
+            // The shop's own keys: made by its admin, their use noted (the bakery's are checked below).
+            "api_keys",
+            // The shop's own payment intent (the bakery's is checked below).
+            "payment_intents",
         ]
+        let bakeryKeys = try await world.server.ledger.apiKeys(of: world.bakery.id)
+        let bakeryIntent = try await world.server.ledger.paymentIntent(
+            world.bakeryIntent, of: world.bakery.id, at: world.server.clock.now)
         let before = try await tableSnapshot(world.server.ledger, excluding: ignored)
-        let (refusals, walletRefusals, adminRequests) = try await world.server.withClient { client in
+        let (refusals, walletRefusals, adminRequests, keyRequests) = try await world.server.withClient { client in
             var refusals = 0
             var walletRefusals = 0
             var adminRequests = 0
+            var keyRequests = 0
             for (operation, protection) in Self.table.sorted(by: { $0.key < $1.key }) {
                 switch protection {
                 case .open(_, let probe):
@@ -752,6 +847,28 @@ struct IsolationTests {
                             try await check(world, byShopAdmin)
                         }
                         adminRequests += 1
+                        // The other merchant's key with every scope: what its admin gets where a
+                        // key is accepted, and a refusal of keys where none is.
+                        let byShopKey = try await client.send(
+                            request, headers: [.authorization: "Bearer " + world.shopAPIKey])
+                        if Self.keyScoped[operation] != nil {
+                            switch otherMerchant {
+                            case .refused(let status, let code, let message):
+                                try world.expectRefusal(
+                                    byShopKey, status, code, message, "\(operation) by the other merchant's API key")
+                            case .servesOnlyTheSigner:
+                                Issue.record("\(operation): a merchant operation serves its terminal only")
+                            case .servesTheSignersOwn(let check):
+                                try await check(world, byShopKey)
+                            }
+                        } else if Self.adminOnly.contains(operation) {
+                            try world.expectAdminRequired(byShopKey, "\(operation) by the other merchant's API key")
+                        } else {
+                            try world.expectRefusal(
+                                byShopKey, .forbidden, "insufficient_scope", "an API key cannot call this operation",
+                                "\(operation) by the other merchant's API key")
+                        }
+                        keyRequests += 1
                     }
                     let byShop = try await client.send(
                         request,
@@ -784,9 +901,16 @@ struct IsolationTests {
                     }
                 }
             }
-            return (refusals, walletRefusals, adminRequests)
+            return (refusals, walletRefusals, adminRequests, keyRequests)
         }
-        #expect(adminRequests == 11, "every merchant-service operation was tried with the other admin's session")
+        #expect(adminRequests == 19, "every merchant-service operation was tried with the other admin's session")
+        #expect(keyRequests == adminRequests, "every merchant-service operation was tried with the other's API key")
+        // The bakery's keys are as they were: neither rolled nor revoked by anyone else.
+        #expect(try await world.server.ledger.apiKeys(of: world.bakery.id) == bakeryKeys)
+        #expect(
+            try await world.server.ledger.paymentIntent(
+                world.bakeryIntent, of: world.bakery.id, at: world.server.clock.now) == bakeryIntent)
+        #expect(bakeryIntent?.status == .requiresCollection)
         // The metrics (on their own listener) count by route and code after all this: no ids.
         world.expectNothingOfTheTenants(in: try await world.server.scrapeMetrics(), "/metrics")
         let signed = Self.table.values.filter { if case .terminalSigned = $0 { true } else { false } }
@@ -916,6 +1040,14 @@ final class World: Sendable {
     let offlineToken: [UInt8]
     /// The shop's admin session, once signed in.
     let shopAdminSession = Mutex<String?>(nil)
+    /// The shop's secret API key with every scope.
+    let shopAPIKey = "sk_" + Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+        .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "+", with: "-")
+    /// The bakery's API keys (one for the roll, one for the revocation the shop tries).
+    static let bakeryKeyIDs = ["key_bakery_roll", "key_bakery_revoke"]
+    /// The bakery's payment intent, waiting for collection.
+    let bakeryIntent = try! PaymentID(bytes: Array(repeating: 0x77, count: 16))
+    static let intentIdempotencyKey = "order-1-attempt-1"
 
     private init(
         server: TestServer, bakery: Merchant, shop: Merchant,
@@ -1040,7 +1172,14 @@ final class World: Sendable {
                 try await code(to: walletEmail)
             )
             let cards = try await WorldCards.make(server: server, owner: walletID)
-            return World(
+            for id in bakeryKeyIDs {
+                _ = try await server.ledger.createAPIKey(
+                    NewAPIKey(
+                        id: id, secretHash: Array(SHA256.hash(data: Data(id.utf8))), secretPrefix: "sk_bake",
+                        secretLast4: "abcd"), name: "Bakery POS", scopes: Set(APIKeyScope.allCases), for: bakery.id,
+                    at: server.clock.now)
+            }
+            let world = World(
                 server: server, bakery: bakery, shop: shop, tillResponse: tillResponse,
                 shopTillResponse: shopTillResponse, walletID: walletID, payment: payment,
                 redemption: redemption, registrationX: x, registrationY: y, restorationZ: z, till: till,
@@ -1048,6 +1187,18 @@ final class World: Sendable {
                 walletDevice: walletDevice, deviceX: deviceX,
                 deviceY: deviceY, walletB: walletB, walletBDevice: walletBDevice,
                 revokedWalletDevice: revokedWalletDevice, cards: cards, offlineToken: offlineToken)
+            _ = try await server.ledger.createPaymentIntent(
+                NewPaymentIntent(
+                    paymentID: world.bakeryIntent, idempotencyKey: "bakery-order-1", requestDigest: [1],
+                    orderReference: "order-1", amount: try Money(minorUnits: 990, currency: .eur), metadata: "{}",
+                    terminalID: nil, expiresAt: server.clock.now + 86_400), merchant: bakery.id, at: server.clock.now
+            ).get()
+            _ = try await server.ledger.createAPIKey(
+                NewAPIKey(
+                    id: "key_shop", secretHash: Array(SHA256.hash(data: Data(world.shopAPIKey.utf8))),
+                    secretPrefix: String(world.shopAPIKey.prefix(7)), secretLast4: String(world.shopAPIKey.suffix(4))),
+                name: "Shop POS", scopes: Set(APIKeyScope.allCases), for: shop.id, at: server.clock.now)
+            return world
         }
     }
 
@@ -1169,6 +1320,7 @@ extension TestClientProtocol {
     /// Sends an isolation table request with its body and media type.
     func send(_ request: IsolationTests.Request, headers: HTTPFields) async throws -> TestResponse {
         var headers = headers
+        headers.append(contentsOf: request.headers)
         if request.bytes != nil, headers[.contentType] == nil { headers[.contentType] = request.contentType }
         return try await executeRequest(
             uri: request.path, method: request.method, headers: headers,
@@ -1191,6 +1343,11 @@ func signedAuthorization(
 }
 
 extension World {
+    /// A refusal because only the merchant's admin may do this.
+    func expectAdminRequired(_ response: TestResponse, _ what: String) throws {
+        try expectRefusal(response, .forbidden, "admin_required", "needs the merchant admin's session", what)
+    }
+
     /// The shop's admin session, signed in once for the whole test.
     func shopAdminToken(_ client: any TestClientProtocol) async throws -> String {
         if let token = shopAdminSession.withLock({ $0 }) { return token }

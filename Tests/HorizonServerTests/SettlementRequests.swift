@@ -13,7 +13,7 @@ import Testing
 enum WalletSigned {
     static func confirm(
         by wallet: P256.Signing.PrivateKey, for terminal: P256.Signing.PublicKey, amount: Int64, tip: Int64 = 0,
-        currency: Currency = .eur, expiresAt: Int64 = 4_000_000_000
+        currency: Currency = .eur, expiresAt: Int64 = 4_000_000_000, paymentID: PaymentID? = nil
     ) throws -> Confirm {
         var generator = SystemRandomNumberGenerator()
         let unsigned = try Confirm(
@@ -22,7 +22,7 @@ enum WalletSigned {
             walletKey: PublicKeyBytes(bytes: Array(wallet.publicKey.x963Representation)),
             offerDigest: DigestBytes(bytes: Array(SHA256.hash(data: Data("offer".utf8)))),
             amount: Money(minorUnits: amount, currency: currency), tip: Money(minorUnits: tip, currency: currency),
-            paymentID: PaymentID.random(using: &generator),
+            paymentID: paymentID ?? PaymentID.random(using: &generator),
             walletNonce: Nonce(bytes: (0..<16).map { _ in UInt8.random(in: 0...255) }), expiresAt: expiresAt)
         return unsigned.withSignature(
             try SignatureBytes(bytes: Array(try wallet.signature(for: unsigned.signedBytes).rawRepresentation)))

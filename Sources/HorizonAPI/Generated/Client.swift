@@ -3241,8 +3241,9 @@ public struct Client: APIProtocol {
     /// answers the stored refund and moves nothing again. Errors: `idempotency_conflict` (the id was
     /// used for another refund), `refund_exceeds_remaining`, `payment_not_found` (unknown, or another
     /// merchant's), `payment_not_refundable` (declined, or a redemption), `refund_amount_invalid`,
-    /// `currency_mismatch`, `refund_id_invalid`. Only the merchant's admin may refund: a request
-    /// signed with a terminal's key is refused with `admin_required` (403).
+    /// `currency_mismatch`, `refund_id_invalid`. Only the merchant's admin, or an API key with the
+    /// `refunds:write` scope, may refund: a request signed with a terminal's key is refused with
+    /// `admin_required` (403), a key without the scope with `insufficient_scope` (403).
     ///
     ///
     /// - Remark: HTTP `POST /v1/merchant/refunds`.
@@ -3528,6 +3529,714 @@ public struct Client: APIProtocol {
                     case "application/json":
                         body = try await converter.getResponseBodyAsJSON(
                             Components.Schemas.MerchantTerminal.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// The merchant's secret API keys, newest first, revoked ones too; never a secret, only its prefix and last four characters.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/api-keys`.
+    /// - Remark: Generated from `#/paths//v1/merchant/api-keys/get(listApiKeys)`.
+    public func listApiKeys(_ input: Operations.ListApiKeys.Input) async throws -> Operations.ListApiKeys.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.ListApiKeys.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/merchant/api-keys",
+                    parameters: []
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .get
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                return (request, nil)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.ListApiKeys.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ApiKeyList.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// Makes a secret API key with the scopes given. The secret is in this answer only: it is stored hashed.
+    ///
+    /// A request with `Authorization: Bearer sk_…` acts as the merchant with exactly the key's
+    /// scopes: `intents:write` (create, read and cancel payment intents), `transactions:read`
+    /// (transactions, refunds and payment intents), `refunds:write` (refunds). An operation the
+    /// key's scopes do not cover answers `insufficient_scope` (403). Only the merchant's admin
+    /// manages keys: a key or a terminal's signature is refused with `admin_required`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/api-keys`.
+    /// - Remark: Generated from `#/paths//v1/merchant/api-keys/post(createApiKey)`.
+    public func createApiKey(_ input: Operations.CreateApiKey.Input) async throws -> Operations.CreateApiKey.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.CreateApiKey.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/merchant/api-keys",
+                    parameters: []
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .post
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                let body: OpenAPIRuntime.HTTPBody?
+                switch input.body {
+                case let .json(value):
+                    body = try converter.setRequiredRequestBodyAsJSON(
+                        value,
+                        headerFields: &request.headerFields,
+                        contentType: "application/json; charset=utf-8"
+                    )
+                }
+                return (request, body)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 201:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.CreateApiKey.Output.Created.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.CreatedApiKey.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .created(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// Replaces an active key by a new one with the same name and scopes; the old secret is refused from now on.
+    ///
+    /// `api_key_not_found` (404) for an unknown, revoked or another merchant's key.
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/api-keys/{keyId}/roll`.
+    /// - Remark: Generated from `#/paths//v1/merchant/api-keys/{keyId}/roll/post(rollApiKey)`.
+    public func rollApiKey(_ input: Operations.RollApiKey.Input) async throws -> Operations.RollApiKey.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.RollApiKey.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/merchant/api-keys/{}/roll",
+                    parameters: [
+                        input.path.keyId
+                    ]
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .post
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                return (request, nil)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 201:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.RollApiKey.Output.Created.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.CreatedApiKey.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .created(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// Revokes a key: its secret is refused from now on. Revoking a revoked key answers it as it is.
+    ///
+    /// `api_key_not_found` (404) for an unknown or another merchant's key.
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/api-keys/{keyId}/revoke`.
+    /// - Remark: Generated from `#/paths//v1/merchant/api-keys/{keyId}/revoke/post(revokeApiKey)`.
+    public func revokeApiKey(_ input: Operations.RevokeApiKey.Input) async throws -> Operations.RevokeApiKey.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.RevokeApiKey.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/merchant/api-keys/{}/revoke",
+                    parameters: [
+                        input.path.keyId
+                    ]
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .post
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                return (request, nil)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.RevokeApiKey.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ApiKey.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// The merchant's payment intents with one order reference, newest first (at most 20).
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/payment-intents`.
+    /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/get(listPaymentIntents)`.
+    public func listPaymentIntents(_ input: Operations.ListPaymentIntents.Input) async throws -> Operations.ListPaymentIntents.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.ListPaymentIntents.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/merchant/payment-intents",
+                    parameters: []
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .get
+                )
+                suppressMutabilityWarning(&request)
+                try converter.setQueryItemAsURI(
+                    in: &request,
+                    style: .form,
+                    explode: true,
+                    name: "reference",
+                    value: input.query.reference
+                )
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                return (request, nil)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.ListPaymentIntents.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.PaymentIntentList.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// Creates a payment intent: an amount to collect for an order reference, until it expires.
+    ///
+    /// The `Idempotency-Key` header makes a retry safe: the same key with the same terms answers
+    /// the intent created the first time (200, and `Idempotent-Replayed: true`); the same key with
+    /// other terms is refused with `idempotency_conflict` (409). The intent's id is the payment id
+    /// a terminal settles it under, so the payment is executed once end to end. Errors:
+    /// `invalid_request` (an amount, currency, reference or metadata out of bounds, or a currency
+    /// the merchant does not settle in), `terminal_not_found` (not one of the merchant's active
+    /// terminals).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/payment-intents`.
+    /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/post(createPaymentIntent)`.
+    public func createPaymentIntent(_ input: Operations.CreatePaymentIntent.Input) async throws -> Operations.CreatePaymentIntent.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.CreatePaymentIntent.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/merchant/payment-intents",
+                    parameters: []
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .post
+                )
+                suppressMutabilityWarning(&request)
+                try converter.setHeaderFieldAsURI(
+                    in: &request.headerFields,
+                    name: "Idempotency-Key",
+                    value: input.headers.idempotencyKey
+                )
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                let body: OpenAPIRuntime.HTTPBody?
+                switch input.body {
+                case let .json(value):
+                    body = try converter.setRequiredRequestBodyAsJSON(
+                        value,
+                        headerFields: &request.headerFields,
+                        contentType: "application/json; charset=utf-8"
+                    )
+                }
+                return (request, body)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 201:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.CreatePaymentIntent.Output.Created.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.PaymentIntent.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .created(.init(body: body))
+                case 200:
+                    let headers: Operations.CreatePaymentIntent.Output.Ok.Headers = .init(idempotentReplayed: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Idempotent-Replayed",
+                        as: Operations.CreatePaymentIntent.Output.Ok.Headers.IdempotentReplayedPayload.self
+                    ))
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.CreatePaymentIntent.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.PaymentIntent.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// One payment intent of the merchant, with its status and the payment made for it (`payment_intent_not_found` for another merchant's).
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/payment-intents/{intentId}`.
+    /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/{intentId}/get(getPaymentIntent)`.
+    public func getPaymentIntent(_ input: Operations.GetPaymentIntent.Input) async throws -> Operations.GetPaymentIntent.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.GetPaymentIntent.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/merchant/payment-intents/{}",
+                    parameters: [
+                        input.path.intentId
+                    ]
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .get
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                return (request, nil)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.GetPaymentIntent.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.PaymentIntent.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// Cancels a payment intent not yet collected; canceling a canceled one answers it as it is.
+    ///
+    /// A terminal that then settles the intent's payment id is declined and nothing is executed.
+    /// `payment_intent_not_cancelable` (409) once a payment was made for it or it expired.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/payment-intents/{intentId}/cancel`.
+    /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/{intentId}/cancel/post(cancelPaymentIntent)`.
+    public func cancelPaymentIntent(_ input: Operations.CancelPaymentIntent.Input) async throws -> Operations.CancelPaymentIntent.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.CancelPaymentIntent.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/merchant/payment-intents/{}/cancel",
+                    parameters: [
+                        input.path.intentId
+                    ]
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .post
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                return (request, nil)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.CancelPaymentIntent.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.PaymentIntent.self,
                             from: responseBody,
                             transforming: { value in
                                 .json(value)

@@ -500,6 +500,94 @@ extension APIProtocol {
         )
         try transport.register(
             {
+                try await server.listApiKeys(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .get,
+            path: server.apiPathComponentsWithServerPrefix("/v1/merchant/api-keys")
+        )
+        try transport.register(
+            {
+                try await server.createApiKey(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/merchant/api-keys")
+        )
+        try transport.register(
+            {
+                try await server.rollApiKey(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/merchant/api-keys/{keyId}/roll")
+        )
+        try transport.register(
+            {
+                try await server.revokeApiKey(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/merchant/api-keys/{keyId}/revoke")
+        )
+        try transport.register(
+            {
+                try await server.listPaymentIntents(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .get,
+            path: server.apiPathComponentsWithServerPrefix("/v1/merchant/payment-intents")
+        )
+        try transport.register(
+            {
+                try await server.createPaymentIntent(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/merchant/payment-intents")
+        )
+        try transport.register(
+            {
+                try await server.getPaymentIntent(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .get,
+            path: server.apiPathComponentsWithServerPrefix("/v1/merchant/payment-intents/{intentId}")
+        )
+        try transport.register(
+            {
+                try await server.cancelPaymentIntent(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/merchant/payment-intents/{intentId}/cancel")
+        )
+        try transport.register(
+            {
                 try await server.issueDailyToken(
                     request: $0,
                     body: $1,
@@ -3508,8 +3596,9 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
     /// answers the stored refund and moves nothing again. Errors: `idempotency_conflict` (the id was
     /// used for another refund), `refund_exceeds_remaining`, `payment_not_found` (unknown, or another
     /// merchant's), `payment_not_refundable` (declined, or a redemption), `refund_amount_invalid`,
-    /// `currency_mismatch`, `refund_id_invalid`. Only the merchant's admin may refund: a request
-    /// signed with a terminal's key is refused with `admin_required` (403).
+    /// `currency_mismatch`, `refund_id_invalid`. Only the merchant's admin, or an API key with the
+    /// `refunds:write` scope, may refund: a request signed with a terminal's key is refused with
+    /// `admin_required` (403), a key without the scope with `insufficient_scope` (403).
     ///
     ///
     /// - Remark: HTTP `POST /v1/merchant/refunds`.
@@ -3751,6 +3840,652 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                 ))
                 let headers: Operations.RevokeMerchantTerminal.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
                 return Operations.RevokeMerchantTerminal.Input(
+                    path: path,
+                    headers: headers
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// The merchant's secret API keys, newest first, revoked ones too; never a secret, only its prefix and last four characters.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/api-keys`.
+    /// - Remark: Generated from `#/paths//v1/merchant/api-keys/get(listApiKeys)`.
+    func listApiKeys(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.ListApiKeys.id,
+            using: {
+                APIHandler.listApiKeys($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let headers: Operations.ListApiKeys.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.ListApiKeys.Input(headers: headers)
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Makes a secret API key with the scopes given. The secret is in this answer only: it is stored hashed.
+    ///
+    /// A request with `Authorization: Bearer sk_…` acts as the merchant with exactly the key's
+    /// scopes: `intents:write` (create, read and cancel payment intents), `transactions:read`
+    /// (transactions, refunds and payment intents), `refunds:write` (refunds). An operation the
+    /// key's scopes do not cover answers `insufficient_scope` (403). Only the merchant's admin
+    /// manages keys: a key or a terminal's signature is refused with `admin_required`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/api-keys`.
+    /// - Remark: Generated from `#/paths//v1/merchant/api-keys/post(createApiKey)`.
+    func createApiKey(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.CreateApiKey.id,
+            using: {
+                APIHandler.createApiKey($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let headers: Operations.CreateApiKey.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
+                let body: Operations.CreateApiKey.Input.Body
+                let chosenContentType = try converter.bestContentType(
+                    received: contentType,
+                    options: [
+                        "application/json"
+                    ]
+                )
+                switch chosenContentType {
+                case "application/json":
+                    body = try await converter.getRequiredRequestBodyAsJSON(
+                        Components.Schemas.ApiKeyCreation.self,
+                        from: requestBody,
+                        transforming: { value in
+                            .json(value)
+                        }
+                    )
+                default:
+                    preconditionFailure("bestContentType chose an invalid content type.")
+                }
+                return Operations.CreateApiKey.Input(
+                    headers: headers,
+                    body: body
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .created(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 201)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Replaces an active key by a new one with the same name and scopes; the old secret is refused from now on.
+    ///
+    /// `api_key_not_found` (404) for an unknown, revoked or another merchant's key.
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/api-keys/{keyId}/roll`.
+    /// - Remark: Generated from `#/paths//v1/merchant/api-keys/{keyId}/roll/post(rollApiKey)`.
+    func rollApiKey(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.RollApiKey.id,
+            using: {
+                APIHandler.rollApiKey($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.RollApiKey.Input.Path = .init(keyId: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "keyId",
+                    as: Swift.String.self
+                ))
+                let headers: Operations.RollApiKey.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.RollApiKey.Input(
+                    path: path,
+                    headers: headers
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .created(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 201)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Revokes a key: its secret is refused from now on. Revoking a revoked key answers it as it is.
+    ///
+    /// `api_key_not_found` (404) for an unknown or another merchant's key.
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/api-keys/{keyId}/revoke`.
+    /// - Remark: Generated from `#/paths//v1/merchant/api-keys/{keyId}/revoke/post(revokeApiKey)`.
+    func revokeApiKey(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.RevokeApiKey.id,
+            using: {
+                APIHandler.revokeApiKey($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.RevokeApiKey.Input.Path = .init(keyId: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "keyId",
+                    as: Swift.String.self
+                ))
+                let headers: Operations.RevokeApiKey.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.RevokeApiKey.Input(
+                    path: path,
+                    headers: headers
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// The merchant's payment intents with one order reference, newest first (at most 20).
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/payment-intents`.
+    /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/get(listPaymentIntents)`.
+    func listPaymentIntents(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.ListPaymentIntents.id,
+            using: {
+                APIHandler.listPaymentIntents($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let query: Operations.ListPaymentIntents.Input.Query = .init(reference: try converter.getRequiredQueryItemAsURI(
+                    in: request.soar_query,
+                    style: .form,
+                    explode: true,
+                    name: "reference",
+                    as: Swift.String.self
+                ))
+                let headers: Operations.ListPaymentIntents.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.ListPaymentIntents.Input(
+                    query: query,
+                    headers: headers
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Creates a payment intent: an amount to collect for an order reference, until it expires.
+    ///
+    /// The `Idempotency-Key` header makes a retry safe: the same key with the same terms answers
+    /// the intent created the first time (200, and `Idempotent-Replayed: true`); the same key with
+    /// other terms is refused with `idempotency_conflict` (409). The intent's id is the payment id
+    /// a terminal settles it under, so the payment is executed once end to end. Errors:
+    /// `invalid_request` (an amount, currency, reference or metadata out of bounds, or a currency
+    /// the merchant does not settle in), `terminal_not_found` (not one of the merchant's active
+    /// terminals).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/payment-intents`.
+    /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/post(createPaymentIntent)`.
+    func createPaymentIntent(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.CreatePaymentIntent.id,
+            using: {
+                APIHandler.createPaymentIntent($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let headers: Operations.CreatePaymentIntent.Input.Headers = .init(
+                    idempotencyKey: try converter.getRequiredHeaderFieldAsURI(
+                        in: request.headerFields,
+                        name: "Idempotency-Key",
+                        as: Swift.String.self
+                    ),
+                    accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields)
+                )
+                let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
+                let body: Operations.CreatePaymentIntent.Input.Body
+                let chosenContentType = try converter.bestContentType(
+                    received: contentType,
+                    options: [
+                        "application/json"
+                    ]
+                )
+                switch chosenContentType {
+                case "application/json":
+                    body = try await converter.getRequiredRequestBodyAsJSON(
+                        Components.Schemas.PaymentIntentCreation.self,
+                        from: requestBody,
+                        transforming: { value in
+                            .json(value)
+                        }
+                    )
+                default:
+                    preconditionFailure("bestContentType chose an invalid content type.")
+                }
+                return Operations.CreatePaymentIntent.Input(
+                    headers: headers,
+                    body: body
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .created(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 201)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    try converter.setHeaderFieldAsURI(
+                        in: &response.headerFields,
+                        name: "Idempotent-Replayed",
+                        value: value.headers.idempotentReplayed
+                    )
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// One payment intent of the merchant, with its status and the payment made for it (`payment_intent_not_found` for another merchant's).
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/payment-intents/{intentId}`.
+    /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/{intentId}/get(getPaymentIntent)`.
+    func getPaymentIntent(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.GetPaymentIntent.id,
+            using: {
+                APIHandler.getPaymentIntent($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.GetPaymentIntent.Input.Path = .init(intentId: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "intentId",
+                    as: Swift.String.self
+                ))
+                let headers: Operations.GetPaymentIntent.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.GetPaymentIntent.Input(
+                    path: path,
+                    headers: headers
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Cancels a payment intent not yet collected; canceling a canceled one answers it as it is.
+    ///
+    /// A terminal that then settles the intent's payment id is declined and nothing is executed.
+    /// `payment_intent_not_cancelable` (409) once a payment was made for it or it expired.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/payment-intents/{intentId}/cancel`.
+    /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/{intentId}/cancel/post(cancelPaymentIntent)`.
+    func cancelPaymentIntent(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.CancelPaymentIntent.id,
+            using: {
+                APIHandler.cancelPaymentIntent($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.CancelPaymentIntent.Input.Path = .init(intentId: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "intentId",
+                    as: Swift.String.self
+                ))
+                let headers: Operations.CancelPaymentIntent.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.CancelPaymentIntent.Input(
                     path: path,
                     headers: headers
                 )

@@ -2289,6 +2289,10 @@ extension Components {
             public var refundedAmount: Swift.Int64
             /// - Remark: Generated from `#/components/schemas/MerchantTransaction/offline`.
             public var offline: Components.Schemas.OfflineAcceptance?
+            /// The merchant's order reference, when the payment was made for a payment intent
+            ///
+            /// - Remark: Generated from `#/components/schemas/MerchantTransaction/orderReference`.
+            public var orderReference: Swift.String?
             /// Creates a new `MerchantTransaction`.
             ///
             /// - Parameters:
@@ -2309,6 +2313,7 @@ extension Components {
             ///   - settledAt:
             ///   - refundedAmount: Minor units refunded so far
             ///   - offline:
+            ///   - orderReference: The merchant's order reference, when the payment was made for a payment intent
             public init(
                 paymentId: Swift.String,
                 reference: Swift.Int64,
@@ -2326,7 +2331,8 @@ extension Components {
                 terminalKeyId: Swift.String,
                 settledAt: Swift.Int64,
                 refundedAmount: Swift.Int64,
-                offline: Components.Schemas.OfflineAcceptance? = nil
+                offline: Components.Schemas.OfflineAcceptance? = nil,
+                orderReference: Swift.String? = nil
             ) {
                 self.paymentId = paymentId
                 self.reference = reference
@@ -2345,6 +2351,7 @@ extension Components {
                 self.settledAt = settledAt
                 self.refundedAmount = refundedAmount
                 self.offline = offline
+                self.orderReference = orderReference
             }
             public enum CodingKeys: String, CodingKey {
                 case paymentId
@@ -2364,6 +2371,7 @@ extension Components {
                 case settledAt
                 case refundedAmount
                 case offline
+                case orderReference
             }
         }
         /// - Remark: Generated from `#/components/schemas/MerchantTransactionPage`.
@@ -2694,6 +2702,400 @@ extension Components {
             }
             public enum CodingKeys: String, CodingKey {
                 case terminals
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ApiKeyScope`.
+        @frozen public enum ApiKeyScope: String, Codable, Hashable, Sendable, CaseIterable {
+            case intents_colon_write = "intents:write"
+            case transactions_colon_read = "transactions:read"
+            case refunds_colon_write = "refunds:write"
+        }
+        /// - Remark: Generated from `#/components/schemas/ApiKey`.
+        public struct ApiKey: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ApiKey/id`.
+            public var id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/ApiKey/name`.
+            public var name: Swift.String
+            /// - Remark: Generated from `#/components/schemas/ApiKey/scopes`.
+            public var scopes: [Components.Schemas.ApiKeyScope]
+            /// The secret's prefix and last four characters, e.g. sk_AbCd…wXyZ
+            ///
+            /// - Remark: Generated from `#/components/schemas/ApiKey/redactedSecret`.
+            public var redactedSecret: Swift.String
+            /// - Remark: Generated from `#/components/schemas/ApiKey/createdAt`.
+            public var createdAt: Swift.Int64
+            /// Within a minute; absent if never used
+            ///
+            /// - Remark: Generated from `#/components/schemas/ApiKey/lastUsedAt`.
+            public var lastUsedAt: Swift.Int64?
+            /// Absent while the key is active
+            ///
+            /// - Remark: Generated from `#/components/schemas/ApiKey/revokedAt`.
+            public var revokedAt: Swift.Int64?
+            /// The id of the key that replaced it, when it was rolled
+            ///
+            /// - Remark: Generated from `#/components/schemas/ApiKey/replacedBy`.
+            public var replacedBy: Swift.String?
+            /// Creates a new `ApiKey`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - name:
+            ///   - scopes:
+            ///   - redactedSecret: The secret's prefix and last four characters, e.g. sk_AbCd…wXyZ
+            ///   - createdAt:
+            ///   - lastUsedAt: Within a minute; absent if never used
+            ///   - revokedAt: Absent while the key is active
+            ///   - replacedBy: The id of the key that replaced it, when it was rolled
+            public init(
+                id: Swift.String,
+                name: Swift.String,
+                scopes: [Components.Schemas.ApiKeyScope],
+                redactedSecret: Swift.String,
+                createdAt: Swift.Int64,
+                lastUsedAt: Swift.Int64? = nil,
+                revokedAt: Swift.Int64? = nil,
+                replacedBy: Swift.String? = nil
+            ) {
+                self.id = id
+                self.name = name
+                self.scopes = scopes
+                self.redactedSecret = redactedSecret
+                self.createdAt = createdAt
+                self.lastUsedAt = lastUsedAt
+                self.revokedAt = revokedAt
+                self.replacedBy = replacedBy
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case name
+                case scopes
+                case redactedSecret
+                case createdAt
+                case lastUsedAt
+                case revokedAt
+                case replacedBy
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ApiKeyList`.
+        public struct ApiKeyList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ApiKeyList/apiKeys`.
+            public var apiKeys: [Components.Schemas.ApiKey]
+            /// Creates a new `ApiKeyList`.
+            ///
+            /// - Parameters:
+            ///   - apiKeys:
+            public init(apiKeys: [Components.Schemas.ApiKey]) {
+                self.apiKeys = apiKeys
+            }
+            public enum CodingKeys: String, CodingKey {
+                case apiKeys
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ApiKeyCreation`.
+        public struct ApiKeyCreation: Codable, Hashable, Sendable {
+            /// What the key is for, e.g. the POS's name
+            ///
+            /// - Remark: Generated from `#/components/schemas/ApiKeyCreation/name`.
+            public var name: Swift.String
+            /// - Remark: Generated from `#/components/schemas/ApiKeyCreation/scopes`.
+            public var scopes: [Components.Schemas.ApiKeyScope]
+            /// Creates a new `ApiKeyCreation`.
+            ///
+            /// - Parameters:
+            ///   - name: What the key is for, e.g. the POS's name
+            ///   - scopes:
+            public init(
+                name: Swift.String,
+                scopes: [Components.Schemas.ApiKeyScope]
+            ) {
+                self.name = name
+                self.scopes = scopes
+            }
+            public enum CodingKeys: String, CodingKey {
+                case name
+                case scopes
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.name = try container.decode(
+                    Swift.String.self,
+                    forKey: .name
+                )
+                self.scopes = try container.decode(
+                    [Components.Schemas.ApiKeyScope].self,
+                    forKey: .scopes
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "name",
+                    "scopes"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/CreatedApiKey`.
+        public struct CreatedApiKey: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/CreatedApiKey/apiKey`.
+            public var apiKey: Components.Schemas.ApiKey
+            /// The whole secret (sk_…): shown this once, stored only hashed
+            ///
+            /// - Remark: Generated from `#/components/schemas/CreatedApiKey/secret`.
+            public var secret: Swift.String
+            /// Creates a new `CreatedApiKey`.
+            ///
+            /// - Parameters:
+            ///   - apiKey:
+            ///   - secret: The whole secret (sk_…): shown this once, stored only hashed
+            public init(
+                apiKey: Components.Schemas.ApiKey,
+                secret: Swift.String
+            ) {
+                self.apiKey = apiKey
+                self.secret = secret
+            }
+            public enum CodingKeys: String, CodingKey {
+                case apiKey
+                case secret
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/PaymentIntentStatus`.
+        @frozen public enum PaymentIntentStatus: String, Codable, Hashable, Sendable, CaseIterable {
+            case requiresCollection = "requires_collection"
+            case collecting = "collecting"
+            case succeeded = "succeeded"
+            case declined = "declined"
+            case canceled = "canceled"
+            case expired = "expired"
+            case refunded = "refunded"
+            case partiallyRefunded = "partially_refunded"
+        }
+        /// - Remark: Generated from `#/components/schemas/PaymentIntentCreation`.
+        public struct PaymentIntentCreation: Codable, Hashable, Sendable {
+            /// Minor units
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentIntentCreation/amount`.
+            public var amount: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/PaymentIntentCreation/currency`.
+            public var currency: Components.Schemas.CurrencyCode
+            /// The merchant's order reference, printable text
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentIntentCreation/reference`.
+            public var reference: Swift.String
+            /// Up to 20 keys of at most 40 characters, each with a text of at most 500
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentIntentCreation/metadata`.
+            public struct MetadataPayload: Codable, Hashable, Sendable {
+                /// A container of undocumented properties.
+                public var additionalProperties: [String: Swift.String]
+                /// Creates a new `MetadataPayload`.
+                ///
+                /// - Parameters:
+                ///   - additionalProperties: A container of undocumented properties.
+                public init(additionalProperties: [String: Swift.String] = .init()) {
+                    self.additionalProperties = additionalProperties
+                }
+                public init(from decoder: any Swift.Decoder) throws {
+                    additionalProperties = try decoder.decodeAdditionalProperties(knownKeys: [])
+                }
+                public func encode(to encoder: any Swift.Encoder) throws {
+                    try encoder.encodeAdditionalProperties(additionalProperties)
+                }
+            }
+            /// Up to 20 keys of at most 40 characters, each with a text of at most 500
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentIntentCreation/metadata`.
+            public var metadata: Components.Schemas.PaymentIntentCreation.MetadataPayload?
+            /// The terminal meant to collect it
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentIntentCreation/terminalId`.
+            public var terminalId: Swift.String?
+            /// 900 (15 minutes) when left out
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentIntentCreation/expiresInSeconds`.
+            public var expiresInSeconds: Swift.Int64?
+            /// Creates a new `PaymentIntentCreation`.
+            ///
+            /// - Parameters:
+            ///   - amount: Minor units
+            ///   - currency:
+            ///   - reference: The merchant's order reference, printable text
+            ///   - metadata: Up to 20 keys of at most 40 characters, each with a text of at most 500
+            ///   - terminalId: The terminal meant to collect it
+            ///   - expiresInSeconds: 900 (15 minutes) when left out
+            public init(
+                amount: Swift.Int64,
+                currency: Components.Schemas.CurrencyCode,
+                reference: Swift.String,
+                metadata: Components.Schemas.PaymentIntentCreation.MetadataPayload? = nil,
+                terminalId: Swift.String? = nil,
+                expiresInSeconds: Swift.Int64? = nil
+            ) {
+                self.amount = amount
+                self.currency = currency
+                self.reference = reference
+                self.metadata = metadata
+                self.terminalId = terminalId
+                self.expiresInSeconds = expiresInSeconds
+            }
+            public enum CodingKeys: String, CodingKey {
+                case amount
+                case currency
+                case reference
+                case metadata
+                case terminalId
+                case expiresInSeconds
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.amount = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .amount
+                )
+                self.currency = try container.decode(
+                    Components.Schemas.CurrencyCode.self,
+                    forKey: .currency
+                )
+                self.reference = try container.decode(
+                    Swift.String.self,
+                    forKey: .reference
+                )
+                self.metadata = try container.decodeIfPresent(
+                    Components.Schemas.PaymentIntentCreation.MetadataPayload.self,
+                    forKey: .metadata
+                )
+                self.terminalId = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .terminalId
+                )
+                self.expiresInSeconds = try container.decodeIfPresent(
+                    Swift.Int64.self,
+                    forKey: .expiresInSeconds
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "amount",
+                    "currency",
+                    "reference",
+                    "metadata",
+                    "terminalId",
+                    "expiresInSeconds"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/PaymentIntent`.
+        public struct PaymentIntent: Codable, Hashable, Sendable {
+            /// The payment id (16 bytes, hex) a terminal settles it under
+            ///
+            /// - Remark: Generated from `#/components/schemas/PaymentIntent/id`.
+            public var id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/PaymentIntent/status`.
+            public var status: Components.Schemas.PaymentIntentStatus
+            /// - Remark: Generated from `#/components/schemas/PaymentIntent/amount`.
+            public var amount: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/PaymentIntent/currency`.
+            public var currency: Swift.String
+            /// - Remark: Generated from `#/components/schemas/PaymentIntent/reference`.
+            public var reference: Swift.String
+            /// - Remark: Generated from `#/components/schemas/PaymentIntent/metadata`.
+            public struct MetadataPayload: Codable, Hashable, Sendable {
+                /// A container of undocumented properties.
+                public var additionalProperties: [String: Swift.String]
+                /// Creates a new `MetadataPayload`.
+                ///
+                /// - Parameters:
+                ///   - additionalProperties: A container of undocumented properties.
+                public init(additionalProperties: [String: Swift.String] = .init()) {
+                    self.additionalProperties = additionalProperties
+                }
+                public init(from decoder: any Swift.Decoder) throws {
+                    additionalProperties = try decoder.decodeAdditionalProperties(knownKeys: [])
+                }
+                public func encode(to encoder: any Swift.Encoder) throws {
+                    try encoder.encodeAdditionalProperties(additionalProperties)
+                }
+            }
+            /// - Remark: Generated from `#/components/schemas/PaymentIntent/metadata`.
+            public var metadata: Components.Schemas.PaymentIntent.MetadataPayload
+            /// - Remark: Generated from `#/components/schemas/PaymentIntent/terminalId`.
+            public var terminalId: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/PaymentIntent/createdAt`.
+            public var createdAt: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/PaymentIntent/expiresAt`.
+            public var expiresAt: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/PaymentIntent/canceledAt`.
+            public var canceledAt: Swift.Int64?
+            /// - Remark: Generated from `#/components/schemas/PaymentIntent/amountRefunded`.
+            public var amountRefunded: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/PaymentIntent/payment`.
+            public var payment: Components.Schemas.MerchantTransaction?
+            /// Creates a new `PaymentIntent`.
+            ///
+            /// - Parameters:
+            ///   - id: The payment id (16 bytes, hex) a terminal settles it under
+            ///   - status:
+            ///   - amount:
+            ///   - currency:
+            ///   - reference:
+            ///   - metadata:
+            ///   - terminalId:
+            ///   - createdAt:
+            ///   - expiresAt:
+            ///   - canceledAt:
+            ///   - amountRefunded:
+            ///   - payment:
+            public init(
+                id: Swift.String,
+                status: Components.Schemas.PaymentIntentStatus,
+                amount: Swift.Int64,
+                currency: Swift.String,
+                reference: Swift.String,
+                metadata: Components.Schemas.PaymentIntent.MetadataPayload,
+                terminalId: Swift.String? = nil,
+                createdAt: Swift.Int64,
+                expiresAt: Swift.Int64,
+                canceledAt: Swift.Int64? = nil,
+                amountRefunded: Swift.Int64,
+                payment: Components.Schemas.MerchantTransaction? = nil
+            ) {
+                self.id = id
+                self.status = status
+                self.amount = amount
+                self.currency = currency
+                self.reference = reference
+                self.metadata = metadata
+                self.terminalId = terminalId
+                self.createdAt = createdAt
+                self.expiresAt = expiresAt
+                self.canceledAt = canceledAt
+                self.amountRefunded = amountRefunded
+                self.payment = payment
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case status
+                case amount
+                case currency
+                case reference
+                case metadata
+                case terminalId
+                case createdAt
+                case expiresAt
+                case canceledAt
+                case amountRefunded
+                case payment
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/PaymentIntentList`.
+        public struct PaymentIntentList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/PaymentIntentList/paymentIntents`.
+            public var paymentIntents: [Components.Schemas.PaymentIntent]
+            /// Creates a new `PaymentIntentList`.
+            ///
+            /// - Parameters:
+            ///   - paymentIntents:
+            public init(paymentIntents: [Components.Schemas.PaymentIntent]) {
+                self.paymentIntents = paymentIntents
+            }
+            public enum CodingKeys: String, CodingKey {
+                case paymentIntents
             }
         }
         /// - Remark: Generated from `#/components/schemas/DailyTokenRequest`.

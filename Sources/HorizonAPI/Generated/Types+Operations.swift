@@ -5510,8 +5510,9 @@ public enum Operations {
     /// answers the stored refund and moves nothing again. Errors: `idempotency_conflict` (the id was
     /// used for another refund), `refund_exceeds_remaining`, `payment_not_found` (unknown, or another
     /// merchant's), `payment_not_refundable` (declined, or a redemption), `refund_amount_invalid`,
-    /// `currency_mismatch`, `refund_id_invalid`. Only the merchant's admin may refund: a request
-    /// signed with a terminal's key is refused with `admin_required` (403).
+    /// `currency_mismatch`, `refund_id_invalid`. Only the merchant's admin, or an API key with the
+    /// `refunds:write` scope, may refund: a request signed with a terminal's key is refused with
+    /// `admin_required` (403), a key without the scope with `insufficient_scope` (403).
     ///
     ///
     /// - Remark: HTTP `POST /v1/merchant/refunds`.
@@ -6014,6 +6015,1255 @@ public enum Operations {
             /// Anything but success, in the one error shape.
             ///
             /// - Remark: Generated from `#/paths//v1/merchant/terminals/{terminalId}/revoke/post(revokeMerchantTerminal)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// The merchant's secret API keys, newest first, revoked ones too; never a secret, only its prefix and last four characters.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/api-keys`.
+    /// - Remark: Generated from `#/paths//v1/merchant/api-keys/get(listApiKeys)`.
+    public enum ListApiKeys {
+        public static let id: Swift.String = "listApiKeys"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/merchant/api-keys/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListApiKeys.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListApiKeys.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.ListApiKeys.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            public init(headers: Operations.ListApiKeys.Input.Headers = .init()) {
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/api-keys/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/merchant/api-keys/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.ApiKeyList)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.ApiKeyList {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ListApiKeys.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ListApiKeys.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// Every key.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/api-keys/get(listApiKeys)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListApiKeys.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.ListApiKeys.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/api-keys/get(listApiKeys)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Makes a secret API key with the scopes given. The secret is in this answer only: it is stored hashed.
+    ///
+    /// A request with `Authorization: Bearer sk_…` acts as the merchant with exactly the key's
+    /// scopes: `intents:write` (create, read and cancel payment intents), `transactions:read`
+    /// (transactions, refunds and payment intents), `refunds:write` (refunds). An operation the
+    /// key's scopes do not cover answers `insufficient_scope` (403). Only the merchant's admin
+    /// manages keys: a key or a terminal's signature is refused with `admin_required`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/api-keys`.
+    /// - Remark: Generated from `#/paths//v1/merchant/api-keys/post(createApiKey)`.
+    public enum CreateApiKey {
+        public static let id: Swift.String = "createApiKey"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/merchant/api-keys/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.CreateApiKey.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.CreateApiKey.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.CreateApiKey.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/merchant/api-keys/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/api-keys/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.ApiKeyCreation)
+            }
+            public var body: Operations.CreateApiKey.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            ///   - body:
+            public init(
+                headers: Operations.CreateApiKey.Input.Headers = .init(),
+                body: Operations.CreateApiKey.Input.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Created: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/api-keys/POST/responses/201/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/merchant/api-keys/POST/responses/201/content/application\/json`.
+                    case json(Components.Schemas.CreatedApiKey)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.CreatedApiKey {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.CreateApiKey.Output.Created.Body
+                /// Creates a new `Created`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.CreateApiKey.Output.Created.Body) {
+                    self.body = body
+                }
+            }
+            /// The key, with its secret (shown this once).
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/api-keys/post(createApiKey)/responses/201`.
+            ///
+            /// HTTP response code: `201 created`.
+            case created(Operations.CreateApiKey.Output.Created)
+            /// The associated value of the enum case if `self` is `.created`.
+            ///
+            /// - Throws: An error if `self` is not `.created`.
+            /// - SeeAlso: `.created`.
+            public var created: Operations.CreateApiKey.Output.Created {
+                get throws {
+                    switch self {
+                    case let .created(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "created",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/api-keys/post(createApiKey)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Replaces an active key by a new one with the same name and scopes; the old secret is refused from now on.
+    ///
+    /// `api_key_not_found` (404) for an unknown, revoked or another merchant's key.
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/api-keys/{keyId}/roll`.
+    /// - Remark: Generated from `#/paths//v1/merchant/api-keys/{keyId}/roll/post(rollApiKey)`.
+    public enum RollApiKey {
+        public static let id: Swift.String = "rollApiKey"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/merchant/api-keys/{keyId}/roll/POST/path`.
+            public struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/api-keys/{keyId}/roll/POST/path/keyId`.
+                public var keyId: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - keyId:
+                public init(keyId: Swift.String) {
+                    self.keyId = keyId
+                }
+            }
+            public var path: Operations.RollApiKey.Input.Path
+            /// - Remark: Generated from `#/paths/v1/merchant/api-keys/{keyId}/roll/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RollApiKey.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RollApiKey.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.RollApiKey.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.RollApiKey.Input.Path,
+                headers: Operations.RollApiKey.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Created: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/api-keys/{keyId}/roll/POST/responses/201/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/merchant/api-keys/{keyId}/roll/POST/responses/201/content/application\/json`.
+                    case json(Components.Schemas.CreatedApiKey)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.CreatedApiKey {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.RollApiKey.Output.Created.Body
+                /// Creates a new `Created`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.RollApiKey.Output.Created.Body) {
+                    self.body = body
+                }
+            }
+            /// The new key, with its secret (shown this once).
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/api-keys/{keyId}/roll/post(rollApiKey)/responses/201`.
+            ///
+            /// HTTP response code: `201 created`.
+            case created(Operations.RollApiKey.Output.Created)
+            /// The associated value of the enum case if `self` is `.created`.
+            ///
+            /// - Throws: An error if `self` is not `.created`.
+            /// - SeeAlso: `.created`.
+            public var created: Operations.RollApiKey.Output.Created {
+                get throws {
+                    switch self {
+                    case let .created(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "created",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/api-keys/{keyId}/roll/post(rollApiKey)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Revokes a key: its secret is refused from now on. Revoking a revoked key answers it as it is.
+    ///
+    /// `api_key_not_found` (404) for an unknown or another merchant's key.
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/api-keys/{keyId}/revoke`.
+    /// - Remark: Generated from `#/paths//v1/merchant/api-keys/{keyId}/revoke/post(revokeApiKey)`.
+    public enum RevokeApiKey {
+        public static let id: Swift.String = "revokeApiKey"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/merchant/api-keys/{keyId}/revoke/POST/path`.
+            public struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/api-keys/{keyId}/revoke/POST/path/keyId`.
+                public var keyId: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - keyId:
+                public init(keyId: Swift.String) {
+                    self.keyId = keyId
+                }
+            }
+            public var path: Operations.RevokeApiKey.Input.Path
+            /// - Remark: Generated from `#/paths/v1/merchant/api-keys/{keyId}/revoke/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RevokeApiKey.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RevokeApiKey.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.RevokeApiKey.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.RevokeApiKey.Input.Path,
+                headers: Operations.RevokeApiKey.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/api-keys/{keyId}/revoke/POST/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/merchant/api-keys/{keyId}/revoke/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.ApiKey)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.ApiKey {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.RevokeApiKey.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.RevokeApiKey.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The key, revoked.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/api-keys/{keyId}/revoke/post(revokeApiKey)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.RevokeApiKey.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.RevokeApiKey.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/api-keys/{keyId}/revoke/post(revokeApiKey)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// The merchant's payment intents with one order reference, newest first (at most 20).
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/payment-intents`.
+    /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/get(listPaymentIntents)`.
+    public enum ListPaymentIntents {
+        public static let id: Swift.String = "listPaymentIntents"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/GET/query`.
+            public struct Query: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/GET/query/reference`.
+                public var reference: Swift.String
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - reference:
+                public init(reference: Swift.String) {
+                    self.reference = reference
+                }
+            }
+            public var query: Operations.ListPaymentIntents.Input.Query
+            /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListPaymentIntents.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListPaymentIntents.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.ListPaymentIntents.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - query:
+            ///   - headers:
+            public init(
+                query: Operations.ListPaymentIntents.Input.Query,
+                headers: Operations.ListPaymentIntents.Input.Headers = .init()
+            ) {
+                self.query = query
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.PaymentIntentList)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.PaymentIntentList {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ListPaymentIntents.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ListPaymentIntents.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The intents.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/get(listPaymentIntents)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListPaymentIntents.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.ListPaymentIntents.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/get(listPaymentIntents)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Creates a payment intent: an amount to collect for an order reference, until it expires.
+    ///
+    /// The `Idempotency-Key` header makes a retry safe: the same key with the same terms answers
+    /// the intent created the first time (200, and `Idempotent-Replayed: true`); the same key with
+    /// other terms is refused with `idempotency_conflict` (409). The intent's id is the payment id
+    /// a terminal settles it under, so the payment is executed once end to end. Errors:
+    /// `invalid_request` (an amount, currency, reference or metadata out of bounds, or a currency
+    /// the merchant does not settle in), `terminal_not_found` (not one of the merchant's active
+    /// terminals).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/payment-intents`.
+    /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/post(createPaymentIntent)`.
+    public enum CreatePaymentIntent {
+        public static let id: Swift.String = "createPaymentIntent"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/POST/header/Idempotency-Key`.
+                public var idempotencyKey: Swift.String
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.CreatePaymentIntent.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - idempotencyKey:
+                ///   - accept:
+                public init(
+                    idempotencyKey: Swift.String,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.CreatePaymentIntent.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.idempotencyKey = idempotencyKey
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.CreatePaymentIntent.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.PaymentIntentCreation)
+            }
+            public var body: Operations.CreatePaymentIntent.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            ///   - body:
+            public init(
+                headers: Operations.CreatePaymentIntent.Input.Headers,
+                body: Operations.CreatePaymentIntent.Input.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Created: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/POST/responses/201/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/POST/responses/201/content/application\/json`.
+                    case json(Components.Schemas.PaymentIntent)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.PaymentIntent {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.CreatePaymentIntent.Output.Created.Body
+                /// Creates a new `Created`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.CreatePaymentIntent.Output.Created.Body) {
+                    self.body = body
+                }
+            }
+            /// The intent, created now.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/post(createPaymentIntent)/responses/201`.
+            ///
+            /// HTTP response code: `201 created`.
+            case created(Operations.CreatePaymentIntent.Output.Created)
+            /// The associated value of the enum case if `self` is `.created`.
+            ///
+            /// - Throws: An error if `self` is not `.created`.
+            /// - SeeAlso: `.created`.
+            public var created: Operations.CreatePaymentIntent.Output.Created {
+                get throws {
+                    switch self {
+                    case let .created(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "created",
+                            response: self
+                        )
+                    }
+                }
+            }
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/POST/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/POST/responses/200/headers/Idempotent-Replayed`.
+                    @frozen public enum IdempotentReplayedPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                        case _true = "true"
+                    }
+                    /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/POST/responses/200/headers/Idempotent-Replayed`.
+                    public var idempotentReplayed: Operations.CreatePaymentIntent.Output.Ok.Headers.IdempotentReplayedPayload?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - idempotentReplayed:
+                    public init(idempotentReplayed: Operations.CreatePaymentIntent.Output.Ok.Headers.IdempotentReplayedPayload? = nil) {
+                        self.idempotentReplayed = idempotentReplayed
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.CreatePaymentIntent.Output.Ok.Headers
+                /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/POST/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.PaymentIntent)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.PaymentIntent {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.CreatePaymentIntent.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                public init(
+                    headers: Operations.CreatePaymentIntent.Output.Ok.Headers = .init(),
+                    body: Operations.CreatePaymentIntent.Output.Ok.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// The intent created before under this idempotency key with the same terms.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/post(createPaymentIntent)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.CreatePaymentIntent.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.CreatePaymentIntent.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/post(createPaymentIntent)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// One payment intent of the merchant, with its status and the payment made for it (`payment_intent_not_found` for another merchant's).
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/payment-intents/{intentId}`.
+    /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/{intentId}/get(getPaymentIntent)`.
+    public enum GetPaymentIntent {
+        public static let id: Swift.String = "getPaymentIntent"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/{intentId}/GET/path`.
+            public struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/{intentId}/GET/path/intentId`.
+                public var intentId: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - intentId:
+                public init(intentId: Swift.String) {
+                    self.intentId = intentId
+                }
+            }
+            public var path: Operations.GetPaymentIntent.Input.Path
+            /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/{intentId}/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetPaymentIntent.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetPaymentIntent.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.GetPaymentIntent.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.GetPaymentIntent.Input.Path,
+                headers: Operations.GetPaymentIntent.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/{intentId}/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/{intentId}/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.PaymentIntent)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.PaymentIntent {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.GetPaymentIntent.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.GetPaymentIntent.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The intent.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/{intentId}/get(getPaymentIntent)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetPaymentIntent.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.GetPaymentIntent.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/{intentId}/get(getPaymentIntent)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Cancels a payment intent not yet collected; canceling a canceled one answers it as it is.
+    ///
+    /// A terminal that then settles the intent's payment id is declined and nothing is executed.
+    /// `payment_intent_not_cancelable` (409) once a payment was made for it or it expired.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/payment-intents/{intentId}/cancel`.
+    /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/{intentId}/cancel/post(cancelPaymentIntent)`.
+    public enum CancelPaymentIntent {
+        public static let id: Swift.String = "cancelPaymentIntent"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/{intentId}/cancel/POST/path`.
+            public struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/{intentId}/cancel/POST/path/intentId`.
+                public var intentId: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - intentId:
+                public init(intentId: Swift.String) {
+                    self.intentId = intentId
+                }
+            }
+            public var path: Operations.CancelPaymentIntent.Input.Path
+            /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/{intentId}/cancel/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.CancelPaymentIntent.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.CancelPaymentIntent.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.CancelPaymentIntent.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.CancelPaymentIntent.Input.Path,
+                headers: Operations.CancelPaymentIntent.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/{intentId}/cancel/POST/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/merchant/payment-intents/{intentId}/cancel/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.PaymentIntent)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.PaymentIntent {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.CancelPaymentIntent.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.CancelPaymentIntent.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The intent, canceled.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/{intentId}/cancel/post(cancelPaymentIntent)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.CancelPaymentIntent.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.CancelPaymentIntent.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/{intentId}/cancel/post(cancelPaymentIntent)/responses/default`.
             ///
             /// HTTP response code: `default`.
             case `default`(statusCode: Swift.Int, Components.Responses._Error)

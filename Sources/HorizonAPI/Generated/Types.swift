@@ -297,8 +297,9 @@ public protocol APIProtocol: Sendable {
     /// answers the stored refund and moves nothing again. Errors: `idempotency_conflict` (the id was
     /// used for another refund), `refund_exceeds_remaining`, `payment_not_found` (unknown, or another
     /// merchant's), `payment_not_refundable` (declined, or a redemption), `refund_amount_invalid`,
-    /// `currency_mismatch`, `refund_id_invalid`. Only the merchant's admin may refund: a request
-    /// signed with a terminal's key is refused with `admin_required` (403).
+    /// `currency_mismatch`, `refund_id_invalid`. Only the merchant's admin, or an API key with the
+    /// `refunds:write` scope, may refund: a request signed with a terminal's key is refused with
+    /// `admin_required` (403), a key without the scope with `insufficient_scope` (403).
     ///
     ///
     /// - Remark: HTTP `POST /v1/merchant/refunds`.
@@ -323,6 +324,70 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/merchant/terminals/{terminalId}/revoke`.
     /// - Remark: Generated from `#/paths//v1/merchant/terminals/{terminalId}/revoke/post(revokeMerchantTerminal)`.
     func revokeMerchantTerminal(_ input: Operations.RevokeMerchantTerminal.Input) async throws -> Operations.RevokeMerchantTerminal.Output
+    /// The merchant's secret API keys, newest first, revoked ones too; never a secret, only its prefix and last four characters.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/api-keys`.
+    /// - Remark: Generated from `#/paths//v1/merchant/api-keys/get(listApiKeys)`.
+    func listApiKeys(_ input: Operations.ListApiKeys.Input) async throws -> Operations.ListApiKeys.Output
+    /// Makes a secret API key with the scopes given. The secret is in this answer only: it is stored hashed.
+    ///
+    /// A request with `Authorization: Bearer sk_…` acts as the merchant with exactly the key's
+    /// scopes: `intents:write` (create, read and cancel payment intents), `transactions:read`
+    /// (transactions, refunds and payment intents), `refunds:write` (refunds). An operation the
+    /// key's scopes do not cover answers `insufficient_scope` (403). Only the merchant's admin
+    /// manages keys: a key or a terminal's signature is refused with `admin_required`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/api-keys`.
+    /// - Remark: Generated from `#/paths//v1/merchant/api-keys/post(createApiKey)`.
+    func createApiKey(_ input: Operations.CreateApiKey.Input) async throws -> Operations.CreateApiKey.Output
+    /// Replaces an active key by a new one with the same name and scopes; the old secret is refused from now on.
+    ///
+    /// `api_key_not_found` (404) for an unknown, revoked or another merchant's key.
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/api-keys/{keyId}/roll`.
+    /// - Remark: Generated from `#/paths//v1/merchant/api-keys/{keyId}/roll/post(rollApiKey)`.
+    func rollApiKey(_ input: Operations.RollApiKey.Input) async throws -> Operations.RollApiKey.Output
+    /// Revokes a key: its secret is refused from now on. Revoking a revoked key answers it as it is.
+    ///
+    /// `api_key_not_found` (404) for an unknown or another merchant's key.
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/api-keys/{keyId}/revoke`.
+    /// - Remark: Generated from `#/paths//v1/merchant/api-keys/{keyId}/revoke/post(revokeApiKey)`.
+    func revokeApiKey(_ input: Operations.RevokeApiKey.Input) async throws -> Operations.RevokeApiKey.Output
+    /// The merchant's payment intents with one order reference, newest first (at most 20).
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/payment-intents`.
+    /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/get(listPaymentIntents)`.
+    func listPaymentIntents(_ input: Operations.ListPaymentIntents.Input) async throws -> Operations.ListPaymentIntents.Output
+    /// Creates a payment intent: an amount to collect for an order reference, until it expires.
+    ///
+    /// The `Idempotency-Key` header makes a retry safe: the same key with the same terms answers
+    /// the intent created the first time (200, and `Idempotent-Replayed: true`); the same key with
+    /// other terms is refused with `idempotency_conflict` (409). The intent's id is the payment id
+    /// a terminal settles it under, so the payment is executed once end to end. Errors:
+    /// `invalid_request` (an amount, currency, reference or metadata out of bounds, or a currency
+    /// the merchant does not settle in), `terminal_not_found` (not one of the merchant's active
+    /// terminals).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/payment-intents`.
+    /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/post(createPaymentIntent)`.
+    func createPaymentIntent(_ input: Operations.CreatePaymentIntent.Input) async throws -> Operations.CreatePaymentIntent.Output
+    /// One payment intent of the merchant, with its status and the payment made for it (`payment_intent_not_found` for another merchant's).
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/payment-intents/{intentId}`.
+    /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/{intentId}/get(getPaymentIntent)`.
+    func getPaymentIntent(_ input: Operations.GetPaymentIntent.Input) async throws -> Operations.GetPaymentIntent.Output
+    /// Cancels a payment intent not yet collected; canceling a canceled one answers it as it is.
+    ///
+    /// A terminal that then settles the intent's payment id is declined and nothing is executed.
+    /// `payment_intent_not_cancelable` (409) once a payment was made for it or it expired.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/payment-intents/{intentId}/cancel`.
+    /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/{intentId}/cancel/post(cancelPaymentIntent)`.
+    func cancelPaymentIntent(_ input: Operations.CancelPaymentIntent.Input) async throws -> Operations.CancelPaymentIntent.Output
     /// The signing wallet's daily token for offline payments (the reference's DailyTokenClient).
     ///
     /// The token is a compact binary structure signed by the issuer key (DailyToken in
@@ -921,8 +986,9 @@ extension APIProtocol {
     /// answers the stored refund and moves nothing again. Errors: `idempotency_conflict` (the id was
     /// used for another refund), `refund_exceeds_remaining`, `payment_not_found` (unknown, or another
     /// merchant's), `payment_not_refundable` (declined, or a redemption), `refund_amount_invalid`,
-    /// `currency_mismatch`, `refund_id_invalid`. Only the merchant's admin may refund: a request
-    /// signed with a terminal's key is refused with `admin_required` (403).
+    /// `currency_mismatch`, `refund_id_invalid`. Only the merchant's admin, or an API key with the
+    /// `refunds:write` scope, may refund: a request signed with a terminal's key is refused with
+    /// `admin_required` (403), a key without the scope with `insufficient_scope` (403).
     ///
     ///
     /// - Remark: HTTP `POST /v1/merchant/refunds`.
@@ -963,6 +1029,128 @@ extension APIProtocol {
         headers: Operations.RevokeMerchantTerminal.Input.Headers = .init()
     ) async throws -> Operations.RevokeMerchantTerminal.Output {
         try await revokeMerchantTerminal(Operations.RevokeMerchantTerminal.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// The merchant's secret API keys, newest first, revoked ones too; never a secret, only its prefix and last four characters.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/api-keys`.
+    /// - Remark: Generated from `#/paths//v1/merchant/api-keys/get(listApiKeys)`.
+    public func listApiKeys(headers: Operations.ListApiKeys.Input.Headers = .init()) async throws -> Operations.ListApiKeys.Output {
+        try await listApiKeys(Operations.ListApiKeys.Input(headers: headers))
+    }
+    /// Makes a secret API key with the scopes given. The secret is in this answer only: it is stored hashed.
+    ///
+    /// A request with `Authorization: Bearer sk_…` acts as the merchant with exactly the key's
+    /// scopes: `intents:write` (create, read and cancel payment intents), `transactions:read`
+    /// (transactions, refunds and payment intents), `refunds:write` (refunds). An operation the
+    /// key's scopes do not cover answers `insufficient_scope` (403). Only the merchant's admin
+    /// manages keys: a key or a terminal's signature is refused with `admin_required`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/api-keys`.
+    /// - Remark: Generated from `#/paths//v1/merchant/api-keys/post(createApiKey)`.
+    public func createApiKey(
+        headers: Operations.CreateApiKey.Input.Headers = .init(),
+        body: Operations.CreateApiKey.Input.Body
+    ) async throws -> Operations.CreateApiKey.Output {
+        try await createApiKey(Operations.CreateApiKey.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Replaces an active key by a new one with the same name and scopes; the old secret is refused from now on.
+    ///
+    /// `api_key_not_found` (404) for an unknown, revoked or another merchant's key.
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/api-keys/{keyId}/roll`.
+    /// - Remark: Generated from `#/paths//v1/merchant/api-keys/{keyId}/roll/post(rollApiKey)`.
+    public func rollApiKey(
+        path: Operations.RollApiKey.Input.Path,
+        headers: Operations.RollApiKey.Input.Headers = .init()
+    ) async throws -> Operations.RollApiKey.Output {
+        try await rollApiKey(Operations.RollApiKey.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Revokes a key: its secret is refused from now on. Revoking a revoked key answers it as it is.
+    ///
+    /// `api_key_not_found` (404) for an unknown or another merchant's key.
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/api-keys/{keyId}/revoke`.
+    /// - Remark: Generated from `#/paths//v1/merchant/api-keys/{keyId}/revoke/post(revokeApiKey)`.
+    public func revokeApiKey(
+        path: Operations.RevokeApiKey.Input.Path,
+        headers: Operations.RevokeApiKey.Input.Headers = .init()
+    ) async throws -> Operations.RevokeApiKey.Output {
+        try await revokeApiKey(Operations.RevokeApiKey.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// The merchant's payment intents with one order reference, newest first (at most 20).
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/payment-intents`.
+    /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/get(listPaymentIntents)`.
+    public func listPaymentIntents(
+        query: Operations.ListPaymentIntents.Input.Query,
+        headers: Operations.ListPaymentIntents.Input.Headers = .init()
+    ) async throws -> Operations.ListPaymentIntents.Output {
+        try await listPaymentIntents(Operations.ListPaymentIntents.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// Creates a payment intent: an amount to collect for an order reference, until it expires.
+    ///
+    /// The `Idempotency-Key` header makes a retry safe: the same key with the same terms answers
+    /// the intent created the first time (200, and `Idempotent-Replayed: true`); the same key with
+    /// other terms is refused with `idempotency_conflict` (409). The intent's id is the payment id
+    /// a terminal settles it under, so the payment is executed once end to end. Errors:
+    /// `invalid_request` (an amount, currency, reference or metadata out of bounds, or a currency
+    /// the merchant does not settle in), `terminal_not_found` (not one of the merchant's active
+    /// terminals).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/payment-intents`.
+    /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/post(createPaymentIntent)`.
+    public func createPaymentIntent(
+        headers: Operations.CreatePaymentIntent.Input.Headers,
+        body: Operations.CreatePaymentIntent.Input.Body
+    ) async throws -> Operations.CreatePaymentIntent.Output {
+        try await createPaymentIntent(Operations.CreatePaymentIntent.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// One payment intent of the merchant, with its status and the payment made for it (`payment_intent_not_found` for another merchant's).
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/payment-intents/{intentId}`.
+    /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/{intentId}/get(getPaymentIntent)`.
+    public func getPaymentIntent(
+        path: Operations.GetPaymentIntent.Input.Path,
+        headers: Operations.GetPaymentIntent.Input.Headers = .init()
+    ) async throws -> Operations.GetPaymentIntent.Output {
+        try await getPaymentIntent(Operations.GetPaymentIntent.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Cancels a payment intent not yet collected; canceling a canceled one answers it as it is.
+    ///
+    /// A terminal that then settles the intent's payment id is declined and nothing is executed.
+    /// `payment_intent_not_cancelable` (409) once a payment was made for it or it expired.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/payment-intents/{intentId}/cancel`.
+    /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/{intentId}/cancel/post(cancelPaymentIntent)`.
+    public func cancelPaymentIntent(
+        path: Operations.CancelPaymentIntent.Input.Path,
+        headers: Operations.CancelPaymentIntent.Input.Headers = .init()
+    ) async throws -> Operations.CancelPaymentIntent.Output {
+        try await cancelPaymentIntent(Operations.CancelPaymentIntent.Input(
             path: path,
             headers: headers
         ))

@@ -89,7 +89,7 @@ extension APIHandler {
     func listMerchantTransactions(_ input: Operations.ListMerchantTransactions.Input) async throws
         -> Operations.ListMerchantTransactions.Output
     {
-        let caller = try await merchantCaller()
+        let caller = try await merchantCaller(keyScopes: [.transactionsRead])
         let query = input.query
         let limit = Int(query.limit ?? 50)
         guard (1...200).contains(limit) else { throw APIError(.invalidRequest, "limit must be 1 to 200") }
@@ -124,7 +124,7 @@ extension APIHandler {
     func getMerchantTransaction(_ input: Operations.GetMerchantTransaction.Input) async throws
         -> Operations.GetMerchantTransaction.Output
     {
-        let caller = try await merchantCaller()
+        let caller = try await merchantCaller(keyScopes: [.transactionsRead])
         let id = try Self.paymentID(input.path.paymentId)
         guard let details = try await ledger.transactionDetails(id, merchant: caller.merchantID) else {
             throw Self.noPayment(id)
@@ -141,7 +141,7 @@ extension APIHandler {
     }
 
     func listRefunds(_ input: Operations.ListRefunds.Input) async throws -> Operations.ListRefunds.Output {
-        let caller = try await merchantCaller()
+        let caller = try await merchantCaller(keyScopes: [.transactionsRead])
         let id = try Self.paymentID(input.path.paymentId)
         let refunds = try await ledger.refunds(of: id, merchant: caller.merchantID)
         return .ok(.init(body: .json(.init(refunds: refunds.map(Self.refund)))))
@@ -149,7 +149,7 @@ extension APIHandler {
 
     func createRefund(_ input: Operations.CreateRefund.Input) async throws -> Operations.CreateRefund.Output {
         guard case .json(let body) = input.body else { throw APIError(.unsupportedMediaType, "the body must be JSON") }
-        let caller = try await merchantAdmin(for: "a refund")
+        let caller = try await merchantAdmin(for: "a refund", keyScope: .refundsWrite)
         let paymentID = try Self.paymentID(body.paymentId)
         let currency: Currency
         do { currency = try Currency(code: body.currency.uppercased()) } catch {
@@ -240,6 +240,7 @@ extension APIHandler {
         }
         // Offline settlement
         body.offline = transaction.offline.map(Self.offlineAcceptance)
+        body.orderReference = transaction.orderReference
         return body
     }
 

@@ -3,14 +3,21 @@ import HorizonAPI
 import HorizonCore
 import HorizonLedger
 
-/// Who calls the merchant service: an active terminal (signed with its key) or the merchant's
-/// admin (a session from `POST /v1/merchant/sessions`, as `Authorization: Bearer`).
+/// Who calls the merchant service: an active terminal (signed with its key), the merchant's
+/// admin (a session from `POST /v1/merchant/sessions`, as `Authorization: Bearer`), or one of
+/// the merchant's secret API keys (`Authorization: Bearer sk_…`) acting with its scopes.
 struct MerchantCaller: Sendable, CustomStringConvertible {
     let merchantID: MerchantID
-    /// The calling terminal; nil for an admin session.
+    /// The calling terminal; nil for an admin session or an API key.
     let terminal: TerminalRecord?
+    /// The calling API key; nil for a terminal or an admin session.
+    var apiKey: APIKeyRecord? = nil
 
-    var description: String { terminal.map { "terminal \($0.id)" } ?? "admin of \(merchantID)" }
+    var description: String {
+        if let terminal { return "terminal \(terminal.id)" }
+        if let apiKey { return "API key \(apiKey.id) of \(merchantID)" }
+        return "admin of \(merchantID)"
+    }
 }
 
 /// The merchant's admin signs in for the merchant service without a terminal. The
@@ -18,11 +25,15 @@ struct MerchantCaller: Sendable, CustomStringConvertible {
 /// sign-in, whichever door it came through.
 extension APIHandler {
     /// The caller of a merchant-service operation: the signing terminal if the request is signed,
-    /// else the admin whose session token it carries.
-    func merchantCaller() async throws -> MerchantCaller {
+    /// else the admin whose session token it carries, else an API key if the operation accepts
+    /// one (`keyScopes`: any of these lets the key in; empty: no key may call it).
+    func merchantCaller(keyScopes: Set<APIKeyScope> = []) async throws -> MerchantCaller {
         if RequestScope.current?.signer != nil {
             let terminal = try await signingTerminal()
             return MerchantCaller(merchantID: terminal.merchantID, terminal: terminal)
+        }
+        if let token = RequestScope.current?.bearerToken, token.hasPrefix(APIKeySecret.prefix) {
+            return try await apiKeyCaller(token: token, scopes: keyScopes)
         }
         // Both ways in are offered: a terminal's signature, or the admin's session.
         let challenges = RequestSignature.scheme + ", Bearer"
@@ -47,7 +58,19 @@ extension APIHandler {
     /// merchant's records, but a stolen or compromised till must not be able to pay money out
     /// or lock the other tills out. A signed request is refused with `admin_required`, whatever
     /// terminal signed it.
-    func merchantAdmin(for action: String) async throws -> MerchantCaller {
+    func merchantAdmin(for action: String, keyScope: APIKeyScope? = nil) async throws -> MerchantCaller {
+        if RequestScope.current?.signer == nil, let token = RequestScope.current?.bearerToken,
+            token.hasPrefix(APIKeySecret.prefix)
+        {
+            guard let keyScope else {
+                // A valid key hears the rule; an unknown or revoked one, that it is not valid.
+                _ = try await apiKeyCaller(token: token, scopes: Set(APIKeyScope.allCases))
+                throw APIError(
+                    .adminRequired,
+                    "\(action) needs the merchant admin's session (Authorization: Bearer, from POST /v1/merchant/sessions); an API key cannot do it")
+            }
+            return try await apiKeyCaller(token: token, scopes: [keyScope])
+        }
         if RequestScope.current?.signer != nil {
             // An unknown or revoked key hears what it hears everywhere; a valid one, the rule.
             _ = try await signingTerminal()

@@ -73,6 +73,10 @@ struct Dashboard: Sendable {
         on(.post, "/register-users/remove") { request, _ in try await removeRegisterUser(request) }
         on(.get, "/terminals") { request, _ in try await terminalsPage(request) }
         on(.post, "/terminals/revoke") { request, _ in try await revokeTerminal(request) }
+        on(.get, "/api-keys") { request, _ in try await apiKeysPage(request) }
+        on(.post, "/api-keys") { request, _ in try await createAPIKey(request) }
+        on(.post, "/api-keys/roll") { request, _ in try await rollAPIKey(request) }
+        on(.post, "/api-keys/revoke") { request, _ in try await revokeAPIKey(request) }
         on(.get, "/programs") { request, _ in try await programsPage(request) }
         on(.post, "/programs/bonus-rule") { request, _ in try await setBonusRule(request) }
         on(.get, "/settings") { request, _ in try await settingsPage(request) }
@@ -834,6 +838,7 @@ struct Dashboard: Sendable {
         case "user-added": "The register user was added."
         case "user-removed": "The register user was removed."
         case "terminal-revoked": "The terminal was revoked: it can take no more payments."
+        case "key-revoked": "The API key was revoked: its secret is refused from now on."
         case "bonus-saved": "The bonus rule was saved; it applies to payments from now on."
         case "time-zone-saved": "The time zone was saved: days and times are shown in it."
         case "refunded": "The refund was made."

@@ -17,6 +17,7 @@ struct Layout {
     var onTransactions = false
     var onRegisterUsers = false
     var onTerminals = false
+    var onAPIKeys = false
     var onPrograms = false
     var onSettings = false
     var notice: String?

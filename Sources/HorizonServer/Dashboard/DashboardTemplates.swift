@@ -26,6 +26,8 @@ struct DashboardTemplates: Sendable {
             ("terminals", PackageResources.terminals_mustache), ("programs", PackageResources.programs_mustache),
             ("home", PackageResources.home_mustache), ("transaction", PackageResources.transaction_mustache),
             ("confirm", PackageResources.confirm_mustache), ("settings", PackageResources.settings_mustache),
+            ("api-keys", PackageResources.api_keys_mustache),
+            ("api-key-secret", PackageResources.api_key_secret_mustache),
         ]
         var library = MustacheLibrary()
         for (name, bytes) in sources {

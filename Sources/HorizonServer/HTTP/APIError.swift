@@ -92,6 +92,13 @@ public struct APIError: Error, Sendable, Equatable {
         case offlineForwardTooLate = "offline_forward_too_late"
         /// A payment submitted later than its confirmation's expiry plus the recovery grace.
         case confirmationExpired = "confirmation_expired"
+        // API keys and payment intents
+        /// An API key whose scopes do not cover the operation.
+        case insufficientScope = "insufficient_scope"
+        case apiKeyNotFound = "api_key_not_found"
+        case paymentIntentNotFound = "payment_intent_not_found"
+        /// The intent was collected, canceled or expired.
+        case paymentIntentNotCancelable = "payment_intent_not_cancelable"
 
         public var status: HTTPResponse.Status {
             switch self {
@@ -141,6 +148,9 @@ public struct APIError: Error, Sendable, Equatable {
                 .acceptedAtInFuture, .offlineAmountExceedsToken, .acceptedAtOutsideConfirmation,
                 .offlineForwardTooLate, .confirmationExpired:
                 .unprocessableContent
+            case .insufficientScope: .forbidden
+            case .apiKeyNotFound, .paymentIntentNotFound: .notFound
+            case .paymentIntentNotCancelable: .conflict
             }
         }
     }
