@@ -183,6 +183,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Mustache", package: "swift-mustache"),
+                // SMS posted to an HTTP gateway.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             // The dashboard's templates are compiled into the binary (`PackageResources`), so an
             // installed horizon-server needs no resource bundle beside it and no source tree.

@@ -24,6 +24,8 @@ public enum HorizonServer {
         public var issuer: Issuer
         public var metrics: ServerMetrics
         public var messages: any MessageSender
+        /// Delivers the outbox through the configured mail and SMS transports (none: the sandbox).
+        public var deliverer: OutboxDeliverer
         /// The card processor; the sandbox over this ledger unless given.
         public var cardProcessor: any CardProcessor
         public var now: @Sendable () -> UnixTime
@@ -38,13 +40,15 @@ public enum HorizonServer {
             metrics: ServerMetrics = ServerMetrics(),
             messages: (any MessageSender)? = nil, now: @escaping @Sendable () -> UnixTime = { Ledger.now() },
             rateLimitClock: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
-            cardProcessor: (any CardProcessor)? = nil, gatewayKey: GatewayKey? = nil
+            cardProcessor: (any CardProcessor)? = nil, gatewayKey: GatewayKey? = nil,
+            transports: MessageTransports = MessageTransports()
         ) {
             self.configuration = configuration
             self.ledger = ledger
             self.issuer = issuer
             self.metrics = metrics
-            self.messages = messages ?? OutboxMessageSender(ledger: ledger)
+            self.deliverer = OutboxDeliverer(ledger: ledger, transports: transports, metrics: metrics, now: now)
+            self.messages = messages ?? OutboxMessageSender(ledger: ledger, deliverer: deliverer)
             self.cardProcessor = cardProcessor ?? SandboxCardProcessor(ledger: ledger)
             self.now = now
             self.rateLimitClock = rateLimitClock
@@ -140,7 +144,8 @@ public enum HorizonServer {
             services: [
                 ServerMaintenance(
                     recovery: CardClaimRecovery(ledger: parts.ledger, cards: parts.cardProcessor),
-                    ledger: parts.ledger, now: parts.now, logger: logger)
+                    ledger: parts.ledger, now: parts.now, logger: logger),
+                OutboxDeliveryService(deliverer: parts.deliverer, logger: logger),
             ],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
             logger: logger)

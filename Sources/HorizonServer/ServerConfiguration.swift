@@ -60,6 +60,11 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
     /// peer, the right-most address of the header that is not itself trusted is the client.
     public var trustedProxies: [String]?
 
+    /// Mail delivery through a sendmail-style command; nil: mail stays in the outbox (sandbox).
+    public var mail: MailSettings?
+    /// SMS delivery through an HTTP gateway; nil: SMS stay in the outbox (sandbox).
+    public var sms: SMSSettings?
+
     public static let defaultMetricsListen = "127.0.0.1:0"
 
     /// The host and port of `metricsListen`; nil when it is `off`.
@@ -144,6 +149,7 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
             throw .invalidSetting(
                 "gatewayRelaysPerMinute must be 1 to 100000 (sealed requests one terminal relays a minute)")
         }
+        try validateMessageSettings()
         guard (tlsCertificatePath == nil) == (tlsKeyPath == nil) else {
             throw .invalidSetting("--tls-certificate and --tls-key go together")
         }

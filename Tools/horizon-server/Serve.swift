@@ -15,6 +15,13 @@ struct Serve: AsyncParsableCommand {
             are served apart from the API, at http://METRICS-ADDRESS/metrics (--metrics-listen; by default a free \
             loopback port, printed as `metrics on http://HOST:PORT/metrics`), never on the public port. Logs go to \
             standard error, one line per request with its request id.
+
+            One-time codes stay in the outbox (`horizon-server outbox`) unless a channel is configured: \
+            --mail-from hands mail to a sendmail-style command (--mail-command, default /usr/sbin/sendmail -t -i; \
+            e.g. /usr/bin/msmtp -t -i), --sms-gateway posts SMS to an HTTP gateway. Either is delivered from \
+            the outbox after the registration is stored, retried with back-off until the code expires; a \
+            failed attempt is logged at notice and shown by `horizon-server outbox`. The same settings go in \
+            server.json ("mail", "sms"), or in /etc/horizon/server.env's HORIZON_SERVER_OPTIONS for the service.
             """ + faultInjectionHelp)
 
     #if HORIZON_FAULT_INJECTION
@@ -63,6 +70,38 @@ struct Serve: AsyncParsableCommand {
             """)
     var trustedProxies: [String] = []
 
+    @Option(help: "Deliver mail from this address (`Name <noreply@shop.example>`) through --mail-command.")
+    var mailFrom: String?
+
+    @Option(
+        help: """
+            The sendmail-style command mail is handed to (the message on its standard input, the recipient \
+            in its To: header), split at spaces. Default /usr/sbin/sendmail -t -i; with --mail-from only.
+            """)
+    var mailCommand: String?
+
+    @Option(help: "Deliver SMS by POSTing to this HTTP gateway URL.")
+    var smsGateway: String?
+
+    @Option(
+        help: """
+            The SMS request body with {to} and {text} (default {"to":"{to}","text":"{text}"}); values \
+            are escaped for --sms-encoding.
+            """)
+    var smsBody: String?
+
+    @Option(help: "How the SMS body is encoded: json or form (default json).")
+    var smsEncoding: String?
+
+    @Option(help: "How the SMS credential is sent: bearer or basic (USER:PASSWORD; default bearer).")
+    var smsAuthorization: String?
+
+    @Option(help: "A file holding the SMS gateway's credential (or the systemd credential sms-credential).")
+    var smsCredentialFile: String?
+
+    @Option(help: "An environment variable holding the SMS gateway's credential.")
+    var smsCredentialEnv: String?
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error.")
     var logLevel = "info"
 
@@ -74,7 +113,12 @@ struct Serve: AsyncParsableCommand {
         settings.tlsKeyPath = tlsKey ?? settings.tlsKeyPath
         if behindTLSProxy { settings.behindTLSProxy = true }
         if !trustedProxies.isEmpty { settings.trustedProxies = trustedProxies }
+        try applyMessageOptions(to: &settings)
         do { try settings.validate() } catch { throw ValidationError("\(error)") }
+        let transports: MessageTransports
+        do { transports = try settings.messageTransports(in: options.directory.path) } catch {
+            throw ValidationError("\(error)")
+        }
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error")
         }
@@ -110,7 +154,8 @@ struct Serve: AsyncParsableCommand {
         let host = (try? settings.listenAddress().host) ?? "127.0.0.1"
         do {
             let parts = HorizonServer.Parts(
-                configuration: settings, ledger: ledger, issuer: issuer, gatewayKey: gatewayKey)
+                configuration: settings, ledger: ledger, issuer: issuer, gatewayKey: gatewayKey,
+                transports: transports)
             let application = try HorizonServer.application(
                 parts, logger: logger,
                 onServerRunning: { port in
@@ -135,5 +180,44 @@ struct Serve: AsyncParsableCommand {
             throw CLIError("\(error)")
         }
         await ledger.close()
+    }
+}
+
+extension Serve {
+    /// The mail and SMS options over server.json's `mail` and `sms`.
+    func applyMessageOptions(to settings: inout ServerConfiguration) throws {
+        if let mailFrom {
+            settings.mail = MailSettings(
+                from: mailFrom, command: mailCommand.map(MailSettings.command) ?? settings.mail?.command,
+                timeoutSeconds: settings.mail?.timeoutSeconds)
+        } else if let mailCommand {
+            guard settings.mail != nil else {
+                throw ValidationError("--mail-command needs --mail-from (or server.json's mail.from)")
+            }
+            settings.mail?.command = MailSettings.command(mailCommand)
+        }
+        let smsOptions = [smsBody, smsEncoding, smsAuthorization, smsCredentialFile, smsCredentialEnv]
+        if let smsGateway {
+            settings.sms = settings.sms ?? SMSSettings(url: smsGateway)
+            settings.sms?.url = smsGateway
+        } else if smsOptions.contains(where: { $0 != nil }), settings.sms == nil {
+            throw ValidationError("the --sms-… options need --sms-gateway (or server.json's sms.url)")
+        }
+        if let smsEncoding {
+            guard let encoding = SMSGatewayTransport.Encoding(rawValue: smsEncoding) else {
+                throw ValidationError("--sms-encoding must be json or form")
+            }
+            settings.sms?.encoding = encoding
+        }
+        if let smsBody { settings.sms?.bodyTemplate = smsBody }
+        if let smsAuthorization { settings.sms?.authorization = smsAuthorization }
+        if let smsCredentialFile {
+            settings.sms?.credentialFile = smsCredentialFile
+            settings.sms?.credentialEnvironment = nil
+        }
+        if let smsCredentialEnv {
+            settings.sms?.credentialEnvironment = smsCredentialEnv
+            settings.sms?.credentialFile = nil
+        }
     }
 }

@@ -12,20 +12,33 @@ public protocol MessageSender: Sendable {
         registration: RegistrationID, expiresAt: UnixTime, at time: UnixTime) async throws
 }
 
-/// The sandbox: every message lands in the outbox table, shared by all server processes. It
-/// "delivers" a code by showing it while it can be used: the body is blanked once its
-/// registration is used or locked, and the message deleted once the code expires, so the
-/// database keeps no usable or used code in plain text.
+/// The outbox: every message lands in the outbox table, shared by all server processes.
+///
+/// In the sandbox (no transport configured for the channel) that is the delivery: it
+/// "delivers" a code by showing it while it can be used, to `horizon-server outbox` and the
+/// tests. The body is blanked once its registration is used or locked, and the message deleted
+/// once the code expires, so the database keeps no usable or used code in plain text.
+///
+/// With a transport for the channel (mail through sendmail, SMS through a gateway), the outbox
+/// is the durable record the `OutboxDeliverer` delivers from, after this commit and apart from
+/// the request: a slow or failing mail system neither holds nor fails a registration.
 public struct OutboxMessageSender: MessageSender {
     let ledger: Ledger
-    public init(ledger: Ledger) { self.ledger = ledger }
+    let deliverer: OutboxDeliverer?
+
+    public init(ledger: Ledger, deliverer: OutboxDeliverer? = nil) {
+        self.ledger = ledger
+        self.deliverer = deliverer
+    }
 
     public func send(
         _ channel: OutboxMessage.Channel, to recipient: String, subject: String, body: String,
         registration: RegistrationID, expiresAt: UnixTime, at time: UnixTime
     ) async throws {
+        let deliver = deliverer?.delivers(channel) == true
         try await ledger.enqueue(
             channel, to: recipient, subject: subject, body: body, registration: registration, expiresAt: expiresAt,
-            at: time)
+            deliver: deliver, at: time)
+        if deliver { deliverer?.wake() }
     }
 }
