@@ -1,8 +1,7 @@
 import HorizonCore
-import HorizonTestSupport
 import Testing
 
-@Suite("ByteReader and ByteWriter", .offTheCooperativePool)
+@Suite("ByteReader and ByteWriter")
 struct ByteCodingTests {
     // MARK: Writer layout
 

@@ -1,8 +1,7 @@
 import HorizonCore
-import HorizonTestSupport
 import Testing
 
-@Suite("Text from the other side, made safe to print", .offTheCooperativePool)
+@Suite("Text from the other side, made safe to print")
 struct DisplayTextTests {
     @Test func ordinaryTextIsKeptAsItIs() {
         for text in ["Café Horizon", "Till 2, Market St", "東京の店", "Ωmega — 12.50 €", ""] {

@@ -1,8 +1,7 @@
 import HorizonCore
-import HorizonTestSupport
 import Testing
 
-@Suite("Hexadecimal text", .offTheCooperativePool)
+@Suite("Hexadecimal text")
 struct HexTests {
     @Test func encodesLowerCaseTwoDigitsPerByte() {
         #expect([UInt8]().hexString == "")

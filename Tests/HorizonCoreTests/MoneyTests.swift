@@ -1,8 +1,7 @@
 import HorizonCore
-import HorizonTestSupport
 import Testing
 
-@Suite("Money and currencies", .offTheCooperativePool)
+@Suite("Money and currencies")
 struct MoneyTests {
     // MARK: Parsing accepted amounts
 

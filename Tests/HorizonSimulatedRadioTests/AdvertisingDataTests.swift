@@ -1,8 +1,7 @@
 import HorizonRadio
-import HorizonTestSupport
 import Testing
 
-@Suite("AdvertisingData codec", .offTheCooperativePool)
+@Suite("AdvertisingData codec")
 struct AdvertisingDataTests {
     @Test func encodesStructures() throws {
         let data = AdvertisingData(structures: [
