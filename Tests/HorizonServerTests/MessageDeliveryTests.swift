@@ -341,6 +341,33 @@ struct MessageDeliveryTests {
         #expect(try old.messageTransports(in: "/", environment: [:]).isEmpty)
     }
 
+    @Test func serveTakesTheMailAndSMSOptionsAndRefusesOnesThatCannotWork() throws {
+        let help = try ServerProcess.run(["serve", "--help"])
+        for option in ["--mail-from", "--mail-command", "--sms-gateway", "--sms-body", "--sms-credential-file"] {
+            #expect(help.output.contains(option), "\(option)")
+        }
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("mail-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        #expect(try ServerProcess.run(["init", "--data-dir", data]).status == 0)
+        let serve = ["serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--metrics-listen", "off"]
+        let relative = try ServerProcess.run(
+            serve + ["--mail-from", "noreply@shop.example", "--mail-command", "msmtp -t"])
+        #expect(relative.status == 2)
+        #expect(
+            relative.errors.contains(
+                "the mail command (--mail-command) must start with an absolute path, e.g. /usr/bin/msmtp -t -i"),
+            "\(relative.errors)")
+        let noGateway = try ServerProcess.run(serve + ["--sms-body", "to={to}&text={text}"])
+        #expect(noGateway.status == 2)
+        #expect(noGateway.errors.contains("the --sms-… options need --sms-gateway"), "\(noGateway.errors)")
+        let noCredential = try ServerProcess.run(
+            serve + ["--sms-gateway", "http://127.0.0.1:9/sms", "--sms-credential-env", "HORIZON_TEST_UNSET_VARIABLE"])
+        #expect(noCredential.status == 2)
+        #expect(
+            noCredential.errors.contains("the SMS credential variable HORIZON_TEST_UNSET_VARIABLE is not set"),
+            "\(noCredential.errors)")
+    }
+
     // MARK: The outbox as the record delivered from
 
     static let stores: [StoreKind] = TestStores.postgresConfigured ? [.sqlite, .postgres] : [.sqlite]

@@ -190,7 +190,7 @@ struct ServerProgramTests {
             (["terminals"], "List and revoke activated terminals"),
             (["terminals", "list"], "List terminals"),
             (["terminals", "revoke"], "Revoke a terminal"),
-            (["outbox"], "Show the messages the server would have sent"),
+            (["outbox"], "Show the messages the server sent or would have sent"),
             (["anchor"], "Print the public trust anchor"),
         ]
         for (command, abstract) in commands {
