@@ -286,10 +286,14 @@ public final class SQLiteTerminalJournal: TerminalJournal {
     }
 
     public func write(_ writes: [JournalWrite], at time: UnixTime) throws(JournalError) {
-        // An acknowledgement alone is committed but not synced: no message follows it, so the
-        // rule (synced before the next message leaves) asks nothing of it, and losing it costs
-        // nothing (the request keeps its answer). The next step's sync takes it to disk.
-        let synced = !writes.allSatisfy { $0.step == .acknowledged }
+        // Every step is committed before the next message leaves; only the wallet's confirmed
+        // request is also synced. From it on the terminal owes an execution, and nothing else
+        // holds what the customer signed. A power cut may take the other steps, and costs
+        // nothing: a forgotten `offered` only makes a late confirmation be refused (nothing
+        // charged), and `submitted`, `result` and `acknowledged` are asked again of the processor
+        // by payment id, which answers with its stored result (recovery does this for every
+        // confirmed request with no result). The next synced commit takes them to disk too.
+        let synced = writes.contains { $0.step == .confirmed }
         do {
             try database.transaction(synced: synced) { (db) throws(DatabaseError) -> Result<Void, JournalError> in
                 for write in writes {

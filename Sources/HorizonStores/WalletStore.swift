@@ -114,8 +114,11 @@ public final class WalletStore: Sendable {
             ])
     }
 
+    /// Not synced (see `resolvePending`).
     public func removePending(_ paymentID: [UInt8]) throws(DatabaseError) {
-        try database.query("DELETE FROM pending WHERE payment_id = ?", [.blob(paymentID)])
+        try database.transaction(synced: false) { (db) throws(DatabaseError) in
+            try db.query("DELETE FROM pending WHERE payment_id = ?", [.blob(paymentID)])
+        }
     }
 
     public func pending() throws(DatabaseError) -> [StoredPendingPayment] {
@@ -133,9 +136,11 @@ public final class WalletStore: Sendable {
 
     /// Ends a pending request: its receipt (if it went through) is stored and the request removed
     /// in one transaction, so no crash can leave an executed payment with neither a pending
-    /// request nor a receipt on record.
+    /// request nor a receipt on record. Committed but not synced: a power cut that takes it
+    /// leaves the request pending (the synced `savePending`), and the wallet asks for its answer
+    /// again by payment id, which the terminal and the server keep.
     public func resolvePending(_ paymentID: [UInt8], receipt: StoredReceipt?) throws(DatabaseError) {
-        try database.transaction { (db) throws(DatabaseError) in
+        try database.transaction(synced: false) { (db) throws(DatabaseError) in
             if let receipt { try Self.insert(receipt, in: db) }
             try db.query("DELETE FROM pending WHERE payment_id = ?", [.blob(paymentID)])
         }

@@ -96,6 +96,28 @@ struct ExactlyOnceTests {
 
 @Suite("A pending payment survives the wallet program", .offTheCooperativePool)
 struct PendingAcrossRunsTests {
+    /// The wallet's share of the durability rule, counted: one synced commit a payment (the
+    /// pending request, before the confirmation leaves); the receipt that resolves it is
+    /// committed without a sync, since the terminal and the ledger give it again by payment id.
+    @Test func aWalletPaymentMakesOneSyncedCommit() throws {
+        let world = try World(seed: 33)
+        let terminal = try world.terminal()
+        let storePath = world.directory.appendingPathComponent("wallet.sqlite").path
+        let store = SQLitePendingPaymentStore(store: try WalletStore(path: storePath))
+        let device = try world.simulation.addDevice(
+            name: "wallet", configuration: DeviceConfiguration(position: Position(x: 0.3, y: 0)))
+        let client = PaymentClient(
+            radio: device, identity: WalletIdentity(), trustAnchors: world.anchors, pendingStore: store)
+        try client.start()
+        let app = ScriptedWalletApp(client: client, decision: .accept(tip: 0))
+        _ = app
+        let before = SyncedCommits.count(at: storePath)
+        #expect(terminal.host.start(amount: euros(250)))
+        #expect(world.run(until: { client.state == .completed }))
+        #expect(try store.all().isEmpty, "the pending request is resolved")
+        #expect(SyncedCommits.count(at: storePath) - before == 1)
+    }
+
     @Test func aNewWalletRunResolvesThePaymentAnEarlierRunLeftPending() throws {
         let world = try World(seed: 31)
         let terminal = try world.terminal()

@@ -246,6 +246,43 @@ struct JournalTests {
         #expect(try await rig.service.recoverJournal(redemptions: rig.ledger) == JournalRecoveryReport())
     }
 
+    /// The durability rule, counted: a payment makes one synced commit in the journal (the
+    /// confirmed request, with its submission) and one in the ledger (the execution); the offer,
+    /// the result and the acknowledgement are committed in order but not synced, since the
+    /// ledger answers them again by payment id.
+    @Test func aPaymentMakesOneSyncedCommitInTheJournalAndOneInTheLedger() throws {
+        let world = try World(seed: 63)
+        let rig = try world.terminal()
+        rig.host.stop()
+        let terminal = try TerminalProgram(world: world, rig: rig, events: EventLog())
+        let wallet = try world.wallet()
+        let app = ScriptedWalletApp(wallet, decision: .accept(tip: 50))
+        _ = app
+        let journalPath = world.directory.appendingPathComponent("journal-under-test.sqlite").path
+        let ledgerPath = world.directory.appendingPathComponent("terminal.sqlite").path
+        var receipts: [PaymentID] = []
+        var counts: [(journal: Int, ledger: Int)] = []
+        // The first payment also enrols the sandbox's new wallet; the second is a payment alone.
+        for (index, amount) in [euros(700), euros(300)].enumerated() {
+            if index > 0 {
+                #expect(terminal.host.stop())
+                wallet.client.restart()
+                wallet.decider.restart()
+            }
+            let before = (SyncedCommits.count(at: journalPath), SyncedCommits.count(at: ledgerPath))
+            #expect(terminal.host.start(amount: amount))
+            #expect(world.run(until: { wallet.client.state == .completed && terminal.host.state == .completed }))
+            let id = try #require(wallet.client.receipt?.paymentID)
+            #expect(world.run(until: { (try? terminal.journal.record(for: id)?.step) == .acknowledged }))
+            receipts.append(id)
+            counts.append(
+                (SyncedCommits.count(at: journalPath) - before.0, SyncedCommits.count(at: ledgerPath) - before.1))
+        }
+        #expect(Set(receipts).count == 2)
+        #expect(counts[1].journal == 1, "journal: \(counts)")
+        #expect(counts[1].ledger == 1, "ledger: \(counts)")
+    }
+
     @Test func onlyTheWalletThatPaidCanMarkItsReceiptAcknowledged() throws {
         let world = try World(seed: 62)
         let rig = try world.terminal()

@@ -58,6 +58,30 @@ struct SQLiteDatabaseTests {
 
     // MARK: Transactions
 
+    @Test func syncedCommitsAreCountedPerFileAndUnsyncedOnesAndReadsAreNot() throws {
+        try withDatabase { database in
+            let before = SyncedCommits.count(at: database.path)
+            try database.transaction { (db) throws(DatabaseError) in
+                _ = try db.query("INSERT INTO items(name) VALUES ('a')")
+                _ = try db.query("INSERT INTO items(name) VALUES ('b')")
+            }
+            #expect(SyncedCommits.count(at: database.path) == before + 1, "one transaction, one synced commit")
+            _ = try database.insert("INSERT INTO items(name) VALUES ('c')")
+            #expect(SyncedCommits.count(at: database.path) == before + 2, "a statement on its own commits synced")
+            try database.transaction(synced: false) { (db) throws(DatabaseError) in
+                _ = try db.query("INSERT INTO items(name) VALUES ('d')")
+            }
+            _ = try database.query("SELECT COUNT(*) FROM items")
+            try database.transaction { (db) throws(DatabaseError) in _ = try db.query("SELECT name FROM items") }
+            #expect(SyncedCommits.count(at: database.path) == before + 2, "an unsynced commit or a read is not one")
+            try database.transaction { (db) throws(DatabaseError) in
+                _ = try db.query("INSERT INTO items(name) VALUES ('e')")
+            }
+            #expect(SyncedCommits.count(at: database.path) == before + 3, "synced again after an unsynced one")
+            #expect(try names(database) == ["a", "b", "c", "d", "e"])
+        }
+    }
+
     @Test func theIntegrityCheckPassesASoundFileAndNamesWhatIsWrongInADamagedOne() throws {
         try withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("damaged.sqlite").path
