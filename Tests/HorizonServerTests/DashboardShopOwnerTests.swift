@@ -232,7 +232,7 @@ struct DashboardShopOwnerTests {
             let lines = csv.text.components(separatedBy: "\r\n").filter { !$0.isEmpty }
             #expect(
                 lines.first
-                    == "reference,payment_id,time,type,register_user,terminal,terminal_id,amount,tip,total,currency,result,refunded"
+                    == "reference,payment_id,time,type,register_user,terminal,terminal_id,amount,tip,total,currency,result,refunded,order_reference"
             )
             // Every one of Anna's 30 payments, newest first; none of Ben's.
             #expect(lines.count == 31)
@@ -244,7 +244,7 @@ struct DashboardShopOwnerTests {
             let newest = try #require(try await server.ledger.transaction(for: newestOfAnna))
             #expect(
                 lines[1]
-                    == "\(newest.reference),\(newestOfAnna.bytes.hexString),2025-06-15T14:58:58+00:00,payment,anna,,,39.00,0.10,39.10,EUR,approved,0.00"
+                    == "\(newest.reference),\(newestOfAnna.bytes.hexString),2025-06-15T14:58:58+00:00,payment,anna,,,39.00,0.10,39.10,EUR,approved,0.00,"
             )
             let bad = try await browser.get("/dashboard/transactions.csv?from=2025-06-20&to=2025-06-10")
             #expect(bad.status == .badRequest)

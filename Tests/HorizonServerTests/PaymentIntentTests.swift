@@ -121,6 +121,16 @@ struct PaymentIntentTests {
                 .get, "/v1/merchant/transactions", headers: [.authorization: "Bearer " + shop.pos])
             let page = try JSONDecoder().decode(Components.Schemas.MerchantTransactionPage.self, from: list.data)
             #expect(page.transactions.map(\.orderReference) == ["ORDER-42"])
+            // And on the dashboard: the list, the receipt and the CSV export.
+            let browser = DashboardBrowser(client)
+            _ = try await browser.signIn()
+            let reference = try #require(page.transactions.first?.reference)
+            #expect(try await browser.get("/dashboard/transactions").text.contains(#"<span class="order">ORDER-42</span>"#))
+            #expect(
+                try await browser.get("/dashboard/transactions/\(reference)").text.contains(
+                    #"<dd class="order">ORDER-42</dd>"#))
+            let csv = try await browser.get("/dashboard/transactions.csv").text.components(separatedBy: "\r\n")
+            #expect(csv.first?.hasSuffix(",order_reference") == true && csv[1].hasSuffix(",ORDER-42"), "\(csv)")
             // Cancel after collection is refused, and changes nothing.
             try expectError(
                 try await client.send(

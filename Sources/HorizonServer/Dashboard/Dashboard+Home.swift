@@ -148,7 +148,7 @@ struct TransactionsCSV {
     static let maximumRows = 100_000
     static let header = [
         "reference", "payment_id", "time", "type", "register_user", "terminal", "terminal_id", "amount", "tip",
-        "total", "currency", "result", "refunded",
+        "total", "currency", "result", "refunded", "order_reference",
     ]
     let clock: MerchantClock
     private(set) var text = header.joined(separator: ",") + "\r\n"
@@ -174,7 +174,7 @@ struct TransactionsCSV {
             transaction.registerUser, terminal?.label ?? "", terminal?.id ?? "",
             isPayment ? result.amount.formattedAmount : "", isPayment ? result.tip.formattedAmount : "",
             isPayment ? total?.formattedAmount ?? "" : "", result.amount.currency.code, outcome,
-            summary.refunded.formattedAmount,
+            summary.refunded.formattedAmount, transaction.orderReference ?? "",
         ]
         text += fields.map(Self.cell).joined(separator: ",") + "\r\n"
         rows += 1

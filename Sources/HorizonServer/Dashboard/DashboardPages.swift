@@ -128,10 +128,13 @@ struct TransactionRow {
     var tip: String
     var result: String
     var refunded: String?
+    /// The merchant's order reference, for a payment made for a payment intent.
+    var orderReference: String?
 
     init(_ transaction: LedgerTransaction, clock: MerchantClock, terminals: TerminalDirectory) {
         let result = transaction.result
         reference = transaction.reference
+        orderReference = transaction.orderReference
         paymentID = result.paymentID.bytes.hexString
         url = "/dashboard/transactions/\(transaction.reference)"
         time = clock.format(result.settledAt)
