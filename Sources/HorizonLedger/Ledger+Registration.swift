@@ -52,6 +52,17 @@ public struct PendingRegistration: Sendable, Equatable {
     /// of the account, nil when no account has it (then nothing is sent, and nothing says so).
     public let email: String?
     public let phone: String?
+    /// For a registration proven by link: until when the mailed link can be confirmed.
+    public var linkExpiresAt: UnixTime? = nil
+}
+
+/// How a registration's e-mail address is proven.
+public enum EmailProof: Sendable, Equatable {
+    /// A code by mail, given back with the SMS code in one verify.
+    case code(hash: [UInt8])
+    /// A one-time link by mail (its token hashed by the caller), confirmed on the page it
+    /// opens, valid for `lifetime` seconds; the SMS code (the PUK) is given back on its own.
+    case link(tokenHash: [UInt8], lifetime: Int64)
 }
 
 /// A code that was right: the wallet it registered or restored.
@@ -96,6 +107,8 @@ public enum RegistrationError: Error, Equatable, Sendable, CustomStringConvertib
     case emailAlreadyRegistered
     /// Too many codes were sent to this e-mail or phone recently.
     case tooManyPending(retryAfter: Int64)
+    /// The invitation code was refused (or one is needed).
+    case invitation(InvitationError)
     case ledger(LedgerError)
 
     public var description: String {
@@ -110,6 +123,7 @@ public enum RegistrationError: Error, Equatable, Sendable, CustomStringConvertib
         case .emailAlreadyRegistered:
             "a wallet with this e-mail is registered already; restore it on this device instead"
         case .tooManyPending(let wait): "too many codes were sent to this e-mail or phone; retry in \(wait) s"
+        case .invitation(let refusal): refusal.description
         case .ledger(let error): error.description
         }
     }
@@ -121,10 +135,15 @@ extension Ledger {
     /// each channel proves its own holder; nil sends one code only. Refuses a key that is
     /// registered already; the e-mail's uniqueness is checked when the code comes back, so that
     /// starting tells nobody which e-mails have wallets.
+    ///
+    /// `emailProof` `.link` proves the address by a link instead of a code; `invitationCodeHash`
+    /// names the invitation the registration uses (checked now, and its use taken when the
+    /// wallet is created); `invitationRequired` refuses a registration without one.
     public func startRegistration(
         id: RegistrationID, name: String, email: String, phone: String, publicKey: PublicKeyBytes,
-        codeHash: [UInt8], emailCodeHash: [UInt8]? = nil, policy: RegistrationPolicy = RegistrationPolicy(),
-        at time: UnixTime = now()
+        codeHash: [UInt8], emailCodeHash: [UInt8]? = nil, emailProof: EmailProof? = nil,
+        invitationCodeHash: [UInt8]? = nil, invitationRequired: Bool = false,
+        policy: RegistrationPolicy = RegistrationPolicy(), at time: UnixTime = now()
     ) async throws(RegistrationError) -> PendingRegistration {
         let name = name.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !name.isEmpty, name.utf8.count <= 200, !name.unicodeScalars.contains(where: Self.isControl) else {
@@ -132,9 +151,11 @@ extension Ledger {
         }
         let email = try Self.normalizedEmail(email)
         let phone = try Self.normalizedPhone(phone)
+        if invitationRequired, invitationCodeHash == nil { throw .invitation(.required) }
+        let proof = emailProof ?? emailCodeHash.map { .code(hash: $0) }
         return try await insertRegistration(
             id: id, kind: .registration, name: name, email: email, phone: phone, publicKey: publicKey, wallet: nil,
-            codeHash: codeHash, emailCodeHash: emailCodeHash, policy: policy, at: time)
+            codeHash: codeHash, emailProof: proof, invitationCodeHash: invitationCodeHash, policy: policy, at: time)
     }
 
     /// Records a restoration for the account with this e-mail. The answer has the same shape
@@ -155,7 +176,7 @@ extension Ledger {
         } catch { throw .ledger(error) }
         let pending = try await insertRegistration(
             id: id, kind: .restoration, name: "", email: email, phone: "", publicKey: publicKey, wallet: wallet,
-            codeHash: codeHash, emailCodeHash: nil, policy: policy, at: time)
+            codeHash: codeHash, emailProof: nil, invitationCodeHash: nil, policy: policy, at: time)
         return PendingRegistration(
             id: pending.id, kind: .restoration, expiresAt: pending.expiresAt, email: wallet == nil ? nil : email,
             phone: nil)
@@ -163,10 +184,18 @@ extension Ledger {
 
     private func insertRegistration(
         id: RegistrationID, kind: RegistrationKind, name: String, email: String, phone: String,
-        publicKey: PublicKeyBytes, wallet: WalletID?, codeHash: [UInt8], emailCodeHash: [UInt8]?,
-        policy: RegistrationPolicy, at time: UnixTime
+        publicKey: PublicKeyBytes, wallet: WalletID?, codeHash: [UInt8], emailProof: EmailProof?,
+        invitationCodeHash: [UInt8]?, policy: RegistrationPolicy, at time: UnixTime
     ) async throws(RegistrationError) -> PendingRegistration {
-        guard RegistrationID.isWellFormed(id.rawValue), !codeHash.isEmpty, emailCodeHash?.isEmpty != true else {
+        let (emailCodeHash, link): ([UInt8]?, (hash: [UInt8], expiresAt: UnixTime)?) =
+            switch emailProof {
+            case .code(let hash): (hash, nil)
+            case .link(let hash, let lifetime): (nil, (hash, time + lifetime))
+            case nil: (nil, nil)
+            }
+        guard RegistrationID.isWellFormed(id.rawValue), !codeHash.isEmpty, emailCodeHash?.isEmpty != true,
+            link?.hash.isEmpty != true
+        else {
             throw .ledger(.invalidArgument("a registration needs a well-formed id and a code hash"))
         }
         let expiresAt = time + policy.codeLifetime
@@ -176,7 +205,10 @@ extension Ledger {
             (outcome, purged) = try await store.transaction { db in
                 // Registrations a day past their expiry are of no use to anyone.
                 try await db.query(
-                    "DELETE FROM wallet_registrations WHERE expires_at < ?", [.integer(time - 86_400)])
+                    """
+                    DELETE FROM wallet_registrations
+                    WHERE expires_at < ? AND (link_expires_at IS NULL OR link_expires_at < ?)
+                    """, [.integer(time - 86_400), .integer(time - 86_400)])
                 let purged = try await Self.purgeExpiredOutbox(at: time, in: db)
                 if try await !db.query(
                     "SELECT wallet_id FROM wallet_keys WHERE public_key = ?", [.blob(publicKey.bytes)]
@@ -194,19 +226,32 @@ extension Ledger {
                 {
                     return (.failure(.tooManyPending(retryAfter: max(1, oldest + policy.codeLifetime - time))), purged)
                 }
+                var invitation: InvitationID?
+                if let invitationCodeHash {
+                    switch try await Self.usableInvitation(codeHash: invitationCodeHash, in: db) {
+                    case .success(let found): invitation = found.id
+                    case .failure(let refusal): return (.failure(.invitation(refusal)), purged)
+                    }
+                }
                 try await db.query(
                     """
                     INSERT INTO wallet_registrations(id, kind, name, email, phone, public_key, wallet_id, code_hash,
-                        email_code_hash, created_at, expires_at, failed_attempts)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
+                        email_code_hash, created_at, expires_at, failed_attempts, link_token_hash, link_expires_at,
+                        invitation_id)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)
                     """,
                     [
                         .text(id.rawValue), .text(kind.rawValue), .text(name), .text(email), .text(phone),
                         .blob(publicKey.bytes), wallet.map { .text($0.rawValue) } ?? .null, .blob(codeHash),
                         emailCodeHash.map { .blob($0) } ?? .null, .integer(time), .integer(expiresAt),
+                        link.map { .blob($0.hash) } ?? .null, link.map { .integer($0.expiresAt) } ?? .null,
+                        invitation.map { .text($0.rawValue) } ?? .null,
                     ])
                 return (
-                    .success(PendingRegistration(id: id, kind: kind, expiresAt: expiresAt, email: email, phone: phone)),
+                    .success(
+                        PendingRegistration(
+                            id: id, kind: kind, expiresAt: expiresAt, email: email, phone: phone,
+                            linkExpiresAt: link?.expiresAt)),
                     purged
                 )
             }
@@ -258,6 +303,8 @@ extension Ledger {
                 [.text(id.rawValue), .text(kind.rawValue)]
             ).first
         else { return .failure(.notFound) }
+        // A registration proven by link completes through its own steps, never by codes alone.
+        if try row.optionalBytes("link_token_hash") != nil { return .failure(.notFound) }
         let failures = try row.integer("failed_attempts")
         if try row.optionalInteger("used_at") != nil { return .failure(.used) }
         if failures >= Int64(policy.maximumAttempts) { return .failure(.locked) }

@@ -353,8 +353,9 @@ public final class Ledger: Sendable {
         return entryID
     }
 
-    /// Tops up a wallet from the external account (a card payment or cash that was taken).
-    /// Returns the entry's id.
+    /// Tops up a wallet from the external account (a card payment or cash that was taken). The
+    /// first top-up of a wallet registered with an invitation that carries a bonus also credits
+    /// the bonus, once. Returns the deposit entry's id.
     @discardableResult
     public func deposit(_ money: Money, to wallet: WalletID, at time: UnixTime = now()) async throws(LedgerError)
         -> Int64
@@ -362,7 +363,9 @@ public final class Ledger: Sendable {
         guard money.minorUnits > 0 else { throw .invalidArgument("a deposit must be more than zero") }
         return try await store.transaction { db in
             _ = try await Self.wallet(wallet, in: db)
-            return try await Self.fund(wallet, with: money, kind: "deposit", at: time, in: db)
+            let entry = try await Self.fund(wallet, with: money, kind: "deposit", at: time, in: db)
+            _ = try await Self.grantInvitationBonus(to: wallet, at: time, in: db)
+            return entry
         }
     }
 

@@ -661,6 +661,45 @@ public enum LedgerSchema {
                 "ALTER TABLE outbox ADD COLUMN delivery_error TEXT",
                 "CREATE INDEX outbox_due ON outbox(deliver_at)",
             ]),
+        Migration(
+            version: 19, name: "invitation codes; a registration proven by a PUK and an activation link",
+            statements: [
+                // An invitation the operator issued. Only the code's hash is kept (the code is
+                // shown once), with its first characters so the operator can tell codes apart.
+                // `uses` never passes `maximum_uses`; the bonus is credited on a wallet's first
+                // top-up.
+                """
+                CREATE TABLE invitations(
+                    id TEXT PRIMARY KEY,
+                    code_hash {BYTES} NOT NULL UNIQUE,
+                    hint TEXT NOT NULL,
+                    maximum_uses {INT} NOT NULL CHECK (maximum_uses >= 1),
+                    uses {INT} NOT NULL CHECK (uses >= 0 AND uses <= maximum_uses),
+                    bonus_amount {INT} CHECK (bonus_amount > 0),
+                    bonus_currency TEXT CHECK (length(bonus_currency) = 3),
+                    note TEXT NOT NULL,
+                    created_at {INT} NOT NULL,
+                    revoked_at {INT}) {STRICT}
+                """,
+                // The bonus a wallet registered with an invitation is owed until its first top-up.
+                """
+                CREATE TABLE invitation_bonuses(
+                    wallet_id TEXT PRIMARY KEY REFERENCES wallets(id),
+                    invitation_id TEXT NOT NULL REFERENCES invitations(id),
+                    amount {INT} NOT NULL CHECK (amount > 0),
+                    currency TEXT NOT NULL CHECK (length(currency) = 3),
+                    granted_at {INT}) {STRICT}
+                """,
+                "ALTER TABLE wallet_registrations ADD COLUMN invitation_id TEXT REFERENCES invitations(id)",
+                // A registration proven by link: the mailed link's token hashed like a code, its
+                // own expiry and wrong-try counter; each channel's proof recorded when it comes,
+                // in either order. NULL token: proven by codes.
+                "ALTER TABLE wallet_registrations ADD COLUMN link_token_hash {BYTES}",
+                "ALTER TABLE wallet_registrations ADD COLUMN link_expires_at {INT}",
+                "ALTER TABLE wallet_registrations ADD COLUMN link_failed_attempts {INT} NOT NULL DEFAULT 0",
+                "ALTER TABLE wallet_registrations ADD COLUMN puk_verified_at {INT}",
+                "ALTER TABLE wallet_registrations ADD COLUMN email_confirmed_at {INT}",
+            ]),
     ]
 
     /// Brings the store's schema to `target` (the current version unless told otherwise, which
