@@ -100,6 +100,7 @@ public enum HorizonServer {
         let v1 = apiGroup("v1")
         try handler.registerHandlers(on: RecordingTransport(v1: v1, unversioned: apiGroup(""), routes: routes))
         ThreeDSecurePages.register(on: v1, ledger: parts.ledger, now: parts.now)
+        ActivationLinkPages.register(on: v1, handler: handler)
 
         let dashboard = try Dashboard(api: handler, configuration: parts.configuration)
         router.addRoutes(dashboard.routes(), atPath: "/dashboard")

@@ -65,6 +65,26 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
     /// SMS delivery through an HTTP gateway; nil: SMS stay in the outbox (sandbox).
     public var sms: SMSSettings?
 
+    /// `true`: a wallet registers only with an invitation code the operator issued
+    /// (`horizon-server invitations create`). nil or false: the code is optional.
+    public var invitationsRequired: Bool?
+    /// How long a registration's activation link (mailed to the address) can be confirmed, in
+    /// seconds (10 minutes to 7 days); nil for 24 h.
+    public var activationLinkLifetime: Int64?
+    /// The address people reach this server at, e.g. `https://pay.example.com`: the start of the
+    /// links the server mails. nil: `http://` and `listen` (`https://` with a certificate),
+    /// which suits a server on the person's own network only.
+    public var publicURL: String?
+
+    public static let defaultActivationLinkLifetime: Int64 = 86_400
+    public var effectiveActivationLinkLifetime: Int64 { activationLinkLifetime ?? Self.defaultActivationLinkLifetime }
+
+    /// The start of the links the server mails, without a trailing slash.
+    public var effectivePublicURL: String {
+        if let publicURL { return publicURL.hasSuffix("/") ? String(publicURL.dropLast()) : publicURL }
+        return (tlsCertificatePath == nil ? "http://" : "https://") + listen
+    }
+
     public static let defaultMetricsListen = "127.0.0.1:0"
 
     /// The host and port of `metricsListen`; nil when it is `off`.
@@ -148,6 +168,14 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
         if let gatewayRelaysPerMinute, !(1...100_000).contains(gatewayRelaysPerMinute) {
             throw .invalidSetting(
                 "gatewayRelaysPerMinute must be 1 to 100000 (sealed requests one terminal relays a minute)")
+        }
+        if let activationLinkLifetime, !(600...7 * 86_400).contains(activationLinkLifetime) {
+            throw .invalidSetting("activationLinkLifetime must be 600 to 604800 seconds (10 minutes to 7 days)")
+        }
+        if let publicURL,
+            URL(string: publicURL)?.host == nil || !(publicURL.hasPrefix("https://") || publicURL.hasPrefix("http://"))
+        {
+            throw .invalidSetting("publicURL must be an http:// or https:// address, e.g. https://pay.example.com")
         }
         try validateMessageSettings()
         guard (tlsCertificatePath == nil) == (tlsKeyPath == nil) else {

@@ -33,14 +33,29 @@ import Testing
         #expect(machine.name == .acquiringRegistration)
         #expect(machine.handle(.registrationStarted(id: "reg_1")) == [])
         #expect(machine.name == .awaitingRegistrationPuk)
-        #expect(try machine.requestRegistrationWithPuk("123456") == [])
+        #expect(try machine.requestRegistrationWithPuk("12345678") == [.submitPuk(id: "reg_1", puk: "12345678")])
+        #expect(machine.name == .acquiringRegistration)
+        // The PUK proves the phone; the e-mail address is not confirmed yet.
+        #expect(machine.handle(.activationChecked(active: false)) == [])
+        #expect(machine.name == .awaitingActivation)
+        #expect(try machine.retryCheckActivationAgain() == [.checkActivation(id: "reg_1")])
+        #expect(machine.name == .aquiringPingActivationResponse)
+        #expect(
+            machine.handle(.activationChecked(active: false)) == [
+                .report(
+                    reason:
+                        "the e-mail address is not confirmed yet: open the link in the activation mail and press its button"
+                )
+            ])
         #expect(machine.name == .awaitingActivation)
         #expect(
-            try machine.confirmActivation(code: "654321") == [
-                .verifyRegistration(id: "reg_1", puk: "123456", activationCode: "654321")
-            ])
+            try machine.confirmActivation(link: "https://pay.example/v1/wallets/activation?registration=reg_1&token=t")
+                == [
+                    .confirmActivationLink(
+                        id: "reg_1", link: "https://pay.example/v1/wallets/activation?registration=reg_1&token=t")
+                ])
         #expect(machine.name == .aquiringPingActivationResponse)
-        #expect(machine.handle(.activated) == [.storeIdentity(pin: "2468")])
+        #expect(machine.handle(.activationChecked(active: true)) == [.storeIdentity(pin: "2468")])
         #expect(machine.name == .applyingNewPIN)
         #expect(machine.handle(.identityStored) == [.publishReady])
         #expect(machine.state == .unlocked(pinProtected: true))
@@ -54,9 +69,9 @@ import Testing
         _ = try machine.prepareWalletUserData(Self.user)
         #expect(try machine.cancelEnteringInvitationCode() == [.register(Self.user, invitationCode: nil)])
         _ = machine.handle(.registrationStarted(id: "reg_2"))
-        _ = try machine.requestRegistrationWithPuk("111111")
-        _ = try machine.confirmActivation(code: "222222")
-        #expect(machine.handle(.activated) == [.storeIdentity(pin: nil)])
+        // The link was confirmed before the PUK came: the PUK completes the registration.
+        _ = try machine.requestRegistrationWithPuk("11111111")
+        #expect(machine.handle(.activationChecked(active: true)) == [.storeIdentity(pin: nil)])
         #expect(machine.handle(.identityStored) == [.publishReady])
         #expect(machine.state == .unlocked(pinProtected: false))
         // A pinless wallet has no PIN to change, remove or lock with.
@@ -90,15 +105,16 @@ import Testing
         _ = try machine.prepareWalletUserData(Self.user)
         _ = try machine.cancelEnteringInvitationCode()
         _ = machine.handle(.registrationStarted(id: "reg_3"))
-        _ = try machine.requestRegistrationWithPuk("000000")
-        _ = try machine.confirmActivation(code: "999999")
-        _ = machine.handle(.failed(reason: "the code is wrong"))
+        _ = try machine.requestRegistrationWithPuk("00000000")
+        // A wrong PUK: asked for again.
+        #expect(machine.handle(.failed(reason: "the code is wrong")) == [.report(reason: "the code is wrong")])
+        #expect(machine.name == .awaitingRegistrationPuk)
+        _ = try machine.requestRegistrationWithPuk("00000001")
+        _ = machine.handle(.activationChecked(active: false))
+        _ = try machine.retryCheckActivationAgain()
+        _ = machine.handle(.failed(reason: "the server did not answer"))
         #expect(machine.name == .awaitingActivation)
-        // The retry asks again with the code already given.
-        #expect(
-            try machine.retryCheckActivationAgain() == [
-                .verifyRegistration(id: "reg_3", puk: "000000", activationCode: "999999")
-            ])
+        #expect(try machine.retryCheckActivationAgain() == [.checkActivation(id: "reg_3")])
         #expect(machine.name == .aquiringPingActivationResponse)
         // A late answer for a step no longer waited for changes nothing.
         #expect(machine.handle(.registrationStarted(id: "late")) == [])
@@ -229,8 +245,7 @@ import Testing
         _ = try machine.cancelEnteringInvitationCode()
         _ = machine.handle(.registrationStarted(id: "reg"))
         _ = try machine.requestRegistrationWithPuk("1")
-        _ = try machine.confirmActivation(code: "2")
-        _ = machine.handle(.activated)
+        _ = machine.handle(.activationChecked(active: true))
         #expect(machine.handle(.failed(reason: "disk full")) == [.report(reason: "disk full")])
         #expect(machine.state == .error(reason: "disk full"))
     }
@@ -258,7 +273,7 @@ import Testing
         ("registerWithInvitationCode", { (m) throws(IdentityCallRefused) in try m.registerWithInvitationCode("C") }),
         ("cancelEnteringInvitationCode", { (m) throws(IdentityCallRefused) in try m.cancelEnteringInvitationCode() }),
         ("requestRegistrationWithPuk", { (m) throws(IdentityCallRefused) in try m.requestRegistrationWithPuk("1") }),
-        ("confirmActivation", { (m) throws(IdentityCallRefused) in try m.confirmActivation(code: "1") }),
+        ("confirmActivation", { (m) throws(IdentityCallRefused) in try m.confirmActivation(link: "1") }),
         ("retryCheckActivationAgain", { (m) throws(IdentityCallRefused) in try m.retryCheckActivationAgain() }),
         (
             "requestRestorationPukWithEmail",
@@ -301,13 +316,15 @@ import Testing
         _ = machine.handle(.registrationStarted(id: "r"))
         cases.append((machine, ["requestRegistrationWithPuk"]))
         _ = try machine.requestRegistrationWithPuk("1")
-        cases.append((machine, ["confirmActivation"]))
-        _ = try machine.confirmActivation(code: "2")
+        cases.append((machine, []))  // the PUK with the server
+        _ = machine.handle(.activationChecked(active: false))
+        cases.append((machine, ["confirmActivation", "retryCheckActivationAgain"]))
+        _ = try machine.confirmActivation(link: "2")
         cases.append((machine, []))  // asking the server
         _ = machine.handle(.failed(reason: "no"))
         cases.append((machine, ["confirmActivation", "retryCheckActivationAgain"]))
         _ = try machine.retryCheckActivationAgain()
-        _ = machine.handle(.activated)
+        _ = machine.handle(.activationChecked(active: true))
         cases.append((machine, []))  // storing the key
         _ = machine.handle(.identityStored)
         cases.append((machine, ["requestChangeOfPIN", "deactivatePin", "lock"]))
@@ -365,12 +382,14 @@ import Testing
         try await procedure.confirmPIN("2468")
         try await procedure.register(with: Self.user, invitationCode: nil)
         await #expect(throws: IdentityProcedureError.failed("the PUK is wrong")) {
-            try await procedure.requestRegistrationWithPuk("000000")
-            try await procedure.confirmActivation(code: "654321")
+            try await procedure.requestRegistrationWithPuk("00000000")
         }
+        #expect(await procedure.state == .awaitingRegistrationPuk)
+        try await procedure.requestRegistrationWithPuk("12345678")
         #expect(await procedure.state == .awaitingActivation)
+        await #expect(throws: IdentityProcedureError.self) { try await procedure.retryCheckActivationAgain() }
         #expect(identity.state == .notReady)
-        backend.acceptedPUK.withLock { $0 = "000000" }
+        backend.linkConfirmed.withLock { $0 = true }
         try await procedure.retryCheckActivationAgain()
         #expect(await procedure.state == .unlocked)
         #expect(identity.state == .ready)
@@ -389,14 +408,15 @@ import Testing
         var seen: [IdentityClientState] = []
         for await state in states {
             seen.append(state)
-            if seen.count == 14 { break }
+            if seen.count == 16 { break }
         }
         #expect(
             seen == [
                 .uninitialised, .awaitingUserRegistrationDecision, .awaitingUserPINChoice,
                 .awaitingUserPINConfirmation, .creatingIdentity, .awaitingUserRegistration, .awaitingInvitationCode,
-                .acquiringRegistration, .awaitingRegistrationPuk, .awaitingActivation, .aquiringPingActivationResponse,
-                .awaitingActivation, .aquiringPingActivationResponse, .applyingNewPIN,
+                .acquiringRegistration, .awaitingRegistrationPuk, .acquiringRegistration, .awaitingRegistrationPuk,
+                .acquiringRegistration, .awaitingActivation, .aquiringPingActivationResponse, .awaitingActivation,
+                .aquiringPingActivationResponse,
             ])
     }
 
@@ -413,9 +433,10 @@ import Testing
     }
 }
 
-/// A server that accepts one PUK and any activation code.
+/// A server that accepts one PUK, and whose activation link the test confirms.
 final class StandInBackend: IdentityBackend {
-    let acceptedPUK = Mutex("123456")
+    let acceptedPUK = Mutex("12345678")
+    let linkConfirmed = Mutex(false)
     let registered = Mutex<[RegistrationUserData]>([])
 
     func register(_ user: RegistrationUserData, invitationCode: String?, key: P256.Signing.PrivateKey) async throws
@@ -425,9 +446,16 @@ final class StandInBackend: IdentityBackend {
         return "reg_1"
     }
 
-    func verifyRegistration(id: String, puk: String, activationCode: String) async throws {
+    func submitRegistrationPuk(id: String, puk: String, key: P256.Signing.PrivateKey) async throws -> Bool {
         guard puk == acceptedPUK.withLock({ $0 }) else { throw IdentityProcedureError.failed("the PUK is wrong") }
+        return linkConfirmed.withLock { $0 }
     }
+
+    func isRegistrationActive(id: String, key: P256.Signing.PrivateKey) async throws -> Bool {
+        linkConfirmed.withLock { $0 }
+    }
+
+    func confirmActivationLink(_ link: String) async throws { linkConfirmed.withLock { $0 = true } }
 
     func requestRestorationPuk(email: String, key: P256.Signing.PrivateKey) async throws -> String { "res_1" }
 

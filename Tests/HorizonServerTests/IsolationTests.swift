@@ -242,6 +242,50 @@ struct IsolationTests {
                 #expect(try await world.server.ledger.wallet(forKey: device.publicKeyBytes) == nil)
             }
         },
+        "submitWalletRegistrationPuk": .open(
+            reason: "signed by the key being registered, which has no wallet yet; the PUK texted to its phone proves it"
+        ) { world, client in
+            // Another wallet's key, and the registering key of another registration (one proven
+            // by codes): both answered like an unknown registration; unsigned, refused first.
+            let x = world.registrationX
+            let path = "/v1/wallets/registrations/\(x.id)/puk"
+            let body = #"{"puk": "\#(x.code)"}"#
+            for key in [world.walletDevice.key, world.deviceY.key, world.deviceX.key] {
+                let response = try await client.send(
+                    .post, path, json: body,
+                    headers: [
+                        .authorization: try signedAuthorization(
+                            key, method: .post, path: path, bodyBytes: Array(body.utf8), time: world.server.clock.now)
+                    ])
+                try world.expectRefusal(
+                    response, .notFound, "registration_not_found", "there is no such registration",
+                    "a PUK for registration X")
+            }
+            let unsigned = try await client.send(.post, path, json: body)
+            try world.expectRefusal(
+                unsigned, .unauthorized, "unauthenticated", "signed with the key being registered",
+                "an unsigned PUK")
+        },
+        "getWalletRegistrationActivation": .open(
+            reason: "signed by the key being registered, which has no wallet yet; says only what that key proved"
+        ) { world, client in
+            let path = "/v1/wallets/registrations/\(world.registrationX.id)"
+            for key in [world.walletDevice.key, world.deviceY.key, world.deviceX.key] {
+                let response = try await client.send(
+                    .get, path,
+                    headers: [
+                        .authorization: try signedAuthorization(
+                            key, method: .get, path: path, bodyBytes: nil, time: world.server.clock.now)
+                    ])
+                try world.expectRefusal(
+                    response, .notFound, "registration_not_found", "there is no such registration",
+                    "registration X's state")
+            }
+            let unsigned = try await client.send(.get, path)
+            try world.expectRefusal(
+                unsigned, .unauthorized, "unauthenticated", "signed with the key being registered",
+                "an unsigned read of registration X")
+        },
         "verifyWalletRestoration": .open(reason: "the one-time code sent to the account's e-mail is its credential") {
             world, client in
             let x = world.registrationX

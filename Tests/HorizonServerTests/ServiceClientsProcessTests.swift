@@ -12,6 +12,9 @@ import Testing
 #if canImport(Glibc)
     import Glibc
 #endif
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// The service clients against a `horizon-server` running as its own process (the
 /// other client tests run the server inside the test process). Set up as an operator and the
@@ -20,12 +23,19 @@ import Testing
 @Suite("Service clients against a horizon-server process", .serialized, .offTheCooperativePool)
 struct ServiceClientsProcessTests {
     /// The identity procedure against the server: a pinless registration through its states,
-    /// with the PUK texted to the phone and the activation code mailed to the address (read from
-    /// the server's outbox); then the identity client signs with the stored key.
+    /// with an invitation code the operator issued (`horizon-server invitations create`), the PUK
+    /// texted to the phone and the activation link mailed to the address (both read from the
+    /// server's outbox). The link's page is opened (GET: nothing happens) and its button pressed
+    /// (POST); the wallet is active only after the PUK and the button. Then the identity client
+    /// signs with the stored key. A second wallet gives the link to the procedure itself.
     @Test func theIdentityProcedureRegistersAgainstAServerProcess() async throws {
         let sandbox = try ServerSandbox()
         let data = sandbox.path("server")
         #expect(try ServerProcess.run(["init", "--data-dir", data]).status == 0)
+        let invited = try ServerProcess.run([
+            "invitations", "create", "--code", "FRIENDS-2026", "--uses", "1", "--json", "--data-dir", data,
+        ])
+        #expect(invited.status == 0 && invited.output.contains(#""code" : "FRIENDS-2026""#), "\(invited.errors)")
         let server = try ServerProcess(["serve", "--listen", "127.0.0.1:0", "--data-dir", data])
         defer { server.kill() }
         let line = try #require(server.waitForOutput(prefix: "listening on http://127.0.0.1:", timeout: 30))
@@ -33,34 +43,95 @@ struct ServiceClientsProcessTests {
 
         let identity = IdentityClient(serverURL: url)
         let vault = MemoryVault()
-        let procedure = IdentityProcedure(
-            identity: identity, backend: ServerIdentityBackend(serverURL: url, timeout: .seconds(60)), vault: vault)
+        let backend = ServerIdentityBackend(serverURL: url, timeout: .seconds(60))
+        let procedure = IdentityProcedure(identity: identity, backend: backend, vault: vault)
         try await procedure.start()
         try await procedure.requestStartPinlessRegistrationProcedure()
         let user = RegistrationUserData(name: "Alex", email: "alex@example.com", phone: "+4915112345678")
         try await procedure.prepareWalletUserData(user)
-        // This server issues no invitation codes: said, and the code can be skipped.
-        await #expect(throws: IdentityProcedureError.self) { try await procedure.registerWithInvitationCode("FRIENDS") }
+        // A code the operator did not issue: said in one sentence, and the person is asked again.
+        await #expect(throws: IdentityProcedureError.self) {
+            try await procedure.registerWithInvitationCode("FRIENDS-2025")
+        }
         #expect(await procedure.state == .awaitingUserRegistration)
-        try await procedure.register(with: user, invitationCode: nil)
+        try await procedure.register(with: user, invitationCode: "friends 2026")
         #expect(await procedure.state == .awaitingRegistrationPuk)
 
-        func code(to recipient: String) throws -> String {
+        /// The newest message to `recipient` in the server's outbox.
+        func newest(to recipient: String) throws -> String {
             let outbox = try ServerProcess.run(["outbox", "--to", recipient, "--json", "--data-dir", data])
-            return try #require(
-                outbox.output.split(whereSeparator: { !$0.isNumber }).first(where: { $0.count == 8 }).map(String.init),
-                "\(outbox.output)")
+            let messages = try JSONSerialization.jsonObject(with: Data(outbox.output.utf8)) as? [[String: Any]]
+            return try #require(messages?.first?["body"] as? String, "\(outbox.output)")
         }
-        try await procedure.requestRegistrationWithPuk(try code(to: user.phone))
-        await #expect(throws: IdentityProcedureError.self) { try await procedure.confirmActivation(code: "00000000") }
+        func puk(to phone: String) throws -> String {
+            try #require(
+                try newest(to: phone).split(whereSeparator: { !$0.isNumber }).first(where: { $0.count == 8 })
+                    .map(String.init))
+        }
+        /// The mailed link, on the port the server really listens on (`publicURL` is not set).
+        func link(to email: String) throws -> String {
+            let mailed = try #require(
+                try newest(to: email).split(whereSeparator: \.isWhitespace).first {
+                    $0.contains("/v1/wallets/activation?")
+                })
+            let query = try #require(mailed.split(separator: "?", maxSplits: 1).last)
+            return url.appendingPathComponent("v1/wallets/activation").absoluteString + "?" + query
+        }
+        let rightPuk = try puk(to: user.phone)
+        await #expect(throws: IdentityProcedureError.self) {
+            try await procedure.requestRegistrationWithPuk(rightPuk == "00000000" ? "00000001" : "00000000")
+        }
+        #expect(await procedure.state == .awaitingRegistrationPuk)
+        try await procedure.requestRegistrationWithPuk(rightPuk)
         #expect(await procedure.state == .awaitingActivation)
-        try await procedure.confirmActivation(code: try code(to: user.email))
+        let notYet = IdentityProcedureError.failed(
+            "the e-mail address is not confirmed yet: open the link in the activation mail and press its button")
+        await #expect(throws: notYet) { try await procedure.retryCheckActivationAgain() }
+
+        // Opening the link shows the page and its button; it activates nothing.
+        let mailed = try link(to: user.email)
+        let (page, pageResponse) = try await URLSession.shared.data(from: try #require(URL(string: mailed)))
+        #expect((pageResponse as? HTTPURLResponse)?.statusCode == 200)
+        #expect(String(decoding: page, as: UTF8.self).contains(#"id="confirm""#))
+        await #expect(throws: notYet) { try await procedure.retryCheckActivationAgain() }
+        #expect(identity.state == .notReady)
+        // The button.
+        var press = URLRequest(url: url.appendingPathComponent("v1/wallets/activation"))
+        press.httpMethod = "POST"
+        press.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+        press.httpBody = Data(try #require(mailed.split(separator: "?", maxSplits: 1).last).utf8)
+        let (pressed, pressResponse) = try await URLSession.shared.data(for: press)
+        #expect((pressResponse as? HTTPURLResponse)?.statusCode == 200)
+        #expect(String(decoding: pressed, as: UTF8.self).contains("Your wallet is active"))
+        try await procedure.retryCheckActivationAgain()
         #expect(await procedure.state == .unlocked)
         #expect(identity.state == .ready)
         #expect(try vault.stored() == .pinless)
         let account = try await AccountDataClient(identityClient: identity, cache: .temporaryAnonymousCache())
             .accountData()
         #expect(account.value.name == "Alex")
+        let listed = try ServerProcess.run(["invitations", "list", "--data-dir", data])
+        #expect(listed.output.contains("spent  1/1 used"), "\(listed.output)")
+
+        // The code is spent; a second wallet registers without one and gives the mailed link to
+        // the procedure (what a tap on it is on a phone).
+        let second = IdentityProcedure(identity: IdentityClient(serverURL: url), backend: backend, vault: MemoryVault())
+        try await second.start()
+        try await second.requestStartPinlessRegistrationProcedure()
+        let bea = RegistrationUserData(name: "Bea", email: "bea@example.com", phone: "+4915187654321")
+        try await second.prepareWalletUserData(bea)
+        await #expect(throws: IdentityProcedureError.self) {
+            try await second.registerWithInvitationCode("FRIENDS-2026")
+        }
+        try await second.register(with: bea, invitationCode: nil)
+        try await second.requestRegistrationWithPuk(try puk(to: bea.phone))
+        let beaLink = try link(to: bea.email)
+        try await second.confirmActivation(link: beaLink)
+        #expect(await second.state == .unlocked)
+        // Used once: a second press is refused.
+        await #expect(throws: ServerClientError.self) {
+            try await HorizonServerClient(serverURL: url).confirmActivationLink(beaLink)
+        }
     }
 
     @Test func merchantAndWalletClientsWorkAgainstAServerProcess() async throws {

@@ -23,7 +23,7 @@ struct HorizonServerCommand: AsyncParsableCommand {
         version: HorizonVersion.current,
         subcommands: [
             Init.self, Serve.self, Migrate.self, Merchants.self, Terminals.self, Wallets.self, Transactions.self,
-            Outbox.self, Anchor.self, Messages.self, Backup.self, Restore.self,
+            Outbox.self, Anchor.self, Messages.self, Backup.self, Restore.self, Invitations.self,
         ])
 }
 

@@ -961,6 +961,189 @@ public struct Client: APIProtocol {
             }
         )
     }
+    /// Gives back the PUK texted to the phone, for a registration whose e-mail is proven by link.
+    ///
+    /// Signed with the key being registered (HorizonSignature); any other key is answered
+    /// `registration_not_found`, like an unknown id. The PUK proves the phone; the wallet is
+    /// active once the activation link mailed to the address is confirmed too, in either order.
+    /// Giving the PUK again after it was right answers the registration's state.
+    /// Errors: `registration_not_found`, `registration_code_invalid` (the message says how many tries
+    /// are left), `registration_expired` (the PUK lives 10 minutes), `registration_used`,
+    /// `registration_locked` (the fifth wrong PUK locks it), `already_exists`, `invitation_spent`,
+    /// `invitation_revoked` (when this completes the registration).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/registrations/{registrationId}/puk`.
+    /// - Remark: Generated from `#/paths//v1/wallets/registrations/{registrationId}/puk/post(submitWalletRegistrationPuk)`.
+    public func submitWalletRegistrationPuk(_ input: Operations.SubmitWalletRegistrationPuk.Input) async throws -> Operations.SubmitWalletRegistrationPuk.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.SubmitWalletRegistrationPuk.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/wallets/registrations/{}/puk",
+                    parameters: [
+                        input.path.registrationId
+                    ]
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .post
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                let body: OpenAPIRuntime.HTTPBody?
+                switch input.body {
+                case let .json(value):
+                    body = try converter.setRequiredRequestBodyAsJSON(
+                        value,
+                        headerFields: &request.headerFields,
+                        contentType: "application/json; charset=utf-8"
+                    )
+                }
+                return (request, body)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.SubmitWalletRegistrationPuk.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.RegistrationActivation.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// Where a registration proven by link stands: the reference's retryCheckActivationAgain.
+    ///
+    /// Signed with the key being registered; any other key is answered `registration_not_found`.
+    /// `active` once the PUK was given and the mailed link confirmed (the page at
+    /// `/v1/wallets/activation`: GET shows a button, its POST confirms, once). One that can no
+    /// longer complete is refused: `registration_expired`, `registration_locked`, `registration_used`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/wallets/registrations/{registrationId}`.
+    /// - Remark: Generated from `#/paths//v1/wallets/registrations/{registrationId}/get(getWalletRegistrationActivation)`.
+    public func getWalletRegistrationActivation(_ input: Operations.GetWalletRegistrationActivation.Input) async throws -> Operations.GetWalletRegistrationActivation.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.GetWalletRegistrationActivation.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/wallets/registrations/{}",
+                    parameters: [
+                        input.path.registrationId
+                    ]
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .get
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                return (request, nil)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.GetWalletRegistrationActivation.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.RegistrationActivation.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
     /// Starts restoring a wallet account on a new device: a code goes to the account's e-mail.
     ///
     /// The answer is the same whether or not a wallet has the e-mail (nothing is sent when none has),

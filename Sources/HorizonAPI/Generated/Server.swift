@@ -159,6 +159,28 @@ extension APIProtocol {
         )
         try transport.register(
             {
+                try await server.submitWalletRegistrationPuk(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/wallets/registrations/{registrationId}/puk")
+        )
+        try transport.register(
+            {
+                try await server.getWalletRegistrationActivation(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .get,
+            path: server.apiPathComponentsWithServerPrefix("/v1/wallets/registrations/{registrationId}")
+        )
+        try transport.register(
+            {
                 try await server.startWalletRestoration(
                     request: $0,
                     body: $1,
@@ -1431,6 +1453,185 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                 case let .created(value):
                     suppressUnusedWarning(value)
                     var response = HTTPTypes.HTTPResponse(soar_statusCode: 201)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Gives back the PUK texted to the phone, for a registration whose e-mail is proven by link.
+    ///
+    /// Signed with the key being registered (HorizonSignature); any other key is answered
+    /// `registration_not_found`, like an unknown id. The PUK proves the phone; the wallet is
+    /// active once the activation link mailed to the address is confirmed too, in either order.
+    /// Giving the PUK again after it was right answers the registration's state.
+    /// Errors: `registration_not_found`, `registration_code_invalid` (the message says how many tries
+    /// are left), `registration_expired` (the PUK lives 10 minutes), `registration_used`,
+    /// `registration_locked` (the fifth wrong PUK locks it), `already_exists`, `invitation_spent`,
+    /// `invitation_revoked` (when this completes the registration).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/registrations/{registrationId}/puk`.
+    /// - Remark: Generated from `#/paths//v1/wallets/registrations/{registrationId}/puk/post(submitWalletRegistrationPuk)`.
+    func submitWalletRegistrationPuk(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.SubmitWalletRegistrationPuk.id,
+            using: {
+                APIHandler.submitWalletRegistrationPuk($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.SubmitWalletRegistrationPuk.Input.Path = .init(registrationId: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "registrationId",
+                    as: Swift.String.self
+                ))
+                let headers: Operations.SubmitWalletRegistrationPuk.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
+                let body: Operations.SubmitWalletRegistrationPuk.Input.Body
+                let chosenContentType = try converter.bestContentType(
+                    received: contentType,
+                    options: [
+                        "application/json"
+                    ]
+                )
+                switch chosenContentType {
+                case "application/json":
+                    body = try await converter.getRequiredRequestBodyAsJSON(
+                        Components.Schemas.RegistrationPuk.self,
+                        from: requestBody,
+                        transforming: { value in
+                            .json(value)
+                        }
+                    )
+                default:
+                    preconditionFailure("bestContentType chose an invalid content type.")
+                }
+                return Operations.SubmitWalletRegistrationPuk.Input(
+                    path: path,
+                    headers: headers,
+                    body: body
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Where a registration proven by link stands: the reference's retryCheckActivationAgain.
+    ///
+    /// Signed with the key being registered; any other key is answered `registration_not_found`.
+    /// `active` once the PUK was given and the mailed link confirmed (the page at
+    /// `/v1/wallets/activation`: GET shows a button, its POST confirms, once). One that can no
+    /// longer complete is refused: `registration_expired`, `registration_locked`, `registration_used`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/wallets/registrations/{registrationId}`.
+    /// - Remark: Generated from `#/paths//v1/wallets/registrations/{registrationId}/get(getWalletRegistrationActivation)`.
+    func getWalletRegistrationActivation(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.GetWalletRegistrationActivation.id,
+            using: {
+                APIHandler.getWalletRegistrationActivation($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.GetWalletRegistrationActivation.Input.Path = .init(registrationId: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "registrationId",
+                    as: Swift.String.self
+                ))
+                let headers: Operations.GetWalletRegistrationActivation.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.GetWalletRegistrationActivation.Input(
+                    path: path,
+                    headers: headers
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
                     suppressMutabilityWarning(&response)
                     let body: OpenAPIRuntime.HTTPBody
                     switch value.body {

@@ -841,6 +841,32 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/WalletRegistrationRequest/proof`.
             public var proof: Swift.String
+            /// An invitation code the operator issued (letters and digits; case, spaces and dashes
+            /// ignored). Needed when the server's `invitationsRequired` is set (`invitation_required`);
+            /// refused with `invitation_unknown`, `invitation_spent` or `invitation_revoked`.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletRegistrationRequest/invitationCode`.
+            public var invitationCode: Swift.String?
+            /// How the e-mail address is proven. `code` (the default): an 8-digit code by mail, given
+            /// back with the SMS code to the verify operation. `link`: a one-time activation link by
+            /// mail, confirmed on the page it opens; the SMS code is the PUK, given back to
+            /// `submitWalletRegistrationPuk`.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletRegistrationRequest/emailProof`.
+            @frozen public enum EmailProofPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case code = "code"
+                case link = "link"
+            }
+            /// How the e-mail address is proven. `code` (the default): an 8-digit code by mail, given
+            /// back with the SMS code to the verify operation. `link`: a one-time activation link by
+            /// mail, confirmed on the page it opens; the SMS code is the PUK, given back to
+            /// `submitWalletRegistrationPuk`.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletRegistrationRequest/emailProof`.
+            public var emailProof: Components.Schemas.WalletRegistrationRequest.EmailProofPayload?
             /// Creates a new `WalletRegistrationRequest`.
             ///
             /// - Parameters:
@@ -849,18 +875,24 @@ extension Components {
             ///   - phone: International form, `+` and the country code ("+49 151 12345678"); the code goes here by SMS.
             ///   - publicKey: The wallet's P-256 public key, X9.63, standard base64.
             ///   - proof: The wallet key's signature (raw r||s, standard base64) over the UTF-8 lines
+            ///   - invitationCode: An invitation code the operator issued (letters and digits; case, spaces and dashes
+            ///   - emailProof: How the e-mail address is proven. `code` (the default): an 8-digit code by mail, given
             public init(
                 name: Swift.String,
                 email: Swift.String,
                 phone: Swift.String,
                 publicKey: Swift.String,
-                proof: Swift.String
+                proof: Swift.String,
+                invitationCode: Swift.String? = nil,
+                emailProof: Components.Schemas.WalletRegistrationRequest.EmailProofPayload? = nil
             ) {
                 self.name = name
                 self.email = email
                 self.phone = phone
                 self.publicKey = publicKey
                 self.proof = proof
+                self.invitationCode = invitationCode
+                self.emailProof = emailProof
             }
             public enum CodingKeys: String, CodingKey {
                 case name
@@ -868,6 +900,8 @@ extension Components {
                 case phone
                 case publicKey
                 case proof
+                case invitationCode
+                case emailProof
             }
             public init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -891,12 +925,22 @@ extension Components {
                     Swift.String.self,
                     forKey: .proof
                 )
+                self.invitationCode = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .invitationCode
+                )
+                self.emailProof = try container.decodeIfPresent(
+                    Components.Schemas.WalletRegistrationRequest.EmailProofPayload.self,
+                    forKey: .emailProof
+                )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "name",
                     "email",
                     "phone",
                     "publicKey",
-                    "proof"
+                    "proof",
+                    "invitationCode",
+                    "emailProof"
                 ])
             }
         }
@@ -971,25 +1015,123 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/OneTimeCodeSent/sentTo`.
             public var sentTo: [Swift.String]
+            /// For a registration proven by link, Unix seconds until which the link can be confirmed.
+            ///
+            /// - Remark: Generated from `#/components/schemas/OneTimeCodeSent/activationExpiresAt`.
+            public var activationExpiresAt: Swift.Int64?
             /// Creates a new `OneTimeCodeSent`.
             ///
             /// - Parameters:
             ///   - registrationId: Names this registration in its verify path.
             ///   - expiresAt: Unix seconds; the code is refused after.
             ///   - sentTo: Where the code went, masked ("sms +49••••••••678", "email a•••@example.com").
+            ///   - activationExpiresAt: For a registration proven by link, Unix seconds until which the link can be confirmed.
             public init(
                 registrationId: Swift.String,
                 expiresAt: Swift.Int64,
-                sentTo: [Swift.String]
+                sentTo: [Swift.String],
+                activationExpiresAt: Swift.Int64? = nil
             ) {
                 self.registrationId = registrationId
                 self.expiresAt = expiresAt
                 self.sentTo = sentTo
+                self.activationExpiresAt = activationExpiresAt
             }
             public enum CodingKeys: String, CodingKey {
                 case registrationId
                 case expiresAt
                 case sentTo
+                case activationExpiresAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/RegistrationPuk`.
+        public struct RegistrationPuk: Codable, Hashable, Sendable {
+            /// The 8 digits texted to the phone.
+            ///
+            /// - Remark: Generated from `#/components/schemas/RegistrationPuk/puk`.
+            public var puk: Swift.String
+            /// Creates a new `RegistrationPuk`.
+            ///
+            /// - Parameters:
+            ///   - puk: The 8 digits texted to the phone.
+            public init(puk: Swift.String) {
+                self.puk = puk
+            }
+            public enum CodingKeys: String, CodingKey {
+                case puk
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.puk = try container.decode(
+                    Swift.String.self,
+                    forKey: .puk
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "puk"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/RegistrationActivation`.
+        public struct RegistrationActivation: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/RegistrationActivation/registrationId`.
+            public var registrationId: Swift.String
+            /// The PUK was given back.
+            ///
+            /// - Remark: Generated from `#/components/schemas/RegistrationActivation/phoneProven`.
+            public var phoneProven: Swift.Bool
+            /// The activation link was confirmed.
+            ///
+            /// - Remark: Generated from `#/components/schemas/RegistrationActivation/emailProven`.
+            public var emailProven: Swift.Bool
+            /// Both are proven; the wallet account exists.
+            ///
+            /// - Remark: Generated from `#/components/schemas/RegistrationActivation/active`.
+            public var active: Swift.Bool
+            /// Once active.
+            ///
+            /// - Remark: Generated from `#/components/schemas/RegistrationActivation/walletId`.
+            public var walletId: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/RegistrationActivation/anchor`.
+            public var anchor: Components.Schemas.Anchor?
+            /// Unix seconds; the link is refused after.
+            ///
+            /// - Remark: Generated from `#/components/schemas/RegistrationActivation/activationExpiresAt`.
+            public var activationExpiresAt: Swift.Int64
+            /// Creates a new `RegistrationActivation`.
+            ///
+            /// - Parameters:
+            ///   - registrationId:
+            ///   - phoneProven: The PUK was given back.
+            ///   - emailProven: The activation link was confirmed.
+            ///   - active: Both are proven; the wallet account exists.
+            ///   - walletId: Once active.
+            ///   - anchor:
+            ///   - activationExpiresAt: Unix seconds; the link is refused after.
+            public init(
+                registrationId: Swift.String,
+                phoneProven: Swift.Bool,
+                emailProven: Swift.Bool,
+                active: Swift.Bool,
+                walletId: Swift.String? = nil,
+                anchor: Components.Schemas.Anchor? = nil,
+                activationExpiresAt: Swift.Int64
+            ) {
+                self.registrationId = registrationId
+                self.phoneProven = phoneProven
+                self.emailProven = emailProven
+                self.active = active
+                self.walletId = walletId
+                self.anchor = anchor
+                self.activationExpiresAt = activationExpiresAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case registrationId
+                case phoneProven
+                case emailProven
+                case active
+                case walletId
+                case anchor
+                case activationExpiresAt
             }
         }
         /// - Remark: Generated from `#/components/schemas/OneTimeCodeVerification`.

@@ -1566,6 +1566,329 @@ public enum Operations {
             }
         }
     }
+    /// Gives back the PUK texted to the phone, for a registration whose e-mail is proven by link.
+    ///
+    /// Signed with the key being registered (HorizonSignature); any other key is answered
+    /// `registration_not_found`, like an unknown id. The PUK proves the phone; the wallet is
+    /// active once the activation link mailed to the address is confirmed too, in either order.
+    /// Giving the PUK again after it was right answers the registration's state.
+    /// Errors: `registration_not_found`, `registration_code_invalid` (the message says how many tries
+    /// are left), `registration_expired` (the PUK lives 10 minutes), `registration_used`,
+    /// `registration_locked` (the fifth wrong PUK locks it), `already_exists`, `invitation_spent`,
+    /// `invitation_revoked` (when this completes the registration).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/registrations/{registrationId}/puk`.
+    /// - Remark: Generated from `#/paths//v1/wallets/registrations/{registrationId}/puk/post(submitWalletRegistrationPuk)`.
+    public enum SubmitWalletRegistrationPuk {
+        public static let id: Swift.String = "submitWalletRegistrationPuk"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/puk/POST/path`.
+            public struct Path: Sendable, Hashable {
+                /// The id the start answered.
+                ///
+                /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/puk/POST/path/registrationId`.
+                public var registrationId: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - registrationId: The id the start answered.
+                public init(registrationId: Swift.String) {
+                    self.registrationId = registrationId
+                }
+            }
+            public var path: Operations.SubmitWalletRegistrationPuk.Input.Path
+            /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/puk/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SubmitWalletRegistrationPuk.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SubmitWalletRegistrationPuk.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.SubmitWalletRegistrationPuk.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/puk/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/puk/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.RegistrationPuk)
+            }
+            public var body: Operations.SubmitWalletRegistrationPuk.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            public init(
+                path: Operations.SubmitWalletRegistrationPuk.Input.Path,
+                headers: Operations.SubmitWalletRegistrationPuk.Input.Headers = .init(),
+                body: Operations.SubmitWalletRegistrationPuk.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/puk/POST/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/puk/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.RegistrationActivation)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.RegistrationActivation {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.SubmitWalletRegistrationPuk.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.SubmitWalletRegistrationPuk.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The PUK was right; where the registration stands.
+            ///
+            /// - Remark: Generated from `#/paths//v1/wallets/registrations/{registrationId}/puk/post(submitWalletRegistrationPuk)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.SubmitWalletRegistrationPuk.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.SubmitWalletRegistrationPuk.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/wallets/registrations/{registrationId}/puk/post(submitWalletRegistrationPuk)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Where a registration proven by link stands: the reference's retryCheckActivationAgain.
+    ///
+    /// Signed with the key being registered; any other key is answered `registration_not_found`.
+    /// `active` once the PUK was given and the mailed link confirmed (the page at
+    /// `/v1/wallets/activation`: GET shows a button, its POST confirms, once). One that can no
+    /// longer complete is refused: `registration_expired`, `registration_locked`, `registration_used`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/wallets/registrations/{registrationId}`.
+    /// - Remark: Generated from `#/paths//v1/wallets/registrations/{registrationId}/get(getWalletRegistrationActivation)`.
+    public enum GetWalletRegistrationActivation {
+        public static let id: Swift.String = "getWalletRegistrationActivation"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/GET/path`.
+            public struct Path: Sendable, Hashable {
+                /// The id the start answered.
+                ///
+                /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/GET/path/registrationId`.
+                public var registrationId: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - registrationId: The id the start answered.
+                public init(registrationId: Swift.String) {
+                    self.registrationId = registrationId
+                }
+            }
+            public var path: Operations.GetWalletRegistrationActivation.Input.Path
+            /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetWalletRegistrationActivation.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetWalletRegistrationActivation.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.GetWalletRegistrationActivation.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.GetWalletRegistrationActivation.Input.Path,
+                headers: Operations.GetWalletRegistrationActivation.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/wallets/registrations/{registrationId}/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.RegistrationActivation)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.RegistrationActivation {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.GetWalletRegistrationActivation.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.GetWalletRegistrationActivation.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// Where the registration stands.
+            ///
+            /// - Remark: Generated from `#/paths//v1/wallets/registrations/{registrationId}/get(getWalletRegistrationActivation)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetWalletRegistrationActivation.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.GetWalletRegistrationActivation.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/wallets/registrations/{registrationId}/get(getWalletRegistrationActivation)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// Starts restoring a wallet account on a new device: a code goes to the account's e-mail.
     ///
     /// The answer is the same whether or not a wallet has the e-mail (nothing is sent when none has),

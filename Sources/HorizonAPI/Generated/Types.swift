@@ -98,6 +98,32 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/wallets/registrations/{registrationId}/verify`.
     /// - Remark: Generated from `#/paths//v1/wallets/registrations/{registrationId}/verify/post(verifyWalletRegistration)`.
     func verifyWalletRegistration(_ input: Operations.VerifyWalletRegistration.Input) async throws -> Operations.VerifyWalletRegistration.Output
+    /// Gives back the PUK texted to the phone, for a registration whose e-mail is proven by link.
+    ///
+    /// Signed with the key being registered (HorizonSignature); any other key is answered
+    /// `registration_not_found`, like an unknown id. The PUK proves the phone; the wallet is
+    /// active once the activation link mailed to the address is confirmed too, in either order.
+    /// Giving the PUK again after it was right answers the registration's state.
+    /// Errors: `registration_not_found`, `registration_code_invalid` (the message says how many tries
+    /// are left), `registration_expired` (the PUK lives 10 minutes), `registration_used`,
+    /// `registration_locked` (the fifth wrong PUK locks it), `already_exists`, `invitation_spent`,
+    /// `invitation_revoked` (when this completes the registration).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/registrations/{registrationId}/puk`.
+    /// - Remark: Generated from `#/paths//v1/wallets/registrations/{registrationId}/puk/post(submitWalletRegistrationPuk)`.
+    func submitWalletRegistrationPuk(_ input: Operations.SubmitWalletRegistrationPuk.Input) async throws -> Operations.SubmitWalletRegistrationPuk.Output
+    /// Where a registration proven by link stands: the reference's retryCheckActivationAgain.
+    ///
+    /// Signed with the key being registered; any other key is answered `registration_not_found`.
+    /// `active` once the PUK was given and the mailed link confirmed (the page at
+    /// `/v1/wallets/activation`: GET shows a button, its POST confirms, once). One that can no
+    /// longer complete is refused: `registration_expired`, `registration_locked`, `registration_used`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/wallets/registrations/{registrationId}`.
+    /// - Remark: Generated from `#/paths//v1/wallets/registrations/{registrationId}/get(getWalletRegistrationActivation)`.
+    func getWalletRegistrationActivation(_ input: Operations.GetWalletRegistrationActivation.Input) async throws -> Operations.GetWalletRegistrationActivation.Output
     /// Starts restoring a wallet account on a new device: a code goes to the account's e-mail.
     ///
     /// The answer is the same whether or not a wallet has the e-mail (nothing is sent when none has),
@@ -607,6 +633,50 @@ extension APIProtocol {
             path: path,
             headers: headers,
             body: body
+        ))
+    }
+    /// Gives back the PUK texted to the phone, for a registration whose e-mail is proven by link.
+    ///
+    /// Signed with the key being registered (HorizonSignature); any other key is answered
+    /// `registration_not_found`, like an unknown id. The PUK proves the phone; the wallet is
+    /// active once the activation link mailed to the address is confirmed too, in either order.
+    /// Giving the PUK again after it was right answers the registration's state.
+    /// Errors: `registration_not_found`, `registration_code_invalid` (the message says how many tries
+    /// are left), `registration_expired` (the PUK lives 10 minutes), `registration_used`,
+    /// `registration_locked` (the fifth wrong PUK locks it), `already_exists`, `invitation_spent`,
+    /// `invitation_revoked` (when this completes the registration).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/registrations/{registrationId}/puk`.
+    /// - Remark: Generated from `#/paths//v1/wallets/registrations/{registrationId}/puk/post(submitWalletRegistrationPuk)`.
+    public func submitWalletRegistrationPuk(
+        path: Operations.SubmitWalletRegistrationPuk.Input.Path,
+        headers: Operations.SubmitWalletRegistrationPuk.Input.Headers = .init(),
+        body: Operations.SubmitWalletRegistrationPuk.Input.Body
+    ) async throws -> Operations.SubmitWalletRegistrationPuk.Output {
+        try await submitWalletRegistrationPuk(Operations.SubmitWalletRegistrationPuk.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Where a registration proven by link stands: the reference's retryCheckActivationAgain.
+    ///
+    /// Signed with the key being registered; any other key is answered `registration_not_found`.
+    /// `active` once the PUK was given and the mailed link confirmed (the page at
+    /// `/v1/wallets/activation`: GET shows a button, its POST confirms, once). One that can no
+    /// longer complete is refused: `registration_expired`, `registration_locked`, `registration_used`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/wallets/registrations/{registrationId}`.
+    /// - Remark: Generated from `#/paths//v1/wallets/registrations/{registrationId}/get(getWalletRegistrationActivation)`.
+    public func getWalletRegistrationActivation(
+        path: Operations.GetWalletRegistrationActivation.Input.Path,
+        headers: Operations.GetWalletRegistrationActivation.Input.Headers = .init()
+    ) async throws -> Operations.GetWalletRegistrationActivation.Output {
+        try await getWalletRegistrationActivation(Operations.GetWalletRegistrationActivation.Input(
+            path: path,
+            headers: headers
         ))
     }
     /// Starts restoring a wallet account on a new device: a code goes to the account's e-mail.

@@ -25,19 +25,48 @@ extension APIHandler {
             over: WalletProof.registration(email: request.email, phone: request.phone, publicKey: request.publicKey),
             with: key, what: "registration")
         let id = RegistrationID.generate()
+        var invitation: [UInt8]?
+        if let typed = request.invitationCode { invitation = try await invitationCodeHash(typed) }
         // A code per channel, both needed: the holder of the phone alone cannot register the
-        // e-mail, nor the reverse.
+        // e-mail, nor the reverse. Proven by link, the e-mail gets a link instead of a code.
         let smsCode = OneTimeCode.generate()
         let emailCode = OneTimeCode.generate()
+        let linkToken = request.emailProof == .link ? ActivationLinkPages.newToken() : nil
         let pending: PendingRegistration
         do {
             pending = try await ledger.startRegistration(
                 id: id, name: request.name, email: request.email, phone: request.phone, publicKey: keyBytes,
                 codeHash: codeHash(smsCode, for: id, channel: .sms),
-                emailCodeHash: codeHash(emailCode, for: id, channel: .email), policy: registrationPolicy, at: now())
-        } catch { throw Self.apiError(error, kind: .registration) }
+                emailCodeHash: linkToken == nil ? codeHash(emailCode, for: id, channel: .email) : nil,
+                emailProof: linkToken.map {
+                    .link(
+                        tokenHash: linkTokenHash($0, for: id), lifetime: configuration.effectiveActivationLinkLifetime)
+                }, invitationCodeHash: invitation, invitationRequired: configuration.invitationsRequired == true,
+                policy: registrationPolicy, at: now())
+        } catch {
+            if case .invitation(.unknown) = error { try await recordInvitationGuess() }
+            throw Self.apiError(error, kind: .registration)
+        }
         let minutes = registrationPolicy.codeLifetime / 60
         var sentTo: [String] = []
+        if let linkToken, let linkExpiresAt = pending.linkExpiresAt, let phone = pending.phone,
+            let email = pending.email
+        {
+            try await sendPukAndLink(
+                pending: pending, phone: phone, puk: smsCode, email: email, token: linkToken,
+                linkExpiresAt: linkExpiresAt)
+            metrics.record(event: "wallet_registration_started")
+            RequestScope.current?.logger.notice("wallet registration started", metadata: ["registration": "\(id)"])
+            return .accepted(
+                .init(
+                    body: .json(
+                        .init(
+                            registrationId: id.rawValue, expiresAt: pending.expiresAt,
+                            sentTo: [
+                                "sms " + OneTimeCode.mask(phone: phone), "email " + OneTimeCode.mask(email: email),
+                            ],
+                            activationExpiresAt: linkExpiresAt))))
+        }
         // Stored first, then sent: every code that reaches someone has its registration.
         if let phone = pending.phone {
             try await send(
@@ -134,11 +163,7 @@ extension APIHandler {
         -> RegistrationResult
     {
         func digits(_ code: String, _ field: String) throws -> String {
-            let digits = code.filter { !$0.isWhitespace }
-            guard digits.count == OneTimeCode.digits, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else {
-                throw APIError(.invalidRequest, "\(field) must be the \(OneTimeCode.digits) digits that were sent")
-            }
-            return digits
+            try Self.oneTimeCodeDigits(code, field: field)
         }
         let registration = RegistrationID(rawValue: id)
         let hashes: (first: [UInt8], email: [UInt8]?)
@@ -175,14 +200,41 @@ extension APIHandler {
             anchor: issuer.anchorDescription)
     }
 
+    /// The PUK by SMS and the activation link by mail, each message expiring with what it carries.
+    private func sendPukAndLink(
+        pending: PendingRegistration, phone: String, puk: String, email: String, token: String,
+        linkExpiresAt: UnixTime
+    ) async throws {
+        let minutes = registrationPolicy.codeLifetime / 60
+        let hours = configuration.effectiveActivationLinkLifetime / 3600
+        let lifetime =
+            hours >= 1
+            ? "\(hours) hour\(hours == 1 ? "" : "s")" : "\(configuration.effectiveActivationLinkLifetime / 60) minutes"
+        let link = ActivationLinkPages.link(
+            base: configuration.effectivePublicURL, registration: pending.id, token: token)
+        try await send(
+            .sms, to: phone, subject: "Horizon wallet PUK",
+            body:
+                "Horizon: your wallet PUK is \(puk) (valid \(minutes) minutes). Enter it in the wallet. Never share it.",
+            pending: pending)
+        try await send(
+            .email, to: email, subject: "Confirm your e-mail address for your Horizon wallet",
+            body: """
+                To finish registering your Horizon wallet, open this link and press the button on its page:
+                \(link)
+                The link works once and for \(lifetime). The wallet also needs the PUK texted to your phone.
+                If you did not register a wallet, ignore this mail: nothing happens without the button.
+                """, pending: pending, expiresAt: linkExpiresAt)
+    }
+
     private func send(
         _ channel: OutboxMessage.Channel, to recipient: String, subject: String, body: String,
-        pending: PendingRegistration
+        pending: PendingRegistration, expiresAt: UnixTime? = nil
     ) async throws {
         do {
             try await messages.send(
                 channel, to: recipient, subject: subject, body: body, registration: pending.id,
-                expiresAt: pending.expiresAt, at: now())
+                expiresAt: expiresAt ?? pending.expiresAt, at: now())
         } catch {
             RequestScope.current?.logger.error(
                 "a one-time code was not sent", metadata: ["error": "\(LogRedaction.describe(error))"])
@@ -244,6 +296,15 @@ extension APIHandler {
             return APIError(
                 .rateLimited, "too many codes were sent to this e-mail or phone; retry in \(wait) s",
                 headers: [.retryAfter: "\(wait)"])
+        case .invitation(let refusal):
+            let code: APIError.Code =
+                switch refusal {
+                case .required: .invitationRequired
+                case .unknown: .invitationUnknown
+                case .spent: .invitationSpent
+                case .revoked: .invitationRevoked
+                }
+            return APIError(code, refusal.description)
         case .ledger(let error):
             return APIError(error)
         }

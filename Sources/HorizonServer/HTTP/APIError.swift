@@ -41,6 +41,11 @@ public struct APIError: Error, Sendable, Equatable {
         case registrationExpired = "registration_expired"
         case registrationUsed = "registration_used"
         case registrationLocked = "registration_locked"
+        // Invitation codes (registration with an invitation).
+        case invitationRequired = "invitation_required"
+        case invitationUnknown = "invitation_unknown"
+        case invitationSpent = "invitation_spent"
+        case invitationRevoked = "invitation_revoked"
         // Cards and 3-D Secure.
         case cardNumberInvalid = "card_number_invalid"
         case cardBrandUnsupported = "card_brand_unsupported"
@@ -122,6 +127,9 @@ public struct APIError: Error, Sendable, Equatable {
             case .registrationExpired: .gone
             case .registrationUsed: .conflict
             case .registrationLocked: .forbidden
+            case .invitationRequired: .forbidden
+            case .invitationUnknown: .unprocessableContent
+            case .invitationSpent, .invitationRevoked: .gone
             case .cardNumberInvalid, .cardBrandUnsupported, .cardExpiryInvalid, .cardExpired, .cardCVCInvalid:
                 .badRequest
             case .cardNotAccepted, .cardChallengeFailed, .cardPaResInvalid: .unprocessableContent

@@ -278,10 +278,11 @@ struct BodyLimitMiddleware: RouterMiddleware {
             let type = request.headers[.contentType]?.lowercased() ?? ""
             // The media type itself, without parameters such as charset ("application/jsonp" is not JSON).
             let mediaType = type.split(separator: ";", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces) ?? ""
-            // The 3-D Secure pages are HTML forms a browser posts.
+            // The 3-D Secure and activation pages are HTML forms a browser posts.
             let isForm =
                 mediaType == "application/x-www-form-urlencoded"
-                && ThreeDSecurePages.acceptsForms(path: request.uri.path)
+                && (ThreeDSecurePages.acceptsForms(path: request.uri.path)
+                    || request.uri.path == ActivationLinkPages.path)
             // The gateway's sealed requests (RFC 9458).
             let isSealed = mediaType == "message/ohttp-req" && request.uri.path == "/v1/gateway"
             guard mediaType == "application/json" || isForm || isSealed else {

@@ -16,11 +16,12 @@ public enum IdentityClientState: String, Sendable, Equatable, CaseIterable {
     case awaitingUserRegistration
     /// An invitation code may be entered (or skipped with `cancelEnteringInvitationCode`).
     case awaitingInvitationCode
-    /// The registration is with the server.
+    /// The registration (or its PUK) is with the server.
     case acquiringRegistration
     /// The PUK the server texted to the phone is asked for.
     case awaitingRegistrationPuk
-    /// The e-mail address is to be confirmed (on Linux: the code from the activation mail).
+    /// The e-mail address is to be confirmed: the person opens the activation mail's link and
+    /// presses its button (or gives the link to the wallet, `confirmActivation`).
     case awaitingActivation
     /// The server is asked whether the account is active.
     case aquiringPingActivationResponse
@@ -117,8 +118,9 @@ public struct IdentityClientStateMachine: Sendable, Equatable {
         case awaitingInvitationCode(pin: String?, user: RegistrationUserData)
         case acquiringRegistration(pin: String?)
         case awaitingRegistrationPuk(pin: String?, registration: String)
-        case awaitingActivation(pin: String?, registration: String, puk: String, activationCode: String?)
-        case pingingActivation(pin: String?, registration: String, puk: String, activationCode: String)
+        case submittingPuk(pin: String?, registration: String)
+        case awaitingActivation(pin: String?, registration: String)
+        case pingingActivation(pin: String?, registration: String)
         case awaitingRestorationEmail(pin: String?)
         case sendingRestorationPukRequest(pin: String?)
         case awaitingRestorationPuk(pin: String?, restoration: String)
@@ -142,7 +144,7 @@ public struct IdentityClientStateMachine: Sendable, Equatable {
             case .creatingIdentity: .creatingIdentity
             case .awaitingUserRegistration: .awaitingUserRegistration
             case .awaitingInvitationCode: .awaitingInvitationCode
-            case .acquiringRegistration: .acquiringRegistration
+            case .acquiringRegistration, .submittingPuk: .acquiringRegistration
             case .awaitingRegistrationPuk: .awaitingRegistrationPuk
             case .awaitingActivation: .awaitingActivation
             case .pingingActivation: .aquiringPingActivationResponse
@@ -168,6 +170,9 @@ public struct IdentityClientStateMachine: Sendable, Equatable {
         case registrationStarted(id: String)
         case restorationPukSent(id: String)
         case activated
+        /// The server's answer to the PUK or to an activation check: whether both channels are
+        /// proven (the wallet is active).
+        case activationChecked(active: Bool)
         case identityStored
         case pinVerified
         case pinRejected(at: Int64)
@@ -184,7 +189,12 @@ public struct IdentityClientStateMachine: Sendable, Equatable {
         /// Make a new key (kept in memory until the account is active).
         case createIdentity
         case register(RegistrationUserData, invitationCode: String?)
-        case verifyRegistration(id: String, puk: String, activationCode: String)
+        /// Give the server the PUK texted to the phone.
+        case submitPuk(id: String, puk: String)
+        /// Ask the server whether the registration is active.
+        case checkActivation(id: String)
+        /// Confirm the activation link the person gave the wallet, then check.
+        case confirmActivationLink(id: String, link: String)
         case requestRestorationPuk(email: String)
         case restore(id: String, puk: String)
         /// Store the new key on the device, protected by `pin` (nil: pinless).
@@ -314,26 +324,26 @@ public struct IdentityClientStateMachine: Sendable, Equatable {
         guard case .awaitingRegistrationPuk(let pin, let registration) = state else {
             throw refused("requestRegistrationWithPuk")
         }
-        state = .awaitingActivation(pin: pin, registration: registration, puk: puk, activationCode: nil)
-        return []
+        state = .submittingPuk(pin: pin, registration: registration)
+        return [.submitPuk(id: registration, puk: puk)]
     }
 
-    /// The code from the activation mail: what a tap on the mail's link is on a phone.
-    public mutating func confirmActivation(code: String) throws(IdentityCallRefused) -> [Action] {
-        guard case .awaitingActivation(let pin, let registration, let puk, _) = state else {
-            throw refused("confirmActivation")
-        }
-        state = .pingingActivation(pin: pin, registration: registration, puk: puk, activationCode: code)
-        return [.verifyRegistration(id: registration, puk: puk, activationCode: code)]
+    /// The activation mail's link, given to the wallet: what a tap on the link is on a phone
+    /// (on Linux there are no universal links; opening it in a browser and pressing its button
+    /// does the same, then `retryCheckActivationAgain`).
+    public mutating func confirmActivation(link: String) throws(IdentityCallRefused) -> [Action] {
+        guard case .awaitingActivation(let pin, let registration) = state else { throw refused("confirmActivation") }
+        state = .pingingActivation(pin: pin, registration: registration)
+        return [.confirmActivationLink(id: registration, link: link)]
     }
 
-    /// Asks the server again with the activation code already given.
+    /// Asks the server whether the e-mail address is confirmed yet.
     public mutating func retryCheckActivationAgain() throws(IdentityCallRefused) -> [Action] {
-        guard case .awaitingActivation(let pin, let registration, let puk, let code?) = state else {
+        guard case .awaitingActivation(let pin, let registration) = state else {
             throw refused("retryCheckActivationAgain")
         }
-        state = .pingingActivation(pin: pin, registration: registration, puk: puk, activationCode: code)
-        return [.verifyRegistration(id: registration, puk: puk, activationCode: code)]
+        state = .pingingActivation(pin: pin, registration: registration)
+        return [.checkActivation(id: registration)]
     }
 
     public mutating func requestRestorationPukWithEmail(_ email: String) throws(IdentityCallRefused) -> [Action] {
@@ -413,11 +423,27 @@ public struct IdentityClientStateMachine: Sendable, Equatable {
             state = .awaitingUserRegistration(pin: pin)
             return [.report(reason: reason)]
 
-        case (.pingingActivation(let pin, _, _, _), .activated), (.acquiringReactivation(let pin, _), .activated):
+        case (.acquiringReactivation(let pin, _), .activated),
+            (.submittingPuk(let pin, _), .activationChecked(true)),
+            (.pingingActivation(let pin, _), .activationChecked(true)):
             state = .applyingNewPIN(pin: pin)
             return [.storeIdentity(pin: pin)]
-        case (.pingingActivation(let pin, let registration, let puk, let code), .failed(let reason)):
-            state = .awaitingActivation(pin: pin, registration: registration, puk: puk, activationCode: code)
+        case (.submittingPuk(let pin, let registration), .activationChecked(false)):
+            state = .awaitingActivation(pin: pin, registration: registration)
+            return []
+        case (.submittingPuk(let pin, let registration), .failed(let reason)):
+            state = .awaitingRegistrationPuk(pin: pin, registration: registration)
+            return [.report(reason: reason)]
+        case (.pingingActivation(let pin, let registration), .activationChecked(false)):
+            state = .awaitingActivation(pin: pin, registration: registration)
+            return [
+                .report(
+                    reason:
+                        "the e-mail address is not confirmed yet: open the link in the activation mail and press its button"
+                )
+            ]
+        case (.pingingActivation(let pin, let registration), .failed(let reason)):
+            state = .awaitingActivation(pin: pin, registration: registration)
             return [.report(reason: reason)]
 
         case (.sendingRestorationPukRequest(let pin), .restorationPukSent(let id)):

@@ -5,11 +5,16 @@ import HorizonServerClient
 /// The server side of registration and restoration, as the identity procedure needs it.
 public protocol IdentityBackend: Sendable {
     /// Starts registering `key`; the server texts a PUK to the phone and mails an activation
-    /// code. Returns the registration's id.
+    /// link. Returns the registration's id.
     func register(_ user: RegistrationUserData, invitationCode: String?, key: P256.Signing.PrivateKey) async throws
         -> String
-    /// Completes the registration with the PUK and the activation code.
-    func verifyRegistration(id: String, puk: String, activationCode: String) async throws
+    /// Gives the server the PUK, as `key` (the one being registered). Returns whether the
+    /// registration is active (the link was confirmed already).
+    func submitRegistrationPuk(id: String, puk: String, key: P256.Signing.PrivateKey) async throws -> Bool
+    /// Whether the registration is active (both the PUK and the link proven), asked as `key`.
+    func isRegistrationActive(id: String, key: P256.Signing.PrivateKey) async throws -> Bool
+    /// Confirms the activation link as its page's button does.
+    func confirmActivationLink(_ link: String) async throws
     /// Asks for a restoration PUK, mailed to the account's address. Returns the restoration's id.
     func requestRestorationPuk(email: String, key: P256.Signing.PrivateKey) async throws -> String
     /// Moves the account to `key` (every older key is revoked).
@@ -134,9 +139,9 @@ public actor IdentityProcedure {
     public func requestRegistrationWithPuk(_ puk: String) async throws(IdentityProcedureError) {
         try await call { (machine) throws(IdentityCallRefused) in try machine.requestRegistrationWithPuk(puk) }
     }
-    /// The code from the activation mail (on a phone, a tap on its link).
-    public func confirmActivation(code: String) async throws(IdentityProcedureError) {
-        try await call { (machine) throws(IdentityCallRefused) in try machine.confirmActivation(code: code) }
+    /// The link from the activation mail (on a phone, a tap on it).
+    public func confirmActivation(link: String) async throws(IdentityProcedureError) {
+        try await call { (machine) throws(IdentityCallRefused) in try machine.confirmActivation(link: link) }
     }
     public func retryCheckActivationAgain() async throws(IdentityProcedureError) {
         try await call { (machine) throws(IdentityCallRefused) in try machine.retryCheckActivationAgain() }
@@ -209,9 +214,16 @@ public actor IdentityProcedure {
                 guard let key = pendingKey else { return .failed(reason: "no key was made for this registration") }
                 return .registrationStarted(
                     id: try await backend.register(user, invitationCode: invitationCode, key: key))
-            case .verifyRegistration(let id, let puk, let activationCode):
-                try await backend.verifyRegistration(id: id, puk: puk, activationCode: activationCode)
-                return .activated
+            case .submitPuk(let id, let puk):
+                guard let key = pendingKey else { return .failed(reason: "no key was made for this registration") }
+                return .activationChecked(active: try await backend.submitRegistrationPuk(id: id, puk: puk, key: key))
+            case .checkActivation(let id):
+                guard let key = pendingKey else { return .failed(reason: "no key was made for this registration") }
+                return .activationChecked(active: try await backend.isRegistrationActive(id: id, key: key))
+            case .confirmActivationLink(let id, let link):
+                guard let key = pendingKey else { return .failed(reason: "no key was made for this registration") }
+                try await backend.confirmActivationLink(link)
+                return .activationChecked(active: try await backend.isRegistrationActive(id: id, key: key))
             case .requestRestorationPuk(let email):
                 guard let key = pendingKey else { return .failed(reason: "no key was made for this restoration") }
                 return .restorationPukSent(id: try await backend.requestRestorationPuk(email: email, key: key))
@@ -285,7 +297,9 @@ public actor IdentityProcedure {
     }
 }
 
-/// The server as the identity procedure's backend (`/v1/wallets/registrations`, `/restorations`).
+/// The server as the identity procedure's backend (`/v1/wallets/registrations`, `/restorations`):
+/// a registration's e-mail is proven by the mailed activation link, its phone by the PUK; the
+/// PUK and the activation checks are signed with the key being registered.
 public struct ServerIdentityBackend: IdentityBackend {
     public let serverURL: URL
     public let timeout: Duration
@@ -301,16 +315,25 @@ public struct ServerIdentityBackend: IdentityBackend {
         async throws
         -> String
     {
-        if invitationCode != nil {
-            throw IdentityProcedureError.failed(
-                "this server takes no invitation codes; register without one (cancelEnteringInvitationCode)")
-        }
-        return try await client.registerWallet(name: user.name, email: user.email, phone: user.phone, key: key)
-            .registrationId
+        try await client.registerWalletWithActivationLink(
+            name: user.name, email: user.email, phone: user.phone, invitationCode: invitationCode, key: key
+        ).registrationId
     }
 
-    public func verifyRegistration(id: String, puk: String, activationCode: String) async throws {
-        _ = try await client.verifyWalletRegistration(id: id, smsCode: puk, emailCode: activationCode)
+    public func submitRegistrationPuk(id: String, puk: String, key: P256.Signing.PrivateKey) async throws -> Bool {
+        try await signed(by: key).submitRegistrationPuk(id: id, puk: puk).active
+    }
+
+    public func isRegistrationActive(id: String, key: P256.Signing.PrivateKey) async throws -> Bool {
+        try await signed(by: key).registrationActivation(id: id).active
+    }
+
+    public func confirmActivationLink(_ link: String) async throws {
+        try await client.confirmActivationLink(link, timeout: timeout)
+    }
+
+    private func signed(by key: P256.Signing.PrivateKey) -> HorizonServerClient {
+        HorizonServerClient(serverURL: serverURL, signingKey: key, timeout: timeout)
     }
 
     public func requestRestorationPuk(email: String, key: P256.Signing.PrivateKey) async throws -> String {
