@@ -331,10 +331,12 @@ public final class PostgresLedgerStore: LedgerStore {
             let primary = primary
             group.addTask {
                 if primary.failsOver {
-                    // Also gives up once the pool is dropped: its host is gone.
-                    let deadline = ContinuousClock.now + timeout
-                    while ContinuousClock.now < deadline, !leased.isSet, !Task.isCancelled {
+                    // Also gives up once the pool is dropped: its host is gone. After a second
+                    // without a connection, asks whether its host still accepts writes (see `verify`).
+                    let started = ContinuousClock.now
+                    while ContinuousClock.now < started + timeout, !leased.isSet, !Task.isCancelled {
                         try? await Task.sleep(for: .milliseconds(50))
+                        if !leased.isSet, ContinuousClock.now - started >= .seconds(1) { await primary.verify(pool) }
                         if !leased.isSet, !primary.isCurrent(pool) {
                             throw LedgerError.unavailable("the primary at \(endpoint) was lost")
                         }

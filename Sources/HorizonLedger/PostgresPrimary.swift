@@ -29,6 +29,8 @@ final class PostgresPrimary: Sendable {
         var closed = false
         /// Pools dropped but still running, so that leases waiting on them can be cancelled.
         var retired: [Task<Void, Never>] = []
+        var verifying = false
+        var lastVerified: ContinuousClock.Instant?
     }
 
     /// How soon after a search that found no primary another may start: while the hosts are
@@ -101,6 +103,29 @@ final class PostgresPrimary: Sendable {
         }
     }
 
+    /// A transaction has waited a while for a connection of `pool`: the pool may be trying to
+    /// reach a host that died while its connections were idle, which no failing query has told.
+    /// Asks that host whether it still accepts writes (one question at a time, at most once a
+    /// second) and drops the pool if it does not answer or is a standby now. A host that answers
+    /// with an error of its own (too many connections, say) is alive and keeps its pool.
+    func verify(_ pool: Pool) async {
+        let due = state.withLock { state in
+            guard state.pool?.generation == pool.generation, !state.verifying else { return false }
+            if let last = state.lastVerified, ContinuousClock.now - last < .seconds(1) { return false }
+            state.verifying = true
+            state.lastVerified = .now
+            return true
+        }
+        guard due else { return }
+        let answer = await probe(pool.endpoint)
+        state.withLock { $0.verifying = false }
+        switch answer {
+        case .primary, .failed(_, serverAnswered: true): break
+        case .standby: lost(pool, because: "the host is a standby now")
+        case .failed(let reason, serverAnswered: false): lost(pool, because: reason)
+        }
+    }
+
     /// Whether `pool` is still the one transactions use (a dropped one is not).
     func isCurrent(_ pool: Pool) -> Bool {
         state.withLock { $0.pool?.generation == pool.generation }
@@ -149,8 +174,13 @@ final class PostgresPrimary: Sendable {
     private func findPrimary() async -> Pool? {
         var problems: [String] = []
         for endpoint in location.endpoints {
-            let problem = await probe(endpoint)
-            guard let problem else {
+            let problem: String
+            switch await probe(endpoint) {
+            case .primary: problem = ""
+            case .standby: problem = "in recovery (a standby)"
+            case .failed(let reason, _): problem = reason
+            }
+            guard !problem.isEmpty else {
                 let generation = state.withLock { state in
                     state.generation += 1
                     return state.generation
@@ -184,8 +214,15 @@ final class PostgresPrimary: Sendable {
         return nil
     }
 
-    /// Nil when the host at `endpoint` accepts writes; else why not.
-    private func probe(_ endpoint: PostgresLocation.Endpoint) async -> String? {
+    enum Probe: Sendable {
+        case primary
+        case standby
+        /// `serverAnswered`: the host answered with an error of its own (it is up).
+        case failed(String, serverAnswered: Bool)
+    }
+
+    /// Whether the host at `endpoint` accepts writes.
+    private func probe(_ endpoint: PostgresLocation.Endpoint) async -> Probe {
         var configuration: PostgresConnection.Configuration
         switch endpoint {
         case .tcp(let host, let port):
@@ -201,7 +238,7 @@ final class PostgresPrimary: Sendable {
         let settings = configuration
         let logger = logger
         do {
-            return try await withThrowingTaskGroup(of: String?.self) { group in
+            return try await withThrowingTaskGroup(of: Probe.self) { group in
                 group.addTask {
                     let connection = try await PostgresConnection.connect(
                         configuration: settings, id: 0, logger: logger)
@@ -210,7 +247,7 @@ final class PostgresPrimary: Sendable {
                         let rows = try await connection.query("SELECT pg_is_in_recovery()", logger: logger)
                         for try await value in rows.decode(Bool.self) { inRecovery = value }
                         try? await connection.close()
-                        return inRecovery ? "in recovery (a standby)" : nil
+                        return inRecovery ? .standby : .primary
                     } catch {
                         try? await connection.close()
                         throw error
@@ -218,15 +255,18 @@ final class PostgresPrimary: Sendable {
                 }
                 group.addTask {
                     try await Task.sleep(for: Self.probeTimeout)
-                    return "no answer within \(Self.probeTimeout)"
+                    return .failed("no answer within \(Self.probeTimeout)", serverAnswered: false)
                 }
-                let first = try await group.next() ?? "no answer"
+                let first = try await group.next() ?? .failed("no answer", serverAnswered: false)
                 group.cancelAll()
                 return first
             }
         } catch {
-            if case .unavailable(let reason) = PostgresLedgerStore.map(error) { return reason }
-            return "\(PostgresLedgerStore.map(error))"
+            let answered = (error as? PSQLError)?.serverInfo?[.sqlState] != nil
+            if case .unavailable(let reason) = PostgresLedgerStore.map(error) {
+                return .failed(reason, serverAnswered: answered)
+            }
+            return .failed("\(PostgresLedgerStore.map(error))", serverAnswered: answered)
         }
     }
 }

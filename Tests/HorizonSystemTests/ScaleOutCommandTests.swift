@@ -63,10 +63,13 @@ import Testing
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let resultFile = directory.appendingPathComponent("result.json").path
-        let run = try ScriptRun([
-            "--bin", try ScriptRun.binDirectory(), "--payments", "120", "--terminals", "6", "--servers", "2",
-            "--failover", "--output", resultFile,
-        ])
+        // A bound, not the expected time (about a minute on a loaded two-core machine, most of it
+        // the two clusters' start and the synchronous commits).
+        let run = try ScriptRun(
+            [
+                "--bin", try ScriptRun.binDirectory(), "--payments", "80", "--terminals", "6", "--servers", "2",
+                "--failover", "--output", resultFile,
+            ], timeout: 240)
         #expect(run.status == 0, "Tools/scale-out.sh --failover failed:\n\(run.output)")
         #expect(run.output.contains("SIGKILLed the PostgreSQL primary") && run.output.contains("promoted the standby"))
         for line in run.output.split(separator: "\n") where line.contains("failover ") || line.contains("PASS") {
@@ -78,7 +81,7 @@ import Testing
         #expect(failover["approvedBeforeKill"] as? Int ?? 0 > 0)
         #expect(failover["unanswered"] as? Int ?? 0 > 0)
         #expect(failover["retriedSettled"] as? Int == failover["unanswered"] as? Int)
-        #expect(failover["inLedger"] as? Int == 120)
+        #expect(failover["inLedger"] as? Int == 80)
         #expect(failover["duplicates"] as? Int == 0)
         #expect(failover["auditOK"] as? Bool == true)
         let checks = try #require(result["checks"] as? [[String: Any]])
