@@ -179,6 +179,29 @@ struct APIKeyTests {
         }
     }
 
+    @Test func aKeyIsRateLimitedByItselfNotByTheAddress() async throws {
+        let server = try await TestServer(configuration: .testing(rateLimitBurst: 2, rateLimitPerSecond: 0.1))
+        let merchant = try await server.addMerchant()
+        let secret = "sk_" + String(repeating: "Q", count: 43)
+        _ = try await server.ledger.createAPIKey(
+            NewAPIKey(
+                id: "key_pos", secretHash: Array(SHA256.hash(data: Data(secret.utf8))), secretPrefix: "sk_QQQQ",
+                secretLast4: "QQQQ"), name: "POS", scopes: [.transactionsRead], for: merchant.id, at: server.clock.now)
+        try await server.withClient { client in
+            for _ in 1...2 {
+                #expect(
+                    try await client.send(.get, "/v1/merchant/transactions", headers: Self.bearer(secret)).status
+                        == .ok)
+            }
+            try expectError(
+                try await client.send(.get, "/v1/merchant/transactions", headers: Self.bearer(secret)),
+                .tooManyRequests, "rate_limited", "this API key")
+            // The address has its own two requests.
+            #expect(try await client.send(.get, "/v1/anchor").status == .ok)
+            #expect(try await server.ledger.apiKeys(of: merchant.id).first?.lastUsedAt == server.clock.now)
+        }
+    }
+
     @Test func aKeyNeedsANameAndKnownScopes() async throws {
         let server = try await TestServer()
         try await server.addMerchant()

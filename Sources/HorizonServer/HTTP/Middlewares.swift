@@ -323,7 +323,12 @@ struct SignedRequestMiddleware: RouterMiddleware {
                 let token = String(header.dropFirst(Self.bearerPrefix.count))
                 if let limiter {
                     let hash = DashboardSecurity.hash(token)
-                    if try await ledger.dashboardSession(tokenHash: hash, at: clock()) != nil {
+                    // A merchant's API key is limited by itself, wherever its requests come from.
+                    if token.hasPrefix(APIKeySecret.prefix), token.utf8.count <= APIKeySecret.maximumLength,
+                        let key = try await ledger.apiKey(secretHash: hash, usedAt: clock()), key.isActive
+                    {
+                        try await limiter.take("apikey:" + key.id, describedAs: "this API key")
+                    } else if try await ledger.dashboardSession(tokenHash: hash, at: clock()) != nil {
                         try await limiter.take("session:" + hash.hexString, describedAs: "this admin session")
                     } else {
                         try await limiter.take(RequestLimiter.addressKey(address), describedAs: address)
