@@ -11,6 +11,11 @@ public enum CommandRunner {
     public static func main<Command: ParsableCommand>(
         _ type: Command.Type, radioErrorMessage: (RadioError) -> String = { $0.cliMessage }
     ) async -> Never {
+        /// Exits once what the program still has to send is sent (`BeforeExit`).
+        func finish(_ code: Int32) async -> Never {
+            await BeforeExit.run()
+            exit(code)
+        }
         var parsed: (any ParsableCommand.Type)?
         do {
             var command = try type.parseAsRoot()
@@ -20,24 +25,24 @@ public enum CommandRunner {
             } else {
                 try command.run()
             }
-            exit(0)
+            await finish(0)
         } catch let error as CLIError {
             if CommandLine.wantsJSON { printJSONError(JSONErrorEnvelope(code: error.code, message: error.description)) }
             FileHandle.standardError.write(Data("error: \(error.description)\n".utf8))
-            exit(1)
+            await finish(1)
         } catch let error as RadioError {
             if CommandLine.wantsJSON {
                 printJSONError(
                     JSONErrorEnvelope(code: JSONErrorCode.radioUnavailable, message: radioErrorMessage(error)))
             }
             FileHandle.standardError.write(Data("error: \(radioErrorMessage(error))\n".utf8))
-            exit(1)
+            await finish(1)
         } catch let error as CommandFailure {
             if CommandLine.wantsJSON {
                 printJSONError(JSONErrorEnvelope(code: error.errorCode, message: error.description))
             }
             FileHandle.standardError.write(Data("error: \(error.description)\n".utf8))
-            exit(error.code)
+            await finish(error.code)
         } catch {
             let code = type.exitCode(for: error)
             if code == .validationFailure {
@@ -46,14 +51,14 @@ public enum CommandRunner {
                         JSONErrorEnvelope(code: JSONErrorCode.invalidRequest, message: type.message(for: error)))
                 }
                 FileHandle.standardError.write(Data((usageError(error, root: type, command: parsed) + "\n").utf8))
-                exit(2)
+                await finish(2)
             }
             if code == .success || code.rawValue == 0 { type.exit(withError: error) }
             if CommandLine.wantsJSON {
                 printJSONError(JSONErrorEnvelope(code: JSONErrorCode.commandFailed, message: "\(error)"))
             }
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-            exit(1)
+            await finish(1)
         }
     }
 }

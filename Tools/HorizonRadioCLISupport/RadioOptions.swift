@@ -101,7 +101,9 @@ public struct RadioOptions: ParsableArguments {
             result = .failure(error)
         }
         switch result {
-        case .success(let radio): return radio
+        case .success(let radio):
+            BeforeExit.add { await radio.untilSent() }
+            return radio
         case .failure(.adapterUnavailable(.serviceUnavailable)): return nil
         case .failure(let error): throw CLIError("cannot join the simulated radio at \(socketPath): \(error)")
         }

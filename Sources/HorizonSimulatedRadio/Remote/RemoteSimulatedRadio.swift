@@ -16,6 +16,8 @@ public final class RemoteSimulatedRadio: DeviceRadio, Sendable {
     private let realTime: RealTimeScheduler
     private let connection: UnixConnection
     private let outbox: FrameOutbox
+    /// Writes the outbox's frames until `disconnect()`; done once the last one is written.
+    private let sending: Task<Void, Never>
 
     private struct State {
         var nextRequest: UInt32 = 1
@@ -72,7 +74,7 @@ public final class RemoteSimulatedRadio: DeviceRadio, Sendable {
         self.connection = connection
         realTime = RealTimeScheduler(label: "horizon.radio.\(name)")
         outbox = FrameOutbox(connection: connection, maximumQueuedBytes: RadioServer.maximumQueuedBytes)
-        Task { [outbox] in await outbox.drain() }
+        sending = Task { [outbox] in await outbox.drain() }
         // The reader holds the radio until the connection ends (`disconnect()`, or the server
         // going away), as a device stays in the room until it leaves.
         Task { [self, frames] in
@@ -100,6 +102,11 @@ public final class RemoteSimulatedRadio: DeviceRadio, Sendable {
 
     /// Leaves the room (`DeviceRadio`).
     public func shutdown() { disconnect() }
+
+    /// Returns once everything sent before `disconnect()` or `shutdown()` is written to the
+    /// server (or the connection is gone). A program awaits it before it exits: its last frames,
+    /// such as a wallet's decline, are queued, not yet written, when it shuts the radio down.
+    public func untilSent() async { await sending.value }
 
     public var scheduler: any Scheduler { realTime }
 
