@@ -317,7 +317,11 @@ public final class SQLiteDatabase: Sendable {
     /// sound, else what SQLite found wrong, in its words.
     public func integrityProblem() throws(DatabaseError) -> String? {
         var findings: [String] = []
-        for row in try query("PRAGMA integrity_check") { findings.append(try row.text("integrity_check")) }
+        do {
+            for row in try query("PRAGMA integrity_check") { findings.append(try row.text("integrity_check")) }
+        } catch  where error.code & 0xFF == SQLITE_CORRUPT {
+            return error.message  // damaged where the check itself must read
+        }
         if findings == ["ok"] { return nil }
         return findings.isEmpty ? "SQLite's check gave no answer" : findings.joined(separator: "; ")
     }
