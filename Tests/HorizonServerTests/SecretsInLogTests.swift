@@ -214,6 +214,51 @@ struct SecretsInLogTests {
                     .post, "/v1/wallets/restorations", json: try WalletDevice().restoration(email: "alex@example.com"))
             }
 
+            // A registration proven by link: the PUK and the link's token, right and wrong, and an
+            // invitation code.
+            let linked = WalletDevice()
+            let email = "lee@example.com"
+            let phone = "+49 151 2222 3333"
+            var fields: [String: String] = [
+                "name": "Lee", "email": email, "phone": phone, "publicKey": linked.publicBase64, "emailProof": "link",
+                "invitationCode": "SECRET-INVITE-42",
+                "proof": try linked.proof(
+                    WalletProof.registration(email: email, phone: phone, publicKey: linked.publicBase64)),
+            ]
+            secrets["invitation code"] = "SECRET-INVITE-42"
+            _ = try await client.send(
+                .post, "/v1/wallets/registrations",
+                json: String(decoding: try JSONEncoder().encode(fields), as: UTF8.self))
+            fields["invitationCode"] = nil
+            let linkStarted = try await client.send(
+                .post, "/v1/wallets/registrations",
+                json: String(decoding: try JSONEncoder().encode(fields), as: UTF8.self))
+            let linkSent = try JSONDecoder().decode(Components.Schemas.OneTimeCodeSent.self, from: linkStarted.data)
+            let pukMessage = try #require(try await server.ledger.outbox(recipient: "+4915122223333").first)
+            let puk = String(
+                try #require(pukMessage.body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }))
+            secrets["PUK"] = puk
+            let mail = try #require(try await server.ledger.outbox(recipient: email).first)
+            let query = String(
+                try #require(
+                    mail.body.split(whereSeparator: \.isWhitespace).first { $0.contains("/v1/wallets/activation?") }?
+                        .split(separator: "?").last))
+            let linkToken = String(try #require(query.split(separator: "token=").last))
+            secrets["activation link token"] = linkToken
+            let pukPath = "/v1/wallets/registrations/\(linkSent.registrationId)/puk"
+            try await signed(.post, pukPath, json: #"{"puk": "\#(wrong)"}"#, by: linked.key)
+            try await each([.down, .broken]) {
+                try await signed(.post, pukPath, json: #"{"puk": "\#(puk)"}"#, by: linked.key)
+            }
+            try await signed(.post, pukPath, json: #"{"puk": "\#(puk)"}"#, by: linked.key)
+            try await signed(.get, "/v1/wallets/registrations/\(linkSent.registrationId)", by: linked.key)
+            _ = try await client.send(.get, "/v1/wallets/activation?" + query)
+            for body in [query.replacingOccurrences(of: linkToken, with: String(repeating: "B", count: 43)), query] {
+                _ = try await client.executeRequest(
+                    uri: "/v1/wallets/activation", method: .post,
+                    headers: [.contentType: "application/x-www-form-urlencoded"], body: ByteBuffer(string: body))
+            }
+
             // The merchant admin's session: password in, token out, token as a Bearer header.
             let signIn = #"{"email": "\#(TestServer.email)", "password": "\#(Self.password)"}"#
             try await each([.down, .broken]) { _ = try await client.send(.post, "/v1/merchant/sessions", json: signIn) }
