@@ -137,6 +137,31 @@ struct MessageDeliveryTests {
         }
     }
 
+    @Test func theCommandStartsWithNoSignalBlockedOrIgnored() async throws {
+        // A server's threads block signals and it ignores SIGPIPE; an MTA must not inherit either.
+        let mailer = try Self.mailer([
+            "/bin/sh", "-c", "cat >/dev/null; grep -E '^Sig(Blk|Ign)' /proc/self/status >&2; exit 1",
+        ])
+        do {
+            try await mailer.deliver(to: "zoe@example.org", subject: "Code", body: "1", at: 0)
+            Issue.record("the command's exit status 1 was taken for a delivery")
+        } catch {
+            guard case .commandFailed(_, 1, let stderr) = error else {
+                Issue.record("unexpected \(error)")
+                return
+            }
+            // `SigBlk:0000000000000000; SigIgn:…` (tabs dropped from the one-line sentence).
+            let masks = Dictionary(
+                uniqueKeysWithValues: stderr.split(separator: ";").map { field in
+                    let parts = field.split(separator: ":").map { $0.trimmingCharacters(in: .whitespaces) }
+                    return (parts[0], UInt64(parts[1], radix: 16) ?? .max)
+                })
+            #expect(masks["SigBlk"] == 0, "\(stderr)")
+            // SIGPIPE (13) and SIGTERM (15) at their defaults; glibc's own real-time signals aside.
+            #expect((masks["SigIgn"] ?? .max) & (1 << 12 | 1 << 14) == 0, "\(stderr)")
+        }
+    }
+
     @Test func nonASCIINamesAndLongSubjectsAreEncodedWords() throws {
         let message = try MailMessage(
             from: try MailAddress(parsing: #""Dupont, Café" <noreply@shop.example>"#),

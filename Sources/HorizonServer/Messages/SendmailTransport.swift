@@ -63,36 +63,82 @@ enum CommandRunner {
         guard let executable = command.first else {
             throw .commandNotRunnable(command: shown, reason: "no command is set")
         }
-        let process = ProcessBox(Process())
-        process.value.executableURL = URL(fileURLWithPath: executable)
-        process.value.arguments = Array(command.dropFirst())
-        let stdin = Pipe()
-        let stderr = Pipe()
-        process.value.standardInput = stdin
-        process.value.standardError = stderr
-        process.value.standardOutput = FileHandle.nullDevice
+        var inputPipe: [Int32] = [-1, -1]
+        var errorPipe: [Int32] = [-1, -1]
+        guard pipe(&inputPipe) == 0 else { throw .commandNotRunnable(command: shown, reason: errnoText()) }
+        guard pipe(&errorPipe) == 0 else {
+            for descriptor in inputPipe { close(descriptor) }
+            throw .commandNotRunnable(command: shown, reason: errnoText())
+        }
+        // Not inherited by the command (which gets them as 0 and 2) nor by other programs.
+        for descriptor in inputPipe + errorPipe { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, inputPipe[0], 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, errorPipe[1], 2)
+        // The command starts with no signal blocked and every signal at its default: a server's
+        // threads block signals (and ignore SIGPIPE), which a child would otherwise inherit, and
+        // a command that cannot be sent SIGTERM cannot be stopped kindly.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        var allSignals = sigset_t()
+        sigfillset(&allSignals)
+        posix_spawnattr_setsigdefault(&attributes, &allSignals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let arguments: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
+        defer { for argument in arguments { free(argument) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, executable, &actions, &attributes, arguments, environ)
+        close(inputPipe[0])
+        close(errorPipe[1])
+        let (writeEnd, readEnd, child) = (inputPipe[1], errorPipe[0], pid)
+        guard spawned == 0 else {
+            close(writeEnd)
+            close(readEnd)
+            throw .commandNotRunnable(command: shown, reason: String(cString: strerror(spawned)))
+        }
+        // Blocking waits, reads and writes on threads of their own: the child reads its input
+        // while it writes its errors, and a child that reads nothing cannot hold this task.
         let exited = Latch<Int32>()
-        process.value.terminationHandler = { finished in exited.fulfil(finished.terminationStatus) }
-        do { try process.value.run() } catch {
-            throw .commandNotRunnable(command: shown, reason: MessageDeliveryError.oneLine("\(error)"))
+        DispatchQueue.global().async {
+            var status: Int32 = 0
+            while waitpid(child, &status, 0) == -1, errno == EINTR {}
+            // The exit status, or 128 + the signal that ended it, as a shell reports it.
+            exited.fulfil(status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F))
         }
-        // Blocking reads and writes on threads of their own: the child reads its input while it
-        // writes its errors, and a child that reads nothing cannot hold this task.
         let errorText = Latch<String>()
-        let reader = stderr.fileHandleForReading
         DispatchQueue.global().async {
-            let data = reader.readDataToEndOfFile()
-            errorText.fulfil(String(decoding: data.prefix(4096), as: UTF8.self))
+            var kept: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = read(readEnd, &buffer, buffer.count)
+                if count < 0, errno == EINTR { continue }
+                if count <= 0 { break }
+                if kept.count < 4096 { kept += buffer[0..<min(count, 4096 - kept.count)] }
+            }
+            close(readEnd)
+            errorText.fulfil(String(decoding: kept, as: UTF8.self))
         }
-        let writer = stdin.fileHandleForWriting
         DispatchQueue.global().async {
-            try? writer.write(contentsOf: input)
-            try? writer.close()
+            var offset = 0
+            while offset < input.count {
+                let count = input[offset...].withUnsafeBytes { write(writeEnd, $0.baseAddress, $0.count) }
+                if count < 0, errno == EINTR { continue }
+                if count <= 0 { break }  // EPIPE: it exited without reading everything
+                offset += count
+            }
+            close(writeEnd)
         }
         guard let status = await exited.wait(within: timeout) else {
-            process.value.terminate()
+            kill(child, SIGTERM)
             if await exited.wait(within: .seconds(2)) == nil {
-                kill(process.value.processIdentifier, SIGKILL)
+                kill(child, SIGKILL)
                 _ = await exited.wait(within: .seconds(2))
             }
             return .timedOut
@@ -100,6 +146,8 @@ enum CommandRunner {
         // A child of the command may still hold standard error open: wait a moment, not forever.
         return .exited(status, stderr: await errorText.wait(within: .seconds(2)) ?? "")
     }
+
+    private static func errnoText() -> String { String(cString: strerror(errno)) }
 }
 
 /// A value that arrives once, from a thread or handler, awaited with a timeout by any number of tasks.
@@ -137,10 +185,4 @@ final class Latch<Value: Sendable>: @unchecked Sendable {
             }
         }
     }
-}
-
-/// `Process` is used from the task that started it and from its termination handler only.
-private final class ProcessBox: @unchecked Sendable {
-    let value: Process
-    init(_ value: Process) { self.value = value }
 }
