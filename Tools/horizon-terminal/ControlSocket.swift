@@ -2,6 +2,7 @@ import Foundation
 import HorizonCLISupport
 import HorizonCore
 import HorizonLedger
+import HorizonProtocol
 import HorizonRoles
 import HorizonStores
 import HorizonUnixSocket
@@ -89,6 +90,8 @@ final class PaymentController: Sendable {
     let host: PaymentHost
     let ledger: InProcessLedger
     let observer: BluetoothConflictObserver
+    /// Where each payment or redemption confirmed here stands, for `status ID`.
+    let journal: any TerminalJournal
     let logger: Logger
     /// Why an amount may not be taken here (the terminal's maximum per payment), or nil.
     let refusal: @Sendable (Money) -> String?
@@ -96,12 +99,13 @@ final class PaymentController: Sendable {
     private let busy = Mutex(false)
 
     init(
-        host: PaymentHost, ledger: InProcessLedger, observer: BluetoothConflictObserver, logger: Logger,
-        refusal: @escaping @Sendable (Money) -> String? = { _ in nil }
+        host: PaymentHost, ledger: InProcessLedger, observer: BluetoothConflictObserver, journal: any TerminalJournal,
+        logger: Logger, refusal: @escaping @Sendable (Money) -> String? = { _ in nil }
     ) {
         self.host = host
         self.ledger = ledger
         self.observer = observer
+        self.journal = journal
         self.logger = logger
         self.refusal = refusal
     }
@@ -158,13 +162,44 @@ final class PaymentController: Sendable {
             let running = !host.state.isFinished && host.state != .idle
             if running { host.cancel() }
             await connection.send(line: running ? "ok" : "idle")
-        case "status"?:
+        case "status"? where words.count == 2:
+            for line in statusLines(of: words[1]) { await connection.send(line: line) }
+        case "status"? where words.count == 1:
             await connection.send(line: "adapter \(observer.availability)")
             await connection.send(line: "conflict \(observer.state) \(observer.conflictCount)")
             await connection.send(line: "payment \(host.state)")
         default:
-            await connection.send(line: "error unknown command; use pay AMOUNT [REGISTER USER], cancel or status")
+            await connection.send(
+                line: "error unknown command; use pay AMOUNT [REGISTER USER], cancel, status or status ID")
         }
+    }
+
+    /// `status ID`: the journal's record of a payment or redemption, one field a line (`id`,
+    /// `type`, `step`, then `result paid AMOUNT TIP TOTAL`, `result accepted-offline AMOUNT TIP
+    /// TOTAL`, `result declined REASON`, `result failed REASON` or `result pending`), or one
+    /// `error` line for an id that is malformed or unknown here.
+    func statusLines(of text: String) -> [String] {
+        guard let bytes = [UInt8](hexString: text), let id = try? PaymentID(bytes: bytes) else {
+            return ["error not a payment id: expected \(PaymentID.byteCount * 2) hexadecimal digits"]
+        }
+        let record: JournalRecord?
+        do { record = try journal.record(for: id) } catch { return ["error \(error)"] }
+        guard let record else { return ["error unknown payment id \(id): no payment or redemption with it here"] }
+        let result: String
+        switch record.answer {
+        case .receipt(let receipt)?:
+            let total = (try? receipt.amount.adding(receipt.tip))?.formattedAmount ?? "?"
+            let amounts = "\(receipt.amount.formattedAmount) \(receipt.tip.formattedAmount) \(total)"
+            switch receipt.outcome {
+            case .approved: result = "paid \(amounts)"
+            case .acceptedOffline: result = "accepted-offline \(amounts)"
+            case .declined(let code): result = "declined \(code)"
+            }
+        case .error(let error)?:
+            result = "failed \(error.code)" + (error.message.isEmpty ? "" : " \(error.message.sanitizedForDisplay)")
+        default: result = "pending"
+        }
+        return ["id \(id)", "type \(record.request.transactionType)", "step \(record.step)", "result \(result)"]
     }
 
     /// The first line, or nil when none came within `timeout` (a task-group timeout: the read

@@ -21,6 +21,10 @@ struct Serve: AsyncParsableCommand {
                                                or: failed <reason>
               cancel                       ->  ok | idle
               status                       ->  adapter <availability> / conflict <state> <count> / payment <state>
+              status ID                    ->  id <payment id> / type <type> / step <journal step> / result <answer>
+                                               answer: paid <amount> <tip> <total> | accepted-offline <amount> <tip> <total>
+                                               | declined <reason> | failed <reason> | pending
+                                               or one line: error <reason> (a malformed id, or one not confirmed here)
             e.g. echo "pay 12.50 Ana" | socat - UNIX-CONNECT:/run/horizon-terminal/control.sock, or \
             horizon-terminal pay 12.50 --control-socket /run/horizon-terminal/control.sock.
             SIGTERM or SIGINT shuts it down gracefully: no new requests; a payment no wallet has joined yet is \
@@ -77,7 +81,8 @@ struct Serve: AsyncParsableCommand {
         let listener = try ControlSocket.listen(at: path)
         let console = Console()
         let controller = PaymentController(
-            host: host, ledger: ledger, observer: observer, logger: logger, refusal: { settings.refusal(of: $0) })
+            host: host, ledger: ledger, observer: observer, journal: runtime.journal, logger: logger,
+            refusal: { settings.refusal(of: $0) })
         // Shut down in reverse order: the control socket first (its sale ends while the radio is
         // still up to tell the wallet), then the conflict observer.
         // An activated terminal keeps its credential fresh while it serves.
