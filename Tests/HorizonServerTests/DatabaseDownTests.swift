@@ -46,7 +46,8 @@ struct DatabaseDownDuringRequestTests {
                     .post, path, json: json, by: till.key, time: server.clock.now)
                 try expectError(
                     response, .serviceUnavailable, "database_unavailable",
-                    "the server's database is unavailable; nothing was changed, retry shortly")
+                    "the server's database is unavailable; retry shortly with the same request (one that carries an id, such as a payment or a refund, takes effect once)"
+                )
                 #expect(response.headers[.retryAfter] == "1")
             }
             let lookup = try await client.sendSigned(
@@ -161,7 +162,8 @@ struct PostgresDownTests {
                 .post, "/v1/payments", json: body, by: till.key, time: server.clock.now)
             try expectError(
                 refused, .serviceUnavailable, "database_unavailable",
-                "the server's database is unavailable; nothing was changed, retry shortly")
+                "the server's database is unavailable; retry shortly with the same request (one that carries an id, such as a payment or a refund, takes effect once)"
+            )
             #expect(refused.headers[.retryAfter] == "1")
             // A clear answer, not a hang: within the store's connection timeouts.
             #expect(ContinuousClock.now - started < .seconds(60))

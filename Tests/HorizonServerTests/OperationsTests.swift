@@ -102,7 +102,8 @@ struct OperationsTests {
             ] {
                 try expectError(
                     response, .serviceUnavailable, "database_unavailable",
-                    "the server's database is unavailable; nothing was changed, retry shortly")
+                    "the server's database is unavailable; retry shortly with the same request (one that carries an id, such as a payment or a refund, takes effect once)"
+                )
                 #expect(response.headers[.retryAfter] == "1")
             }
 

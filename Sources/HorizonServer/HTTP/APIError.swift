@@ -214,7 +214,9 @@ extension APIError: HTTPResponseError {
 
 extension APIError {
     /// What a ledger failure means to an API client. Details of database trouble stay in the
-    /// server's log; the client learns that it may retry.
+    /// server's log; the client learns that it may retry. Not "nothing was changed": a connection
+    /// lost during COMMIT leaves that unknown (the commit may have reached the database, or a
+    /// promoted standby), and the retry with the same id is what makes it come out right.
     init(_ error: LedgerError) {
         switch error {
         case .notFound(let what): self.init(.notFound, "\(what) does not exist")
@@ -222,7 +224,8 @@ extension APIError {
         case .invalidArgument(let reason): self.init(.invalidRequest, reason)
         case .unavailable, .contention:
             self.init(
-                .databaseUnavailable, "the server's database is unavailable; nothing was changed, retry shortly",
+                .databaseUnavailable,
+                "the server's database is unavailable; retry shortly with the same request (one that carries an id, such as a payment or a refund, takes effect once)",
                 headers: [.retryAfter: "1"])
         case .refundRefused(let refusal):
             let code: Code =
