@@ -53,27 +53,45 @@ postgres_as_owner() {
     fi
 }
 
-postgres_start_throwaway() {
-    postgres_ensure_installed
-    local bin
-    bin=$(postgres_bin_dir)
+# The clusters' owner: this user, or as root (which initdb refuses) postgres, else nobody.
+postgres_choose_owner() {
     HORIZON_PG_OWNER=""
     if [ "$(id -u)" -eq 0 ]; then
         if id postgres >/dev/null 2>&1; then HORIZON_PG_OWNER=postgres; else HORIZON_PG_OWNER=nobody; fi
     fi
+    export HORIZON_PG_OWNER
+}
+
+# Makes DIR enterable by the owner and each SOCKET_DIR below it private to the owner.
+postgres_prepare_dir() {
+    local dir=$1 sub
+    shift
+    for sub in "$@"; do
+        mkdir -p "$dir/$sub"
+        chmod 0700 "$dir/$sub"
+    done
+    chmod 0711 "$dir"
+    if [ -n "$HORIZON_PG_OWNER" ]; then chown -R "$HORIZON_PG_OWNER:" "$dir"; fi
+}
+
+# The first port from FIRST up, by STEP, whose socket name no running cluster uses.
+postgres_free_port() {
+    local port=$1 step=$2
+    while [ -e "/run/postgresql/.s.PGSQL.$port" ] || [ -e "/tmp/.s.PGSQL.$port" ]; do port=$((port + step)); done
+    echo "$port"
+}
+
+postgres_start_throwaway() {
+    postgres_ensure_installed
+    local bin
+    bin=$(postgres_bin_dir)
+    postgres_choose_owner
     HORIZON_PG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/horizon-pg.XXXXXX") || die "cannot make a temporary directory"
-    export HORIZON_PG_DIR HORIZON_PG_OWNER
+    export HORIZON_PG_DIR
     trap postgres_stop_throwaway EXIT
-    mkdir -p "$HORIZON_PG_DIR/socket"
-    chmod 0700 "$HORIZON_PG_DIR/socket"
-    # The parent must be enterable by the owner; the socket directory stays private.
-    chmod 0711 "$HORIZON_PG_DIR"
-    if [ -n "$HORIZON_PG_OWNER" ]; then chown -R "$HORIZON_PG_OWNER:" "$HORIZON_PG_DIR"; fi
+    postgres_prepare_dir "$HORIZON_PG_DIR" socket
     local port=${HORIZON_PG_PORT:-}
-    if [ -z "$port" ]; then
-        port=54320
-        while [ -e "/run/postgresql/.s.PGSQL.$port" ] || [ -e "/tmp/.s.PGSQL.$port" ]; do port=$((port + 1)); done
-    fi
+    [ -n "$port" ] || port=$(postgres_free_port 54320 1)
     HORIZON_PG_PORT=$port
     export HORIZON_PG_PORT
     step "starting a throw-away PostgreSQL ($("$bin/postgres" --version | awk '{print $3}')) in $HORIZON_PG_DIR"
@@ -127,22 +145,13 @@ postgres_start_replicated_pair() {
     postgres_ensure_installed
     local bin
     bin=$(postgres_bin_dir)
-    HORIZON_PG_OWNER=""
-    if [ "$(id -u)" -eq 0 ]; then
-        if id postgres >/dev/null 2>&1; then HORIZON_PG_OWNER=postgres; else HORIZON_PG_OWNER=nobody; fi
-    fi
+    postgres_choose_owner
     HORIZON_PG_PAIR_DIR=$(mktemp -d "${TMPDIR:-/tmp}/horizon-pg-pair.XXXXXX") || die "cannot make a temporary directory"
-    export HORIZON_PG_PAIR_DIR HORIZON_PG_OWNER
+    export HORIZON_PG_PAIR_DIR
     trap postgres_stop_replicated_pair EXIT
-    mkdir -p "$HORIZON_PG_PAIR_DIR/primary-socket" "$HORIZON_PG_PAIR_DIR/standby-socket"
-    chmod 0700 "$HORIZON_PG_PAIR_DIR/primary-socket" "$HORIZON_PG_PAIR_DIR/standby-socket"
-    chmod 0711 "$HORIZON_PG_PAIR_DIR"
-    if [ -n "$HORIZON_PG_OWNER" ]; then chown -R "$HORIZON_PG_OWNER:" "$HORIZON_PG_PAIR_DIR"; fi
+    postgres_prepare_dir "$HORIZON_PG_PAIR_DIR" primary-socket standby-socket
     local port=${HORIZON_PG_PAIR_PORT:-}
-    if [ -z "$port" ]; then
-        port=54400
-        while [ -e "/run/postgresql/.s.PGSQL.$port" ] || [ -e "/tmp/.s.PGSQL.$port" ]; do port=$((port + 2)); done
-    fi
+    [ -n "$port" ] || port=$(postgres_free_port 54400 2)
     HORIZON_PG_PRIMARY_PORT=$port
     HORIZON_PG_STANDBY_PORT=$((port + 1))
     HORIZON_PG_PRIMARY_DATA=$HORIZON_PG_PAIR_DIR/primary
