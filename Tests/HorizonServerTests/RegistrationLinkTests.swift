@@ -275,6 +275,33 @@ struct RegistrationLinkTests {
         }
     }
 
+    @Test func theLinkStartsWithThePublicURLAndTheSettingsAreChecked() async throws {
+        var configuration = LinkServer.configuration
+        configuration.publicURL = "https://pay.example.com/"
+        try await LinkServer.with(.sqlite, configuration: configuration) { server, client in
+            _ = try await server.start(WalletDevice(), client)
+            let (_, link) = try await server.pukAndLink()
+            #expect(link.hasPrefix("https://pay.example.com/v1/wallets/activation?registration=r_"), "\(link)")
+        }
+        for (change, sentence) in [
+            ({ (c: inout ServerConfiguration) in c.activationLinkLifetime = 599 }, "activationLinkLifetime must be"),
+            (
+                { (c: inout ServerConfiguration) in c.activationLinkLifetime = 7 * 86_400 + 1 },
+                "activationLinkLifetime must be"
+            ),
+            ({ (c: inout ServerConfiguration) in c.publicURL = "pay.example.com" }, "publicURL must be"),
+            ({ (c: inout ServerConfiguration) in c.publicURL = "ftp://pay.example.com" }, "publicURL must be"),
+        ] {
+            var bad = LinkServer.configuration
+            change(&bad)
+            #expect { try bad.validate() } throws: { "\($0)".contains(sentence) }
+        }
+        var good = LinkServer.configuration
+        good.activationLinkLifetime = 600
+        good.publicURL = "http://10.0.0.2:8080"
+        try good.validate()
+    }
+
     // MARK: Invitation codes
 
     @Test(arguments: stores)
