@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 import HorizonCLISupport
 import HorizonCore
@@ -95,14 +96,20 @@ final class PaymentController: Sendable {
     let logger: Logger
     /// Why an amount may not be taken here (the terminal's maximum per payment), or nil.
     let refusal: @Sendable (Money) -> String?
-    /// Whether a client's payment is running (one at a time; another client is told so).
+    /// The bonus, gold and coupon redemption hosts (on the same radio service).
+    let redemptionHosts: [RedemptionTerms.Kind: RedemptionHost]
+    /// Whether a client's payment or redemption is running (one at a time; another client is told so).
     private let busy = Mutex(false)
+    /// The redemption running now, if the running session is one.
+    private let runningRedemption = Mutex<RedemptionHost?>(nil)
 
     init(
-        host: PaymentHost, ledger: InProcessLedger, observer: BluetoothConflictObserver, journal: any TerminalJournal,
-        logger: Logger, refusal: @escaping @Sendable (Money) -> String? = { _ in nil }
+        host: PaymentHost, redemptionHosts: [RedemptionTerms.Kind: RedemptionHost] = [:], ledger: InProcessLedger,
+        observer: BluetoothConflictObserver, journal: any TerminalJournal, logger: Logger,
+        refusal: @escaping @Sendable (Money) -> String? = { _ in nil }
     ) {
         self.host = host
+        self.redemptionHosts = redemptionHosts
         self.ledger = ledger
         self.observer = observer
         self.journal = journal
@@ -122,9 +129,11 @@ final class PaymentController: Sendable {
     /// execution by the settlement's), so stopping or restarting the service never breaks off a
     /// customer mid-payment.
     func stopForShutdown() -> ShutdownStep {
-        switch host.state {
+        // A redemption follows the same rule as a payment.
+        let redemption = runningRedemption.withLock { $0 }
+        switch redemption?.state ?? host.state {
         case .waitingForWallet:
-            host.cancel()
+            if let redemption { redemption.cancel() } else { host.cancel() }
             return .cancelledBeforeAWalletJoined
         case .walletConnected, .awaitingUserDecision, .acquiringPaymentExecution:
             return .finishingTheJoinedSale
@@ -158,19 +167,27 @@ final class PaymentController: Sendable {
             }
             await pay(
                 amount: words[1], registerUser: words.count > 2 ? words[2...].joined(separator: " ") : nil, connection)
+        case "redeem"?:
+            await redeem(Array(words.dropFirst()), connection)
         case "cancel"?:
-            let running = !host.state.isFinished && host.state != .idle
-            if running { host.cancel() }
+            let redemption = runningRedemption.withLock { $0 }
+            let state = redemption?.state ?? host.state
+            let running = !state.isFinished && state != .idle
+            if running {
+                if let redemption { redemption.cancel() } else { host.cancel() }
+            }
             await connection.send(line: running ? "ok" : "idle")
         case "status"? where words.count == 2:
             for line in statusLines(of: words[1]) { await connection.send(line: line) }
         case "status"? where words.count == 1:
             await connection.send(line: "adapter \(observer.availability)")
             await connection.send(line: "conflict \(observer.state) \(observer.conflictCount)")
-            await connection.send(line: "payment \(host.state)")
+            await connection.send(line: "payment \(runningRedemption.withLock { $0 }?.state ?? host.state)")
         default:
             await connection.send(
-                line: "error unknown command; use pay AMOUNT [REGISTER USER], cancel, status or status ID")
+                line:
+                    "error unknown command; use pay AMOUNT [REGISTER USER], redeem KIND [OPTIONS], cancel, status or status ID"
+            )
         }
     }
 
@@ -208,6 +225,54 @@ final class PaymentController: Sendable {
         await value(within: timeout) {
             var reader = connection.lines(maximumLength: maximumLineLength)
             return await reader.next()
+        }
+    }
+
+    /// `redeem bonus|gold|coupon [--points N] [--reward R] [--benefit B] [--value V] [--register USER]`:
+    /// the arguments of `horizon-terminal redeem`, checked by the same parser; bad ones get one
+    /// `error` line and nothing is advertised.
+    private func redeem(_ arguments: [String], _ connection: UnixConnection) async {
+        let terms: RedemptionTerms
+        let offer: RedemptionOffer
+        do {
+            terms = try RedemptionTerms.parse(arguments)
+            offer = try terms.offer(in: ledger.currency)
+        } catch {
+            let reason = RedemptionTerms.message(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
+            await connection.send(line: "error \(reason)")
+            return
+        }
+        guard let redemptionHost = redemptionHosts[terms.kind] else {
+            await connection.send(line: "error \(terms.kind) redemptions are not offered here")
+            return
+        }
+        let claimed = busy.withLock { busy in
+            defer { busy = true }
+            return !busy
+        }
+        guard claimed else {
+            await connection.send(line: "failed a payment is already in progress")
+            return
+        }
+        runningRedemption.withLock { $0 = redemptionHost }
+        defer {
+            runningRedemption.withLock { $0 = nil }
+            busy.withLock { $0 = false }
+        }
+        let cashier = terms.registerUser.map(RegisterUser.init(name:))
+        let redemption = { @Sendable () async throws(HostError) in
+            try await redemptionHost.collect(offer, registerUser: cashier)
+        }
+        let outcome = await StateRelay.collect(
+            states: redemptionHost.states(), show: { state in await connection.send(line: "state \(state)") },
+            redemption)
+        switch outcome.result {
+        case .success(let result):
+            await connection.send(
+                line: "redeemed \(result.paymentID) \(terms.kind) \(result.quantity) \(result.item.sanitizedForDisplay)"
+            )
+        case .failure(let error):
+            await connection.send(line: "failed \(error.cliMessage(noun: redemptionHost.transactionType.description))")
         }
     }
 

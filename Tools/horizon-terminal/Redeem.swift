@@ -23,44 +23,13 @@ struct Redeem: AsyncParsableCommand {
             Exit code 0 only when the redemption completed; Ctrl-C cancels.
             """)
 
-    enum Kind: String, ExpressibleByArgument, CaseIterable {
-        case bonus, gold, coupon
-
-        var transactionType: TransactionType {
-            switch self {
-            case .bonus: .bonusRedemption
-            case .gold: .goldRedemption
-            case .coupon: .couponRedemption
-            }
-        }
-    }
-
-    @Argument(help: "What to redeem: bonus, gold or coupon.") var kind: Kind
-    @Option(help: "Points the reward costs (bonus).") var points: Int64?
-    @Option(help: "The reward (bonus).") var reward: String?
-    @Option(help: "The benefit (gold).") var benefit: String?
-    @Option(help: "The value shown to the customer, e.g. 3.20 (nothing is charged).") var value = "0"
-    @Option(name: .customLong("register"), help: "The cashier's name.") var registerUser: String?
+    @OptionGroup var terms: RedemptionTerms
     @Option(help: "Give up if no wallet redeems within this many seconds.") var waitForWallet = 300
     @Flag(help: "Print the result as JSON.") var json = false
     @OptionGroup var global: GlobalOptions
     @OptionGroup var radio: RadioOptions
 
     func validate() throws {
-        switch kind {
-        case .bonus:
-            guard let points, points > 0 else { throw ValidationError("redeem bonus needs --points (1 or more)") }
-            guard let reward, !reward.isEmpty, reward.utf8.count <= 64 else {
-                throw ValidationError("redeem bonus needs --reward (1 to 64 bytes)")
-            }
-        case .gold:
-            guard points == nil else { throw ValidationError("--points is for bonus redemptions") }
-            guard let benefit, !benefit.isEmpty, benefit.utf8.count <= 64 else {
-                throw ValidationError("redeem gold needs --benefit (1 to 64 bytes)")
-            }
-        case .coupon:
-            guard points == nil else { throw ValidationError("--points is for bonus redemptions") }
-        }
         guard waitForWallet > 0 else { throw ValidationError("--wait-for-wallet must be positive") }
     }
 
@@ -72,8 +41,7 @@ struct Redeem: AsyncParsableCommand {
         let (identity, _) = try await files.renewCredentialIfDue(
             identity: try files.loadIdentity(), now: UnixTime(Date().timeIntervalSince1970), logger: logger)
         let ledger = try await files.loadLedger(logger: logger)
-        let worth = try AmountArgument.money(value, in: ledger.currency, option: "--value")
-        let item = reward ?? benefit ?? "coupon"
+        let (kind, offer) = (terms.kind, try terms.offer(in: ledger.currency))
         let device = try await radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
         let runtime = try await files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
@@ -89,8 +57,7 @@ struct Redeem: AsyncParsableCommand {
         let requestProxy = runtime.startRequestProxy(hosts: [host.connector])
         defer { requestProxy?.stop() }
         let console = Console()
-        let offer = RedemptionOffer(item: item, points: points ?? 0, value: worth)
-        let cashier = registerUser.map(RegisterUser.init(name:))
+        let cashier = terms.registerUser.map(RegisterUser.init(name:))
         let outcome = await SessionRun(
             label: "\(kind) redemption", json: json, console: console, logger: logger, service: service,
             waitForWallet: waitForWallet
@@ -114,5 +81,51 @@ struct Redeem: AsyncParsableCommand {
             let what = result.quantity > 0 ? "\(item) for \(result.quantity) points" : item
             console.line("Redeemed (\(kind)): \(what)  id \(result.paymentID)")
         }
+    }
+}
+
+/// What a redemption asks for, as `redeem` and `serve`'s `redeem` request take it (one parser,
+/// one validation for both).
+struct RedemptionTerms: ParsableArguments {
+    enum Kind: String, ExpressibleByArgument, CaseIterable {
+        case bonus, gold, coupon
+
+        var transactionType: TransactionType {
+            switch self {
+            case .bonus: .bonusRedemption
+            case .gold: .goldRedemption
+            case .coupon: .couponRedemption
+            }
+        }
+    }
+
+    @Argument(help: "What to redeem: bonus, gold or coupon.") var kind: Kind
+    @Option(help: "Points the reward costs (bonus).") var points: Int64?
+    @Option(help: "The reward (bonus).") var reward: String?
+    @Option(help: "The benefit (gold).") var benefit: String?
+    @Option(help: "The value shown to the customer, e.g. 3.20 (nothing is charged).") var value = "0"
+    @Option(name: .customLong("register"), help: "The cashier's name.") var registerUser: String?
+
+    func validate() throws {
+        switch kind {
+        case .bonus:
+            guard let points, points > 0 else { throw ValidationError("redeem bonus needs --points (1 or more)") }
+            guard let reward, !reward.isEmpty, reward.utf8.count <= 64 else {
+                throw ValidationError("redeem bonus needs --reward (1 to 64 bytes)")
+            }
+        case .gold:
+            guard points == nil else { throw ValidationError("--points is for bonus redemptions") }
+            guard let benefit, !benefit.isEmpty, benefit.utf8.count <= 64 else {
+                throw ValidationError("redeem gold needs --benefit (1 to 64 bytes)")
+            }
+        case .coupon:
+            guard points == nil else { throw ValidationError("--points is for bonus redemptions") }
+        }
+    }
+
+    /// The offer these terms make, its value in the terminal's currency.
+    func offer(in currency: Currency) throws -> RedemptionOffer {
+        let worth = try AmountArgument.money(value, in: currency, option: "--value")
+        return RedemptionOffer(item: reward ?? benefit ?? "coupon", points: points ?? 0, value: worth)
     }
 }

@@ -13,12 +13,15 @@ import ServiceLifecycle
 /// `serve`: the terminal as a long-running service (the systemd unit runs this).
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run the terminal as a service that takes payment requests from the register.",
+        abstract: "Run the terminal as a service that takes payment and redemption requests from the register.",
         discussion: """
             Keeps the radio and the conflict observer up and listens on a control socket for one-line \
             requests, answered line by line:
               pay AMOUNT [REGISTER USER]   ->  state <state> ... then: paid <payment id> <amount> <tip> <total> <reference>
                                                or: failed <reason>
+              redeem bonus|gold|coupon ...  ->  state <state> ... then: redeemed <id> <kind> <points> <item>
+                                               or: failed <reason>; bad arguments: one line, error <reason>
+                 (the arguments of `horizon-terminal redeem`: --points, --reward, --benefit, --value, --register)
               cancel                       ->  ok | idle
               status                       ->  adapter <availability> / conflict <state> <count> / payment <state>
               status ID                    ->  id <payment id> / type <type> / step <journal step> / result <answer>
@@ -80,8 +83,19 @@ struct Serve: AsyncParsableCommand {
             ?? files.directory.file("control.sock").path
         let listener = try ControlSocket.listen(at: path)
         let console = Console()
+        // The redemption hosts share the payment host's radio service (and its request proxy).
+        let redemptionConfiguration = PaymentHostConfiguration(
+            userDecisionTimeout: .seconds(settings.userDecisionTimeoutSeconds), currency: ledger.currency,
+            merchantPrograms: try await ledger.merchantPrograms())
+        var redemptionHosts: [RedemptionTerms.Kind: RedemptionHost] = [:]
+        for kind in RedemptionTerms.Kind.allCases {
+            redemptionHosts[kind] = RedemptionHost.redemptionHost(
+                transactionType: kind.transactionType, service: runtime.service, processor: runtime.processor,
+                configuration: redemptionConfiguration)
+        }
         let controller = PaymentController(
-            host: host, ledger: ledger, observer: observer, journal: runtime.journal, logger: logger,
+            host: host, redemptionHosts: redemptionHosts, ledger: ledger, observer: observer, journal: runtime.journal,
+            logger: logger,
             refusal: { settings.refusal(of: $0) })
         // Shut down in reverse order: the control socket first (its sale ends while the radio is
         // still up to tell the wallet), then the conflict observer.

@@ -1,0 +1,103 @@
+import Foundation
+import HorizonCLISupport
+import HorizonRadioCLISupport
+import HorizonTestSupport
+import Testing
+
+/// `redeem` on `serve`'s control socket: bonus, gold and coupon redemptions with the one-shot
+/// `redeem` command's arguments, one session at a time shared with `pay`.
+@Suite("Redemptions through the terminal service", .offTheCooperativePool)
+struct ControlSocketRedemptionProgramTests {
+    /// Every line the service answers `request` with.
+    private func answer(_ request: String, at control: String) throws -> [String] {
+        let connection = try LineConnection.connect(to: control)
+        connection.setReadTimeout(seconds: 40)
+        connection.send(request)
+        var lines: [String] = []
+        while let line = connection.readLine() { lines.append(line) }
+        return lines
+    }
+
+    @Test func bonusGoldAndCouponAreRedeemedThroughTheServiceAndBadRequestsAreRefused() async throws {
+        let sandbox = try Sandbox()
+        let (terminalDir, walletDir, socket) = try sandbox.initializeTerminalAndWallet()
+        func terminal(_ arguments: [String]) throws -> ProgramResult {
+            try Programs.run("horizon-terminal", arguments + ["--data-dir", terminalDir])
+        }
+        #expect(try terminal(["programs", "points", "150", "--wallet-dir", walletDir]).status == 0)
+        #expect(try terminal(["programs", "gold", "--wallet-dir", walletDir]).status == 0)
+        #expect(try terminal(["programs", "coupon", "SUMMER", "--value", "5", "--wallet-dir", walletDir]).status == 0)
+        let control = sandbox.path("control.sock")
+        let service = try Programs.start(
+            "horizon-terminal",
+            ["serve", "--data-dir", terminalDir, "--radio-socket", socket, "--control-socket", control])
+        defer { stop(service) }
+        #expect(await eventually { paymentState(at: control) == "idle" }, "the service answers")
+
+        // Bad input: one error line each, and no session is started.
+        for (request, expected) in [
+            ("redeem", "error Missing expected argument '<kind>'"),
+            ("redeem silver", "error The value 'silver' is invalid for '<kind>'"),
+            ("redeem bonus --reward Coffee", "error redeem bonus needs --points (1 or more)"),
+            ("redeem bonus --points abc --reward Coffee", "error The value 'abc' is invalid for '--points <points>'"),
+            ("redeem bonus --points 0 --reward Coffee", "error redeem bonus needs --points (1 or more)"),
+            ("redeem gold", "error redeem gold needs --benefit (1 to 64 bytes)"),
+            ("redeem coupon --points 5", "error --points is for bonus redemptions"),
+        ] {
+            let lines = try answer(request, at: control)
+            #expect(lines.count == 1, "\(request): \(lines)")
+            #expect(lines.first?.hasPrefix(expected) == true, "\(request): \(lines)")
+            #expect(paymentState(at: control) == "idle", "\(request) started a session")
+        }
+
+        for (request, walletArguments, expected) in [
+            ("redeem bonus --points 100 --reward Coffee --register Ana", [String](), "bonus 100 Coffee"),
+            ("redeem gold --benefit Dessert --register Ana", [], "gold 0 Dessert"),
+            ("redeem coupon --register Ana", ["--coupon", "SUMMER"], "coupon 0 SUMMER"),
+        ] {
+            let register = Task { try answer(request, at: control) }
+            #expect(await eventually { paymentState(at: control) == "waiting for a wallet" }, "\(request)")
+            // One session at a time, shared with payments.
+            #expect(try answer("pay 1", at: control) == ["failed a payment is already in progress"])
+            let wallet = try Programs.run(
+                "horizon-wallet",
+                ["redeem", "--yes", "--data-dir", walletDir, "--radio-socket", socket, "--timeout", "30"]
+                    + walletArguments)
+            #expect(wallet.status == 0, "\(request): \(wallet.standardError)")
+            let lines = try await register.value
+            #expect(lines.contains { $0.hasPrefix("state ") }, "\(lines)")
+            let last = try #require(lines.last)
+            #expect(last.hasPrefix("redeemed ") && last.hasSuffix(" \(expected)"), "\(lines)")
+            // The journal answers for the redemption's id as for a payment's.
+            let id = last.split(separator: " ")[1]
+            #expect(try answer("status \(id)", at: control).contains { $0.hasPrefix("result paid") }, "\(id)")
+        }
+        let shown = try terminal(["programs", "show", "--json", "--wallet-dir", walletDir])
+        let report = try JSONSerialization.jsonObject(with: Data(shown.standardOutput.utf8)) as? [String: Any]
+        #expect(report?["points"] as? Int == 50, "\(shown.standardOutput)")
+        kill(service.process.processIdentifier, SIGTERM)
+        #expect(await eventually(within: .seconds(30)) { !service.process.isRunning })
+    }
+
+    /// A redemption no wallet has joined is cancelled at shutdown, and its client told.
+    @Test func aShutdownCancelsARedemptionNoWalletJoined() async throws {
+        let sandbox = try Sandbox()
+        let (terminalDir, _, socket) = try sandbox.initializeTerminalAndWallet()
+        let control = sandbox.path("control.sock")
+        let service = try Programs.start(
+            "horizon-terminal",
+            ["serve", "--data-dir", terminalDir, "--radio-socket", socket, "--control-socket", control])
+        defer { stop(service) }
+        #expect(await eventually { paymentState(at: control) == "idle" }, "the service answers")
+        let register = Task { try answer("redeem coupon", at: control) }
+        #expect(await eventually { paymentState(at: control) == "waiting for a wallet" })
+        kill(service.process.processIdentifier, SIGTERM)
+        #expect(await eventually(within: .seconds(30)) { !service.process.isRunning })
+        let result = service.finish(timeout: 1)
+        #expect(result.status == 0, "\(result.standardOutput) \(result.standardError)")
+        #expect(
+            result.standardOutput.contains("the payment no wallet had joined is cancelled"), "\(result.standardOutput)")
+        let lines = try await register.value
+        #expect(lines.last?.hasPrefix("failed ") == true, "\(lines)")
+    }
+}
