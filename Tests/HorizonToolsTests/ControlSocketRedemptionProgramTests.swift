@@ -100,4 +100,39 @@ struct ControlSocketRedemptionProgramTests {
         let lines = try await register.value
         #expect(lines.last?.hasPrefix("failed ") == true, "\(lines)")
     }
+
+    /// A redemption a wallet has joined finishes before the service exits at a shutdown.
+    @Test func aShutdownLetsARedemptionAWalletJoinedFinish() async throws {
+        let sandbox = try Sandbox()
+        let (terminalDir, walletDir, socket) = try sandbox.initializeTerminalAndWallet()
+        #expect(
+            try Programs.run(
+                "horizon-terminal", ["programs", "points", "150", "--wallet-dir", walletDir, "--data-dir", terminalDir]
+            ).status == 0)
+        let control = sandbox.path("control.sock")
+        let service = try Programs.start(
+            "horizon-terminal",
+            ["serve", "--data-dir", terminalDir, "--radio-socket", socket, "--control-socket", control])
+        defer { stop(service) }
+        #expect(await eventually { paymentState(at: control) == "idle" }, "the service answers")
+        let register = Task { try answer("redeem bonus --points 100 --reward Coffee", at: control) }
+        let wallet = try Programs.start(
+            "horizon-wallet", ["redeem", "--data-dir", walletDir, "--radio-socket", socket, "--timeout", "30"],
+            keepInputOpen: true)
+        defer { stop(wallet) }
+        #expect(
+            await eventually(within: .seconds(30)) { paymentState(at: control) == "awaiting the customer's decision" },
+            "the offer reached the customer")
+        kill(service.process.processIdentifier, SIGTERM)
+        #expect(await eventually { !FileManager.default.fileExists(atPath: control) }, "the control socket stays open")
+        #expect(service.process.isRunning, "the service ended before the customer decided")
+        wallet.type("y\n")
+        #expect(await eventually(within: .seconds(30)) { !service.process.isRunning }, "still running after it")
+        let result = service.finish(timeout: 1)
+        #expect(result.status == 0, "\(result.standardOutput) \(result.standardError)")
+        #expect(result.standardOutput.contains("finishing the payment in progress first"), "\(result.standardOutput)")
+        let lines = try await register.value
+        #expect(lines.last?.hasSuffix(" bonus 100 Coffee") == true, "\(lines)")
+        #expect(wallet.finish(timeout: 10).status == 0)
+    }
 }
