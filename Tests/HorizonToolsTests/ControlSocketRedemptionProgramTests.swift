@@ -58,7 +58,9 @@ struct ControlSocketRedemptionProgramTests {
             let register = Task { try answer(request, at: control) }
             #expect(await eventually { paymentState(at: control) == "waiting for a wallet" }, "\(request)")
             // One session at a time, shared with payments.
-            #expect(try answer("pay 1", at: control) == ["failed a payment is already in progress"])
+            #expect(try answer("pay 1", at: control) == ["failed a payment or redemption is already in progress"])
+            #expect(
+                try answer("redeem coupon", at: control) == ["failed a payment or redemption is already in progress"])
             let wallet = try Programs.run(
                 "horizon-wallet",
                 ["redeem", "--yes", "--data-dir", walletDir, "--radio-socket", socket, "--timeout", "30"]

@@ -251,7 +251,7 @@ final class PaymentController: Sendable {
             return !busy
         }
         guard claimed else {
-            await connection.send(line: "failed a payment is already in progress")
+            await connection.send(line: "failed a payment or redemption is already in progress")
             return
         }
         runningRedemption.withLock { $0 = redemptionHost }
@@ -282,7 +282,7 @@ final class PaymentController: Sendable {
             return !busy
         }
         guard claimed else {
-            await connection.send(line: "failed a payment is already in progress")
+            await connection.send(line: "failed a payment or redemption is already in progress")
             return
         }
         defer { busy.withLock { $0 = false } }
