@@ -28,9 +28,7 @@ struct ControlSocketRedemptionProgramTests {
         #expect(try terminal(["programs", "gold", "--wallet-dir", walletDir]).status == 0)
         #expect(try terminal(["programs", "coupon", "SUMMER", "--value", "5", "--wallet-dir", walletDir]).status == 0)
         let control = sandbox.path("control.sock")
-        let service = try Programs.start(
-            "horizon-terminal",
-            ["serve", "--data-dir", terminalDir, "--radio-socket", socket, "--control-socket", control])
+        let service = try startService(terminalDir: terminalDir, socket: socket, control: control)
         defer { stop(service) }
         #expect(await eventually { paymentState(at: control) == "idle" }, "the service answers")
 
@@ -86,9 +84,7 @@ struct ControlSocketRedemptionProgramTests {
         let sandbox = try Sandbox()
         let (terminalDir, _, socket) = try sandbox.initializeTerminalAndWallet()
         let control = sandbox.path("control.sock")
-        let service = try Programs.start(
-            "horizon-terminal",
-            ["serve", "--data-dir", terminalDir, "--radio-socket", socket, "--control-socket", control])
+        let service = try startService(terminalDir: terminalDir, socket: socket, control: control)
         defer { stop(service) }
         #expect(await eventually { paymentState(at: control) == "idle" }, "the service answers")
         let register = Task { try answer("redeem coupon", at: control) }
@@ -112,9 +108,7 @@ struct ControlSocketRedemptionProgramTests {
                 "horizon-terminal", ["programs", "points", "150", "--wallet-dir", walletDir, "--data-dir", terminalDir]
             ).status == 0)
         let control = sandbox.path("control.sock")
-        let service = try Programs.start(
-            "horizon-terminal",
-            ["serve", "--data-dir", terminalDir, "--radio-socket", socket, "--control-socket", control])
+        let service = try startService(terminalDir: terminalDir, socket: socket, control: control)
         defer { stop(service) }
         #expect(await eventually { paymentState(at: control) == "idle" }, "the service answers")
         let register = Task { try answer("redeem bonus --points 100 --reward Coffee", at: control) }

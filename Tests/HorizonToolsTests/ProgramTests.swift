@@ -93,9 +93,7 @@ struct ProgramTests {
         let sandbox = try Sandbox()
         let (terminalDir, walletDir, socket) = try sandbox.initializeTerminalAndWallet()
         let control = sandbox.path("control.sock")
-        let service = try Programs.start(
-            "horizon-terminal",
-            ["serve", "--data-dir", terminalDir, "--radio-socket", socket, "--control-socket", control])
+        let service = try startService(terminalDir: terminalDir, socket: socket, control: control)
         defer { _ = service.finish(timeout: 0) }
         let deadline = Date().addingTimeInterval(10)
         while !FileManager.default.fileExists(atPath: control), Date() < deadline {

@@ -4,6 +4,14 @@ import HorizonRadioCLISupport
 
 /// Helpers for the tests that drive `horizon-terminal serve` through its control socket.
 
+/// `horizon-terminal serve` of the terminal in `terminalDir`, on the simulated radio at `socket`,
+/// listening at `control`; stop it with `stop` or a signal.
+func startService(terminalDir: String, socket: String, control: String) throws -> RunningProgram {
+    try Programs.start(
+        "horizon-terminal",
+        ["serve", "--data-dir", terminalDir, "--radio-socket", socket, "--control-socket", control])
+}
+
 /// Whether `condition` holds within `limit`, looking every 50 ms.
 func eventually(within limit: Duration = .seconds(15), _ condition: () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + limit

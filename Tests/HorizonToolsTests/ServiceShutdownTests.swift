@@ -15,9 +15,7 @@ struct ServiceShutdownTests {
         let sandbox = try Sandbox()
         let (terminalDir, _, socket) = try sandbox.initializeTerminalAndWallet()
         let control = sandbox.path("control.sock")
-        let service = try Programs.start(
-            "horizon-terminal",
-            ["serve", "--data-dir", terminalDir, "--radio-socket", socket, "--control-socket", control])
+        let service = try startService(terminalDir: terminalDir, socket: socket, control: control)
         defer { stop(service) }
         #expect(await eventually { FileManager.default.fileExists(atPath: control) }, "the control socket came up")
 
@@ -57,9 +55,7 @@ struct ServiceShutdownTests {
         let sandbox = try Sandbox()
         let (terminalDir, walletDir, socket) = try sandbox.initializeTerminalAndWallet()
         let control = sandbox.path("control.sock")
-        let service = try Programs.start(
-            "horizon-terminal",
-            ["serve", "--data-dir", terminalDir, "--radio-socket", socket, "--control-socket", control])
+        let service = try startService(terminalDir: terminalDir, socket: socket, control: control)
         defer { stop(service) }
         #expect(await eventually { paymentState(at: control) == "idle" }, "the service answers")
 

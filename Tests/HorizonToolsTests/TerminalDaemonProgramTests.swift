@@ -78,9 +78,7 @@ struct TerminalDaemonProgramTests {
         let otherDir = sandbox.path("other")
         #expect(try Programs.run("horizon-terminal", ["init", "--data-dir", otherDir]).status == 0)
         let control = sandbox.path("control.sock")
-        let service = try Programs.start(
-            "horizon-terminal",
-            ["serve", "--data-dir", terminalDir, "--radio-socket", socket, "--control-socket", control])
+        let service = try startService(terminalDir: terminalDir, socket: socket, control: control)
         defer { stop(service) }
         #expect(await eventually { paymentState(at: control) == "idle" }, "the first service answers")
 
