@@ -38,7 +38,7 @@ struct DailyTokenClientTests {
             let clock = server.clock
             let identity = IdentityClient(
                 serverURL: try #require(URL(string: "http://127.0.0.1:\(port)")), signingKey: walletKey,
-                timeout: .seconds(5), clock: { clock.now })
+                timeout: .seconds(30), clock: { clock.now })
             return DailyTokenClient(
                 identityClient: identity, cache: cache, trustAnchors: anchors ?? [server.issuer.anchor])
         }

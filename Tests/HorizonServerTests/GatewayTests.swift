@@ -48,7 +48,7 @@ struct GatewayTests {
         func terminal(_ url: URL, key: P256.Signing.PrivateKey? = nil) -> HorizonServerClient {
             let clock = server.clock
             return HorizonServerClient(
-                serverURL: url, signingKey: key ?? till.key, timeout: .seconds(5), clock: { clock.now })
+                serverURL: url, signingKey: key ?? till.key, timeout: .seconds(30), clock: { clock.now })
         }
 
         /// The key configuration as a wallet gets it: fetched, and verified against the anchor.
@@ -92,7 +92,7 @@ struct GatewayTests {
             let relayed = try await scene.relayedWallet(url)
             let clock = scene.server.clock
             let direct = HorizonServerClient(
-                serverURL: url, signingKey: scene.wallet.key, timeout: .seconds(5), clock: { clock.now })
+                serverURL: url, signingKey: scene.wallet.key, timeout: .seconds(30), clock: { clock.now })
             #expect(try await relayed.walletBalances() == (try await direct.walletBalances()))
             #expect(try await relayed.walletBalances().first?.amount == 80_00)
             #expect(try await relayed.walletAccount() == (try await direct.walletAccount()))
@@ -112,7 +112,7 @@ struct GatewayTests {
         try await scene.withLiveServer { url in
             let clock = scene.server.clock
             let identity = IdentityClient(
-                serverURL: url, signingKey: scene.wallet.key, timeout: .seconds(5), clock: { clock.now })
+                serverURL: url, signingKey: scene.wallet.key, timeout: .seconds(30), clock: { clock.now })
             let keys = GatewayKeyConfigClient(
                 identityClient: identity, cache: .temporaryAnonymousCache(), trustAnchors: [scene.server.issuer.anchor])
             let relays = Mutex(0)
@@ -140,7 +140,7 @@ struct GatewayTests {
         let scene = try await Scene.make()
         let cache = Cache.temporaryAnonymousCache()
         let url = try await scene.withLiveServer { url in
-            let identity = IdentityClient(serverURL: url, timeout: .seconds(5))
+            let identity = IdentityClient(serverURL: url, timeout: .seconds(30))
             let client = GatewayKeyConfigClient(
                 identityClient: identity, cache: cache, trustAnchors: [scene.server.issuer.anchor])
             #expect(client.currentKeyConfiguration == nil)

@@ -85,7 +85,7 @@ struct WalletServiceClientsTests {
             let clock = server.clock
             return IdentityClient(
                 serverURL: try #require(URL(string: "http://127.0.0.1:\(port)")), signingKey: walletKey,
-                timeout: .seconds(5), reachability: reachability, clock: { clock.now })
+                timeout: .seconds(30), reachability: reachability, clock: { clock.now })
         }
     }
 
