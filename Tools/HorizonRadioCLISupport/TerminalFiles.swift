@@ -264,12 +264,16 @@ public struct TerminalRuntime {
     /// Relays wallets' sealed requests to the server; nil: this terminal does not
     /// relay, and wallets asking are told so (`proxyUnavailable`).
     public var requestProxy: TerminalRequestProxy?
+    /// The merchant's programs every offer announces: the server's for an activated terminal,
+    /// the in-process ledger's for a sandbox one.
+    public var merchantPrograms: MerchantPrograms
 
     public init(
         processor: any PaymentProcessor & RedemptionProcessor, service: TerminalRadioService,
         journal: SQLiteTerminalJournal, offline: OfflineAcceptanceConfiguration?, serverAnswered: AsyncStream<Void>,
-        requestProxy: TerminalRequestProxy? = nil
+        requestProxy: TerminalRequestProxy? = nil, merchantPrograms: MerchantPrograms = .none
     ) {
+        self.merchantPrograms = merchantPrograms
         self.processor = processor
         self.service = service
         self.journal = journal
@@ -308,14 +312,19 @@ public struct TerminalRequestProxy: Sendable {
 }
 
 extension TerminalRuntime {
-    /// The payment host `pay` and `serve` run: the ledger's currency and programs, the given
-    /// decision timeout.
-    public func paymentHost(ledger: InProcessLedger, decisionTimeoutSeconds: Int) async throws -> PaymentHost {
+    /// The payment host `pay` and `serve` run: the ledger's currency, the merchant's programs,
+    /// the given decision timeout.
+    public func paymentHost(ledger: InProcessLedger, decisionTimeoutSeconds: Int) -> PaymentHost {
         PaymentHost(
             service: service, processor: processor,
-            configuration: PaymentHostConfiguration(
-                userDecisionTimeout: .seconds(decisionTimeoutSeconds), currency: ledger.currency,
-                merchantPrograms: try await ledger.merchantPrograms(), offline: offline))
+            configuration: hostConfiguration(ledger: ledger, decisionTimeoutSeconds: decisionTimeoutSeconds))
+    }
+
+    /// What every host of this terminal runs with (payments and redemptions alike).
+    public func hostConfiguration(ledger: InProcessLedger, decisionTimeoutSeconds: Int) -> PaymentHostConfiguration {
+        PaymentHostConfiguration(
+            userDecisionTimeout: .seconds(decisionTimeoutSeconds), currency: ledger.currency,
+            merchantPrograms: merchantPrograms, offline: offline)
     }
 }
 
@@ -386,7 +395,27 @@ extension TerminalFiles {
         return TerminalRuntime(
             processor: processor, service: service, journal: rawJournal,
             offline: try offlineAcceptance(journal: rawJournal), serverAnswered: serverAnswered,
-            requestProxy: requestProxy)
+            requestProxy: requestProxy,
+            merchantPrograms: try await merchantPrograms(server: server, ledger: ledger, logger: logger))
+    }
+
+    /// The programs an offer announces. An activated terminal's come from its server, where the
+    /// merchant's loyalty rules live; a server that does not answer now leaves the offers
+    /// announcing none (said at notice) rather than programs the merchant may not have.
+    public func merchantPrograms(server: HorizonServerClient?, ledger: InProcessLedger, logger: Logger) async throws
+        -> MerchantPrograms
+    {
+        guard let server else { return try await ledger.merchantPrograms() }
+        let merchant = MerchantServiceClient(server: server)
+        do {
+            try await merchant.start()
+        } catch {
+            logger.notice("the merchant's programs could not be read from the server (\(error)); offers announce none")
+            return .none
+        }
+        return MerchantPrograms(
+            hasBonusProgram: await merchant.hasBonusProgram, hasGoldProgram: await merchant.hasGoldProgram,
+            hasCouponProgram: await merchant.hasCouponProgram)
     }
 }
 

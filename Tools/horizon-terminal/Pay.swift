@@ -57,7 +57,7 @@ struct Pay: AsyncParsableCommand {
         let device = try await radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
         let runtime = try await files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
-        let host = try await runtime.paymentHost(
+        let host = runtime.paymentHost(
             ledger: ledger, decisionTimeoutSeconds: timeout ?? settings.userDecisionTimeoutSeconds)
         // Wallets with bad network may send their requests through this terminal.
         let requestProxy = runtime.startRequestProxy(hosts: [host.connector])

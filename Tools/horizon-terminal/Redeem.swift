@@ -49,9 +49,8 @@ struct Redeem: AsyncParsableCommand {
         guard
             let host = RedemptionHost.redemptionHost(
                 transactionType: kind.transactionType, service: service, processor: runtime.processor,
-                configuration: PaymentHostConfiguration(
-                    userDecisionTimeout: .seconds(settings.userDecisionTimeoutSeconds),
-                    currency: ledger.currency, merchantPrograms: try await ledger.merchantPrograms()))
+                configuration: runtime.hostConfiguration(
+                    ledger: ledger, decisionTimeoutSeconds: settings.userDecisionTimeoutSeconds))
         else { throw CLIError("\(kind) is not a redemption") }
         // Wallets with bad network may send their requests through this terminal.
         let requestProxy = runtime.startRequestProxy(hosts: [host.connector])

@@ -70,7 +70,7 @@ struct Serve: AsyncParsableCommand {
         let device = try await radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
         let runtime = try await files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
-        let host = try await runtime.paymentHost(
+        let host = runtime.paymentHost(
             ledger: ledger, decisionTimeoutSeconds: settings.userDecisionTimeoutSeconds)
         // Wallets with bad network may send their requests through this terminal.
         let requestProxy = runtime.startRequestProxy(hosts: [host.connector])
@@ -84,9 +84,8 @@ struct Serve: AsyncParsableCommand {
         let listener = try ControlSocket.listen(at: path)
         let console = Console()
         // The redemption hosts share the payment host's radio service (and its request proxy).
-        let redemptionConfiguration = PaymentHostConfiguration(
-            userDecisionTimeout: .seconds(settings.userDecisionTimeoutSeconds), currency: ledger.currency,
-            merchantPrograms: try await ledger.merchantPrograms())
+        let redemptionConfiguration = runtime.hostConfiguration(
+            ledger: ledger, decisionTimeoutSeconds: settings.userDecisionTimeoutSeconds)
         var redemptionHosts: [RedemptionTerms.Kind: RedemptionHost] = [:]
         for kind in RedemptionTerms.Kind.allCases {
             redemptionHosts[kind] = RedemptionHost.redemptionHost(

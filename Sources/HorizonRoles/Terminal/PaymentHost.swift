@@ -20,7 +20,7 @@ public struct PaymentHostConfiguration: Sendable {
 
     public init(
         userDecisionTimeout: Duration = .seconds(60), currency: Currency = .eur,
-        merchantPrograms: MerchantPrograms = MerchantPrograms(hasBonusProgram: true),
+        merchantPrograms: MerchantPrograms = .none,
         lingerAfterReceipt: Duration = .seconds(5), offline: OfflineAcceptanceConfiguration? = nil
     ) {
         self.offline = offline
