@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import HorizonCore
 import HorizonLedger
 import HorizonLedgerTestSupport
@@ -59,8 +60,11 @@ struct AsyncSettlementTests {
         ) { connection in connection.send(.hello(connection.hello())) }
         #expect(world.run(until: { redeemer.offers.count == 1 && latecomer.offers.count == 1 }, timeout: .seconds(3)))
         #expect(world.simulation.now < settleStarted + processingTime)
-        // The processor was asked (by now in real time too); confirmed and submitted were on
-        // record before that, and there is no answer yet.
+        // The processor was asked (its task runs in real time: a loaded machine may take a
+        // moment to start it); confirmed and submitted were on record before that, and there is
+        // no answer yet.
+        let askedBy = ContinuousClock.now + .seconds(20)
+        while slow.requests.count == 0, ContinuousClock.now < askedBy { Thread.sleep(forTimeInterval: 0.01) }
         #expect(slow.requests.count == 1)
         let paymentID = try #require(slow.requests.first?.paymentID)
         let pending = try #require(try journal.record(for: paymentID))
