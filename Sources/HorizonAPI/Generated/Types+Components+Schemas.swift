@@ -2940,13 +2940,15 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/ApiKeyCreation/name`.
             public var name: Swift.String
+            /// Each scope the key may use; one named twice counts once
+            ///
             /// - Remark: Generated from `#/components/schemas/ApiKeyCreation/scopes`.
             public var scopes: [Components.Schemas.ApiKeyScope]
             /// Creates a new `ApiKeyCreation`.
             ///
             /// - Parameters:
             ///   - name: What the key is for, e.g. the POS's name
-            ///   - scopes:
+            ///   - scopes: Each scope the key may use; one named twice counts once
             public init(
                 name: Swift.String,
                 scopes: [Components.Schemas.ApiKeyScope]

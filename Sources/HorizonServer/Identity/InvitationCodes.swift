@@ -17,6 +17,7 @@ public enum InvitationCodes {
     /// The code in upper case without spaces and dashes; nil unless that is 4 to 32 ASCII
     /// letters and digits.
     public static func normalized(_ text: String) -> String? {
+        guard text.utf8.count <= 64 else { return nil }  // the contract's maxLength
         let kept = text.uppercased().filter { $0 != "-" && $0 != " " }
         guard (4...32).contains(kept.count), kept.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
             return nil
