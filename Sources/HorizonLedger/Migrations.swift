@@ -700,6 +700,71 @@ public enum LedgerSchema {
                 "ALTER TABLE wallet_registrations ADD COLUMN puk_verified_at {INT}",
                 "ALTER TABLE wallet_registrations ADD COLUMN email_confirmed_at {INT}",
             ]),
+        Migration(
+            version: 20, name: "webhooks: a merchant's endpoints, its events and their deliveries",
+            statements: [
+                // Where a merchant's system hears of events. `secret` is kept as it is: the server
+                // signs every delivery with it, so a hash would not do (Stripe keeps endpoint
+                // secrets recoverable for the same reason); it only lets its holder sign webhooks
+                // to this merchant, never move money. A rolled secret stays valid for signing
+                // beside the new one until `previous_secret_expires_at`. A deleted endpoint is
+                // kept for its deliveries' history, without its secrets.
+                """
+                CREATE TABLE webhook_endpoints(
+                    id TEXT PRIMARY KEY,
+                    merchant_id TEXT NOT NULL REFERENCES merchants(id),
+                    url TEXT NOT NULL,
+                    description TEXT NOT NULL,
+                    event_types TEXT NOT NULL,
+                    secret TEXT NOT NULL,
+                    previous_secret TEXT,
+                    previous_secret_expires_at {INT},
+                    created_at {INT} NOT NULL,
+                    deleted_at {INT}) {STRICT}
+                """,
+                "CREATE INDEX webhook_endpoints_merchant ON webhook_endpoints(merchant_id, created_at)",
+                // What happened, once, with the body every endpoint receives for it.
+                """
+                CREATE TABLE webhook_events(
+                    id TEXT PRIMARY KEY,
+                    merchant_id TEXT NOT NULL REFERENCES merchants(id),
+                    event_type TEXT NOT NULL,
+                    body TEXT NOT NULL,
+                    created_at {INT} NOT NULL) {STRICT}
+                """,
+                // One event on its way to one endpoint: the outbox of webhooks, written in the
+                // transaction of the change it reports. `due_at` is when the next attempt may
+                // start (NULL: delivered or given up); a process claims a delivery by moving it,
+                // so two processes never send one at the same moment. Retries stop at `give_up_at`.
+                """
+                CREATE TABLE webhook_deliveries(
+                    id {ID},
+                    event_id TEXT NOT NULL REFERENCES webhook_events(id),
+                    endpoint_id TEXT NOT NULL REFERENCES webhook_endpoints(id),
+                    merchant_id TEXT NOT NULL REFERENCES merchants(id),
+                    due_at {INT},
+                    give_up_at {INT} NOT NULL,
+                    attempts {INT} NOT NULL DEFAULT 0,
+                    delivered_at {INT},
+                    created_at {INT} NOT NULL,
+                    UNIQUE (event_id, endpoint_id)) {STRICT}
+                """,
+                "CREATE INDEX webhook_deliveries_due ON webhook_deliveries(due_at)",
+                "CREATE INDEX webhook_deliveries_endpoint ON webhook_deliveries(endpoint_id, created_at)",
+                // Each attempt's answer: the status (NULL when none came), the start of the body,
+                // how long it took, or why nothing came back.
+                """
+                CREATE TABLE webhook_attempts(
+                    id {ID},
+                    delivery_id {INT} NOT NULL REFERENCES webhook_deliveries(id),
+                    attempted_at {INT} NOT NULL,
+                    status {INT},
+                    response_body TEXT NOT NULL,
+                    latency_ms {INT} NOT NULL,
+                    error TEXT) {STRICT}
+                """,
+                "CREATE INDEX webhook_attempts_delivery ON webhook_attempts(delivery_id, id)",
+            ]),
     ]
 
     /// Brings the store's schema to `target` (the current version unless told otherwise, which
