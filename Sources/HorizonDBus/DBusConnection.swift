@@ -349,4 +349,12 @@ public final class DBusConnection: Sendable {
 
     /// The paths of every exported object, sorted.
     public var exportedPaths: [String] { core.withState { $0.objects.keys.sorted() } }
+
+    // MARK: Book-keeping (for tests)
+
+    /// Calls sent and not yet answered, failed, timed out or abandoned.
+    var pendingCallCount: Int { core.withState { $0.pending.count } }
+
+    /// Timers libdbus has asked for (a pending call's timeout among them).
+    var timerCount: Int { core.withState { $0.timeouts.count } }
 }

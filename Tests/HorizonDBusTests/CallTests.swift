@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import HorizonDBus
+@testable import HorizonDBus
 import HorizonTestSupport
 import Synchronization
 import Testing
@@ -20,16 +20,35 @@ struct CallTests {
         let calls = Mutex<[DBusMethodCall]>([])
     }
 
+    /// Holds calls to `Gather` until as many have arrived as each asks for, then answers them all:
+    /// a client that held a thread per call in flight would never get that many to the service.
+    final class Gathering: Sendable {
+        private let calls = Mutex<[DBusMethodCall]>([])
+
+        func add(_ call: DBusMethodCall) {
+            let expected = Int(call.arguments.first?.uint32 ?? 0)
+            let complete = calls.withLock { calls -> [DBusMethodCall] in
+                calls.append(call)
+                guard calls.count >= expected else { return [] }
+                defer { calls.removeAll() }
+                return calls
+            }
+            for call in complete { call.reply([.uint32(UInt32(complete.count))]) }
+        }
+    }
+
     /// A service connection exporting the test object, and a client connection.
     struct Peers {
         let service: DBusConnection
         let client: DBusConnection
         let parked = Parked()
+        let gathering = Gathering()
 
         init(_ bus: TestBus) throws {
             service = try bus.connect()
             client = try bus.connect()
             let parked = parked
+            let gathering = gathering
             let methods: [DBusMethod] = [
                 DBusMethod("Echo", input: nil, output: nil) { arguments in arguments },
                 DBusMethod("Concat", input: "ss", output: "s") { arguments in
@@ -46,6 +65,7 @@ struct CallTests {
                 },
                 .deferred("Never") { call in parked.calls.withLock { $0.append(call) } },
                 .deferred("Dropped") { _ in },
+                .deferred("Gather", input: "u", output: "u") { call in gathering.add(call) },
                 .asynchronous("Async", input: "s", output: "s") { call async throws(DBusError) in
                     try? await Task.sleep(for: .milliseconds(20))
                     guard let text = call.arguments.first?.string, !text.isEmpty else {
@@ -466,6 +486,54 @@ struct CallTests {
             }
             #expect(replies.count == 200)
             #expect(replies.allSatisfy { $0.value == [.uint32($0.key), .string("\($0.key)")] })
+        }
+    }
+    /// Many more calls in flight than the cooperative pool has threads, all answered only once
+    /// every one of them has reached the service: an awaited call holds no thread while it waits.
+    @Test func callsInFlightHoldNoThread() async throws {
+        try await withBus { bus in
+            let peers = try Peers(bus)
+            let count = 16 * max(2, ProcessInfo.processInfo.activeProcessorCount)
+            let replies = try await withThrowingTaskGroup(of: [DBusValue].self) { group in
+                for _ in 0..<count {
+                    group.addTask { try await peers.call("Gather", [.uint32(UInt32(count))]) }
+                }
+                var replies: [[DBusValue]] = []
+                for try await reply in group { replies.append(reply) }
+                return replies
+            }
+            #expect(replies.count == count)
+            #expect(replies.allSatisfy { $0 == [.uint32(UInt32(count))] })
+            #expect(peers.client.pendingCallCount == 0)
+        }
+    }
+
+    /// Calls whose replies never come each fail with `NoReply` at their own timeout, together,
+    /// and leave no pending call or timer behind.
+    @Test func unansweredCallsTimeOutAndLeaveNothingBehind() async throws {
+        try await withBus { bus in
+            let peers = try Peers(bus)
+            let timersBefore = peers.client.timerCount
+            let count = 8 * max(2, ProcessInfo.processInfo.activeProcessorCount)
+            let start = ContinuousClock.now
+            let errors = await withTaskGroup(of: DBusError?.self) { group in
+                for _ in 0..<count {
+                    group.addTask {
+                        await dbusError { () async throws(DBusError) in
+                            try await peers.call("Never", timeout: .milliseconds(500))
+                        }
+                    }
+                }
+                var errors: [DBusError?] = []
+                for await error in group { errors.append(error) }
+                return errors
+            }
+            #expect(errors.count == count)
+            #expect(errors.allSatisfy { $0?.name == "org.freedesktop.DBus.Error.NoReply" })
+            #expect(ContinuousClock.now - start >= .milliseconds(490))
+            #expect(peers.parked.calls.withLock { $0.count } == count)
+            #expect(peers.client.pendingCallCount == 0)
+            #expect(peers.client.timerCount == timersBefore)
         }
     }
 }
