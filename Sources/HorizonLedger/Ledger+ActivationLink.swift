@@ -142,7 +142,7 @@ extension Ledger {
     }
 
     /// Locked, used or expired (by the column `expiry`), in that order.
-    private static func unusable(_ row: SQLRow, policy: RegistrationPolicy, at time: UnixTime, expiry: String)
+    static func unusable(_ row: SQLRow, policy: RegistrationPolicy, at time: UnixTime, expiry: String)
         throws(LedgerError) -> RegistrationError?
     {
         if try row.optionalInteger("used_at") != nil { return .used }
@@ -153,7 +153,7 @@ extension Ledger {
         return nil
     }
 
-    private static func wrongTry(failures: Int64, policy: RegistrationPolicy) -> RegistrationError {
+    static func wrongTry(failures: Int64, policy: RegistrationPolicy) -> RegistrationError {
         let left = policy.maximumAttempts - Int(failures) - 1
         return left > 0 ? .codeInvalid(attemptsLeft: left) : .locked
     }

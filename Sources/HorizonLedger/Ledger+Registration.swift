@@ -161,25 +161,36 @@ extension Ledger {
     /// Records a restoration for the account with this e-mail. The answer has the same shape
     /// whether or not an account has the e-mail (`email` is nil when none does: send nothing);
     /// the registration is stored either way, so its code is checked, counted and expires alike.
+    ///
+    /// `reactivationLink` (the reference's restoration): `codeHash` is the PUK's, texted to the
+    /// account's phone (`phone` of the answer; nil for an account registered without one), and
+    /// the restoration completes only through `submitRestorationPuk` then `reactivateWallet`
+    /// with the token mailed once the PUK is right. Until then the row holds `placeholderHash`
+    /// (random bytes nobody knows) where the token's hash will be, so no code alone completes it.
     public func startRestoration(
         id: RegistrationID, email: String, publicKey: PublicKeyBytes, codeHash: [UInt8],
+        reactivationLink: (placeholderHash: [UInt8], lifetime: Int64)? = nil,
         policy: RegistrationPolicy = RegistrationPolicy(), at time: UnixTime = now()
     ) async throws(RegistrationError) -> PendingRegistration {
         let email = try Self.normalizedEmail(email)
-        let wallet: WalletID?
+        let found: (wallet: WalletID, phone: String?)?
         do {
-            wallet = try await store.transaction { db in
-                try await db.query("SELECT id FROM wallets WHERE email = ?", [.text(email)]).first.map {
-                    row throws(LedgerError) in WalletID(rawValue: try row.text("id"))
+            found = try await store.transaction { db in
+                try await db.query("SELECT id, phone FROM wallets WHERE email = ?", [.text(email)]).first.map {
+                    row throws(LedgerError) in
+                    (WalletID(rawValue: try row.text("id")), try row.optionalText("phone"))
                 }
             }
         } catch { throw .ledger(error) }
+        let phone = reactivationLink == nil ? "" : found?.phone ?? ""
         let pending = try await insertRegistration(
-            id: id, kind: .restoration, name: "", email: email, phone: "", publicKey: publicKey, wallet: wallet,
-            codeHash: codeHash, emailProof: nil, invitationCodeHash: nil, policy: policy, at: time)
+            id: id, kind: .restoration, name: "", email: email, phone: phone, publicKey: publicKey,
+            wallet: found?.wallet, codeHash: codeHash,
+            emailProof: reactivationLink.map { .link(tokenHash: $0.placeholderHash, lifetime: $0.lifetime) },
+            invitationCodeHash: nil, policy: policy, at: time)
         return PendingRegistration(
-            id: pending.id, kind: .restoration, expiresAt: pending.expiresAt, email: wallet == nil ? nil : email,
-            phone: nil)
+            id: pending.id, kind: .restoration, expiresAt: pending.expiresAt, email: found == nil ? nil : email,
+            phone: phone.isEmpty ? nil : phone, linkExpiresAt: pending.linkExpiresAt)
     }
 
     private func insertRegistration(

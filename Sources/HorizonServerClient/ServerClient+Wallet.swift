@@ -151,6 +151,51 @@ extension HorizonServerClient {
         }
     }
 
+    /// Starts the reference's restoration of the account registered with `email` onto `key`:
+    /// a PUK is texted to the account's phone (the answer is the same if no account has the
+    /// e-mail); then `submitRestorationPuk`, then `reactivateWallet` with the mailed token.
+    public func restoreWalletWithReactivationLink(email: String, key: P256.Signing.PrivateKey)
+        async throws(ServerClientError) -> Components.Schemas.OneTimeCodeSent
+    {
+        let publicKey = Data(key.publicKey.x963Representation).base64EncodedString()
+        let proof = try Self.proof(WalletProof.restoration(email: email, publicKey: publicKey), key)
+        let body = Components.Schemas.WalletRestorationRequest(
+            email: email, publicKey: publicKey, proof: proof, reactivation: .link)
+        let output = try await call { try await client.startWalletRestoration(body: .json(body)) }
+        switch output {
+        case .accepted(let accepted): return try Self.json { try accepted.body.json }
+        case .default(let status, let error): throw try Self.refusal(status, error)
+        }
+    }
+
+    /// Gives back a restoration's PUK; the server mails the reactivation token. This client must
+    /// sign with the key the restoration was started with.
+    public func submitRestorationPuk(id: String, puk: String) async throws(ServerClientError)
+        -> Components.Schemas.RestorationPukAccepted
+    {
+        let output = try await call {
+            try await client.submitWalletRestorationPuk(path: .init(registrationId: id), body: .json(.init(puk: puk)))
+        }
+        switch output {
+        case .ok(let ok): return try Self.json { try ok.body.json }
+        case .default(let status, let error): throw try Self.refusal(status, error)
+        }
+    }
+
+    /// Reactivates the account on this client's key with the mailed token: every other key of
+    /// the account is revoked. This client must sign with the key the restoration was started with.
+    public func reactivateWallet(id: String, token: String) async throws(ServerClientError)
+        -> Components.Schemas.WalletVerified
+    {
+        let output = try await call {
+            try await client.reactivateWallet(path: .init(registrationId: id), body: .json(.init(token: token)))
+        }
+        switch output {
+        case .ok(let ok): return try Self.json { try ok.body.json }
+        case .default(let status, let error): throw try Self.refusal(status, error)
+        }
+    }
+
     static func proof(_ bytes: [UInt8], _ key: P256.Signing.PrivateKey) throws(ServerClientError) -> String {
         do { return Data(try key.signature(for: bytes).rawRepresentation).base64EncodedString() } catch {
             throw .invalidResponse("the wallet key could not sign the proof: \(error)")

@@ -1324,6 +1324,203 @@ public struct Client: APIProtocol {
             }
         )
     }
+    /// Gives back a restoration's PUK (the reference's requestRestorationWithPuk); the reactivation token is mailed.
+    ///
+    /// For a restoration started with `reactivation: link`. Signed with the new device's key, the
+    /// one the restoration was started with; any other key is answered `registration_not_found`,
+    /// like an unknown id. The PUK was texted to the account's phone (mailed, for an account
+    /// registered without one). Right: a one-time reactivation token is mailed to the account's
+    /// address, valid for the server's activation link lifetime. A PUK given again after it was
+    /// right is `registration_used` (start a new restoration for a new token).
+    /// Errors: `registration_not_found`, `registration_code_invalid` (the message says how many tries
+    /// are left), `registration_expired` (the PUK lives 10 minutes), `registration_used`,
+    /// `registration_locked` (the fifth wrong PUK locks it).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/restorations/{registrationId}/puk`.
+    /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/puk/post(submitWalletRestorationPuk)`.
+    public func submitWalletRestorationPuk(_ input: Operations.SubmitWalletRestorationPuk.Input) async throws -> Operations.SubmitWalletRestorationPuk.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.SubmitWalletRestorationPuk.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/wallets/restorations/{}/puk",
+                    parameters: [
+                        input.path.registrationId
+                    ]
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .post
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                let body: OpenAPIRuntime.HTTPBody?
+                switch input.body {
+                case let .json(value):
+                    body = try converter.setRequiredRequestBodyAsJSON(
+                        value,
+                        headerFields: &request.headerFields,
+                        contentType: "application/json; charset=utf-8"
+                    )
+                }
+                return (request, body)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.SubmitWalletRestorationPuk.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.RestorationPukAccepted.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// Reactivates the account on the new device with the mailed token (the reference's reactivateWithReactivationToken).
+    ///
+    /// Signed with the new device's key, the one the restoration was started with; any other key
+    /// is answered `registration_not_found`. The key joins the account and every other key of the
+    /// account is revoked at this moment: requests signed by them are refused
+    /// (`wallet_key_revoked`), and payments they signed that a terminal accepted offline at or after
+    /// this moment are declined when forwarded. The account keeps its id, history, balance and
+    /// loyalty. The token works once and expires; wrong tokens count (the fifth locks the restoration).
+    /// Errors: `registration_not_found`, `registration_code_invalid`, `registration_expired`,
+    /// `registration_used`, `registration_locked`, `already_exists`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/restorations/{registrationId}/reactivate`.
+    /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/reactivate/post(reactivateWallet)`.
+    public func reactivateWallet(_ input: Operations.ReactivateWallet.Input) async throws -> Operations.ReactivateWallet.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.ReactivateWallet.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/wallets/restorations/{}/reactivate",
+                    parameters: [
+                        input.path.registrationId
+                    ]
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .post
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                let body: OpenAPIRuntime.HTTPBody?
+                switch input.body {
+                case let .json(value):
+                    body = try converter.setRequiredRequestBodyAsJSON(
+                        value,
+                        headerFields: &request.headerFields,
+                        contentType: "application/json; charset=utf-8"
+                    )
+                }
+                return (request, body)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.ReactivateWallet.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.WalletVerified.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
     /// The signing wallet's user data (the reference's WalletUserData).
     ///
     /// - Remark: HTTP `GET /v1/wallet/account`.

@@ -203,6 +203,28 @@ extension APIProtocol {
         )
         try transport.register(
             {
+                try await server.submitWalletRestorationPuk(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/wallets/restorations/{registrationId}/puk")
+        )
+        try transport.register(
+            {
+                try await server.reactivateWallet(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/wallets/restorations/{registrationId}/reactivate")
+        )
+        try transport.register(
+            {
                 try await server.getWalletAccount(
                     request: $0,
                     body: $1,
@@ -1806,6 +1828,211 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                     preconditionFailure("bestContentType chose an invalid content type.")
                 }
                 return Operations.VerifyWalletRestoration.Input(
+                    path: path,
+                    headers: headers,
+                    body: body
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Gives back a restoration's PUK (the reference's requestRestorationWithPuk); the reactivation token is mailed.
+    ///
+    /// For a restoration started with `reactivation: link`. Signed with the new device's key, the
+    /// one the restoration was started with; any other key is answered `registration_not_found`,
+    /// like an unknown id. The PUK was texted to the account's phone (mailed, for an account
+    /// registered without one). Right: a one-time reactivation token is mailed to the account's
+    /// address, valid for the server's activation link lifetime. A PUK given again after it was
+    /// right is `registration_used` (start a new restoration for a new token).
+    /// Errors: `registration_not_found`, `registration_code_invalid` (the message says how many tries
+    /// are left), `registration_expired` (the PUK lives 10 minutes), `registration_used`,
+    /// `registration_locked` (the fifth wrong PUK locks it).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/restorations/{registrationId}/puk`.
+    /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/puk/post(submitWalletRestorationPuk)`.
+    func submitWalletRestorationPuk(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.SubmitWalletRestorationPuk.id,
+            using: {
+                APIHandler.submitWalletRestorationPuk($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.SubmitWalletRestorationPuk.Input.Path = .init(registrationId: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "registrationId",
+                    as: Swift.String.self
+                ))
+                let headers: Operations.SubmitWalletRestorationPuk.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
+                let body: Operations.SubmitWalletRestorationPuk.Input.Body
+                let chosenContentType = try converter.bestContentType(
+                    received: contentType,
+                    options: [
+                        "application/json"
+                    ]
+                )
+                switch chosenContentType {
+                case "application/json":
+                    body = try await converter.getRequiredRequestBodyAsJSON(
+                        Components.Schemas.RegistrationPuk.self,
+                        from: requestBody,
+                        transforming: { value in
+                            .json(value)
+                        }
+                    )
+                default:
+                    preconditionFailure("bestContentType chose an invalid content type.")
+                }
+                return Operations.SubmitWalletRestorationPuk.Input(
+                    path: path,
+                    headers: headers,
+                    body: body
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Reactivates the account on the new device with the mailed token (the reference's reactivateWithReactivationToken).
+    ///
+    /// Signed with the new device's key, the one the restoration was started with; any other key
+    /// is answered `registration_not_found`. The key joins the account and every other key of the
+    /// account is revoked at this moment: requests signed by them are refused
+    /// (`wallet_key_revoked`), and payments they signed that a terminal accepted offline at or after
+    /// this moment are declined when forwarded. The account keeps its id, history, balance and
+    /// loyalty. The token works once and expires; wrong tokens count (the fifth locks the restoration).
+    /// Errors: `registration_not_found`, `registration_code_invalid`, `registration_expired`,
+    /// `registration_used`, `registration_locked`, `already_exists`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/restorations/{registrationId}/reactivate`.
+    /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/reactivate/post(reactivateWallet)`.
+    func reactivateWallet(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.ReactivateWallet.id,
+            using: {
+                APIHandler.reactivateWallet($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.ReactivateWallet.Input.Path = .init(registrationId: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "registrationId",
+                    as: Swift.String.self
+                ))
+                let headers: Operations.ReactivateWallet.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
+                let body: Operations.ReactivateWallet.Input.Body
+                let chosenContentType = try converter.bestContentType(
+                    received: contentType,
+                    options: [
+                        "application/json"
+                    ]
+                )
+                switch chosenContentType {
+                case "application/json":
+                    body = try await converter.getRequiredRequestBodyAsJSON(
+                        Components.Schemas.ReactivationToken.self,
+                        from: requestBody,
+                        transforming: { value in
+                            .json(value)
+                        }
+                    )
+                default:
+                    preconditionFailure("bestContentType chose an invalid content type.")
+                }
+                return Operations.ReactivateWallet.Input(
                     path: path,
                     headers: headers,
                     body: body

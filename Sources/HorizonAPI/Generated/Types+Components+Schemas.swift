@@ -960,25 +960,48 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/WalletRestorationRequest/proof`.
             public var proof: Swift.String
+            /// How the restoration completes. `code` (the default): an 8-digit code by mail, given back
+            /// to `verifyWalletRestoration`. `link` (the reference's flow): a PUK texted to the account's
+            /// phone, given back to `submitWalletRestorationPuk`, which mails a one-time reactivation
+            /// token for `reactivateWallet`.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletRestorationRequest/reactivation`.
+            @frozen public enum ReactivationPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case code = "code"
+                case link = "link"
+            }
+            /// How the restoration completes. `code` (the default): an 8-digit code by mail, given back
+            /// to `verifyWalletRestoration`. `link` (the reference's flow): a PUK texted to the account's
+            /// phone, given back to `submitWalletRestorationPuk`, which mails a one-time reactivation
+            /// token for `reactivateWallet`.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletRestorationRequest/reactivation`.
+            public var reactivation: Components.Schemas.WalletRestorationRequest.ReactivationPayload?
             /// Creates a new `WalletRestorationRequest`.
             ///
             /// - Parameters:
             ///   - email: The e-mail the account was registered with.
             ///   - publicKey: The new device's P-256 public key, X9.63, standard base64.
             ///   - proof: The new key's signature (raw r||s, standard base64) over the UTF-8 lines
+            ///   - reactivation: How the restoration completes. `code` (the default): an 8-digit code by mail, given back
             public init(
                 email: Swift.String,
                 publicKey: Swift.String,
-                proof: Swift.String
+                proof: Swift.String,
+                reactivation: Components.Schemas.WalletRestorationRequest.ReactivationPayload? = nil
             ) {
                 self.email = email
                 self.publicKey = publicKey
                 self.proof = proof
+                self.reactivation = reactivation
             }
             public enum CodingKeys: String, CodingKey {
                 case email
                 case publicKey
                 case proof
+                case reactivation
             }
             public init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -994,10 +1017,15 @@ extension Components {
                     Swift.String.self,
                     forKey: .proof
                 )
+                self.reactivation = try container.decodeIfPresent(
+                    Components.Schemas.WalletRestorationRequest.ReactivationPayload.self,
+                    forKey: .reactivation
+                )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "email",
                     "publicKey",
-                    "proof"
+                    "proof",
+                    "reactivation"
                 ])
             }
         }
@@ -1042,6 +1070,66 @@ extension Components {
                 case expiresAt
                 case sentTo
                 case activationExpiresAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/RestorationPukAccepted`.
+        public struct RestorationPukAccepted: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/RestorationPukAccepted/registrationId`.
+            public var registrationId: Swift.String
+            /// Where the reactivation token went, masked ("email a•••@example.com").
+            ///
+            /// - Remark: Generated from `#/components/schemas/RestorationPukAccepted/sentTo`.
+            public var sentTo: [Swift.String]
+            /// Unix seconds; the token is refused after.
+            ///
+            /// - Remark: Generated from `#/components/schemas/RestorationPukAccepted/reactivationExpiresAt`.
+            public var reactivationExpiresAt: Swift.Int64
+            /// Creates a new `RestorationPukAccepted`.
+            ///
+            /// - Parameters:
+            ///   - registrationId:
+            ///   - sentTo: Where the reactivation token went, masked ("email a•••@example.com").
+            ///   - reactivationExpiresAt: Unix seconds; the token is refused after.
+            public init(
+                registrationId: Swift.String,
+                sentTo: [Swift.String],
+                reactivationExpiresAt: Swift.Int64
+            ) {
+                self.registrationId = registrationId
+                self.sentTo = sentTo
+                self.reactivationExpiresAt = reactivationExpiresAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case registrationId
+                case sentTo
+                case reactivationExpiresAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ReactivationToken`.
+        public struct ReactivationToken: Codable, Hashable, Sendable {
+            /// The token from the reactivation mail.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ReactivationToken/token`.
+            public var token: Swift.String
+            /// Creates a new `ReactivationToken`.
+            ///
+            /// - Parameters:
+            ///   - token: The token from the reactivation mail.
+            public init(token: Swift.String) {
+                self.token = token
+            }
+            public enum CodingKeys: String, CodingKey {
+                case token
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.token = try container.decode(
+                    Swift.String.self,
+                    forKey: .token
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "token"
+                ])
             }
         }
         /// - Remark: Generated from `#/components/schemas/RegistrationPuk`.

@@ -2193,6 +2193,343 @@ public enum Operations {
             }
         }
     }
+    /// Gives back a restoration's PUK (the reference's requestRestorationWithPuk); the reactivation token is mailed.
+    ///
+    /// For a restoration started with `reactivation: link`. Signed with the new device's key, the
+    /// one the restoration was started with; any other key is answered `registration_not_found`,
+    /// like an unknown id. The PUK was texted to the account's phone (mailed, for an account
+    /// registered without one). Right: a one-time reactivation token is mailed to the account's
+    /// address, valid for the server's activation link lifetime. A PUK given again after it was
+    /// right is `registration_used` (start a new restoration for a new token).
+    /// Errors: `registration_not_found`, `registration_code_invalid` (the message says how many tries
+    /// are left), `registration_expired` (the PUK lives 10 minutes), `registration_used`,
+    /// `registration_locked` (the fifth wrong PUK locks it).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/restorations/{registrationId}/puk`.
+    /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/puk/post(submitWalletRestorationPuk)`.
+    public enum SubmitWalletRestorationPuk {
+        public static let id: Swift.String = "submitWalletRestorationPuk"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/puk/POST/path`.
+            public struct Path: Sendable, Hashable {
+                /// The id the start answered.
+                ///
+                /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/puk/POST/path/registrationId`.
+                public var registrationId: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - registrationId: The id the start answered.
+                public init(registrationId: Swift.String) {
+                    self.registrationId = registrationId
+                }
+            }
+            public var path: Operations.SubmitWalletRestorationPuk.Input.Path
+            /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/puk/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SubmitWalletRestorationPuk.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SubmitWalletRestorationPuk.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.SubmitWalletRestorationPuk.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/puk/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/puk/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.RegistrationPuk)
+            }
+            public var body: Operations.SubmitWalletRestorationPuk.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            public init(
+                path: Operations.SubmitWalletRestorationPuk.Input.Path,
+                headers: Operations.SubmitWalletRestorationPuk.Input.Headers = .init(),
+                body: Operations.SubmitWalletRestorationPuk.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/puk/POST/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/puk/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.RestorationPukAccepted)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.RestorationPukAccepted {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.SubmitWalletRestorationPuk.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.SubmitWalletRestorationPuk.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The PUK was right; the reactivation token was mailed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/puk/post(submitWalletRestorationPuk)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.SubmitWalletRestorationPuk.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.SubmitWalletRestorationPuk.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/puk/post(submitWalletRestorationPuk)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Reactivates the account on the new device with the mailed token (the reference's reactivateWithReactivationToken).
+    ///
+    /// Signed with the new device's key, the one the restoration was started with; any other key
+    /// is answered `registration_not_found`. The key joins the account and every other key of the
+    /// account is revoked at this moment: requests signed by them are refused
+    /// (`wallet_key_revoked`), and payments they signed that a terminal accepted offline at or after
+    /// this moment are declined when forwarded. The account keeps its id, history, balance and
+    /// loyalty. The token works once and expires; wrong tokens count (the fifth locks the restoration).
+    /// Errors: `registration_not_found`, `registration_code_invalid`, `registration_expired`,
+    /// `registration_used`, `registration_locked`, `already_exists`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/restorations/{registrationId}/reactivate`.
+    /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/reactivate/post(reactivateWallet)`.
+    public enum ReactivateWallet {
+        public static let id: Swift.String = "reactivateWallet"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/reactivate/POST/path`.
+            public struct Path: Sendable, Hashable {
+                /// The id the start answered.
+                ///
+                /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/reactivate/POST/path/registrationId`.
+                public var registrationId: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - registrationId: The id the start answered.
+                public init(registrationId: Swift.String) {
+                    self.registrationId = registrationId
+                }
+            }
+            public var path: Operations.ReactivateWallet.Input.Path
+            /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/reactivate/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ReactivateWallet.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ReactivateWallet.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.ReactivateWallet.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/reactivate/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/reactivate/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.ReactivationToken)
+            }
+            public var body: Operations.ReactivateWallet.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            public init(
+                path: Operations.ReactivateWallet.Input.Path,
+                headers: Operations.ReactivateWallet.Input.Headers = .init(),
+                body: Operations.ReactivateWallet.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/reactivate/POST/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/wallets/restorations/{registrationId}/reactivate/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.WalletVerified)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.WalletVerified {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ReactivateWallet.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ReactivateWallet.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The key is the account's; the older ones are revoked.
+            ///
+            /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/reactivate/post(reactivateWallet)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ReactivateWallet.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.ReactivateWallet.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/reactivate/post(reactivateWallet)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// The signing wallet's user data (the reference's WalletUserData).
     ///
     /// - Remark: HTTP `GET /v1/wallet/account`.

@@ -140,6 +140,37 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/wallets/restorations/{registrationId}/verify`.
     /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/verify/post(verifyWalletRestoration)`.
     func verifyWalletRestoration(_ input: Operations.VerifyWalletRestoration.Input) async throws -> Operations.VerifyWalletRestoration.Output
+    /// Gives back a restoration's PUK (the reference's requestRestorationWithPuk); the reactivation token is mailed.
+    ///
+    /// For a restoration started with `reactivation: link`. Signed with the new device's key, the
+    /// one the restoration was started with; any other key is answered `registration_not_found`,
+    /// like an unknown id. The PUK was texted to the account's phone (mailed, for an account
+    /// registered without one). Right: a one-time reactivation token is mailed to the account's
+    /// address, valid for the server's activation link lifetime. A PUK given again after it was
+    /// right is `registration_used` (start a new restoration for a new token).
+    /// Errors: `registration_not_found`, `registration_code_invalid` (the message says how many tries
+    /// are left), `registration_expired` (the PUK lives 10 minutes), `registration_used`,
+    /// `registration_locked` (the fifth wrong PUK locks it).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/restorations/{registrationId}/puk`.
+    /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/puk/post(submitWalletRestorationPuk)`.
+    func submitWalletRestorationPuk(_ input: Operations.SubmitWalletRestorationPuk.Input) async throws -> Operations.SubmitWalletRestorationPuk.Output
+    /// Reactivates the account on the new device with the mailed token (the reference's reactivateWithReactivationToken).
+    ///
+    /// Signed with the new device's key, the one the restoration was started with; any other key
+    /// is answered `registration_not_found`. The key joins the account and every other key of the
+    /// account is revoked at this moment: requests signed by them are refused
+    /// (`wallet_key_revoked`), and payments they signed that a terminal accepted offline at or after
+    /// this moment are declined when forwarded. The account keeps its id, history, balance and
+    /// loyalty. The token works once and expires; wrong tokens count (the fifth locks the restoration).
+    /// Errors: `registration_not_found`, `registration_code_invalid`, `registration_expired`,
+    /// `registration_used`, `registration_locked`, `already_exists`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/restorations/{registrationId}/reactivate`.
+    /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/reactivate/post(reactivateWallet)`.
+    func reactivateWallet(_ input: Operations.ReactivateWallet.Input) async throws -> Operations.ReactivateWallet.Output
     /// The signing wallet's user data (the reference's WalletUserData).
     ///
     /// - Remark: HTTP `GET /v1/wallet/account`.
@@ -708,6 +739,57 @@ extension APIProtocol {
         body: Operations.VerifyWalletRestoration.Input.Body
     ) async throws -> Operations.VerifyWalletRestoration.Output {
         try await verifyWalletRestoration(Operations.VerifyWalletRestoration.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Gives back a restoration's PUK (the reference's requestRestorationWithPuk); the reactivation token is mailed.
+    ///
+    /// For a restoration started with `reactivation: link`. Signed with the new device's key, the
+    /// one the restoration was started with; any other key is answered `registration_not_found`,
+    /// like an unknown id. The PUK was texted to the account's phone (mailed, for an account
+    /// registered without one). Right: a one-time reactivation token is mailed to the account's
+    /// address, valid for the server's activation link lifetime. A PUK given again after it was
+    /// right is `registration_used` (start a new restoration for a new token).
+    /// Errors: `registration_not_found`, `registration_code_invalid` (the message says how many tries
+    /// are left), `registration_expired` (the PUK lives 10 minutes), `registration_used`,
+    /// `registration_locked` (the fifth wrong PUK locks it).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/restorations/{registrationId}/puk`.
+    /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/puk/post(submitWalletRestorationPuk)`.
+    public func submitWalletRestorationPuk(
+        path: Operations.SubmitWalletRestorationPuk.Input.Path,
+        headers: Operations.SubmitWalletRestorationPuk.Input.Headers = .init(),
+        body: Operations.SubmitWalletRestorationPuk.Input.Body
+    ) async throws -> Operations.SubmitWalletRestorationPuk.Output {
+        try await submitWalletRestorationPuk(Operations.SubmitWalletRestorationPuk.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Reactivates the account on the new device with the mailed token (the reference's reactivateWithReactivationToken).
+    ///
+    /// Signed with the new device's key, the one the restoration was started with; any other key
+    /// is answered `registration_not_found`. The key joins the account and every other key of the
+    /// account is revoked at this moment: requests signed by them are refused
+    /// (`wallet_key_revoked`), and payments they signed that a terminal accepted offline at or after
+    /// this moment are declined when forwarded. The account keeps its id, history, balance and
+    /// loyalty. The token works once and expires; wrong tokens count (the fifth locks the restoration).
+    /// Errors: `registration_not_found`, `registration_code_invalid`, `registration_expired`,
+    /// `registration_used`, `registration_locked`, `already_exists`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallets/restorations/{registrationId}/reactivate`.
+    /// - Remark: Generated from `#/paths//v1/wallets/restorations/{registrationId}/reactivate/post(reactivateWallet)`.
+    public func reactivateWallet(
+        path: Operations.ReactivateWallet.Input.Path,
+        headers: Operations.ReactivateWallet.Input.Headers = .init(),
+        body: Operations.ReactivateWallet.Input.Body
+    ) async throws -> Operations.ReactivateWallet.Output {
+        try await reactivateWallet(Operations.ReactivateWallet.Input(
             path: path,
             headers: headers,
             body: body

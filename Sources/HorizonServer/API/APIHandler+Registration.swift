@@ -117,6 +117,9 @@ extension APIHandler {
         // A code is made and hashed even when no account has the e-mail: the same work, the same
         // stored row and the same answer, so nothing tells whether the e-mail is registered.
         let code = OneTimeCode.generate()
+        if request.reactivation == .link {
+            return try await startRestorationWithReactivationLink(request, id: id, puk: code, key: keyBytes)
+        }
         let pending: PendingRegistration
         do {
             pending = try await ledger.startRestoration(
@@ -141,6 +144,46 @@ extension APIHandler {
                     .init(
                         registrationId: id.rawValue, expiresAt: pending.expiresAt,
                         sentTo: ["email " + OneTimeCode.mask(email: typed)]))))
+    }
+
+    /// The reference's restoration: the PUK goes by SMS to the account's phone (by mail for an
+    /// account registered without one); the answer names both channels whatever the account, so
+    /// it tells nothing about it.
+    private func startRestorationWithReactivationLink(
+        _ request: Components.Schemas.WalletRestorationRequest, id: RegistrationID, puk: String, key: PublicKeyBytes
+    ) async throws -> Operations.StartWalletRestoration.Output {
+        var generator = SystemRandomNumberGenerator()
+        let placeholder = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let pending: PendingRegistration
+        do {
+            pending = try await ledger.startRestoration(
+                id: id, email: request.email, publicKey: key, codeHash: codeHash(puk, for: id, channel: .sms),
+                reactivationLink: (placeholder, configuration.effectiveActivationLinkLifetime),
+                policy: registrationPolicy, at: now())
+        } catch { throw Self.apiError(error, kind: .restoration) }
+        let minutes = registrationPolicy.codeLifetime / 60
+        if let phone = pending.phone {
+            try await send(
+                .sms, to: phone, subject: "Horizon wallet restoration PUK",
+                body:
+                    "Horizon: your wallet restoration PUK is \(puk) (valid \(minutes) minutes). Restoring revokes your other devices. Never share it.",
+                pending: pending)
+        } else if let email = pending.email {
+            try await send(
+                .email, to: email, subject: "Your Horizon wallet restoration PUK",
+                body: """
+                    Your PUK to restore your Horizon wallet on a new device is \(puk). It expires in \(minutes) minutes.
+                    Restoring revokes the wallet's other devices. If you did not ask for it, ignore this mail.
+                    """, pending: pending)
+        }
+        metrics.record(event: "wallet_restoration_started")
+        let typed = (try? Ledger.normalizedEmail(request.email)) ?? request.email
+        return .accepted(
+            .init(
+                body: .json(
+                    .init(
+                        registrationId: id.rawValue, expiresAt: pending.expiresAt,
+                        sentTo: ["sms the account's phone", "email " + OneTimeCode.mask(email: typed)]))))
     }
 
     func verifyWalletRestoration(_ input: Operations.VerifyWalletRestoration.Input) async throws
