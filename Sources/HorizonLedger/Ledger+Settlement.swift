@@ -15,6 +15,7 @@ extension Ledger {
     {
         let record = Record(payment: request)
         let enrollment = options.enrollment
+        let pinlessLimit = options.pinlessPaymentLimit
         // Row locks, not SERIALIZABLE: every payment credits the merchant's one account row,
         // which SERIALIZABLE would let only one transaction at a time update (the others abort
         // and retry). `executePayment` locks what it decides on; see `TransactionIsolation`.
@@ -22,7 +23,8 @@ extension Ledger {
             record, merchant: merchant, at: time, isolation: .rowLocking,
             sameTerms: { stored in Self.isSamePayment(stored, request) },
             execute: { (merchant, db) throws(LedgerError) in
-                try await Self.executePayment(request, at: merchant, enrollment: enrollment, time: time, in: db)
+                try await Self.executePayment(
+                    request, at: merchant, enrollment: enrollment, pinlessLimit: pinlessLimit, time: time, in: db)
             })
     }
 
@@ -373,8 +375,8 @@ extension Ledger {
     /// the merchant's account and the bonus points relative to their stored values, and credits
     /// the merchant last, so that the row every payment waits for is held shortest.
     static func executePayment(
-        _ request: SettlementRequest, at merchant: Merchant, enrollment: WalletEnrollment, time: UnixTime,
-        in db: any SQLTransaction
+        _ request: SettlementRequest, at merchant: Merchant, enrollment: WalletEnrollment,
+        pinlessLimit: Int64? = nil, time: UnixTime, in db: any SQLTransaction
     ) async throws(LedgerError) -> Execution {
         let total: Money
         switch checkTerms(request, at: merchant) {
@@ -409,6 +411,12 @@ extension Ledger {
                 }
                 return .declined(.unknownWallet, "this wallet key was revoked; register the wallet again")
             }
+        }
+        if let pinlessLimit, total.minorUnits > pinlessLimit, try await isPinless(walletID, in: db) {
+            return .declined(
+                .declined,
+                "this wallet has no PIN: a payment above \(try money(pinlessLimit, merchant.currency, column: "limit")) needs one; set a PIN in the wallet (horizon-wallet pin set) and pay again",
+                wallet: walletID)
         }
         let wallet = try await account(.wallet, owner: walletID.rawValue, merchant.currency, locking: true, in: db)
         // An offline debt is owed before anything new is spent: online payments

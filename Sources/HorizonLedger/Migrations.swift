@@ -765,6 +765,28 @@ public enum LedgerSchema {
                 """,
                 "CREATE INDEX webhook_attempts_delivery ON webhook_attempts(delivery_id, id)",
             ]),
+        Migration(
+            version: 21, name: "the wallet PIN counted by the server; pinless wallets",
+            statements: [
+                // A wallet's PIN as the server checks it. The device keeps its payment key
+                // encrypted under its PIN and `share` together, so a copy of the device's file
+                // cannot be opened or tested offline: each guess is a proof sent here, signed by
+                // the device key (which is not the payment key) and verified against `pin_key`
+                // (derived from the PIN on the device). Wrong proofs are counted here: a back-off,
+                // then blocked until the account is restored to a new key.
+                """
+                CREATE TABLE wallet_pins(
+                    wallet_id TEXT PRIMARY KEY REFERENCES wallets(id),
+                    device_key {BYTES} NOT NULL UNIQUE,
+                    pin_key {BYTES} NOT NULL,
+                    share {BYTES} NOT NULL,
+                    failures {INT} NOT NULL CHECK (failures >= 0),
+                    blocked_until {INT} NOT NULL,
+                    set_at {INT} NOT NULL) {STRICT}
+                """,
+                // 1: the wallet said it keeps its key without a PIN; its payments are limited.
+                "ALTER TABLE wallets ADD COLUMN pinless {INT} NOT NULL DEFAULT 0",
+            ]),
     ]
 
     /// Brings the store's schema to `target` (the current version unless told otherwise, which

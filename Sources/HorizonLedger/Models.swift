@@ -104,8 +104,17 @@ public enum WalletEnrollment: Sendable, Equatable {
 /// Settings of one `Ledger` (not stored: each process opening the ledger passes its own).
 public struct LedgerOptions: Sendable, Equatable {
     public var enrollment: WalletEnrollment
+    /// The most, in minor units of the merchant's currency, one payment (amount and tip) of a
+    /// pinless wallet may be: its key is protected by the device alone. Nil: no limit.
+    public var pinlessPaymentLimit: Int64?
 
-    public init(enrollment: WalletEnrollment = .refuseUnknown) {
+    /// 50.00 in the merchant's currency, as contactless cards without a PIN are commonly limited.
+    public static let defaultPinlessPaymentLimit: Int64 = 5000
+
+    public init(
+        enrollment: WalletEnrollment = .refuseUnknown, pinlessPaymentLimit: Int64? = defaultPinlessPaymentLimit
+    ) {
         self.enrollment = enrollment
+        self.pinlessPaymentLimit = pinlessPaymentLimit
     }
 }

@@ -106,6 +106,9 @@ struct ContractCase: Sendable, CustomTestStringConvertible {
             LedgerContract.offlinePaymentsAfterTheKeyWasRevokedAreNotCharged),
         ContractCase(
             "offlineSettlementMigratesAVersion9Database", LedgerContract.offlineSettlementMigratesAVersion9Database),
+        // The wallet PIN counted by the server; pinless wallets
+        ContractCase("wrongPINProofsAreCountedAndBlock", LedgerContract.wrongPINProofsAreCountedAndBlock),
+        ContractCase("pinlessWalletsPayUpToTheLimit", LedgerContract.pinlessWalletsPayUpToTheLimit),
     ]
 }
 
