@@ -3,6 +3,8 @@
 struct Migration: Sendable {
     let version: Int
     let name: String
+    /// Whether the program of the version before still runs on the schema with this step.
+    var kind: Kind = .expand
     /// Statements in the dialect-neutral template (`{ID}`, `{INT}`, `{BYTES}`, `{STRICT}`),
     /// one statement each (both drivers run one statement per call).
     let statements: [String]
@@ -10,14 +12,27 @@ struct Migration: Sendable {
     /// spell differently (SQLite cannot alter a CHECK constraint; it rebuilds the table).
     var dialectStatements: [SQLDialect: [String]] = [:]
 
+    /// Upgrades replace server processes one at a time, so for a while the previous program runs
+    /// on the schema the new one migrated. A step that only adds (tables, indexes, columns that
+    /// are nullable or have a default) keeps it working: an **expand** step. A step that drops,
+    /// renames, rebuilds or tightens is a **contract** step, and ships one release after the
+    /// expand step that made it safe, once no program of the older release is left running.
+    enum Kind: String, Sendable {
+        case expand
+        case contract
+    }
+
     func statements(for dialect: SQLDialect) -> [String] { dialectStatements[dialect, default: []] + statements }
 }
 
 /// The ledger's schema history, and the runner that brings a database up to date.
 ///
-/// `schema_migrations` records each applied step. A database at an older version is migrated,
-/// never refused; one at a newer version than this program knows is refused, because this
-/// program's rules would not know what its newer tables mean.
+/// `schema_migrations` records each applied step, and `schema_step_kinds` whether each was an
+/// expand or a contract step. A database at an older version is migrated, never refused. One at a
+/// newer version than this program knows is run on as it is when every newer step only expanded
+/// it (what a rolling upgrade needs: the processes not yet upgraded keep serving), and refused
+/// when one contracted it or its kind is not recorded, because this program's statements might
+/// no longer fit it.
 public enum LedgerSchema {
     /// The version this program's rules read and write.
     public static var currentVersion: Int { migrations.last?.version ?? 0 }
@@ -240,6 +255,7 @@ public enum LedgerSchema {
         // Refunds
         Migration(
             version: 5, name: "refunds",
+            kind: .contract,  // rebuilds entries to widen its CHECK
             statements: [
                 // One row per executed refund. The refund id is the client's idempotency key,
                 // unique per merchant. `destination` is the payment method the money went back
@@ -473,6 +489,7 @@ public enum LedgerSchema {
         // Less CPU per payment
         Migration(
             version: 11, name: "entries: the kind checked by comparisons, not a list",
+            kind: .contract,  // rebuilds entries
             statements: [],
             dialectStatements: [
                 // SQLite checks `kind IN (…)` of more than two values by building a temporary table
@@ -577,6 +594,7 @@ public enum LedgerSchema {
             ]),
         Migration(
             version: 15, name: "a code per channel; the outbox forgets codes after use or expiry",
+            kind: .contract,  // expires unused codes and empties the outbox
             statements: [
                 // A registration's e-mail code, hashed like `code_hash` (which is then the SMS
                 // code's): each channel proves itself. NULL when one channel only was sent a code.
@@ -811,8 +829,20 @@ public enum LedgerSchema {
                         name TEXT NOT NULL,
                         applied_at {INT} NOT NULL) {STRICT}
                     """))
+            try await db.query(
+                dialect.render(
+                    """
+                    CREATE TABLE IF NOT EXISTS schema_step_kinds(
+                        version {INT} PRIMARY KEY,
+                        kind TEXT NOT NULL CHECK (kind IN ('expand', 'contract'))) {STRICT}
+                    """))
             let found = try await version(in: db)
-            if found > currentVersion { throw LedgerError.schemaTooNew(found: found, supported: currentVersion) }
+            if found > currentVersion {
+                guard try await onlyExpanded(after: currentVersion, in: db) else {
+                    throw LedgerError.schemaTooNew(found: found, supported: currentVersion)
+                }
+                return found
+            }
             for migration in migrations where migration.version > found && migration.version <= target {
                 for statement in migration.statements(for: dialect) {
                     do {
@@ -828,9 +858,26 @@ public enum LedgerSchema {
                 try await db.query(
                     "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",
                     [.integer(Int64(migration.version)), .text(migration.name), .integer(time)])
+                try await db.query(
+                    "INSERT INTO schema_step_kinds(version, kind) VALUES (?, ?)",
+                    [.integer(Int64(migration.version)), .text(migration.kind.rawValue)])
             }
             return try await version(in: db)
         }
+    }
+
+    /// Whether every applied step after `version` is recorded as an expand step.
+    static func onlyExpanded(after version: Int, in db: any SQLTransaction) async throws(LedgerError) -> Bool {
+        let row = try await db.query(
+            """
+            SELECT CAST(COUNT(*) AS BIGINT) AS steps,
+                CAST(COALESCE(SUM(CASE WHEN k.kind = 'expand' THEN 1 ELSE 0 END), 0) AS BIGINT) AS expanding
+            FROM schema_migrations m LEFT JOIN schema_step_kinds k ON k.version = m.version
+            WHERE m.version > ?
+            """, [.integer(Int64(version))]
+        ).first
+        guard let row else { throw .corruptRow(column: "steps", reason: "no row from COUNT(*)") }
+        return try row.integer("steps") == row.integer("expanding")
     }
 
     /// The highest applied version (0 for a new database).

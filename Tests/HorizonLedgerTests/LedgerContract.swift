@@ -78,6 +78,65 @@ enum LedgerContract {
         }
     }
 
+    /// A rolling upgrade: a newer program migrated the database with an expand step (a table, a
+    /// nullable column, a column with a default) while this one still serves. This program
+    /// opens it as it is, pays on it, and the books hold.
+    static func runsOnANewerSchemaThatOnlyExpanded(_ kind: StoreKind) async throws {
+        try await TestStores.withStore(kind) { store in
+            let older = try await Ledger.open(store)
+            let shop = try await F.shop(older)
+            let future = Int64(LedgerSchema.currentVersion + 1)
+            try await store.transaction { db in
+                try await db.query(
+                    "CREATE TABLE future_receipts(payment_id \(kind == .sqlite ? "BLOB" : "BYTEA") PRIMARY KEY, note TEXT)"
+                )
+                try await db.query("ALTER TABLE transactions ADD COLUMN future_note TEXT")
+                try await db.query(
+                    "ALTER TABLE wallets ADD COLUMN future_flag \(kind == .sqlite ? "INTEGER" : "BIGINT") NOT NULL DEFAULT 0"
+                )
+                try await db.query(
+                    "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, 'a newer program expanded', 0)",
+                    [.integer(future)])
+                try await db.query(
+                    "INSERT INTO schema_step_kinds(version, kind) VALUES (?, 'expand')", [.integer(future)])
+            }
+            let ledger = try await Ledger.open(store)
+            #expect(try await ledger.schemaVersion() == Int(future))
+            let id = F.paymentID()
+            let result = try await ledger.settle(
+                F.payment(id, wallet: shop.key, amount: 4_20), merchant: shop.merchant.id)
+            #expect(result.outcome.isApproved)
+            let again = try await ledger.settle(
+                F.payment(id, wallet: shop.key, amount: 4_20), merchant: shop.merchant.id)
+            #expect(again.settledAt == result.settledAt && again.outcome == result.outcome)
+            #expect(try await ledger.executionCount(of: id) == 1)
+            #expect(try await ledger.balance(of: shop.wallet.id, in: .eur) == F.money(100_00 - 4_20))
+            #expect(try await LedgerAudit.violations(in: store) == [])
+        }
+    }
+
+    /// A newer program's contract step (or a step whose kind was not recorded) stops this one:
+    /// its statements might no longer fit the tables.
+    static func refusesANewerSchemaThatContracted(_ kind: StoreKind) async throws {
+        try await TestStores.withStore(kind) { store in
+            _ = try await Ledger.open(store)
+            let current = Int64(LedgerSchema.currentVersion)
+            try await store.transaction { db in
+                for (offset, stepKind) in [(1, "expand"), (2, "contract"), (3, "expand")] {
+                    try await db.query(
+                        "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, 'newer', 0)",
+                        [.integer(current + Int64(offset))])
+                    try await db.query(
+                        "INSERT INTO schema_step_kinds(version, kind) VALUES (?, ?)",
+                        [.integer(current + Int64(offset)), .text(stepKind)])
+                }
+            }
+            await #expect(throws: LedgerError.schemaTooNew(found: Int(current + 3), supported: Int(current))) {
+                _ = try await Ledger.open(store)
+            }
+        }
+    }
+
     // MARK: Merchants, wallets, register users
 
     static func merchantsWalletsAndRegisterUsers(_ kind: StoreKind) async throws {

@@ -18,6 +18,8 @@ struct ContractCase: Sendable, CustomTestStringConvertible {
         ContractCase("migratesAnEmptyDatabase", LedgerContract.migratesAnEmptyDatabase),
         ContractCase("migratesAnOlderDatabase", LedgerContract.migratesAnOlderDatabase),
         ContractCase("refusesANewerSchema", LedgerContract.refusesANewerSchema),
+        ContractCase("runsOnANewerSchemaThatOnlyExpanded", LedgerContract.runsOnANewerSchemaThatOnlyExpanded),
+        ContractCase("refusesANewerSchemaThatContracted", LedgerContract.refusesANewerSchemaThatContracted),
         ContractCase("merchantsWalletsAndRegisterUsers", LedgerContract.merchantsWalletsAndRegisterUsers),
         ContractCase("postingsSumToZeroPerCurrency", LedgerContract.postingsSumToZeroPerCurrency),
         ContractCase("walletNeverGoesBelowZero", LedgerContract.walletNeverGoesBelowZero),
