@@ -3,6 +3,7 @@ import HorizonBlueZ
 import HorizonCore
 import HorizonRadio
 import Logging
+import Synchronization
 
 /// The BlueZ part of the benchmarks, measured on a real `bluetoothd` with two adapters (the
 /// `Tools/bluez-vm` harness: two linked virtual controllers, `Benchmarks/bluez-vm.sh`). Both
@@ -119,6 +120,26 @@ enum BlueZ {
     /// The budget line: acceptance → receipt at most this many raw round trips.
     static let ratioLimit = 3.5
 
+    /// `BlueZRadio.open`, waited for: the benchmark runs synchronously and may block its thread.
+    static func openRadio(
+        adapter: String, notifications: BlueZNotificationPath = .acquiredSocket, logger: Logger
+    ) throws(RadioError) -> BlueZRadio {
+        let opened = Mutex<Result<BlueZRadio, RadioError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            do throws(RadioError) {
+                let radio = try await BlueZRadio.open(adapter: adapter, notifications: notifications, logger: logger)
+                opened.withLock { $0 = .success(radio) }
+            } catch {
+                opened.withLock { $0 = .failure(error) }
+            }
+            done.signal()
+        }
+        done.wait()
+        guard let result = opened.withLock({ $0 }) else { throw .invalidConfiguration("the adapter did not open") }
+        return try result.get()
+    }
+
     static func measure(_ settings: BenchSettings, options: BlueZOptions) -> BlueZResult {
         guard options.requested else {
             return .notMeasured(
@@ -129,9 +150,9 @@ enum BlueZ {
         let wallet: BlueZRadio
         do {
             Progress.note("bluez: opening \(options.terminalAdapter) (terminal) and \(options.walletAdapter) (wallet)")
-            terminal = try BlueZRadio.open(adapter: options.terminalAdapter, logger: Self.bluezLogger("terminal"))
+            terminal = try openRadio(adapter: options.terminalAdapter, logger: Self.bluezLogger("terminal"))
             do {
-                wallet = try BlueZRadio.open(
+                wallet = try openRadio(
                     adapter: options.walletAdapter, notifications: options.notifications,
                     logger: Self.bluezLogger("wallet"))
             } catch {

@@ -43,17 +43,6 @@ public final class BlueZ: Sendable {
         }
     }
 
-    /// Every adapter bluetoothd manages, by name (blocking; for synchronous start-up code).
-    public func adaptersBlocking() throws(RadioError) -> [BlueZAdapter] {
-        do {
-            return Self.adapters(
-                in: try BlueZObjectManager(connection: connection).managedObjects()
-                    .replyBlocking(within: DBusConnection.defaultTimeout))
-        } catch {
-            throw .bluez(error, doing: "listing adapters")
-        }
-    }
-
     static func adapters(in objects: BlueZObjects) -> [BlueZAdapter] {
         objects.adapters.map { adapter in
             BlueZAdapter(
@@ -69,11 +58,6 @@ public final class BlueZ: Sendable {
     /// naming the adapters there are when `name` is not one of them.
     public func adapter(named name: String?) async throws(RadioError) -> BlueZAdapter {
         try Self.choose(name, from: try await adapters())
-    }
-
-    /// `adapter(named:)`, blocking.
-    public func adapterBlocking(named name: String?) throws(RadioError) -> BlueZAdapter {
-        try Self.choose(name, from: try adaptersBlocking())
     }
 
     static func choose(_ name: String?, from all: [BlueZAdapter]) throws(RadioError) -> BlueZAdapter {

@@ -19,29 +19,32 @@ public final class BlueZRadio: DeviceRadio, Sendable {
     private static let instances = Atomic<Int>(0)
 
     /// Connects to bluetoothd and takes the adapter named `adapterName` (default: the first
-    /// powered one). Blocking. Throws an error that says what to do when there is no adapter,
-    /// it is off, or bluetoothd is not running.
+    /// powered one), suspending while bluetoothd lists its adapters. Throws an error that says
+    /// what to do when there is no adapter, it is off, or bluetoothd is not running.
     public static func open(
         adapter adapterName: String? = nil, bus: DBusConnection.Bus = .system,
         retryPolicy: BlueZConnectRetryPolicy = BlueZConnectRetryPolicy(),
         notifications: BlueZNotificationPath = .acquiredSocket, logger: Logger = .bluezSilent
-    ) throws(RadioError) -> BlueZRadio {
+    ) async throws(RadioError) -> BlueZRadio {
         let bluez: BlueZ
         do {
             bluez = try BlueZ(bus: bus)
         } catch .adapterUnavailable(.serviceUnavailable) {
             throw .adapterUnavailable(HCIDevices.availabilityWithoutBlueZ())
         }
-        let adapter = try bluez.adapterBlocking(named: adapterName)
+        let adapter = try await bluez.adapter(named: adapterName)
         guard adapter.powered else { throw .adapterUnavailable(.poweredOff) }
+        // Subscribed before the radio exists, so no change of power after the listing is missed.
+        let powerChanges = try? await Adapter1(connection: bluez.connection, path: adapter.path).propertyChanges()
         return BlueZRadio(
             connection: bluez.connection, adapter: adapter, retryPolicy: retryPolicy, notifications: notifications,
-            logger: logger)
+            powerChanges: powerChanges, logger: logger)
     }
 
     init(
         connection: DBusConnection, adapter: BlueZAdapter, retryPolicy: BlueZConnectRetryPolicy,
-        notifications: BlueZNotificationPath = .acquiredSocket, logger: Logger = .bluezSilent
+        notifications: BlueZNotificationPath = .acquiredSocket, powerChanges: AsyncStream<DBusSignal>?,
+        logger: Logger = .bluezSilent
     ) {
         var logger = logger
         logger[metadataKey: "adapter"] = "\(adapter.name)"
@@ -55,7 +58,7 @@ public final class BlueZRadio: DeviceRadio, Sendable {
             connection: connection, adapterPath: adapter.path, scheduler: realTime, retryPolicy: retryPolicy,
             notifications: notifications, logger: logger)
         currentAvailability = Mutex(adapter.availability)
-        watchPower()
+        if let powerChanges { watchPower(powerChanges) }
     }
 
     public var scheduler: any Scheduler { realTime }
@@ -63,9 +66,7 @@ public final class BlueZRadio: DeviceRadio, Sendable {
     /// Powered on or off as bluetoothd last reported it.
     public var availability: AdapterAvailability { currentAvailability.withLock { $0 } }
 
-    private func watchPower() {
-        let adapter = Adapter1(connection: connection, path: adapter.path)
-        guard let stream = try? adapter.propertyChangesBlocking() else { return }
+    private func watchPower(_ stream: AsyncStream<DBusSignal>) {
         let task = Task { [weak self] in
             for await signal in stream {
                 guard let powered = Adapter1.Properties(changedIn: signal)?.powered else { continue }

@@ -193,10 +193,10 @@ public final class DBusConnection: Sendable {
     /// Asks the bus for a well-known name (`org.freedesktop.DBus.RequestName`).
     @discardableResult
     public func requestName(_ name: String, flags: NameFlags = [.doNotQueue], timeout: Duration = defaultTimeout)
-        throws(DBusError) -> NameReply
+        async throws(DBusError) -> NameReply
     {
         try DBusSyntax.require(DBusSyntax.isValidBusName(name) && !name.hasPrefix(":"), "well-known name", name)
-        let reply = try call(
+        let reply = try await call(
             destination: DBusInterfaceName.bus, path: "/org/freedesktop/DBus", interface: DBusInterfaceName.bus,
             method: "RequestName", arguments: [.string(name), .uint32(flags.rawValue)], timeout: timeout)
         guard let code = reply.first?.uint32, let answer = NameReply(rawValue: code) else {
@@ -206,17 +206,17 @@ public final class DBusConnection: Sendable {
     }
 
     /// Gives a well-known name back (`org.freedesktop.DBus.ReleaseName`).
-    public func releaseName(_ name: String, timeout: Duration = defaultTimeout) throws(DBusError) {
+    public func releaseName(_ name: String, timeout: Duration = defaultTimeout) async throws(DBusError) {
         try DBusSyntax.require(DBusSyntax.isValidBusName(name) && !name.hasPrefix(":"), "well-known name", name)
-        _ = try call(
+        _ = try await call(
             destination: DBusInterfaceName.bus, path: "/org/freedesktop/DBus", interface: DBusInterfaceName.bus,
             method: "ReleaseName", arguments: [.string(name)], timeout: timeout)
     }
 
     /// The unique name owning `name`, or nil if nobody does (for BlueZ: is bluetoothd running?).
-    public func nameOwner(of name: String, timeout: Duration = defaultTimeout) throws(DBusError) -> String? {
+    public func nameOwner(of name: String, timeout: Duration = defaultTimeout) async throws(DBusError) -> String? {
         do {
-            let reply = try call(
+            let reply = try await call(
                 destination: DBusInterfaceName.bus, path: "/org/freedesktop/DBus", interface: DBusInterfaceName.bus,
                 method: "GetNameOwner", arguments: [.string(name)], timeout: timeout)
             return reply.first?.string
@@ -247,24 +247,10 @@ public final class DBusConnection: Sendable {
 
     /// Adds a match rule on the bus, so that the signals it describes are routed to us.
     /// `signals(matching:)` does this itself; use this for rules that outlive one stream.
-    public func addMatch(_ rule: DBusMatchRule, timeout: Duration = defaultTimeout) throws(DBusError) {
-        try rule.validate()
-        _ = try Self.values(
-            of: core.callBlocking(try Message.busCall("AddMatch", [.string(rule.description)]), timeout: timeout))
-    }
-
-    /// Adds a match rule on the bus (see the blocking variant).
     public func addMatch(_ rule: DBusMatchRule, timeout: Duration = defaultTimeout) async throws(DBusError) {
         try rule.validate()
         let message = try Message.busCall("AddMatch", [.string(rule.description)])
         _ = try Self.values(of: await core.callAsync(message, timeout: timeout))
-    }
-
-    /// Removes a match rule added with `addMatch`.
-    public func removeMatch(_ rule: DBusMatchRule, timeout: Duration = defaultTimeout) throws(DBusError) {
-        try rule.validate()
-        let message = try Message.busCall("RemoveMatch", [.string(rule.description)])
-        _ = try Self.values(of: core.callBlocking(message, timeout: timeout))
     }
 
     /// Removes a match rule added with `addMatch`.

@@ -12,10 +12,10 @@ final class FakeBlueZ: Sendable {
     let bus: TestBus
     let connection: DBusConnection
 
-    init(adapters: [(name: String, powered: Bool, advertising: Bool)]) throws {
+    init(adapters: [(name: String, powered: Bool, advertising: Bool)]) async throws {
         bus = try TestBus()
         connection = try DBusConnection(.address(bus.address))
-        _ = try connection.requestName("org.bluez")
+        _ = try await connection.requestName("org.bluez")
         try connection.export(path: "/", interfaces: [], isObjectManager: true)
         for (index, adapter) in adapters.enumerated() {
             var interfaces = [
@@ -44,7 +44,7 @@ final class FakeBlueZ: Sendable {
 @Suite("BlueZ adapters (against a stand-in bluetoothd on a private bus)")
 struct AdapterTests {
     @Test func listsAdaptersWithWhatTheyCanDo() async throws {
-        let bluez = try FakeBlueZ(adapters: [("hci1", true, true), ("hci0", false, false)])
+        let bluez = try await FakeBlueZ(adapters: [("hci1", true, true), ("hci0", false, false)])
         let adapters = try await bluez.client().adapters()
         #expect(adapters.map(\.name) == ["hci0", "hci1"])
         #expect(adapters.map(\.path) == ["/org/bluez/hci0", "/org/bluez/hci1"])
@@ -56,7 +56,7 @@ struct AdapterTests {
     }
 
     @Test func choosesByNameOrTheFirstPoweredAdapter() async throws {
-        let bluez = try FakeBlueZ(adapters: [("hci0", false, true), ("hci1", true, true), ("hci2", true, true)])
+        let bluez = try await FakeBlueZ(adapters: [("hci0", false, true), ("hci1", true, true), ("hci2", true, true)])
         let client = try bluez.client()
         #expect(try await client.adapter(named: nil).name == "hci1")
         #expect(try await client.adapter(named: "hci0").name == "hci0")
@@ -70,7 +70,7 @@ struct AdapterTests {
     }
 
     @Test func noAdapterIsUnsupportedAndNoBluetoothdIsServiceUnavailable() async throws {
-        let empty = try FakeBlueZ(adapters: [])
+        let empty = try await FakeBlueZ(adapters: [])
         await #expect(throws: RadioError.adapterUnavailable(.unsupported)) {
             try await empty.client().adapter(named: nil)
         }

@@ -51,10 +51,10 @@ final class FakeBluetoothd: Sendable {
     let state = Locked(Registrations())
     static let adapterPath = "/org/bluez/hci0"
 
-    init() throws {
+    init() async throws {
         bus = try TestBus()
         connection = try DBusConnection(.address(bus.address))
-        _ = try connection.requestName("org.bluez")
+        _ = try await connection.requestName("org.bluez")
         try connection.export(path: "/", interfaces: [], isObjectManager: true)
         try connection.export(path: Self.adapterPath, interfaces: adapterInterfaces())
     }
@@ -536,12 +536,12 @@ struct BlueZRadioTests {
     }
 
     @Test func theTerminalRegistersItsServiceAndAdvertisementAndServesTaggedLinks() async throws {
-        let bluetoothd = try FakeBluetoothd()
+        let bluetoothd = try await FakeBluetoothd()
         // A registration a crashed run left behind on this connection: withdrawn, then done again.
         bluetoothd.state.withLock {
             $0.failNextApplicationWith = DBusError(name: "org.bluez.Error.AlreadyExists", message: "Already Exists")
         }
-        let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
+        let radio = try await BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
         let links = Recorder<any ByteLink>()
         radio.setConnectionHandler { links.append($0) }
         let advertising = try radio.startAdvertising(sampleAdvertisement, interval: .milliseconds(100))
@@ -621,8 +621,8 @@ struct BlueZRadioTests {
     /// and a central that connects and registers no tag is disconnected after the grace period,
     /// while one that registers in time is not.
     @Test func aHeldTagIsRefusedToAnotherDeviceAndSilentCentralsAreDisconnected() async throws {
-        let bluetoothd = try FakeBluetoothd()
-        let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
+        let bluetoothd = try await FakeBluetoothd()
+        let radio = try await BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
         let links = Recorder<any ByteLink>()
         radio.setConnectionHandler { links.append($0) }
         let advertising = try radio.startAdvertising(sampleAdvertisement, interval: .milliseconds(100))
@@ -661,8 +661,8 @@ struct BlueZRadioTests {
     /// acquiring one socket for the first subscriber only), or whose socket bluetoothd closed,
     /// gets Value changes; a device's socket is closed when it disconnects.
     @Test func eachWalletsNotificationsGoOverItsOwnDevicesAcquiredSocket() async throws {
-        let bluetoothd = try FakeBluetoothd()
-        let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
+        let bluetoothd = try await FakeBluetoothd()
+        let radio = try await BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
         let links = Recorder<any ByteLink>()
         radio.setConnectionHandler { links.append($0) }
         let advertising = try radio.startAdvertising(sampleAdvertisement, interval: .milliseconds(100))
@@ -763,8 +763,8 @@ struct BlueZRadioTests {
     /// bluetoothd calls Release on an advertisement it dropped (the adapter went away): a session
     /// still advertising registers its GATT application and advertisement again.
     @Test func anAdvertisementBluetoothdReleasesIsRegisteredAgainWhileItsSessionLasts() async throws {
-        let bluetoothd = try FakeBluetoothd()
-        let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
+        let bluetoothd = try await FakeBluetoothd()
+        let radio = try await BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
         let advertising = try radio.startAdvertising(sampleAdvertisement, interval: .milliseconds(100))
         let path = try #require(bluetoothd.state.withLock { $0.advertisements.keys.first })
         func release() async throws {
@@ -794,26 +794,26 @@ struct BlueZRadioTests {
     }
 
     @Test func theRadioTracesEachBlueZStepThroughTheLoggerItIsGiven() async throws {
-        let bluetoothd = try FakeBluetoothd()
+        let bluetoothd = try await FakeBluetoothd()
         let traced = LogRecorder()
         let quiet = LogRecorder()
-        let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address, logger: traced.logger(level: .trace))
+        let radio = try await BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address, logger: traced.logger(level: .trace))
         defer { radio.shutdown() }
         try radio.startScanning { _ in }
         let started = try #require(traced.first("scan: discovery started"))
         #expect(started.level == .trace)
         #expect(started.metadata["adapter"] == "hci0")
         // The same steps at a program's ordinary level: nothing.
-        let other = try FakeBluetoothd()
-        let quietRadio = try BlueZRadio.open(adapter: "hci0", bus: other.address, logger: quiet.logger(level: .info))
+        let other = try await FakeBluetoothd()
+        let quietRadio = try await BlueZRadio.open(adapter: "hci0", bus: other.address, logger: quiet.logger(level: .info))
         defer { quietRadio.shutdown() }
         try quietRadio.startScanning { _ in }
         #expect(quiet.all.isEmpty)
     }
 
     @Test func theWalletScansConnectsWithRetriesAndKeepsOnlyItsOwnNotifications() async throws {
-        let bluetoothd = try FakeBluetoothd()
-        let radio = try BlueZRadio.open(
+        let bluetoothd = try await FakeBluetoothd()
+        let radio = try await BlueZRadio.open(
             adapter: "hci0", bus: bluetoothd.address,
             retryPolicy: BlueZConnectRetryPolicy(maximumAttempts: 4, initialBackoff: .milliseconds(10)))
         defer { radio.shutdown() }
@@ -868,8 +868,8 @@ struct BlueZRadioTests {
     }
 
     @Test func theConnectWaitsForServicesResolvedAnnouncedOnlyBySignal() async throws {
-        let bluetoothd = try FakeBluetoothd()
-        let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
+        let bluetoothd = try await FakeBluetoothd()
+        let radio = try await BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
         defer { radio.shutdown() }
         try bluetoothd.addTerminalDevice(manufacturerData: [0xFFFF: [1]], rssi: -40)
         // Not resolved when the connect returns; only a signal says so, 300 ms later.
@@ -884,8 +884,8 @@ struct BlueZRadioTests {
     }
 
     @Test func aDeviceBluetoothdStillListsButNoLongerHearsIsNotReportedAgain() async throws {
-        let bluetoothd = try FakeBluetoothd()
-        let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
+        let bluetoothd = try await FakeBluetoothd()
+        let radio = try await BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
         defer { radio.shutdown() }
         let sightings = Recorder<Sighting>()
         try radio.startScanning { sightings.append($0) }
@@ -909,8 +909,8 @@ struct BlueZRadioTests {
     /// A stand-in bluetoothd that answers AcquireNotify, a wallet radio on it (shut it down), and
     /// its link to the terminal.
     static func linkOverAnAcquiredSocket() async throws -> (FakeBluetoothd, BlueZRadio, any ByteLink) {
-        let bluetoothd = try FakeBluetoothd()
-        let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
+        let bluetoothd = try await FakeBluetoothd()
+        let radio = try await BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
         try bluetoothd.addTerminalDevice(manufacturerData: [0xFFFF: [1]], rssi: -40)
         bluetoothd.state.withLock { $0.offersAcquireNotify = true }
         do {
@@ -955,8 +955,8 @@ struct BlueZRadioTests {
     }
 
     @Test func aConnectToADeviceThatIsNotATerminalFailsWithoutRetrying() async throws {
-        let bluetoothd = try FakeBluetoothd()
-        let radio = try BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
+        let bluetoothd = try await FakeBluetoothd()
+        let radio = try await BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
         defer { radio.shutdown() }
         let result = Mutex<Result<any ByteLink, RadioError>?>(nil)
         // Long enough that a busy machine still learns "not in range" before the connect's timeout.
@@ -970,5 +970,22 @@ struct BlueZRadioTests {
             return
         }
         #expect(error == .peerNotFound(PeerAddress("99:99:99:99:99:99")))
+    }
+    /// The radio follows the adapter's power from the moment it is opened: bluetoothd switching it
+    /// off and on again is what `availability` says, and an advertisement is then refused.
+    @Test func theRadioFollowsTheAdaptersPowerFromTheMomentItOpens() async throws {
+        let bluetoothd = try await FakeBluetoothd()
+        let radio = try await BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
+        defer { radio.shutdown() }
+        #expect(radio.availability == .poweredOn)
+        try bluetoothd.connection.emitPropertiesChanged(
+            path: FakeBluetoothd.adapterPath, interface: "org.bluez.Adapter1", changed: ["Powered": .boolean(false)])
+        #expect(await eventually(20) { radio.availability == .poweredOff })
+        #expect(throws: RadioError.adapterUnavailable(.poweredOff)) {
+            try radio.startAdvertising(sampleAdvertisement, interval: .milliseconds(100))
+        }
+        try bluetoothd.connection.emitPropertiesChanged(
+            path: FakeBluetoothd.adapterPath, interface: "org.bluez.Adapter1", changed: ["Powered": .boolean(true)])
+        #expect(await eventually(20) { radio.availability == .poweredOn })
     }
 }

@@ -82,11 +82,11 @@ struct ConnectionTests {
             let owner = try bus.connect()
             let other = try bus.connect()
             let name = "org.horizon.Terminal"
-            #expect(try owner.nameOwner(of: name) == nil)
-            #expect(try owner.requestName(name) == .primaryOwner)
-            #expect(try owner.requestName(name) == .alreadyOwner)
-            #expect(try other.requestName(name) == .exists)
-            #expect(try other.nameOwner(of: name) == owner.uniqueName)
+            #expect(try await owner.nameOwner(of: name) == nil)
+            #expect(try await owner.requestName(name) == .primaryOwner)
+            #expect(try await owner.requestName(name) == .alreadyOwner)
+            #expect(try await other.requestName(name) == .exists)
+            #expect(try await other.nameOwner(of: name) == owner.uniqueName)
             // Calls can address the well-known name.
             try owner.export(
                 path: "/t",
@@ -97,14 +97,14 @@ struct ConnectionTests {
             #expect(
                 try await other.call(destination: name, path: "/t", interface: "org.horizon.T", method: "Who")
                     == [.string("owner")])
-            try owner.releaseName(name)
-            #expect(try other.nameOwner(of: name) == nil)
+            try await owner.releaseName(name)
+            #expect(try await other.nameOwner(of: name) == nil)
             let gone = await dbusError { () async throws(DBusError) in
                 try await other.call(destination: name, path: "/t", interface: "org.horizon.T", method: "Who")
             }
             #expect(gone?.name == "org.freedesktop.DBus.Error.ServiceUnknown")
             #expect(gone?.isServiceUnknown == true)
-            let invalid = await dbusError { () async throws(DBusError) in try owner.requestName(":1.1") }
+            let invalid = await dbusError { () async throws(DBusError) in try await owner.requestName(":1.1") }
             #expect(invalid?.name == "org.freedesktop.DBus.Error.InvalidArgs")
         }
     }
@@ -116,7 +116,7 @@ struct ConnectionTests {
             let impostor = try bus.connect()
             let second = try bus.connect()
             let name = "org.horizon.Beacon"
-            #expect(try first.requestName(name) == .primaryOwner)
+            #expect(try await first.requestName(name) == .primaryOwner)
             let rule = DBusMatchRule(sender: name, path: "/beacon", interface: "org.horizon.Beacon", member: "Tick")
             let recorder = SignalRecorder(try await listener.signals(matching: rule))
             // The same signal from a process that does not own the name is not delivered.
@@ -130,8 +130,8 @@ struct ConnectionTests {
             try first.emitSignal(path: "/other", interface: "org.horizon.Beacon", name: "Tick", arguments: [.uint32(9)])
             #expect(await recorder.wait(for: 1).map(\.arguments) == [[.uint32(1)]])
             // The name moves to another process: its signals are now the ones that count.
-            try first.releaseName(name)
-            #expect(try second.requestName(name) == .primaryOwner)
+            try await first.releaseName(name)
+            #expect(try await second.requestName(name) == .primaryOwner)
             // The NameOwnerChanged signal is processed before the next signal from the new owner.
             try await Task.sleep(for: .milliseconds(50))
             try first.emitSignal(

@@ -73,7 +73,7 @@ public struct RadioOptions: ParsableArguments {
         switch radio {
         case .bluez:
             do {
-                let radio = try BlueZRadio.open(adapter: adapter, logger: Logs.bluezLogger(following: logger))
+                let radio = try await BlueZRadio.open(adapter: adapter, logger: Logs.bluezLogger(following: logger))
                 logger.info("BlueZ radio on \(radio.adapter.name) (\(radio.adapter.address))")
                 return radio
             } catch {

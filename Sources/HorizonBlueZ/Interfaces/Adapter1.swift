@@ -55,15 +55,4 @@ struct Adapter1: BlueZProxy {
     func removeDevice(_ device: String) -> BlueZCall<Void> { method("RemoveDevice", [.objectPath(device)]) }
 
     func discovering() -> BlueZCall<Bool> { property("Discovering", \.boolean) }
-
-    /// The adapter's `PropertiesChanged` signals (Powered, Discovering, …), from now on; blocking
-    /// while the match rule is added.
-    func propertyChangesBlocking() throws(BlueZError) -> AsyncStream<DBusSignal> {
-        do {
-            return try connection.signals(
-                matching: .propertiesChanged(sender: BlueZName.service, path: path, interface: Self.interface))
-        } catch {
-            throw BlueZError(error)
-        }
-    }
 }
