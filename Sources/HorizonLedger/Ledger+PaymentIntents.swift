@@ -158,7 +158,10 @@ extension Ledger {
                     """, [.integer(time), .blob(id.bytes), .text(merchant.rawValue)])
                 let now = try await Self.paymentIntent(id, of: merchant, at: time, in: db)
                 guard let now else { return nil }
-                return canceled.isEmpty ? .failure(.notCancelable(now)) : .success(now)
+                guard !canceled.isEmpty else { return .failure(.notCancelable(now)) }
+                _ = try await Self.recordWebhookEvent(
+                    .intentCanceled, merchant: merchant, object: Self.intentObject(now), at: time, in: db)
+                return .success(now)
             case .succeeded, .declined, .expired, .refunded, .partiallyRefunded:
                 return .failure(.notCancelable(intent))
             }

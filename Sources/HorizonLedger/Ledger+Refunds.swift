@@ -214,7 +214,10 @@ extension Ledger {
                     .integer(entryID), .integer(time),
                 ])
             guard let row = rows.first else { throw LedgerError.database("inserting a refund returned no row") }
-            return try Self.decodeRefund(row)
+            let refund = try Self.decodeRefund(row)
+            _ = try await Self.recordWebhookEvent(
+                .refundSucceeded, merchant: merchant, object: Self.refundObject(refund), at: time, in: db)
+            return refund
         }
     }
 

@@ -223,6 +223,7 @@ extension Ledger {
             try await Self.settleClaim(
                 record, merchant: merchantID, wallet: execution.walletID, card: card, at: time, in: db)
             let reference = try await Self.insert(record, execution, merchant: merchantID, at: time, in: db)
+            try await Self.recordPaymentEvents(record.id, merchant: merchantID, at: time, in: db)
             let outcome: SettlementOutcome
             if case .approved(_, let earned, let balance) = execution.outcome {
                 outcome = .approved(

@@ -26,6 +26,8 @@ public enum HorizonServer {
         public var messages: any MessageSender
         /// Delivers the outbox through the configured mail and SMS transports (none: the sandbox).
         public var deliverer: OutboxDeliverer
+        /// Sends the webhook deliveries the ledger holds.
+        public var webhooks: WebhookDeliverer
         /// The card processor; the sandbox over this ledger unless given.
         public var cardProcessor: any CardProcessor
         public var now: @Sendable () -> UnixTime
@@ -49,6 +51,8 @@ public enum HorizonServer {
             self.metrics = metrics
             self.deliverer = OutboxDeliverer(ledger: ledger, transports: transports, metrics: metrics, now: now)
             self.messages = messages ?? OutboxMessageSender(ledger: ledger, deliverer: deliverer)
+            self.webhooks = WebhookDeliverer(
+                ledger: ledger, timeout: configuration.effectiveWebhookTimeout, metrics: metrics, now: now)
             self.cardProcessor = cardProcessor ?? SandboxCardProcessor(ledger: ledger)
             self.now = now
             self.rateLimitClock = rateLimitClock
@@ -147,6 +151,7 @@ public enum HorizonServer {
                     recovery: CardClaimRecovery(ledger: parts.ledger, cards: parts.cardProcessor),
                     ledger: parts.ledger, now: parts.now, logger: logger),
                 OutboxDeliveryService(deliverer: parts.deliverer, logger: logger),
+                WebhookDeliveryService(deliverer: parts.webhooks, logger: logger),
             ],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
             logger: logger)

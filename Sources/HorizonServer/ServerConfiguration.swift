@@ -76,6 +76,13 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
     /// which suits a server on the person's own network only.
     public var publicURL: String?
 
+    /// How long one webhook delivery attempt may take, in seconds (1 to 30); nil for 10. A
+    /// delivery is claimed for this and 5 s more, so after a crash it is retried that late.
+    public var webhookTimeout: Int64?
+
+    public static let defaultWebhookTimeout: Int64 = 10
+    public var effectiveWebhookTimeout: Duration { .seconds(webhookTimeout ?? Self.defaultWebhookTimeout) }
+
     public static let defaultActivationLinkLifetime: Int64 = 86_400
     public var effectiveActivationLinkLifetime: Int64 { activationLinkLifetime ?? Self.defaultActivationLinkLifetime }
 
@@ -168,6 +175,9 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
         if let gatewayRelaysPerMinute, !(1...100_000).contains(gatewayRelaysPerMinute) {
             throw .invalidSetting(
                 "gatewayRelaysPerMinute must be 1 to 100000 (sealed requests one terminal relays a minute)")
+        }
+        if let webhookTimeout, !(1...30).contains(webhookTimeout) {
+            throw .invalidSetting("webhookTimeout must be 1 to 30 seconds")
         }
         if let activationLinkLifetime, !(600...7 * 86_400).contains(activationLinkLifetime) {
             throw .invalidSetting("activationLinkLifetime must be 600 to 604800 seconds (10 minutes to 7 days)")
