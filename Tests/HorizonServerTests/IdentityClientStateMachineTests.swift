@@ -121,7 +121,7 @@ import Testing
         #expect(machine.name == .aquiringPingActivationResponse)
     }
 
-    @Test func restorationAsksForTheEmailThenThePuk() throws {
+    @Test func restorationAsksForTheEmailThePukThenTheMailedReactivationToken() throws {
         var machine = Machine()
         _ = try machine.start(with: .none)
         _ = try machine.requestRestoration()
@@ -137,14 +137,41 @@ import Testing
         #expect(machine.name == .sendingRestorationPukRequest)
         _ = machine.handle(.restorationPukSent(id: "res_1"))
         #expect(machine.name == .awaitingRestorationPuk)
-        #expect(try machine.requestRestorationWithPuk("424242") == [.restore(id: "res_1", puk: "424242")])
-        #expect(machine.name == .acquiringReactivationResponse)
+        #expect(machine.reactivationInProgress)
+        #expect(
+            try machine.requestRestorationWithPuk("424242") == [.submitRestorationPuk(id: "res_1", puk: "424242")])
+        #expect(machine.name == .acquiringReactivationMail)
         _ = machine.handle(.failed(reason: "the code is wrong"))
         #expect(machine.name == .awaitingRestorationPuk)
         _ = try machine.requestRestorationWithPuk("424243")
+        #expect(machine.handle(.reactivationMailSent) == [])
+        #expect(machine.name == .awaitingMailReactivationToken)
+        #expect(try machine.reactivateWithReactivationToken("tok") == [.reactivate(id: "res_1", token: "tok")])
+        #expect(machine.name == .acquiringReactivationResponse)
+        _ = machine.handle(.failed(reason: "the token is wrong"))
+        #expect(machine.name == .awaitingMailReactivationToken)
+        _ = try machine.reactivateWithReactivationToken("tok2")
         #expect(machine.handle(.activated) == [.storeIdentity(pin: "1357")])
+        #expect(!machine.reactivationInProgress)
         #expect(machine.handle(.identityStored) == [.publishReady])
         #expect(machine.state == .unlocked(pinProtected: true))
+    }
+
+    @Test func aPinlessReactivationStoresTheKeyWithoutThePINChosen() throws {
+        var machine = Machine()
+        _ = try machine.start(with: .none)
+        _ = try machine.requestRestoration()
+        _ = try machine.choosePIN("1357")
+        _ = try machine.confirmPIN("1357")
+        _ = machine.handle(.identityCreated)
+        _ = try machine.requestRestorationPukWithEmail("alex@example.com")
+        _ = machine.handle(.restorationPukSent(id: "res_1"))
+        _ = try machine.requestRestorationWithPuk("424242")
+        _ = machine.handle(.reactivationMailSent)
+        #expect(try machine.reactivatePinlessWithReactivationToken("tok") == [.reactivate(id: "res_1", token: "tok")])
+        #expect(machine.handle(.activated) == [.storeIdentity(pin: nil)])
+        #expect(machine.handle(.identityStored) == [.publishReady])
+        #expect(machine.state == .unlocked(pinProtected: false))
     }
 
     @Test func aPinlessRestorationMakesTheKeyFirst() throws {
@@ -280,6 +307,14 @@ import Testing
             { (m) throws(IdentityCallRefused) in try m.requestRestorationPukWithEmail("a@b.c") }
         ),
         ("requestRestorationWithPuk", { (m) throws(IdentityCallRefused) in try m.requestRestorationWithPuk("1") }),
+        (
+            "reactivateWithReactivationToken",
+            { (m) throws(IdentityCallRefused) in try m.reactivateWithReactivationToken("t") }
+        ),
+        (
+            "reactivatePinlessWithReactivationToken",
+            { (m) throws(IdentityCallRefused) in try m.reactivatePinlessWithReactivationToken("t") }
+        ),
         ("provePIN", { (m) throws(IdentityCallRefused) in try m.provePIN("1") }),
         ("requestChangeOfPIN", { (m) throws(IdentityCallRefused) in try m.requestChangeOfPIN() }),
         ("deactivatePin", { (m) throws(IdentityCallRefused) in try m.deactivatePin() }),
@@ -347,6 +382,14 @@ import Testing
         cases.append((restoring, []))
         _ = restoring.handle(.restorationPukSent(id: "s"))
         cases.append((restoring, ["requestRestorationWithPuk"]))
+        _ = try restoring.requestRestorationWithPuk("1")
+        cases.append((restoring, []))  // the PUK with the server
+        _ = restoring.handle(.reactivationMailSent)
+        cases.append((restoring, ["reactivateWithReactivationToken", "reactivatePinlessWithReactivationToken"]))
+        _ = try restoring.reactivateWithReactivationToken("t")
+        cases.append((restoring, []))  // the token with the server
+        _ = restoring.handle(.failed(reason: "wrong token"))
+        cases.append((restoring, ["reactivateWithReactivationToken", "reactivatePinlessWithReactivationToken"]))
         _ = restoring.handle(.invalidated(reason: "revoked"))
         cases.append((restoring, procedures))
         return cases
@@ -420,6 +463,33 @@ import Testing
             ])
     }
 
+    @Test func theDriverRestoresWithThePukThenTheMailedTokenAndHandsTheKeyOver() async throws {
+        let backend = StandInBackend()
+        let vault = MemoryVault()
+        let identity = IdentityClient(serverURL: URL(string: "http://127.0.0.1:1")!)
+        let procedure = IdentityProcedure(identity: identity, backend: backend, vault: vault)
+        try await procedure.start()
+        try await procedure.requestPinlessRestoration()
+        try await procedure.requestRestorationPukWithEmail("alex@example.com")
+        await #expect(throws: IdentityProcedureError.failed("the PUK is wrong")) {
+            try await procedure.requestRestorationWithPuk("00000000")
+        }
+        try await procedure.requestRestorationWithPuk("12345678")
+        #expect(await procedure.state == .awaitingMailReactivationToken)
+        #expect(await procedure.reactivationInProgress)
+        await #expect(throws: IdentityProcedureError.failed("the token is wrong")) {
+            try await procedure.reactivateWithReactivationToken("guessed")
+        }
+        #expect(identity.state == .notReady)
+        #expect(try vault.stored() == StoredIdentity.none)
+        try await procedure.reactivateWithReactivationToken("the-mailed-token")
+        #expect(await procedure.state == .unlocked)
+        #expect(identity.state == .ready)
+        let stored = try #require(try vault.load(pin: nil))
+        #expect(backend.reactivatedKeys.withLock { $0 } == [stored.publicKey.rawRepresentation])
+        #expect(identity.publicKey?.rawRepresentation == stored.publicKey.rawRepresentation)
+    }
+
     @Test func theDriverSaysWhyACallIsRefused() async throws {
         let procedure = IdentityProcedure(
             identity: IdentityClient(serverURL: URL(string: "http://127.0.0.1:1")!), backend: StandInBackend(),
@@ -438,6 +508,7 @@ final class StandInBackend: IdentityBackend {
     let acceptedPUK = Mutex("12345678")
     let linkConfirmed = Mutex(false)
     let registered = Mutex<[RegistrationUserData]>([])
+    let reactivatedKeys = Mutex<[Data]>([])
 
     func register(_ user: RegistrationUserData, invitationCode: String?, key: P256.Signing.PrivateKey) async throws
         -> String
@@ -459,7 +530,14 @@ final class StandInBackend: IdentityBackend {
 
     func requestRestorationPuk(email: String, key: P256.Signing.PrivateKey) async throws -> String { "res_1" }
 
-    func restore(id: String, puk: String) async throws {}
+    func submitRestorationPuk(id: String, puk: String, key: P256.Signing.PrivateKey) async throws {
+        guard puk == acceptedPUK.withLock({ $0 }) else { throw IdentityProcedureError.failed("the PUK is wrong") }
+    }
+
+    func reactivate(id: String, token: String, key: P256.Signing.PrivateKey) async throws {
+        guard token == "the-mailed-token" else { throw IdentityProcedureError.failed("the token is wrong") }
+        reactivatedKeys.withLock { $0.append(key.publicKey.rawRepresentation) }
+    }
 }
 
 /// Keys in memory, "protected" by remembering the PIN.

@@ -31,6 +31,11 @@ public enum IdentityClientState: String, Sendable, Equatable, CaseIterable {
     case sendingRestorationPukRequest
     /// Restoration: the PUK from the restoration mail is asked for.
     case awaitingRestorationPuk
+    /// Restoration: the PUK is with the server, which mails the reactivation token.
+    case acquiringReactivationMail
+    /// Restoration: the reactivation token from the mail is asked for
+    /// (`reactivateWithReactivationToken`; on a phone a tap on the mail's link gives it).
+    case awaitingMailReactivationToken
     /// Restoration: the server moves the account to this device's key.
     case acquiringReactivationResponse
     /// The PIN is asked for to prove it is the person (before changing or removing the PIN).
@@ -124,6 +129,8 @@ public struct IdentityClientStateMachine: Sendable, Equatable {
         case awaitingRestorationEmail(pin: String?)
         case sendingRestorationPukRequest(pin: String?)
         case awaitingRestorationPuk(pin: String?, restoration: String)
+        case acquiringReactivationMail(pin: String?, restoration: String)
+        case awaitingReactivationToken(pin: String?, restoration: String)
         case acquiringReactivation(pin: String?, restoration: String)
         case awaitingPINProof(ProofPurpose, failures: Int, failed: Bool)
         case checkingPIN(ProofPurpose, failures: Int)
@@ -151,6 +158,8 @@ public struct IdentityClientStateMachine: Sendable, Equatable {
             case .awaitingRestorationEmail: .awaitingRestorationEmail
             case .sendingRestorationPukRequest: .sendingRestorationPukRequest
             case .awaitingRestorationPuk: .awaitingRestorationPuk
+            case .acquiringReactivationMail: .acquiringReactivationMail
+            case .awaitingReactivationToken: .awaitingMailReactivationToken
             case .acquiringReactivation: .acquiringReactivationResponse
             case .awaitingPINProof(.unlock, _, false), .checkingPIN(.unlock, _): .awaitingUserPINUnlock
             case .awaitingPINProof(_, _, false), .checkingPIN: .awaitingUserPINProof
@@ -169,6 +178,8 @@ public struct IdentityClientStateMachine: Sendable, Equatable {
         case identityCreated
         case registrationStarted(id: String)
         case restorationPukSent(id: String)
+        /// The restoration's PUK was right: the reactivation token is in the mail.
+        case reactivationMailSent
         case activated
         /// The server's answer to the PUK or to an activation check: whether both channels are
         /// proven (the wallet is active).
@@ -196,7 +207,10 @@ public struct IdentityClientStateMachine: Sendable, Equatable {
         /// Confirm the activation link the person gave the wallet, then check.
         case confirmActivationLink(id: String, link: String)
         case requestRestorationPuk(email: String)
-        case restore(id: String, puk: String)
+        /// Give the server the restoration's PUK (it mails the reactivation token).
+        case submitRestorationPuk(id: String, puk: String)
+        /// Move the account to this device's key with the mailed token (the old keys are revoked).
+        case reactivate(id: String, token: String)
         /// Store the new key on the device, protected by `pin` (nil: pinless).
         case storeIdentity(pin: String?)
         /// Read the stored key with `pin`.
@@ -356,8 +370,39 @@ public struct IdentityClientStateMachine: Sendable, Equatable {
         guard case .awaitingRestorationPuk(let pin, let restoration) = state else {
             throw refused("requestRestorationWithPuk")
         }
+        state = .acquiringReactivationMail(pin: pin, restoration: restoration)
+        return [.submitRestorationPuk(id: restoration, puk: puk)]
+    }
+
+    /// The token from the reactivation mail: the account moves to this device's key, protected
+    /// by the PIN chosen when the restoration started (none for a pinless restoration).
+    public mutating func reactivateWithReactivationToken(_ token: String) throws(IdentityCallRefused) -> [Action] {
+        guard case .awaitingReactivationToken(let pin, let restoration) = state else {
+            throw refused("reactivateWithReactivationToken")
+        }
         state = .acquiringReactivation(pin: pin, restoration: restoration)
-        return [.restore(id: restoration, puk: puk)]
+        return [.reactivate(id: restoration, token: token)]
+    }
+
+    /// The token from the reactivation mail, the key stored pinless whatever was chosen before.
+    public mutating func reactivatePinlessWithReactivationToken(_ token: String) throws(IdentityCallRefused)
+        -> [Action]
+    {
+        guard case .awaitingReactivationToken(_, let restoration) = state else {
+            throw refused("reactivatePinlessWithReactivationToken")
+        }
+        state = .acquiringReactivation(pin: nil, restoration: restoration)
+        return [.reactivate(id: restoration, token: token)]
+    }
+
+    /// Whether a restoration is under way (the reference's `reactivationInProgress`).
+    public var reactivationInProgress: Bool {
+        switch state {
+        case .creatingIdentity(.restoration, _), .awaitingRestorationEmail, .sendingRestorationPukRequest,
+            .awaitingRestorationPuk, .acquiringReactivationMail, .awaitingReactivationToken, .acquiringReactivation:
+            true
+        default: false
+        }
     }
 
     /// The PIN, to unlock the wallet or to prove it is the person.
@@ -452,8 +497,14 @@ public struct IdentityClientStateMachine: Sendable, Equatable {
         case (.sendingRestorationPukRequest(let pin), .failed(let reason)):
             state = .awaitingRestorationEmail(pin: pin)
             return [.report(reason: reason)]
-        case (.acquiringReactivation(let pin, let restoration), .failed(let reason)):
+        case (.acquiringReactivationMail(let pin, let restoration), .reactivationMailSent):
+            state = .awaitingReactivationToken(pin: pin, restoration: restoration)
+            return []
+        case (.acquiringReactivationMail(let pin, let restoration), .failed(let reason)):
             state = .awaitingRestorationPuk(pin: pin, restoration: restoration)
+            return [.report(reason: reason)]
+        case (.acquiringReactivation(let pin, let restoration), .failed(let reason)):
+            state = .awaitingReactivationToken(pin: pin, restoration: restoration)
             return [.report(reason: reason)]
 
         case (.applyingNewPIN(let pin), .identityStored), (.applyingNewPIN(let pin), .newPINApplied):

@@ -15,10 +15,13 @@ public protocol IdentityBackend: Sendable {
     func isRegistrationActive(id: String, key: P256.Signing.PrivateKey) async throws -> Bool
     /// Confirms the activation link as its page's button does.
     func confirmActivationLink(_ link: String) async throws
-    /// Asks for a restoration PUK, mailed to the account's address. Returns the restoration's id.
+    /// Asks for a restoration PUK, texted to the phone of the account with this e-mail.
+    /// Returns the restoration's id.
     func requestRestorationPuk(email: String, key: P256.Signing.PrivateKey) async throws -> String
-    /// Moves the account to `key` (every older key is revoked).
-    func restore(id: String, puk: String) async throws
+    /// Gives the server the restoration's PUK, as `key`; it mails the reactivation token.
+    func submitRestorationPuk(id: String, puk: String, key: P256.Signing.PrivateKey) async throws
+    /// Moves the account to `key` with the mailed token; every other key is revoked.
+    func reactivate(id: String, token: String, key: P256.Signing.PrivateKey) async throws
 }
 
 /// Where the device keeps its key: protected by a PIN, or by the device alone (pinless).
@@ -152,6 +155,18 @@ public actor IdentityProcedure {
     public func requestRestorationWithPuk(_ puk: String) async throws(IdentityProcedureError) {
         try await call { (machine) throws(IdentityCallRefused) in try machine.requestRestorationWithPuk(puk) }
     }
+    /// The token from the reactivation mail (on Linux there are no universal links: the person
+    /// gives it to the wallet, as `horizon-wallet reactivate TOKEN` does).
+    public func reactivateWithReactivationToken(_ token: String) async throws(IdentityProcedureError) {
+        try await call { (machine) throws(IdentityCallRefused) in try machine.reactivateWithReactivationToken(token) }
+    }
+    public func reactivatePinlessWithReactivationToken(_ token: String) async throws(IdentityProcedureError) {
+        try await call { (machine) throws(IdentityCallRefused) in
+            try machine.reactivatePinlessWithReactivationToken(token)
+        }
+    }
+    /// Whether a restoration is under way.
+    public var reactivationInProgress: Bool { machine.reactivationInProgress }
     public func provePIN(_ pin: String) async throws(IdentityProcedureError) {
         try await call { (machine) throws(IdentityCallRefused) in try machine.provePIN(pin) }
     }
@@ -227,8 +242,13 @@ public actor IdentityProcedure {
             case .requestRestorationPuk(let email):
                 guard let key = pendingKey else { return .failed(reason: "no key was made for this restoration") }
                 return .restorationPukSent(id: try await backend.requestRestorationPuk(email: email, key: key))
-            case .restore(let id, let puk):
-                try await backend.restore(id: id, puk: puk)
+            case .submitRestorationPuk(let id, let puk):
+                guard let key = pendingKey else { return .failed(reason: "no key was made for this restoration") }
+                try await backend.submitRestorationPuk(id: id, puk: puk, key: key)
+                return .reactivationMailSent
+            case .reactivate(let id, let token):
+                guard let key = pendingKey else { return .failed(reason: "no key was made for this restoration") }
+                try await backend.reactivate(id: id, token: token, key: key)
                 return .activated
             case .storeIdentity(let pin):
                 guard let key = pendingKey else { return .failed(reason: "no key was made to store") }
@@ -298,8 +318,9 @@ public actor IdentityProcedure {
 }
 
 /// The server as the identity procedure's backend (`/v1/wallets/registrations`, `/restorations`):
-/// a registration's e-mail is proven by the mailed activation link, its phone by the PUK; the
-/// PUK and the activation checks are signed with the key being registered.
+/// a registration's e-mail is proven by the mailed activation link, its phone by the PUK; a
+/// restoration's phone by its PUK, its e-mail by the mailed reactivation token. Every step after
+/// the start is signed with the key being registered or restored.
 public struct ServerIdentityBackend: IdentityBackend {
     public let serverURL: URL
     public let timeout: Duration
@@ -337,10 +358,14 @@ public struct ServerIdentityBackend: IdentityBackend {
     }
 
     public func requestRestorationPuk(email: String, key: P256.Signing.PrivateKey) async throws -> String {
-        try await client.restoreWallet(email: email, key: key).registrationId
+        try await client.restoreWalletWithReactivationLink(email: email, key: key).registrationId
     }
 
-    public func restore(id: String, puk: String) async throws {
-        _ = try await client.verifyWalletRestoration(id: id, code: puk)
+    public func submitRestorationPuk(id: String, puk: String, key: P256.Signing.PrivateKey) async throws {
+        _ = try await signed(by: key).submitRestorationPuk(id: id, puk: puk)
+    }
+
+    public func reactivate(id: String, token: String, key: P256.Signing.PrivateKey) async throws {
+        _ = try await signed(by: key).reactivateWallet(id: id, token: token)
     }
 }
