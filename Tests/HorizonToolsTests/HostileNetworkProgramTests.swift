@@ -46,8 +46,9 @@ struct HostileNetworkProgramTests {
         #expect(try Programs.run("horizon-server", ["init", "--data-dir", serverDir]).status == 0)
         let server = try ServedServer(dataDir: serverDir)
         defer { server.stop() }
-        let (code, emailCode) = try Programs.startWalletRegistration(
+        let (puk, link) = try Programs.startWalletRegistration(
             walletDir: walletDir, serverDir: serverDir, url: server.url, name: "Alex", email: "alex@example.com")
+        #expect(try Programs.run("horizon-wallet", ["verify", puk, "--data-dir", walletDir]).status == 0)
         let fingerprint = try Programs.anchorFingerprint(serverDir: serverDir)
         func pinned() -> [String] {
             ((try? FileManager.default.contentsOfDirectory(atPath: "\(walletDir)/trust")) ?? []).filter {
@@ -58,14 +59,15 @@ struct HostileNetworkProgramTests {
         // The anchor of another server (what a man in the middle would return) is not the one given.
         let other = String(fingerprint.map { $0 == "0" ? "1" : $0 == " " ? " " : "0" })
         let mismatch = try Programs.run(
-            "horizon-wallet", ["verify", code, emailCode, "--anchor-fingerprint", other, "--data-dir", walletDir])
+            "horizon-wallet",
+            ["activation-status", "--confirm-link", link, "--anchor-fingerprint", other, "--data-dir", walletDir])
         #expect(mismatch.status == 1)
         #expect(mismatch.standardError.contains("nothing was pinned"), "\(mismatch.standardError)")
         #expect(pinned().isEmpty)
         #expect(!FileManager.default.fileExists(atPath: "\(walletDir)/account.json"))
 
         // Asked, and standard input ends: no.
-        let unanswered = try Programs.run("horizon-wallet", ["verify", code, emailCode, "--data-dir", walletDir])
+        let unanswered = try Programs.run("horizon-wallet", ["activation-status", "--data-dir", walletDir])
         #expect(unanswered.status == 1)
         #expect(unanswered.standardOutput.contains(fingerprint), "\(unanswered.standardOutput)")
         #expect(unanswered.standardError.contains("not confirmed"), "\(unanswered.standardError)")
@@ -73,13 +75,13 @@ struct HostileNetworkProgramTests {
 
         // Asked, and answered no.
         let declined = try Programs.run(
-            "horizon-wallet", ["verify", code, emailCode, "--data-dir", walletDir], input: "n\n")
+            "horizon-wallet", ["activation-status", "--data-dir", walletDir], input: "n\n")
         #expect(declined.status == 1)
         #expect(pinned().isEmpty)
 
-        // The code was not spent by the refusals: confirmed, the anchor is pinned.
+        // The refusals lost nothing: confirmed, the anchor is pinned.
         let confirmed = try Programs.run(
-            "horizon-wallet", ["verify", code, emailCode, "--data-dir", walletDir], input: "y\n")
+            "horizon-wallet", ["activation-status", "--data-dir", walletDir], input: "y\n")
         #expect(confirmed.status == 0, "\(confirmed.standardError)")
         #expect(pinned().count == 1)
     }

@@ -161,18 +161,14 @@ final class RemoteLedgerRig {
                 "register", "--server", url, "--name", "Alex", "--email", "alex@example.com", "--phone", Self.phone,
                 "--data-dir", walletDir,
             ])
-        let outbox = try Self.run("horizon-server", ["outbox", "--to", Self.phone, "--json", "--data-dir", serverDir])
-        let messages = try JSONSerialization.jsonObject(with: Data(outbox.utf8)) as? [[String: Any]]
-        guard let body = messages?.first?["body"] as? String,
-            let code = body.split(whereSeparator: { !$0.isNumber }).first(where: { $0.count == 8 })
-        else { throw SandboxError("no registration code in the outbox: \(outbox)") }
-        let emailCode = try Programs.outboxCode(serverDir: serverDir, to: "alex@example.com")
+        let puk = try Programs.outboxCode(serverDir: serverDir, to: Self.phone)
+        let link = try Programs.outboxLink(serverDir: serverDir, to: "alex@example.com")
+        try Self.run("horizon-wallet", ["verify", puk, "--data-dir", walletDir])
         try Self.run(
             "horizon-wallet",
             [
-                "verify", String(code), emailCode, "--anchor-fingerprint",
-                try Programs.anchorFingerprint(serverDir: serverDir),
-                "--data-dir", walletDir,
+                "activation-status", "--confirm-link", link, "--anchor-fingerprint",
+                try Programs.anchorFingerprint(serverDir: serverDir), "--data-dir", walletDir,
             ])
         try Self.run("horizon-server", ["wallets", "top-up", "alex@example.com", "100.00", "--data-dir", serverDir])
     }

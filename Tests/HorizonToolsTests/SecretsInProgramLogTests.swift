@@ -51,22 +51,29 @@ struct SecretsInProgramLogTests {
         #expect(register.status == 0, "\(register.standardError)")
         logs.append(register.standardError)
         let smsCode = try Programs.outboxCode(serverDir: serverDir, to: "+4915112345678")
-        let emailCode = try Programs.outboxCode(serverDir: serverDir, to: "alex@example.com")
+        let link = try Programs.outboxLink(serverDir: serverDir, to: "alex@example.com")
+        let token = try #require(URLComponents(string: link)?.queryItems?.first { $0.name == "token" }?.value)
         let fingerprint = try Programs.anchorFingerprint(serverDir: serverDir)
         let wrong = smsCode == "00000000" ? "00000001" : "00000000"
-        for codes in [[wrong, emailCode], [smsCode, emailCode]] {
-            let verify = try Programs.run(
-                "horizon-wallet",
-                ["verify"] + codes + ["--anchor-fingerprint", fingerprint, "--data-dir", walletDir, "--verbose"])
+        for puk in [wrong, smsCode] {
+            let verify = try Programs.run("horizon-wallet", ["verify", puk, "--data-dir", walletDir, "--verbose"])
             logs.append(verify.standardError)
         }
+        let status = try Programs.run(
+            "horizon-wallet",
+            [
+                "activation-status", "--confirm-link", link, "--anchor-fingerprint", fingerprint, "--data-dir",
+                walletDir, "--verbose",
+            ])
+        #expect(status.status == 0, "\(status.standardError)")
+        logs.append(status.standardError)
         server.interrupt()
         let served = server.finish(timeout: 10)
         logs.append(served.standardError)
         logs.append(served.standardOutput)
         let text = logs.joined(separator: "\n")
         #expect(text.contains("POST /v1/terminals/activate"), "the server logged at trace: \(served.standardError)")
-        for secret in [password, "Pw-0e9b-WRONG-never-logged", smsCode, emailCode] {
+        for secret in [password, "Pw-0e9b-WRONG-never-logged", smsCode, token] {
             #expect(!text.contains(secret), "a log holds \(secret)")
         }
         #expect(!text.contains("Authorization"))

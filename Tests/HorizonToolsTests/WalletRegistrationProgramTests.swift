@@ -33,22 +33,19 @@ struct WalletRegistrationProgramTests {
         #expect(started["kind"] as? String == "registration")
         #expect(started["sentTo"] as? [String] == ["sms +49••••••••678", "email a•••@example.com"])
 
-        let outbox = try Programs.run(
-            "horizon-server", ["outbox", "--data-dir", serverDir, "--to", "+4915112345678", "--json"])
-        #expect(outbox.status == 0, "\(outbox.standardError)")
-        let messages = try JSONSerialization.jsonObject(with: Data(outbox.standardOutput.utf8)) as? [[String: Any]]
-        let body = try #require(messages?.first?["body"] as? String)
-        let code = try #require(body.split(whereSeparator: { !$0.isNumber }).first { $0.count == 8 }.map(String.init))
-        let emailCode = try Programs.outboxCode(serverDir: serverDir, to: "alice@example.com")
-        #expect(emailCode != code, "one code for both channels")
-
+        let puk = try Programs.outboxCode(serverDir: serverDir, to: "+4915112345678")
+        let link = try Programs.outboxLink(serverDir: serverDir, to: "alice@example.com")
         let fingerprint = try Programs.anchorFingerprint(serverDir: serverDir)
+
+        // Nothing proven yet: the status says what is missing.
+        let before = try Programs.run("horizon-wallet", ["activation-status", "--data-dir", walletDir])
+        #expect(before.status == 0, "\(before.standardError)")
+        #expect(before.standardOutput.contains("Not active yet"), "\(before.standardOutput)")
+        #expect(before.standardOutput.contains("PUK (phone): not given"))
+        #expect(before.standardOutput.contains("e-mail: not confirmed"))
+
         let wrong = try Programs.run(
-            "horizon-wallet",
-            [
-                "verify", code == "00000000" ? "00000001" : "00000000", emailCode, "--anchor-fingerprint",
-                fingerprint, "--data-dir", walletDir,
-            ])
+            "horizon-wallet", ["verify", puk == "00000000" ? "00000001" : "00000000", "--data-dir", walletDir])
         #expect(wrong.status == 1)
         #expect(
             wrong.standardError.hasPrefix(
@@ -57,27 +54,39 @@ struct WalletRegistrationProgramTests {
         let malformed = try Programs.run("horizon-wallet", ["verify", "12ab", "--data-dir", walletDir])
         #expect(malformed.status == 2)
         #expect(malformed.standardError.contains("CODE must be the 8 digits you received"))
-        // Each channel proves itself: the SMS code alone is not enough, and the two swapped
-        // (each given for the other channel) are wrong.
-        let smsOnly = try Programs.run(
-            "horizon-wallet", ["verify", code, "--anchor-fingerprint", fingerprint, "--data-dir", walletDir])
-        #expect(smsOnly.status == 2)
-        #expect(smsOnly.standardError.contains("a registration needs both codes"), "\(smsOnly.standardError)")
-        let swapped = try Programs.run(
-            "horizon-wallet",
-            ["verify", emailCode, code, "--anchor-fingerprint", fingerprint, "--data-dir", walletDir])
-        #expect(swapped.status == 1)
-        #expect(swapped.standardError.contains("3 more wrong codes lock this registration"), "\(swapped.standardError)")
+        // The e-mail is proven by its link: a second code is refused before anything is sent.
+        let twoCodes = try Programs.run("horizon-wallet", ["verify", puk, "12345678", "--data-dir", walletDir])
+        #expect(twoCodes.status == 2)
+        #expect(twoCodes.standardError.contains("give the PUK alone"), "\(twoCodes.standardError)")
 
-        let verify = try Programs.run(
-            "horizon-wallet",
-            ["verify", code, emailCode, "--anchor-fingerprint", fingerprint, "--data-dir", walletDir, "--json"])
+        let verify = try Programs.run("horizon-wallet", ["verify", puk, "--data-dir", walletDir, "--json"])
         #expect(verify.status == 0, "\(verify.standardError)")
-        // Used, the codes are no longer shown by the outbox.
+        let afterPuk = try json(verify.standardOutput)
+        #expect(afterPuk["phoneProven"] as? Bool == true && afterPuk["active"] as? Bool == false)
+        let waiting = try Programs.run(
+            "horizon-wallet", ["activation-status", "--json", "--anchor-fingerprint", fingerprint, "--data-dir", walletDir])
+        #expect(waiting.status == 0, "\(waiting.standardError)")
+        #expect(try json(waiting.standardOutput)["emailProven"] as? Bool == false)
+        #expect(FileManager.default.fileExists(atPath: "\(walletDir)/registration.json"))
+        let badLink = try Programs.run(
+            "horizon-wallet",
+            ["activation-status", "--confirm-link", "https://example.com/nothing", "--data-dir", walletDir])
+        #expect(badLink.status == 1)
+        #expect(badLink.standardError.contains("not an activation link"), "\(badLink.standardError)")
+
+        let active = try Programs.run(
+            "horizon-wallet",
+            [
+                "activation-status", "--confirm-link", link, "--anchor-fingerprint", fingerprint, "--data-dir",
+                walletDir, "--json",
+            ])
+        #expect(active.status == 0, "\(active.standardError)")
+        // Used, the PUK and the link are no longer shown by the outbox.
         let afterUse = try Programs.run("horizon-server", ["outbox", "--data-dir", serverDir, "--json"])
         #expect(afterUse.status == 0 && afterUse.standardOutput.contains("a one-time code was here"))
-        #expect(!afterUse.standardOutput.contains(code) && !afterUse.standardOutput.contains(emailCode))
-        let verified = try json(verify.standardOutput)
+        #expect(!afterUse.standardOutput.contains(puk) && !afterUse.standardOutput.contains(link))
+        let verified = try json(active.standardOutput)
+        #expect(verified["active"] as? Bool == true)
         let anchor = try json(
             try Programs.run("horizon-server", ["anchor", "--data-dir", serverDir, "--json"]).standardOutput)
         let pinned = try #require(verified["anchor"] as? [String: Any])
@@ -88,10 +97,13 @@ struct WalletRegistrationProgramTests {
         #expect(FileManager.default.fileExists(atPath: "\(walletDir)/trust/\(keyID).pub"), "the anchor is not pinned")
         #expect(!FileManager.default.fileExists(atPath: "\(walletDir)/registration.json"))
 
-        // Registered once: the code is spent, and the wallet says it is registered.
-        let again = try Programs.run("horizon-wallet", ["verify", code, emailCode, "--data-dir", walletDir])
+        // Registered once: nothing is pending any more, and the wallet says so.
+        let again = try Programs.run("horizon-wallet", ["verify", puk, "--data-dir", walletDir])
         #expect(again.status == 1)
         #expect(again.standardError.contains("error: nothing to verify: start with `horizon-wallet register`"))
+        let statusAgain = try Programs.run("horizon-wallet", ["activation-status", "--data-dir", walletDir])
+        #expect(statusAgain.status == 1)
+        #expect(statusAgain.standardError.contains("no registration waits for its activation"))
 
         // A PIN from a file; the key file is then sealed, and signing needs it.
         let pinFile = sandbox.path("pin")

@@ -23,13 +23,14 @@ struct HorizonWallet: ParsableCommand {
         commandName: "horizon-wallet",
         abstract: "A Bluetooth LE wallet: find the nearest terminal, check its offer, pay it with a tip.",
         discussion: """
-            Start with `horizon-wallet register --server URL …` and `horizon-wallet verify SMS-CODE EMAIL-CODE` (or, for the \
+            Start with `horizon-wallet register --server URL …`, `horizon-wallet verify PUK` and \
+            `horizon-wallet activation-status` (or, for the \
             sandbox, `horizon-wallet init --trust <terminal data dir>/anchor.pub`), then `horizon-wallet pay`. \
             The wallet trusts only terminals whose credential is signed by an anchor it pinned or was given.
             """,
         version: HorizonVersion.current,
         subcommands: [
-            Init.self, Register.self, Verify.self, Restore.self, PIN.self, Scan.self, Pay.self, Redeem.self,
+            Init.self, Register.self, Verify.self, ActivationStatus.self, Restore.self, Reactivate.self, PIN.self, Scan.self, Pay.self, Redeem.self,
             History.self, Balance.self, Account.self, Coupons.self, Memberships.self, Points.self, Cards.self,
             Token.self, RadioCommand.self, Doctor.self, BackupCommand.self,
         ])

@@ -11,18 +11,21 @@ import HorizonServerClient
 /// `register`: a new wallet account on a Horizon server, for this wallet's key.
 struct Register: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Register this wallet with a Horizon server; one code is texted to your phone and another mailed.",
+        abstract: "Register this wallet with a Horizon server: a PUK is texted to your phone, an activation link mailed.",
         discussion: """
-            Makes the wallet's key if there is none. Then run `horizon-wallet verify SMS-CODE EMAIL-CODE` within \
-            10 minutes: \
-            the wallet is registered and pins the server's trust anchor, so `pay` trusts its terminals.
+            Makes the wallet's key if there is none. Then give the PUK within 10 minutes with \
+            `horizon-wallet verify PUK`, open the mailed link and press its button, and run \
+            `horizon-wallet activation-status`: once both are proven the wallet is registered and pins the \
+            server's trust anchor, so `pay` trusts its terminals.
             """)
 
     @Option(help: "The server's URL, e.g. http://127.0.0.1:8080.") var server: String
     @Option(help: "Your name.") var name: String
     @Option(help: "Your e-mail address (a restoration on a new device sends its code there).") var email: String
-    @Option(help: "Your mobile number in international form, e.g. +4915112345678 (the code is texted there).")
+    @Option(help: "Your mobile number in international form, e.g. +4915112345678 (the PUK is texted there).")
     var phone: String
+    @Option(help: "The invitation code the operator gave you (needed when the server asks for one).")
+    var invitationCode: String?
     @Flag(help: "Print the result as JSON.") var json = false
     @OptionGroup var pin: PINOptions
     @OptionGroup var global: GlobalOptions
@@ -33,10 +36,10 @@ struct Register: AsyncParsableCommand {
         try WalletServer.refuseIfRegistered(files)
         try WalletServer.ensureKey(files)
         let key = try files.keyVault().unlock(pin: pin.current)
-        let (name, email, phone) = (name, email, phone)
+        let (name, email, phone, invitationCode) = (name, email, phone, invitationCode)
         let sent = try await WalletServer.call(url) { () async throws(ServerClientError) in
-            try await HorizonServerClient(serverURL: url).registerWallet(
-                name: name, email: email, phone: phone, key: key)
+            try await HorizonServerClient(serverURL: url).registerWalletWithActivationLink(
+                name: name, email: email, phone: phone, invitationCode: invitationCode, key: key)
         }
         try WalletServer.start(.registration, sent, server: url, email: email, files: files, json: json)
     }
@@ -45,11 +48,13 @@ struct Register: AsyncParsableCommand {
 /// `restore`: move an account registered elsewhere to this device's key.
 struct Restore: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Restore your wallet account on this device: a one-time code goes to the account's e-mail.",
+        abstract: "Restore your wallet account on this device: a PUK is texted to the account's phone.",
         discussion: """
-            Makes this device's key if there is none. Then run `horizon-wallet verify CODE`: this key joins the \
-            account and every older key (the lost device's) is revoked. The server answers the same whether or \
-            not the e-mail has an account, so no code arriving means the e-mail is not the registered one.
+            Makes this device's key if there is none. Then run `horizon-wallet verify PUK`: a reactivation token \
+            is mailed to the account's address; `horizon-wallet reactivate TOKEN` makes this key the account's \
+            and revokes every older key (the lost device's) at that moment. The server answers the same whether \
+            or not the e-mail has an account, so no PUK arriving means the e-mail is not the registered one (an \
+            account registered without a phone gets its PUK by mail).
             """)
 
     @Option(help: "The server's URL, e.g. http://127.0.0.1:8080.") var server: String
@@ -66,7 +71,7 @@ struct Restore: AsyncParsableCommand {
         let key = try files.keyVault().unlock(pin: pin.current)
         let email = email
         let sent = try await WalletServer.call(url) { () async throws(ServerClientError) in
-            try await HorizonServerClient(serverURL: url).restoreWallet(email: email, key: key)
+            try await HorizonServerClient(serverURL: url).restoreWalletWithReactivationLink(email: email, key: key)
         }
         try WalletServer.start(.restoration, sent, server: url, email: email, files: files, json: json)
     }
@@ -75,10 +80,10 @@ struct Restore: AsyncParsableCommand {
 /// `verify CODE`: completes the pending registration or restoration and pins the server's anchor.
 struct Verify: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Complete `register` or `restore` with the one-time code you received, and trust the server's anchor."
+        abstract: "Give the PUK texted to you after `register` or `restore` (older registrations: their codes)."
     )
 
-    @Argument(help: "The 8-digit code: for a registration the one texted to you, for a restoration the mailed one.")
+    @Argument(help: "The 8-digit PUK texted to you (for a registration or a restoration).")
     var code: String
     @Argument(help: "For a registration: the 8-digit code mailed to you (each channel proves itself).")
     var emailCode: String?
@@ -89,6 +94,7 @@ struct Verify: AsyncParsableCommand {
                 "64 hex digits (spaces and colons are ignored). Without it, the fingerprint is shown and you are asked to confirm it; no answer is no."
         )) var anchorFingerprint: String?
     @Flag(help: "Print the result as JSON.") var json = false
+    @OptionGroup var pin: PINOptions
     @OptionGroup var global: GlobalOptions
 
     func validate() throws {
@@ -104,9 +110,6 @@ struct Verify: AsyncParsableCommand {
         if let anchorFingerprint, WalletServer.fingerprintDigits(anchorFingerprint) == nil {
             throw ValidationError("--anchor-fingerprint must be 64 hex digits (spaces and colons are ignored)")
         }
-        if json, anchorFingerprint == nil {
-            throw ValidationError("--json needs --anchor-fingerprint (there is nobody to confirm the fingerprint)")
-        }
     }
 
     func run() async throws {
@@ -115,6 +118,10 @@ struct Verify: AsyncParsableCommand {
             throw CLIError(
                 "nothing to verify: start with `horizon-wallet register` (a new account) or `horizon-wallet restore` (a new device)"
             )
+        }
+        if pending.byLink { return try await givePuk(pending, files: files) }
+        if json, anchorFingerprint == nil {
+            throw ValidationError("--json needs --anchor-fingerprint (there is nobody to confirm the fingerprint)")
         }
         let url = try WalletServer.url(pending.server)
         let emailCode = emailCode?.filter { !$0.isWhitespace }
@@ -186,6 +193,58 @@ struct Verify: AsyncParsableCommand {
         print("  fingerprint \(pinned.fingerprint)")
     }
 
+    /// The PUK of a registration proven by link or of a restoration, signed with this device's key.
+    private func givePuk(_ pending: PendingVerification, files: WalletFiles) async throws {
+        guard emailCode == nil else {
+            throw ValidationError("give the PUK alone: horizon-wallet verify PUK (the e-mail is proven by its link)")
+        }
+        let url = try WalletServer.url(pending.server)
+        let key = try files.keyVault().unlock(pin: pin.current)
+        let client = HorizonServerClient(serverURL: url, signingKey: key)
+        let (id, puk) = (pending.registrationId, code.filter { !$0.isWhitespace })
+        switch pending.kind {
+        case .registration:
+            let status = try await WalletServer.call(url, forget: files) { () async throws(ServerClientError) in
+                try await client.submitRegistrationPuk(id: id, puk: puk)
+            }
+            if json {
+                return try Console().json(
+                    ActivationStatus.StatusJSON(
+                        active: status.active, phoneProven: status.phoneProven, emailProven: status.emailProven,
+                        activationExpiresAt: status.activationExpiresAt, walletId: status.walletId, anchor: nil))
+            }
+            print("PUK accepted: your phone is proven.")
+            if status.active {
+                print("Your e-mail is confirmed too: run `horizon-wallet activation-status` to finish.")
+            } else {
+                print(
+                    "Open the link in the activation mail and press its button, then run `horizon-wallet activation-status`."
+                )
+            }
+        case .restoration:
+            // Not `forget`: a PUK given twice is `used`, and the mailed token still needs this restoration.
+            let accepted = try await WalletServer.call(url) { () async throws(ServerClientError) in
+                try await client.submitRestorationPuk(id: id, puk: puk)
+            }
+            if json {
+                return try Console().json(
+                    ReactivationJSON(
+                        registrationId: accepted.registrationId, sentTo: accepted.sentTo,
+                        reactivationExpiresAt: accepted.reactivationExpiresAt))
+            }
+            let until = ISO8601DateFormatter().string(
+                from: Date(timeIntervalSince1970: TimeInterval(accepted.reactivationExpiresAt)))
+            print("PUK accepted: a reactivation token was mailed (\(accepted.sentTo.joined(separator: ", "))).")
+            print("Run `horizon-wallet reactivate TOKEN` on this device before \(until).")
+        }
+    }
+
+    struct ReactivationJSON: Encodable {
+        let registrationId: String
+        let sentTo: [String]
+        let reactivationExpiresAt: Int64
+    }
+
     struct VerifyJSON: Encodable {
         struct Anchor: Encodable {
             let name: String
@@ -210,6 +269,11 @@ struct PendingVerification: Codable {
     let registrationId: String
     let expiresAt: Int64
     let email: String
+    /// "link": the PUK comes back alone (`verify PUK`), then the activation link
+    /// (`activation-status`) or the reactivation token (`reactivate`); nil: the older codes.
+    var proof: String? = nil
+
+    var byLink: Bool { proof == "link" }
 }
 
 /// The account this wallet is registered to (account.json).
@@ -279,7 +343,7 @@ enum WalletServer {
         try save(
             PendingVerification(
                 kind: kind, server: server.absoluteString, registrationId: sent.registrationId,
-                expiresAt: sent.expiresAt, email: email), to: pendingFile, files: files)
+                expiresAt: sent.expiresAt, email: email, proof: "link"), to: pendingFile, files: files)
         if json {
             return try Console().json(
                 StartJSON(
@@ -290,11 +354,12 @@ enum WalletServer {
         let until = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(sent.expiresAt)))
         switch kind {
         case .registration:
-            print("A one-time code was sent to each of \(sent.sentTo.joined(separator: " and ")).")
-            print("Run `horizon-wallet verify SMS-CODE EMAIL-CODE` before \(until).")
+            print("A PUK was texted and an activation link mailed (\(sent.sentTo.joined(separator: ", "))).")
+            print("Run `horizon-wallet verify PUK` before \(until), open the link and press its button,")
+            print("then run `horizon-wallet activation-status`.")
         case .restoration:
-            print("If a wallet is registered with \(email), a one-time code was sent there (\(sent.sentTo.joined())).")
-            print("Run `horizon-wallet verify CODE` before \(until).")
+            print("If a wallet is registered with \(email), a PUK was texted to its phone.")
+            print("Run `horizon-wallet verify PUK` before \(until); a reactivation token is then mailed to \(email).")
         }
     }
 
@@ -387,6 +452,8 @@ enum WalletServer {
                 case "registration_locked": "registration locked"
                 case "registration_not_found": "no such registration"
                 case "already_exists": "already registered"
+                case "invitation_required", "invitation_unknown", "invitation_spent", "invitation_revoked":
+                    "invitation refused"
                 default: "refused"
                 }
             return "\(what): \(message) (\(code), request \(requestID))"
