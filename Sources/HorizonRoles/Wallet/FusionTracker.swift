@@ -122,21 +122,18 @@ public struct FusionTrackerConfiguration: Sendable {
 /// Follows every terminal session the wallet hears for some transaction types, smooths their
 /// RSSI, and offers the nearest clear one to its `manualConnectionDecider`. Two terminals about
 /// equally near are a conflict: no candidate until one is clearly nearer.
+///
+/// The reference's synchronous API over `FusionTrackerDriver`, an actor on the radio's
+/// scheduler: `start` and `stop` enter the scheduler's context and run there on the driver's
+/// state, which sightings and evaluations change on the same context. Readers on other threads
+/// (a program's table of what it hears) read what the driver last published.
 public final class FusionTracker: Sendable {
     public let scanner: SightingHub
     public let transactionTypes: Set<TransactionType>
     public let configuration: FusionTrackerConfiguration
     public let manualConnectionDecider: ManualConnectionDecider
-
-    private struct State {
-        var trackings: [TrackingKey: PeripheralTracking] = [:]
-        var candidate: TrackingKey?
-        var conflict = false
-        var subscription: Int?
-        var timer: ScheduledAction?
-    }
-
-    private let state = Mutex(State())
+    private let published: FusionTrackerSnapshot
+    private let driver: FusionTrackerDriver
 
     public init(
         scanner: SightingHub, transactionTypes: Set<TransactionType>,
@@ -145,117 +142,45 @@ public final class FusionTracker: Sendable {
         self.scanner = scanner
         self.transactionTypes = transactionTypes
         self.configuration = configuration
-        self.manualConnectionDecider = ManualConnectionDecider(scheduler: scanner.radio.scheduler)
+        let decider = ManualConnectionDecider(scheduler: scanner.radio.scheduler)
+        self.manualConnectionDecider = decider
+        let published = FusionTrackerSnapshot()
+        self.published = published
+        driver = FusionTrackerDriver(
+            scanner: scanner, transactionTypes: transactionTypes, configuration: configuration, decider: decider,
+            published: published)
     }
 
     var scheduler: any Scheduler { scanner.radio.scheduler }
 
     /// Every session heard recently, nearest first.
     public var trackings: [PeripheralTracking] {
-        state.withLock { Array($0.trackings.values) }.sorted(by: Self.nearerFirst)
+        published.read { Array($0.trackings.values) }.sorted(by: Self.nearerFirst)
     }
 
     /// True while two or more terminals are too close in strength to choose between.
-    public var isConflict: Bool { state.withLock { $0.conflict } }
+    public var isConflict: Bool { published.read { $0.conflict } }
 
     /// Starts following sightings (and the shared scan, if not running), on the radio's
     /// scheduler, where the evaluations run.
     public func start() throws(RadioError) {
         try scheduler.performSynchronously { () throws(RadioError) in
-            let subscribed = state.withLock { $0.subscription != nil }
-            guard !subscribed else { return }
-            let id = scanner.subscribe { [weak self] sighting, advertisement in self?.heard(sighting, advertisement) }
-            state.withLock { $0.subscription = id }
-            scheduleEvaluation()
-            try scanner.start()
+            try driver.assumeIsolated { driver in Result { () throws(RadioError) in try driver.start() } }.get()
         }
     }
 
     /// Stops following sightings and withdraws the candidate, on the radio's scheduler.
     public func stop() {
-        scheduler.performSynchronously {
-            let (subscription, timer) = state.withLock { state in
-                defer {
-                    state.subscription = nil
-                    state.timer = nil
-                    state.trackings = [:]
-                    state.candidate = nil
-                }
-                return (state.subscription, state.timer)
-            }
-            if let subscription { scanner.unsubscribe(subscription) }
-            timer?.cancel()
-            manualConnectionDecider.offer(nil)
-        }
+        scheduler.performSynchronously { driver.assumeIsolated { $0.stop() } }
     }
 
     /// Every address heard advertising a terminal key, to find a terminal again for a pending
     /// payment (the wallet's state machine picks the latest one that has not failed the
     /// handshake: a clone may advertise the same key id from another address).
     func trackings(terminalKeyID: TerminalKeyID) -> [PeripheralTracking] {
-        state.withLock { state in
-            state.trackings.values.filter { $0.peripheralMetaData.terminalKeyID == terminalKeyID }
+        published.read { published in
+            published.trackings.values.filter { $0.peripheralMetaData.terminalKeyID == terminalKeyID }
         }
-    }
-
-    private func heard(_ sighting: Sighting, _ advertisement: HorizonAdvertisement) {
-        guard transactionTypes.contains(advertisement.transactionType) else { return }
-        let key = TrackingKey(address: sighting.address, sessionID: advertisement.sessionID)
-        let alpha = configuration.smoothingFactor
-        state.withLock { state in
-            if var tracking = state.trackings[key] {
-                if let rssi = sighting.rssi {
-                    tracking.smoothedRSSI =
-                        tracking.smoothedRSSI.map { $0 + alpha * (Double(rssi) - $0) } ?? Double(rssi)
-                }
-                tracking.lastRSSI = sighting.rssi
-                tracking.sightings += 1
-                tracking.lastSeen = sighting.receivedAt
-                state.trackings[key] = tracking
-            } else {
-                state.trackings[key] = PeripheralTracking(
-                    peripheralMetaData: PeripheralMetaData(
-                        address: sighting.address, transactionType: advertisement.transactionType,
-                        sessionID: advertisement.sessionID, terminalKeyID: advertisement.terminalKeyID),
-                    smoothedRSSI: sighting.rssi.map(Double.init), lastRSSI: sighting.rssi, sightings: 1,
-                    firstSeen: sighting.receivedAt, lastSeen: sighting.receivedAt)
-            }
-        }
-    }
-
-    private func scheduleEvaluation() {
-        let timer = scheduler.schedule(after: configuration.evaluationInterval) { [weak self] in
-            guard let self else { return }
-            self.evaluate()
-            if self.state.withLock({ $0.subscription != nil }) { self.scheduleEvaluation() }
-        }
-        state.withLock { $0.timer = timer }
-    }
-
-    /// Drops faded sessions and picks the candidate, with hysteresis.
-    func evaluate() {
-        let now = scheduler.now
-        let ignored = manualConnectionDecider.ignoredSessions
-        let ignoredTrackings = manualConnectionDecider.ignoredTrackings
-        let configuration = configuration
-        let candidate: PeripheralTracking?? = state.withLock { state in
-            state.trackings = state.trackings.filter { now - $0.value.lastSeen <= configuration.fadeTimeout }
-            // Nothing heard, and the decider already told so (the candidate is what it was last
-            // offered, and only this tracker offers to it): nothing to choose, nothing to say.
-            // (A wallet scans between payments too; this runs ten times a second.)
-            if state.trackings.isEmpty, state.candidate == nil, !state.conflict { return .none }
-            let heard = state.trackings.values.filter { tracking in
-                !ignored.contains(tracking.peripheralMetaData.sessionID) && !ignoredTrackings.contains(tracking.key)
-                    && (tracking.smoothedRSSI.map { $0 >= configuration.minimumRSSI } ?? true)
-            }.sorted(by: Self.nearerFirst)
-            let eligible = heard.filter { $0.sightings >= configuration.minimumSightings }
-            let chosen = Self.choose(
-                from: eligible, rivals: heard, current: state.candidate, margin: configuration.clearMargin)
-            state.conflict = chosen == nil && heard.count > 1 && !eligible.isEmpty
-            state.candidate = chosen?.key
-            return .some(chosen)
-        }
-        if let candidate { manualConnectionDecider.offer(candidate) }
     }
 
     /// The nearest eligible session, if it is clearly nearer than every rival: any other session
@@ -287,5 +212,136 @@ public final class FusionTracker: Sendable {
         case (nil, .some): false
         default: lhs.peripheralMetaData.address.rawValue < rhs.peripheralMetaData.address.rawValue
         }
+    }
+}
+
+/// What the tracker's driver last decided, copied out for readers on any thread; written only
+/// by the driver, after each change.
+private final class FusionTrackerSnapshot: Sendable {
+    struct Contents {
+        var trackings: [TrackingKey: PeripheralTracking] = [:]
+        var conflict = false
+    }
+
+    private let contents = Mutex(Contents())
+
+    func read<T>(_ body: (Contents) -> T) -> T { contents.withLock { body($0) } }
+
+    func publish(trackings: [TrackingKey: PeripheralTracking], conflict: Bool) {
+        contents.withLock { $0 = Contents(trackings: trackings, conflict: conflict) }
+    }
+}
+
+/// The tracker's state and its events, on the radio's scheduler: an actor whose executor is that
+/// scheduler, entered with `assumeIsolated` from `start` and `stop` (which hop there first), the
+/// sightings and the evaluation timer (which arrive there).
+private actor FusionTrackerDriver {
+    let scanner: SightingHub
+    let transactionTypes: Set<TransactionType>
+    let configuration: FusionTrackerConfiguration
+    let decider: ManualConnectionDecider
+    let published: FusionTrackerSnapshot
+
+    private var trackings: [TrackingKey: PeripheralTracking] = [:]
+    private var candidate: TrackingKey?
+    private var conflict = false
+    private var subscription: Int?
+    private var timer: ScheduledAction?
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor { scanner.radio.scheduler.asUnownedSerialExecutor() }
+
+    init(
+        scanner: SightingHub, transactionTypes: Set<TransactionType>, configuration: FusionTrackerConfiguration,
+        decider: ManualConnectionDecider, published: FusionTrackerSnapshot
+    ) {
+        self.scanner = scanner
+        self.transactionTypes = transactionTypes
+        self.configuration = configuration
+        self.decider = decider
+        self.published = published
+    }
+
+    var scheduler: any Scheduler { scanner.radio.scheduler }
+
+    func start() throws(RadioError) {
+        guard subscription == nil else { return }
+        subscription = scanner.subscribe { [weak self] sighting, advertisement in
+            self?.assumeIsolated { $0.heard(sighting, advertisement) }
+        }
+        scheduleEvaluation()
+        try scanner.start()
+    }
+
+    func stop() {
+        if let subscription { scanner.unsubscribe(subscription) }
+        timer?.cancel()
+        subscription = nil
+        timer = nil
+        trackings = [:]
+        candidate = nil
+        publish()
+        decider.offer(nil)
+    }
+
+    private func publish() { published.publish(trackings: trackings, conflict: conflict) }
+
+    private func heard(_ sighting: Sighting, _ advertisement: HorizonAdvertisement) {
+        guard transactionTypes.contains(advertisement.transactionType) else { return }
+        let key = TrackingKey(address: sighting.address, sessionID: advertisement.sessionID)
+        let alpha = configuration.smoothingFactor
+        if var tracking = trackings[key] {
+            if let rssi = sighting.rssi {
+                tracking.smoothedRSSI = tracking.smoothedRSSI.map { $0 + alpha * (Double(rssi) - $0) } ?? Double(rssi)
+            }
+            tracking.lastRSSI = sighting.rssi
+            tracking.sightings += 1
+            tracking.lastSeen = sighting.receivedAt
+            trackings[key] = tracking
+        } else {
+            trackings[key] = PeripheralTracking(
+                peripheralMetaData: PeripheralMetaData(
+                    address: sighting.address, transactionType: advertisement.transactionType,
+                    sessionID: advertisement.sessionID, terminalKeyID: advertisement.terminalKeyID),
+                smoothedRSSI: sighting.rssi.map(Double.init), lastRSSI: sighting.rssi, sightings: 1,
+                firstSeen: sighting.receivedAt, lastSeen: sighting.receivedAt)
+        }
+        publish()
+    }
+
+    private func scheduleEvaluation() {
+        timer = scheduler.schedule(after: configuration.evaluationInterval) { [weak self] in
+            self?.assumeIsolated { driver in
+                driver.evaluate()
+                if driver.subscription != nil { driver.scheduleEvaluation() }
+            }
+        }
+    }
+
+    /// Drops faded sessions and picks the candidate, with hysteresis.
+    private func evaluate() {
+        let now = scheduler.now
+        let ignored = decider.ignoredSessions
+        let ignoredTrackings = decider.ignoredTrackings
+        let configuration = configuration
+        let before = trackings.count
+        trackings = trackings.filter { now - $0.value.lastSeen <= configuration.fadeTimeout }
+        // Nothing heard, and the decider already told so (the candidate is what it was last
+        // offered, and only this tracker offers to it): nothing to choose, nothing to say.
+        // (A wallet scans between payments too; this runs ten times a second.)
+        if trackings.isEmpty, candidate == nil, !conflict {
+            if before != 0 { publish() }
+            return
+        }
+        let heard = trackings.values.filter { tracking in
+            !ignored.contains(tracking.peripheralMetaData.sessionID) && !ignoredTrackings.contains(tracking.key)
+                && (tracking.smoothedRSSI.map { $0 >= configuration.minimumRSSI } ?? true)
+        }.sorted(by: FusionTracker.nearerFirst)
+        let eligible = heard.filter { $0.sightings >= configuration.minimumSightings }
+        let chosen = FusionTracker.choose(
+            from: eligible, rivals: heard, current: candidate, margin: configuration.clearMargin)
+        conflict = chosen == nil && heard.count > 1 && !eligible.isEmpty
+        candidate = chosen?.key
+        publish()
+        decider.offer(chosen)
     }
 }
