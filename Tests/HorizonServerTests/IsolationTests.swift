@@ -301,6 +301,19 @@ struct IsolationTests {
                 registration, .notFound, "registration_not_found", "there is no such restoration",
                 "a registration's id and code on the restoration path")
         },
+        "submitWalletRestorationPuk": .open(
+            reason: "signed by the key the restoration was started with; the PUK texted to the account's phone proves it"
+        ) { world, client in
+            try await world.expectRestorationStepRefused(
+                client, step: "puk", body: #"{"puk": "\#(world.restorationZ.code)"}"#, "a restoration PUK")
+        },
+        "reactivateWallet": .open(
+            reason: "signed by the key the restoration was started with; the token mailed to the account proves it"
+        ) { world, client in
+            try await world.expectRestorationStepRefused(
+                client, step: "reactivate", body: #"{"token": "\#(String(repeating: "A", count: 43))"}"#,
+                "a reactivation token")
+        },
         "renewTerminalCredential": .terminalSigned(
             request: { _ in Request(method: .post, path: "/v1/terminals/credential", body: nil) },
             otherMerchant: .servesOnlyTheSigner("a terminal renews its own credential; the request names no other")),
@@ -1402,5 +1415,32 @@ extension World {
         let token = try JSONDecoder().decode(Components.Schemas.MerchantAdminSession.self, from: response.data).token
         shopAdminSession.withLock { $0 = token }
         return token
+    }
+}
+
+extension World {
+    /// A restoration step (`/v1/wallets/restorations/{id}/<step>`) on restoration Z (one proven
+    /// by a mailed code, not started for a reactivation link) and on registration X, signed by
+    /// another wallet's key and by other registrations' keys: answered like an unknown
+    /// restoration; unsigned, refused first.
+    func expectRestorationStepRefused(
+        _ client: any TestClientProtocol, step: String, body: String, _ what: String
+    ) async throws {
+        for id in [restorationZ.id, registrationX.id] {
+            let path = "/v1/wallets/restorations/\(id)/\(step)"
+            for key in [walletDevice.key, deviceY.key, deviceX.key] {
+                let response = try await client.send(
+                    .post, path, json: body,
+                    headers: [
+                        .authorization: try signedAuthorization(
+                            key, method: .post, path: path, bodyBytes: Array(body.utf8), time: server.clock.now)
+                    ])
+                try expectRefusal(
+                    response, .notFound, "registration_not_found", "there is no such restoration", "\(what) for \(id)")
+            }
+            let unsigned = try await client.send(.post, path, json: body)
+            try expectRefusal(
+                unsigned, .unauthorized, "unauthenticated", "signed with the new device's key", "an unsigned \(what)")
+        }
     }
 }
