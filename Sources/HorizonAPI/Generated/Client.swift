@@ -1684,6 +1684,361 @@ public struct Client: APIProtocol {
             }
         )
     }
+    /// Whether the signing wallet has a PIN or is pinless, and its wrong proofs.
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/pin`.
+    /// - Remark: Generated from `#/paths//v1/wallet/pin/get(getWalletPIN)`.
+    public func getWalletPIN(_ input: Operations.GetWalletPIN.Input) async throws -> Operations.GetWalletPIN.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.GetWalletPIN.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/wallet/pin",
+                    parameters: []
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .get
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                return (request, nil)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.GetWalletPIN.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.WalletPINState.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// Sets or changes the signing wallet's PIN, as the server counts it (the reference's PIN choice).
+    ///
+    /// Signed with the wallet's key. The device keeps the wallet's key encrypted under its PIN
+    /// and the `share` together, so that a copy of its file gives no offline guessing: each
+    /// guess is a proof sent to `POST /v1/wallet/pin/proofs`, signed by `deviceKey` and checked
+    /// against `pinKey` (derived from the PIN on the device), and wrong ones are counted here.
+    /// Replaces any PIN before it (its wrong proofs start from zero); the wallet is no longer
+    /// pinless. Errors: `invalid_request` (a key that is not an uncompressed P-256 point, a
+    /// share that is not 32 bytes, the device key equal to the PIN key), `already_exists`
+    /// (the device key names another wallet's PIN), `wallet_unknown`, `wallet_key_revoked`.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/wallet/pin`.
+    /// - Remark: Generated from `#/paths//v1/wallet/pin/put(setWalletPIN)`.
+    public func setWalletPIN(_ input: Operations.SetWalletPIN.Input) async throws -> Operations.SetWalletPIN.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.SetWalletPIN.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/wallet/pin",
+                    parameters: []
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .put
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                let body: OpenAPIRuntime.HTTPBody?
+                switch input.body {
+                case let .json(value):
+                    body = try converter.setRequiredRequestBodyAsJSON(
+                        value,
+                        headerFields: &request.headerFields,
+                        contentType: "application/json; charset=utf-8"
+                    )
+                }
+                return (request, body)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.SetWalletPIN.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.WalletPINState.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// The reference's deactivatePin: the signing wallet keeps its key without a PIN from now on.
+    ///
+    /// Signed with the wallet's key. Drops the PIN (its share and wrong-proof count); the wallet
+    /// is pinless, and each of its payments is limited to the server's `pinlessPaymentLimit`
+    /// (a payment above it is declined with that reason). A wallet registered pinless calls
+    /// this once it is active. Errors: `wallet_unknown`, `wallet_key_revoked`.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/wallet/pin`.
+    /// - Remark: Generated from `#/paths//v1/wallet/pin/delete(deactivateWalletPIN)`.
+    public func deactivateWalletPIN(_ input: Operations.DeactivateWalletPIN.Input) async throws -> Operations.DeactivateWalletPIN.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.DeactivateWalletPIN.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/wallet/pin",
+                    parameters: []
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .delete
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                return (request, nil)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.DeactivateWalletPIN.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.WalletPINState.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// Proves the PIN while the wallet's key is locked; a right proof gets the share that opens it.
+    ///
+    /// Signed with the device key given when the PIN was set (HorizonSignature: the request
+    /// itself cannot be replayed), not with the wallet's key, which is still locked. `proof` is
+    /// the signature of the key derived from the PIN over the UTF-8 lines
+    /// `horizon/pin-proof/v1`, the device key's standard base64, `time` and `nonce`, joined by
+    /// "\n"; `time` within the server's signature window and `nonce` used once. A wrong proof
+    /// is counted: 3 free, then a wait of 30 s doubling up to an hour, and after 10 in a row
+    /// the PIN is blocked until the account is restored to a new key. The answer says which:
+    /// `proven` with the share, `wrong` (counted), `backing_off` (not tried, not counted) or
+    /// `blocked`. Errors: `pin_not_set` (no PIN was set with this device key, or its wallet's
+    /// key was revoked), `request_replayed` (a proof's nonce used before), `request_expired`,
+    /// `invalid_request`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallet/pin/proofs`.
+    /// - Remark: Generated from `#/paths//v1/wallet/pin/proofs/post(proveWalletPIN)`.
+    public func proveWalletPIN(_ input: Operations.ProveWalletPIN.Input) async throws -> Operations.ProveWalletPIN.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.ProveWalletPIN.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/wallet/pin/proofs",
+                    parameters: []
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .post
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                let body: OpenAPIRuntime.HTTPBody?
+                switch input.body {
+                case let .json(value):
+                    body = try converter.setRequiredRequestBodyAsJSON(
+                        value,
+                        headerFields: &request.headerFields,
+                        contentType: "application/json; charset=utf-8"
+                    )
+                }
+                return (request, body)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.ProveWalletPIN.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.WalletPINProofResult.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
     /// The signing wallet's balance in each currency it holds.
     ///
     /// - Remark: HTTP `GET /v1/wallet/balances`.

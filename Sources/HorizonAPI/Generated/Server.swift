@@ -247,6 +247,50 @@ extension APIProtocol {
         )
         try transport.register(
             {
+                try await server.getWalletPIN(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .get,
+            path: server.apiPathComponentsWithServerPrefix("/v1/wallet/pin")
+        )
+        try transport.register(
+            {
+                try await server.setWalletPIN(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .put,
+            path: server.apiPathComponentsWithServerPrefix("/v1/wallet/pin")
+        )
+        try transport.register(
+            {
+                try await server.deactivateWalletPIN(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .delete,
+            path: server.apiPathComponentsWithServerPrefix("/v1/wallet/pin")
+        )
+        try transport.register(
+            {
+                try await server.proveWalletPIN(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/wallet/pin/proofs")
+        )
+        try transport.register(
+            {
                 try await server.getWalletBalances(
                     request: $0,
                     body: $1,
@@ -2183,6 +2227,333 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                     preconditionFailure("bestContentType chose an invalid content type.")
                 }
                 return Operations.SetWalletAccount.Input(
+                    headers: headers,
+                    body: body
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Whether the signing wallet has a PIN or is pinless, and its wrong proofs.
+    ///
+    /// - Remark: HTTP `GET /v1/wallet/pin`.
+    /// - Remark: Generated from `#/paths//v1/wallet/pin/get(getWalletPIN)`.
+    func getWalletPIN(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.GetWalletPIN.id,
+            using: {
+                APIHandler.getWalletPIN($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let headers: Operations.GetWalletPIN.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.GetWalletPIN.Input(headers: headers)
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Sets or changes the signing wallet's PIN, as the server counts it (the reference's PIN choice).
+    ///
+    /// Signed with the wallet's key. The device keeps the wallet's key encrypted under its PIN
+    /// and the `share` together, so that a copy of its file gives no offline guessing: each
+    /// guess is a proof sent to `POST /v1/wallet/pin/proofs`, signed by `deviceKey` and checked
+    /// against `pinKey` (derived from the PIN on the device), and wrong ones are counted here.
+    /// Replaces any PIN before it (its wrong proofs start from zero); the wallet is no longer
+    /// pinless. Errors: `invalid_request` (a key that is not an uncompressed P-256 point, a
+    /// share that is not 32 bytes, the device key equal to the PIN key), `already_exists`
+    /// (the device key names another wallet's PIN), `wallet_unknown`, `wallet_key_revoked`.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/wallet/pin`.
+    /// - Remark: Generated from `#/paths//v1/wallet/pin/put(setWalletPIN)`.
+    func setWalletPIN(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.SetWalletPIN.id,
+            using: {
+                APIHandler.setWalletPIN($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let headers: Operations.SetWalletPIN.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
+                let body: Operations.SetWalletPIN.Input.Body
+                let chosenContentType = try converter.bestContentType(
+                    received: contentType,
+                    options: [
+                        "application/json"
+                    ]
+                )
+                switch chosenContentType {
+                case "application/json":
+                    body = try await converter.getRequiredRequestBodyAsJSON(
+                        Components.Schemas.WalletPINSetup.self,
+                        from: requestBody,
+                        transforming: { value in
+                            .json(value)
+                        }
+                    )
+                default:
+                    preconditionFailure("bestContentType chose an invalid content type.")
+                }
+                return Operations.SetWalletPIN.Input(
+                    headers: headers,
+                    body: body
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// The reference's deactivatePin: the signing wallet keeps its key without a PIN from now on.
+    ///
+    /// Signed with the wallet's key. Drops the PIN (its share and wrong-proof count); the wallet
+    /// is pinless, and each of its payments is limited to the server's `pinlessPaymentLimit`
+    /// (a payment above it is declined with that reason). A wallet registered pinless calls
+    /// this once it is active. Errors: `wallet_unknown`, `wallet_key_revoked`.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/wallet/pin`.
+    /// - Remark: Generated from `#/paths//v1/wallet/pin/delete(deactivateWalletPIN)`.
+    func deactivateWalletPIN(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.DeactivateWalletPIN.id,
+            using: {
+                APIHandler.deactivateWalletPIN($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let headers: Operations.DeactivateWalletPIN.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.DeactivateWalletPIN.Input(headers: headers)
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Proves the PIN while the wallet's key is locked; a right proof gets the share that opens it.
+    ///
+    /// Signed with the device key given when the PIN was set (HorizonSignature: the request
+    /// itself cannot be replayed), not with the wallet's key, which is still locked. `proof` is
+    /// the signature of the key derived from the PIN over the UTF-8 lines
+    /// `horizon/pin-proof/v1`, the device key's standard base64, `time` and `nonce`, joined by
+    /// "\n"; `time` within the server's signature window and `nonce` used once. A wrong proof
+    /// is counted: 3 free, then a wait of 30 s doubling up to an hour, and after 10 in a row
+    /// the PIN is blocked until the account is restored to a new key. The answer says which:
+    /// `proven` with the share, `wrong` (counted), `backing_off` (not tried, not counted) or
+    /// `blocked`. Errors: `pin_not_set` (no PIN was set with this device key, or its wallet's
+    /// key was revoked), `request_replayed` (a proof's nonce used before), `request_expired`,
+    /// `invalid_request`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallet/pin/proofs`.
+    /// - Remark: Generated from `#/paths//v1/wallet/pin/proofs/post(proveWalletPIN)`.
+    func proveWalletPIN(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.ProveWalletPIN.id,
+            using: {
+                APIHandler.proveWalletPIN($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let headers: Operations.ProveWalletPIN.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
+                let body: Operations.ProveWalletPIN.Input.Body
+                let chosenContentType = try converter.bestContentType(
+                    received: contentType,
+                    options: [
+                        "application/json"
+                    ]
+                )
+                switch chosenContentType {
+                case "application/json":
+                    body = try await converter.getRequiredRequestBodyAsJSON(
+                        Components.Schemas.WalletPINProof.self,
+                        from: requestBody,
+                        transforming: { value in
+                            .json(value)
+                        }
+                    )
+                default:
+                    preconditionFailure("bestContentType chose an invalid content type.")
+                }
+                return Operations.ProveWalletPIN.Input(
                     headers: headers,
                     body: body
                 )

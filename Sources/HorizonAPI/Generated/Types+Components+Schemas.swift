@@ -1365,6 +1365,225 @@ extension Components {
                 case createdAt
             }
         }
+        /// - Remark: Generated from `#/components/schemas/WalletPINSetup`.
+        public struct WalletPINSetup: Codable, Hashable, Sendable {
+            /// The device key that signs PIN proofs: a P-256 public key, X9.63, standard base64. Not the wallet's key.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletPINSetup/deviceKey`.
+            public var deviceKey: Swift.String
+            /// The public key derived from the PIN on the device, X9.63, standard base64.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletPINSetup/pinKey`.
+            public var pinKey: Swift.String
+            /// 32 random bytes, standard base64: released only to a right proof.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletPINSetup/share`.
+            public var share: Swift.String
+            /// Creates a new `WalletPINSetup`.
+            ///
+            /// - Parameters:
+            ///   - deviceKey: The device key that signs PIN proofs: a P-256 public key, X9.63, standard base64. Not the wallet's key.
+            ///   - pinKey: The public key derived from the PIN on the device, X9.63, standard base64.
+            ///   - share: 32 random bytes, standard base64: released only to a right proof.
+            public init(
+                deviceKey: Swift.String,
+                pinKey: Swift.String,
+                share: Swift.String
+            ) {
+                self.deviceKey = deviceKey
+                self.pinKey = pinKey
+                self.share = share
+            }
+            public enum CodingKeys: String, CodingKey {
+                case deviceKey
+                case pinKey
+                case share
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.deviceKey = try container.decode(
+                    Swift.String.self,
+                    forKey: .deviceKey
+                )
+                self.pinKey = try container.decode(
+                    Swift.String.self,
+                    forKey: .pinKey
+                )
+                self.share = try container.decode(
+                    Swift.String.self,
+                    forKey: .share
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "deviceKey",
+                    "pinKey",
+                    "share"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WalletPINState`.
+        public struct WalletPINState: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WalletPINState/pinSet`.
+            public var pinSet: Swift.Bool
+            /// The wallet keeps its key without a PIN; its payments are limited.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletPINState/pinless`.
+            public var pinless: Swift.Bool
+            /// Wrong PIN proofs in a row.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletPINState/wrongProofs`.
+            public var wrongProofs: Swift.Int64
+            /// Too many wrong proofs: none is taken until the account is restored.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletPINState/blocked`.
+            public var blocked: Swift.Bool
+            /// Seconds until the next proof is taken (0 none).
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletPINState/retryAfter`.
+            public var retryAfter: Swift.Int64
+            /// The most one payment of a pinless wallet may be, in minor units of the merchant's currency (0: no limit).
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletPINState/pinlessPaymentLimit`.
+            public var pinlessPaymentLimit: Swift.Int64
+            /// Creates a new `WalletPINState`.
+            ///
+            /// - Parameters:
+            ///   - pinSet:
+            ///   - pinless: The wallet keeps its key without a PIN; its payments are limited.
+            ///   - wrongProofs: Wrong PIN proofs in a row.
+            ///   - blocked: Too many wrong proofs: none is taken until the account is restored.
+            ///   - retryAfter: Seconds until the next proof is taken (0 none).
+            ///   - pinlessPaymentLimit: The most one payment of a pinless wallet may be, in minor units of the merchant's currency (0: no limit).
+            public init(
+                pinSet: Swift.Bool,
+                pinless: Swift.Bool,
+                wrongProofs: Swift.Int64,
+                blocked: Swift.Bool,
+                retryAfter: Swift.Int64,
+                pinlessPaymentLimit: Swift.Int64
+            ) {
+                self.pinSet = pinSet
+                self.pinless = pinless
+                self.wrongProofs = wrongProofs
+                self.blocked = blocked
+                self.retryAfter = retryAfter
+                self.pinlessPaymentLimit = pinlessPaymentLimit
+            }
+            public enum CodingKeys: String, CodingKey {
+                case pinSet
+                case pinless
+                case wrongProofs
+                case blocked
+                case retryAfter
+                case pinlessPaymentLimit
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WalletPINProof`.
+        public struct WalletPINProof: Codable, Hashable, Sendable {
+            /// Raw r||s, standard base64.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletPINProof/proof`.
+            public var proof: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WalletPINProof/time`.
+            public var time: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/WalletPINProof/nonce`.
+            public var nonce: Swift.String
+            /// Creates a new `WalletPINProof`.
+            ///
+            /// - Parameters:
+            ///   - proof: Raw r||s, standard base64.
+            ///   - time:
+            ///   - nonce:
+            public init(
+                proof: Swift.String,
+                time: Swift.Int64,
+                nonce: Swift.String
+            ) {
+                self.proof = proof
+                self.time = time
+                self.nonce = nonce
+            }
+            public enum CodingKeys: String, CodingKey {
+                case proof
+                case time
+                case nonce
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.proof = try container.decode(
+                    Swift.String.self,
+                    forKey: .proof
+                )
+                self.time = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .time
+                )
+                self.nonce = try container.decode(
+                    Swift.String.self,
+                    forKey: .nonce
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "proof",
+                    "time",
+                    "nonce"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WalletPINProofResult`.
+        public struct WalletPINProofResult: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WalletPINProofResult/result`.
+            @frozen public enum ResultPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case proven = "proven"
+                case wrong = "wrong"
+                case backingOff = "backing_off"
+                case blocked = "blocked"
+            }
+            /// - Remark: Generated from `#/components/schemas/WalletPINProofResult/result`.
+            public var result: Components.Schemas.WalletPINProofResult.ResultPayload
+            /// With `proven`: 32 bytes, standard base64.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletPINProofResult/share`.
+            public var share: Swift.String?
+            /// Wrong proofs left before the PIN is blocked.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletPINProofResult/remainingBeforeBlock`.
+            public var remainingBeforeBlock: Swift.Int64
+            /// Seconds until the next proof is taken (0 none).
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletPINProofResult/retryAfter`.
+            public var retryAfter: Swift.Int64
+            /// What to tell the person.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WalletPINProofResult/message`.
+            public var message: Swift.String
+            /// Creates a new `WalletPINProofResult`.
+            ///
+            /// - Parameters:
+            ///   - result:
+            ///   - share: With `proven`: 32 bytes, standard base64.
+            ///   - remainingBeforeBlock: Wrong proofs left before the PIN is blocked.
+            ///   - retryAfter: Seconds until the next proof is taken (0 none).
+            ///   - message: What to tell the person.
+            public init(
+                result: Components.Schemas.WalletPINProofResult.ResultPayload,
+                share: Swift.String? = nil,
+                remainingBeforeBlock: Swift.Int64,
+                retryAfter: Swift.Int64,
+                message: Swift.String
+            ) {
+                self.result = result
+                self.share = share
+                self.remainingBeforeBlock = remainingBeforeBlock
+                self.retryAfter = retryAfter
+                self.message = message
+            }
+            public enum CodingKeys: String, CodingKey {
+                case result
+                case share
+                case remainingBeforeBlock
+                case retryAfter
+                case message
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/WalletAccountUpdate`.
         public struct WalletAccountUpdate: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/WalletAccountUpdate/name`.

@@ -77,6 +77,11 @@ struct Dashboard: Sendable {
         on(.post, "/api-keys") { request, _ in try await createAPIKey(request) }
         on(.post, "/api-keys/roll") { request, _ in try await rollAPIKey(request) }
         on(.post, "/api-keys/revoke") { request, _ in try await revokeAPIKey(request) }
+        on(.get, "/webhooks") { request, _ in try await webhooksPage(request) }
+        on(.post, "/webhooks") { request, _ in try await createWebhookEndpoint(request) }
+        on(.post, "/webhooks/roll") { request, _ in try await rollWebhookSecret(request) }
+        on(.post, "/webhooks/delete") { request, _ in try await deleteWebhookEndpoint(request) }
+        on(.post, "/webhooks/resend") { request, _ in try await resendWebhookDelivery(request) }
         on(.get, "/programs") { request, _ in try await programsPage(request) }
         on(.post, "/programs/bonus-rule") { request, _ in try await setBonusRule(request) }
         on(.get, "/settings") { request, _ in try await settingsPage(request) }
@@ -839,6 +844,8 @@ struct Dashboard: Sendable {
         case "user-removed": "The register user was removed."
         case "terminal-revoked": "The terminal was revoked: it can take no more payments."
         case "key-revoked": "The API key was revoked: its secret is refused from now on."
+        case "endpoint-deleted": "The webhook endpoint was deleted: no event is sent to it from now on."
+        case "delivery-resent": "The delivery is being sent again; its answer shows here when it comes."
         case "bonus-saved": "The bonus rule was saved; it applies to payments from now on."
         case "time-zone-saved": "The time zone was saved: days and times are shown in it."
         case "refunded": "The refund was made."

@@ -18,6 +18,7 @@ struct Layout {
     var onRegisterUsers = false
     var onTerminals = false
     var onAPIKeys = false
+    var onWebhooks = false
     var onPrograms = false
     var onSettings = false
     var notice: String?

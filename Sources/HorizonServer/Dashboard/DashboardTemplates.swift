@@ -28,6 +28,8 @@ struct DashboardTemplates: Sendable {
             ("confirm", PackageResources.confirm_mustache), ("settings", PackageResources.settings_mustache),
             ("api-keys", PackageResources.api_keys_mustache),
             ("api-key-secret", PackageResources.api_key_secret_mustache),
+            ("webhooks", PackageResources.webhooks_mustache),
+            ("webhook-secret", PackageResources.webhook_secret_mustache),
         ]
         var library = MustacheLibrary()
         for (name, bytes) in sources {
