@@ -12,6 +12,8 @@
 #   Tools/scale-out.sh --kill-restart          SIGKILL one server mid-run, restart it on its port
 #   Tools/scale-out.sh --failover              a primary and a synchronous standby; SIGKILL the
 #                                              primary mid-run, promote the standby
+#   Tools/scale-out.sh --rolling-upgrade       the servers behind HAProxy; each drained, stopped,
+#                                              upgraded and started again while terminals pay
 #   Tools/scale-out.sh --help
 #
 # Exit status: 0 when every check passed, 1 when one failed (or the run could not be set up).
@@ -43,6 +45,14 @@ executed exactly once and the books balance. Prints a summary; writes a JSON res
                       done SIGKILL the primary and, a second later, promote the standby with
                       pg_ctl promote: every payment approved before must be there once, every
                       one left unanswered must settle once when retried; prints the counts
+  --rolling-upgrade   put the servers behind one address (HAProxy, installed when missing), and
+                      once a quarter of the payments are done upgrade them one at a time while
+                      the terminals keep paying: drain it in HAProxy (new requests go to the
+                      others), wait for its requests in flight, SIGTERM it (it finishes what it
+                      has), start the upgraded binary on its port, put it back. No terminal may
+                      see a single failed request, and every payment must run exactly once
+  --upgrade-bin DIR   with --rolling-upgrade: the horizon-server to start as the upgrade
+                      (default: the same binary again)
   --release           build and run release binaries (real figures; slow first build)
   --bin DIR           use the horizon-server and horizon-bench already built in DIR (no build)
   --output FILE       the JSON result (default Benchmarks/results/scale-out-latest.json)
@@ -59,6 +69,8 @@ servers=2
 database=""
 kill_restart=""
 failover=""
+rolling=""
+upgrade_bin=""
 release=""
 bin=""
 output="Benchmarks/results/scale-out-latest.json"
@@ -73,6 +85,8 @@ while [ $# -gt 0 ]; do
     --database) [ -n "${2:-}" ] || die "--database needs a URL or 'sqlite'"; database=$2; shift 2 ;;
     --kill-restart) kill_restart=1; shift ;;
     --failover) failover=1; shift ;;
+    --rolling-upgrade) rolling=1; shift ;;
+    --upgrade-bin) [ -x "${2:-}/horizon-server" ] || die "--upgrade-bin needs a directory with horizon-server"; upgrade_bin=$2; shift 2 ;;
     --release) release=1; shift ;;
     --bin) [ -d "${2:-}" ] || die "--bin needs a directory with horizon-server and horizon-bench"; bin=$2; shift 2 ;;
     --output) [ -n "${2:-}" ] || die "--output needs a file"; output=$2; shift 2 ;;
@@ -86,6 +100,11 @@ done
 [ "$terminals" -ge 1 ] || die "--terminals must be at least 1"
 [ "$payments" -ge 1 ] || die "--payments must be at least 1"
 if [ -n "$kill_restart" ] && [ "$servers" -lt 2 ]; then die "--kill-restart needs --servers 2 or more"; fi
+if [ -n "$rolling" ]; then
+    [ "$servers" -ge 2 ] || die "--rolling-upgrade needs --servers 2 or more (one keeps serving while another is upgraded)"
+    [ -z "$kill_restart$failover" ] || die "--rolling-upgrade stops servers gently; drop --kill-restart and --failover"
+fi
+[ -z "$upgrade_bin" ] || [ -n "$rolling" ] || die "--upgrade-bin goes with --rolling-upgrade"
 if [ -n "$failover" ]; then
     [ -z "$database" ] || die "--failover starts its own primary and standby; drop --database"
     [ -z "$kill_restart" ] || die "--failover and --kill-restart kill one thing each; choose one"
@@ -136,6 +155,7 @@ cleanup() {
         kill -KILL "$pid" 2>/dev/null || true
     done
     [ -n "${watcher_pid:-}" ] && kill "$watcher_pid" 2>/dev/null || true
+    [ -n "${proxy_pid:-}" ] && kill "$proxy_pid" 2>/dev/null || true
     if [ -n "$keep" ]; then echo "work directory kept: $work" >&2; else rm -rf "$work"; fi
     if [ -n "$started_postgres" ]; then postgres_stop_throwaway || true; fi
     if [ -n "$started_pair" ]; then postgres_stop_replicated_pair || true; fi
@@ -158,9 +178,9 @@ chmod 600 "$work/password"
 
 # Starts server $1 listening on $2 (a port, 0 for any free one); its URL goes to server-$1.url.
 start_server() {
-    local index=$1 port=$2 url=""
+    local index=$1 port=$2 program=${3:-$bin/horizon-server} url=""
     : >"$work/server-$index.out"
-    "$bin/horizon-server" serve --data-dir "$work/server" --listen "127.0.0.1:$port" --log-level warning \
+    "$program" serve --data-dir "$work/server" --listen "127.0.0.1:$port" --log-level warning \
         >"$work/server-$index.out" 2>>"$work/server-$index.log" &
     echo $! >"$work/server-$index.pid"
     # Watched through its pid file; disowned so that a deliberate SIGKILL prints no job notice.
@@ -186,6 +206,119 @@ for index in $(seq 1 "$servers"); do
 done
 
 watcher_pid=""
+proxy_pid=""
+if [ -n "$rolling" ]; then
+    ensure_debian_packages "${HORIZON_PROXY_PACKAGES[@]}"
+    haproxy=$(command -v haproxy || echo /usr/sbin/haproxy)
+    [ -x "$haproxy" ] || die "haproxy is not installed (apt-get install haproxy)"
+    proxy_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    # Every choice here is one an operator's own configuration needs for a rolling upgrade:
+    # - health checks on /ready every 300 ms, each given 3 s (a busy server is slow, not down), so a
+#   stopped or restarted server is seen within a second;
+    # - `retry-on` with `redispatch`: a request whose connection failed, or was closed before
+    #   an answer (a server that just stopped), is sent again to another server. Safe for every
+    #   Horizon request: a payment is settled by its id, so a repeated one gets the first answer;
+    # - the admin socket: `set server … state drain` sends a server no new requests while those
+    #   in flight finish, and `state ready` brings it back.
+    {
+        cat <<EOF
+global
+    stats socket $work/haproxy.sock mode 600 level admin
+    maxconn 2000
+
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 60s
+    timeout server 60s
+    timeout queue 30s
+    retries 3
+    option redispatch 1
+    retry-on conn-failure empty-response response-timeout
+    option httpchk GET /ready
+    timeout check 3s
+    default-server inter 300ms fastinter 100ms fall 3 rise 1
+
+frontend horizon
+    bind 127.0.0.1:$proxy_port
+    default_backend servers
+
+backend servers
+    balance roundrobin
+EOF
+        for index in $(seq 1 "$servers"); do
+            printf '    server s%s %s check\n' "$index" "$(sed 's|^http://||; s|/.*$||' "$work/server-$index.url")"
+        done
+    } >"$work/haproxy.cfg"
+    "$haproxy" -c -q -f "$work/haproxy.cfg" || die "HAProxy refused its configuration ($work/haproxy.cfg)"
+    "$haproxy" -db -f "$work/haproxy.cfg" >"$work/haproxy.log" 2>&1 &
+    proxy_pid=$!
+    disown "$proxy_pid"
+    # Sends one command to HAProxy's admin socket and prints the answer.
+    haproxy_command() {
+        python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall((sys.argv[2] + "\n").encode())
+answer = b""
+while chunk := s.recv(65536):
+    answer += chunk
+print(answer.decode(), end="")' "$work/haproxy.sock" "$1"
+    }
+    # Field $2 of server $1 from `show stat` (CSV whose first line names the fields).
+    haproxy_field() {
+        haproxy_command "show stat" | awk -F, -v server="s$1" -v field="$2" '
+            NR == 1 { sub(/^# /, ""); for (i = 1; i <= NF; i++) if ($i == field) column = i; next }
+            $1 == "servers" && $2 == server { print $column }'
+    }
+    for _ in $(seq 1 100); do [ -S "$work/haproxy.sock" ] && break; sleep 0.1; done
+    [ -S "$work/haproxy.sock" ] || die "HAProxy did not start: $(tail -n 5 "$work/haproxy.log")"
+    for index in $(seq 1 "$servers"); do
+        for _ in $(seq 1 100); do [ "$(haproxy_field "$index" status)" = UP ] && break; sleep 0.1; done
+        [ "$(haproxy_field "$index" status)" = UP ] || die "HAProxy does not see server $index up: $(tail -n 5 "$work/haproxy.log")"
+    done
+    echo "HAProxy $("$haproxy" -v | awk 'NR == 1 {print $3}') | pid $proxy_pid, http://127.0.0.1:$proxy_port in front of $servers servers" >&2
+    urls=(--server "http://127.0.0.1:$proxy_port")
+    (
+        while :; do
+            sleep 0.05
+            [ -f "$work/driver.log" ] || continue
+            if [ -f "$work/driver-ended" ]; then exit 0; fi
+            if grep -q 'scale-out: holding at payment' "$work/driver.log"; then break; fi
+        done
+        # The terminals go on paying (slowly, until the upgrade is done) while each server in
+        # turn is drained, stopped, upgraded and started.
+        touch "$work/go"
+        for index in $(seq 1 "$servers"); do
+            pid=$(cat "$work/server-$index.pid")
+            port=$(sed 's/.*://' "$work/server-$index.url")
+            haproxy_command "set server servers/s$index state drain" >/dev/null
+            # Requests already sent to it finish there (30 s at most).
+            for _ in $(seq 1 300); do [ "$(haproxy_field "$index" scur)" = 0 ] && break; sleep 0.1; done
+            kill -TERM "$pid"
+            for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+            if kill -0 "$pid" 2>/dev/null; then
+                echo "scale-out.sh: server $index did not stop within 60 s of SIGTERM" >&2
+                exit 1
+            fi
+            echo "scale-out.sh: drained and stopped server $index (pid $pid)" >&2
+            start_server "$index" "$port" "${upgrade_bin:-$bin}/horizon-server"
+            haproxy_command "set server servers/s$index state ready" >/dev/null
+            for _ in $(seq 1 100); do [ "$(haproxy_field "$index" status)" = UP ] && break; sleep 0.1; done
+            [ "$(haproxy_field "$index" status)" = UP ] ||
+                { echo "scale-out.sh: HAProxy does not see the upgraded server $index up" >&2; exit 1; }
+            echo "scale-out.sh: upgraded server $index serves again on port $port (pid $(cat "$work/server-$index.pid"))" >&2
+        done
+        touch "$work/upgraded"
+    ) &
+    watcher_pid=$!
+    extra=(--hold-at "$(((payments + 3) / 4))" --hold-until-file "$work/go" --pause-ms 20
+        --pause-until-file "$work/upgraded" --copies 1 --late-retries 0 --timeout-every 0 --expect-no-failures
+        "${extra[@]}")
+    setup_note="$setup_note; behind HAProxy, each server drained, stopped, upgraded and started again mid-run"
+fi
+
 if [ -n "$kill_restart" ]; then
     # Once a quarter of the payments are done, SIGKILL the last server (no graceful anything:
     # requests in flight are cut, transactions in flight abandoned) and restart it on its port.
@@ -256,6 +389,10 @@ if [ -n "$watcher_pid" ]; then
     watcher_pid=""
     if [ -n "$kill_restart" ] && [ ! -f "$work/restarted" ]; then
         echo "scale-out.sh: the run ended before the server could be killed and restarted; use more --payments" >&2
+        [ "$status" -eq 0 ] && status=1
+    fi
+    if [ -n "$rolling" ] && [ ! -f "$work/upgraded" ]; then
+        echo "scale-out.sh: the run ended before every server was upgraded; use more --payments" >&2
         [ "$status" -eq 0 ] && status=1
     fi
     if [ -n "$failover" ] && [ ! -f "$work/promoted" ]; then

@@ -19,7 +19,7 @@ source Tools/lib/postgres.sh
 
 ensure_swift
 ensure_debian_packages "${HORIZON_BROWSER_PACKAGES[@]}" "${HORIZON_PACKAGING_PACKAGES[@]}" \
-    "${HORIZON_MAIL_TEST_PACKAGES[@]}"
+    "${HORIZON_MAIL_TEST_PACKAGES[@]}" "${HORIZON_PROXY_PACKAGES[@]}"
 
 step "building package and tests (a first build compiles swift-crypto, swift-nio, postgres-nio, Hummingbird and AsyncHTTPClient: 10-18 minutes on 2 cores)"
 # A target that imports a target of this package that is none of its dependencies, direct or

@@ -65,6 +65,21 @@ struct ScaleOut: AsyncParsableCommand {
     @Option(help: "Attempts per copy before giving up on an unanswered submission.")
     var maximumAttempts = 40
 
+    @Option(
+        help:
+            "A pause between one terminal's payments, in milliseconds (0: none): keeps a run going while something is done to the servers."
+    )
+    var pauseMs = 0
+
+    @Option(help: "With --pause-ms: pause only until this file exists, then go on at full speed.")
+    var pauseUntilFile: String?
+
+    @Flag(
+        help:
+            "Add a check that no submission failed at all (Tools/scale-out.sh --rolling-upgrade: a drained and restarted server must cost the terminals nothing)."
+    )
+    var expectNoFailures = false
+
     // Not --output: that is the parent command's option, which ArgumentParser would give it.
     @Option(help: "Where to write the JSON result.")
     var resultFile = "Benchmarks/results/scale-out-latest.json"
@@ -98,6 +113,7 @@ struct ScaleOut: AsyncParsableCommand {
         guard (0...10).contains(lateRetries) else { throw ValidationError("--late-retries must be 0 to 10") }
         guard timeoutEvery >= 0 else { throw ValidationError("--timeout-every must be 0 or more") }
         guard (1...10_000).contains(timeoutMs) else { throw ValidationError("--timeout-ms must be 1 to 10000") }
+        guard (0...60_000).contains(pauseMs) else { throw ValidationError("--pause-ms must be 0 to 60000") }
         guard (1...1000).contains(maximumAttempts) else {
             throw ValidationError("--maximum-attempts must be 1 to 1000")
         }
@@ -229,6 +245,10 @@ struct ScaleOutRun {
                             await hold.wait(at: holdAt, until: file)
                         }
                         records.append(await pay(number, terms, participant, tally: tally))
+                        let pausing = command.pauseUntilFile.map { !FileManager.default.fileExists(atPath: $0) } ?? true
+                        if command.pauseMs > 0, pausing {
+                            try? await Task.sleep(for: .milliseconds(command.pauseMs))
+                        }
                     }
                     return records
                 }
@@ -251,6 +271,14 @@ struct ScaleOutRun {
             currency: currency, primaryKilledAt: killedAt
         ).run()
         let snapshot = tally.snapshot()
+        var results = checks.results
+        if command.expectNoFailures {
+            let failures = snapshot.failures.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }
+            results.append(
+                CheckResult(
+                    name: "no submission failed", passed: failures.isEmpty,
+                    detail: failures.isEmpty ? "ok" : "failed submissions: " + failures.joined(separator: ", ")))
+        }
         return ScaleOutReport(
             generatedAt: ISO8601DateFormatter().string(from: started), machine: .current(),
             setup: command.setup ?? "servers given on the command line",
@@ -263,7 +291,7 @@ struct ScaleOutRun {
             seconds: elapsed, paymentsPerSecond: Double(records.count) / max(elapsed, 0.001),
             paymentLatencyMilliseconds: Summary(records.compactMap(\.firstAnswerMilliseconds)),
             requestLatencyMilliseconds: Summary(snapshot.requestMilliseconds),
-            failover: checks.failover, checks: checks.results)
+            failover: checks.failover, checks: results)
     }
 
     /// Amount and tip of payment `number`: varied, so a payment booked under another id shows.

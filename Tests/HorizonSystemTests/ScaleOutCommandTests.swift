@@ -87,6 +87,52 @@ import Testing
         let checks = try #require(result["checks"] as? [[String: Any]])
         #expect(!checks.isEmpty && checks.allSatisfy { $0["passed"] as? Bool == true }, "\(run.output)")
     }
+
+    /// Upgrades without stopping the tills: `Tools/scale-out.sh --rolling-upgrade` puts two
+    /// server processes behind HAProxy and, a quarter of the way in, drains, stops (SIGTERM),
+    /// restarts and readmits each in turn while the terminals keep paying through the proxy.
+    /// Not one submission may fail (each is sent once, no retry by the terminal), every payment
+    /// runs exactly once, and the audit holds.
+    @Test func aRollingUpgradeBehindHAProxyCostsTheTerminalsNoFailedRequest() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rolling-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let resultFile = directory.appendingPathComponent("result.json").path
+        let arguments = [
+            // Eight terminals paying every 20 ms keep requests in flight whenever a server stops
+            // (with SIGKILL instead, no drain and no retry-on, this run sees failed requests).
+            "--bin", try ScriptRun.binDirectory(), "--payments", "1200", "--terminals", "8", "--servers", "2",
+            "--rolling-upgrade", "--output", resultFile,
+        ]
+        let run: ScriptRun
+        if let url = TestStores.postgresURL {
+            let location = try PostgresLocation(url: url)
+            let schema = "rolling_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+            let admin = PostgresLedgerStore(unchecked: location, connections: 1)
+            try await admin.transaction { db in try await db.query("CREATE SCHEMA \(schema)") }
+            let separator = url.contains("?") ? "&" : "?"
+            let outcome = Result {
+                try ScriptRun(arguments + ["--database", url + separator + "schema=" + schema], timeout: 240)
+            }
+            _ = try? await admin.transaction { db in try await db.query("DROP SCHEMA \(schema) CASCADE") }
+            await admin.close()
+            run = try outcome.get()
+        } else {
+            run = try ScriptRun(arguments + ["--database", "sqlite"], timeout: 240)
+        }
+        #expect(run.status == 0, "Tools/scale-out.sh --rolling-upgrade failed:\n\(run.output)")
+        for index in 1...2 {
+            #expect(run.output.contains("drained and stopped server \(index)"), "\(run.output)")
+            #expect(run.output.contains("upgraded server \(index) serves again"), "\(run.output)")
+        }
+        let data = try Data(contentsOf: URL(fileURLWithPath: resultFile))
+        let result = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        #expect(result["executions"] as? Int == 1200)
+        #expect((result["failuresByKind"] as? [String: Int] ?? ["unreadable": 1]).isEmpty, "\(run.output)")
+        let checks = try #require(result["checks"] as? [[String: Any]])
+        #expect(checks.contains { $0["name"] as? String == "no submission failed" && $0["passed"] as? Bool == true })
+        #expect(!checks.isEmpty && checks.allSatisfy { $0["passed"] as? Bool == true }, "\(run.output)")
+    }
 }
 
 /// A script of the repository (`Tools/scale-out.sh` unless named) run to completion, standard

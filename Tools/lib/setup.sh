@@ -13,6 +13,9 @@ HORIZON_PACKAGING_PACKAGES=(dpkg-dev lintian)
 # What the server's mail tests add: a real SMTP server (Python's aiosmtpd) and msmtp, the
 # sendmail-style command the tests hand mail to, as an administrator's MTA would take it.
 HORIZON_MAIL_TEST_PACKAGES=(python3-aiosmtpd msmtp)
+# What the rolling-upgrade check adds: a real proxy in front of two servers (Tools/scale-out.sh
+# --rolling-upgrade drains and restarts them through its admin socket).
+HORIZON_PROXY_PACKAGES=(haproxy)
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 
