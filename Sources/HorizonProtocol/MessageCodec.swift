@@ -189,6 +189,7 @@ extension Offer {
         writer.write(merchantPrograms.wireValue)
         writer.write(raw: offerNonce.bytes)
         writer.write(expiresAt)
+        if let paymentID { writer.write(raw: paymentID.bytes) }
     }
 
     static func read(from reader: inout ByteReader) throws(WireError) -> Offer {
@@ -202,11 +203,16 @@ extension Offer {
             wireValue: try reader.readUInt8("merchantPrograms"), field: "merchantPrograms")
         let offerNonce = try Nonce.read(from: &reader, field: "offerNonce")
         let expiresAt = try reader.read(Int64.self, "expiresAt")
+        // The payment id is there when room for it and the signature follows (one encoding
+        // either way; anything shorter is the signature and trailing bytes).
+        let paymentID =
+            reader.remaining >= PaymentID.byteCount + SignatureBytes.byteCount
+            ? try PaymentID.read(from: &reader, field: "paymentID") : nil
         let signature = try SignatureBytes.read(from: &reader, field: "signature")
         return try Offer(
             sessionID: sessionID, transactionType: transactionType, amount: amount, registerUser: registerUser,
             item: item, quantity: quantity, merchantPrograms: programs, offerNonce: offerNonce, expiresAt: expiresAt,
-            signature: signature)
+            paymentID: paymentID, signature: signature)
     }
 }
 

@@ -246,6 +246,11 @@ public struct Offer: Hashable, Sendable {
     public let merchantPrograms: MerchantPrograms
     public let offerNonce: Nonce
     public let expiresAt: UnixTime
+    /// The payment id a wallet must confirm under, when the terminal collects a payment its
+    /// merchant's own system asked for (a payment intent: its id is the payment's idempotency key
+    /// end to end). Nil lets the wallet choose one. On the wire it follows `expiresAt` only when
+    /// present, so an offer without one is encoded as before.
+    public let paymentID: PaymentID?
     public let signature: SignatureBytes
 
     /// Throws `fieldTooLong` for a register user or item over `MessageLimits.shortText` UTF-8
@@ -254,7 +259,7 @@ public struct Offer: Hashable, Sendable {
     public init(
         sessionID: SessionID, transactionType: TransactionType, amount: Money, registerUser: String,
         item: String = "", quantity: Int64 = 0, merchantPrograms: MerchantPrograms, offerNonce: Nonce,
-        expiresAt: UnixTime, signature: SignatureBytes = .unsigned
+        expiresAt: UnixTime, paymentID: PaymentID? = nil, signature: SignatureBytes = .unsigned
     ) throws(WireError) {
         try checkText(registerUser, field: "registerUser", maximum: MessageLimits.shortText)
         try checkText(item, field: "item", maximum: MessageLimits.shortText)
@@ -268,6 +273,7 @@ public struct Offer: Hashable, Sendable {
         self.merchantPrograms = merchantPrograms
         self.offerNonce = offerNonce
         self.expiresAt = expiresAt
+        self.paymentID = paymentID
         self.signature = signature
     }
 
@@ -281,6 +287,7 @@ public struct Offer: Hashable, Sendable {
         merchantPrograms = other.merchantPrograms
         offerNonce = other.offerNonce
         expiresAt = other.expiresAt
+        paymentID = other.paymentID
         self.signature = signature
     }
 

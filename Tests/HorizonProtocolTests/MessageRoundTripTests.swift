@@ -40,6 +40,24 @@ struct MessageRoundTripTests {
         #expect(SessionMessage.offer(try f.offer()).encoded() == expected)
     }
 
+    @Test func anOfferForAPaymentIntentCarriesItsPaymentIDBeforeTheSignatureAndIsSignedOverIt() throws {
+        let f = try Fixtures()
+        let plain = try f.offer()
+        let intent = try Offer(
+            sessionID: plain.sessionID, transactionType: .payment, amount: plain.amount, registerUser: "Anna",
+            item: "Free coffee", quantity: 100, merchantPrograms: plain.merchantPrograms, offerNonce: plain.offerNonce,
+            expiresAt: plain.expiresAt, paymentID: f.paymentID, signature: f.signature)
+        let bytes = SessionMessage.offer(intent).encoded()
+        let plainBytes = SessionMessage.offer(plain).encoded()
+        // The id sits between expiresAt and the signature; an offer without one is unchanged.
+        #expect(bytes == Array(plainBytes.dropLast(64)) + f.paymentID.bytes + counting(64, from: 0x50))
+        #expect(try SessionMessage.decode(bytes) == .offer(intent))
+        #expect(try SessionMessage.decode(plainBytes) == .offer(plain))
+        #expect(intent.signedBytes == plain.signedBytes + f.paymentID.bytes)
+        // Part of an id is neither an offer with one nor one without.
+        #expect(throws: WireError.self) { try SessionMessage.decode(Array(plainBytes.dropLast(64)) + [1, 2, 3] + counting(64, from: 0x50)) }
+    }
+
     @Test func edgeValuesRoundTrip() throws {
         let f = try Fixtures()
         let maximum = try Money(minorUnits: Money.maximumMinorUnits, currency: .jpy)

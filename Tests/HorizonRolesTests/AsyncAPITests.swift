@@ -40,6 +40,26 @@ struct AsyncAPITests {
         #expect(terminal.host.state == .idle)
     }
 
+    /// A payment intent's sale: the offer names the intent's id and the wallet pays under it, so
+    /// the payment settled is the intent's (its idempotency key end to end).
+    @Test func aSaleWithAPaymentIDIsPaidUnderThatID() async throws {
+        let world = try World()
+        let terminal = try world.terminal()
+        let wallet = try world.wallet()
+        var random = SystemRandomNumberGenerator()
+        let intentID = PaymentID.random(using: &random)
+        let (order, receipt) = try await world.simulation.live(speed: Self.speed) {
+            let sale = Task { try await terminal.host.collect(euros(500), paymentID: intentID) }
+            let candidate = try #require(await first(wallet.client.candidates()))
+            let offer = try await wallet.client.fetchOffer(candidate)
+            let receipt = try await wallet.client.pay(offer, tip: euros(0))
+            return (try await sale.value, receipt)
+        }
+        #expect(order.paymentID == intentID)
+        #expect(receipt.paymentID == intentID)
+        #expect(try terminal.ledger.transactions(limit: 10).map(\.paymentID) == [intentID])
+    }
+
     @Test func declineTellsTheRegisterSignsNothingAndTheSaleStaysOpen() async throws {
         let world = try World()
         let terminal = try world.terminal()

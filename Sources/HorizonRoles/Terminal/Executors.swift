@@ -25,6 +25,10 @@ struct PaymentExecutor: SessionExecutor {
         guard confirm.amount == session.terms.amount else {
             return refuse(.invalidAmount, "the confirmed amount differs from the offer")
         }
+        // A payment intent's sale settles under the intent's id and no other.
+        if let required = session.terms.paymentID, confirm.paymentID != required {
+            return refuse(.protocolViolation, "the confirmation's payment id is not the one the offer asked for")
+        }
         guard confirm.expiresAt >= now else { return refuse(.sessionExpired, "the confirmation has expired") }
         guard SignedRequest(message)?.verifies == true else {
             return refuse(.badSignature, "the confirmation's signature does not verify")

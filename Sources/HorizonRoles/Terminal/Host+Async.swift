@@ -54,9 +54,13 @@ extension PaymentHost {
     /// anyone in radio range can cause those. Back to idle when it returns.
     /// A payment accepted offline returns an order with `acceptedOffline` set and no
     /// reference: the server settles it when the terminal forwards it.
-    public func collect(_ amount: Money, registerUser: RegisterUser? = nil) async throws(HostError) -> PaymentOrder {
+    /// With `paymentID`, the payment is made under that id (a payment intent's; see `start`).
+    public func collect(_ amount: Money, registerUser: RegisterUser? = nil, paymentID: PaymentID? = nil)
+        async throws(HostError) -> PaymentOrder
+    {
         let result: SettlementResult
-        switch try await core.run({ [self] in start(amount: amount, registerUser: registerUser) }) {
+        switch try await core.run({ [self] in start(amount: amount, registerUser: registerUser, paymentID: paymentID) })
+        {
         case .executed(let executed): result = executed
         case .acceptedOffline(let record):
             return PaymentOrder(

@@ -107,9 +107,14 @@ public final class PaymentHost: Sendable {
     /// session is running, the amount is not positive, the currency is not this terminal's, or
     /// the radio is unavailable. Like every command, it runs on the radio's scheduler (the caller
     /// waits for it there, unless it calls from there).
+    /// With `paymentID` (a payment intent's id) the offer asks the wallet to confirm under that
+    /// id, and a confirmation under another is refused.
     @discardableResult
-    public func start(amount: Money, registerUser: RegisterUser? = nil) -> Bool {
-        core.start(OfferTerms(amount: amount, registerUser: registerUser?.name ?? "", item: "", quantity: 0)) {
+    public func start(amount: Money, registerUser: RegisterUser? = nil, paymentID: PaymentID? = nil) -> Bool {
+        core.start(
+            OfferTerms(
+                amount: amount, registerUser: registerUser?.name ?? "", item: "", quantity: 0, paymentID: paymentID)
+        ) {
             guard amount.minorUnits > 0 else { return .invalidAmount }
             guard amount.currency == configuration.currency else { return .unsupportedCurrency(amount.currency.code) }
             return nil

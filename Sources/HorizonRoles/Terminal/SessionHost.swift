@@ -14,6 +14,8 @@ struct OfferTerms: Sendable, Equatable {
     let registerUser: String
     let item: String
     let quantity: Int64
+    /// The payment id the wallet must confirm under (a payment intent's); nil: the wallet's choice.
+    var paymentID: PaymentID? = nil
 }
 
 /// The session a host runs now (see `SessionHostStateMachine` for its rules).
@@ -210,7 +212,8 @@ final class SessionHost: TerminalSessionHandler, Sendable {
                 sessionID: sessionID, transactionType: executor.transactionType, amount: terms.amount,
                 registerUser: terms.registerUser, item: terms.item, quantity: terms.quantity,
                 merchantPrograms: merchantPrograms, offerNonce: Nonce.random(using: &random),
-                expiresAt: service.scheduler.wallClock + userDecisionTimeout.nanoseconds / 1_000_000_000 + 60)
+                expiresAt: service.scheduler.wallClock + userDecisionTimeout.nanoseconds / 1_000_000_000 + 60,
+                paymentID: terms.paymentID)
             offer = unsigned.withSignature(
                 try signatureBytes(for: unsigned.signedBytes, with: service.identity.signingKey))
         } catch let error as WireError {

@@ -263,7 +263,9 @@ struct SessionClientStateMachine: Sendable {
         return .success(
             RequestContext(
                 offer: offer, offerDigest: digest, terminalKeyDigest: terminalKeyDigest, walletKey: walletKey,
-                requestID: requestID, walletNonce: walletNonce,
+                // A payment intent's offer names the id to pay under (its idempotency key end to end).
+                requestID: offer.transactionType == .payment ? offer.paymentID ?? requestID : requestID,
+                walletNonce: walletNonce,
                 expiresAt: now + configuration.confirmationValidity.nanoseconds / 1_000_000_000))
     }
 
