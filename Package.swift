@@ -219,6 +219,8 @@ let package = Package(
                 // The gateway key configuration, checked against the anchor too.
                 "HorizonObliviousHTTP",
                 .product(name: "Crypto", package: "swift-crypto"),
+                // scrypt for a wallet key sealed under its PIN.
+                .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strict),
         .testTarget(

@@ -805,6 +805,21 @@ public enum LedgerSchema {
                 // 1: the wallet said it keeps its key without a PIN; its payments are limited.
                 "ALTER TABLE wallets ADD COLUMN pinless {INT} NOT NULL DEFAULT 0",
             ]),
+        Migration(
+            version: 22, name: "terminal connections: which terminals keep a connection for payment intents",
+            statements: [
+                // The one connection each terminal keeps to some server process for its payment
+                // intents, so any process can tell whether a terminal is connected: refreshed by
+                // its process while open, replaced by a newer one, forgotten once stale.
+                """
+                CREATE TABLE terminal_connections(
+                    terminal_id TEXT PRIMARY KEY REFERENCES terminals(id),
+                    connection_id TEXT NOT NULL,
+                    seen_at {INT} NOT NULL) {STRICT}
+                """,
+                // Each server process reads the intents waiting for its connected terminals.
+                "CREATE INDEX payment_intents_terminal ON payment_intents(terminal_id, state)",
+            ]),
     ]
 
     /// Brings the store's schema to `target` (the current version unless told otherwise, which

@@ -68,6 +68,14 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
     /// `true`: a wallet registers only with an invitation code the operator issued
     /// (`horizon-server invitations create`). nil or false: the code is optional.
     public var invitationsRequired: Bool?
+    /// The most one payment (amount and tip) of a pinless wallet may be, in minor units of the
+    /// merchant's currency; 0 for no limit, nil for 5000 (50.00). A pinless wallet's key is
+    /// protected by its device alone, so a stolen device pays no more than this at a time.
+    public var pinlessPaymentLimit: Int64?
+    public var effectivePinlessPaymentLimit: Int64? {
+        let limit = pinlessPaymentLimit ?? LedgerOptions.defaultPinlessPaymentLimit
+        return limit == 0 ? nil : limit
+    }
     /// How long a registration's activation link (mailed to the address) can be confirmed, in
     /// seconds (10 minutes to 7 days); nil for 24 h.
     public var activationLinkLifetime: Int64?
@@ -179,6 +187,9 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
         if let webhookTimeout, !(1...30).contains(webhookTimeout) {
             throw .invalidSetting("webhookTimeout must be 1 to 30 seconds")
         }
+        if let pinlessPaymentLimit, !(0...Money.maximumMinorUnits).contains(pinlessPaymentLimit) {
+            throw .invalidSetting("pinlessPaymentLimit must be 0 (no limit) to 10^15 minor units")
+        }
         if let activationLinkLifetime, !(600...7 * 86_400).contains(activationLinkLifetime) {
             throw .invalidSetting("activationLinkLifetime must be 600 to 604800 seconds (10 minutes to 7 days)")
         }
@@ -220,10 +231,13 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
     public func openLedger(relativeTo directory: String) async throws(LedgerError) -> Ledger {
         if database.hasPrefix("sqlite:") {
             return try await Ledger.sqlite(
-                path: Self.resolve(String(database.dropFirst("sqlite:".count)), in: directory))
+                path: Self.resolve(String(database.dropFirst("sqlite:".count)), in: directory), options: ledgerOptions)
         }
-        return try await Ledger.postgres(url: database)
+        return try await Ledger.postgres(url: database, options: ledgerOptions)
     }
+
+    /// The ledger's settings this configuration makes.
+    public var ledgerOptions: LedgerOptions { LedgerOptions(pinlessPaymentLimit: effectivePinlessPaymentLimit) }
 
     static func resolve(_ path: String, in directory: String) -> String {
         path.hasPrefix("/") ? path : (directory as NSString).appendingPathComponent(path)

@@ -41,6 +41,8 @@ public struct APIError: Error, Sendable, Equatable {
         case registrationExpired = "registration_expired"
         case registrationUsed = "registration_used"
         case registrationLocked = "registration_locked"
+        // The wallet PIN counted by the server.
+        case pinNotSet = "pin_not_set"
         // Invitation codes (registration with an invitation).
         case invitationRequired = "invitation_required"
         case invitationUnknown = "invitation_unknown"
@@ -128,6 +130,7 @@ public struct APIError: Error, Sendable, Equatable {
             case .registrationUsed: .conflict
             case .registrationLocked: .forbidden
             case .invitationRequired: .forbidden
+            case .pinNotSet: .notFound
             case .invitationUnknown: .unprocessableContent
             case .invitationSpent, .invitationRevoked: .gone
             case .cardNumberInvalid, .cardBrandUnsupported, .cardExpiryInvalid, .cardExpired, .cardCVCInvalid:

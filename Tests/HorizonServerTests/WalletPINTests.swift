@@ -1,0 +1,343 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import HorizonAPI
+import HorizonCore
+import HorizonLedger
+import HorizonServer
+import HorizonServerClient
+import HorizonServiceClients
+import HummingbirdTesting
+import Testing
+
+/// The wallet PIN counted by the server, tried as an attacker would: another wallet's keys on
+/// every operation, brute force with and without the library, a replayed proof, bad bytes, and a
+/// copied key file without the server's share.
+@Suite("Wallet PIN counted by the server", .offTheCooperativePool)
+struct WalletPINTests {
+    static let pin = "246810"
+    /// A low scrypt cost: speed is not under test.
+    static let cost = PINStretchCost(logN: 10)
+
+    struct Scene {
+        let server: TestServer
+        let alice: FundedWallet
+        let bob: FundedWallet
+
+        static func make() async throws -> Scene {
+            let server = try await TestServer()
+            return Scene(
+                server: server, alice: try await server.fundedWallet(100_00, name: "Alice"),
+                bob: try await server.fundedWallet(100_00, name: "Bob"))
+        }
+
+        func url(_ client: any TestClientProtocol) throws -> URL {
+            let port = try #require(client.port)
+            return try #require(URL(string: "http://127.0.0.1:\(port)"))
+        }
+
+        func pins(_ client: any TestClientProtocol) throws -> WalletPINClient {
+            let clock = server.clock
+            return WalletPINClient(serverURL: try url(client), timeout: .seconds(30), cost: cost, clock: { clock.now })
+        }
+
+        func signed(_ client: any TestClientProtocol, by key: P256.Signing.PrivateKey) throws -> HorizonServerClient {
+            let clock = server.clock
+            return HorizonServerClient(
+                serverURL: try url(client), signingKey: key, timeout: .seconds(30), clock: { clock.now })
+        }
+
+        /// A proof made without the library's rules: any key's signature over the right lines.
+        func rawProof(_ sealed: ServerSealedWalletKey, by key: P256.Signing.PrivateKey, nonce: String) throws
+            -> (proof: [UInt8], time: Int64)
+        {
+            let time = server.clock.now
+            let bytes = ServerSealedWalletKey.proofBytes(
+                deviceKey: Data(sealed.deviceKey.publicKey.x963Representation).base64EncodedString(), time: time,
+                nonce: nonce)
+            return (Array(try key.signature(for: bytes).rawRepresentation), time)
+        }
+    }
+
+    static func nonce() -> String { (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined() }
+
+    @Test func theLibrarySetsProvesChangesAndDeactivatesThePIN() async throws {
+        let scene = try await Scene.make()
+        try await scene.server.withLiveServer { client in
+            let pins = try scene.pins(client)
+            let key = scene.alice.key
+            let sealed = try await pins.setPIN(Self.pin, for: key)
+            #expect(try await pins.state(key).pinSet)
+            #expect(try await pins.state(key).pinless == false)
+            #expect(try await pins.unlock(sealed, pin: Self.pin).rawRepresentation == key.rawRepresentation)
+            await #expect(throws: WalletPINError.wrongPIN(remainingBeforeBlock: 9, retryAfter: 0)) {
+                try await pins.unlock(sealed, pin: "135790")
+            }
+            // The right PIN clears the count.
+            _ = try await pins.unlock(sealed, pin: Self.pin)
+            #expect(try await pins.state(key).wrongProofs == 0)
+
+            let (same, changed) = try await pins.changePIN(sealed, current: Self.pin, new: "9876543")
+            #expect(same.rawRepresentation == key.rawRepresentation)
+            // The old file's device key no longer proves anything.
+            await #expect(throws: WalletPINError.notSet) { try await pins.unlock(sealed, pin: Self.pin) }
+            #expect(try await pins.unlock(changed, pin: "9876543").rawRepresentation == key.rawRepresentation)
+            await #expect(throws: WalletPINError.unacceptablePIN("a PIN must have 6 to 64 characters")) {
+                try await pins.changePIN(changed, current: "9876543", new: "12345")
+            }
+
+            let opened = try await pins.deactivatePIN(changed, pin: "9876543")
+            #expect(opened.rawRepresentation == key.rawRepresentation)
+            let state = try await pins.state(key)
+            #expect(state.pinless && !state.pinSet && state.pinlessPaymentLimit == 50_00)
+            await #expect(throws: WalletPINError.notSet) { try await pins.unlock(changed, pin: "9876543") }
+            #expect(try await scene.server.ledger.isWalletPinless(scene.alice.id))
+        }
+    }
+
+    @Test func bruteForceIsCountedByTheServerEvenWithoutTheLibrary() async throws {
+        let scene = try await Scene.make()
+        try await scene.server.withLiveServer { client in
+            let pins = try scene.pins(client)
+            let sealed = try await pins.setPIN(Self.pin, for: scene.alice.key)
+            // The attacker holds the file's device key and signs proofs with keys of its own
+            // choosing (no scrypt, no library): each is counted.
+            let device = try scene.signed(client, by: sealed.deviceKey)
+            var results: [Components.Schemas.WalletPINProofResult] = []
+            for _ in 0..<3 {
+                let nonce = Self.nonce()
+                let (proof, time) = try scene.rawProof(sealed, by: P256.Signing.PrivateKey(), nonce: nonce)
+                results.append(try await device.proveWalletPIN(proof: proof, time: time, nonce: nonce))
+            }
+            #expect(results.map(\.result) == [.wrong, .wrong, .wrong])
+            #expect(results.map(\.remainingBeforeBlock) == [9, 8, 7])
+            #expect(results.map(\.retryAfter) == [0, 0, 30])
+            // While backing off even the right PIN is not tried, and nothing is counted.
+            await #expect(throws: WalletPINError.backingOff(retryAfter: 30)) {
+                try await pins.unlock(sealed, pin: Self.pin)
+            }
+            var failures = 3
+            while failures < 10 {
+                scene.server.clock.advance(3600)
+                let nonce = Self.nonce()
+                let (proof, time) = try scene.rawProof(sealed, by: P256.Signing.PrivateKey(), nonce: nonce)
+                let result = try await device.proveWalletPIN(proof: proof, time: time, nonce: nonce)
+                failures += 1
+                #expect(result.result == (failures == 10 ? .blocked : .wrong))
+            }
+            #expect(try await scene.server.ledger.walletPIN(of: scene.alice.id)?.failures == 10)
+            // Blocked: the right PIN opens nothing, however long one waits.
+            scene.server.clock.advance(30 * 86_400)
+            await #expect(throws: WalletPINError.blocked) { try await pins.unlock(sealed, pin: Self.pin) }
+            // A PIN set again with the wallet's key (after a restoration) starts from zero.
+            let again = try await pins.setPIN(Self.pin, for: scene.alice.key)
+            _ = try await pins.unlock(again, pin: Self.pin)
+        }
+    }
+
+    @Test func aCopiedKeyFileWithoutTheShareOpensNothingAndTellsNothing() async throws {
+        let scene = try await Scene.make()
+        try await scene.server.withLiveServer { client in
+            let pins = try scene.pins(client)
+            let sealed = try await pins.setPIN(Self.pin, for: scene.alice.key)
+            let copy = try ServerSealedWalletKey.decode(pem: sealed.pem)
+            // Without the server the right PIN and a wrong one fail alike: nothing in the file
+            // checks a guess.
+            for guess in [Self.pin, "000000", "135790"] {
+                let stretched = try copy.stretch(guess)
+                #expect(throws: WalletPINError.damaged("the server's share does not open it")) {
+                    try copy.open(stretched, share: [UInt8](repeating: 0, count: 32))
+                }
+            }
+            // The file holds neither the share nor the PIN key the server checks proofs with.
+            let record = try #require(try await scene.server.ledger.walletPIN(of: scene.alice.id))
+            let file = copy.encoded()
+            #expect(!Self.contains(file, record.pinKey))
+            #expect(!Self.contains(file, Array(scene.alice.key.rawRepresentation)))
+            // A damaged copy is refused before any PIN is spent on it.
+            var damaged = file
+            damaged[40] ^= 1
+            #expect(throws: WalletPINError.damaged("its checksum does not match its contents")) {
+                try ServerSealedWalletKey.decode(damaged)
+            }
+            #expect(try await scene.server.ledger.walletPIN(of: scene.alice.id)?.failures == 0)
+        }
+    }
+
+    /// Runs `body`, which must be refused with this status and code.
+    static func expectRefused(
+        _ status: Int, _ code: String, _ what: String, sourceLocation: SourceLocation = #_sourceLocation,
+        _ body: () async throws -> Void
+    ) async throws {
+        do {
+            try await body()
+            Issue.record("\(what)", sourceLocation: sourceLocation)
+        } catch let error as ServerClientError {
+            guard case .refused(status, code, _, _) = error else {
+                Issue.record("\(what): \(error)", sourceLocation: sourceLocation)
+                return
+            }
+        }
+    }
+
+    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+        guard needle.count <= haystack.count else { return false }
+        return (0...(haystack.count - needle.count)).contains { Array(haystack[$0..<($0 + needle.count)]) == needle }
+    }
+
+    @Test func anotherWalletsKeysGetNothing() async throws {
+        let scene = try await Scene.make()
+        try await scene.server.withLiveServer { client in
+            let pins = try scene.pins(client)
+            let alices = try await pins.setPIN(Self.pin, for: scene.alice.key)
+            let bobs = try await pins.setPIN("112233", for: scene.bob.key)
+
+            // Bob's wallet key is no device key: no PIN proves with it.
+            let asBob = try scene.signed(client, by: scene.bob.key)
+            let nonce = Self.nonce()
+            let proof = try alices.proof(try alices.stretch(Self.pin), time: scene.server.clock.now, nonce: nonce)
+            await #expect(throws: ServerClientError.self) {
+                try await asBob.proveWalletPIN(proof: proof, time: scene.server.clock.now, nonce: nonce)
+            }
+            // Bob's device key with Alice's right PIN: checked against Bob's PIN, counted for Bob.
+            let bobsDevice = try scene.signed(client, by: bobs.deviceKey)
+            let crossed = try await bobsDevice.proveWalletPIN(
+                proof: proof, time: scene.server.clock.now, nonce: Self.nonce())
+            #expect(crossed.result == .wrong && crossed.share == nil)
+            #expect(try await scene.server.ledger.walletPIN(of: scene.alice.id)?.failures == 0)
+            #expect(try await scene.server.ledger.walletPIN(of: scene.bob.id)?.failures == 1)
+            // Bob cannot take Alice's device key for his PIN, nor touch hers.
+            try await Self.expectRefused(409, "already_exists", "Bob took Alice's device key") {
+                _ = try await asBob.setWalletPIN(
+                    deviceKey: Array(alices.deviceKey.publicKey.x963Representation),
+                    pinKey: Array(P256.Signing.PrivateKey().publicKey.x963Representation),
+                    share: [UInt8](repeating: 1, count: 32))
+            }
+            _ = try await asBob.deactivateWalletPIN()
+            #expect(try await scene.server.ledger.walletPIN(of: scene.alice.id) != nil)
+            #expect(try await scene.server.ledger.isWalletPinless(scene.alice.id) == false)
+            _ = try await pins.unlock(alices, pin: Self.pin)
+            // A key no wallet registered reads and changes nothing.
+            let stranger = try scene.signed(client, by: P256.Signing.PrivateKey())
+            try await Self.expectRefused(403, "wallet_unknown", "a stranger's key read a PIN") {
+                _ = try await stranger.walletPIN()
+            }
+            try await Self.expectRefused(403, "wallet_unknown", "a stranger's key made a wallet pinless") {
+                _ = try await stranger.deactivateWalletPIN()
+            }
+            // An unsigned proof is refused before anything is looked up.
+            let unsigned = HorizonServerClient(serverURL: try scene.url(client), timeout: .seconds(30))
+            try await Self.expectRefused(401, "unauthenticated", "an unsigned proof was taken") {
+                _ = try await unsigned.proveWalletPIN(proof: proof, time: scene.server.clock.now, nonce: Self.nonce())
+            }
+        }
+    }
+
+    @Test func aReplayedProofIsRefusedAndNotCounted() async throws {
+        let scene = try await Scene.make()
+        try await scene.server.withLiveServer { client in
+            let pins = try scene.pins(client)
+            let sealed = try await pins.setPIN(Self.pin, for: scene.alice.key)
+            let device = try scene.signed(client, by: sealed.deviceKey)
+            let nonce = Self.nonce()
+            let time = scene.server.clock.now
+            let proof = try sealed.proof(try sealed.stretch(Self.pin), time: time, nonce: nonce)
+            #expect(try await device.proveWalletPIN(proof: proof, time: time, nonce: nonce).result == .proven)
+            // The same proof in a newly signed request: its nonce was used.
+            try await Self.expectRefused(401, "request_replayed", "a replayed proof released the share") {
+                _ = try await device.proveWalletPIN(proof: proof, time: time, nonce: nonce)
+            }
+            // The identical request, byte for byte.
+            let rawNonce = Self.nonce()
+            let rawProof = try sealed.proof(try sealed.stretch(Self.pin), time: time, nonce: rawNonce)
+            let body = #"{"nonce":"\#(rawNonce)","proof":"\#(Data(rawProof).base64EncodedString())","time":\#(time)}"#
+            let authorization = try RequestSignature.sign(
+                method: "POST", path: "/v1/wallet/pin/proofs", body: Data(body.utf8), with: sealed.deviceKey,
+                time: time
+            ).headerValue
+            let first = try await client.send(
+                .post, "/v1/wallet/pin/proofs", json: body, headers: [.authorization: authorization])
+            #expect(first.status == .ok)
+            let again = try await client.send(
+                .post, "/v1/wallet/pin/proofs", json: body, headers: [.authorization: authorization])
+            try expectError(again, .unauthorized, "request_replayed", "already received once")
+            // A proof made outside the signature window.
+            let old = time - 3600
+            let stale = try sealed.proof(try sealed.stretch(Self.pin), time: old, nonce: nonce)
+            try await Self.expectRefused(401, "request_expired", "a stale proof was taken") {
+                _ = try await device.proveWalletPIN(proof: stale, time: old, nonce: Self.nonce())
+            }
+            #expect(try await scene.server.ledger.walletPIN(of: scene.alice.id)?.failures == 0)
+        }
+    }
+
+    @Test func badBytesAreRefused() async throws {
+        let scene = try await Scene.make()
+        try await scene.server.withLiveServer { client in
+            let pins = try scene.pins(client)
+            let sealed = try await pins.setPIN(Self.pin, for: scene.alice.key)
+            let time = scene.server.clock.now
+            func signed(_ method: String, _ path: String, _ body: String, key: P256.Signing.PrivateKey) throws
+                -> HTTPFields
+            {
+                [
+                    .authorization: try RequestSignature.sign(
+                        method: method, path: path, body: Data(body.utf8), with: key, time: time
+                    ).headerValue
+                ]
+            }
+            let point = P256.Signing.PrivateKey().publicKey.x963Representation.base64EncodedString()
+            let share = Data(repeating: 7, count: 32).base64EncodedString()
+            let setups: [(String, String)] = [
+                (#"{"deviceKey":"not base64!","pinKey":"\#(point)","share":"\#(share)"}"#, "deviceKey must be"),
+                (
+                    #"{"deviceKey":"\#(Data(repeating: 4, count: 65).base64EncodedString())","pinKey":"\#(point)","share":"\#(share)"}"#,
+                    "not a point on P-256"
+                ),
+                (
+                    #"{"deviceKey":"\#(P256.Signing.PrivateKey().publicKey.x963Representation.base64EncodedString())","pinKey":"\#(point)","share":"\#(Data(repeating: 7, count: 31).base64EncodedString())"}"#,
+                    "share must be 32 bytes"
+                ),
+                (#"{"deviceKey":"\#(point)","pinKey":"\#(point)","share":"\#(share)"}"#, "a key of its own"),
+            ]
+            for (body, message) in setups {
+                let response = try await client.send(
+                    .put, "/v1/wallet/pin", json: body,
+                    headers: try signed("PUT", "/v1/wallet/pin", body, key: scene.bob.key))
+                try expectError(response, .badRequest, "invalid_request", message)
+            }
+            let proofs: [(String, String)] = [
+                (#"{"nonce":"\#(Self.nonce())","proof":"AAAA","time":\#(time)}"#, "raw P-256 signature"),
+                (
+                    #"{"nonce":"ZZ","proof":"\#(Data(repeating: 1, count: 64).base64EncodedString())","time":\#(time)}"#,
+                    "nonce must be 32 hex digits"
+                ),
+            ]
+            for (body, message) in proofs {
+                let response = try await client.send(
+                    .post, "/v1/wallet/pin/proofs", json: body,
+                    headers: try signed("POST", "/v1/wallet/pin/proofs", body, key: sealed.deviceKey))
+                #expect(response.status == .badRequest, "\(response.text)")
+                #expect(response.text.contains(message))
+            }
+            #expect(try await scene.server.ledger.walletPIN(of: scene.alice.id)?.failures == 0)
+            #expect(try await scene.server.ledger.walletPIN(of: scene.bob.id) == nil)
+            // 64 bytes that are no valid signature are a wrong guess like any other: counted.
+            let garbage = try await scene.signed(client, by: sealed.deviceKey).proveWalletPIN(
+                proof: [UInt8](repeating: 0xFF, count: 64), time: time, nonce: Self.nonce())
+            #expect(garbage.result == .wrong)
+            #expect(try await scene.server.ledger.walletPIN(of: scene.alice.id)?.failures == 1)
+        }
+    }
+
+    @Test func theServerSettingSetsThePinlessLimit() throws {
+        var configuration = ServerConfiguration()
+        #expect(configuration.ledgerOptions.pinlessPaymentLimit == 50_00)
+        configuration.pinlessPaymentLimit = 0
+        #expect(configuration.ledgerOptions.pinlessPaymentLimit == nil)
+        configuration.pinlessPaymentLimit = 20_00
+        #expect(configuration.ledgerOptions.pinlessPaymentLimit == 20_00)
+        configuration.pinlessPaymentLimit = -1
+        #expect(throws: ServerSetupError.self) { try configuration.validate() }
+    }
+}
