@@ -39,55 +39,80 @@ public struct TrackingKey: Hashable, Sendable {
 
 /// Shares one radio scan among every tracker of a wallet (payment and redemptions) and the
 /// terminal's conflict observer: a radio delivers sightings to one handler only.
+///
+/// Its subscribers and whether it scans live in `SightingHubDriver`, an actor on the radio's
+/// scheduler; `start` and `stop` hop there, and the trackers (actors on the same scheduler)
+/// subscribe from there.
 public final class SightingHub: Sendable {
     public let radio: any CentralRadio
-    private let subscribers = Mutex<[Int: @Sendable (Sighting, HorizonAdvertisement) -> Void]>([:])
-    private let nextID = Mutex(0)
-    private let scanning = Mutex(false)
+    private let driver: SightingHubDriver
 
-    public init(radio: any CentralRadio) { self.radio = radio }
+    public init(radio: any CentralRadio) {
+        self.radio = radio
+        driver = SightingHubDriver(radio: radio)
+    }
 
     /// Starts the radio scan if it is not running. On the radio's scheduler, as `stop`: a start
     /// and a stop from two threads cannot cross between the flag and the radio.
     public func start() throws(RadioError) {
         try radio.scheduler.performSynchronously { () throws(RadioError) in
-            let alreadyScanning = scanning.withLock { scanning in
-                defer { scanning = true }
-                return scanning
-            }
-            guard !alreadyScanning else { return }
-            do throws(RadioError) {
-                try radio.startScanning { [weak self] sighting in self?.deliver(sighting) }
-            } catch {
-                scanning.withLock { $0 = false }
-                throw error
-            }
+            try driver.assumeIsolated { driver in Result { () throws(RadioError) in try driver.start() } }.get()
         }
     }
 
     public func stop() {
-        radio.scheduler.performSynchronously {
-            scanning.withLock { $0 = false }
-            radio.stopScanning()
-        }
+        radio.scheduler.performSynchronously { driver.assumeIsolated { $0.stop() } }
     }
 
+    /// Adds a subscriber; call on the radio's scheduler.
     @discardableResult
     func subscribe(_ handler: @escaping @Sendable (Sighting, HorizonAdvertisement) -> Void) -> Int {
-        let id = nextID.withLock { id in
-            defer { id += 1 }
-            return id
-        }
-        subscribers.withLock { $0[id] = handler }
-        return id
+        driver.assumeIsolated { $0.subscribe(handler) }
     }
 
-    func unsubscribe(_ id: Int) { _ = subscribers.withLock { $0.removeValue(forKey: id) } }
+    /// Removes a subscriber; call on the radio's scheduler.
+    func unsubscribe(_ id: Int) { driver.assumeIsolated { $0.unsubscribe(id) } }
+}
+
+/// The hub's subscribers and scan, on the radio's scheduler (its executor), where sightings arrive.
+private actor SightingHubDriver {
+    let radio: any CentralRadio
+    private var subscribers: [Int: @Sendable (Sighting, HorizonAdvertisement) -> Void] = [:]
+    private var nextID = 0
+    private var scanning = false
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor { radio.scheduler.asUnownedSerialExecutor() }
+
+    init(radio: any CentralRadio) { self.radio = radio }
+
+    func start() throws(RadioError) {
+        guard !scanning else { return }
+        scanning = true
+        do throws(RadioError) {
+            try radio.startScanning { [weak self] sighting in self?.assumeIsolated { $0.deliver(sighting) } }
+        } catch {
+            scanning = false
+            throw error
+        }
+    }
+
+    func stop() {
+        scanning = false
+        radio.stopScanning()
+    }
+
+    func subscribe(_ handler: @escaping @Sendable (Sighting, HorizonAdvertisement) -> Void) -> Int {
+        defer { nextID += 1 }
+        subscribers[nextID] = handler
+        return nextID
+    }
+
+    func unsubscribe(_ id: Int) { subscribers[id] = nil }
 
     private func deliver(_ sighting: Sighting) {
         // Foreign and malformed advertisements are everyday radio noise: ignored without a word.
         guard case .horizon(let advertisement) = HorizonAdvertisement.parse(sighting.advertisingData) else { return }
-        let handlers = subscribers.withLock { $0.sorted { $0.key < $1.key }.map(\.value) }
+        let handlers = subscribers.sorted { $0.key < $1.key }.map(\.value)
         for handler in handlers { handler(sighting, advertisement) }
     }
 }
