@@ -381,6 +381,9 @@ public final class SQLiteDatabase: Sendable {
             }
             // All pages in one step: one snapshot, however much is written meanwhile.
             var status = sqlite3_backup_step(backup, -1)
+            // Waiting for a writer stays on this thread: the step runs under the connection's
+            // lock with SQLite's handles, whose C API blocks by nature (as its busy timeout does),
+            // and suspending here would hold the lock across a suspension.
             while status == SQLITE_BUSY || status == SQLITE_LOCKED {
                 usleep(10_000)
                 status = sqlite3_backup_step(backup, -1)
