@@ -105,27 +105,48 @@ struct WalletRegistrationProgramTests {
         #expect(statusAgain.status == 1)
         #expect(statusAgain.standardError.contains("no registration waits for its activation"))
 
-        // A PIN from a file; the key file is then sealed, and signing needs it.
+        // Registered, the wallet is pinless until a PIN is set: the device's file permissions protect it.
+        let pinless = try Programs.run("horizon-wallet", ["pin", "status", "--data-dir", walletDir])
+        #expect(pinless.status == 0, "\(pinless.standardError)")
+        #expect(pinless.standardOutput.contains("pinless: the key is protected by this device only: file permissions"))
+        #expect(pinless.standardOutput.contains("0600 in a 0700 directory"), "\(pinless.standardOutput)")
+
+        // A PIN from a file; the key file is then sealed under the PIN and the server's share,
+        // and signing needs both.
         let pinFile = sandbox.path("pin")
         try "246810\n".write(toFile: pinFile, atomically: true, encoding: .utf8)
         let setPIN = try Programs.run("horizon-wallet", ["pin", "set", "--pin-file", pinFile, "--data-dir", walletDir])
         #expect(setPIN.status == 0, "\(setPIN.standardError)")
+        #expect(setPIN.standardOutput.contains("the server counts wrong PINs"), "\(setPIN.standardOutput)")
         let keyText = try String(contentsOfFile: "\(walletDir)/wallet-key.pem", encoding: .utf8)
-        #expect(keyText.hasPrefix("-----BEGIN HORIZON ENCRYPTED WALLET KEY-----"))
-        for file in ["wallet-key.pem", "pin-lock.json", "pin-lock.key", "account.json"] {
+        #expect(keyText.hasPrefix("-----BEGIN HORIZON SERVER-COUNTED WALLET KEY-----"))
+        for file in ["wallet-key.pem", "account.json"] {
             let mode =
                 try FileManager.default.attributesOfItem(atPath: "\(walletDir)/\(file)")[.posixPermissions] as? NSNumber
             #expect(mode?.intValue == 0o600, "\(file)")
         }
+        // No attempt record on the device: the server counts.
+        #expect(!FileManager.default.fileExists(atPath: "\(walletDir)/pin-lock.json"))
+        let setAgain = try Programs.run("horizon-wallet", ["pin", "set", "--pin-file", pinFile, "--data-dir", walletDir])
+        #expect(setAgain.status == 1)
+        #expect(setAgain.standardError.contains("has a PIN already"), "\(setAgain.standardError)")
         let wrongPIN = try Programs.run(
             "horizon-wallet",
             ["pay", "--data-dir", walletDir, "--radio-socket", sandbox.path("radio.sock"), "--timeout", "1"],
             environment: ["HORIZON_WALLET_PIN": "135790"])
         #expect(wrongPIN.status == 1)
-        #expect(wrongPIN.standardError == "error: wrong PIN; 2 more wrong PINs block the wallet for a while\n")
+        #expect(wrongPIN.standardError == "error: wrong PIN; 9 more wrong PINs block the wallet\n")
         let status = try json(
             try Programs.run("horizon-wallet", ["pin", "status", "--json", "--data-dir", walletDir]).standardOutput)
-        #expect(status["pinSet"] as? Bool == true && status["wrongPINs"] as? Int == 1)
+        #expect(status["pinSet"] as? Bool == true && status["pinless"] as? Bool == false)
+        #expect(status["protection"] as? String == "pin-counted-by-server")
+        let wrongUnlock = try Programs.run(
+            "horizon-wallet", ["pin", "unlock", "--data-dir", walletDir], environment: ["HORIZON_WALLET_PIN": "135790"])
+        #expect(wrongUnlock.status == 1)
+        #expect(wrongUnlock.standardError == "error: wrong PIN; 8 more wrong PINs block the wallet\n")
+        let unlock = try Programs.run("horizon-wallet", ["pin", "unlock", "--pin-file", pinFile, "--data-dir", walletDir])
+        #expect(unlock.status == 0, "\(unlock.standardError)")
+        #expect(unlock.standardOutput.contains("The PIN is right"))
         let change = try Programs.run(
             "horizon-wallet", ["pin", "change", "--data-dir", walletDir],
             environment: ["HORIZON_WALLET_PIN": "246810", "HORIZON_WALLET_NEW_PIN": "97531975"])
@@ -136,6 +157,25 @@ struct WalletRegistrationProgramTests {
             environment: ["HORIZON_WALLET_PIN": "97531975"])
         #expect(balance.status == 0, "\(balance.standardError)")
         #expect(try json(balance.standardOutput)["balances"] as? [Any] != nil)
+        let oldPIN = try Programs.run(
+            "horizon-wallet", ["balance", "--data-dir", walletDir], environment: ["HORIZON_WALLET_PIN": "246810"])
+        #expect(oldPIN.status == 1)
+        #expect(oldPIN.standardError.contains("wrong PIN"), "\(oldPIN.standardError)")
+
+        // Deactivated, the wallet is pinless again: its key a plain file, the server told.
+        let deactivate = try Programs.run(
+            "horizon-wallet", ["pin", "deactivate", "--data-dir", walletDir],
+            environment: ["HORIZON_WALLET_PIN": "97531975"])
+        #expect(deactivate.status == 0, "\(deactivate.standardError)")
+        #expect(deactivate.standardOutput.contains("The PIN is removed: the wallet is pinless."))
+        let after = try json(
+            try Programs.run("horizon-wallet", ["pin", "status", "--json", "--data-dir", walletDir]).standardOutput)
+        #expect(after["pinless"] as? Bool == true && after["protection"] as? String == "pinless")
+        let noPIN = try Programs.run("horizon-wallet", ["pin", "unlock", "--data-dir", walletDir])
+        #expect(noPIN.status == 1)
+        #expect(noPIN.standardError.contains("this wallet has no PIN yet"), "\(noPIN.standardError)")
+        let free = try Programs.run("horizon-wallet", ["balance", "--data-dir", walletDir, "--json"])
+        #expect(free.status == 0, "\(free.standardError)")
     }
 
     @Test func anUnreachableServerIsSaidSo() throws {

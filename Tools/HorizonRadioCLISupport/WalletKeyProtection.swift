@@ -3,6 +3,7 @@ import CryptoExtras
 import Foundation
 import HorizonCLISupport
 import HorizonCore
+import HorizonServiceClients
 
 /// scrypt's cost for a PIN-sealed key, stored in the file so that a later default still opens
 /// older files. Tests pass a low cost; the programs use `standard`.
@@ -69,6 +70,8 @@ public enum WalletKeyError: Error, Equatable, Sendable, CustomStringConvertible 
     case pinAlreadySet
     case pinsDiffer
     case sealingFailed(String)
+    /// The key's PIN is counted by the server: only the server's answer opens it.
+    case countedByServer
 
     public var description: String {
         switch self {
@@ -89,6 +92,7 @@ public enum WalletKeyError: Error, Equatable, Sendable, CustomStringConvertible 
         case .pinAlreadySet: "this wallet has a PIN already; change it with `horizon-wallet pin change`"
         case .pinsDiffer: "the two PINs differ; nothing was changed"
         case .sealingFailed(let reason): "the key could not be encrypted: \(reason)"
+        case .countedByServer: "this wallet's PIN is checked by its server; the key opens only with the server's answer"
         }
     }
 }
@@ -319,13 +323,21 @@ public struct WalletKeyVault {
     /// The key file as stored: a plain PEM key (no PIN yet) or a sealed one.
     public enum Stored {
         case plain(P256.Signing.PrivateKey)
+        /// Sealed under a PIN counted in `pin-lock.json` (a wallet without a server).
         case sealed(SealedWalletKey)
+        /// Sealed under a PIN and a share the server releases to a right proof (`WalletPINClient`).
+        case countedByServer(ServerSealedWalletKey)
     }
 
     var keyPath: String { directory.file(keyFile).path }
 
     public func stored() throws -> Stored {
         let text = String(decoding: try directory.read(keyFile), as: UTF8.self)
+        if ServerSealedWalletKey.isSealed(pem: text) {
+            do { return .countedByServer(try ServerSealedWalletKey.decode(pem: text)) } catch {
+                throw WalletKeyError.damaged(path: keyPath, reason: "\(error)")
+            }
+        }
         if SealedWalletKey.isSealed(pem: text) {
             do { return .sealed(try SealedWalletKey.decode(pem: text)) } catch { throw error.at(keyPath) }
         }
@@ -334,7 +346,12 @@ public struct WalletKeyVault {
         }
     }
 
-    public var isPINSet: Bool { if case .sealed = try? stored() { true } else { false } }
+    public var isPINSet: Bool {
+        switch try? stored() {
+        case .sealed, .countedByServer: true
+        case .plain, nil: false
+        }
+    }
 
     /// The public key, which needs no PIN (a sealed file names it in its authenticated header).
     public func publicKey() throws -> P256.Signing.PublicKey {
@@ -342,6 +359,10 @@ public struct WalletKeyVault {
         case .plain(let key): return key.publicKey
         case .sealed(let sealed):
             do { return try P256.Signing.PublicKey(x963Representation: sealed.publicKey) } catch {
+                throw WalletKeyError.damaged(path: keyPath, reason: "its public key is not a P-256 point")
+            }
+        case .countedByServer(let sealed):
+            do { return try P256.Signing.PublicKey(x963Representation: sealed.walletPublicKey) } catch {
                 throw WalletKeyError.damaged(path: keyPath, reason: "its public key is not a P-256 point")
             }
         }
@@ -353,7 +374,23 @@ public struct WalletKeyVault {
         switch try stored() {
         case .plain(let key): return key
         case .sealed(let sealed): return try open(sealed, pin: try allowedAttempt(sealed, pin: pin))
+        case .countedByServer: throw WalletKeyError.countedByServer
         }
+    }
+
+    /// Replaces the key file with `sealed` (one rename); the local attempt record, which such a
+    /// file does not use, goes.
+    public func store(_ sealed: ServerSealedWalletKey) throws {
+        try directory.write(Data(sealed.pem.utf8), to: keyFile)
+        try? FileManager.default.removeItem(at: directory.file(Self.lockFile))
+        try? FileManager.default.removeItem(at: directory.file(Self.lockSecretFile))
+    }
+
+    /// Replaces the key file with the plain key (pinless: protected by the file's permissions).
+    public func storePinless(_ key: P256.Signing.PrivateKey) throws {
+        try directory.write(Data(key.pemRepresentation.utf8), to: keyFile)
+        try? FileManager.default.removeItem(at: directory.file(Self.lockFile))
+        try? FileManager.default.removeItem(at: directory.file(Self.lockSecretFile))
     }
 
     /// Encrypts the plain key under a first PIN.
@@ -371,8 +408,11 @@ public struct WalletKeyVault {
 
     /// The attempt record as it stands (nil while no PIN is set).
     public func lockState() throws -> PINLockState? {
-        guard case .sealed(let sealed) = try stored() else { return nil }
-        return try verifiedLockState(sealed)
+        switch try stored() {
+        case .plain: return nil
+        case .sealed(let sealed): return try verifiedLockState(sealed)
+        case .countedByServer: throw WalletKeyError.countedByServer
+        }
     }
 
     // MARK: Attempts

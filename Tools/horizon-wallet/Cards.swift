@@ -44,7 +44,7 @@ struct AddCard: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let (wallet, url) = try CardCommands.walletClient(global, pin)
+        let (wallet, url) = try await CardCommands.walletClient(global, pin)
         let cvc: String
         if cvcFile == nil, let value = ProcessInfo.processInfo.environment[Self.cvcVariable], !value.isEmpty {
             cvc = value
@@ -130,7 +130,7 @@ struct UpdateCard: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let (wallet, url) = try CardCommands.walletClient(global, pin)
+        let (wallet, url) = try await CardCommands.walletClient(global, pin)
         let card = try await CardCommands.call(url) { () async throws(ServerClientError) in
             let cards = try await wallet.getWallet()
             guard let card = cards.first(where: { $0.id == cardID }) else {
@@ -153,7 +153,7 @@ struct RemoveCard: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() async throws {
-        let (wallet, url) = try CardCommands.walletClient(global, pin)
+        let (wallet, url) = try await CardCommands.walletClient(global, pin)
         try await CardCommands.call(url) { () async throws(ServerClientError) in try await wallet.removeCard(id: cardID)
         }
         print("Removed card \(cardID).")
@@ -168,11 +168,11 @@ enum CardCommands {
     }
 
     /// The wallet's client on the server it registered with, signing with its (unlocked) key.
-    static func walletClient(_ global: GlobalOptions, _ pin: PINOptions) throws -> (WalletClient, URL) {
+    static func walletClient(_ global: GlobalOptions, _ pin: PINOptions) async throws -> (WalletClient, URL) {
         let files = global.walletFiles
         guard let account = try WalletServer.account(files) else { throw unregistered }
         let url = try WalletServer.url(account.server)
-        let key = try files.keyVault().unlock(pin: pin.current)
+        let key = try await WalletKeys.unlock(files, pin: pin.current)
         return (WalletClient(server: HorizonServerClient(serverURL: url, signingKey: key)), url)
     }
 

@@ -29,7 +29,7 @@ struct ConfirmOptions: ParsableArguments {
         try CrashInjection.validate(for: "wallet")
         let logger = Logs.logger("horizon.wallet", verbose: global.verbose)
         let files = try global.lockedWalletFiles()
-        let identity = try files.loadIdentity(pin: pin.current)
+        let identity = WalletIdentity(signingKey: try await WalletKeys.unlock(files, pin: pin.current))
         var anchors = try files.loadTrustAnchors()
         // A registered wallet refuses the terminals its server revoked, as last fetched and
         // confirmed against a signed daily token (`horizon-wallet token`).

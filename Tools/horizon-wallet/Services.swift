@@ -34,9 +34,9 @@ struct WalletSession {
     /// Opens the session: the account, the key unlocked with the PIN (asked only when the key is
     /// sealed), and the wallet's persistent cache (`<data dir>/cache`), which answers while the
     /// server cannot be reached.
-    static func open(_ files: WalletFiles, pin: PINOptions) throws -> WalletSession {
+    static func open(_ files: WalletFiles, pin: PINOptions) async throws -> WalletSession {
         guard try account(files) != nil else { throw CLIError(sandboxAdvice) }
-        let key = try files.keyVault().unlock(pin: pin.current)
+        let key = try await WalletKeys.unlock(files, pin: pin.current)
         guard let session = try open(files, signingKey: key) else { throw CLIError(sandboxAdvice) }
         return session
     }
@@ -56,7 +56,7 @@ struct WalletSession {
     static func open(_ files: WalletFiles, pin: PINOptions, relay: TerminalRelayOptions, verbose: Bool) async throws
         -> WalletSession
     {
-        var session = try open(files, pin: pin)
+        var session = try await open(files, pin: pin)
         guard relay.viaTerminal else { return session }
         session.terminalRelay = try await TerminalRelay.open(
             relay, identity: session.identity, key: session.signingKey, cache: session.cache, files: files,
