@@ -48,8 +48,8 @@ struct WalletClientTests {
             try await wallet.removeCard(id: card.id)
             #expect(wallet.paymentCardID == nil)
             #expect(try await wallet.getWallet() == [])
-            await #expect(throws: ServerClientError.self) { try await wallet.removeCard(id: card.id) }
-            do throws(ServerClientError) {
+            await #expect(throws: ServiceClientError.self) { try await wallet.removeCard(id: card.id) }
+            do throws(ServiceClientError) {
                 _ = try await wallet.addPaymentCard(
                     cardholder: "Alice", cardNumber: "4242 4242 4242 4241", cvc: "123", expDate: "12/30")
                 Issue.record("a wrong check digit was accepted")
@@ -110,7 +110,7 @@ struct WalletClientTests {
             // The reference's explicit completion, with a PaRes that is not the challenge's.
             let (_, explicit) = try await addThreeDSCard()
             _ = try await client.postForm("/v1/cards/3ds/challenge/answer", ["MD": explicit.md, "decision": "approve"])
-            do throws(ServerClientError) {
+            do throws(ServiceClientError) {
                 _ = try await wallet.executeAddPaymentCard(
                     paymentDetails: explicit, md: explicit.md, paRes: "pares_wrong")
                 Issue.record("a wrong PaRes completed a card")

@@ -52,7 +52,7 @@ struct AddCard: AsyncParsableCommand {
             cvc = try readSecret(
                 prompt: "CVC: ", file: cvcFile, what: "CVC", fileOption: "--cvc-file or $\(Self.cvcVariable)")
         }
-        let result = try await CardCommands.call(url) { () async throws(ServerClientError) in
+        let result = try await CardCommands.call(url) { () async throws in
             try await wallet.addPaymentCard(
                 cardholder: cardholder, cardNumber: number, cvc: cvc, expDate: expiry, name: name)
         }
@@ -101,12 +101,11 @@ struct ListCards: AsyncParsableCommand {
         let session = try await WalletSession.open(global.walletFiles, pin: pin, relay: relay, verbose: global.verbose)
         defer { session.finish(json: json) }
         let url = try WalletServer.url(session.account.server)
-        let wallet: WalletClient
-        do { wallet = WalletClient(server: try session.identity.signedClient()) } catch {
+        let wallet = WalletClient(identityClient: session.identity)
+        let cards: [PaymentCard]
+        do { cards = try await wallet.getWallet() } catch {
+            if case .server(let error) = error { throw CLIError(WalletServer.describe(error, server: url)) }
             throw CLIError(session.describe(error))
-        }
-        let cards = try await CardCommands.call(url) { () async throws(ServerClientError) in
-            try await wallet.getWallet()
         }
         if json { return try Console().json(cards) }
         if cards.isEmpty { return print("No cards. Add one with `horizon-wallet cards add`.") }
@@ -131,7 +130,7 @@ struct UpdateCard: AsyncParsableCommand {
 
     func run() async throws {
         let (wallet, url) = try await CardCommands.walletClient(global, pin)
-        let card = try await CardCommands.call(url) { () async throws(ServerClientError) in
+        let card = try await CardCommands.call(url) { () async throws in
             let cards = try await wallet.getWallet()
             guard let card = cards.first(where: { $0.id == cardID }) else {
                 throw ServerClientError.refused(
@@ -154,7 +153,7 @@ struct RemoveCard: AsyncParsableCommand {
 
     func run() async throws {
         let (wallet, url) = try await CardCommands.walletClient(global, pin)
-        try await CardCommands.call(url) { () async throws(ServerClientError) in try await wallet.removeCard(id: cardID)
+        try await CardCommands.call(url) { () async throws in try await wallet.removeCard(id: cardID)
         }
         print("Removed card \(cardID).")
     }
@@ -176,14 +175,15 @@ enum CardCommands {
         return (WalletClient(server: HorizonServerClient(serverURL: url, signingKey: key)), url)
     }
 
-    static func call<T: Sendable>(_ server: URL, _ body: () async throws(ServerClientError) -> T) async throws -> T {
+    static func call<T: Sendable>(_ server: URL, _ body: () async throws -> T) async throws -> T {
         do { return try await body() } catch { throw CLIError(sentence(error, server: server)) }
     }
 
     static func sentence(_ error: any Error, server: URL) -> String {
         switch error {
         case let error as ServerClientError: WalletServer.describe(error, server: server)
-        case WalletClientError.server(let error): WalletServer.describe(error, server: server)
+        case ServiceClientError.server(let error), WalletClientError.server(.server(let error)):
+            WalletServer.describe(error, server: server)
         default: "\(error)"
         }
     }

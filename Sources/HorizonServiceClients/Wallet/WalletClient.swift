@@ -78,7 +78,8 @@ public enum CardChallengeState: Sendable, Equatable {
 
 /// Why `waitForChallenge` gave no card.
 public enum WalletClientError: Error, Equatable, Sendable, CustomStringConvertible {
-    case server(ServerClientError)
+    /// The server refused or could not be asked, or the identity is not ready.
+    case server(ServiceClientError)
     /// Nobody answered the challenge within the wait.
     case challengeNotAnswered(waited: Duration)
     case challengeFailed
@@ -100,9 +101,17 @@ public enum WalletClientError: Error, Equatable, Sendable, CustomStringConvertib
 /// asks for the card to pay with (the reference's `paymentCardIDProvider`): the selected card
 /// if it can pay, else none (the account balance pays).
 ///
-/// Every call is signed with the wallet's key: build `server` with the wallet's `signingKey`.
-public final class WalletClient: PaymentCardIDProvider, Sendable {
-    public let server: HorizonServerClient
+/// Every call is signed with the wallet's key. Built on an `IdentityClient` (the reference's
+/// way) it follows the identity as an `IdentityObserver`: before the identity is ready every call
+/// is refused with `identityNotReady` and nothing is sent; when it is invalidated the cards and
+/// the selection are forgotten (and calls refused with `identityInvalidated`); once a key is ready
+/// again, calls go on with it. Built on a `HorizonServerClient`, it signs with that client's key.
+public final class WalletClient: PaymentCardIDProvider, IdentityObserver, Sendable {
+    private enum Signer {
+        case server(HorizonServerClient)
+        case identity(IdentityClient)
+    }
+    private let signer: Signer
     private let state = Mutex<State>(State())
 
     private struct State {
@@ -110,11 +119,38 @@ public final class WalletClient: PaymentCardIDProvider, Sendable {
         var selectedCardID: String?
     }
 
-    public init(server: HorizonServerClient) { self.server = server }
+    public init(server: HorizonServerClient) { signer = .server(server) }
+
+    /// A wallet client that signs with `identityClient`'s key and follows its state.
+    public init(identityClient: IdentityClient) {
+        signer = .identity(identityClient)
+        identityClient.addObserver(self)
+    }
+
+    /// The server the client talks to.
+    public var serverURL: URL {
+        switch signer {
+        case .server(let server): server.serverURL
+        case .identity(let identity): identity.serverURL
+        }
+    }
+
+    /// Runs one request with the current key: an identity not ready refuses it before anything is sent.
+    private func request<T: Sendable>(_ body: (HorizonServerClient) async throws(ServerClientError) -> T)
+        async throws(ServiceClientError) -> T
+    {
+        switch signer {
+        case .server(let server):
+            do { return try await body(server) } catch { throw .server(error) }
+        case .identity(let identity):
+            return try await identity.perform(body)
+        }
+    }
 
     /// The wallet's cards, oldest first (the reference's `getWallet`); kept as the last known.
-    public func getWallet() async throws(ServerClientError) -> [PaymentCard] {
-        let cards = try await server.paymentCards().map(PaymentCard.init)
+    public func getWallet() async throws(ServiceClientError) -> [PaymentCard] {
+        let cards = try await request { server throws(ServerClientError) in try await server.paymentCards() }.map(
+            PaymentCard.init)
         state.withLock { $0.cards = cards }
         return cards
     }
@@ -127,10 +163,12 @@ public final class WalletClient: PaymentCardIDProvider, Sendable {
     public func addPaymentCard(
         cardholder: String, cardNumber: String, cvc: String, expDate: String, name: String? = nil
     )
-        async throws(ServerClientError) -> AddPaymentCardResult
+        async throws(ServiceClientError) -> AddPaymentCardResult
     {
-        let result = try await server.addPaymentCard(
-            .init(cardholder: cardholder, cardNumber: cardNumber, expiry: expDate, cvc: cvc, name: name))
+        let result = try await request { server throws(ServerClientError) in
+            try await server.addPaymentCard(
+                .init(cardholder: cardholder, cardNumber: cardNumber, expiry: expDate, cvc: cvc, name: name))
+        }
         let card = PaymentCard(result.card)
         remember(card)
         guard let details = result.paymentDetails else { return .added(card) }
@@ -145,23 +183,28 @@ public final class WalletClient: PaymentCardIDProvider, Sendable {
     /// Completes adding a card with the `MD` and `PaRes` the term page received (the
     /// reference's `executeAddPaymentCard`).
     public func executeAddPaymentCard(paymentDetails: PaymentDetails, md: String, paRes: String)
-        async throws(ServerClientError) -> PaymentCard
+        async throws(ServiceClientError) -> PaymentCard
     {
         let card = PaymentCard(
-            try await server.executeAddPaymentCard(cardID: paymentDetails.cardID, md: md, paRes: paRes))
+            try await request { server throws(ServerClientError) in
+                try await server.executeAddPaymentCard(cardID: paymentDetails.cardID, md: md, paRes: paRes)
+            })
         remember(card)
         return card
     }
 
     /// Where the challenge stands, for an app that cannot read the browser's term page.
-    public func challengeState(of paymentDetails: PaymentDetails) async throws(ServerClientError) -> CardChallengeState
+    public func challengeState(of paymentDetails: PaymentDetails) async throws(ServiceClientError)
+        -> CardChallengeState
     {
-        let status = try await server.cardChallenge(md: paymentDetails.md)
+        let status = try await request { server throws(ServerClientError) in
+            try await server.cardChallenge(md: paymentDetails.md)
+        }
         switch status.state {
         case .open: return .open
         case .approved:
             guard let paRes = status.paRes else {
-                throw .invalidResponse("an approved challenge came without its PaRes")
+                throw .server(.invalidResponse("an approved challenge came without its PaRes"))
             }
             return .approved(paRes: paRes)
         case .failed: return .failed
@@ -189,15 +232,16 @@ public final class WalletClient: PaymentCardIDProvider, Sendable {
             case .completed:
                 do {
                     guard let card = try await getWallet().first(where: { $0.id == paymentDetails.cardID }) else {
-                        throw WalletClientError.server(.invalidResponse("the completed card is not in the wallet"))
+                        throw WalletClientError.server(
+                            .server(.invalidResponse("the completed card is not in the wallet")))
                     }
                     return card
                 } catch let error as WalletClientError {
                     throw error
-                } catch let error as ServerClientError {
+                } catch let error as ServiceClientError {
                     throw .server(error)
                 } catch {
-                    throw .server(.invalidResponse("\(error)"))
+                    throw .server(.server(.invalidResponse("\(error)")))
                 }
             case .failed: throw .challengeFailed
             case .expired: throw .challengeExpired
@@ -206,22 +250,25 @@ public final class WalletClient: PaymentCardIDProvider, Sendable {
             let waited = ContinuousClock.now - start
             guard waited < timeout else { throw .challengeNotAnswered(waited: waited) }
             progress(waited)
-            do { try await Task.sleep(for: pollInterval) } catch { throw .server(.cancelled) }
+            do { try await Task.sleep(for: pollInterval) } catch { throw .server(.server(.cancelled)) }
         }
     }
 
     /// Switches a card on or off and renames it (the reference's `updateCard(_:withStatus:cardName:)`).
-    public func updateCard(_ card: PaymentCard, status: Bool, cardName: String) async throws(ServerClientError)
+    public func updateCard(_ card: PaymentCard, status: Bool, cardName: String) async throws(ServiceClientError)
         -> PaymentCard
     {
-        let updated = PaymentCard(try await server.updatePaymentCard(cardID: card.id, active: status, name: cardName))
+        let updated = PaymentCard(
+            try await request { server throws(ServerClientError) in
+                try await server.updatePaymentCard(cardID: card.id, active: status, name: cardName)
+            })
         remember(updated)
         return updated
     }
 
     /// Removes a card (the reference's `removeCard(withID:)`); it can no longer pay.
-    public func removeCard(id: String) async throws(ServerClientError) {
-        try await server.removePaymentCard(cardID: id)
+    public func removeCard(id: String) async throws(ServiceClientError) {
+        try await request { server throws(ServerClientError) in try await server.removePaymentCard(cardID: id) }
         state.withLock { state in
             state.cards.removeAll { $0.id == id }
             if state.selectedCardID == id { state.selectedCardID = nil }
@@ -244,7 +291,8 @@ public final class WalletClient: PaymentCardIDProvider, Sendable {
         }
     }
 
-    /// Forgets the cards and the selection (the identity changed or was reset).
+    /// Forgets the cards and the selection: called by the identity when it is invalidated (as
+    /// `IdentityObserver`), so an invalidated identity's cards are never shown or offered again.
     public func reset() { state.withLock { $0 = State() } }
 
     // MARK: Helpers
@@ -261,6 +309,6 @@ public final class WalletClient: PaymentCardIDProvider, Sendable {
 
     /// The server's relative challenge URLs, made absolute against the server's base URL.
     private func resolve(_ relative: String) -> URL {
-        URL(string: relative, relativeTo: server.serverURL)?.absoluteURL ?? server.serverURL
+        URL(string: relative, relativeTo: serverURL)?.absoluteURL ?? serverURL
     }
 }
