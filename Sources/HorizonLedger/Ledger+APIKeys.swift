@@ -9,6 +9,8 @@ public enum APIKeyScope: String, Sendable, CaseIterable, Comparable {
     case transactionsRead = "transactions:read"
     /// Refund payments.
     case refundsWrite = "refunds:write"
+    /// Manage webhook endpoints; read and resend their deliveries.
+    case webhooksWrite = "webhooks:write"
 
     public static func < (lhs: APIKeyScope, rhs: APIKeyScope) -> Bool {
         allCases.firstIndex(of: lhs) ?? 0 < allCases.firstIndex(of: rhs) ?? 0

@@ -39,6 +39,8 @@ struct IsolationTests {
     /// valid signature is refused with `admin_required`.
     static let adminOnly: Set<String> = [
         "createRefund", "revokeMerchantTerminal", "listApiKeys", "createApiKey", "rollApiKey", "revokeApiKey",
+        "listWebhookEndpoints", "createWebhookEndpoint", "rollWebhookSecret", "deleteWebhookEndpoint",
+        "listWebhookDeliveries", "getWebhookDelivery", "resendWebhookDelivery",
     ]
 
     /// Merchant operations a secret API key may call, with the scope it needs; the other
@@ -49,6 +51,10 @@ struct IsolationTests {
         "listRefunds": "transactions:read", "createRefund": "refunds:write",
         "createPaymentIntent": "intents:write", "listPaymentIntents": "intents:write transactions:read",
         "getPaymentIntent": "intents:write transactions:read", "cancelPaymentIntent": "intents:write",
+        "listWebhookEndpoints": "webhooks:write", "createWebhookEndpoint": "webhooks:write",
+        "rollWebhookSecret": "webhooks:write", "deleteWebhookEndpoint": "webhooks:write",
+        "listWebhookDeliveries": "webhooks:write", "getWebhookDelivery": "webhooks:write",
+        "resendWebhookDelivery": "webhooks:write",
     ]
 
     enum OtherMerchant {
@@ -514,6 +520,72 @@ struct IsolationTests {
                     body: nil)
             },
             otherMerchant: .refused(.notFound, "payment_intent_not_found", "this merchant has no payment intent")),
+        // Webhooks: the other merchant manages its own endpoints and sees its own deliveries only.
+        "listWebhookEndpoints": .terminalSigned(
+            request: { _ in Request(method: .get, path: "/v1/merchant/webhook-endpoints", body: nil) },
+            otherMerchant: .servesTheSignersOwn { (world: World, response: TestResponse) async throws in
+                if response.status == .forbidden {
+                    return try world.expectAdminRequired(response, "listWebhookEndpoints")
+                }
+                #expect(response.status == .ok, "\(response.text)")
+                let list = try JSONDecoder().decode(Components.Schemas.WebhookEndpointList.self, from: response.data)
+                #expect(list.webhookEndpoints.allSatisfy { !World.bakeryEndpointIDs.contains($0.id) })
+                world.expectNothingOfTheTenants(in: response.text, "the shop's webhook endpoints")
+            }),
+        "createWebhookEndpoint": .terminalSigned(
+            request: { _ in
+                Request(
+                    method: .post, path: "/v1/merchant/webhook-endpoints",
+                    body: #"{"url": "https://shop.example/hooks", "eventTypes": ["payment.succeeded"]}"#)
+            },
+            otherMerchant: .servesTheSignersOwn { (world: World, response: TestResponse) async throws in
+                if response.status == .forbidden {
+                    return try world.expectAdminRequired(response, "createWebhookEndpoint")
+                }
+                #expect(response.status == .created, "\(response.text)")
+                let created = try JSONDecoder().decode(
+                    Components.Schemas.CreatedWebhookEndpoint.self, from: response.data)
+                #expect(
+                    try await world.server.ledger.webhookEndpoint(created.webhookEndpoint.id, of: world.shop.id) != nil)
+                world.expectNothingOfTheTenants(in: response.text, "the shop's new webhook endpoint")
+            }),
+        "rollWebhookSecret": .terminalSigned(
+            request: { _ in
+                Request(
+                    method: .post, path: "/v1/merchant/webhook-endpoints/\(World.bakeryEndpointIDs[0])/roll-secret",
+                    body: nil)
+            },
+            otherMerchant: .refused(.notFound, "webhook_endpoint_not_found", "this merchant has no webhook endpoint")),
+        "deleteWebhookEndpoint": .terminalSigned(
+            request: { _ in
+                Request(method: .delete, path: "/v1/merchant/webhook-endpoints/\(World.bakeryEndpointIDs[1])", body: nil)
+            },
+            otherMerchant: .refused(.notFound, "webhook_endpoint_not_found", "this merchant has no webhook endpoint")),
+        "listWebhookDeliveries": .terminalSigned(
+            request: { _ in
+                Request(
+                    method: .get, path: "/v1/merchant/webhook-deliveries?endpointId=\(World.bakeryEndpointIDs[0])",
+                    body: nil)
+            },
+            otherMerchant: .servesTheSignersOwn { (world: World, response: TestResponse) async throws in
+                if response.status == .forbidden {
+                    return try world.expectAdminRequired(response, "listWebhookDeliveries")
+                }
+                #expect(response.status == .ok, "\(response.text)")
+                let list = try JSONDecoder().decode(Components.Schemas.WebhookDeliveryList.self, from: response.data)
+                #expect(list.webhookDeliveries.isEmpty, "\(response.text)")
+            }),
+        "getWebhookDelivery": .terminalSigned(
+            request: { _ in
+                Request(method: .get, path: "/v1/merchant/webhook-deliveries/\(World.bakeryDeliveryID)", body: nil)
+            },
+            otherMerchant: .refused(.notFound, "webhook_delivery_not_found", "this merchant has no webhook delivery")),
+        "resendWebhookDelivery": .terminalSigned(
+            request: { _ in
+                Request(
+                    method: .post, path: "/v1/merchant/webhook-deliveries/\(World.bakeryDeliveryID)/resend", body: nil)
+            },
+            otherMerchant: .refused(.notFound, "webhook_delivery_not_found", "this merchant has no webhook delivery")),
         // Wallet services
         "getWalletAccount": .walletSigned(
             request: { _ in Request(method: .get, path: "/v1/wallet/account", body: nil) },
@@ -821,10 +893,15 @@ struct IsolationTests {
             "api_keys",
             // The shop's own payment intent (the bakery's is checked below).
             "payment_intents",
+            // The shop's own webhook endpoints (the bakery's, and its delivery, are checked below).
+            "webhook_endpoints",
         ]
         let bakeryKeys = try await world.server.ledger.apiKeys(of: world.bakery.id)
         let bakeryIntent = try await world.server.ledger.paymentIntent(
             world.bakeryIntent, of: world.bakery.id, at: world.server.clock.now)
+        let bakeryEndpoints = try await world.server.ledger.webhookEndpoints(of: world.bakery.id)
+        let bakeryDelivery = try await world.server.ledger.webhookDelivery(World.bakeryDeliveryID, of: world.bakery.id)
+        #expect(bakeryEndpoints.count == 2 && bakeryDelivery?.attempts == 0)
         let before = try await tableSnapshot(world.server.ledger, excluding: ignored)
         let (refusals, walletRefusals, adminRequests, keyRequests) = try await world.server.withClient { client in
             var refusals = 0
@@ -960,7 +1037,7 @@ struct IsolationTests {
             }
             return (refusals, walletRefusals, adminRequests, keyRequests)
         }
-        #expect(adminRequests == 19, "every merchant-service operation was tried with the other admin's session")
+        #expect(adminRequests == 26, "every merchant-service operation was tried with the other admin's session")
         #expect(keyRequests == adminRequests, "every merchant-service operation was tried with the other's API key")
         // The bakery's keys are as they were: neither rolled nor revoked by anyone else.
         #expect(try await world.server.ledger.apiKeys(of: world.bakery.id) == bakeryKeys)
@@ -968,6 +1045,12 @@ struct IsolationTests {
             try await world.server.ledger.paymentIntent(
                 world.bakeryIntent, of: world.bakery.id, at: world.server.clock.now) == bakeryIntent)
         #expect(bakeryIntent?.status == .requiresCollection)
+        // The bakery's webhook endpoints are as they were (no secret rolled, none deleted), and
+        // its delivery was not sent again.
+        #expect(try await world.server.ledger.webhookEndpoints(of: world.bakery.id) == bakeryEndpoints)
+        #expect(
+            try await world.server.ledger.webhookDelivery(World.bakeryDeliveryID, of: world.bakery.id)
+                == bakeryDelivery)
         // The metrics (on their own listener) count by route and code after all this: no ids.
         world.expectNothingOfTheTenants(in: try await world.server.scrapeMetrics(), "/metrics")
         let signed = Self.table.values.filter { if case .terminalSigned = $0 { true } else { false } }
@@ -1105,6 +1188,11 @@ final class World: Sendable {
     /// The bakery's payment intent, waiting for collection.
     let bakeryIntent = try! PaymentID(bytes: Array(repeating: 0x77, count: 16))
     static let intentIdempotencyKey = "order-1-attempt-1"
+    /// The bakery's webhook endpoints (one whose secret the shop tries to roll and whose
+    /// delivery it tries to read and resend, one it tries to delete).
+    static let bakeryEndpointIDs = ["we_bakery_roll", "we_bakery_delete"]
+    /// The first webhook delivery of the world's database: the bakery's.
+    static let bakeryDeliveryID: Int64 = 1
 
     private init(
         server: TestServer, bakery: Merchant, shop: Merchant,
@@ -1255,6 +1343,15 @@ final class World: Sendable {
                     id: "key_shop", secretHash: Array(SHA256.hash(data: Data(world.shopAPIKey.utf8))),
                     secretPrefix: String(world.shopAPIKey.prefix(7)), secretLast4: String(world.shopAPIKey.suffix(4))),
                 name: "Shop POS", scopes: Set(APIKeyScope.allCases), for: shop.id, at: server.clock.now)
+            for (id, type) in zip(bakeryEndpointIDs, [WebhookEventType.terminalOffline, .paymentDeclined]) {
+                _ = try await server.ledger.createWebhookEndpoint(
+                    id: id, url: "https://bakery.example/hooks", description: "Bakery POS", eventTypes: [type],
+                    secret: "whsec_bakery", for: bakery.id, at: server.clock.now)
+            }
+            _ = try await server.ledger.recordWebhookEvent(
+                .terminalOffline, merchant: bakery.id, object: [:], at: server.clock.now)
+            let delivery = try #require(try await server.ledger.webhookDeliveries(of: bakery.id).first)
+            #expect(delivery.id == bakeryDeliveryID && delivery.endpointID == bakeryEndpointIDs[0])
             return world
         }
     }

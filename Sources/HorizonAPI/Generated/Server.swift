@@ -632,6 +632,83 @@ extension APIProtocol {
         )
         try transport.register(
             {
+                try await server.listWebhookEndpoints(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .get,
+            path: server.apiPathComponentsWithServerPrefix("/v1/merchant/webhook-endpoints")
+        )
+        try transport.register(
+            {
+                try await server.createWebhookEndpoint(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/merchant/webhook-endpoints")
+        )
+        try transport.register(
+            {
+                try await server.deleteWebhookEndpoint(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .delete,
+            path: server.apiPathComponentsWithServerPrefix("/v1/merchant/webhook-endpoints/{endpointId}")
+        )
+        try transport.register(
+            {
+                try await server.rollWebhookSecret(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/merchant/webhook-endpoints/{endpointId}/roll-secret")
+        )
+        try transport.register(
+            {
+                try await server.listWebhookDeliveries(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .get,
+            path: server.apiPathComponentsWithServerPrefix("/v1/merchant/webhook-deliveries")
+        )
+        try transport.register(
+            {
+                try await server.getWebhookDelivery(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .get,
+            path: server.apiPathComponentsWithServerPrefix("/v1/merchant/webhook-deliveries/{deliveryId}")
+        )
+        try transport.register(
+            {
+                try await server.resendWebhookDelivery(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/merchant/webhook-deliveries/{deliveryId}/resend")
+        )
+        try transport.register(
+            {
                 try await server.listPaymentIntents(
                     request: $0,
                     body: $1,
@@ -4950,6 +5027,526 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                 case let .ok(value):
                     suppressUnusedWarning(value)
                     var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// The merchant's webhook endpoints, newest first; never a secret.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/webhook-endpoints`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-endpoints/get(listWebhookEndpoints)`.
+    func listWebhookEndpoints(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.ListWebhookEndpoints.id,
+            using: {
+                APIHandler.listWebhookEndpoints($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let headers: Operations.ListWebhookEndpoints.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.ListWebhookEndpoints.Input(headers: headers)
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Registers an endpoint for the event types given. Its signing secret is in this answer only.
+    ///
+    /// Each event the endpoint listens to is POSTed to `url` as JSON, signed with the secret in the
+    /// `Horizon-Signature` header (see docs/api.md, Webhooks), retried with back-off for three days
+    /// until a 2xx answer. `url` is `https://`, or `http://` to a loopback address. At most 16
+    /// endpoints. A terminal's key is refused with `admin_required`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/webhook-endpoints`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-endpoints/post(createWebhookEndpoint)`.
+    func createWebhookEndpoint(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.CreateWebhookEndpoint.id,
+            using: {
+                APIHandler.createWebhookEndpoint($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let headers: Operations.CreateWebhookEndpoint.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
+                let body: Operations.CreateWebhookEndpoint.Input.Body
+                let chosenContentType = try converter.bestContentType(
+                    received: contentType,
+                    options: [
+                        "application/json"
+                    ]
+                )
+                switch chosenContentType {
+                case "application/json":
+                    body = try await converter.getRequiredRequestBodyAsJSON(
+                        Components.Schemas.WebhookEndpointCreation.self,
+                        from: requestBody,
+                        transforming: { value in
+                            .json(value)
+                        }
+                    )
+                default:
+                    preconditionFailure("bestContentType chose an invalid content type.")
+                }
+                return Operations.CreateWebhookEndpoint.Input(
+                    headers: headers,
+                    body: body
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .created(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 201)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Deletes an endpoint: no event goes to it from now on and its pending deliveries stop; its deliveries stay listed.
+    ///
+    /// `webhook_endpoint_not_found` (404) for an unknown, deleted or another merchant's endpoint.
+    ///
+    /// - Remark: HTTP `DELETE /v1/merchant/webhook-endpoints/{endpointId}`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-endpoints/{endpointId}/delete(deleteWebhookEndpoint)`.
+    func deleteWebhookEndpoint(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.DeleteWebhookEndpoint.id,
+            using: {
+                APIHandler.deleteWebhookEndpoint($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.DeleteWebhookEndpoint.Input.Path = .init(endpointId: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "endpointId",
+                    as: Swift.String.self
+                ))
+                let headers: Operations.DeleteWebhookEndpoint.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.DeleteWebhookEndpoint.Input(
+                    path: path,
+                    headers: headers
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Gives an endpoint a new signing secret (in this answer only); the old one keeps signing beside it for 24 hours.
+    ///
+    /// `webhook_endpoint_not_found` (404) for an unknown, deleted or another merchant's endpoint.
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/webhook-endpoints/{endpointId}/roll-secret`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-endpoints/{endpointId}/roll-secret/post(rollWebhookSecret)`.
+    func rollWebhookSecret(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.RollWebhookSecret.id,
+            using: {
+                APIHandler.rollWebhookSecret($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.RollWebhookSecret.Input.Path = .init(endpointId: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "endpointId",
+                    as: Swift.String.self
+                ))
+                let headers: Operations.RollWebhookSecret.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.RollWebhookSecret.Input(
+                    path: path,
+                    headers: headers
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// The merchant's webhook deliveries, newest first (at most 50), each with its latest answer.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/webhook-deliveries`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-deliveries/get(listWebhookDeliveries)`.
+    func listWebhookDeliveries(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.ListWebhookDeliveries.id,
+            using: {
+                APIHandler.listWebhookDeliveries($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let query: Operations.ListWebhookDeliveries.Input.Query = .init(endpointId: try converter.getOptionalQueryItemAsURI(
+                    in: request.soar_query,
+                    style: .form,
+                    explode: true,
+                    name: "endpointId",
+                    as: Swift.String.self
+                ))
+                let headers: Operations.ListWebhookDeliveries.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.ListWebhookDeliveries.Input(
+                    query: query,
+                    headers: headers
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// One delivery with every attempt's answer and the event's body as sent.
+    ///
+    /// `webhook_delivery_not_found` (404) for an unknown or another merchant's delivery.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/webhook-deliveries/{deliveryId}`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-deliveries/{deliveryId}/get(getWebhookDelivery)`.
+    func getWebhookDelivery(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.GetWebhookDelivery.id,
+            using: {
+                APIHandler.getWebhookDelivery($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.GetWebhookDelivery.Input.Path = .init(deliveryId: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "deliveryId",
+                    as: Swift.Int64.self
+                ))
+                let headers: Operations.GetWebhookDelivery.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.GetWebhookDelivery.Input(
+                    path: path,
+                    headers: headers
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// Sends a delivery again now, whatever its state; retries then run for another three days.
+    ///
+    /// `webhook_delivery_not_found` (404) for an unknown or another merchant's delivery, or one whose endpoint was deleted.
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/webhook-deliveries/{deliveryId}/resend`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-deliveries/{deliveryId}/resend/post(resendWebhookDelivery)`.
+    func resendWebhookDelivery(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.ResendWebhookDelivery.id,
+            using: {
+                APIHandler.resendWebhookDelivery($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.ResendWebhookDelivery.Input.Path = .init(deliveryId: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "deliveryId",
+                    as: Swift.Int64.self
+                ))
+                let headers: Operations.ResendWebhookDelivery.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.ResendWebhookDelivery.Input(
+                    path: path,
+                    headers: headers
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .accepted(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 202)
                     suppressMutabilityWarning(&response)
                     let body: OpenAPIRuntime.HTTPBody
                     switch value.body {

@@ -3158,6 +3158,7 @@ extension Components {
             case intents_colon_write = "intents:write"
             case transactions_colon_read = "transactions:read"
             case refunds_colon_write = "refunds:write"
+            case webhooks_colon_write = "webhooks:write"
         }
         /// - Remark: Generated from `#/components/schemas/ApiKey`.
         public struct ApiKey: Codable, Hashable, Sendable {
@@ -3239,6 +3240,323 @@ extension Components {
             }
             public enum CodingKeys: String, CodingKey {
                 case apiKeys
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WebhookEventType`.
+        @frozen public enum WebhookEventType: String, Codable, Hashable, Sendable, CaseIterable {
+            case payment_succeeded = "payment.succeeded"
+            case payment_declined = "payment.declined"
+            case refund_succeeded = "refund.succeeded"
+            case intent_succeeded = "intent.succeeded"
+            case intent_canceled = "intent.canceled"
+            case terminal_offline = "terminal.offline"
+        }
+        /// - Remark: Generated from `#/components/schemas/WebhookEndpoint`.
+        public struct WebhookEndpoint: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WebhookEndpoint/id`.
+            public var id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WebhookEndpoint/url`.
+            public var url: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WebhookEndpoint/description`.
+            public var description: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WebhookEndpoint/eventTypes`.
+            public var eventTypes: [Components.Schemas.WebhookEventType]
+            /// - Remark: Generated from `#/components/schemas/WebhookEndpoint/createdAt`.
+            public var createdAt: Swift.Int64
+            /// Until when the secret before the last roll also signs deliveries
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookEndpoint/previousSecretExpiresAt`.
+            public var previousSecretExpiresAt: Swift.Int64?
+            /// - Remark: Generated from `#/components/schemas/WebhookEndpoint/deletedAt`.
+            public var deletedAt: Swift.Int64?
+            /// Creates a new `WebhookEndpoint`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - url:
+            ///   - description:
+            ///   - eventTypes:
+            ///   - createdAt:
+            ///   - previousSecretExpiresAt: Until when the secret before the last roll also signs deliveries
+            ///   - deletedAt:
+            public init(
+                id: Swift.String,
+                url: Swift.String,
+                description: Swift.String,
+                eventTypes: [Components.Schemas.WebhookEventType],
+                createdAt: Swift.Int64,
+                previousSecretExpiresAt: Swift.Int64? = nil,
+                deletedAt: Swift.Int64? = nil
+            ) {
+                self.id = id
+                self.url = url
+                self.description = description
+                self.eventTypes = eventTypes
+                self.createdAt = createdAt
+                self.previousSecretExpiresAt = previousSecretExpiresAt
+                self.deletedAt = deletedAt
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case url
+                case description
+                case eventTypes
+                case createdAt
+                case previousSecretExpiresAt
+                case deletedAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WebhookEndpointCreation`.
+        public struct WebhookEndpointCreation: Codable, Hashable, Sendable {
+            /// https://, or http:// to a loopback address
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookEndpointCreation/url`.
+            public var url: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WebhookEndpointCreation/description`.
+            public var description: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/WebhookEndpointCreation/eventTypes`.
+            public var eventTypes: [Components.Schemas.WebhookEventType]
+            /// Creates a new `WebhookEndpointCreation`.
+            ///
+            /// - Parameters:
+            ///   - url: https://, or http:// to a loopback address
+            ///   - description:
+            ///   - eventTypes:
+            public init(
+                url: Swift.String,
+                description: Swift.String? = nil,
+                eventTypes: [Components.Schemas.WebhookEventType]
+            ) {
+                self.url = url
+                self.description = description
+                self.eventTypes = eventTypes
+            }
+            public enum CodingKeys: String, CodingKey {
+                case url
+                case description
+                case eventTypes
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.url = try container.decode(
+                    Swift.String.self,
+                    forKey: .url
+                )
+                self.description = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .description
+                )
+                self.eventTypes = try container.decode(
+                    [Components.Schemas.WebhookEventType].self,
+                    forKey: .eventTypes
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "url",
+                    "description",
+                    "eventTypes"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/CreatedWebhookEndpoint`.
+        public struct CreatedWebhookEndpoint: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/CreatedWebhookEndpoint/webhookEndpoint`.
+            public var webhookEndpoint: Components.Schemas.WebhookEndpoint
+            /// The signing secret (whsec_…), shown this once
+            ///
+            /// - Remark: Generated from `#/components/schemas/CreatedWebhookEndpoint/secret`.
+            public var secret: Swift.String
+            /// Creates a new `CreatedWebhookEndpoint`.
+            ///
+            /// - Parameters:
+            ///   - webhookEndpoint:
+            ///   - secret: The signing secret (whsec_…), shown this once
+            public init(
+                webhookEndpoint: Components.Schemas.WebhookEndpoint,
+                secret: Swift.String
+            ) {
+                self.webhookEndpoint = webhookEndpoint
+                self.secret = secret
+            }
+            public enum CodingKeys: String, CodingKey {
+                case webhookEndpoint
+                case secret
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WebhookEndpointList`.
+        public struct WebhookEndpointList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WebhookEndpointList/webhookEndpoints`.
+            public var webhookEndpoints: [Components.Schemas.WebhookEndpoint]
+            /// Creates a new `WebhookEndpointList`.
+            ///
+            /// - Parameters:
+            ///   - webhookEndpoints:
+            public init(webhookEndpoints: [Components.Schemas.WebhookEndpoint]) {
+                self.webhookEndpoints = webhookEndpoints
+            }
+            public enum CodingKeys: String, CodingKey {
+                case webhookEndpoints
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WebhookAttempt`.
+        public struct WebhookAttempt: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WebhookAttempt/attemptedAt`.
+            public var attemptedAt: Swift.Int64
+            /// The answer's HTTP status; absent when none came
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookAttempt/status`.
+            public var status: Swift.Int32?
+            /// The answer body's first 1000 bytes
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookAttempt/responseBody`.
+            public var responseBody: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WebhookAttempt/latencyMs`.
+            public var latencyMs: Swift.Int64
+            /// Why no answer came
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookAttempt/error`.
+            public var error: Swift.String?
+            /// Creates a new `WebhookAttempt`.
+            ///
+            /// - Parameters:
+            ///   - attemptedAt:
+            ///   - status: The answer's HTTP status; absent when none came
+            ///   - responseBody: The answer body's first 1000 bytes
+            ///   - latencyMs:
+            ///   - error: Why no answer came
+            public init(
+                attemptedAt: Swift.Int64,
+                status: Swift.Int32? = nil,
+                responseBody: Swift.String,
+                latencyMs: Swift.Int64,
+                error: Swift.String? = nil
+            ) {
+                self.attemptedAt = attemptedAt
+                self.status = status
+                self.responseBody = responseBody
+                self.latencyMs = latencyMs
+                self.error = error
+            }
+            public enum CodingKeys: String, CodingKey {
+                case attemptedAt
+                case status
+                case responseBody
+                case latencyMs
+                case error
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WebhookDelivery`.
+        public struct WebhookDelivery: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/id`.
+            public var id: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/eventId`.
+            public var eventId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/eventType`.
+            public var eventType: Components.Schemas.WebhookEventType
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/endpointId`.
+            public var endpointId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/state`.
+            @frozen public enum StatePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case pending = "pending"
+                case retrying = "retrying"
+                case delivered = "delivered"
+                case failed = "failed"
+            }
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/state`.
+            public var state: Components.Schemas.WebhookDelivery.StatePayload
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/attempts`.
+            public var attempts: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/createdAt`.
+            public var createdAt: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/nextAttemptAt`.
+            public var nextAttemptAt: Swift.Int64?
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/deliveredAt`.
+            public var deliveredAt: Swift.Int64?
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/giveUpAt`.
+            public var giveUpAt: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/lastAttempt`.
+            public var lastAttempt: Components.Schemas.WebhookAttempt?
+            /// Every attempt, newest first (one delivery's read only)
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/attemptHistory`.
+            public var attemptHistory: [Components.Schemas.WebhookAttempt]?
+            /// The event's body as sent (one delivery's read only)
+            ///
+            /// - Remark: Generated from `#/components/schemas/WebhookDelivery/body`.
+            public var body: Swift.String?
+            /// Creates a new `WebhookDelivery`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - eventId:
+            ///   - eventType:
+            ///   - endpointId:
+            ///   - state:
+            ///   - attempts:
+            ///   - createdAt:
+            ///   - nextAttemptAt:
+            ///   - deliveredAt:
+            ///   - giveUpAt:
+            ///   - lastAttempt:
+            ///   - attemptHistory: Every attempt, newest first (one delivery's read only)
+            ///   - body: The event's body as sent (one delivery's read only)
+            public init(
+                id: Swift.Int64,
+                eventId: Swift.String,
+                eventType: Components.Schemas.WebhookEventType,
+                endpointId: Swift.String,
+                state: Components.Schemas.WebhookDelivery.StatePayload,
+                attempts: Swift.Int64,
+                createdAt: Swift.Int64,
+                nextAttemptAt: Swift.Int64? = nil,
+                deliveredAt: Swift.Int64? = nil,
+                giveUpAt: Swift.Int64,
+                lastAttempt: Components.Schemas.WebhookAttempt? = nil,
+                attemptHistory: [Components.Schemas.WebhookAttempt]? = nil,
+                body: Swift.String? = nil
+            ) {
+                self.id = id
+                self.eventId = eventId
+                self.eventType = eventType
+                self.endpointId = endpointId
+                self.state = state
+                self.attempts = attempts
+                self.createdAt = createdAt
+                self.nextAttemptAt = nextAttemptAt
+                self.deliveredAt = deliveredAt
+                self.giveUpAt = giveUpAt
+                self.lastAttempt = lastAttempt
+                self.attemptHistory = attemptHistory
+                self.body = body
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case eventId
+                case eventType
+                case endpointId
+                case state
+                case attempts
+                case createdAt
+                case nextAttemptAt
+                case deliveredAt
+                case giveUpAt
+                case lastAttempt
+                case attemptHistory
+                case body
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/WebhookDeliveryList`.
+        public struct WebhookDeliveryList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WebhookDeliveryList/webhookDeliveries`.
+            public var webhookDeliveries: [Components.Schemas.WebhookDelivery]
+            /// Creates a new `WebhookDeliveryList`.
+            ///
+            /// - Parameters:
+            ///   - webhookDeliveries:
+            public init(webhookDeliveries: [Components.Schemas.WebhookDelivery]) {
+                self.webhookDeliveries = webhookDeliveries
+            }
+            public enum CodingKeys: String, CodingKey {
+                case webhookDeliveries
             }
         }
         /// - Remark: Generated from `#/components/schemas/ApiKeyCreation`.

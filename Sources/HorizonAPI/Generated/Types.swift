@@ -461,6 +461,55 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/merchant/api-keys/{keyId}/revoke`.
     /// - Remark: Generated from `#/paths//v1/merchant/api-keys/{keyId}/revoke/post(revokeApiKey)`.
     func revokeApiKey(_ input: Operations.RevokeApiKey.Input) async throws -> Operations.RevokeApiKey.Output
+    /// The merchant's webhook endpoints, newest first; never a secret.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/webhook-endpoints`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-endpoints/get(listWebhookEndpoints)`.
+    func listWebhookEndpoints(_ input: Operations.ListWebhookEndpoints.Input) async throws -> Operations.ListWebhookEndpoints.Output
+    /// Registers an endpoint for the event types given. Its signing secret is in this answer only.
+    ///
+    /// Each event the endpoint listens to is POSTed to `url` as JSON, signed with the secret in the
+    /// `Horizon-Signature` header (see docs/api.md, Webhooks), retried with back-off for three days
+    /// until a 2xx answer. `url` is `https://`, or `http://` to a loopback address. At most 16
+    /// endpoints. A terminal's key is refused with `admin_required`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/webhook-endpoints`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-endpoints/post(createWebhookEndpoint)`.
+    func createWebhookEndpoint(_ input: Operations.CreateWebhookEndpoint.Input) async throws -> Operations.CreateWebhookEndpoint.Output
+    /// Deletes an endpoint: no event goes to it from now on and its pending deliveries stop; its deliveries stay listed.
+    ///
+    /// `webhook_endpoint_not_found` (404) for an unknown, deleted or another merchant's endpoint.
+    ///
+    /// - Remark: HTTP `DELETE /v1/merchant/webhook-endpoints/{endpointId}`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-endpoints/{endpointId}/delete(deleteWebhookEndpoint)`.
+    func deleteWebhookEndpoint(_ input: Operations.DeleteWebhookEndpoint.Input) async throws -> Operations.DeleteWebhookEndpoint.Output
+    /// Gives an endpoint a new signing secret (in this answer only); the old one keeps signing beside it for 24 hours.
+    ///
+    /// `webhook_endpoint_not_found` (404) for an unknown, deleted or another merchant's endpoint.
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/webhook-endpoints/{endpointId}/roll-secret`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-endpoints/{endpointId}/roll-secret/post(rollWebhookSecret)`.
+    func rollWebhookSecret(_ input: Operations.RollWebhookSecret.Input) async throws -> Operations.RollWebhookSecret.Output
+    /// The merchant's webhook deliveries, newest first (at most 50), each with its latest answer.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/webhook-deliveries`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-deliveries/get(listWebhookDeliveries)`.
+    func listWebhookDeliveries(_ input: Operations.ListWebhookDeliveries.Input) async throws -> Operations.ListWebhookDeliveries.Output
+    /// One delivery with every attempt's answer and the event's body as sent.
+    ///
+    /// `webhook_delivery_not_found` (404) for an unknown or another merchant's delivery.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/webhook-deliveries/{deliveryId}`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-deliveries/{deliveryId}/get(getWebhookDelivery)`.
+    func getWebhookDelivery(_ input: Operations.GetWebhookDelivery.Input) async throws -> Operations.GetWebhookDelivery.Output
+    /// Sends a delivery again now, whatever its state; retries then run for another three days.
+    ///
+    /// `webhook_delivery_not_found` (404) for an unknown or another merchant's delivery, or one whose endpoint was deleted.
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/webhook-deliveries/{deliveryId}/resend`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-deliveries/{deliveryId}/resend/post(resendWebhookDelivery)`.
+    func resendWebhookDelivery(_ input: Operations.ResendWebhookDelivery.Input) async throws -> Operations.ResendWebhookDelivery.Output
     /// The merchant's payment intents with one order reference, newest first (at most 20).
     ///
     /// - Remark: HTTP `GET /v1/merchant/payment-intents`.
@@ -1356,6 +1405,105 @@ extension APIProtocol {
         headers: Operations.RevokeApiKey.Input.Headers = .init()
     ) async throws -> Operations.RevokeApiKey.Output {
         try await revokeApiKey(Operations.RevokeApiKey.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// The merchant's webhook endpoints, newest first; never a secret.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/webhook-endpoints`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-endpoints/get(listWebhookEndpoints)`.
+    public func listWebhookEndpoints(headers: Operations.ListWebhookEndpoints.Input.Headers = .init()) async throws -> Operations.ListWebhookEndpoints.Output {
+        try await listWebhookEndpoints(Operations.ListWebhookEndpoints.Input(headers: headers))
+    }
+    /// Registers an endpoint for the event types given. Its signing secret is in this answer only.
+    ///
+    /// Each event the endpoint listens to is POSTed to `url` as JSON, signed with the secret in the
+    /// `Horizon-Signature` header (see docs/api.md, Webhooks), retried with back-off for three days
+    /// until a 2xx answer. `url` is `https://`, or `http://` to a loopback address. At most 16
+    /// endpoints. A terminal's key is refused with `admin_required`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/webhook-endpoints`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-endpoints/post(createWebhookEndpoint)`.
+    public func createWebhookEndpoint(
+        headers: Operations.CreateWebhookEndpoint.Input.Headers = .init(),
+        body: Operations.CreateWebhookEndpoint.Input.Body
+    ) async throws -> Operations.CreateWebhookEndpoint.Output {
+        try await createWebhookEndpoint(Operations.CreateWebhookEndpoint.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Deletes an endpoint: no event goes to it from now on and its pending deliveries stop; its deliveries stay listed.
+    ///
+    /// `webhook_endpoint_not_found` (404) for an unknown, deleted or another merchant's endpoint.
+    ///
+    /// - Remark: HTTP `DELETE /v1/merchant/webhook-endpoints/{endpointId}`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-endpoints/{endpointId}/delete(deleteWebhookEndpoint)`.
+    public func deleteWebhookEndpoint(
+        path: Operations.DeleteWebhookEndpoint.Input.Path,
+        headers: Operations.DeleteWebhookEndpoint.Input.Headers = .init()
+    ) async throws -> Operations.DeleteWebhookEndpoint.Output {
+        try await deleteWebhookEndpoint(Operations.DeleteWebhookEndpoint.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Gives an endpoint a new signing secret (in this answer only); the old one keeps signing beside it for 24 hours.
+    ///
+    /// `webhook_endpoint_not_found` (404) for an unknown, deleted or another merchant's endpoint.
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/webhook-endpoints/{endpointId}/roll-secret`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-endpoints/{endpointId}/roll-secret/post(rollWebhookSecret)`.
+    public func rollWebhookSecret(
+        path: Operations.RollWebhookSecret.Input.Path,
+        headers: Operations.RollWebhookSecret.Input.Headers = .init()
+    ) async throws -> Operations.RollWebhookSecret.Output {
+        try await rollWebhookSecret(Operations.RollWebhookSecret.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// The merchant's webhook deliveries, newest first (at most 50), each with its latest answer.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/webhook-deliveries`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-deliveries/get(listWebhookDeliveries)`.
+    public func listWebhookDeliveries(
+        query: Operations.ListWebhookDeliveries.Input.Query = .init(),
+        headers: Operations.ListWebhookDeliveries.Input.Headers = .init()
+    ) async throws -> Operations.ListWebhookDeliveries.Output {
+        try await listWebhookDeliveries(Operations.ListWebhookDeliveries.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// One delivery with every attempt's answer and the event's body as sent.
+    ///
+    /// `webhook_delivery_not_found` (404) for an unknown or another merchant's delivery.
+    ///
+    /// - Remark: HTTP `GET /v1/merchant/webhook-deliveries/{deliveryId}`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-deliveries/{deliveryId}/get(getWebhookDelivery)`.
+    public func getWebhookDelivery(
+        path: Operations.GetWebhookDelivery.Input.Path,
+        headers: Operations.GetWebhookDelivery.Input.Headers = .init()
+    ) async throws -> Operations.GetWebhookDelivery.Output {
+        try await getWebhookDelivery(Operations.GetWebhookDelivery.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Sends a delivery again now, whatever its state; retries then run for another three days.
+    ///
+    /// `webhook_delivery_not_found` (404) for an unknown or another merchant's delivery, or one whose endpoint was deleted.
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/webhook-deliveries/{deliveryId}/resend`.
+    /// - Remark: Generated from `#/paths//v1/merchant/webhook-deliveries/{deliveryId}/resend/post(resendWebhookDelivery)`.
+    public func resendWebhookDelivery(
+        path: Operations.ResendWebhookDelivery.Input.Path,
+        headers: Operations.ResendWebhookDelivery.Input.Headers = .init()
+    ) async throws -> Operations.ResendWebhookDelivery.Output {
+        try await resendWebhookDelivery(Operations.ResendWebhookDelivery.Input(
             path: path,
             headers: headers
         ))

@@ -110,6 +110,7 @@ extension APIHandler {
         case .intents_colon_write: .intentsWrite
         case .transactions_colon_read: .transactionsRead
         case .refunds_colon_write: .refundsWrite
+        case .webhooks_colon_write: .webhooksWrite
         }
     }
 
@@ -118,6 +119,7 @@ extension APIHandler {
         case .intentsWrite: .intents_colon_write
         case .transactionsRead: .transactions_colon_read
         case .refundsWrite: .refunds_colon_write
+        case .webhooksWrite: .webhooks_colon_write
         }
     }
 

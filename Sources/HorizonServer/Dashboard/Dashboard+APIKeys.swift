@@ -12,6 +12,7 @@ extension Dashboard {
         (.intentsWrite, "scope_intents", "create, read and cancel payment intents"),
         (.transactionsRead, "scope_transactions", "read transactions, refunds and payment intents"),
         (.refundsWrite, "scope_refunds", "refund payments"),
+        (.webhooksWrite, "scope_webhooks", "manage webhook endpoints, read and resend their deliveries"),
     ]
 
     func apiKeysPage(_ request: Request) async throws -> Response {

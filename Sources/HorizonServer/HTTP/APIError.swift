@@ -104,6 +104,8 @@ public struct APIError: Error, Sendable, Equatable {
         case insufficientScope = "insufficient_scope"
         case apiKeyNotFound = "api_key_not_found"
         case paymentIntentNotFound = "payment_intent_not_found"
+        case webhookEndpointNotFound = "webhook_endpoint_not_found"
+        case webhookDeliveryNotFound = "webhook_delivery_not_found"
         /// The intent was collected, canceled or expired.
         case paymentIntentNotCancelable = "payment_intent_not_cancelable"
 
@@ -160,7 +162,7 @@ public struct APIError: Error, Sendable, Equatable {
                 .offlineForwardTooLate, .confirmationExpired:
                 .unprocessableContent
             case .insufficientScope: .forbidden
-            case .apiKeyNotFound, .paymentIntentNotFound: .notFound
+            case .apiKeyNotFound, .paymentIntentNotFound, .webhookEndpointNotFound, .webhookDeliveryNotFound: .notFound
             case .paymentIntentNotCancelable: .conflict
             }
         }
