@@ -46,16 +46,19 @@ step "dashboard check: a terminal and a wallet on the server; a card added throu
 phone="+4915112345678"
 "$bin/horizon-wallet" register --server "$url" --name "Alex" --email alex@example.com --phone "$phone" \
     --data-dir "$work/wallet" >/dev/null
-# One code by SMS, another by mail: registering needs both.
+# A PUK by SMS, an activation link by mail: registering needs both.
 outbox_code() {
     "$bin/horizon-server" outbox --to "$1" --limit 1 --data-dir "$work/server" |
-        sed -n 's/.*code is \([0-9]\{8\}\).*/\1/p' | head -1
+        sed -n 's/.*PUK is \([0-9]\{8\}\).*/\1/p' | head -1
 }
 code=$(outbox_code "$phone")
-email_code=$(outbox_code alex@example.com)
-[ -n "$code" ] && [ -n "$email_code" ] || die "no registration codes in the server's outbox"
+link=$("$bin/horizon-server" outbox --to alex@example.com --limit 1 --data-dir "$work/server" |
+    grep -o 'https\?://[^ ]*/v1/wallets/activation?[^ ]*' | head -1)
+[ -n "$code" ] && [ -n "$link" ] || die "no PUK or activation link in the server's outbox"
 fingerprint=$("$bin/horizon-server" anchor --data-dir "$work/server" | sed -n 's/^fingerprint: *//p')
-"$bin/horizon-wallet" verify "$code" "$email_code" --anchor-fingerprint "$fingerprint" --data-dir "$work/wallet" >/dev/null
+"$bin/horizon-wallet" verify "$code" --data-dir "$work/wallet" >/dev/null
+"$bin/horizon-wallet" activation-status --confirm-link "$link" --anchor-fingerprint "$fingerprint" \
+    --data-dir "$work/wallet" >/dev/null
 "$bin/horizon-server" wallets top-up alex@example.com 100.00 --data-dir "$work/server" >/dev/null
 
 step "dashboard check: a card that needs 3-D Secure, its challenge answered in headless Chromium"

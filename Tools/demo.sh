@@ -42,25 +42,28 @@ step "the terminal: a new key, activated with the server for Corner Café"
 "$bin/horizon-terminal" activate --server "$url" --email "$email" --password-file "$work/merchant-password" \
     --label "Till 1, Market St" --data-dir "$work/terminal" | sed 's/^/terminal | /'
 
-step "the wallet: registered with the server (one code by SMS, one by mail: here, from the server's outbox)"
+step "the wallet: registered with the server (a PUK by SMS, an activation link by mail: here, from the server's outbox)"
 phone="+4915112345678"
 "$bin/horizon-wallet" register --server "$url" --name "Alex" --email alex@example.com --phone "$phone" \
     --data-dir "$work/wallet" | sed 's/^/wallet   | /'
 # The outbox shows a code only while it can be used.
 outbox_code() {
     "$bin/horizon-server" outbox --to "$1" --limit 1 --data-dir "$work/server" |
-        sed -n 's/.*code is \([0-9]\{8\}\).*/\1/p' | head -1
+        sed -n 's/.*PUK is \([0-9]\{8\}\).*/\1/p' | head -1
 }
 code=$(outbox_code "$phone")
-email_code=$(outbox_code alex@example.com)
-[ -n "$code" ] && [ -n "$email_code" ] || die "no registration codes in the server's outbox"
-echo "outbox   | SMS to $phone: code $code; mail to alex@example.com: code $email_code"
+link=$("$bin/horizon-server" outbox --to alex@example.com --limit 1 --data-dir "$work/server" |
+    grep -o 'https\?://[^ ]*/v1/wallets/activation?[^ ]*' | head -1)
+[ -n "$code" ] && [ -n "$link" ] || die "no PUK or activation link in the server's outbox"
+echo "outbox   | SMS to $phone: PUK $code; mail to alex@example.com: an activation link"
 # The wallet pins the server's anchor only with the fingerprint its operator publishes.
 fingerprint=$("$bin/horizon-server" anchor --data-dir "$work/server" | sed -n 's/^fingerprint: *//p')
 [ -n "$fingerprint" ] || die "no anchor fingerprint from horizon-server anchor"
 echo "server   | anchor fingerprint $fingerprint"
-"$bin/horizon-wallet" verify "$code" "$email_code" --anchor-fingerprint "$fingerprint" --data-dir "$work/wallet" |
-    sed 's/^/wallet   | /'
+"$bin/horizon-wallet" verify "$code" --data-dir "$work/wallet" | sed 's/^/wallet   | /'
+# The link's button, pressed by the wallet (as a tap on the link would on a phone).
+"$bin/horizon-wallet" activation-status --confirm-link "$link" --anchor-fingerprint "$fingerprint" \
+    --data-dir "$work/wallet" | sed 's/^/wallet   | /'
 "$bin/horizon-server" wallets top-up alex@example.com 100.00 --data-dir "$work/server" | sed 's/^/server   | /'
 
 step "paying $amount + tip $tip: the terminal advertises, the wallet 40 cm away pays, the server settles"

@@ -53,13 +53,15 @@ setup_proxy() {
             proxy_wallet register --server http://127.0.0.1:18481 --name Alex --email alex@vm.example \
                 --phone "$proxy_phone"
     } >>"$proxy_dir/proxy.setup" 2>&1 || return 1
-    local code email_code fingerprint
+    local code link fingerprint
     code=$(proxy_server outbox --to "$proxy_phone" --json 2>>"$proxy_dir/proxy.setup" | grep -o '[0-9]\{8\}' | head -1)
-    email_code=$(proxy_server outbox --to alex@vm.example --json 2>>"$proxy_dir/proxy.setup" | grep -o '[0-9]\{8\}' | head -1)
+    link=$(proxy_server outbox --to alex@vm.example 2>>"$proxy_dir/proxy.setup" |
+        grep -o 'https\?://[^ ]*/v1/wallets/activation?[^ ]*' | head -1)
     # The wallet pins the server's anchor only with the fingerprint its operator publishes.
     fingerprint=$(proxy_server anchor 2>>"$proxy_dir/proxy.setup" | sed -n 's/^fingerprint: *//p')
     {
-        proxy_wallet verify "$code" "$email_code" --anchor-fingerprint "$fingerprint" &&
+        proxy_wallet verify "$code" &&
+            proxy_wallet activation-status --confirm-link "$link" --anchor-fingerprint "$fingerprint" &&
             proxy_server wallets top-up alex@vm.example 100.00 &&
             proxy_wallet token
     } >>"$proxy_dir/proxy.setup" 2>&1 || return 1
