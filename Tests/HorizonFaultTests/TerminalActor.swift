@@ -132,7 +132,14 @@ final class TerminalActor: @unchecked Sendable {
         let journal = ProcessJournal(journal: try SQLiteTerminalJournal(path: journalPath), process: process)
         let service = TerminalRadioService(radio: radio, identity: identity, processor: ledger, journal: journal)
         // What the last run left confirmed but unanswered is settled before any session opens.
-        let recovery = try service.recoverJournal(redemptions: ledger)
+        // The simulated process starts synchronously: it waits here for the async recovery.
+        let recovery = try ExternalWork.wait { () async -> Result<JournalRecoveryReport, JournalError> in
+            do throws(JournalError) {
+                return .success(try await service.recoverJournal(redemptions: ledger))
+            } catch {
+                return .failure(error)
+            }
+        }.get()
         run.tally.recoveredRequests += recovery.settled.count + recovery.refused.count
         guard process.isAlive else { return }
         let configuration = PaymentHostConfiguration(

@@ -136,7 +136,7 @@ struct JournalTests {
     /// A journal write that fails stops what follows it: no offer, no execution, or no receipt,
     /// and never an answer that would tell the wallet "not charged" for something that may be.
     @Test(arguments: [JournalStep.offered, .confirmed, .submitted, .result, .acknowledged])
-    func aFailedJournalWriteStopsWhatFollowsAndARestartSettlesWhatWasOwed(step: JournalStep) throws {
+    func aFailedJournalWriteStopsWhatFollowsAndARestartSettlesWhatWasOwed(step: JournalStep) async throws {
         let world = try World(seed: 50 + UInt64(JournalStep.allCases.firstIndex(of: step) ?? 0))
         let rig = try world.terminal()
         rig.host.stop()
@@ -186,11 +186,11 @@ struct JournalTests {
         // The program restarts over the same files: recovery settles the request once.
         first.host.stop()
         let second = try TerminalProgram(world: world, rig: rig, events: events)
-        let report = try second.service.recoverJournal(redemptions: nil)
+        let report = try await second.service.recoverJournal(redemptions: nil)
         #expect(report.settled == [pendingID])
         #expect(try rig.ledger.executionCount(of: pendingID) == 1)
         #expect(try second.journal.unsettled().isEmpty)
-        #expect(try second.service.recoverJournal(redemptions: nil) == JournalRecoveryReport())
+        #expect(try await second.service.recoverJournal(redemptions: nil) == JournalRecoveryReport())
 
         // The wallet finds the terminal's next session and gets its receipt from the journal.
         #expect(second.host.start(amount: euros(1)))
@@ -201,7 +201,7 @@ struct JournalTests {
         #expect(try charged() == 1)
     }
 
-    @Test func recoverySettlesARedemptionConfirmedBeforeACrash() throws {
+    @Test func recoverySettlesARedemptionConfirmedBeforeACrash() async throws {
         let world = try World(seed: 61)
         let rig = try world.terminal()
         let walletKey = WalletIdentity().publicKey
@@ -214,11 +214,11 @@ struct JournalTests {
         try rig.journal.write(.confirmed(.redemption(redemption)), at: World.wallClock)
 
         // Without a redemption processor it stays owed, and says so.
-        let report = try rig.service.recoverJournal(redemptions: nil)
+        let report = try await rig.service.recoverJournal(redemptions: nil)
         #expect(report.unresolved.map(\.id) == [redemption.redemptionID])
         #expect(try rig.journal.unsettled().count == 1)
 
-        let settled = try rig.service.recoverJournal(redemptions: rig.ledger)
+        let settled = try await rig.service.recoverJournal(redemptions: rig.ledger)
         #expect(settled.settled == [redemption.redemptionID])
         #expect(try rig.ledger.account(for: walletKey)?.bonusPoints == 60)
         #expect(try rig.journal.record(for: redemption.redemptionID)?.step == .result)
@@ -328,7 +328,7 @@ struct JournalTests {
     /// A confirmation whose journal write reported failure *after* reaching the
     /// file is not answered "nothing was charged": the terminal re-reads, finds it on record, and
     /// answers without the id (the wallet keeps it pending); recovery settles it once.
-    @Test func aWriteThatFailedAfterReachingTheDiskIsNeverAnsweredAsNotCharged() throws {
+    @Test func aWriteThatFailedAfterReachingTheDiskIsNeverAnsweredAsNotCharged() async throws {
         let world = try World(seed: 58)
         let rig = try world.terminal()
         rig.host.stop()
@@ -351,13 +351,13 @@ struct JournalTests {
         let pendingID = try #require(wallet.client.pendingPayment?.paymentID)
         #expect(try first.journal.unsettled().map(\.request.id) == [pendingID])
         first.journal.fail(at: nil)
-        let report = try first.service.recoverJournal(redemptions: nil)
+        let report = try await first.service.recoverJournal(redemptions: nil)
         #expect(report.settled == [pendingID])
         #expect(try rig.ledger.executionCount(of: pendingID) == 1)
     }
 
     /// Recovery reports a confirmed request whose row cannot be decoded instead of skipping it.
-    @Test func recoveryReportsARowItCannotDecode() throws {
+    @Test func recoveryReportsARowItCannotDecode() async throws {
         let world = try World(seed: 59)
         let rig = try world.terminal()
         let wallet = try world.wallet()
@@ -367,7 +367,7 @@ struct JournalTests {
         #expect(world.run(until: { wallet.client.state == .completed }))
         let id = try #require(wallet.client.receipt?.paymentID)
         try rig.journal.database.execute("UPDATE steps SET currency = 'X!' WHERE step = 'confirmed'")
-        let report = try rig.service.recoverJournal(redemptions: nil)
+        let report = try await rig.service.recoverJournal(redemptions: nil)
         #expect(
             report.unreadable == [
                 UnreadableRequest(id: id.description, reason: "its confirmed terms cannot be decoded")

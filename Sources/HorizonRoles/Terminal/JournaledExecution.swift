@@ -187,19 +187,6 @@ extension TerminalRadioService {
         }
     }
 
-    /// `recoverJournal(redemptions:)` for synchronous callers: blocks the calling thread until
-    /// recovery is done (see `ExternalWork`).
-    public func recoverJournal(redemptions: (any RedemptionProcessor)?) throws(JournalError) -> JournalRecoveryReport {
-        let outcome = ExternalWork.wait { [self] () async -> Result<JournalRecoveryReport, JournalError> in
-            do throws(JournalError) {
-                return .success(try await recover(redemptions: redemptions))
-            } catch {
-                return .failure(error)
-            }
-        }
-        return try outcome.get()
-    }
-
     /// Each request in turn: journaled as submitted, asked of its processor, its answer
     /// journaled. Sessions are not open yet, so nothing else touches these ids meanwhile.
     private func recover(redemptions: (any RedemptionProcessor)?) async throws(JournalError) -> JournalRecoveryReport {
