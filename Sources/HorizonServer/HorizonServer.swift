@@ -36,6 +36,8 @@ public enum HorizonServer {
         /// The gateway's HPKE key. `horizon-server` loads the one kept in its data
         /// directory (`GatewayKey.loadOrCreate`); without one, a new key lives as long as these parts.
         public var gatewayKey: GatewayKey
+        /// Pushes payment intents to the terminals connected to this process.
+        public var intentHub: TerminalIntentHub
 
         public init(
             configuration: ServerConfiguration, ledger: Ledger, issuer: Issuer,
@@ -57,6 +59,7 @@ public enum HorizonServer {
             self.now = now
             self.rateLimitClock = rateLimitClock
             self.gatewayKey = gatewayKey ?? .generate()
+            self.intentHub = TerminalIntentHub(ledger: ledger, now: now)
         }
     }
 
@@ -89,7 +92,7 @@ public enum HorizonServer {
             ledger: parts.ledger, issuer: parts.issuer, configuration: parts.configuration,
             passwords: PasswordHasher(costLog2: parts.configuration.passwordCostLog2), metrics: parts.metrics,
             messages: parts.messages, cards: parts.cardProcessor, now: parts.now, gateway: gateway,
-            rateLimitClock: parts.rateLimitClock)
+            rateLimitClock: parts.rateLimitClock, intentHub: parts.intentHub)
 
         // The API: its body rule (JSON only, within the limit) and the signature check apply
         // to its operations alone.
@@ -152,6 +155,7 @@ public enum HorizonServer {
                     ledger: parts.ledger, now: parts.now, logger: logger),
                 OutboxDeliveryService(deliverer: parts.deliverer, logger: logger),
                 WebhookDeliveryService(deliverer: parts.webhooks, logger: logger),
+                TerminalIntentHubService(hub: parts.intentHub),
             ],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
             logger: logger)

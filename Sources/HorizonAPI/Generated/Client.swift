@@ -5303,7 +5303,10 @@ public struct Client: APIProtocol {
     /// a terminal settles it under, so the payment is executed once end to end. Errors:
     /// `invalid_request` (an amount, currency, reference or metadata out of bounds, or a currency
     /// the merchant does not settle in), `terminal_not_found` (not one of the merchant's active
-    /// terminals).
+    /// terminals), `terminal_offline` (409: the terminal keeps no connection to the server now, as
+    /// Stripe Terminal's `terminal_reader_offline`; nothing was created, the same key may be used
+    /// again). An intent with `terminalId` is pushed to that terminal (see
+    /// `streamTerminalPaymentIntents`), which collects it and settles it under the intent's id.
     ///
     ///
     /// - Remark: HTTP `POST /v1/merchant/payment-intents`.
@@ -5539,6 +5542,189 @@ public struct Client: APIProtocol {
                 case 200:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Operations.CancelPaymentIntent.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.PaymentIntent.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// The calling terminal's payment intents as they are created: one long-lived stream of server-sent events.
+    ///
+    /// A terminal running `horizon-terminal serve` keeps this one request open (signed by its key
+    /// like its other requests; reconnecting with exponential back-off and jitter when it drops).
+    /// While it is open the terminal counts as connected, on every server process sharing the
+    /// database, and `createPaymentIntent` accepts intents addressed to it. Events (text/event-stream):
+    /// `ready` once (`{"terminalId"}`); `intent` for each intent waiting for this terminal, its
+    /// `id:` the intent id (`{"id", "amount", "currency", "reference", "expiresAt"}`), sent again
+    /// after a reconnection while it still waits; `ended` (`{"id"}`) when an intent pushed on this
+    /// connection was canceled, expired or processed; `: keep-alive` comment lines at least every
+    /// 10 s. The terminal claims an intent with `collectPaymentIntent` before it starts the sale.
+    /// The stream ends when the server process shuts down.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/terminal/payment-intents/events`.
+    /// - Remark: Generated from `#/paths//v1/terminal/payment-intents/events/get(streamTerminalPaymentIntents)`.
+    public func streamTerminalPaymentIntents(_ input: Operations.StreamTerminalPaymentIntents.Input) async throws -> Operations.StreamTerminalPaymentIntents.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.StreamTerminalPaymentIntents.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/terminal/payment-intents/events",
+                    parameters: []
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .get
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                return (request, nil)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let headers: Operations.StreamTerminalPaymentIntents.Output.Ok.Headers = .init(cacheControl: try converter.getOptionalHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Cache-Control",
+                        as: Swift.String.self
+                    ))
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.StreamTerminalPaymentIntents.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "text/event-stream"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "text/event-stream":
+                        body = try converter.getResponseBodyAsBinary(
+                            OpenAPIRuntime.HTTPBody.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .textEventStream(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(
+                        headers: headers,
+                        body: body
+                    ))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// The calling terminal starts collecting a payment intent addressed to it (requires_collection -> collecting), once.
+    ///
+    /// Succeeds once per intent: a second claim (a duplicate push, a retry after the answer was
+    /// lost, another terminal) is refused with `payment_intent_not_collectable` (409), as is an
+    /// intent canceled, expired or collected, or addressed to another terminal. The terminal then
+    /// advertises the intent's amount with the intent's id as the payment id, so the payment made
+    /// is the intent's. Errors: `payment_intent_not_found`, `payment_intent_not_collectable`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/terminal/payment-intents/{intentId}/collect`.
+    /// - Remark: Generated from `#/paths//v1/terminal/payment-intents/{intentId}/collect/post(collectPaymentIntent)`.
+    public func collectPaymentIntent(_ input: Operations.CollectPaymentIntent.Input) async throws -> Operations.CollectPaymentIntent.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.CollectPaymentIntent.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/terminal/payment-intents/{}/collect",
+                    parameters: [
+                        input.path.intentId
+                    ]
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .post
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                return (request, nil)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.CollectPaymentIntent.Output.Ok.Body
                     let chosenContentType = try converter.bestContentType(
                         received: contentType,
                         options: [

@@ -753,6 +753,28 @@ extension APIProtocol {
         )
         try transport.register(
             {
+                try await server.streamTerminalPaymentIntents(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .get,
+            path: server.apiPathComponentsWithServerPrefix("/v1/terminal/payment-intents/events")
+        )
+        try transport.register(
+            {
+                try await server.collectPaymentIntent(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/terminal/payment-intents/{intentId}/collect")
+        )
+        try transport.register(
+            {
                 try await server.issueDailyToken(
                     request: $0,
                     body: $1,
@@ -5665,7 +5687,10 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
     /// a terminal settles it under, so the payment is executed once end to end. Errors:
     /// `invalid_request` (an amount, currency, reference or metadata out of bounds, or a currency
     /// the merchant does not settle in), `terminal_not_found` (not one of the merchant's active
-    /// terminals).
+    /// terminals), `terminal_offline` (409: the terminal keeps no connection to the server now, as
+    /// Stripe Terminal's `terminal_reader_offline`; nothing was created, the same key may be used
+    /// again). An intent with `terminalId` is pushed to that terminal (see
+    /// `streamTerminalPaymentIntents`), which collects it and settles it under the intent's id.
     ///
     ///
     /// - Remark: HTTP `POST /v1/merchant/payment-intents`.
@@ -5882,6 +5907,164 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                 ))
                 let headers: Operations.CancelPaymentIntent.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
                 return Operations.CancelPaymentIntent.Input(
+                    path: path,
+                    headers: headers
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// The calling terminal's payment intents as they are created: one long-lived stream of server-sent events.
+    ///
+    /// A terminal running `horizon-terminal serve` keeps this one request open (signed by its key
+    /// like its other requests; reconnecting with exponential back-off and jitter when it drops).
+    /// While it is open the terminal counts as connected, on every server process sharing the
+    /// database, and `createPaymentIntent` accepts intents addressed to it. Events (text/event-stream):
+    /// `ready` once (`{"terminalId"}`); `intent` for each intent waiting for this terminal, its
+    /// `id:` the intent id (`{"id", "amount", "currency", "reference", "expiresAt"}`), sent again
+    /// after a reconnection while it still waits; `ended` (`{"id"}`) when an intent pushed on this
+    /// connection was canceled, expired or processed; `: keep-alive` comment lines at least every
+    /// 10 s. The terminal claims an intent with `collectPaymentIntent` before it starts the sale.
+    /// The stream ends when the server process shuts down.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/terminal/payment-intents/events`.
+    /// - Remark: Generated from `#/paths//v1/terminal/payment-intents/events/get(streamTerminalPaymentIntents)`.
+    func streamTerminalPaymentIntents(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.StreamTerminalPaymentIntents.id,
+            using: {
+                APIHandler.streamTerminalPaymentIntents($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let headers: Operations.StreamTerminalPaymentIntents.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.StreamTerminalPaymentIntents.Input(headers: headers)
+            },
+            serializer: { output, request in
+                switch output {
+                case let .ok(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    try converter.setHeaderFieldAsURI(
+                        in: &response.headerFields,
+                        name: "Cache-Control",
+                        value: value.headers.cacheControl
+                    )
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .textEventStream(value):
+                        try converter.validateAcceptIfPresent(
+                            "text/event-stream",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsBinary(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "text/event-stream"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// The calling terminal starts collecting a payment intent addressed to it (requires_collection -> collecting), once.
+    ///
+    /// Succeeds once per intent: a second claim (a duplicate push, a retry after the answer was
+    /// lost, another terminal) is refused with `payment_intent_not_collectable` (409), as is an
+    /// intent canceled, expired or collected, or addressed to another terminal. The terminal then
+    /// advertises the intent's amount with the intent's id as the payment id, so the payment made
+    /// is the intent's. Errors: `payment_intent_not_found`, `payment_intent_not_collectable`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/terminal/payment-intents/{intentId}/collect`.
+    /// - Remark: Generated from `#/paths//v1/terminal/payment-intents/{intentId}/collect/post(collectPaymentIntent)`.
+    func collectPaymentIntent(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.CollectPaymentIntent.id,
+            using: {
+                APIHandler.collectPaymentIntent($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.CollectPaymentIntent.Input.Path = .init(intentId: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "intentId",
+                    as: Swift.String.self
+                ))
+                let headers: Operations.CollectPaymentIntent.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.CollectPaymentIntent.Input(
                     path: path,
                     headers: headers
                 )

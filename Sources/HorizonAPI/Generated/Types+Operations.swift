@@ -9036,7 +9036,10 @@ public enum Operations {
     /// a terminal settles it under, so the payment is executed once end to end. Errors:
     /// `invalid_request` (an amount, currency, reference or metadata out of bounds, or a currency
     /// the merchant does not settle in), `terminal_not_found` (not one of the merchant's active
-    /// terminals).
+    /// terminals), `terminal_offline` (409: the terminal keeps no connection to the server now, as
+    /// Stripe Terminal's `terminal_reader_offline`; nothing was created, the same key may be used
+    /// again). An intent with `terminalId` is pushed to that terminal (see
+    /// `streamTerminalPaymentIntents`), which collects it and settles it under the intent's id.
     ///
     ///
     /// - Remark: HTTP `POST /v1/merchant/payment-intents`.
@@ -9509,6 +9512,326 @@ public enum Operations {
             /// Anything but success, in the one error shape.
             ///
             /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/{intentId}/cancel/post(cancelPaymentIntent)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// The calling terminal's payment intents as they are created: one long-lived stream of server-sent events.
+    ///
+    /// A terminal running `horizon-terminal serve` keeps this one request open (signed by its key
+    /// like its other requests; reconnecting with exponential back-off and jitter when it drops).
+    /// While it is open the terminal counts as connected, on every server process sharing the
+    /// database, and `createPaymentIntent` accepts intents addressed to it. Events (text/event-stream):
+    /// `ready` once (`{"terminalId"}`); `intent` for each intent waiting for this terminal, its
+    /// `id:` the intent id (`{"id", "amount", "currency", "reference", "expiresAt"}`), sent again
+    /// after a reconnection while it still waits; `ended` (`{"id"}`) when an intent pushed on this
+    /// connection was canceled, expired or processed; `: keep-alive` comment lines at least every
+    /// 10 s. The terminal claims an intent with `collectPaymentIntent` before it starts the sale.
+    /// The stream ends when the server process shuts down.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/terminal/payment-intents/events`.
+    /// - Remark: Generated from `#/paths//v1/terminal/payment-intents/events/get(streamTerminalPaymentIntents)`.
+    public enum StreamTerminalPaymentIntents {
+        public static let id: Swift.String = "streamTerminalPaymentIntents"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/terminal/payment-intents/events/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.StreamTerminalPaymentIntents.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.StreamTerminalPaymentIntents.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.StreamTerminalPaymentIntents.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            public init(headers: Operations.StreamTerminalPaymentIntents.Input.Headers = .init()) {
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/terminal/payment-intents/events/GET/responses/200/headers`.
+                public struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/terminal/payment-intents/events/GET/responses/200/headers/Cache-Control`.
+                    public var cacheControl: Swift.String?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - cacheControl:
+                    public init(cacheControl: Swift.String? = nil) {
+                        self.cacheControl = cacheControl
+                    }
+                }
+                /// Received HTTP response headers
+                public var headers: Operations.StreamTerminalPaymentIntents.Output.Ok.Headers
+                /// - Remark: Generated from `#/paths/v1/terminal/payment-intents/events/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/terminal/payment-intents/events/GET/responses/200/content/text\/event-stream`.
+                    case textEventStream(OpenAPIRuntime.HTTPBody)
+                    /// The associated value of the enum case if `self` is `.textEventStream`.
+                    ///
+                    /// - Throws: An error if `self` is not `.textEventStream`.
+                    /// - SeeAlso: `.textEventStream`.
+                    public var textEventStream: OpenAPIRuntime.HTTPBody {
+                        get throws {
+                            switch self {
+                            case let .textEventStream(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.StreamTerminalPaymentIntents.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                public init(
+                    headers: Operations.StreamTerminalPaymentIntents.Output.Ok.Headers = .init(),
+                    body: Operations.StreamTerminalPaymentIntents.Output.Ok.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// The event stream.
+            ///
+            /// - Remark: Generated from `#/paths//v1/terminal/payment-intents/events/get(streamTerminalPaymentIntents)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.StreamTerminalPaymentIntents.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.StreamTerminalPaymentIntents.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/terminal/payment-intents/events/get(streamTerminalPaymentIntents)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case textEventStream
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "text/event-stream":
+                    self = .textEventStream
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .textEventStream:
+                    return "text/event-stream"
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .textEventStream,
+                    .json
+                ]
+            }
+        }
+    }
+    /// The calling terminal starts collecting a payment intent addressed to it (requires_collection -> collecting), once.
+    ///
+    /// Succeeds once per intent: a second claim (a duplicate push, a retry after the answer was
+    /// lost, another terminal) is refused with `payment_intent_not_collectable` (409), as is an
+    /// intent canceled, expired or collected, or addressed to another terminal. The terminal then
+    /// advertises the intent's amount with the intent's id as the payment id, so the payment made
+    /// is the intent's. Errors: `payment_intent_not_found`, `payment_intent_not_collectable`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/terminal/payment-intents/{intentId}/collect`.
+    /// - Remark: Generated from `#/paths//v1/terminal/payment-intents/{intentId}/collect/post(collectPaymentIntent)`.
+    public enum CollectPaymentIntent {
+        public static let id: Swift.String = "collectPaymentIntent"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/terminal/payment-intents/{intentId}/collect/POST/path`.
+            public struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/terminal/payment-intents/{intentId}/collect/POST/path/intentId`.
+                public var intentId: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - intentId:
+                public init(intentId: Swift.String) {
+                    self.intentId = intentId
+                }
+            }
+            public var path: Operations.CollectPaymentIntent.Input.Path
+            /// - Remark: Generated from `#/paths/v1/terminal/payment-intents/{intentId}/collect/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.CollectPaymentIntent.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.CollectPaymentIntent.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.CollectPaymentIntent.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.CollectPaymentIntent.Input.Path,
+                headers: Operations.CollectPaymentIntent.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/terminal/payment-intents/{intentId}/collect/POST/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/terminal/payment-intents/{intentId}/collect/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.PaymentIntent)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.PaymentIntent {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.CollectPaymentIntent.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.CollectPaymentIntent.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The intent, now collecting.
+            ///
+            /// - Remark: Generated from `#/paths//v1/terminal/payment-intents/{intentId}/collect/post(collectPaymentIntent)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.CollectPaymentIntent.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.CollectPaymentIntent.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/terminal/payment-intents/{intentId}/collect/post(collectPaymentIntent)/responses/default`.
             ///
             /// HTTP response code: `default`.
             case `default`(statusCode: Swift.Int, Components.Responses._Error)

@@ -523,7 +523,10 @@ public protocol APIProtocol: Sendable {
     /// a terminal settles it under, so the payment is executed once end to end. Errors:
     /// `invalid_request` (an amount, currency, reference or metadata out of bounds, or a currency
     /// the merchant does not settle in), `terminal_not_found` (not one of the merchant's active
-    /// terminals).
+    /// terminals), `terminal_offline` (409: the terminal keeps no connection to the server now, as
+    /// Stripe Terminal's `terminal_reader_offline`; nothing was created, the same key may be used
+    /// again). An intent with `terminalId` is pushed to that terminal (see
+    /// `streamTerminalPaymentIntents`), which collects it and settles it under the intent's id.
     ///
     ///
     /// - Remark: HTTP `POST /v1/merchant/payment-intents`.
@@ -543,6 +546,35 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/merchant/payment-intents/{intentId}/cancel`.
     /// - Remark: Generated from `#/paths//v1/merchant/payment-intents/{intentId}/cancel/post(cancelPaymentIntent)`.
     func cancelPaymentIntent(_ input: Operations.CancelPaymentIntent.Input) async throws -> Operations.CancelPaymentIntent.Output
+    /// The calling terminal's payment intents as they are created: one long-lived stream of server-sent events.
+    ///
+    /// A terminal running `horizon-terminal serve` keeps this one request open (signed by its key
+    /// like its other requests; reconnecting with exponential back-off and jitter when it drops).
+    /// While it is open the terminal counts as connected, on every server process sharing the
+    /// database, and `createPaymentIntent` accepts intents addressed to it. Events (text/event-stream):
+    /// `ready` once (`{"terminalId"}`); `intent` for each intent waiting for this terminal, its
+    /// `id:` the intent id (`{"id", "amount", "currency", "reference", "expiresAt"}`), sent again
+    /// after a reconnection while it still waits; `ended` (`{"id"}`) when an intent pushed on this
+    /// connection was canceled, expired or processed; `: keep-alive` comment lines at least every
+    /// 10 s. The terminal claims an intent with `collectPaymentIntent` before it starts the sale.
+    /// The stream ends when the server process shuts down.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/terminal/payment-intents/events`.
+    /// - Remark: Generated from `#/paths//v1/terminal/payment-intents/events/get(streamTerminalPaymentIntents)`.
+    func streamTerminalPaymentIntents(_ input: Operations.StreamTerminalPaymentIntents.Input) async throws -> Operations.StreamTerminalPaymentIntents.Output
+    /// The calling terminal starts collecting a payment intent addressed to it (requires_collection -> collecting), once.
+    ///
+    /// Succeeds once per intent: a second claim (a duplicate push, a retry after the answer was
+    /// lost, another terminal) is refused with `payment_intent_not_collectable` (409), as is an
+    /// intent canceled, expired or collected, or addressed to another terminal. The terminal then
+    /// advertises the intent's amount with the intent's id as the payment id, so the payment made
+    /// is the intent's. Errors: `payment_intent_not_found`, `payment_intent_not_collectable`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/terminal/payment-intents/{intentId}/collect`.
+    /// - Remark: Generated from `#/paths//v1/terminal/payment-intents/{intentId}/collect/post(collectPaymentIntent)`.
+    func collectPaymentIntent(_ input: Operations.CollectPaymentIntent.Input) async throws -> Operations.CollectPaymentIntent.Output
     /// The signing wallet's daily token for offline payments (the reference's DailyTokenClient).
     ///
     /// The token is a compact binary structure signed by the issuer key (DailyToken in
@@ -1529,7 +1561,10 @@ extension APIProtocol {
     /// a terminal settles it under, so the payment is executed once end to end. Errors:
     /// `invalid_request` (an amount, currency, reference or metadata out of bounds, or a currency
     /// the merchant does not settle in), `terminal_not_found` (not one of the merchant's active
-    /// terminals).
+    /// terminals), `terminal_offline` (409: the terminal keeps no connection to the server now, as
+    /// Stripe Terminal's `terminal_reader_offline`; nothing was created, the same key may be used
+    /// again). An intent with `terminalId` is pushed to that terminal (see
+    /// `streamTerminalPaymentIntents`), which collects it and settles it under the intent's id.
     ///
     ///
     /// - Remark: HTTP `POST /v1/merchant/payment-intents`.
@@ -1569,6 +1604,45 @@ extension APIProtocol {
         headers: Operations.CancelPaymentIntent.Input.Headers = .init()
     ) async throws -> Operations.CancelPaymentIntent.Output {
         try await cancelPaymentIntent(Operations.CancelPaymentIntent.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// The calling terminal's payment intents as they are created: one long-lived stream of server-sent events.
+    ///
+    /// A terminal running `horizon-terminal serve` keeps this one request open (signed by its key
+    /// like its other requests; reconnecting with exponential back-off and jitter when it drops).
+    /// While it is open the terminal counts as connected, on every server process sharing the
+    /// database, and `createPaymentIntent` accepts intents addressed to it. Events (text/event-stream):
+    /// `ready` once (`{"terminalId"}`); `intent` for each intent waiting for this terminal, its
+    /// `id:` the intent id (`{"id", "amount", "currency", "reference", "expiresAt"}`), sent again
+    /// after a reconnection while it still waits; `ended` (`{"id"}`) when an intent pushed on this
+    /// connection was canceled, expired or processed; `: keep-alive` comment lines at least every
+    /// 10 s. The terminal claims an intent with `collectPaymentIntent` before it starts the sale.
+    /// The stream ends when the server process shuts down.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/terminal/payment-intents/events`.
+    /// - Remark: Generated from `#/paths//v1/terminal/payment-intents/events/get(streamTerminalPaymentIntents)`.
+    public func streamTerminalPaymentIntents(headers: Operations.StreamTerminalPaymentIntents.Input.Headers = .init()) async throws -> Operations.StreamTerminalPaymentIntents.Output {
+        try await streamTerminalPaymentIntents(Operations.StreamTerminalPaymentIntents.Input(headers: headers))
+    }
+    /// The calling terminal starts collecting a payment intent addressed to it (requires_collection -> collecting), once.
+    ///
+    /// Succeeds once per intent: a second claim (a duplicate push, a retry after the answer was
+    /// lost, another terminal) is refused with `payment_intent_not_collectable` (409), as is an
+    /// intent canceled, expired or collected, or addressed to another terminal. The terminal then
+    /// advertises the intent's amount with the intent's id as the payment id, so the payment made
+    /// is the intent's. Errors: `payment_intent_not_found`, `payment_intent_not_collectable`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/terminal/payment-intents/{intentId}/collect`.
+    /// - Remark: Generated from `#/paths//v1/terminal/payment-intents/{intentId}/collect/post(collectPaymentIntent)`.
+    public func collectPaymentIntent(
+        path: Operations.CollectPaymentIntent.Input.Path,
+        headers: Operations.CollectPaymentIntent.Input.Headers = .init()
+    ) async throws -> Operations.CollectPaymentIntent.Output {
+        try await collectPaymentIntent(Operations.CollectPaymentIntent.Input(
             path: path,
             headers: headers
         ))

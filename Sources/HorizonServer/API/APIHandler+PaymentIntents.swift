@@ -59,6 +59,7 @@ extension APIHandler {
         var generator = SystemRandomNumberGenerator()
         let paymentID = try PaymentID(bytes: (0..<PaymentID.byteCount).map { _ in UInt8.random(in: 0...255, using: &generator) })
         let time = now()
+        try await checkTerminalConnected(terminal, idempotencyKey: key, merchant: caller.merchantID, at: time)
         let intent = NewPaymentIntent(
             paymentID: paymentID, idempotencyKey: key, requestDigest: Array(SHA256.hash(data: Data(terms.utf8))),
             orderReference: reference, amount: amount, metadata: metadata, terminalID: terminal,
@@ -68,6 +69,8 @@ extension APIHandler {
             let answer = try Self.paymentIntent(stored)
             if replayed { return .ok(.init(headers: .init(idempotentReplayed: ._true), body: .json(answer))) }
             metrics.record(event: "payment_intent_created")
+            // Its terminal's stream, if connected to this process, gets it now.
+            if stored.terminalID != nil { intentHub.wakeUp() }
             RequestScope.current?.logger.info(
                 "payment intent created", metadata: ["intent": "\(stored.paymentID)", "by": "\(caller)"])
             return .created(.init(body: .json(answer)))
@@ -108,6 +111,8 @@ extension APIHandler {
         switch try await ledger.cancelPaymentIntent(id, of: caller.merchantID, at: now()) {
         case nil: throw Self.noIntent(id)
         case .success(let intent)?:
+            // A terminal collecting it here stops its sale now.
+            intentHub.wakeUp()
             RequestScope.current?.logger.info(
                 "payment intent canceled", metadata: ["intent": "\(intent.paymentID)", "by": "\(caller)"])
             return .ok(.init(body: .json(try Self.paymentIntent(intent))))

@@ -22,6 +22,8 @@ struct APIHandler: APIProtocol {
     /// The Oblivious HTTP gateway, and the clock of its per-terminal relay limit.
     let gateway: ServerGateway
     let rateLimitClock: @Sendable () -> ContinuousClock.Instant
+    /// Pushes payment intents to the terminals connected to this process.
+    let intentHub: TerminalIntentHub
 
     // MARK: Operations
 

@@ -108,6 +108,10 @@ public struct APIError: Error, Sendable, Equatable {
         case webhookDeliveryNotFound = "webhook_delivery_not_found"
         /// The intent was collected, canceled or expired.
         case paymentIntentNotCancelable = "payment_intent_not_cancelable"
+        /// The intent is not waiting for collection (canceled, expired, collected) or is another terminal's.
+        case paymentIntentNotCollectable = "payment_intent_not_collectable"
+        /// The terminal an intent is addressed to keeps no connection to the server now.
+        case terminalOffline = "terminal_offline"
 
         public var status: HTTPResponse.Status {
             switch self {
@@ -163,7 +167,7 @@ public struct APIError: Error, Sendable, Equatable {
                 .unprocessableContent
             case .insufficientScope: .forbidden
             case .apiKeyNotFound, .paymentIntentNotFound, .webhookEndpointNotFound, .webhookDeliveryNotFound: .notFound
-            case .paymentIntentNotCancelable: .conflict
+            case .paymentIntentNotCancelable, .paymentIntentNotCollectable, .terminalOffline: .conflict
             }
         }
     }
