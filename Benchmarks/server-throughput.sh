@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # How many payments a second one `horizon-server` settles on PostgreSQL, next to
-# what PostgreSQL itself does with pgbench's TPC-B-like script on the same cluster, at the same
-# client counts, in one run. Each payment is a real submission: a Confirm signed by its wallet's
+# what PostgreSQL itself does on the same cluster, at the same client counts, in one run: pgbench
+# with a script made of exactly the statements one payment executes
+# (Benchmarks/payment-statements.sql, on the ledger the server just used: the budget's yardstick),
+# and pgbench's TPC-B-like script. Each payment is a real submission: a Confirm signed by its wallet's
 # key (verified by the server), sent by its terminal with the terminal's signature, settled
 # exactly once (the run ends with scale-out's database checks). The embedded SQLite server's
 # figure is measured the same way.
@@ -22,7 +24,10 @@ usage: Benchmarks/server-throughput.sh [options]
 
 For each client count: Tools/scale-out.sh with one server, that many terminals paying one
 after another (each with its own wallet), no duplicate submissions; then pgbench -c N on a
-database of the same PostgreSQL cluster; then the same payments against a server on SQLite.
+database of the same PostgreSQL cluster; then pgbench -c N -M extended with one payment's
+statements (Benchmarks/payment-statements.sql) on a copy of the ledger the server just used; then the
+same payments against a server on SQLite. The budget: horizon-server at 16 clients settles at
+least 0.7x the payment script's transactions per second.
 
   --levels "1 4 16 64"          client counts (terminals, and pgbench clients)
   --payments-per-terminal N     payments each terminal makes at each level (default 40)
@@ -85,6 +90,19 @@ for level in $levels; do
     step "$level client(s): pgbench, $pgbench_seconds s"
     "$pg_bin/pgbench" -n -c "$level" -j "$((level < 2 ? level : 2))" -T "$pgbench_seconds" "${pg[@]}" pgbench \
         >"$work/pgbench-$level.txt" 2>&1 || { cat "$work/pgbench-$level.txt" >&2; die "pgbench -c $level failed"; }
+    step "$level client(s): pgbench with one payment's statements, $pgbench_seconds s"
+    # A copy of the ledger the server just used (its rows and indexes), so that the script's
+    # payments stay out of the ledger the next level audits; in it, the level's wallets and
+    # terminals, one per pgbench client.
+    "$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 "${pg[@]}" -d postgres -c "DROP DATABASE IF EXISTS payment_script" \
+        -c "CREATE DATABASE payment_script TEMPLATE horizon_test OWNER horizon" >/dev/null
+    "$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$HORIZON_PG_DIR/socket" -p "$HORIZON_PG_PORT" -U horizon \
+        -d payment_script -f Benchmarks/payment-statements-setup.sql >"$work/payment-script-setup-$level.txt" 2>&1 ||
+        { cat "$work/payment-script-setup-$level.txt" >&2; die "Benchmarks/payment-statements-setup.sql failed"; }
+    "$pg_bin/pgbench" -n -M extended -f Benchmarks/payment-statements.sql -c "$level" -j "$((level < 2 ? level : 2))" \
+        -T "$pgbench_seconds" -h "$HORIZON_PG_DIR/socket" -p "$HORIZON_PG_PORT" -U horizon payment_script \
+        >"$work/payment-script-$level.txt" 2>&1 ||
+        { cat "$work/payment-script-$level.txt" >&2; die "pgbench -f Benchmarks/payment-statements.sql -c $level failed"; }
     step "$level client(s): horizon-server on SQLite, $((level * per_terminal)) payments"
     scale_out sqlite "$level" "$work/horizon-sqlite-$level.json"
 done
@@ -99,6 +117,10 @@ for level in [int(x) for x in levels.split()]:
     text = open(f"{work}/pgbench-{level}.txt").read()
     tps = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", text)
     latency = re.search(r"latency average = ([0-9.]+) ms", text)
+    script_text = open(f"{work}/payment-script-{level}.txt").read()
+    script_tps = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", script_text)
+    script_latency = re.search(r"latency average = ([0-9.]+) ms", script_text)
+    script_tps = float(script_tps.group(1)) if script_tps else None
     for report, name in ((pg, "PostgreSQL"), (lite, "SQLite")):
         failed = [c["name"] for c in report["checks"] if not c["passed"]]
         if failed:
@@ -112,24 +134,40 @@ for level in [int(x) for x in levels.split()]:
                           "latencyMilliseconds": lite["paymentLatencyMilliseconds"]},
         "pgbench": {"tps": pgbench_tps, "latencyAverageMilliseconds": float(latency.group(1)) if latency else None},
         "ratioToPgbench": (pg["paymentsPerSecond"] / pgbench_tps) if pgbench_tps else None,
+        "paymentScript": {"tps": script_tps,
+                          "latencyAverageMilliseconds": float(script_latency.group(1)) if script_latency else None},
+        "ratioToPaymentScript": (pg["paymentsPerSecond"] / script_tps) if script_tps else None,
     })
+at16 = next((row for row in rows if row["clients"] == 16), None)
 result = {
     "generatedAt": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
     "method": (f"one horizon-server; N terminals pay one after another ({per_terminal} payments each, "
                "wallet-signed Confirms, terminal-signed requests, no duplicates); pgbench -c N -T "
-               f"{seconds} (TPC-B-like, scale {scale}) on the same PostgreSQL cluster; then the same "
+               f"{seconds} -M extended with one payment's statements (Benchmarks/payment-statements.sql) on "
+               "the ledger the server used, and TPC-B-like (scale {scale}), on the same PostgreSQL cluster; then the same "
                "payments on SQLite. Checks: every payment executed once, books balanced."),
     "levels": rows,
+    "budget": [{
+        "line": "horizon-server on PostgreSQL settles at least 0.7x the transactions per second of pgbench "
+                "running one payment's statements (Benchmarks/payment-statements.sql), at 16 clients; p99 published",
+        "goal": 0.7,
+        "measured": at16["ratioToPaymentScript"] if at16 else None,
+        "p99Milliseconds": at16["horizonPostgres"]["latencyMilliseconds"]["p99"] if at16 else None,
+        "met": (at16["ratioToPaymentScript"] or 0) >= 0.7 if at16 else None,
+    }],
 }
 os.makedirs(os.path.dirname(output) or ".", exist_ok=True)
 json.dump(result, open(output, "w"), indent=2, sort_keys=True)
-print(f"{'clients':>7}  {'PG pay/s':>9}  {'p50 ms':>7}  {'p99 ms':>7}  {'pgbench tps':>11}  {'ratio':>6}  {'SQLite pay/s':>12}  {'p50 ms':>7}")
+print(f"{'clients':>7}  {'PG pay/s':>9}  {'p50 ms':>7}  {'p99 ms':>7}  {'script tps':>10}  {'ratio':>6}  {'TPC-B tps':>9}  {'ratio':>6}  {'SQLite pay/s':>12}  {'p50 ms':>7}")
 for row in rows:
     pg, lite, bench = row["horizonPostgres"], row["horizonSQLite"], row["pgbench"]
     ratio = f"{row['ratioToPgbench']:.2f}" if row["ratioToPgbench"] else "-"
+    script = row["paymentScript"]
+    script_ratio = f"{row['ratioToPaymentScript']:.2f}" if row["ratioToPaymentScript"] else "-"
     print(f"{row['clients']:>7}  {pg['paymentsPerSecond']:>9.1f}  {pg['latencyMilliseconds']['median']:>7.1f}  "
-          f"{pg['latencyMilliseconds']['p99']:>7.1f}  {bench['tps'] or 0:>11.1f}  {ratio:>6}  "
+          f"{pg['latencyMilliseconds']['p99']:>7.1f}  {script['tps'] or 0:>10.1f}  {script_ratio:>6}  "
+          f"{bench['tps'] or 0:>9.1f}  {ratio:>6}  "
           f"{lite['paymentsPerSecond']:>12.1f}  {lite['latencyMilliseconds']['median']:>7.1f}")
 print(f"written to {output}")
 PY
