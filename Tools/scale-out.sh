@@ -52,7 +52,9 @@ executed exactly once and the books balance. Prints a summary; writes a JSON res
                       has), start the upgraded binary on its port, put it back. No terminal may
                       see a single failed request, and every payment must run exactly once
   --upgrade-bin DIR   with --rolling-upgrade: the horizon-server to start as the upgrade
-                      (default: the same binary again)
+                      (default: the same binary again), and the horizon-bench that drives the
+                      run. --bin's horizon-server (the previous version) creates the database and
+                      serves until it is replaced, so it runs on the schema the upgrade migrated
   --release           build and run release binaries (real figures; slow first build)
   --bin DIR           use the horizon-server and horizon-bench already built in DIR (no build)
   --output FILE       the JSON result (default Benchmarks/results/scale-out-latest.json)
@@ -86,7 +88,8 @@ while [ $# -gt 0 ]; do
     --kill-restart) kill_restart=1; shift ;;
     --failover) failover=1; shift ;;
     --rolling-upgrade) rolling=1; shift ;;
-    --upgrade-bin) [ -x "${2:-}/horizon-server" ] || die "--upgrade-bin needs a directory with horizon-server"; upgrade_bin=$2; shift 2 ;;
+    --upgrade-bin) [ -x "${2:-}/horizon-server" ] && [ -x "${2:-}/horizon-bench" ] ||
+        die "--upgrade-bin needs a directory with horizon-server and horizon-bench"; upgrade_bin=$2; shift 2 ;;
     --release) release=1; shift ;;
     --bin) [ -d "${2:-}" ] || die "--bin needs a directory with horizon-server and horizon-bench"; bin=$2; shift 2 ;;
     --output) [ -n "${2:-}" ] || die "--output needs a file"; output=$2; shift 2 ;;
@@ -114,6 +117,8 @@ if [ -z "$bin" ]; then
     if [ -n "$release" ]; then build_server_and_bench release; else build_server_and_bench debug; fi
 fi
 for program in horizon-server horizon-bench; do
+    # With --upgrade-bin, the driver is the upgrade's.
+    if [ "$program" = horizon-bench ] && [ -n "$upgrade_bin" ]; then continue; fi
     [ -x "$bin/$program" ] || die "$bin/$program is missing; build it (swift build --product $program) or drop --bin"
 done
 
@@ -379,7 +384,7 @@ fi
 
 step "driving $payments payments from $terminals terminals through $servers servers"
 status=0
-"$bin/horizon-bench" scale-out "${urls[@]}" --database "$database" --email "$email" --password-file "$work/password" \
+"${upgrade_bin:-$bin}/horizon-bench" scale-out "${urls[@]}" --database "$database" --email "$email" --password-file "$work/password" \
     --payments "$payments" --terminals "$terminals" --result-file "$output" \
     --setup "$servers horizon-server processes, $setup_note" "${extra[@]}" 2> >(tee "$work/driver.log" >&2) ||
     status=$?
