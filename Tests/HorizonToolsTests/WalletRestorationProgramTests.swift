@@ -66,6 +66,11 @@ struct WalletRestorationProgramTests {
             ["restore", "--server", server.url, "--email", "alice@example.com", "--data-dir", newDir, "--json"])
         #expect(restore.status == 0, "\(restore.standardError)")
         #expect(try json(restore.standardOutput)["kind"] as? String == "restoration")
+        let doctor = try Programs.run("horizon-wallet", ["doctor", "--data-dir", newDir])
+        #expect(
+            doctor.standardOutput.contains(
+                "not finished: `horizon-wallet verify PUK`, then `horizon-wallet reactivate TOKEN`."),
+            "\(doctor.standardOutput)")
         let puk = try Programs.outboxCode(serverDir: serverDir, to: "+4915112345678")
         let wrong = try Programs.run(
             "horizon-wallet", ["verify", puk == "00000000" ? "00000001" : "00000000", "--data-dir", newDir])

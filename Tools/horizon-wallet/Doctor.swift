@@ -55,11 +55,17 @@ struct Doctor: AsyncParsableCommand {
         }
         guard let account else {
             if let pending = try? WalletServer.pending(files) {
+                let next =
+                    switch (pending.kind, pending.byLink) {
+                    case (.registration, true):
+                        "`horizon-wallet verify PUK`, the mailed link, then `horizon-wallet activation-status`"
+                    case (.restoration, true): "`horizon-wallet verify PUK`, then `horizon-wallet reactivate TOKEN`"
+                    default: "`horizon-wallet verify` with the codes you received"
+                    }
                 checks.append(
                     DoctorCheck(
-                        .warn, "registration",
-                        "started at \(pending.server), not verified: `horizon-wallet verify` with the codes you received."
-                    ))
+                        .warn, pending.kind == .registration ? "registration" : "restoration",
+                        "started at \(pending.server), not finished: \(next)."))
             } else {
                 checks.append(
                     DoctorCheck(.ok, "registration", "none: a sandbox wallet, paying terminals that enrol it."))
