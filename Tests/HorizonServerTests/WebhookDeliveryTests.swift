@@ -25,6 +25,18 @@ struct WebhookDeliveryTests {
         #expect(delays.last == 21_600 && delays == delays.sorted())
     }
 
+    @Test func theAttemptsTimeLimitIsOneTo30SecondsAndSetsTheClaim() async throws {
+        for (seconds, valid) in [(0, false), (1, true), (30, true), (31, false)] as [(Int64, Bool)] {
+            var configuration = ServerConfiguration()
+            configuration.webhookTimeout = seconds
+            #expect(((try? configuration.validate()) != nil) == valid, "webhookTimeout \(seconds)")
+        }
+        #expect(ServerConfiguration().effectiveWebhookTimeout == .seconds(10))
+        try await TestStores.withLedger(.sqlite) { ledger in
+            #expect(WebhookDeliverer(ledger: ledger, timeout: .seconds(3)).lease == 8)
+        }
+    }
+
     @Test(arguments: stores)
     func aReceiverThatFailsThenTimesOutThenSucceedsGetsTheEventSignedOnce(_ kind: StoreKind) async throws {
         try await TestStores.withLedger(kind) { ledger in
