@@ -59,7 +59,8 @@ extension Ledger {
     /// `time` are declined when forwarded. A token works once; wrong tokens are counted on their
     /// own counter, which locks the restoration at the limit.
     public func reactivateWallet(
-        _ id: RegistrationID, tokenHash: [UInt8], key: PublicKeyBytes, policy: RegistrationPolicy = RegistrationPolicy(),
+        _ id: RegistrationID, tokenHash: [UInt8], key: PublicKeyBytes,
+        policy: RegistrationPolicy = RegistrationPolicy(),
         at time: UnixTime = now()
     ) async throws(RegistrationError) -> RegistrationResult {
         try await restorationStep(id, key: key) { row, db throws(LedgerError) in
@@ -104,7 +105,8 @@ extension Ledger {
     /// writes (a counted wrong try too) are committed whatever it answers.
     private func restorationStep<T: Sendable>(
         _ id: RegistrationID, key: PublicKeyBytes,
-        _ body: @escaping @Sendable (SQLRow, any SQLTransaction) async throws(LedgerError) -> Result<T, RegistrationError>
+        _ body:
+            @escaping @Sendable (SQLRow, any SQLTransaction) async throws(LedgerError) -> Result<T, RegistrationError>
     ) async throws(RegistrationError) -> T {
         guard RegistrationID.isWellFormed(id.rawValue) else { throw .notFound }
         let outcome: Result<T, RegistrationError>

@@ -90,11 +90,13 @@ extension WalletServiceClientsTests {
             func cached() -> [Bool] {
                 [
                     clients.cache.value(
-                        [BonusProgram].self, for: Cache.key(client: BonusProgramClient.cacheName, scope: scope, item: "all"))
+                        [BonusProgram].self,
+                        for: Cache.key(client: BonusProgramClient.cacheName, scope: scope, item: "all"))
                         != nil,
                     clients.cache.value(
                         [GoldProgramMembership].self,
-                        for: Cache.key(client: GoldProgramMembershipsClient.cacheName, scope: scope, item: "all")) != nil,
+                        for: Cache.key(client: GoldProgramMembershipsClient.cacheName, scope: scope, item: "all"))
+                        != nil,
                     clients.cache.value(
                         [Coupon].self, for: Cache.key(client: CouponProgramClient.cacheName, scope: scope, item: "all"))
                         != nil,

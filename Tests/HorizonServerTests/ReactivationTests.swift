@@ -88,7 +88,8 @@ struct ReactivationTests {
             try expectError(
                 try await client.send(
                     .post, "/v1/wallets/restorations/\(sent.registrationId)/reactivate",
-                    json: #"{"token": "\#(token)"}"#), .unauthorized, "unauthenticated", "signed with the new device's key")
+                    json: #"{"token": "\#(token)"}"#), .unauthorized, "unauthenticated",
+                "signed with the new device's key")
             #expect(try await server.column("link_failed_attempts", sent.registrationId) == 0)
             #expect(try await server.ledger.wallet(forKey: mallory.publicKeyBytes)?.name == "Mallory")
             #expect(try await server.reactivate(token, sent.registrationId, new, client).status == .ok)
@@ -193,7 +194,10 @@ struct ReactivationTests {
                 ("/v1/wallets/restorations/\(id)/puk", #"{"puk": "12ab5678"}"#, "8 digits"),
                 ("/v1/wallets/restorations/\(id)/puk", #"{"puk": 12345678}"#, "puk"),
                 ("/v1/wallets/restorations/\(id)/reactivate", #"{"token": "short"}"#, "43 characters"),
-                ("/v1/wallets/restorations/\(id)/reactivate", #"{"token": "\#(String(repeating: "é", count: 43))"}"#, "43 characters"),
+                (
+                    "/v1/wallets/restorations/\(id)/reactivate", #"{"token": "\#(String(repeating: "é", count: 43))"}"#,
+                    "43 characters"
+                ),
                 ("/v1/wallets/restorations/\(id)/reactivate", #"{"token": "x", "extra": 1}"#, "extra"),
             ] {
                 let response = try await server.signedSend(.post, path, body, new, client)

@@ -28,7 +28,10 @@ extension Programs {
     /// The activation link of the newest mail to `email`.
     static func outboxLink(serverDir: String, to email: String) throws -> String {
         let body = try outboxBody(serverDir: serverDir, to: email)
-        guard let link = body.split(whereSeparator: \.isWhitespace).first(where: { $0.contains("/v1/wallets/activation?") })
+        guard
+            let link = body.split(whereSeparator: \.isWhitespace).first(where: {
+                $0.contains("/v1/wallets/activation?")
+            })
         else { throw OutboxCodeError(text: "no activation link for \(email): \(body)") }
         return String(link)
     }

@@ -64,7 +64,8 @@ struct WalletRegistrationProgramTests {
         let afterPuk = try json(verify.standardOutput)
         #expect(afterPuk["phoneProven"] as? Bool == true && afterPuk["active"] as? Bool == false)
         let waiting = try Programs.run(
-            "horizon-wallet", ["activation-status", "--json", "--anchor-fingerprint", fingerprint, "--data-dir", walletDir])
+            "horizon-wallet",
+            ["activation-status", "--json", "--anchor-fingerprint", fingerprint, "--data-dir", walletDir])
         #expect(waiting.status == 0, "\(waiting.standardError)")
         #expect(try json(waiting.standardOutput)["emailProven"] as? Bool == false)
         #expect(FileManager.default.fileExists(atPath: "\(walletDir)/registration.json"))

@@ -77,7 +77,8 @@ struct ActivationStatus: AsyncParsableCommand {
             )
             return
         }
-        let anchor = try await WalletServer.confirmedAnchor(url, given: anchorFingerprint, json: json, what: "the wallet")
+        let anchor = try await WalletServer.confirmedAnchor(
+            url, given: anchorFingerprint, json: json, what: "the wallet")
         guard status.anchor?.publicKey == nil || status.anchor?.publicKey == anchor.publicKey else {
             throw CLIError("the server named two different trust anchors; nothing was pinned (ask its operator)")
         }
@@ -111,7 +112,8 @@ struct ActivationStatus: AsyncParsableCommand {
 /// every other key of it is revoked at once.
 struct Reactivate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Finish `restore` with the token from the reactivation mail: this device's key takes over the account.",
+        abstract:
+            "Finish `restore` with the token from the reactivation mail: this device's key takes over the account.",
         discussion: """
             The token works once, on this device only (the one that ran `restore` and `verify PUK`). Reactivating \
             revokes the account's other keys at that moment: the lost device can no longer pay, online or offline. \
@@ -160,7 +162,8 @@ struct Reactivate: AsyncParsableCommand {
         let url = try WalletServer.url(pending.server)
         let key = try files.keyVault().unlock(pin: pin.current)
         // Confirmed first, as for a registration: a refusal leaves the token unused.
-        let anchor = try await WalletServer.confirmedAnchor(url, given: anchorFingerprint, json: json, what: "the token")
+        let anchor = try await WalletServer.confirmedAnchor(
+            url, given: anchorFingerprint, json: json, what: "the token")
         let id = pending.registrationId
         let verified = try await WalletServer.call(url, forget: files) { () async throws(ServerClientError) in
             try await HorizonServerClient(serverURL: url, signingKey: key).reactivateWallet(id: id, token: token)

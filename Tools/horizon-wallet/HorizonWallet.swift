@@ -30,7 +30,8 @@ struct HorizonWallet: ParsableCommand {
             """,
         version: HorizonVersion.current,
         subcommands: [
-            Init.self, Register.self, Verify.self, ActivationStatus.self, Restore.self, Reactivate.self, PIN.self, Scan.self, Pay.self, Redeem.self,
+            Init.self, Register.self, Verify.self, ActivationStatus.self, Restore.self, Reactivate.self, PIN.self,
+            Scan.self, Pay.self, Redeem.self,
             History.self, Balance.self, Account.self, Coupons.self, Memberships.self, Points.self, Cards.self,
             Token.self, RadioCommand.self, Doctor.self, BackupCommand.self,
         ])
