@@ -216,6 +216,36 @@ import Testing
         #expect(throws: IdentityCallRefused.self) { try machine.cancelPINProof() }
     }
 
+    @Test func aBlockFromTheServerThatCountsIsTheMachinesBlock() throws {
+        var machine = Machine()
+        _ = try machine.start(with: .pinProtected)
+        _ = try machine.provePIN("0000")
+        // The server counted this one wrong and takes the next proof in 45 s.
+        #expect(
+            machine.handle(.pinBlocked(until: 145, at: 100))
+                == [.report(reason: "wrong PIN; try again in 45 s"), .wake(at: 145)])
+        #expect(machine.name == .blockedWithWrongPIN)
+        #expect(throws: IdentityCallRefused(call: "provePIN", state: .blockedWithWrongPIN)) {
+            try machine.provePIN("2468")
+        }
+        _ = machine.handle(.timePassed(now: 145))
+        #expect(machine.name == .awaitingUserPINUnlock)
+        // Blocked until a restoration: no time unblocks it.
+        _ = try machine.provePIN("0001")
+        #expect(
+            machine.handle(.pinBlocked(until: nil, at: 200)) == [
+                .report(
+                    reason:
+                        "the PIN is blocked after too many wrong tries, counted by the server: restore the wallet to use it again"
+                )
+            ])
+        _ = machine.handle(.timePassed(now: 10_000_000_000))
+        #expect(machine.name == .blockedWithWrongPIN)
+        // A restoration starts from an invalidated identity.
+        _ = machine.handle(.invalidated(reason: "restored elsewhere"))
+        #expect(machine.name == .invalidated)
+    }
+
     @Test func changingThePINProvesTheOldOneFirst() throws {
         var machine = Machine()
         _ = try machine.start(with: .pinProtected)

@@ -330,6 +330,77 @@ struct WalletPINTests {
         }
     }
 
+    /// A backend the procedure never needs here: the wallet is registered already.
+    struct NoRegistration: IdentityBackend {
+        struct Unused: Error {}
+        func register(_ user: RegistrationUserData, invitationCode: String?, key: P256.Signing.PrivateKey)
+            async throws -> String
+        { throw Unused() }
+        func submitRegistrationPuk(id: String, puk: String, key: P256.Signing.PrivateKey) async throws -> Bool {
+            throw Unused()
+        }
+        func isRegistrationActive(id: String, key: P256.Signing.PrivateKey) async throws -> Bool { throw Unused() }
+        func confirmActivationLink(_ link: String) async throws { throw Unused() }
+        func requestRestorationPuk(email: String, key: P256.Signing.PrivateKey) async throws -> String {
+            throw Unused()
+        }
+        func submitRestorationPuk(id: String, puk: String, key: P256.Signing.PrivateKey) async throws {
+            throw Unused()
+        }
+        func reactivate(id: String, token: String, key: P256.Signing.PrivateKey) async throws { throw Unused() }
+    }
+
+    @Test func theIdentityProcedureProvesChangesAndDeactivatesThePINAtTheServer() async throws {
+        let scene = try await Scene.make()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("wallet-pin-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await scene.server.withLiveServer { client in
+            let pins = try scene.pins(client)
+            let vault = ServerCountedFileVault(file: directory.appendingPathComponent("wallet-key.pem"), pins: pins)
+            try await vault.protect(scene.alice.key, pin: Self.pin)
+            #expect(try vault.stored() == .pinProtected)
+            let clock = scene.server.clock
+            let identity = IdentityClient(serverURL: try scene.url(client))
+            let procedure = IdentityProcedure(
+                identity: identity, backend: NoRegistration(), vault: vault, clock: { clock.now })
+            try await procedure.start()
+            #expect(await procedure.state == .awaitingUserPINUnlock)
+            #expect(identity.publicKey == nil)
+
+            // Each wrong PIN is counted by the server; its back-off is the procedure's block.
+            await #expect(throws: IdentityProcedureError.failed("wrong PIN")) { try await procedure.provePIN("000000") }
+            #expect(await procedure.state == .failedUserPINProof)
+            try? await procedure.provePIN("000001")
+            try? await procedure.provePIN("000002")
+            #expect(await procedure.state == .blockedWithWrongPIN)
+            #expect(try await scene.server.ledger.walletPIN(of: scene.alice.id)?.failures == 3)
+            await #expect(throws: IdentityProcedureError.self) { try await procedure.provePIN(Self.pin) }
+            clock.advance(30)
+            await procedure.timePassed(now: clock.now)
+            try await procedure.provePIN(Self.pin)
+            #expect(await procedure.state == .unlocked)
+            #expect(identity.publicKey?.rawRepresentation == scene.alice.key.publicKey.rawRepresentation)
+
+            // Change: the PIN proven at the server, the new one applied there.
+            try await procedure.requestChangeOfPIN()
+            try await procedure.provePIN(Self.pin)
+            try await procedure.choosePIN("97531975")
+            try await procedure.confirmPIN("97531975")
+            #expect(await procedure.state == .unlocked)
+            try await procedure.lock()
+            await #expect(throws: IdentityProcedureError.self) { try await procedure.provePIN(Self.pin) }
+            try await procedure.provePIN("97531975")
+
+            // Deactivation: pinless on the device and at the server.
+            try await procedure.deactivatePin()
+            try await procedure.provePIN("97531975")
+            #expect(await procedure.state == .unlocked)
+            #expect(try vault.stored() == .pinless)
+            #expect(try await scene.server.ledger.isWalletPinless(scene.alice.id))
+            #expect(try await scene.server.ledger.walletPIN(of: scene.alice.id) == nil)
+        }
+    }
+
     @Test func theServerSettingSetsThePinlessLimit() throws {
         var configuration = ServerConfiguration()
         #expect(configuration.ledgerOptions.pinlessPaymentLimit == 50_00)

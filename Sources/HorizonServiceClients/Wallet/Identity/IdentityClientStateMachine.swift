@@ -187,6 +187,9 @@ public struct IdentityClientStateMachine: Sendable, Equatable {
         case identityStored
         case pinVerified
         case pinRejected(at: Int64)
+        /// The server that counts wrong PINs takes no proof until `until` (nil: until the wallet
+        /// is restored), after this one was wrong or not even tried.
+        case pinBlocked(until: Int64?, at: Int64)
         case newPINApplied
         /// A server or key-store call failed; the person may try again.
         case failed(reason: String)
@@ -535,6 +538,17 @@ public struct IdentityClientStateMachine: Sendable, Equatable {
             }
             state = .awaitingPINProof(purpose, failures: failures, failed: true)
             return [.report(reason: "wrong PIN")]
+        case (.checkingPIN(let purpose, let failures), .pinBlocked(let until, let now)):
+            state = .blocked(purpose, failures: failures + 1, until: until ?? .max)
+            guard let until else {
+                return [
+                    .report(
+                        reason:
+                            "the PIN is blocked after too many wrong tries, counted by the server: restore the wallet to use it again"
+                    )
+                ]
+            }
+            return [.report(reason: "wrong PIN; try again in \(max(0, until - now)) s"), .wake(at: until)]
         case (.checkingPIN(let purpose, let failures), .failed(let reason)):
             state = .awaitingPINProof(purpose, failures: failures, failed: false)
             return [.report(reason: reason)]

@@ -34,6 +34,18 @@ public protocol IdentityKeyVault: Sendable {
     func discard() throws
 }
 
+/// A key vault whose PIN the server counts: the device keeps a `ServerSealedWalletKey` that opens
+/// only with the share the server releases to a right PIN (`WalletPINClient`). `IdentityProcedure`
+/// proves and applies PINs through it, so every wrong PIN is counted by the server and the
+/// blocks are the server's.
+public protocol ServerCountedKeyVault: IdentityKeyVault {
+    /// The stored key, opened with the server's answer to a proof of `pin`.
+    func unlock(pin: String) async throws(WalletPINError) -> P256.Signing.PrivateKey
+    /// Protects `key` with `pin` from now on (the server keeps the PIN's verifier and share), or
+    /// with none (`pin` nil: pinless, the server told, its payments limited).
+    func protect(_ key: P256.Signing.PrivateKey, pin: String?) async throws(WalletPINError)
+}
+
 /// Why an identity call did not go through.
 public enum IdentityProcedureError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Called in a state that does not take it; nothing changed.
@@ -252,11 +264,18 @@ public actor IdentityProcedure {
                 return .activated
             case .storeIdentity(let pin):
                 guard let key = pendingKey else { return .failed(reason: "no key was made to store") }
-                try vault.store(key, pin: pin)
+                if let counted = vault as? any ServerCountedKeyVault {
+                    try await counted.protect(key, pin: pin)
+                } else {
+                    try vault.store(key, pin: pin)
+                }
                 pendingKey = nil
                 await identity.setSigningKey(key)
                 return .identityStored
             case .verifyPIN(let pin):
+                if let counted = vault as? any ServerCountedKeyVault {
+                    return await verifyCountedPIN(pin, counted)
+                }
                 guard let key = try vault.load(pin: pin) else { return .pinRejected(at: clock()) }
                 pendingKey = key
                 return .pinVerified
@@ -264,7 +283,11 @@ public actor IdentityProcedure {
                 guard let key = pendingKey else {
                     return .failed(reason: "the key to protect is not in memory; give the PIN again")
                 }
-                try vault.store(key, pin: pin)
+                if let counted = vault as? any ServerCountedKeyVault {
+                    try await counted.protect(key, pin: pin)
+                } else {
+                    try vault.store(key, pin: pin)
+                }
                 pendingKey = nil
                 return .newPINApplied
             case .forgetKey:
@@ -292,6 +315,27 @@ public actor IdentityProcedure {
             }
         } catch {
             return .failed(reason: "\(error)")
+        }
+    }
+
+    /// A PIN proven to the server that counts: its answer, as the machine's event.
+    private func verifyCountedPIN(_ pin: String, _ vault: any ServerCountedKeyVault) async
+        -> IdentityClientStateMachine.Event
+    {
+        let now = clock()
+        do {
+            pendingKey = try await vault.unlock(pin: pin)
+            return .pinVerified
+        } catch .wrongPIN(_, let retryAfter) where retryAfter > 0 {
+            return .pinBlocked(until: now + retryAfter, at: now)
+        } catch .wrongPIN {
+            return .pinRejected(at: now)
+        } catch .backingOff(let retryAfter) {
+            return .pinBlocked(until: now + retryAfter, at: now)
+        } catch .blocked {
+            return .pinBlocked(until: nil, at: now)
+        } catch {
+            return .failed(reason: error.description)
         }
     }
 
