@@ -111,6 +111,7 @@ struct WalletRegistrationProgramTests {
         #expect(pinless.status == 0, "\(pinless.standardError)")
         #expect(pinless.standardOutput.contains("pinless: the key is protected by this device only: file permissions"))
         #expect(pinless.standardOutput.contains("0600 in a 0700 directory"), "\(pinless.standardOutput)")
+        #expect(pinless.standardOutput.contains("the server was not told this wallet is pinless"))
 
         // A PIN from a file; the key file is then sealed under the PIN and the server's share,
         // and signing needs both.
@@ -177,6 +178,37 @@ struct WalletRegistrationProgramTests {
         #expect(noPIN.standardError.contains("this wallet has no PIN yet"), "\(noPIN.standardError)")
         let free = try Programs.run("horizon-wallet", ["balance", "--data-dir", walletDir, "--json"])
         #expect(free.status == 0, "\(free.standardError)")
+    }
+
+    @Test func aPinlessRegistrationIsLimitedByTheServer() throws {
+        let sandbox = try Sandbox()
+        let serverDir = sandbox.path("server")
+        let walletDir = sandbox.path("wallet")
+        #expect(try Programs.run("horizon-server", ["init", "--data-dir", serverDir]).status == 0)
+        let server = try ServedServer(dataDir: serverDir)
+        defer { server.stop() }
+        let register = try Programs.run(
+            "horizon-wallet",
+            [
+                "register", "--pinless", "--server", server.url, "--name", "Bo", "--email", "bo@example.com",
+                "--phone", "+49 151 7654321", "--data-dir", walletDir,
+            ])
+        #expect(register.status == 0, "\(register.standardError)")
+        let puk = try Programs.outboxCode(serverDir: serverDir, to: "+491517654321")
+        let link = try Programs.outboxLink(serverDir: serverDir, to: "bo@example.com")
+        let fingerprint = try Programs.anchorFingerprint(serverDir: serverDir)
+        #expect(try Programs.run("horizon-wallet", ["verify", puk, "--data-dir", walletDir]).status == 0)
+        let active = try Programs.run(
+            "horizon-wallet",
+            ["activation-status", "--confirm-link", link, "--anchor-fingerprint", fingerprint, "--data-dir", walletDir])
+        #expect(active.status == 0, "\(active.standardError)")
+        let status = try Programs.run("horizon-wallet", ["pin", "status", "--json", "--data-dir", walletDir])
+        #expect(status.status == 0, "\(status.standardError)")
+        let state = try json(status.standardOutput)
+        #expect(state["pinless"] as? Bool == true && state["protection"] as? String == "pinless")
+        #expect(state["pinlessPaymentLimit"] as? Int == 5000, "\(status.standardOutput)")
+        let text = try Programs.run("horizon-wallet", ["pin", "status", "--data-dir", walletDir])
+        #expect(text.standardOutput.contains("the server limits each payment to 5000 minor units (pinless)"))
     }
 
     @Test func anUnreachableServerIsSaidSo() throws {

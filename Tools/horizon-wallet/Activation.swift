@@ -6,6 +6,7 @@ import HorizonCLISupport
 import HorizonCore
 import HorizonRadioCLISupport
 import HorizonServerClient
+import HorizonServiceClients
 
 /// `activation-status`: where a registration proven by PUK and activation link stands (the
 /// reference's `retryCheckActivationAgain`); once both are proven, the server's anchor is pinned
@@ -81,6 +82,12 @@ struct ActivationStatus: AsyncParsableCommand {
             url, given: anchorFingerprint, json: json, what: "the wallet")
         guard status.anchor?.publicKey == nil || status.anchor?.publicKey == anchor.publicKey else {
             throw CLIError("the server named two different trust anchors; nothing was pinned (ask its operator)")
+        }
+        if pending.pinless == true {
+            // Active now: the server limits the pinless wallet's payments from here on.
+            do { try await WalletPINClient(serverURL: url).declarePinless(key) } catch {
+                throw CLIError(error.description)
+            }
         }
         let account = try WalletServer.finish(
             anchor: anchor, walletId: walletId, server: url, files: files)

@@ -100,7 +100,7 @@ enum DeviceKeyProtection {
             modes == (0o600, 0o700)
             ? "file permissions (wallet-key.pem 0600 in a 0700 directory: only this user reads it)"
             : "file permissions, but wallet-key.pem is \(octal(modes.0)) in a \(octal(modes.1)) directory: run `chmod 600 \(key)` and `chmod 700` on the data directory"
-        return "the key is protected by this device only: \(permissions). The kernel keyring keeps nothing across a reboot and systemd-creds encrypts for an unprivileged user only from systemd 256, so neither is used here; each payment is limited to the server's pinless amount"
+        return "the key is protected by this device only: \(permissions). The kernel keyring keeps nothing across a reboot and systemd-creds encrypts for an unprivileged user only from systemd 256, so neither is used here"
     }
 
     static func mode(of path: String) -> Int {
@@ -255,7 +255,7 @@ struct PIN: ParsableCommand {
         }
     }
 
-    struct PINStatus: ParsableCommand {
+    struct PINStatus: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "status",
             abstract: "PIN or pinless, what protects the key, and (for a PIN counted here) wrong PINs and the block.")
@@ -263,10 +263,30 @@ struct PIN: ParsableCommand {
         @Flag(help: "Print the result as JSON.") var json = false
         @OptionGroup var global: GlobalOptions
 
-        func run() throws {
+        func run() async throws {
             let files = global.walletFiles
             try files.directory.requireInitialized(marker: WalletFiles.walletKey, initCommand: WalletFiles.initCommand)
             let (kind, sentence) = try WalletKeys.protection(files)
+            // A pinless key needs no PIN, so the server can be asked whether it limits the wallet.
+            var serverLimit: Int64?
+            var serverSentence: String?
+            if case .plain(let key) = try files.keyVault().stored(), let client = try WalletKeys.pinClient(files) {
+                do {
+                    let state = try await client.state(key)
+                    if state.pinless {
+                        serverLimit = state.pinlessPaymentLimit
+                        serverSentence =
+                            state.pinlessPaymentLimit > 0
+                            ? "the server limits each payment to \(state.pinlessPaymentLimit) minor units (pinless)"
+                            : "the server knows the wallet is pinless and sets no limit"
+                    } else {
+                        serverSentence =
+                            "the server was not told this wallet is pinless (`register --pinless` and `pin deactivate` do), so it does not limit its payments"
+                    }
+                } catch {
+                    serverSentence = "the server could not be asked: \(error)"
+                }
+            }
             var state: PINLockState?
             if kind == "pin-counted-on-device" {
                 do { state = try files.keyVault().lockState() } catch WalletKeyError.lockRecordTampered(let remaining) {
@@ -279,9 +299,11 @@ struct PIN: ParsableCommand {
                 return try Console().json(
                     PINStatusJSON(
                         pinSet: kind != "pinless", pinless: kind == "pinless", protection: kind,
-                        wrongPINs: state?.failures ?? 0, blockedForSeconds: blocked))
+                        wrongPINs: state?.failures ?? 0, blockedForSeconds: blocked,
+                        pinlessPaymentLimit: serverLimit))
             }
             print(sentence)
+            if let serverSentence { print(serverSentence) }
             guard let state else { return }
             print("\(state.failures) wrong PIN\(state.failures == 1 ? "" : "s") in a row")
             if blocked > 0 { print("blocked for \(blocked) s more (BlockedWithWrongPIN)") }
@@ -294,5 +316,7 @@ struct PIN: ParsableCommand {
         let protection: String
         let wrongPINs: Int
         let blockedForSeconds: Int64
+        /// What the server limits each payment of this pinless wallet to (minor units), if it does.
+        let pinlessPaymentLimit: Int64?
     }
 }

@@ -26,6 +26,11 @@ struct Register: AsyncParsableCommand {
     var phone: String
     @Option(help: "The invitation code the operator gave you (needed when the server asks for one).")
     var invitationCode: String?
+    @Flag(
+        help:
+            "Keep the key without a PIN (the reference's pinless registration): protected by this device; the server limits each payment."
+    )
+    var pinless = false
     @Flag(help: "Print the result as JSON.") var json = false
     @OptionGroup var pin: PINOptions
     @OptionGroup var global: GlobalOptions
@@ -41,7 +46,8 @@ struct Register: AsyncParsableCommand {
             try await HorizonServerClient(serverURL: url).registerWalletWithActivationLink(
                 name: name, email: email, phone: phone, invitationCode: invitationCode, key: key)
         }
-        try WalletServer.start(.registration, sent, server: url, email: email, files: files, json: json)
+        try WalletServer.start(
+            .registration, sent, server: url, email: email, files: files, json: json, pinless: pinless)
     }
 }
 
@@ -272,6 +278,8 @@ struct PendingVerification: Codable {
     /// "link": the PUK comes back alone (`verify PUK`), then the activation link
     /// (`activation-status`) or the reactivation token (`reactivate`); nil: the older codes.
     var proof: String? = nil
+    /// `register --pinless`: the server is told once the wallet is active.
+    var pinless: Bool? = nil
 
     var byLink: Bool { proof == "link" }
 }
@@ -338,12 +346,13 @@ enum WalletServer {
     /// Keeps what `verify` needs and says where the code went.
     static func start(
         _ kind: PendingVerification.Kind, _ sent: Components.Schemas.OneTimeCodeSent, server: URL, email: String,
-        files: WalletFiles, json: Bool
+        files: WalletFiles, json: Bool, pinless: Bool = false
     ) throws {
         try save(
             PendingVerification(
                 kind: kind, server: server.absoluteString, registrationId: sent.registrationId,
-                expiresAt: sent.expiresAt, email: email, proof: "link"), to: pendingFile, files: files)
+                expiresAt: sent.expiresAt, email: email, proof: "link", pinless: pinless ? true : nil),
+            to: pendingFile, files: files)
         if json {
             return try Console().json(
                 StartJSON(
