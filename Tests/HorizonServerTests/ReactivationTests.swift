@@ -50,6 +50,10 @@ struct ReactivationTests {
             try expectError(
                 try await server.signedSend(.get, "/v1/wallet/account", nil, old, client), .unauthorized,
                 "wallet_key_revoked", "revoked")
+            // Nor does it get a new offline allowance.
+            try expectError(
+                try await server.signedSend(.post, "/v1/wallet/daily-token", #"{"refresh": true}"#, old, client),
+                .unauthorized, "wallet_key_revoked", "revoked")
             let account = try await server.signedSend(.get, "/v1/wallet/account", nil, new, client)
             #expect(account.status == .ok && account.text.contains(wallet.id.rawValue), "\(account.text)")
             #expect(
