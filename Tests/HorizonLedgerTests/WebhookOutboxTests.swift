@@ -198,6 +198,14 @@ struct WebhookOutboxTests {
                 try await ledger.recordWebhookEvent(.terminalOffline, merchant: bakery.id, object: [:], at: 100_002) == nil)
             #expect(try await ledger.webhookEndpoints(of: bakery.id).isEmpty)
             #expect(try await ledger.webhookDeliveries(of: bakery.id).count == 4)
+
+            // Finished deliveries older than the retention are forgotten, with their answers and events.
+            try await ledger.pruneWebhookHistory(before: 6_000)
+            let kept = try await ledger.webhookDeliveries(of: bakery.id)
+            #expect(kept.count == 3 && !kept.contains { $0.id == id })
+            #expect(try await ledger.webhookEventBody(first, of: bakery.id) == nil)
+            try await ledger.pruneWebhookHistory(before: 1_000_000)
+            #expect(try await ledger.webhookDeliveries(of: bakery.id).isEmpty)
         }
     }
 

@@ -125,5 +125,8 @@ struct ServerMaintenance: Service {
         do { try await ledger.purgeExpiredOutbox(at: time) } catch {
             logger.warning("purging expired one-time codes failed", metadata: ["error": "\(error)"])
         }
+        do { try await ledger.pruneWebhookHistory(before: time - Ledger.webhookHistoryRetention) } catch {
+            logger.warning("pruning old webhook deliveries failed", metadata: ["error": "\(error)"])
+        }
     }
 }
