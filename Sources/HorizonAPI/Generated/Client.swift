@@ -5601,7 +5601,8 @@ public struct Client: APIProtocol {
     /// after a reconnection while it still waits; `ended` (`{"id"}`) when an intent pushed on this
     /// connection was canceled, expired or processed; `: keep-alive` comment lines at least every
     /// 10 s. The terminal claims an intent with `collectPaymentIntent` before it starts the sale.
-    /// The stream ends when the server process shuts down.
+    /// The stream ends after `wait` seconds (300 by default) or when the server process shuts down;
+    /// a terminal counts as connected for 15 s after its last stream was open.
     ///
     ///
     /// - Remark: HTTP `GET /v1/terminal/payment-intents/events`.
@@ -5620,6 +5621,13 @@ public struct Client: APIProtocol {
                     method: .get
                 )
                 suppressMutabilityWarning(&request)
+                try converter.setQueryItemAsURI(
+                    in: &request,
+                    style: .form,
+                    explode: true,
+                    name: "wait",
+                    value: input.query.wait
+                )
                 converter.setAcceptHeader(
                     in: &request.headerFields,
                     contentTypes: input.headers.accept

@@ -5964,7 +5964,8 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
     /// after a reconnection while it still waits; `ended` (`{"id"}`) when an intent pushed on this
     /// connection was canceled, expired or processed; `: keep-alive` comment lines at least every
     /// 10 s. The terminal claims an intent with `collectPaymentIntent` before it starts the sale.
-    /// The stream ends when the server process shuts down.
+    /// The stream ends after `wait` seconds (300 by default) or when the server process shuts down;
+    /// a terminal counts as connected for 15 s after its last stream was open.
     ///
     ///
     /// - Remark: HTTP `GET /v1/terminal/payment-intents/events`.
@@ -5983,8 +5984,18 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                 APIHandler.streamTerminalPaymentIntents($0)
             },
             deserializer: { request, requestBody, metadata in
+                let query: Operations.StreamTerminalPaymentIntents.Input.Query = .init(wait: try converter.getOptionalQueryItemAsURI(
+                    in: request.soar_query,
+                    style: .form,
+                    explode: true,
+                    name: "wait",
+                    as: Swift.Int32.self
+                ))
                 let headers: Operations.StreamTerminalPaymentIntents.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
-                return Operations.StreamTerminalPaymentIntents.Input(headers: headers)
+                return Operations.StreamTerminalPaymentIntents.Input(
+                    query: query,
+                    headers: headers
+                )
             },
             serializer: { output, request in
                 switch output {

@@ -9570,7 +9570,8 @@ public enum Operations {
     /// after a reconnection while it still waits; `ended` (`{"id"}`) when an intent pushed on this
     /// connection was canceled, expired or processed; `: keep-alive` comment lines at least every
     /// 10 s. The terminal claims an intent with `collectPaymentIntent` before it starts the sale.
-    /// The stream ends when the server process shuts down.
+    /// The stream ends after `wait` seconds (300 by default) or when the server process shuts down;
+    /// a terminal counts as connected for 15 s after its last stream was open.
     ///
     ///
     /// - Remark: HTTP `GET /v1/terminal/payment-intents/events`.
@@ -9578,6 +9579,21 @@ public enum Operations {
     public enum StreamTerminalPaymentIntents {
         public static let id: Swift.String = "streamTerminalPaymentIntents"
         public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/terminal/payment-intents/events/GET/query`.
+            public struct Query: Sendable, Hashable {
+                /// Seconds the stream stays open before the server ends it (the terminal then connects again; a proxy that cuts long responses gets a shorter one).
+                ///
+                /// - Remark: Generated from `#/paths/v1/terminal/payment-intents/events/GET/query/wait`.
+                public var wait: Swift.Int32?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - wait: Seconds the stream stays open before the server ends it (the terminal then connects again; a proxy that cuts long responses gets a shorter one).
+                public init(wait: Swift.Int32? = nil) {
+                    self.wait = wait
+                }
+            }
+            public var query: Operations.StreamTerminalPaymentIntents.Input.Query
             /// - Remark: Generated from `#/paths/v1/terminal/payment-intents/events/GET/header`.
             public struct Headers: Sendable, Hashable {
                 public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.StreamTerminalPaymentIntents.AcceptableContentType>]
@@ -9593,8 +9609,13 @@ public enum Operations {
             /// Creates a new `Input`.
             ///
             /// - Parameters:
+            ///   - query:
             ///   - headers:
-            public init(headers: Operations.StreamTerminalPaymentIntents.Input.Headers = .init()) {
+            public init(
+                query: Operations.StreamTerminalPaymentIntents.Input.Query = .init(),
+                headers: Operations.StreamTerminalPaymentIntents.Input.Headers = .init()
+            ) {
+                self.query = query
                 self.headers = headers
             }
         }

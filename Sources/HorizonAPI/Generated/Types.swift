@@ -557,7 +557,8 @@ public protocol APIProtocol: Sendable {
     /// after a reconnection while it still waits; `ended` (`{"id"}`) when an intent pushed on this
     /// connection was canceled, expired or processed; `: keep-alive` comment lines at least every
     /// 10 s. The terminal claims an intent with `collectPaymentIntent` before it starts the sale.
-    /// The stream ends when the server process shuts down.
+    /// The stream ends after `wait` seconds (300 by default) or when the server process shuts down;
+    /// a terminal counts as connected for 15 s after its last stream was open.
     ///
     ///
     /// - Remark: HTTP `GET /v1/terminal/payment-intents/events`.
@@ -1619,13 +1620,20 @@ extension APIProtocol {
     /// after a reconnection while it still waits; `ended` (`{"id"}`) when an intent pushed on this
     /// connection was canceled, expired or processed; `: keep-alive` comment lines at least every
     /// 10 s. The terminal claims an intent with `collectPaymentIntent` before it starts the sale.
-    /// The stream ends when the server process shuts down.
+    /// The stream ends after `wait` seconds (300 by default) or when the server process shuts down;
+    /// a terminal counts as connected for 15 s after its last stream was open.
     ///
     ///
     /// - Remark: HTTP `GET /v1/terminal/payment-intents/events`.
     /// - Remark: Generated from `#/paths//v1/terminal/payment-intents/events/get(streamTerminalPaymentIntents)`.
-    public func streamTerminalPaymentIntents(headers: Operations.StreamTerminalPaymentIntents.Input.Headers = .init()) async throws -> Operations.StreamTerminalPaymentIntents.Output {
-        try await streamTerminalPaymentIntents(Operations.StreamTerminalPaymentIntents.Input(headers: headers))
+    public func streamTerminalPaymentIntents(
+        query: Operations.StreamTerminalPaymentIntents.Input.Query = .init(),
+        headers: Operations.StreamTerminalPaymentIntents.Input.Headers = .init()
+    ) async throws -> Operations.StreamTerminalPaymentIntents.Output {
+        try await streamTerminalPaymentIntents(Operations.StreamTerminalPaymentIntents.Input(
+            query: query,
+            headers: headers
+        ))
     }
     /// The calling terminal starts collecting a payment intent addressed to it (requires_collection -> collecting), once.
     ///

@@ -12,6 +12,8 @@ extension APIHandler {
         -> Operations.StreamTerminalPaymentIntents.Output
     {
         let terminal = try await signingTerminal()
+        let seconds = Int(input.query.wait ?? 300)
+        guard (1...300).contains(seconds) else { throw APIError(.invalidRequest, "wait must be 1 to 300 seconds") }
         let events = try await intentHub.open(terminal: terminal.id)
         metrics.record(event: "terminal_intent_stream_opened")
         RequestScope.current?.logger.info("terminal intent stream opened", metadata: ["terminal": "\(terminal.id)"])
@@ -20,6 +22,11 @@ extension APIHandler {
             continuation.yield(ArraySlice(ready.utf8))
             // Reading `events` ends when the client goes (this stream is terminated, the task
             // cancelled) or the server shuts down (the hub finishes `events`).
+            // The stream ends after `wait` seconds: the terminal connects again (to any process).
+            let lifetime = Task {
+                try? await Task.sleep(for: .seconds(seconds))
+                continuation.finish()
+            }
             let task = Task {
                 for await event in events {
                     let wire: TerminalIntentEvents.Event =
@@ -37,7 +44,10 @@ extension APIHandler {
                 }
                 continuation.finish()
             }
-            continuation.onTermination = { _ in task.cancel() }
+            continuation.onTermination = { _ in
+                task.cancel()
+                lifetime.cancel()
+            }
         }
         return .ok(
             .init(

@@ -115,11 +115,11 @@ public final class TerminalIntentHub: Sendable {
         for connection in connections { connection.continuation.finish() }
     }
 
+    /// Forgets a connection whose reader went away. Its record in the ledger stays until it is
+    /// stale (`Ledger.terminalConnectionFreshness`): a terminal reconnecting at once (its stream
+    /// ended after its `wait`, or a process shut down) is not reported offline in between.
     private func close(_ id: String, terminal: TerminalID) {
-        let removed = state.withLock { state in state.connections.removeValue(forKey: id) != nil }
-        guard removed else { return }
-        let ledger = ledger
-        Task { try? await ledger.terminalConnectionClosed(terminal, connection: id) }
+        _ = state.withLock { state in state.connections.removeValue(forKey: id) }
     }
 
     private func run(_ wakes: AsyncStream<Void>) async {
