@@ -348,7 +348,8 @@ extension Ledger {
                     .integer(deliveryID), .integer(attempt.attemptedAt),
                     attempt.status.map { .integer(Int64($0)) } ?? .null,
                     .text(String(attempt.responseBody.prefix(Self.webhookResponseBodyLimit))),
-                    .integer(attempt.latencyMilliseconds), attempt.error.map { .text(String($0.prefix(1000))) } ?? .null,
+                    .integer(attempt.latencyMilliseconds),
+                    attempt.error.map { .text(String($0.prefix(1000))) } ?? .null,
                 ])
             if attempt.succeeded {
                 try await db.query(
@@ -420,7 +421,8 @@ extension Ledger {
     public func webhookEventBody(_ id: String, of merchant: MerchantID) async throws(LedgerError) -> String? {
         try await store.transaction { db in
             try await db.query(
-                "SELECT body FROM webhook_events WHERE id = ? AND merchant_id = ?", [.text(id), .text(merchant.rawValue)]
+                "SELECT body FROM webhook_events WHERE id = ? AND merchant_id = ?",
+                [.text(id), .text(merchant.rawValue)]
             ).first.map { row throws(LedgerError) in try row.text("body") }
         }
     }
@@ -435,7 +437,8 @@ extension Ledger {
         try await store.transaction { db in
             let old = "SELECT id FROM webhook_deliveries WHERE due_at IS NULL AND created_at < ?"
             try await db.query("DELETE FROM webhook_attempts WHERE delivery_id IN (\(old))", [.integer(time)])
-            try await db.query("DELETE FROM webhook_deliveries WHERE due_at IS NULL AND created_at < ?", [.integer(time)])
+            try await db.query(
+                "DELETE FROM webhook_deliveries WHERE due_at IS NULL AND created_at < ?", [.integer(time)])
             try await db.query(
                 """
                 DELETE FROM webhook_events WHERE created_at < ?
@@ -468,7 +471,8 @@ extension Ledger {
         {
             attempts.append(
                 WebhookAttempt(
-                    attemptedAt: try row.integer("attempted_at"), status: try row.optionalInteger("status").map(Int.init),
+                    attemptedAt: try row.integer("attempted_at"),
+                    status: try row.optionalInteger("status").map(Int.init),
                     responseBody: try row.text("response_body"), latencyMilliseconds: try row.integer("latency_ms"),
                     error: try row.optionalText("error")))
         }
@@ -546,7 +550,8 @@ extension Ledger {
         let result = payment.result
         var object: [String: WebhookValue] = [
             "object": .string("payment"), "paymentId": .string(result.paymentID.bytes.hexString),
-            "reference": .integer(payment.reference), "outcome": .string(result.outcome.isApproved ? "approved" : "declined"),
+            "reference": .integer(payment.reference),
+            "outcome": .string(result.outcome.isApproved ? "approved" : "declined"),
             "amount": .integer(result.amount.minorUnits), "tip": .integer(result.tip.minorUnits),
             "currency": .string(result.amount.currency.code), "registerUser": .string(payment.registerUser),
             "terminalKeyId": .string(payment.terminalKeyID.bytes.hexString), "settledAt": .integer(result.settledAt),

@@ -23,7 +23,11 @@ struct WebhookOutboxTests {
     }
 
     enum JSONValue: Decodable, Equatable {
-        case string(String), number(Int64), bool(Bool), null, object([String: JSONValue])
+        case string(String)
+        case number(Int64)
+        case bool(Bool)
+        case null
+        case object([String: JSONValue])
         init(from decoder: any Decoder) throws {
             let container = try decoder.singleValueContainer()
             if container.decodeNil() {
@@ -61,7 +65,8 @@ struct WebhookOutboxTests {
             _ = try await ledger.createWebhookEndpoint(
                 id: "we_florist", url: "https://florist.example/hooks", description: "",
                 eventTypes: Set(WebhookEventType.allCases), secret: "whsec_c", for: florist.id, at: 1_000)
-            #expect(try await ledger.webhookEndpoints(of: bakery.id).map(\.id).sorted() == ["we_payments", "we_refunds"])
+            #expect(
+                try await ledger.webhookEndpoints(of: bakery.id).map(\.id).sorted() == ["we_payments", "we_refunds"])
 
             // An approved payment: one event, to the endpoint listening to payment.succeeded.
             let paid = try await ledger.settle(request(1, amount: euros(12_50)), merchant: bakery.id, at: 1_001)
@@ -111,7 +116,8 @@ struct WebhookOutboxTests {
             _ = try await ledger.settle(request(4, amount: euros(3_00)), merchant: bakery.id, at: 1_009)
             deliveries = try await ledger.webhookDeliveries(of: bakery.id, endpoint: payments.id)
             #expect(Set(deliveries.prefix(2).map(\.eventType)) == [.paymentSucceeded, .intentSucceeded])
-            let succeeded = try await Self.event(ledger, try #require(deliveries.first { $0.eventType == .intentSucceeded }))
+            let succeeded = try await Self.event(
+                ledger, try #require(deliveries.first { $0.eventType == .intentSucceeded }))
             #expect(succeeded.data.object["status"] == .string("succeeded"))
 
             // The florist's endpoint heard nothing of the bakery, and sees none of its deliveries.
@@ -186,7 +192,8 @@ struct WebhookOutboxTests {
                 try #require(claimed.first?.delivery.id),
                 WebhookAttempt(attemptedAt: 6_000, status: 200, responseBody: "", latencyMilliseconds: 1, error: nil),
                 retryAt: nil)
-            _ = try await ledger.recordWebhookEvent(.terminalOffline, merchant: bakery.id, object: [:], at: 6_000 + 86_400)
+            _ = try await ledger.recordWebhookEvent(
+                .terminalOffline, merchant: bakery.id, object: [:], at: 6_000 + 86_400)
             claimed = try await ledger.claimDueWebhookDeliveries(at: 6_000 + 86_400)
             #expect(claimed.map(\.secrets) == [["whsec_new"]])
 
@@ -195,7 +202,8 @@ struct WebhookOutboxTests {
             _ = try #require(try await ledger.deleteWebhookEndpoint(endpoint.id, of: bakery.id, at: 100_001))
             #expect(try await ledger.claimDueWebhookDeliveries(at: 200_000).isEmpty)
             #expect(
-                try await ledger.recordWebhookEvent(.terminalOffline, merchant: bakery.id, object: [:], at: 100_002) == nil)
+                try await ledger.recordWebhookEvent(.terminalOffline, merchant: bakery.id, object: [:], at: 100_002)
+                    == nil)
             #expect(try await ledger.webhookEndpoints(of: bakery.id).isEmpty)
             #expect(try await ledger.webhookDeliveries(of: bakery.id).count == 4)
 

@@ -30,7 +30,9 @@ struct DashboardWebhookTests {
         let wallet = try await server.ledger.createWallet(name: "Alex", publicKey: walletKey(1))
         try await server.ledger.deposit(euros(50_00), to: wallet.id)
         let receiver = WebhookReceiver()
-        receiver.script([.init(status: .internalServerError, body: "try again later"), .init(status: .ok, body: "thanks")])
+        receiver.script([
+            .init(status: .internalServerError, body: "try again later"), .init(status: .ok, body: "thanks"),
+        ])
         try await receiver.run { url in
             try await server.withClient { client in
                 let browser = DashboardBrowser(client)
@@ -65,7 +67,8 @@ struct DashboardWebhookTests {
 
                 // Resent on request: due now, delivered, listed as delivered.
                 let delivery = try #require(try await server.ledger.webhookDeliveries(of: merchant.id).first)
-                let resent = try await browser.post("/dashboard/webhooks/resend", ["id": String(delivery.id)], csrf: true)
+                let resent = try await browser.post(
+                    "/dashboard/webhooks/resend", ["id": String(delivery.id)], csrf: true)
                 #expect(resent.status == .seeOther)
                 _ = await deliverer.deliverDue(at: server.clock.now, logger: Self.logger)
                 let delivered = try await browser.get("/dashboard/webhooks?done=delivery-resent")

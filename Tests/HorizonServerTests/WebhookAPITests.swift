@@ -36,11 +36,13 @@ struct WebhookAPITests {
                 }
                 let made = try await client.send(
                     .post, "/v1/merchant/webhook-endpoints",
-                    json: #"{"url": "https://pos.example/hooks", "description": "POS", "eventTypes": ["payment.succeeded", "refund.succeeded"]}"#,
+                    json:
+                        #"{"url": "https://pos.example/hooks", "description": "POS", "eventTypes": ["payment.succeeded", "refund.succeeded"]}"#,
                     headers: APIKeyTests.bearer(key))
                 #expect(made.status == .created, "\(made.text)")
                 let created = try JSONDecoder().decode(Components.Schemas.CreatedWebhookEndpoint.self, from: made.data)
-                #expect(created.secret.hasPrefix("whsec_") && created.webhookEndpoint.url == "https://pos.example/hooks")
+                #expect(
+                    created.secret.hasPrefix("whsec_") && created.webhookEndpoint.url == "https://pos.example/hooks")
                 #expect(Set(created.webhookEndpoint.eventTypes) == [.payment_succeeded, .refund_succeeded])
                 let list = try await client.send(
                     .get, "/v1/merchant/webhook-endpoints", headers: APIKeyTests.bearer(key))
@@ -62,7 +64,8 @@ struct WebhookAPITests {
                 let deliveries = try await client.send(
                     .get, "/v1/merchant/webhook-deliveries?endpointId=\(created.webhookEndpoint.id)",
                     headers: APIKeyTests.bearer(key))
-                let listed = try JSONDecoder().decode(Components.Schemas.WebhookDeliveryList.self, from: deliveries.data)
+                let listed = try JSONDecoder().decode(
+                    Components.Schemas.WebhookDeliveryList.self, from: deliveries.data)
                 #expect(listed.webhookDeliveries.map(\.id) == [id])
                 #expect(listed.webhookDeliveries.first?.state == .retrying)
                 #expect(listed.webhookDeliveries.first?.lastAttempt?.status == 502)

@@ -31,7 +31,8 @@ struct WebhookCrashProcessTests {
         receiver.script([.init(status: .ok, body: "too late", delay: .seconds(15)), .init(status: .ok, body: "thanks")])
         try await receiver.run { url in
             let ledger = try await Ledger.sqlite(path: data + "/horizon.sqlite")
-            let shop = try await ledger.createMerchant(name: "Corner Café", currency: .eur, adminEmail: "o@cafe.example")
+            let shop = try await ledger.createMerchant(
+                name: "Corner Café", currency: .eur, adminEmail: "o@cafe.example")
             let secret = WebhookSignature.newSecret()
             _ = try await ledger.createWebhookEndpoint(
                 id: "we_crash", url: url, description: "", eventTypes: [.terminalOffline], secret: secret,

@@ -85,14 +85,23 @@ struct WebhookDeliveryTests {
                 let requests = try await receiver.waitFor(3)
                 #expect(requests.count == 3)
                 #expect(Set(requests.map(\.body)).count == 1 && Set(requests.map(\.eventID)) == [delivery.eventID])
-                #expect(requests.map { ReceiverSignatureCheck.timestamp($0.signature) } == [start, start + 30, start + 90])
+                #expect(
+                    requests.map { ReceiverSignatureCheck.timestamp($0.signature) } == [start, start + 30, start + 90])
                 for (request, time) in zip(requests, [start, start + 30, start + 90]) {
                     #expect(request.contentType?.hasPrefix("application/json") == true)
-                    #expect(ReceiverSignatureCheck.verify(header: request.signature, body: request.body, secret: secret, now: time))
-                    #expect(!ReceiverSignatureCheck.verify(header: request.signature, body: request.body, secret: "whsec_other", now: time))
-                    #expect(!ReceiverSignatureCheck.verify(header: request.signature, body: request.body + " ", secret: secret, now: time))
+                    #expect(
+                        ReceiverSignatureCheck.verify(
+                            header: request.signature, body: request.body, secret: secret, now: time))
+                    #expect(
+                        !ReceiverSignatureCheck.verify(
+                            header: request.signature, body: request.body, secret: "whsec_other", now: time))
+                    #expect(
+                        !ReceiverSignatureCheck.verify(
+                            header: request.signature, body: request.body + " ", secret: secret, now: time))
                     // Replayed past the tolerance: refused.
-                    #expect(!ReceiverSignatureCheck.verify(header: request.signature, body: request.body, secret: secret, now: time + 301))
+                    #expect(
+                        !ReceiverSignatureCheck.verify(
+                            header: request.signature, body: request.body, secret: secret, now: time + 301))
                 }
                 let event = try JSONDecoder().decode(WebhookOutboxEvent.self, from: Data(requests[0].body.utf8))
                 #expect(event.id == delivery.eventID && event.type == "payment.succeeded")

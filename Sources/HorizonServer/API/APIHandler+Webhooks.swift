@@ -54,7 +54,8 @@ extension APIHandler {
     {
         let caller = try await merchantAdmin(for: "managing webhooks", keyScope: .webhooksWrite)
         guard
-            let endpoint = try await ledger.deleteWebhookEndpoint(input.path.endpointId, of: caller.merchantID, at: now())
+            let endpoint = try await ledger.deleteWebhookEndpoint(
+                input.path.endpointId, of: caller.merchantID, at: now())
         else { throw Self.noWebhookEndpoint(input.path.endpointId) }
         RequestScope.current?.logger.notice(
             "webhook endpoint deleted", metadata: ["endpoint": "\(endpoint.id)", "by": "\(caller)"])
@@ -85,7 +86,8 @@ extension APIHandler {
     {
         let caller = try await merchantAdmin(for: "managing webhooks", keyScope: .webhooksWrite)
         guard
-            let delivery = try await ledger.resendWebhookDelivery(input.path.deliveryId, of: caller.merchantID, at: now())
+            let delivery = try await ledger.resendWebhookDelivery(
+                input.path.deliveryId, of: caller.merchantID, at: now())
         else { throw Self.noWebhookDelivery(input.path.deliveryId) }
         RequestScope.current?.logger.notice(
             "webhook delivery resent", metadata: ["delivery": "\(delivery.id)", "by": "\(caller)"])

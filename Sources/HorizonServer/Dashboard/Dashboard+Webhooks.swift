@@ -63,7 +63,8 @@ extension Dashboard {
                 newURL: newURL, newDescription: newDescription,
                 events: Self.eventChoices.map {
                     EventChoice(
-                        field: $0.field, type: $0.type.rawValue, meaning: $0.meaning, checked: checked.contains($0.type))
+                        field: $0.field, type: $0.type.rawValue, meaning: $0.meaning, checked: checked.contains($0.type)
+                    )
                 }), status: status)
     }
 
@@ -90,7 +91,8 @@ extension Dashboard {
         let checkedURL: String
         let checkedDescription: String
         do { checkedURL = try WebhookEndpointRules.checkURL(url.trimmingCharacters(in: .whitespaces)) } catch {
-            return try await refuse("Give an https:// address (http:// only to this machine) of at most 2048 characters.")
+            return try await refuse(
+                "Give an https:// address (http:// only to this machine) of at most 2048 characters.")
         }
         do { checkedDescription = try WebhookEndpointRules.checkDescription(description) } catch {
             return try await refuse("Keep the description to 200 characters of printable text.")
@@ -98,7 +100,8 @@ extension Dashboard {
         guard !types.isEmpty else { return try await refuse("Choose at least one event to send.") }
         let secret = WebhookSignature.newSecret()
         guard try await ledger.webhookEndpoints(of: signedIn.merchant.id).count < Ledger.maximumWebhookEndpoints else {
-            return try await refuse("You have \(Ledger.maximumWebhookEndpoints) endpoints, the most there can be; delete one first.")
+            return try await refuse(
+                "You have \(Ledger.maximumWebhookEndpoints) endpoints, the most there can be; delete one first.")
         }
         let endpoint = try await ledger.createWebhookEndpoint(
             id: WebhookEndpointRules.newID(), url: checkedURL, description: checkedDescription, eventTypes: types,
@@ -124,8 +127,11 @@ extension Dashboard {
         }
         let secret = WebhookSignature.newSecret()
         guard
-            let rolled = try await ledger.rollWebhookSecret(endpoint.id, of: signedIn.merchant.id, to: secret, at: now())
-        else { return try await webhooks(signedIn, problem: "That endpoint does not exist any more.", status: .notFound) }
+            let rolled = try await ledger.rollWebhookSecret(
+                endpoint.id, of: signedIn.merchant.id, to: secret, at: now())
+        else {
+            return try await webhooks(signedIn, problem: "That endpoint does not exist any more.", status: .notFound)
+        }
         RequestScope.current?.logger.notice(
             "webhook secret rolled on the dashboard", metadata: ["endpoint": "\(rolled.id)"])
         return try webhookSecretPage(signedIn, endpoint: rolled, secret: secret, title: "The rolled signing secret")

@@ -113,8 +113,10 @@ public final class WebhookDeliverer: Sendable {
             let elapsed = clock.now - start
             return elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
         }
-        let deadline = NIODeadline.now() + .nanoseconds(
-            timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
+        let deadline =
+            NIODeadline.now()
+            + .nanoseconds(
+                timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
         do {
             let response = try await Self.client.execute(request, deadline: deadline)
             var body: [UInt8] = []
