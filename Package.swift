@@ -30,6 +30,7 @@ let package = Package(
         .library(name: "HorizonServerClient", targets: ["HorizonServerClient"]),
         .library(name: "HorizonObliviousHTTP", targets: ["HorizonObliviousHTTP"]),
         .library(name: "HorizonServiceClients", targets: ["HorizonServiceClients"]),
+        .library(name: "HorizonTracing", targets: ["HorizonTracing"]),
         .executable(name: "horizon-server", targets: ["horizon-server"]),
         .executable(name: "horizon-demo", targets: ["horizon-demo"]),
         .executable(name: "horizon-terminal", targets: ["horizon-terminal"]),
@@ -49,6 +50,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.80.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.29.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.24.0"),
+        // The tracing API (already in the graph through AsyncHTTPClient and Hummingbird); the OTLP
+        // exporter is HorizonTracing's own, not swift-otel, which would add minutes to every CI build.
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.1.0"),
         .package(url: "https://github.com/swift-server/swift-openapi-async-http-client.git", from: "1.1.0"),
         // The merchant dashboard's HTML templates.
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
@@ -185,11 +189,33 @@ let package = Package(
                 .product(name: "Mustache", package: "swift-mustache"),
                 // SMS posted to an HTTP gateway.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                // A settlement's spans, continuing the trace its terminal signed into the request.
+                "HorizonTracing", .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             // The dashboard's templates are compiled into the binary (`PackageResources`), so an
             // installed horizon-server needs no resource bundle beside it and no source tree.
             resources: [.embedInCode("Dashboard/Templates")],
             swiftSettings: faultInjection),
+        // Traces: a Tracer exporting OTLP/HTTP JSON to a collector when one is configured, and
+        // the trace ids a payment's wallet and terminal derive from its payment id.
+        .target(
+            name: "HorizonTracing",
+            dependencies: [
+                "HorizonCore",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ], swiftSettings: strict),
+        .testTarget(
+            name: "HorizonTracingTests",
+            dependencies: [
+                "HorizonTracing", "HorizonCore", "HorizonTestSupport",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ], swiftSettings: strict),
         // The server's client for terminals and wallets: the generated client over AsyncHTTPClient,
         // with request signing and typed errors.
         .target(
@@ -198,6 +224,8 @@ let package = Package(
                 "HorizonAPI", "HorizonCore", "HorizonProtocol", "HorizonStores", "HorizonSettlement",
                 // Requests sealed to the gateway and sent through a relay.
                 "HorizonObliviousHTTP",
+                // A settlement's trace context, signed into the request; the terminal's spans.
+                "HorizonTracing", .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -262,6 +290,8 @@ let package = Package(
             name: "horizon-server",
             dependencies: [
                 "HorizonServer", "HorizonCLISupport", "HorizonLedger", "HorizonCore",
+                // Exporting the settlements' traces when a collector is configured.
+                "HorizonTracing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -324,6 +354,8 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                // Exporting the payments' traces when a collector is configured.
+                "HorizonTracing",
             ], path: "Tools/horizon-terminal", swiftSettings: strict),
         .executableTarget(
             name: "horizon-wallet",
@@ -334,6 +366,8 @@ let package = Package(
                 "HorizonServiceClients", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                // The payment confirmation's span.
+                "HorizonTracing", .product(name: "Tracing", package: "swift-distributed-tracing"),
             ], path: "Tools/horizon-wallet", swiftSettings: strict),
         .executableTarget(
             name: "horizon-demo",

@@ -23,20 +23,28 @@ public struct RequestSignature: Sendable, Equatable {
     }
 
     /// The bytes a request's signature covers: the method, the path with its query, the time, the
-    /// nonce and the body's SHA-256, each on its own line after the scheme's label.
-    public static func signedBytes(method: String, path: String, time: Int64, nonce: String, body: some DataProtocol)
-        -> [UInt8]
-    {
+    /// nonce and the body's SHA-256, each on its own line after the scheme's label; then, only
+    /// when the request carries a W3C `traceparent` header, a line `traceparent VALUE`, so that
+    /// the server continues a trace only where the signer said it belongs (a request without one
+    /// signs the same bytes as before).
+    public static func signedBytes(
+        method: String, path: String, time: Int64, nonce: String, body: some DataProtocol, traceparent: String? = nil
+    ) -> [UInt8] {
         let bodyDigest = SHA256.hash(data: body).hexString
-        return Array([label, method.uppercased(), path, String(time), nonce, bodyDigest].joined(separator: "\n").utf8)
+        var lines = [label, method.uppercased(), path, String(time), nonce, bodyDigest]
+        if let traceparent { lines.append("traceparent " + traceparent) }
+        return Array(lines.joined(separator: "\n").utf8)
     }
 
-    /// Signs a request with `key` at `time` with a fresh random nonce.
+    /// Signs a request with `key` at `time` with a fresh random nonce (and its `traceparent`
+    /// header's value, if it has one).
     public static func sign(
-        method: String, path: String, body: some DataProtocol, with key: P256.Signing.PrivateKey, time: Int64
+        method: String, path: String, body: some DataProtocol, with key: P256.Signing.PrivateKey, time: Int64,
+        traceparent: String? = nil
     ) throws -> RequestSignature {
         let nonce = (0..<16).map { _ in UInt8.random(in: 0...255) }.hexString
-        let bytes = signedBytes(method: method, path: path, time: time, nonce: nonce, body: body)
+        let bytes = signedBytes(
+            method: method, path: path, time: time, nonce: nonce, body: body, traceparent: traceparent)
         let signature = try key.signature(for: bytes)
         return RequestSignature(
             publicKey: Array(key.publicKey.x963Representation), time: time, nonce: nonce,
@@ -110,12 +118,14 @@ public struct RequestSignature: Sendable, Equatable {
     }
 
     /// Whether the signature is valid for this request (the time and nonce are the server's to check).
-    public func isValid(method: String, path: String, body: some DataProtocol) -> Bool {
+    public func isValid(method: String, path: String, body: some DataProtocol, traceparent: String? = nil) -> Bool {
         guard let key = try? P256.Signing.PublicKey(x963Representation: publicKey),
             let parsed = try? P256.Signing.ECDSASignature(rawRepresentation: signature)
         else { return false }
         return key.isValidSignature(
-            parsed, for: Self.signedBytes(method: method, path: path, time: time, nonce: nonce, body: body))
+            parsed,
+            for: Self.signedBytes(
+                method: method, path: path, time: time, nonce: nonce, body: body, traceparent: traceparent))
     }
 }
 

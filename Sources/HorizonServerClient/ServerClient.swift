@@ -4,6 +4,7 @@ import Foundation
 import HTTPTypes
 import HorizonAPI
 import HorizonCore
+import HorizonTracing
 import NIOCore
 import OpenAPIAsyncHTTPClient
 import OpenAPIRuntime
@@ -82,6 +83,9 @@ public struct HorizonServerClient: Sendable {
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(1, connectionsPerServer)
         // A host that drops the connection attempt is unreachable after 5 s, not 90 s.
         configuration.timeout.connect = .seconds(5)
+        // The trace context travels under the request's signature (`RequestSigningMiddleware`);
+        // AsyncHTTPClient's own injection would add a second, unsigned traceparent header.
+        configuration.tracing.tracer = nil
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }
 
@@ -323,9 +327,19 @@ struct RequestSigningMiddleware: ClientMiddleware {
         // The server verifies the path it receives: the base URL's path and the operation's.
         let base = baseURL.path.hasSuffix("/") ? String(baseURL.path.dropLast()) : baseURL.path
         let path = base + (request.path ?? "/")
+        // The current span, if a tracer is exporting one, goes along as the request's parent
+        // and under the signature: the server continues only a trace the signer named.
+        let traceparent = CurrentTrace.traceparent
+        if let traceparent { request.headerFields[.traceparent] = traceparent }
         let signature = try RequestSignature.sign(
-            method: request.method.rawValue, path: path, body: bytes, with: key, time: clock())
+            method: request.method.rawValue, path: path, body: bytes, with: key, time: clock(),
+            traceparent: traceparent)
         request.headerFields[.authorization] = signature.headerValue
         return try await next(request, body == nil ? nil : HTTPBody(bytes), baseURL)
     }
+}
+
+extension HTTPField.Name {
+    /// The W3C trace context header.
+    static let traceparent = HTTPField.Name("traceparent")!
 }

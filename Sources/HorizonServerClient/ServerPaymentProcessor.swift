@@ -5,6 +5,8 @@ import HorizonCore
 import HorizonProtocol
 import HorizonSettlement
 import HorizonStores
+import HorizonTracing
+import Tracing
 
 /// The terminal's `PaymentProcessor` when it is activated with a server: each confirmed payment
 /// goes to `POST /v1/payments` with the wallet's signed Confirm, signed by the terminal's key.
@@ -40,13 +42,40 @@ public struct ServerPaymentProcessor: PaymentProcessor, RedemptionProcessor {
             paymentId: request.paymentID.bytes.hexString, sessionId: Int64(bitPattern: request.sessionID.rawValue),
             walletKey: Data(request.walletKey.bytes).base64EncodedString(), amount: request.amount.minorUnits,
             tip: request.tip.minorUnits, currency: request.amount.currency.code, registerUser: request.registerUser)
-        let answer: Components.Schemas.PaymentResult
-        do {
-            answer = try await client.submitPayment(submission)
+        // The payment's trace: the wallet's confirmation span (its id derived from the payment
+        // id, as the wallet derives it) is the parent of the terminal's collection, whose
+        // "settle with server" span the request names as the server's parent.
+        let tracer = InstrumentationSystem.tracer
+        let paymentID = request.paymentID.bytes
+        let collect = tracer.startSpan(
+            "collect payment", context: PaymentTrace.childOfConfirmation(paymentID: paymentID), ofKind: .server)
+        collect.attributes["horizon.payment_id"] = paymentID.hexString
+        collect.attributes["horizon.amount_minor_units"] = request.amount.minorUnits
+        collect.attributes["horizon.currency"] = request.amount.currency.code
+        defer { collect.end() }
+        do throws(ProcessorError) {
+            let settle = tracer.startSpan("settle with server", context: collect.context, ofKind: .client)
+            defer { settle.end() }
+            let answer: Components.Schemas.PaymentResult
+            do {
+                answer = try await ServiceContext.withValue(settle.context) {
+                    try await client.submitPayment(submission)
+                }
+            } catch let error as ServerClientError {
+                settle.setStatus(SpanStatus(code: .error, message: "unanswered or refused"))
+                throw Self.processorError(error, id: request.paymentID)
+            } catch {
+                throw .unavailable("\(error)")
+            }
+            let result = try Self.result(answer, for: request, anchor: anchor)
+            let outcome = result.outcome.isApproved ? "approved" : "declined"
+            settle.attributes["horizon.outcome"] = outcome
+            collect.attributes["horizon.outcome"] = outcome
+            return result
         } catch {
-            throw Self.processorError(error, id: request.paymentID)
+            collect.attributes["horizon.outcome"] = error.traceOutcome
+            throw error
         }
-        return try Self.result(answer, for: request, anchor: anchor)
     }
 
     public func result(for paymentID: PaymentID) async throws(ProcessorError) -> SettlementResult? {
@@ -173,6 +202,18 @@ public struct ServerPaymentProcessor: PaymentProcessor, RedemptionProcessor {
             throw error
         } catch {
             throw .unavailable("the server's answer cannot be read: \(error)")
+        }
+    }
+}
+
+extension ProcessorError {
+    /// What a span records of a failed settlement: the kind only, no reason text.
+    var traceOutcome: String {
+        switch self {
+        case .unavailable: "pending"
+        case .refused: "refused"
+        case .conflictingRetry: "conflict"
+        case .storage: "failed"
         }
     }
 }

@@ -275,7 +275,7 @@ final class RemoteLedgerRig {
     /// unless `walletTimeout` is nil.
     func pay(
         _ amount: String, walletTimeout: Int?, waitForWallet: Int = 30, terminalEnvironment: [String: String] = [:],
-        terminalArguments: [String] = [], verbose: Bool = false
+        walletEnvironment: [String: String] = [:], terminalArguments: [String] = [], verbose: Bool = false
     ) throws -> Round {
         let started = Date()
         let terminal = try Programs.start(
@@ -290,7 +290,7 @@ final class RemoteLedgerRig {
                 [
                     "pay", "--yes", "--json", "--data-dir", walletDir, "--radio-socket", socket, "--timeout",
                     "\(timeout)",
-                ])
+                ], environment: walletEnvironment)
         }
         let terminalResult = terminal.finish(timeout: 60)
         let seconds = Date().timeIntervalSince(started)

@@ -3,6 +3,7 @@ import Foundation
 import HorizonCLISupport
 import HorizonLedger
 import HorizonServer
+import HorizonTracing
 import Logging
 import ServiceLifecycle
 
@@ -106,6 +107,13 @@ struct Serve: AsyncParsableCommand {
     var logLevel = "info"
 
     func run() async throws {
+        // Traces are exported only when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT names a collector.
+        try await TracingSetup.run(defaultServiceName: "horizon-server", logger: Logger(label: "horizon.server")) {
+            try await serve()
+        }
+    }
+
+    private func serve() async throws {
         var settings = try options.settings()
         if let listen { settings.listen = listen }
         if let metricsListen { settings.metricsListen = metricsListen }

@@ -8,6 +8,7 @@ import HorizonRoles
 import HorizonSecureChannel
 import HorizonServerClient
 import HorizonServiceClients
+import HorizonTracing
 import HorizonUnixSocket
 import Logging
 
@@ -39,6 +40,13 @@ struct Pay: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // Traces are exported only when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT names a collector.
+        try await TracingSetup.run(
+            defaultServiceName: "horizon-terminal", logger: Logs.logger("horizon.terminal", verbose: global.verbose)
+        ) { try await pay() }
+    }
+
+    private func pay() async throws {
         if let controlSocket { return try await payThroughService(controlSocket) }
         let logger = Logs.logger("horizon.terminal", verbose: global.verbose)
         let files = try global.lockedTerminalFiles()

@@ -10,7 +10,9 @@ import HorizonSecureChannel
 import HorizonServiceClients
 import HorizonSimulatedRadio
 import HorizonStores
+import HorizonTracing
 import Logging
+import Tracing
 
 struct ConfirmOptions: ParsableArguments {
     @Flag(name: .shortAndLong, help: "Confirm without asking.") var yes = false
@@ -144,15 +146,25 @@ struct ConfirmFlow: Sendable {
         }
         if !json { console.status("Sending…") }
         let receipt: PaymentReceipt
+        // The confirmation's span: from the yes to the receipt, in the payment's trace.
+        let confirmStarted = DefaultTracerClock.now
+        var traced: (paymentID: [UInt8]?, outcome: String) = (nil, "failed")
+        defer {
+            PaymentTrace.recordConfirmation(
+                paymentID: traced.paymentID, startedAt: confirmStarted, amountMinorUnits: offer.amount.minorUnits,
+                outcome: traced.outcome)
+        }
         do {
             receipt = try await cancelling(after: Self.answerTimeout) { try await script.confirm(client, offer) }
         } catch let error as PaymentClientError where error.isStillPending {
+            traced.outcome = "pending"
             throw CommandFailure(error.cliMessage)
         } catch PaymentClientError.cancelled {
             throw CommandFailure("declined; nothing was charged")
         } catch let error as PaymentClientError {
             throw CommandFailure(error.cliMessage)
         }
+        traced = (receipt.paymentID.bytes, receipt.acceptedOffline ? "accepted offline" : "approved")
         try save(receipt)
         if json {
             try console.json(ReceiptJSON(StoredReceipt(recording: receipt)))

@@ -8,6 +8,7 @@ import HorizonRoles
 import HorizonSecureChannel
 import HorizonSimulatedRadio
 import HorizonStores
+import HorizonTracing
 import Logging
 
 struct Pay: AsyncParsableCommand {
@@ -40,6 +41,13 @@ struct Pay: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // Traces are exported only when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT names a collector.
+        try await TracingSetup.run(
+            defaultServiceName: "horizon-wallet", logger: Logs.logger("horizon.wallet", verbose: options.global.verbose)
+        ) { try await pay() }
+    }
+
+    private func pay() async throws {
         let wallet = try await options.openWallet()
         defer { wallet.radio.shutdown() }
         // A terminal that cannot reach its server asks for the daily token (kept by

@@ -7,6 +7,7 @@ import HorizonProtocol
 import HorizonSecureChannel
 import HorizonSettlement
 import HorizonStores
+import Tracing
 
 /// Settlement through the server: the terminal forwards what the wallet
 /// signed; the server checks it against the wallet's own key and executes it once.
@@ -17,25 +18,34 @@ extension APIHandler {
         }
         let terminal = try await signingTerminal()
         let (request, method) = try Self.settlementRequest(submission, terminal: terminal)
-        try await requireCurrentConfirmation(request, method: method, at: now())
-        let result: SettlementResult
-        switch method {
-        case .accountBalance:
-            result = try await executeOnce("payment", request.paymentID, terminal: terminal) {
-                (ledger, time) throws(LedgerError) in
-                try await ledger.settle(request, merchant: terminal.merchantID, at: time)
+        // Within the request's span when the terminal signed a trace context (no personal data:
+        // the payment's id, amount and outcome only).
+        return try await InstrumentationSystem.tracer.withSpan("settle") { span in
+            span.attributes["horizon.payment_id"] = request.paymentID.bytes.hexString
+            span.attributes["horizon.amount_minor_units"] = request.amount.minorUnits
+            span.attributes["horizon.currency"] = request.amount.currency.code
+            try await requireCurrentConfirmation(request, method: method, at: now())
+            let result: SettlementResult
+            switch method {
+            case .accountBalance:
+                result = try await executeOnce("payment", request.paymentID, terminal: terminal) {
+                    (ledger, time) throws(LedgerError) in
+                    try await ledger.settle(request, merchant: terminal.merchantID, at: time)
+                }
+            case .card(let id):
+                // The charge happens before the ledger's transaction (a processor is no database);
+                // the payment id as its idempotency key makes every retry the same charge.
+                let charge = try await chargeCard(PaymentCardID(rawValue: id), for: request, terminal: terminal)
+                result = try await executeOnce("payment", request.paymentID, terminal: terminal) {
+                    (ledger, time) throws(LedgerError) in
+                    try await ledger.settleCardPayment(
+                        request, card: PaymentCardID(rawValue: id), charge: charge, merchant: terminal.merchantID,
+                        at: time)
+                }
             }
-        case .card(let id):
-            // The charge happens before the ledger's transaction (a processor is no database);
-            // the payment id as its idempotency key makes every retry the same charge.
-            let charge = try await chargeCard(PaymentCardID(rawValue: id), for: request, terminal: terminal)
-            result = try await executeOnce("payment", request.paymentID, terminal: terminal) {
-                (ledger, time) throws(LedgerError) in
-                try await ledger.settleCardPayment(
-                    request, card: PaymentCardID(rawValue: id), charge: charge, merchant: terminal.merchantID, at: time)
-            }
+            span.attributes["horizon.outcome"] = result.outcome.isApproved ? "approved" : "declined"
+            return .ok(.init(body: .json(try signed(Self.paymentResult(result)))))
         }
-        return .ok(.init(body: .json(try signed(Self.paymentResult(result)))))
     }
 
     func submitRedemption(_ input: Operations.SubmitRedemption.Input) async throws
@@ -60,9 +70,14 @@ extension APIHandler {
         _ execute: (Ledger, UnixTime) async throws(LedgerError) -> SettlementResult
     ) async throws -> SettlementResult {
         let result: SettlementResult
+        // The ledger's transaction as a span of its own (a child of the operation's, if traced).
+        let span = InstrumentationSystem.tracer.startSpan("ledger transaction")
+        span.attributes["horizon.payment_id"] = id.bytes.hexString
+        defer { span.end() }
         do {
             result = try await execute(ledger, now())
         } catch .conflictingRetry {
+            span.setStatus(SpanStatus(code: .error, message: "conflicting retry"))
             metrics.record(event: "\(kind)_conflict")
             throw APIError(
                 .paymentConflict,

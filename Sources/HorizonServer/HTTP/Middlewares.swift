@@ -4,14 +4,18 @@ import HorizonAPI
 import HorizonCore
 import HorizonLedger
 import HorizonProtocol
+import HorizonTracing
 import Hummingbird
 import Logging
 import NIOCore
 import OpenAPIRuntime
 import Synchronization
+import Tracing
 
 extension HTTPField.Name {
     static let requestID = HTTPField.Name("X-Request-Id")!
+    /// The W3C trace context header, honoured only under a request's signature.
+    static let traceparent = HTTPField.Name("traceparent")!
 }
 
 /// The outermost layer: gives every request an id, turns every failure into the one error
@@ -340,9 +344,10 @@ struct SignedRequestMiddleware: RouterMiddleware {
             return try await next(request, context)
         }
         let key: PublicKeyBytes
+        let signedTraceparent: String?
         var request = request
         do {
-            key = try await verify(header, request: &request)
+            (key, signedTraceparent) = try await verify(header, request: &request)
         } catch {
             // A request that did not prove a key counts against its address.
             try await limiter?.take(RequestLimiter.addressKey(address), describedAs: address)
@@ -351,11 +356,27 @@ struct SignedRequestMiddleware: RouterMiddleware {
         try await limiter?.take("key:" + key.bytes.hexString, describedAs: "this signing key")
         guard var scope = RequestScope.current else { return try await next(request, context) }
         scope.signer = key
-        return try await RequestScope.$current.withValue(scope) { try await next(request, context) }
+        guard let traceparent = signedTraceparent else {
+            return try await RequestScope.$current.withValue(scope) { try await next(request, context) }
+        }
+        // The signer's trace continues here: the request's span, then what its operation opens.
+        let parent = ServiceContext.topLevel.continuing(traceparent: traceparent)
+        return try await InstrumentationSystem.tracer.withSpan(
+            "\(request.method.rawValue) \(request.uri.path)", context: parent, ofKind: .server
+        ) { span in
+            span.attributes["http.request.method"] = request.method.rawValue
+            span.attributes["url.path"] = request.uri.path
+            let response = try await RequestScope.$current.withValue(scope) { try await next(request, context) }
+            span.attributes["http.response.status_code"] = Int64(response.status.code)
+            return response
+        }
     }
 
-    /// The key that signed this request, after its signature, time and nonce were checked.
-    private func verify(_ header: String, request: inout Request) async throws -> PublicKeyBytes {
+    /// The key that signed this request, after its signature, time and nonce were checked, and
+    /// the request's `traceparent` if the signature covers it. A traceparent the signature does
+    /// not cover (added by a proxy, or by anyone) is ignored, never trusted: the request is
+    /// checked as signed without it.
+    private func verify(_ header: String, request: inout Request) async throws -> (PublicKeyBytes, String?) {
         let signature: RequestSignature
         do { signature = try RequestSignature.parse(header) } catch {
             throw APIError(.unauthenticated, "\(error)", headers: [.wwwAuthenticate: RequestSignature.scheme])
@@ -372,7 +393,13 @@ struct SignedRequestMiddleware: RouterMiddleware {
         }
         let body = try await request.collectBody(upTo: Int.max)
         let path = request.uri.description
-        guard signature.isValid(method: request.method.rawValue, path: path, body: body.readableBytesView) else {
+        var signedTraceparent: String? = nil
+        if let traceparent = request.headers[.traceparent],
+            signature.isValid(
+                method: request.method.rawValue, path: path, body: body.readableBytesView, traceparent: traceparent)
+        {
+            signedTraceparent = traceparent
+        } else if !signature.isValid(method: request.method.rawValue, path: path, body: body.readableBytesView) {
             throw APIError(
                 .signatureInvalid,
                 "the request's signature does not verify for \(request.method.rawValue) \(path) and its body",
@@ -389,6 +416,6 @@ struct SignedRequestMiddleware: RouterMiddleware {
                 .requestReplayed, "this signed request was already received once; sign each request anew",
                 headers: [.wwwAuthenticate: RequestSignature.scheme])
         }
-        return key
+        return (key, signedTraceparent)
     }
 }
