@@ -102,6 +102,8 @@ final class PaymentController: Sendable {
     private let busy = Mutex(false)
     /// The redemption running now, if the running session is one.
     private let runningRedemption = Mutex<RedemptionHost?>(nil)
+    /// The payment intent whose sale runs now (or is about to start), if the session is one.
+    private let runningIntent = Mutex<PaymentID?>(nil)
 
     init(
         host: PaymentHost, redemptionHosts: [RedemptionTerms.Kind: RedemptionHost] = [:], ledger: InProcessLedger,
@@ -140,6 +142,50 @@ final class PaymentController: Sendable {
         case .idle, .completed, .completedWithError:
             return .nothingRunning
         }
+    }
+
+    /// Takes the till for a payment intent's sale; false while a payment or redemption runs.
+    /// Release it with `collectIntent` or `releaseIntent`.
+    func claimTill(forIntent id: PaymentID) -> Bool {
+        let claimed = busy.withLock { busy in
+            defer { busy = true }
+            return !busy
+        }
+        if claimed { runningIntent.withLock { $0 = id } }
+        return claimed
+    }
+
+    /// Gives the till back without a sale (the server did not let the intent be collected).
+    func releaseIntent() {
+        runningIntent.withLock { $0 = nil }
+        busy.withLock { $0 = false }
+    }
+
+    /// Runs the sale of a payment intent (the till claimed with `claimTill`): its amount, with its
+    /// id as the payment id, as a register's `pay` would; releases the till when it ends.
+    func collectIntent(_ id: PaymentID, amount: Money) async -> Result<PaymentOrder, HostError> {
+        defer { releaseIntent() }
+        do throws(HostError) {
+            return .success(try await host.collect(amount, registerUser: nil, paymentID: id))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Stops the sale of payment intent `id` at the till if it runs and no wallet's confirmation
+    /// is executing (the POS canceled it, or it ended otherwise); true if it was stopped.
+    @discardableResult
+    func stopIntent(_ id: PaymentID) -> Bool {
+        guard runningIntent.withLock({ $0 }) == id else { return false }
+        let state = host.state
+        guard !state.isFinished, state != .idle, state != .acquiringPaymentExecution else { return false }
+        host.cancel()
+        return true
+    }
+
+    /// Whether the running intent's sale has opened (advertising or further).
+    func intentSaleStarted(_ id: PaymentID) -> Bool {
+        runningIntent.withLock { $0 } == id && host.state != .idle
     }
 
     /// Control requests are short: a longer line is refused rather than buffered.

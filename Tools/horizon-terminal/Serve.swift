@@ -6,6 +6,7 @@ import HorizonLedger
 import HorizonRadio
 import HorizonRadioCLISupport
 import HorizonRoles
+import HorizonServerClient
 import HorizonStores
 import Logging
 import ServiceLifecycle
@@ -117,9 +118,22 @@ struct Serve: AsyncParsableCommand {
                         forwarding: offline, serverAnswered: runtime.serverAnswered, interval: .seconds(300),
                         logger: logger)))
         }
+        // An activated terminal keeps one connection to its server, which pushes the payment
+        // intents a POS addresses to it; each is sold here as a register's `pay` would.
+        var collection: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        if let server = try files.serverClient(identity: identity) {
+            let connection = TerminalIntentConnection(
+                serverURL: server.serverURL, signingKey: identity.signingKey,
+                onState: { state in logger.info("payment intent connection: \(state)") })
+            collection.append(
+                .init(
+                    service: IntentCollectionService(
+                        connection: connection, server: server, controller: controller, console: console,
+                        logger: logger)))
+        }
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: renewal + forwarding + [
+                services: renewal + forwarding + collection + [
                     .init(service: JournalRetentionService(files: files, days: journalRetentionDays, logger: logger)),
                     .init(service: ConflictObserverService(observer: observer, logger: logger)),
                     .init(
