@@ -263,6 +263,8 @@ let package = Package(
                 "HorizonLedgerTestSupport",
                 // Built for the tests that run the program as a process.
                 "horizon-server",
+                // The trace context a signed request carries.
+                "HorizonTracing", .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
