@@ -27,6 +27,7 @@ public final class OTLPTracer: Tracer, Sendable {
             identity = SpanIdentity(traceID: SpanIdentity.randomTraceID(), spanID: SpanIdentity.randomSpanID())
         }
         context.horizonSpan = identity
+        context[HorizonExportedSpanKey.self] = true
         return OTLPSpan(
             name: operationName, context: context, identity: identity, kind: kind,
             start: instant().nanosecondsSinceEpoch, exporter: exporter)

@@ -99,6 +99,11 @@ enum HorizonSpanKey: ServiceContextKey {
     static var nameOverride: String? { "horizon-span" }
 }
 
+/// Set in the contexts of `OTLPTracer`'s spans: the span in `HorizonSpanKey` is being exported.
+enum HorizonExportedSpanKey: ServiceContextKey {
+    typealias Value = Bool
+}
+
 /// An identity the next span must take instead of fresh random ids.
 enum HorizonRequestedIdentityKey: ServiceContextKey {
     typealias Value = SpanIdentity
@@ -128,7 +133,13 @@ extension ServiceContext {
 /// The trace context of the running task, for code that sends it on without a tracer of its own.
 public enum CurrentTrace {
     /// The W3C `traceparent` naming the current span as parent; nil when no span is being exported.
-    public static var traceparent: String? { ServiceContext.current?.horizonSpan?.traceparent }
+    /// Only a span this process exports counts: with tracing off, a context that merely names a
+    /// parent (as `PaymentTrace.childOfConfirmation` does) sends nothing, so requests stay
+    /// byte for byte as without tracing.
+    public static var traceparent: String? {
+        guard let context = ServiceContext.current, context[HorizonExportedSpanKey.self] == true else { return nil }
+        return context.horizonSpan?.traceparent
+    }
 }
 
 extension PaymentTrace {

@@ -41,6 +41,25 @@ struct TracingTests {
         }
     }
 
+    @Test func onlyAnExportedSpanIsSentOnAsTraceparent() async throws {
+        // With tracing off the terminal's context names the wallet's span as parent, but its
+        // requests must carry no traceparent (an older server would not verify them).
+        let named = PaymentTrace.childOfConfirmation(paymentID: Self.paymentID)
+        ServiceContext.withValue(named) { #expect(CurrentTrace.traceparent == nil) }
+        let span = NoOpTracer().startSpan("settle with server", context: named)
+        ServiceContext.withValue(span.context) { #expect(CurrentTrace.traceparent == nil) }
+        let tracer = OTLPTracer(
+            exporter: OTLPExporter(
+                endpoint: try #require(URL(string: "http://127.0.0.1:9/v1/traces")), serviceName: "t",
+                logger: Logger(label: "test")))
+        let exported = tracer.startSpan("settle with server", context: named)
+        ServiceContext.withValue(exported.context) {
+            #expect(CurrentTrace.traceparent == exported.identity.traceparent)
+        }
+        #expect(exported.identity.parentSpanID == PaymentTrace.confirmationSpanID(paymentID: Self.paymentID))
+        await tracer.shutdown()
+    }
+
     @Test func spansAreEncodedAsOTLPJSONThatDecodesBackToTheirFields() throws {
         let identity = SpanIdentity(
             traceID: Array(repeating: 0xAB, count: 16), spanID: Array(1...8), parentSpanID: [9, 9, 9, 9, 9, 9, 9, 9])
