@@ -33,7 +33,7 @@ struct HorizonBench: AsyncParsableCommand {
             Build with -c release (Benchmarks/run.sh does); debug numbers mean nothing.
             `horizon-bench scale-out` drives real server processes instead (Tools/scale-out.sh runs it).
             """,
-        subcommands: [ScaleOut.self])
+        subcommands: [ScaleOut.self, IntentLatency.self])
 
     @Option(help: "Where to write the JSON result.")
     var output = "Benchmarks/results/latest.json"

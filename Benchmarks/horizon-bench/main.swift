@@ -8,6 +8,8 @@ do {
     var command = try HorizonBench.parseAsRoot()
     if let scaleOut = command as? ScaleOut {
         try await scaleOut.drive()
+    } else if let intentLatency = command as? IntentLatency {
+        try await intentLatency.drive()
     } else {
         try command.run()
     }
