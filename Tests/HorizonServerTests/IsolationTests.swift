@@ -606,6 +606,58 @@ struct IsolationTests {
                     method: .post, path: "/v1/merchant/webhook-deliveries/\(World.bakeryDeliveryID)/resend", body: nil)
             },
             otherMerchant: .refused(.notFound, "webhook_delivery_not_found", "this merchant has no webhook delivery")),
+        // The wallet PIN counted by the server
+        "getWalletPIN": .walletSigned(
+            request: { _ in Request(method: .get, path: "/v1/wallet/pin", body: nil) },
+            otherWallet: .servesOnlyTheSigner("a wallet reads its own PIN state; the request names no wallet") {
+                world, response in
+                let state = try JSONDecoder().decode(Components.Schemas.WalletPINState.self, from: response.data)
+                #expect(state.wrongProofs == 0, "\(response.text)")
+            }),
+        "setWalletPIN": .walletSigned(
+            // Fresh keys each time: a device key names one wallet's PIN.
+            request: { _ in
+                let device = P256.Signing.PrivateKey().publicKey.x963Representation.base64EncodedString()
+                let pin = P256.Signing.PrivateKey().publicKey.x963Representation.base64EncodedString()
+                let share = Data(repeating: 9, count: 32).base64EncodedString()
+                return Request(
+                    method: .put, path: "/v1/wallet/pin",
+                    body: #"{"deviceKey": "\#(device)", "pinKey": "\#(pin)", "share": "\#(share)"}"#)
+            },
+            otherWallet: .servesOnlyTheSigner("a wallet sets its own PIN only; the request names no wallet") {
+                world, response in
+                let state = try JSONDecoder().decode(Components.Schemas.WalletPINState.self, from: response.data)
+                #expect(state.pinSet && !state.pinless, "\(response.text)")
+            }),
+        "deactivateWalletPIN": .walletSigned(
+            request: { _ in Request(method: .delete, path: "/v1/wallet/pin", body: nil) },
+            otherWallet: .servesOnlyTheSigner("a wallet makes itself pinless only; the request names no wallet") {
+                world, response in
+                let state = try JSONDecoder().decode(Components.Schemas.WalletPINState.self, from: response.data)
+                #expect(state.pinless && !state.pinSet, "\(response.text)")
+            }),
+        "proveWalletPIN": .open(
+            reason:
+                "signed by the device key a PIN was set with, not by a wallet's key (still locked); it names no wallet, and a key no PIN was set with gets nothing"
+        ) { world, client in
+            let path = "/v1/wallet/pin/proofs"
+            let now = world.server.clock.now
+            let body =
+                #"{"nonce": "\#(String(repeating: "a", count: 32))", "proof": "\#(Data(repeating: 1, count: 64).base64EncodedString())", "time": \#(now)}"#
+            // Wallet keys, and a registering key: none is a device key.
+            for key in [world.walletDevice.key, world.walletBDevice.key, world.deviceX.key] {
+                let response = try await client.send(
+                    .post, path, json: body,
+                    headers: [
+                        .authorization: try signedAuthorization(
+                            key, method: .post, path: path, bodyBytes: Array(body.utf8), time: now)
+                    ])
+                try world.expectRefusal(response, .notFound, "pin_not_set", "no PIN was set", "a PIN proof")
+            }
+            let unsigned = try await client.send(.post, path, json: body)
+            try world.expectRefusal(
+                unsigned, .unauthorized, "unauthenticated", "signed with the device key", "an unsigned PIN proof")
+        },
         // Wallet services
         "getWalletAccount": .walletSigned(
             request: { _ in Request(method: .get, path: "/v1/wallet/account", body: nil) },
@@ -915,6 +967,8 @@ struct IsolationTests {
             "payment_intents",
             // The shop's own webhook endpoints (the bakery's, and its delivery, are checked below).
             "webhook_endpoints",
+            // Wallet B's served PIN requests set or drop its own PIN (checked below).
+            "wallet_pins",
         ]
         let bakeryKeys = try await world.server.ledger.apiKeys(of: world.bakery.id)
         let bakeryIntent = try await world.server.ledger.paymentIntent(
@@ -1100,6 +1154,15 @@ struct IsolationTests {
         let tokensOfB = try await world.server.ledger.dailyTokens(
             of: world.walletB, validBetween: now - 60, and: now + 60)
         #expect(tokensOfB.map(\.walletKey) == [world.walletBDevice.publicKeyBytes])
+        // No refused request set, dropped or counted wallet A's PIN, or made it pinless; wallet B's
+        // own PIN requests changed wallet B only, and in whichever order they ran: B gets a PIN
+        // again here (not pinless, as before), so that the snapshot compares the rest.
+        #expect(try await world.server.ledger.walletPIN(of: world.walletID) == nil)
+        #expect(try await world.server.ledger.isWalletPinless(world.walletID) == false)
+        let device = P256.Signing.PrivateKey()
+        try await world.server.ledger.setWalletPIN(
+            world.walletB, deviceKey: try PublicKeyBytes(bytes: Array(device.publicKey.x963Representation)),
+            pinKey: Array(P256.Signing.PrivateKey().publicKey.x963Representation), share: Array(repeating: 3, count: 32))
         // Nothing moved: no posting, no transaction, no wallet, key, terminal or account changed
         // (renewal by the other merchant's own terminal updates its own row only).
         // (The other merchant's renewal on the same clock second leaves its row as it was.)
