@@ -119,6 +119,8 @@ public final class OTLPSpan: Tracing.Span, Sendable {
             guard !state.ended else { return nil }
             state.ended = true
             var values: [String: OTLPExportRequest.AnyValue] = [:]
+            // SpanAttributes is not a Sequence: forEach is its only iteration.
+            // swift-format-ignore: ReplaceForEachWithForLoop
             state.attributes.forEach { key, value in values[key] = Self.value(value) }
             return FinishedSpan(
                 name: state.name, identity: identity, kind: Self.kindNumber(kind), startNanoseconds: start,

@@ -8,6 +8,7 @@ import HorizonRadioCLISupport
 import HorizonRoles
 import HorizonServerClient
 import HorizonStores
+import HorizonTracing
 import Logging
 import ServiceLifecycle
 
@@ -61,6 +62,14 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup var radio: RadioOptions
 
     func run() async throws {
+        // Traces are exported only when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT names a collector.
+        try await TracingSetup.run(
+            defaultServiceName: "horizon-terminal",
+            logger: Logs.logger("horizon.terminal.serve", verbose: global.verbose)
+        ) { try await serve() }
+    }
+
+    private func serve() async throws {
         let logger = Logs.logger("horizon.terminal.serve", verbose: global.verbose)
         let files = try global.lockedTerminalFiles()
         let settings = try files.loadSettings()
