@@ -67,6 +67,35 @@ extension Ledger {
         }
     }
 
+    /// The connection closed and nothing refreshed or replaced it since (the terminal did not come
+    /// back, here or on another process): its record goes and `terminal.offline` is recorded for
+    /// the merchant's webhooks, once (true). False while the terminal is connected again.
+    public func terminalConnectionLapsed(_ terminal: TerminalID, connection: String, at time: UnixTime)
+        async throws(LedgerError) -> Bool
+    {
+        try await store.transaction { db in
+            let gone = try await db.query(
+                """
+                DELETE FROM terminal_connections WHERE terminal_id = ? AND connection_id = ? AND seen_at <= ?
+                RETURNING terminal_id
+                """,
+                [.text(terminal.rawValue), .text(connection), .integer(time - Self.terminalConnectionFreshness)])
+            guard !gone.isEmpty,
+                let row = try await db.query(
+                    "SELECT merchant_id, label FROM terminals WHERE id = ?", [.text(terminal.rawValue)]
+                ).first
+            else { return false }
+            let merchant = MerchantID(rawValue: try row.text("merchant_id"))
+            _ = try await Self.recordWebhookEvent(
+                .terminalOffline, merchant: merchant,
+                object: [
+                    "id": .string(terminal.rawValue), "object": .string("terminal"),
+                    "label": .string(try row.text("label")), "status": .string("offline"),
+                ], at: time, in: db)
+            return true
+        }
+    }
+
     /// Whether `terminal` keeps a connection to some server process now.
     public func isTerminalConnected(_ terminal: TerminalID, at time: UnixTime) async throws(LedgerError) -> Bool {
         try await store.transaction { db in

@@ -156,4 +156,36 @@ struct IntentCollectionTests {
             _ = events
         }
     }
+
+    /// A terminal whose connection closed and that did not come back (here or on another
+    /// process) within the freshness window is reported `terminal.offline` to the merchant's
+    /// webhooks, once; one that reconnected is not.
+    @Test(arguments: stores)
+    func aTerminalThatDoesNotComeBackIsReportedOfflineOnce(_ kind: StoreKind) async throws {
+        try await Self.withPair(kind) { pair in
+            let ledger = pair.shop.server.ledger
+            let merchant = try await ledger.terminal(pair.terminalID).merchantID
+            _ = try await ledger.createWebhookEndpoint(
+                id: "we_till", url: "https://pos.example/hooks", description: "", eventTypes: [.terminalOffline],
+                secret: "whsec_test", for: merchant, at: 1000)
+            let start = pair.shop.server.clock.now
+            try await ledger.terminalConnectionOpened(pair.terminalID, connection: "c1", at: start)
+            #expect(!(try await ledger.terminalConnectionLapsed(pair.terminalID, connection: "c1", at: start + 5)))
+            #expect(try await ledger.isTerminalConnected(pair.terminalID, at: start + 5))
+            #expect(try await ledger.terminalConnectionLapsed(pair.terminalID, connection: "c1", at: start + 16))
+            #expect(!(try await ledger.terminalConnectionLapsed(pair.terminalID, connection: "c1", at: start + 30)))
+            #expect(!(try await ledger.isTerminalConnected(pair.terminalID, at: start + 30)))
+            // Reconnected (here or elsewhere) before the old connection lapsed: not offline.
+            try await ledger.terminalConnectionOpened(pair.terminalID, connection: "c2", at: start + 40)
+            try await ledger.terminalConnectionOpened(pair.terminalID, connection: "c3", at: start + 41)
+            #expect(!(try await ledger.terminalConnectionLapsed(pair.terminalID, connection: "c2", at: start + 60)))
+            let offline = try await ledger.store.transaction { db in
+                try await db.query(
+                    "SELECT body FROM webhook_events WHERE event_type = 'terminal.offline'", []
+                ).map { try $0.text("body") }
+            }
+            #expect(offline.count == 1)
+            #expect(offline.first?.contains(pair.terminalID.rawValue) == true, "\(offline)")
+        }
+    }
 }

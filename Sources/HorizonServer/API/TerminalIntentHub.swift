@@ -51,12 +51,17 @@ public final class TerminalIntentHub: Sendable {
     /// How long a connection may stay silent before a keep-alive is sent.
     let keepAliveInterval: Duration
     let logger: Logger
+    /// How long after its connection closed a terminal that did not come back is reported offline.
+    let offlineAfter: Duration
     private let state = Mutex(State())
 
     public init(
         ledger: Ledger, now: @escaping @Sendable () -> UnixTime, interval: Duration = .milliseconds(100),
-        keepAliveInterval: Duration = .seconds(10), logger: Logger = Logger(label: "horizon.server.intents")
+        keepAliveInterval: Duration = .seconds(10),
+        offlineAfter: Duration = .seconds(Ledger.terminalConnectionFreshness + 1),
+        logger: Logger = Logger(label: "horizon.server.intents")
     ) {
+        self.offlineAfter = offlineAfter
         self.ledger = ledger
         self.now = now
         self.interval = interval
@@ -119,7 +124,21 @@ public final class TerminalIntentHub: Sendable {
     /// stale (`Ledger.terminalConnectionFreshness`): a terminal reconnecting at once (its stream
     /// ended after its `wait`, or a process shut down) is not reported offline in between.
     private func close(_ id: String, terminal: TerminalID) {
-        _ = state.withLock { state in state.connections.removeValue(forKey: id) }
+        let removed = state.withLock { state in state.connections.removeValue(forKey: id) != nil }
+        guard removed else { return }
+        // A terminal that does not come back before its record is stale went offline:
+        // `terminal.offline` for the merchant's webhooks (once; not when it reconnected anywhere).
+        let (ledger, now, logger, lapse) = (ledger, now, logger, offlineAfter)
+        Task {
+            try? await Task.sleep(for: lapse)
+            do {
+                if try await ledger.terminalConnectionLapsed(terminal, connection: id, at: now()) {
+                    logger.info("terminal offline", metadata: ["terminal": "\(terminal)"])
+                }
+            } catch {
+                logger.warning("a terminal's lapsed connection could not be recorded: \(error)")
+            }
+        }
     }
 
     private func run(_ wakes: AsyncStream<Void>) async {
