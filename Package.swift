@@ -388,6 +388,7 @@ let package = Package(
                 // scale-out: drives real server processes and reads their database back.
                 "HorizonLedger", "HorizonAPI", "HorizonServerClient",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
