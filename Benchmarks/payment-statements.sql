@@ -57,7 +57,5 @@ INSERT INTO transactions(payment_id, merchant_id, transaction_type, item, quanti
         outcome, decline_code, decline_reason, bonus_earned, bonus_balance, entry_id, settled_at,
         offline_token_id, offline_accepted_at, offline_guaranteed, order_reference)
     VALUES (:payment_id, :merchant_id, 1, '', 0, :session, :wallet_key, :wallet_id, :terminal_key_id, :amount, :tip, 'EUR', 'pgbench', :content_digest, 'approved', NULL, NULL, 1, 1, :entry_id, :now, NULL, NULL, NULL, NULL) RETURNING reference;
-SELECT * FROM transactions WHERE payment_id = :payment_id;
-SELECT id, event_types FROM webhook_endpoints WHERE merchant_id = :merchant_id AND deleted_at IS NULL ORDER BY id;
-SELECT * FROM payment_intents WHERE payment_id = :payment_id AND merchant_id = :merchant_id;
+SELECT id FROM webhook_endpoints WHERE merchant_id = :merchant_id AND deleted_at IS NULL LIMIT 1;
 COMMIT;
