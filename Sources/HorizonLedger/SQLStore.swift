@@ -85,8 +85,14 @@ public enum SQLDialect: Sendable, Equatable {
     var migrationLock: String? {
         switch self {
         case .sqlite: nil
-        // An arbitrary constant naming "Horizon ledger migrations"; released at commit or rollback.
-        case .postgres: "SELECT 1 AS locked FROM (SELECT pg_advisory_xact_lock(7451400014)) AS migration_lock"
+        // One lock per schema (the constant seeds "Horizon ledger migrations"; the schema's name
+        // is hashed with it): processes migrating one ledger wait for each other, ledgers in other
+        // schemas of the database migrate at the same time. Released at commit or rollback.
+        case .postgres:
+            """
+            SELECT 1 AS locked FROM (SELECT pg_advisory_xact_lock(hashtextextended(current_schema(), 7451400014)))
+                AS migration_lock
+            """
         }
     }
 }
