@@ -24,8 +24,14 @@ extension Process {
     public func runCheckingDescriptors() throws {
         let targets = Self.openDescriptorTargets()
         guard targets.count <= Self.descriptorLimitForStarting else {
-            // Grouped by directory: a leak is many files of one kind of temporary directory.
-            let byDirectory = Dictionary(grouping: targets) { ($0 as NSString).deletingLastPathComponent }
+            // Grouped by directory (a leak is many files of one kind of temporary directory), and
+            // sockets, pipes and the like by kind ("socket:[1234]" counts as "socket").
+            let byDirectory = Dictionary(grouping: targets) { target in
+                target.hasPrefix("/")
+                    ? (target as NSString).deletingLastPathComponent
+                    : String(target.prefix { $0 != "[" }).replacingOccurrences(of: ":", with: "")
+                        + (target.hasPrefix("anon_inode") ? " " + target.drop { $0 != "[" } : "")
+            }
             let most = byDirectory.map { (path: $0.key, count: $0.value.count) }.sorted { $0.count > $1.count }
             throw TooManyOpenDescriptors(count: targets.count, mostHeld: Array(most.prefix(5)))
         }

@@ -143,7 +143,8 @@ struct TracingTests {
         tracer.forceFlush()
         let started = clock.now
         await tracer.shutdown()
-        #expect(clock.now - started < .seconds(5))
+        // A bound for a loaded machine: blocking on the dead collector would take 100 × 2 s.
+        #expect(clock.now - started < .seconds(20))
         let warnings = logs.all.filter { $0.message.contains("traces could not be exported") }
         #expect(warnings.count == 1, "\(logs.all.map(\.message))")
     }
