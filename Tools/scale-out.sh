@@ -210,6 +210,17 @@ for index in $(seq 1 "$servers"); do
     echo "server $index | pid $(cat "$work/server-$index.pid"), $(cat "$work/server-$index.url")" >&2
 done
 
+# Waits until the driver holds its payments (--hold-at): the point where a watcher acts. Fails
+# when the driver ended without holding (it failed before): then there is nothing to do.
+wait_for_hold() {
+    while :; do
+        sleep 0.05
+        [ -f "$work/driver.log" ] || continue
+        [ ! -f "$work/driver-ended" ] || return 1
+        if grep -q 'scale-out: holding at payment' "$work/driver.log"; then return 0; fi
+    done
+}
+
 watcher_pid=""
 proxy_pid=""
 if [ -n "$rolling" ]; then
@@ -286,12 +297,7 @@ print(answer.decode(), end="")' "$work/haproxy.sock" "$1"
     echo "HAProxy $("$haproxy" -v | awk 'NR == 1 {print $3}') | pid $proxy_pid, http://127.0.0.1:$proxy_port in front of $servers servers" >&2
     urls=(--server "http://127.0.0.1:$proxy_port")
     (
-        while :; do
-            sleep 0.05
-            [ -f "$work/driver.log" ] || continue
-            if [ -f "$work/driver-ended" ]; then exit 0; fi
-            if grep -q 'scale-out: holding at payment' "$work/driver.log"; then break; fi
-        done
+        wait_for_hold || exit 0
         # The terminals go on paying (slowly, until the upgrade is done) while each server in
         # turn is drained, stopped, upgraded and started.
         touch "$work/go"
@@ -331,14 +337,7 @@ if [ -n "$kill_restart" ]; then
         last=$servers
         # The driver holds its payments from the quarter on until $work/go exists (--hold-at), so
         # the kill comes at that point however fast the run is.
-        while :; do
-            sleep 0.05
-            # (set -e and pipefail hold here too: nothing may fail before the driver's log exists.)
-            [ -f "$work/driver.log" ] || continue
-            # The driver ended without holding (it failed before): nothing to kill.
-            if [ -f "$work/driver-ended" ]; then exit 0; fi
-            if grep -q 'scale-out: holding at payment' "$work/driver.log"; then break; fi
-        done
+        wait_for_hold || exit 0
         pid=$(cat "$work/server-$last.pid")
         port=$(sed 's/.*://' "$work/server-$last.url")
         kill -KILL "$pid" 2>/dev/null && echo "scale-out.sh: SIGKILLed server $last (pid $pid)" >&2
@@ -361,12 +360,7 @@ if [ -n "$failover" ]; then
     # payments go on meeting no primary for a second (answered 503, retried with the same id),
     # then the standby is promoted and the servers find it by themselves.
     (
-        while :; do
-            sleep 0.05
-            [ -f "$work/driver.log" ] || continue
-            if [ -f "$work/driver-ended" ]; then exit 0; fi
-            if grep -q 'scale-out: holding at payment' "$work/driver.log"; then break; fi
-        done
+        wait_for_hold || exit 0
         postgres_kill_primary
         date +%s.%N >"$work/primary-killed"
         echo "scale-out.sh: SIGKILLed the PostgreSQL primary" >&2
