@@ -148,11 +148,14 @@ result = {
                "the ledger the server used, and TPC-B-like (scale {scale}), on the same PostgreSQL cluster; then the same "
                "payments on SQLite. Checks: every payment executed once, books balanced."),
     "levels": rows,
+    # Every benchmark's budget lines have this shape (BENCHMARKS.md's table reads them).
     "budget": [{
-        "line": "horizon-server on PostgreSQL settles at least 0.7x the transactions per second of pgbench "
-                "running one payment's statements (Benchmarks/payment-statements.sql), at 16 clients; p99 published",
-        "goal": 0.7,
+        "item": "horizon-server on PostgreSQL / pgbench running one payment's statements "
+                f"(Benchmarks/payment-statements.sql), 16 clients (p99 {at16['horizonPostgres']['latencyMilliseconds']['p99']:.1f} ms)"
+                if at16 else "horizon-server on PostgreSQL / pgbench with one payment's statements, 16 clients (not run)",
         "measured": at16["ratioToPaymentScript"] if at16 else None,
+        "limit": 0.7,
+        "unit": "x (at least)",
         "p99Milliseconds": at16["horizonPostgres"]["latencyMilliseconds"]["p99"] if at16 else None,
         "met": (at16["ratioToPaymentScript"] or 0) >= 0.7 if at16 else None,
     }],

@@ -117,8 +117,8 @@ enum BlueZ {
     }
 
     static let notMeasured = "bluez: not measured in this run"
-    /// The budget line: acceptance → receipt at most this many raw round trips.
-    static let ratioLimit = 3.5
+    /// The budget line: the tap (advertising start → verified receipt), median, under this.
+    static let tapLimitMilliseconds = 350.0
 
     /// `BlueZRadio.open`, waited for: the benchmark runs synchronously and may block its thread.
     static func openRadio(
@@ -397,7 +397,7 @@ extension BlueZResult {
                 ratioOverRawRoundTripWhileScanning.map { "; against the round trip while scanning \($0.formatted(2))x" }
                 ?? ""
             out.append(
-                "ratio acceptance → receipt / raw round trip: \(ratio.formatted(2))x (budget ≤ \(BlueZ.ratioLimit.formatted(1))x)\(scanning)"
+                "ratio acceptance → receipt / raw round trip: \(ratio.formatted(2))x (published; under emulation it is no gate)\(scanning)"
             )
         }
         if let paired = payments?.pairedRatio {

@@ -76,9 +76,15 @@ struct IntentLatency: AsyncParsableCommand {
             "medianPushMilliseconds": Self.median(pushed),
             "medianCollectingMilliseconds": median,
             "p90CollectingMilliseconds": Self.percentile(collecting, 0.9),
-            "budget": "server-driven collection: a POS's intent reaches the terminal's advertising in under 200 ms median",
-            "budgetMilliseconds": Self.budgetMilliseconds,
-            "withinBudget": median < Self.budgetMilliseconds,
+            "generatedAt": ISO8601DateFormatter().string(from: Date()),
+            // The same shape as every benchmark's budget lines (BENCHMARKS.md's table reads them).
+            "budget": [
+                [
+                    "item": "server-driven collection: a POS's intent created -> the terminal collecting it (median)",
+                    "measured": median, "limit": Self.budgetMilliseconds, "unit": "ms",
+                    "met": median < Self.budgetMilliseconds,
+                ] as [String: Any]
+            ],
         ]
         let data = try JSONSerialization.data(withJSONObject: result, options: [.prettyPrinted, .sortedKeys])
         try data.write(to: URL(fileURLWithPath: output))

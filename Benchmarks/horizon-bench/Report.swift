@@ -34,56 +34,41 @@ struct BenchmarkReport: Codable {
         var radio: String
     }
 
-    /// The budget lines this run can speak to.
+    /// The budget lines this run can speak to, as the performance budget states them (the
+    /// scaling and simulated-latency figures are published beside them, not checked).
     mutating func checkBudget() {
         var checks: [BudgetCheck] = []
         if let cpu = paymentCPU {
+            let limit = Self.paymentCPURatioLimit
             checks.append(
                 BudgetCheck(
-                    item: "CPU of a payment / CPU of its cryptography (1 pair)", measured: cpu.ratioOfMedians, limit: 3,
-                    unit: "x", met: cpu.ratioOfMedians <= 3))
+                    item:
+                        "CPU of a payment, both sides, in-process ledger / CPU of its cryptography (1 pair, files on \(settings.dataFileSystem); the budget is for ext4)",
+                    measured: cpu.ratioOfMedians, limit: limit, unit: "x", met: cpu.ratioOfMedians <= limit))
             checks.append(
                 BudgetCheck(
                     item: "round trips, acceptance to receipt", measured: cpu.traffic.roundTripsFromAcceptance.max,
-                    limit: 3, unit: "", met: cpu.traffic.roundTripsFromAcceptance.max <= 3))
-            checks.append(
-                BudgetCheck(
-                    item: "round trips, whole link (link up to receipt)", measured: cpu.traffic.roundTripsWholeLink.max,
-                    limit: 3, unit: "", met: cpu.traffic.roundTripsWholeLink.max <= 3))
+                    limit: 1, unit: "", met: cpu.traffic.roundTripsFromAcceptance.max <= 1))
         }
-        for point in scaling ?? [] {
+        if let payments = bluez?.payments {
+            let start = payments.startToReceiptMilliseconds.median
             checks.append(
                 BudgetCheck(
                     item:
-                        "CPU of a payment / CPU of its cryptography (\(point.pairs == 1 ? "1 pair" : "\(point.pairs) simultaneous pairs"), scaling)",
-                    measured: point.ratioOfMedians, limit: 3, unit: "x", met: point.ratioOfMedians <= 3))
-        }
-        for result in latency ?? [] {
+                        "BlueZ: the tap, advertising start to verified receipt, automatic acceptance (median; p90 \(payments.startToReceiptMilliseconds.p90.formatted(1)) ms)",
+                    measured: start, limit: BlueZ.tapLimitMilliseconds, unit: "ms",
+                    met: start < BlueZ.tapLimitMilliseconds))
+            let roundTrips = payments.trafficFromAcceptance.roundTrips.max
             checks.append(
                 BudgetCheck(
-                    item:
-                        "acceptance to receipt, 30 ms interval, MTU \(result.link.attMTU) (median; max \(result.acceptanceToReceiptMilliseconds.max.formatted(1)) ms)",
-                    measured: result.acceptanceToReceiptMilliseconds.median, limit: 500, unit: "ms",
-                    met: result.acceptanceToReceiptMilliseconds.max < 500))
-        }
-        if let bluez, let ratio = bluez.ratioAcceptanceToReceiptOverRawRoundTrip,
-            let acceptance = bluez.payments?.acceptanceToReceiptMilliseconds.median,
-            let raw = bluez.rawRoundTrip?.roundTripMilliseconds.median
-        {
-            checks.append(
-                BudgetCheck(
-                    item:
-                        "BlueZ: acceptance to receipt / raw write→notification round trip (\(acceptance.formatted(1)) / \(raw.formatted(1)) ms)",
-                    measured: ratio, limit: BlueZ.ratioLimit, unit: "x", met: ratio <= BlueZ.ratioLimit))
-        }
-        if let paired = bluez?.pairedRatioMedian {
-            checks.append(
-                BudgetCheck(
-                    item: "BlueZ: the same, each payment against round trips on its own link just after (median)",
-                    measured: paired, limit: BlueZ.ratioLimit, unit: "x", met: paired <= BlueZ.ratioLimit))
+                    item: "BlueZ: round trips from acceptance to receipt (most in any payment)", measured: roundTrips,
+                    limit: 1, unit: "", met: roundTrips <= 1))
         }
         budget = checks
     }
+
+    /// A payment's CPU, both sides, over its cryptography alone, with the in-process ledger.
+    static let paymentCPURatioLimit = 2.5
 
     // MARK: The table
 
