@@ -58,6 +58,9 @@ executed exactly once and the books balance. Prints a summary; writes a JSON res
   --release           build and run release binaries (real figures; slow first build)
   --bin DIR           use the horizon-server and horizon-bench already built in DIR (no build)
   --output FILE       the JSON result (default Benchmarks/results/scale-out-latest.json)
+  --profile FILE      record the servers under `perf record -g` into FILE from the first payment
+                      to the last (Benchmarks/server-profile.sh reads it); not with --kill-restart,
+                      --failover or --rolling-upgrade
   --keep              keep the work directory (server logs, settings) afterwards
   -h, --help          this text
 
@@ -77,6 +80,7 @@ release=""
 bin=""
 output="Benchmarks/results/scale-out-latest.json"
 keep=""
+profile=""
 extra=()
 number() { case "$2" in '' | *[!0-9]*) die "$1 needs a whole number (got '$2'); see --help" ;; esac; }
 while [ $# -gt 0 ]; do
@@ -94,6 +98,7 @@ while [ $# -gt 0 ]; do
     --bin) [ -d "${2:-}" ] || die "--bin needs a directory with horizon-server and horizon-bench"; bin=$2; shift 2 ;;
     --output) [ -n "${2:-}" ] || die "--output needs a file"; output=$2; shift 2 ;;
     --keep) keep=1; shift ;;
+    --profile) [ -n "${2:-}" ] || die "--profile needs a file for perf's data"; profile=$2; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     --) shift; extra=("$@"); break ;;
     *) usage >&2; die "unknown option $1" ;;
@@ -108,6 +113,10 @@ if [ -n "$rolling" ]; then
     [ -z "$kill_restart$failover" ] || die "--rolling-upgrade stops servers gently; drop --kill-restart and --failover"
 fi
 [ -z "$upgrade_bin" ] || [ -n "$rolling" ] || die "--upgrade-bin goes with --rolling-upgrade"
+if [ -n "$profile" ]; then
+    [ -z "$kill_restart$failover$rolling" ] || die "--profile records a steady run; drop --kill-restart, --failover and --rolling-upgrade"
+    command -v perf >/dev/null || die "--profile needs perf (apt-get install linux-perf)"
+fi
 if [ -n "$failover" ]; then
     [ -z "$database" ] || die "--failover starts its own primary and standby; drop --database"
     [ -z "$kill_restart" ] || die "--failover and --kill-restart kill one thing each; choose one"
@@ -160,6 +169,7 @@ cleanup() {
         kill -KILL "$pid" 2>/dev/null || true
     done
     [ -n "${watcher_pid:-}" ] && kill "$watcher_pid" 2>/dev/null || true
+    [ -f "$work/perf.pid" ] && kill -TERM "$(cat "$work/perf.pid")" 2>/dev/null || true
     [ -n "${proxy_pid:-}" ] && kill "$proxy_pid" 2>/dev/null || true
     if [ -n "$keep" ]; then echo "work directory kept: $work" >&2; else rm -rf "$work"; fi
     if [ -n "$started_postgres" ]; then postgres_stop_throwaway || true; fi
@@ -376,6 +386,30 @@ if [ -n "$failover" ]; then
     setup_note="$setup_note; the primary SIGKILLed mid-run, the standby promoted"
 fi
 
+if [ -n "$profile" ]; then
+    # perf starts once the driver holds at the first payment (activation and registration, with
+    # their password hashing, stay out of the profile) and stops when the driver ends.
+    (
+        wait_for_hold || exit 0
+        pids=$(cat "$work"/server-*.pid | paste -sd, -)
+        perf record -g -o "$profile" -p "$pids" >"$work/perf.log" 2>&1 &
+        echo $! >"$work/perf.pid"
+        for _ in $(seq 1 100); do [ -s "$profile" ] && break; sleep 0.1; done
+        sleep 0.5
+        kill -0 "$(cat "$work/perf.pid")" 2>/dev/null ||
+            { echo "scale-out.sh: perf record did not start: $(tail -n 5 "$work/perf.log")" >&2; touch "$work/go"; exit 1; }
+        touch "$work/go"
+    ) &
+    watcher_pid=$!
+    extra=(--hold-at 0 --hold-until-file "$work/go" "${extra[@]}")
+    setup_note="$setup_note; recorded by perf record -g"
+fi
+# The servers' CPU time is read just before and after the payments (the driver reads it); not
+# when a server is replaced mid-run.
+if [ -z "$kill_restart$rolling" ]; then
+    for index in $(seq 1 "$servers"); do extra=(--server-pid "$(cat "$work/server-$index.pid")" "${extra[@]}"); done
+fi
+
 step "driving $payments payments from $terminals terminals through $servers servers"
 status=0
 "${upgrade_bin:-$bin}/horizon-bench" scale-out "${urls[@]}" --database "$database" --email "$email" --password-file "$work/password" \
@@ -383,6 +417,14 @@ status=0
     --setup "$servers horizon-server processes, $setup_note" "${extra[@]}" 2> >(tee "$work/driver.log" >&2) ||
     status=$?
 touch "$work/driver-ended"
+if [ -n "$profile" ] && [ -f "$work/perf.pid" ]; then
+    perf_pid=$(cat "$work/perf.pid")
+    rm -f "$work/perf.pid"
+    kill -TERM "$perf_pid" 2>/dev/null || true
+    # perf writes its data when told to stop; its process is not a child of this shell.
+    for _ in $(seq 1 600); do kill -0 "$perf_pid" 2>/dev/null || break; sleep 0.1; done
+    [ -s "$profile" ] || { echo "scale-out.sh: perf wrote no data: $(tail -n 5 "$work/perf.log")" >&2; [ "$status" -eq 0 ] && status=1; }
+fi
 if [ -n "$watcher_pid" ]; then
     wait "$watcher_pid" 2>/dev/null || true
     watcher_pid=""

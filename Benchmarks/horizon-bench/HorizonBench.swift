@@ -31,9 +31,10 @@ struct HorizonBench: AsyncParsableCommand {
                                  runs it in the Tools/bluez-vm VM): raw write→notification round trip, payments from
                                  acceptance to receipt, connect time, and their ratio (budget ≤ 3.5)
             Build with -c release (Benchmarks/run.sh does); debug numbers mean nothing.
-            `horizon-bench scale-out` drives real server processes instead (Tools/scale-out.sh runs it).
+            `horizon-bench scale-out` drives real server processes instead (Tools/scale-out.sh runs it);
+            `horizon-bench server-crypto` times the server's cryptography for one payment alone.
             """,
-        subcommands: [ScaleOut.self, IntentLatency.self])
+        subcommands: [ScaleOut.self, IntentLatency.self, ServerCrypto.self])
 
     @Option(help: "Where to write the JSON result.")
     var output = "Benchmarks/results/latest.json"

@@ -88,6 +88,13 @@ struct ScaleOut: AsyncParsableCommand {
     var setup: String?
 
     @Option(
+        name: .customLong("server-pid"),
+        help: ArgumentHelp(
+            "A server process on this machine whose CPU time to read just before and after the payments; repeat for each (Tools/scale-out.sh passes them). The result then has the servers' CPU per payment.",
+            valueName: "pid"))
+    var serverPIDs: [Int32] = []
+
+    @Option(
         help: ArgumentHelp(
             "Hold payments from this number on until --hold-until-file exists (Tools/scale-out.sh --kill-restart: the kill then comes at this point however fast the run is).",
             valueName: "n"))
@@ -122,6 +129,9 @@ struct ScaleOut: AsyncParsableCommand {
         }
         if let holdAt, !(0..<payments).contains(holdAt) {
             throw ValidationError("--hold-at must be 0 to --payments - 1")
+        }
+        for pid in serverPIDs where ProcessCPU.nanoseconds(of: pid) == nil {
+            throw ValidationError("--server-pid \(pid): no such process whose CPU time can be read")
         }
         guard database.hasPrefix("sqlite:") || database.hasPrefix("postgres://") || database.hasPrefix("postgresql://")
         else { throw ValidationError("--database must be sqlite:PATH or a postgres:// URL") }
@@ -232,6 +242,8 @@ struct ScaleOutRun {
                         + "\(Int(Double(snapshot.done) / max(seconds, 0.001)))/s, failures so far \(snapshot.failed)")
             }
         }
+        // The servers' CPU over exactly the payments (not the set-up before nor the checks after).
+        let serverCPUBefore = command.serverPIDs.map(ProcessCPU.nanoseconds(of:))
         let drive = ContinuousClock.now
         let hold = ScaleOutHold()
         let records = await withTaskGroup(of: [ScaleOutPayment].self) { group in
@@ -256,6 +268,7 @@ struct ScaleOutRun {
             return await group.reduce(into: []) { $0 += $1 }
         }
         let elapsed = (ContinuousClock.now - drive).seconds
+        let serverCPUAfter = command.serverPIDs.map(ProcessCPU.nanoseconds(of:))
         progress.cancel()
         Progress.note("scale-out: \(records.count) payments in \(elapsed.formatted(1)) s; checking the database")
 
@@ -291,7 +304,9 @@ struct ScaleOutRun {
             seconds: elapsed, paymentsPerSecond: Double(records.count) / max(elapsed, 0.001),
             paymentLatencyMilliseconds: Summary(records.compactMap(\.firstAnswerMilliseconds)),
             requestLatencyMilliseconds: Summary(snapshot.requestMilliseconds),
-            failover: checks.failover, checks: results)
+            failover: checks.failover,
+            serverCPU: ScaleOutServerCPU(before: serverCPUBefore, after: serverCPUAfter, payments: records.count),
+            checks: results)
     }
 
     /// Amount and tip of payment `number`: varied, so a payment booked under another id shows.

@@ -230,6 +230,8 @@ struct ScaleOutReport: Codable {
     let requestLatencyMilliseconds: Summary
     /// The primary's failover, when the run killed it.
     let failover: FailoverCounts?
+    /// The server processes' CPU over the payments (with --server-pid).
+    let serverCPU: ScaleOutServerCPU?
     let checks: [CheckResult]
 
     var passed: Bool { checks.allSatisfy(\.passed) }
@@ -248,6 +250,11 @@ struct ScaleOutReport: Codable {
             "  payment latency     p50 \(paymentLatencyMilliseconds.median.formatted(1)) ms, p99 \(paymentLatencyMilliseconds.p99.formatted(1)) ms, max \(paymentLatencyMilliseconds.max.formatted(1)) ms",
             "  request latency     p50 \(requestLatencyMilliseconds.median.formatted(1)) ms, p99 \(requestLatencyMilliseconds.p99.formatted(1)) ms",
         ]
+        if let serverCPU {
+            lines.append(
+                "  server CPU          \(serverCPU.milliseconds.formatted(1)) ms over the payments: \(serverCPU.millisecondsPerPayment.formatted(3)) ms per payment"
+            )
+        }
         if let failover {
             lines.append(
                 "  failover            approved before the kill \(failover.approvedBeforeKill); unanswered \(failover.unanswered); "
@@ -260,5 +267,26 @@ struct ScaleOutReport: Codable {
         }
         lines.append(passed ? "scale-out: every check passed" : "scale-out: FAILED")
         return lines.joined(separator: "\n")
+    }
+}
+
+/// The CPU time (user and system, every thread) the server processes spent from just before the
+/// first payment to just after the last, against the payments settled.
+struct ScaleOutServerCPU: Codable {
+    let processes: Int
+    let milliseconds: Double
+    let millisecondsPerPayment: Double
+
+    /// Nil when a process could not be read at either end (it ended, or was replaced mid-run).
+    init?(before: [Int64?], after: [Int64?], payments: Int) {
+        guard !before.isEmpty, payments > 0 else { return nil }
+        var nanoseconds: Int64 = 0
+        for (start, end) in zip(before, after) {
+            guard let start, let end, end >= start else { return nil }
+            nanoseconds += end - start
+        }
+        processes = before.count
+        milliseconds = Double(nanoseconds) / 1_000_000
+        millisecondsPerPayment = milliseconds / Double(payments)
     }
 }
