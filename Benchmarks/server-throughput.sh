@@ -6,7 +6,10 @@
 # and pgbench's TPC-B-like script. Each payment is a real submission: a Confirm signed by its wallet's
 # key (verified by the server), sent by its terminal with the terminal's signature, settled
 # exactly once (the run ends with scale-out's database checks). The embedded SQLite server's
-# figure is measured the same way.
+# figure is measured the same way. At each level and on each store, the server process's CPU time
+# over the payments (read just before the first and after the last) per payment, beside the
+# cryptography the server must do for one payment timed alone (`horizon-bench server-crypto`,
+# run right after): the budget's "within 2.5x of its cryptography".
 #
 #   Benchmarks/server-throughput.sh                      release build; 1, 4, 16 and 64 terminals
 #   Benchmarks/server-throughput.sh --levels "1 4" --payments-per-terminal 20 --bin .build/debug   quick look
@@ -27,12 +30,15 @@ after another (each with its own wallet), no duplicate submissions; then pgbench
 database of the same PostgreSQL cluster; then pgbench -c N -M extended with one payment's
 statements (Benchmarks/payment-statements.sql) on a copy of the ledger the server just used; then the
 same payments against a server on SQLite. The budget: horizon-server at 16 clients settles at
-least 0.7x the payment script's transactions per second.
+least 0.7x the payment script's transactions per second; and on each store the server's CPU per
+payment (its process's CPU time over the payments / payments) is at most 2.5x its cryptography
+for one payment alone (horizon-bench server-crypto, timed right after each run).
 
   --levels "1 4 16 64"          client counts (terminals, and pgbench clients)
   --payments-per-terminal N     payments each terminal makes at each level (default 40)
   --pgbench-seconds N           length of each pgbench run (default 10)
   --pgbench-scale N             pgbench -i scale factor (default 10: 1 million accounts rows)
+  --crypto-iterations N         payments' worth of server cryptography timed after each run (default 2000)
   --bin DIR                     use horizon-server and horizon-bench already built in DIR
                                 (default: a release build, 10-20 minutes the first time)
   --output FILE                 the JSON result (default Benchmarks/results/server-throughput-latest.json)
@@ -44,6 +50,7 @@ levels="1 4 16 64"
 per_terminal=40
 pgbench_seconds=10
 pgbench_scale=10
+crypto_iterations=2000
 bin=""
 output="Benchmarks/results/server-throughput-latest.json"
 number() { case "$2" in '' | *[!0-9]*) die "$1 needs a whole number (got '$2'); see --help" ;; esac; }
@@ -53,6 +60,7 @@ while [ $# -gt 0 ]; do
     --payments-per-terminal) number "$1" "${2:-}"; per_terminal=$2; shift 2 ;;
     --pgbench-seconds) number "$1" "${2:-}"; pgbench_seconds=$2; shift 2 ;;
     --pgbench-scale) number "$1" "${2:-}"; pgbench_scale=$2; shift 2 ;;
+    --crypto-iterations) number "$1" "${2:-}"; crypto_iterations=$2; shift 2 ;;
     --bin) [ -d "${2:-}" ] || die "--bin needs a directory with horizon-server and horizon-bench"; bin=$2; shift 2 ;;
     --output) [ -n "${2:-}" ] || die "--output needs a file"; output=$2; shift 2 ;;
     -h | --help) usage; exit 0 ;;
@@ -61,6 +69,7 @@ while [ $# -gt 0 ]; do
 done
 for level in $levels; do number "--levels" "$level"; [ "$level" -ge 1 ] || die "--levels: at least 1 client"; done
 [ "$per_terminal" -ge 1 ] || die "--payments-per-terminal must be at least 1"
+[ "$crypto_iterations" -ge 1 ] || die "--crypto-iterations must be at least 1"
 
 [ -n "$bin" ] || build_server_and_bench release
 
@@ -82,6 +91,9 @@ scale_out() {
         --payments $((terminals * per_terminal)) --output "$result" -- \
         --copies 1 --late-retries 0 --timeout-every 0 >"$result.log" 2>&1 ||
         { tail -30 "$result.log" >&2; die "scale-out with $terminals terminals on $database failed (log above)"; }
+    # The server's cryptography for one payment alone, on the same machine right after its payments.
+    "$bin/horizon-bench" server-crypto --repetitions "$crypto_iterations" --result-file "${result%.json}-crypto.json" \
+        >"$result.crypto.log" 2>&1 || { cat "$result.crypto.log" >&2; die "horizon-bench server-crypto failed"; }
 }
 
 for level in $levels; do
@@ -126,12 +138,21 @@ for level in [int(x) for x in levels.split()]:
         if failed:
             sys.exit(f"{name} at {level} clients: checks failed: {failed}")
     pgbench_tps = float(tps.group(1)) if tps else None
+    def store(report, crypto_file):
+        # The server's CPU per payment against its cryptography alone, timed right after.
+        crypto = json.load(open(crypto_file))
+        cpu = (report.get("serverCPU") or {}).get("millisecondsPerPayment")
+        alone = crypto["serverCryptoMillisecondsPerPayment"]
+        return {"paymentsPerSecond": report["paymentsPerSecond"], "payments": report["payments"],
+                "latencyMilliseconds": report["paymentLatencyMilliseconds"],
+                "serverCPUMillisecondsPerPayment": cpu,
+                "serverCryptoMillisecondsPerPayment": alone,
+                "serverCryptoOperations": crypto["cryptoOperations"],
+                "ratioServerCPUToCrypto": cpu / alone if cpu is not None and alone > 0 else None}
     rows.append({
         "clients": level,
-        "horizonPostgres": {"paymentsPerSecond": pg["paymentsPerSecond"], "payments": pg["payments"],
-                            "latencyMilliseconds": pg["paymentLatencyMilliseconds"]},
-        "horizonSQLite": {"paymentsPerSecond": lite["paymentsPerSecond"], "payments": lite["payments"],
-                          "latencyMilliseconds": lite["paymentLatencyMilliseconds"]},
+        "horizonPostgres": store(pg, f"{work}/horizon-postgres-{level}-crypto.json"),
+        "horizonSQLite": store(lite, f"{work}/horizon-sqlite-{level}-crypto.json"),
         "pgbench": {"tps": pgbench_tps, "latencyAverageMilliseconds": float(latency.group(1)) if latency else None},
         "ratioToPgbench": (pg["paymentsPerSecond"] / pgbench_tps) if pgbench_tps else None,
         "paymentScript": {"tps": script_tps,
@@ -160,6 +181,19 @@ result = {
         "met": (at16["ratioToPaymentScript"] or 0) >= 0.7 if at16 else None,
     }],
 }
+# The server's CPU per payment within 2.5x of its cryptography, on each store, at 16 clients.
+for key, name in (("horizonPostgres", "PostgreSQL"), ("horizonSQLite", "SQLite")):
+    point = at16[key] if at16 else None
+    ratio = point["ratioServerCPUToCrypto"] if point else None
+    result["budget"].append({
+        "item": (f"server CPU per payment within 2.5x of its cryptography, {name}, 16 clients "
+                 f"({point['serverCPUMillisecondsPerPayment']:.3f} / {point['serverCryptoMillisecondsPerPayment']:.3f} ms)")
+                if ratio is not None else f"server CPU per payment within 2.5x of its cryptography, {name}, 16 clients (not run)",
+        "measured": ratio,
+        "limit": 2.5,
+        "unit": "x",
+        "met": ratio <= 2.5 if ratio is not None else None,
+    })
 os.makedirs(os.path.dirname(output) or ".", exist_ok=True)
 json.dump(result, open(output, "w"), indent=2, sort_keys=True)
 print(f"{'clients':>7}  {'PG pay/s':>9}  {'p50 ms':>7}  {'p99 ms':>7}  {'script tps':>10}  {'ratio':>6}  {'TPC-B tps':>9}  {'ratio':>6}  {'SQLite pay/s':>12}  {'p50 ms':>7}")
@@ -172,5 +206,21 @@ for row in rows:
           f"{pg['latencyMilliseconds']['p99']:>7.1f}  {script['tps'] or 0:>10.1f}  {script_ratio:>6}  "
           f"{bench['tps'] or 0:>9.1f}  {ratio:>6}  "
           f"{lite['paymentsPerSecond']:>12.1f}  {lite['latencyMilliseconds']['median']:>7.1f}")
+print()
+print("server CPU per payment against its cryptography alone (ms; budget: at most 2.5x)")
+print(f"{'clients':>7}  {'PG CPU':>7}  {'crypto':>7}  {'ratio':>6}  {'SQLite CPU':>10}  {'crypto':>7}  {'ratio':>6}")
+def ms(value, width, decimals=3):
+    return f"{value:>{width}.{decimals}f}" if value is not None else f"{'-':>{width}}"
+for row in rows:
+    pg, lite = row["horizonPostgres"], row["horizonSQLite"]
+    print(f"{row['clients']:>7}  {ms(pg['serverCPUMillisecondsPerPayment'], 7)}  "
+          f"{ms(pg['serverCryptoMillisecondsPerPayment'], 7)}  {ms(pg['ratioServerCPUToCrypto'], 6, 2)}  "
+          f"{ms(lite['serverCPUMillisecondsPerPayment'], 10)}  {ms(lite['serverCryptoMillisecondsPerPayment'], 7)}  "
+          f"{ms(lite['ratioServerCPUToCrypto'], 6, 2)}")
+print()
+for line in result["budget"]:
+    met = "met" if line["met"] else ("not met" if line["met"] is not None else "not run")
+    measured = f"{line['measured']:.2f}" if line["measured"] is not None else "-"
+    print(f"budget: {line['item']}: {measured} (limit {line['limit']}): {met}")
 print(f"written to {output}")
 PY
