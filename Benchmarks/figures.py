@@ -22,7 +22,7 @@ RESULTS = os.path.join(ROOT, "Benchmarks", "results")
 DOCUMENT = os.path.join(ROOT, "BENCHMARKS.md")
 BEGIN = "<!-- figures:begin (Benchmarks/figures.py writes this table) -->"
 END = "<!-- figures:end -->"
-EARLIER = "## Earlier figures"
+EARLIER_INTRO = "## Earlier figures\n\nTables that \"Today's figures\" replaced, newest first.\n\n"
 # The results a run of Benchmarks/all.sh writes, in the budget's order; a file missing here is
 # reported as not run rather than silently left out.
 EXPECTED = [
@@ -120,11 +120,10 @@ def rewrite(new_table):
     old_body = old[len(BEGIN):-len(END)].strip()
     old_body = re.sub(r"^## Today's figures \(([^)]*)\)", r"### Figures of \1", old_body, count=1)
     if old_body and old_body not in text:
-        if EARLIER not in text:
-            text = text.rstrip("\n") + f"\n\n{EARLIER}\n\nTables that \"Today's figures\" replaced, newest first.\n"
-        at = text.index(EARLIER)
-        heading_end = text.index("\n\n", text.index("\n", at) + 1) + 2
-        text = text[:heading_end] + old_body + "\n\n" + text[heading_end:]
+        if EARLIER_INTRO not in text:
+            text = text.rstrip("\n") + "\n\n" + EARLIER_INTRO + "\n"
+        at = text.index(EARLIER_INTRO) + len(EARLIER_INTRO)
+        text = text[:at] + old_body + "\n\n" + text[at:]
     with open(DOCUMENT, "w") as handle:
         handle.write(text)
 

@@ -29,7 +29,7 @@ struct HorizonBench: AsyncParsableCommand {
               terminal-at-rest   horizon-terminal serve: start-up time to advertising, resident memory, idle CPU
               bluez              on a real bluetoothd with two adapters (only when asked: --only bluez; Benchmarks/bluez-vm.sh
                                  runs it in the Tools/bluez-vm VM): raw write→notification round trip, payments from
-                                 acceptance to receipt, connect time, and their ratio (budget ≤ 3.5)
+                                 acceptance to receipt, connect time, the tap and its parts (budget: tap < 350 ms)
             Build with -c release (Benchmarks/run.sh does); debug numbers mean nothing.
             `horizon-bench scale-out` drives real server processes instead (Tools/scale-out.sh runs it);
             `horizon-bench server-crypto` times the server's cryptography for one payment alone.

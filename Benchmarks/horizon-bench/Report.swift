@@ -97,7 +97,7 @@ struct BenchmarkReport: Codable {
                     ["its cryptography alone"] + Self.row(cpu.cryptoCPUMicroseconds, 0),
                 ])
             out.append(
-                "ratio payment / crypto: \(cpu.ratioOfMedians.formatted(2))x (budget ≤ 3x); per-iteration median \(cpu.ratioPerIteration.median.formatted(2))x"
+                "ratio payment / crypto: \(cpu.ratioOfMedians.formatted(2))x (budget ≤ \(Self.paymentCPURatioLimit.formatted(1))x); per-iteration median \(cpu.ratioPerIteration.median.formatted(2))x"
             )
             out.append(
                 "per payment: user \(cpu.userMicrosecondsPerPayment.formatted(0)) µs, system \(cpu.systemMicrosecondsPerPayment.formatted(0)) µs (getrusage, sampled split)"
@@ -200,7 +200,7 @@ struct BenchmarkReport: Codable {
         grid(
             ["", "median", "min", "max"],
             [
-                ["round trips, acceptance → receipt (budget ≤ 3)"] + minMax(traffic.roundTripsFromAcceptance),
+                ["round trips, acceptance → receipt (budget ≤ 1)"] + minMax(traffic.roundTripsFromAcceptance),
                 ["round trips, whole link"] + minMax(traffic.roundTripsWholeLink),
                 ["frames"] + minMax(traffic.framesPerPayment),
                 ["bytes (ATT payload)"] + minMax(traffic.bytesPerPayment),
