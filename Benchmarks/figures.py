@@ -125,7 +125,7 @@ def rewrite(new_table):
         at = text.index(EARLIER_INTRO) + len(EARLIER_INTRO)
         text = text[:at] + old_body + "\n\n" + text[at:]
     with open(DOCUMENT, "w") as handle:
-        handle.write(text)
+        handle.write(text.rstrip("\n") + "\n")
 
 
 def main(arguments):
