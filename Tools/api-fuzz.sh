@@ -58,62 +58,92 @@ drop_database() {
 }
 trap 'drop_database; shop_cleanup' EXIT
 
-status=0
+# The PostgreSQL database first (in this shell: its traps clean up at exit), then both stores at
+# once, each with its own server and work area: schemathesis and a debug server each keep about
+# one core busy, and the two runs share nothing.
+database=""
+case " $stores " in
+*" postgres "*)
+    if [ -z "${HORIZON_PG_DIR:-}" ] || [ ! -d "${HORIZON_PG_DIR:-}/socket" ]; then
+        postgres_start_throwaway
+        # Its own trap replaced this script's: both clean up now.
+        trap 'drop_database; shop_cleanup; postgres_stop_throwaway' EXIT
+    fi
+    HORIZON_PG_PORT=${HORIZON_PG_PORT:-$(printf '%s' "${HORIZON_TEST_POSTGRES_URL:-}" | sed -n 's/.*port=\([0-9]*\).*/\1/p')}
+    pg_database="horizon_fuzz_$$"
+    "$(postgres_bin_dir)/psql" -X -q -v ON_ERROR_STOP=1 -h "$HORIZON_PG_DIR/socket" -p "$HORIZON_PG_PORT" \
+        -U horizon_admin -d postgres -c "CREATE DATABASE $pg_database OWNER horizon" >/dev/null ||
+        die "could not create a database for the fuzz run"
+    database="postgres://horizon@/$pg_database?host=$HORIZON_PG_DIR/socket&port=$HORIZON_PG_PORT"
+    ;;
+esac
 for store in $stores; do
-    database=""
-    case "$store" in
-    sqlite) ;;
-    postgres)
-        if [ -z "${HORIZON_PG_DIR:-}" ] || [ ! -d "${HORIZON_PG_DIR:-}/socket" ]; then
-            postgres_start_throwaway
-            # Its own trap replaced this script's: both clean up now.
-            trap 'drop_database; shop_cleanup; postgres_stop_throwaway' EXIT
-        fi
-        HORIZON_PG_PORT=${HORIZON_PG_PORT:-$(printf '%s' "${HORIZON_TEST_POSTGRES_URL:-}" | sed -n 's/.*port=\([0-9]*\).*/\1/p')}
-        pg_database="horizon_fuzz_$$"
-        "$(postgres_bin_dir)/psql" -X -q -v ON_ERROR_STOP=1 -h "$HORIZON_PG_DIR/socket" -p "$HORIZON_PG_PORT" \
-            -U horizon_admin -d postgres -c "CREATE DATABASE $pg_database OWNER horizon" >/dev/null ||
-            die "could not create a database for the fuzz run"
-        database="postgres://horizon@/$pg_database?host=$HORIZON_PG_DIR/socket&port=$HORIZON_PG_PORT"
-        ;;
-    *) die "--store must be sqlite or postgres (got $store)" ;;
-    esac
+    case "$store" in sqlite | postgres) ;; *) die "--store must be sqlite or postgres (got $store)" ;; esac
+done
 
-    step "schemathesis on $store: a server, a merchant, a terminal and a wallet in $work/$store"
+# One store's run, in a subshell of its own (its `work`, `url` and `server_pid` are its own);
+# exits non-zero when schemathesis reports a failure.
+fuzz_store() (
+    local store=$1 database=""
+    [ "$store" = postgres ] && database=$2
+    work="$top/$store-area"
+    mkdir -p "$work"
+    server_pid=""
+    trap '[ -n "$server_pid" ] && kill -TERM "$server_pid" 2>/dev/null; wait' EXIT
+    step "schemathesis on $store: a server, a merchant, a terminal and a wallet in $work"
     email="owner@fuzz.example"
     printf 'correct horse battery staple\n' >"$work/merchant-password"
     chmod 600 "$work/merchant-password"
-    "$bin/horizon-server" init --data-dir "$work/$store" --listen 127.0.0.1:0 ${database:+--database "$database"} \
-        >"$work/$store-init.log" 2>&1 || { cat "$work/$store-init.log" >&2; die "horizon-server init failed"; }
+    "$bin/horizon-server" init --data-dir "$work/server" --listen 127.0.0.1:0 ${database:+--database "$database"} \
+        >"$work/init.log" 2>&1 || { cat "$work/init.log" >&2; die "horizon-server init failed ($store)"; }
     # Every generated request comes from 127.0.0.1: the per-peer limit is not under test here.
-    shop_lift_rate_limit "$work/$store/server.json"
+    shop_lift_rate_limit "$work/server/server.json"
     "$bin/horizon-server" merchants add "Fuzz Shop" --email "$email" --currency EUR \
-        --password-file "$work/merchant-password" --data-dir "$work/$store" >/dev/null
-    mv "$work/$store" "$work/server"
+        --password-file "$work/merchant-password" --data-dir "$work/server" >/dev/null
     shop_start_server
-    "$venv/bin/python" Tools/lib/api_fuzz.py setup "$url" "$work/$store-state.json" "$bin/horizon-server" \
+    "$venv/bin/python" Tools/lib/api_fuzz.py setup "$url" "$work/state.json" "$bin/horizon-server" \
         "$work/server" "$email" "correct horse battery staple"
     "$bin/horizon-server" wallets top-up fuzz-wallet@example.com 100.00 --data-dir "$work/server" >/dev/null
-
-    run_status=0
+    local run_status=0 root
     # Run from the work area: schemathesis keeps its replay data in .schemathesis/ there.
     root=$(pwd)
-    (cd "$work" && PYTHONPATH="$root/Tools/lib" SCHEMATHESIS_HOOKS=api_fuzz HORIZON_FUZZ_STATE="$work/$store-state.json" \
+    (cd "$work" && PYTHONPATH="$root/Tools/lib" SCHEMATHESIS_HOOKS=api_fuzz HORIZON_FUZZ_STATE="$work/state.json" \
         "$root/$venv/bin/schemathesis" --config-file "$root/Tools/lib/api-fuzz.toml" run "$root/Sources/HorizonAPI/openapi.yaml" --url "$url" \
         --max-examples "$examples" --seed 1 --workers 1 --request-timeout 10 \
-        --report junit --report-dir "$work/$store-report" --output-truncate false) ||
+        --report junit --report-dir "$work/report" --output-truncate false) ||
         run_status=$?
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-    mv "$work/server" "$work/$store"
     if [ "$run_status" -ne 0 ]; then
-        printf 'schemathesis on %s: failures (above); the server log is %s/%s.log\n' "$store" "$work" "$store" >&2
-        cp "$work/server.log" "$work/$store.log" 2>/dev/null || true
-        status=1
+        printf 'schemathesis on %s: failures (above); the server log is %s/server.log\n' "$store" "$work" >&2
     fi
-    drop_database
-    pg_database=""
+    exit "$run_status"
+)
+
+top=$work
+pids=()
+for store in $stores; do
+    fuzz_store "$store" "$database" >"$top/$store.out" 2>&1 &
+    pids+=("$!")
 done
-[ "$status" -eq 0 ] && echo "schemathesis: no failures on: $stores"
+step "schemathesis running on: $stores (at once; each one's output follows when it ends)"
+status=0
+failed=""
+set -- $stores
+for pid in "${pids[@]}"; do
+    store=$1
+    shift
+    run_status=0
+    wait "$pid" || run_status=$?
+    cat "$top/$store.out"
+    if [ "$run_status" -ne 0 ]; then
+        status=1
+        failed="$failed $store"
+    fi
+done
+drop_database
+pg_database=""
+if [ "$status" -eq 0 ]; then
+    echo "schemathesis: no failures on: $stores"
+else
+    echo "schemathesis: failures on:$failed" >&2
+fi
 exit "$status"
