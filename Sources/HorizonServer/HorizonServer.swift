@@ -54,7 +54,8 @@ public enum HorizonServer {
             self.deliverer = OutboxDeliverer(ledger: ledger, transports: transports, metrics: metrics, now: now)
             self.messages = messages ?? OutboxMessageSender(ledger: ledger, deliverer: deliverer)
             self.webhooks = WebhookDeliverer(
-                ledger: ledger, timeout: configuration.effectiveWebhookTimeout, metrics: metrics, now: now)
+                ledger: ledger, timeout: configuration.effectiveWebhookTimeout,
+                addressPolicy: configuration.webhookAddressPolicy, metrics: metrics, now: now)
             self.cardProcessor = cardProcessor ?? SandboxCardProcessor(ledger: ledger)
             self.now = now
             self.rateLimitClock = rateLimitClock

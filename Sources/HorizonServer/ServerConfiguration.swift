@@ -27,6 +27,10 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
     public var passwordCostLog2: Int
     public var loginAttemptsBeforeLock: Int
     public var loginFirstLockSeconds: Int64
+    /// Sign-ins (the dashboard's, an admin session's, a terminal's activation) one client address
+    /// may try within 15 minutes; nil for 30. Raise it where many terminals are activated from
+    /// one address at once (a shop's NAT, a load test).
+    public var signInsPerAddress: Int?
     public var tlsCertificatePath: String?
     public var tlsKeyPath: String?
     /// The most a daily token lets a wallet spend offline, in major units of the token's
@@ -87,6 +91,15 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
     /// How long one webhook delivery attempt may take, in seconds (1 to 30); nil for 10. A
     /// delivery is claimed for this and 5 s more, so after a crash it is retried that late.
     public var webhookTimeout: Int64?
+
+    /// `true`: webhook endpoints may be on loopback, link-local, private, multicast or
+    /// unspecified addresses, and `http://` (a receiver on the shop's own network, or a test's);
+    /// nil or false: only `https://` to the public internet, checked when an endpoint is
+    /// registered and before each attempt.
+    public var webhooksAllowPrivateAddresses: Bool?
+    public var webhookAddressPolicy: WebhookAddressPolicy {
+        WebhookAddressPolicy(allowsPrivateAddresses: webhooksAllowPrivateAddresses == true)
+    }
 
     public static let defaultWebhookTimeout: Int64 = 10
     public var effectiveWebhookTimeout: Duration { .seconds(webhookTimeout ?? Self.defaultWebhookTimeout) }
@@ -173,6 +186,9 @@ public struct ServerConfiguration: Sendable, Codable, Equatable {
         }
         guard (10...3600).contains(signatureWindow) else {
             throw .invalidSetting("signatureWindow must be 10 to 3600 s")
+        }
+        if let signInsPerAddress, !(1...1_000_000).contains(signInsPerAddress) {
+            throw .invalidSetting("signInsPerAddress must be 1 to 1000000 (sign-ins per client address in 15 minutes)")
         }
         if let offlineAllowanceMajorUnits, !(0...1_000_000).contains(offlineAllowanceMajorUnits) {
             throw .invalidSetting("offlineAllowanceMajorUnits must be 0 to 1000000 (major units of the currency)")

@@ -56,7 +56,8 @@ struct WebhookDeliveryTests {
                 try await ledger.deposit(euros(50_00), to: wallet.id)
                 let start = Ledger.now()
                 _ = try await ledger.settle(request(1, amount: euros(4_20)), merchant: shop.id, at: start)
-                let deliverer = WebhookDeliverer(ledger: ledger, timeout: .seconds(1), now: { start })
+                let deliverer = WebhookDeliverer(
+                    ledger: ledger, timeout: .seconds(1), addressPolicy: .localReceivers, now: { start })
 
                 // 500: recorded, due again 30 s later and not before.
                 var report = await deliverer.deliverDue(at: start, logger: Self.logger)
@@ -120,7 +121,8 @@ struct WebhookDeliveryTests {
                     for: shop.id, at: 1_000)
                 let start: Int64 = 1_000_000
                 _ = try await ledger.recordWebhookEvent(.terminalOffline, merchant: shop.id, object: [:], at: start)
-                let deliverer = WebhookDeliverer(ledger: ledger, timeout: .seconds(2), now: { start })
+                let deliverer = WebhookDeliverer(
+                    ledger: ledger, timeout: .seconds(2), addressPolicy: .localReceivers, now: { start })
                 var time = start
                 var attemptTimes: [Int64] = []
                 while let due = try await ledger.webhookDeliveries(of: shop.id).first?.dueAt, attemptTimes.count < 100 {
@@ -160,7 +162,7 @@ struct WebhookDeliveryTests {
                     events.insert(try #require(id))
                 }
                 let deliverers = [first, second, first, second].map {
-                    WebhookDeliverer(ledger: $0, timeout: .seconds(5), now: { start })
+                    WebhookDeliverer(ledger: $0, timeout: .seconds(5), addressPolicy: .localReceivers, now: { start })
                 }
                 for round in 0..<4 {
                     await withTaskGroup(of: Void.self) { group in

@@ -63,6 +63,14 @@ struct Serve: AsyncParsableCommand {
             """)
     var behindTLSProxy = false
 
+    @Flag(
+        help: """
+            Let webhook endpoints be on loopback, link-local, private, multicast or unspecified addresses \
+            and use http:// (a receiver on the shop's own network; server.json: \
+            "webhooksAllowPrivateAddresses": true). Off by default: https:// to the public internet only.
+            """)
+    var webhooksAllowPrivateAddresses = false
+
     @Option(
         name: .customLong("trusted-proxy"),
         help: """
@@ -120,6 +128,7 @@ struct Serve: AsyncParsableCommand {
         settings.tlsCertificatePath = tlsCertificate ?? settings.tlsCertificatePath
         settings.tlsKeyPath = tlsKey ?? settings.tlsKeyPath
         if behindTLSProxy { settings.behindTLSProxy = true }
+        if webhooksAllowPrivateAddresses { settings.webhooksAllowPrivateAddresses = true }
         if !trustedProxies.isEmpty { settings.trustedProxies = trustedProxies }
         try applyMessageOptions(to: &settings)
         do { try settings.validate() } catch { throw ValidationError("\(error)") }

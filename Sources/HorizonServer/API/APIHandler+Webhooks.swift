@@ -20,7 +20,7 @@ extension APIHandler {
     {
         guard case .json(let body) = input.body else { throw APIError(.unsupportedMediaType, "the body must be JSON") }
         let caller = try await merchantAdmin(for: "managing webhooks", keyScope: .webhooksWrite)
-        let url = try WebhookEndpointRules.checkURL(body.url)
+        let url = try await WebhookEndpointRules.checkURL(body.url, policy: configuration.webhookAddressPolicy)
         let description = try WebhookEndpointRules.checkDescription(body.description ?? "")
         let types = Set(body.eventTypes.compactMap { WebhookEventType(rawValue: $0.rawValue) })
         guard !types.isEmpty else { throw APIError(.invalidRequest, "eventTypes must name at least one event type") }

@@ -90,9 +90,11 @@ extension Dashboard {
         }
         let checkedURL: String
         let checkedDescription: String
-        do { checkedURL = try WebhookEndpointRules.checkURL(url.trimmingCharacters(in: .whitespaces)) } catch {
-            return try await refuse(
-                "Give an https:// address (http:// only to this machine) of at most 2048 characters.")
+        do {
+            checkedURL = try await WebhookEndpointRules.checkURL(
+                url.trimmingCharacters(in: .whitespaces), policy: api.configuration.webhookAddressPolicy)
+        } catch let error as APIError {
+            return try await refuse("That address cannot receive webhooks: \(error.message).")
         }
         do { checkedDescription = try WebhookEndpointRules.checkDescription(description) } catch {
             return try await refuse("Keep the description to 200 characters of printable text.")

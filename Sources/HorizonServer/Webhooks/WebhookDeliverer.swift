@@ -17,6 +17,8 @@ public final class WebhookDeliverer: Sendable {
     public let ledger: Ledger
     /// How long one attempt may take, connection and answer included.
     public let timeout: Duration
+    /// Where an attempt may go, checked again before each one (a name's addresses can change).
+    public let addressPolicy: WebhookAddressPolicy
     let now: @Sendable () -> UnixTime
     let metrics: ServerMetrics?
     private let wakeUps: AsyncStream<Void>
@@ -29,11 +31,13 @@ public final class WebhookDeliverer: Sendable {
         configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
 
     public init(
-        ledger: Ledger, timeout: Duration = .seconds(10), metrics: ServerMetrics? = nil,
-        now: @escaping @Sendable () -> UnixTime = { Ledger.now() }
+        ledger: Ledger, timeout: Duration = .seconds(10),
+        addressPolicy: WebhookAddressPolicy = WebhookAddressPolicy(allowsPrivateAddresses: false),
+        metrics: ServerMetrics? = nil, now: @escaping @Sendable () -> UnixTime = { Ledger.now() }
     ) {
         self.ledger = ledger
         self.timeout = timeout
+        self.addressPolicy = addressPolicy
         self.metrics = metrics
         self.now = now
         (wakeUps, waker) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -98,6 +102,13 @@ public final class WebhookDeliverer: Sendable {
 
     /// One POST of the event's body, signed at `time`.
     func attempt(_ claimed: ClaimedWebhookDelivery, at time: UnixTime) async -> WebhookAttempt {
+        // Not sent at all where its address is refused now; retried like any failure, in case
+        // the name points back to a public address later.
+        if let refusal = await addressRefusal(claimed.url) {
+            return WebhookAttempt(
+                attemptedAt: time, status: nil, responseBody: "", latencyMilliseconds: 0,
+                error: "not sent: \(refusal)")
+        }
         var request = HTTPClientRequest(url: claimed.url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
@@ -133,6 +144,17 @@ public final class WebhookDeliverer: Sendable {
                 attemptedAt: time, status: nil, responseBody: "", latencyMilliseconds: milliseconds(),
                 error: Self.reason(error))
         }
+    }
+
+    /// Why the endpoint's address may not be sent to now, or nil.
+    func addressRefusal(_ text: String) async -> String? {
+        guard let url = URL(string: text), let host = url.host, !host.isEmpty,
+            ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.user == nil, url.password == nil
+        else { return "the address is not an http:// or https:// address without credentials" }
+        if url.scheme?.lowercased() == "http", !addressPolicy.allowsPrivateAddresses {
+            return "http:// is sent only where the server allows receivers on private addresses"
+        }
+        return await addressPolicy.refusal(ofHost: host, refuseUnresolved: false)
     }
 
     /// The answer's start as text a page can show: invalid UTF-8 replaced, control characters
