@@ -506,6 +506,48 @@ struct AttackTests {
         #expect(try terminal.ledger.merchantBalance() == euros(400))
     }
 
+    /// A payment intent's sale: the signed offer carries the intent's id, and a confirmation
+    /// under any other payment id is refused unexecuted (the intent's id is the payment's
+    /// idempotency key end to end, so a wallet cannot pay it twice or under a fresh id); the
+    /// confirmation under the offer's id is executed, under that id.
+    @Test func aConfirmationUnderAnotherPaymentIDThanTheIntentsOfferIsRefused() throws {
+        let world = try World()
+        let terminal = try world.terminal()
+        var random = SystemRandomNumberGenerator()
+        let intentID = PaymentID.random(using: &random)
+        #expect(terminal.host.start(amount: euros(700), paymentID: intentID, orderReference: "ORDER-1"))
+        let walletKey = P256.Signing.PrivateKey()
+        let central = try ScriptedCentral(
+            world: world, name: "other-id", terminal: terminal.device.address,
+            session: try #require(terminal.host.sessionID)
+        ) { connection in connection.send(.hello(connection.hello())) }
+        #expect(world.run(until: { central.offers.count == 1 }))
+        let offer = try #require(central.offers.first)
+        #expect(offer.paymentID == intentID, "the offer names the intent's id")
+        let offerDigest = try DigestBytes(bytes: Array(SHA256.hash(data: SessionMessage.offer(offer).encoded())))
+        func confirm(under paymentID: PaymentID) throws -> SessionMessage {
+            let unsigned = try Confirm(
+                sessionID: offer.sessionID, terminalKeyDigest: try DigestBytes(bytes: terminal.identity.keyDigest),
+                walletKey: publicKey(walletKey), offerDigest: offerDigest, amount: offer.amount, tip: euros(0),
+                paymentID: paymentID, walletNonce: Nonce.random(using: &random), expiresAt: World.wallClock + 600)
+            return .confirm(unsigned.withSignature(sign(unsigned.signedBytes, with: walletKey)))
+        }
+        let link = try #require(central.connection)
+        let other = PaymentID.random(using: &random)
+        link.send(try confirm(under: other))
+        world.run(for: .seconds(1))
+        #expect(central.errors.map(\.code) == [.protocolViolation])
+        #expect(central.errors.map(\.paymentID) == [other])
+        #expect(central.errors.map(\.message) == ["the confirmation's payment id is not the one the offer asked for"])
+        #expect(central.receipts.isEmpty)
+        #expect(try terminal.ledger.transactions().isEmpty, "nothing executed")
+        link.send(try confirm(under: intentID))
+        #expect(world.run(until: { central.receipts.count == 1 }))
+        #expect(central.receipts.first?.paymentID == intentID)
+        #expect(try terminal.ledger.transactions().map(\.paymentID) == [intentID])
+        #expect(try terminal.ledger.merchantBalance() == euros(700))
+    }
+
     // MARK: Text from the other side
 
     /// A terminal whose credential and offer carry terminal escape sequences and a bidi override
