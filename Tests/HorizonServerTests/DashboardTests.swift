@@ -231,6 +231,23 @@ struct DashboardTests {
         }
     }
 
+    @Test func theSettingsFileSetsTheSignInsPerAddress() async throws {
+        var configuration = ServerConfiguration.testing()
+        configuration.signInsPerAddress = 3
+        let server = try await TestServer(configuration: configuration)
+        try await server.addMerchant()
+        try await server.withClient { client in
+            for _ in 0..<3 {
+                let allowed = try await DashboardBrowser(client).signIn()
+                #expect(allowed.response.status == .seeOther)
+            }
+            let limited = try await DashboardBrowser(client).signIn()
+            #expect(limited.response.status == .tooManyRequests)
+        }
+        configuration.signInsPerAddress = 0
+        #expect(throws: ServerSetupError.self) { try configuration.validate() }
+    }
+
     @Test func aNewPasswordEndsTheSessionsSignedInWithTheOldOne() async throws {
         let server = try await TestServer()
         let merchant = try await server.addMerchant()

@@ -140,7 +140,7 @@ struct APIHandler: APIProtocol {
         }
         let time = now()
         let address = RequestScope.current?.peer ?? "local"
-        let settings = DashboardSettings()
+        let settings = DashboardSettings(configuration)
         // Counted before the password is checked, so a flood costs no scrypt work.
         let addressKey = "address:" + address
         let counts = try await ledger.recordSignInAttempt(keys: [addressKey], window: settings.signInWindow, at: time)

@@ -21,6 +21,14 @@ struct DashboardSettings: Sendable {
     var pageSize: Int = 25
 }
 
+extension DashboardSettings {
+    /// The defaults, with what the server's settings file overrides.
+    init(_ configuration: ServerConfiguration) {
+        self.init()
+        if let perAddress = configuration.signInsPerAddress { signInsPerAddress = perAddress }
+    }
+}
+
 /// The cookies and secrets of a dashboard session.
 enum DashboardSecurity {
     /// The session cookie: a random token whose SHA-256 is the session's key in the database.
