@@ -1,6 +1,8 @@
 -- One payment's work on PostgreSQL, for pgbench: the statements `horizon-server` executes for a
 -- payment submission by a terminal whose wallet paid before (the steady state), in the same
--- order, on the same tables and indexes, with the same isolation and one transaction.
+-- order, on the same tables and indexes, with the same isolation and one transaction: the
+-- terminal's look-up, then one transaction that records the request's nonce, counts it in its
+-- key's request window and settles the payment.
 -- Benchmarks/server-throughput.sh runs it with `pgbench -M extended` (bound parameters, as the
 -- server's driver sends them) against a copy of the ledger the server just used.
 --
@@ -24,13 +26,13 @@ SELECT merchant_id, wallet_id, wallet_key, terminal_public_key, terminal_key_id,
     md5(random()::text || clock_timestamp()::text) AS nonce,
     decode(md5(random()::text) || md5(random()::text), 'hex') AS content_digest
     FROM bench_payers WHERE client = :client_id \gset
+SELECT * FROM terminals WHERE public_key = :terminal_public_key ORDER BY activated_at, id;
+BEGIN ISOLATION LEVEL READ COMMITTED;
 INSERT INTO request_nonces(public_key, nonce, seen_at) VALUES (:terminal_public_key, :nonce, :now)
     ON CONFLICT (public_key, nonce) DO NOTHING RETURNING nonce;
 INSERT INTO request_rate_windows(rate_key, window_start, requests) VALUES (:rate_key, :now, 1)
     ON CONFLICT (rate_key, window_start) DO UPDATE SET requests = request_rate_windows.requests + 1
     RETURNING requests;
-SELECT * FROM terminals WHERE public_key = :terminal_public_key ORDER BY activated_at, id;
-BEGIN ISOLATION LEVEL READ COMMITTED;
 SELECT * FROM transactions WHERE payment_id = :payment_id;
 SELECT * FROM merchants WHERE id = :merchant_id;
 SELECT * FROM payment_intents WHERE payment_id = :payment_id;
@@ -51,7 +53,6 @@ INSERT INTO payment_claims(payment_id, merchant_id, wallet_key, wallet_id, card_
         terminal_key_id, transaction_type, item, quantity, amount, tip, currency, register_user,
         content_digest, state, created_at, updated_at)
     VALUES (:payment_id, :merchant_id, :wallet_key, :wallet_id, NULL, :session, :terminal_key_id, 1, '', 0, :amount, :tip, 'EUR', 'pgbench', :content_digest, 'settled', :now, :now) ON CONFLICT (payment_id) DO NOTHING RETURNING payment_id;
-SELECT order_reference FROM payment_intents WHERE payment_id = :payment_id AND merchant_id = :merchant_id;
 INSERT INTO transactions(payment_id, merchant_id, transaction_type, item, quantity, session_id,
         wallet_key, wallet_id, terminal_key_id, amount, tip, currency, register_user, content_digest,
         outcome, decline_code, decline_reason, bonus_earned, bonus_balance, entry_id, settled_at,

@@ -379,6 +379,15 @@ extension Ledger {
     public func useNonce(_ nonce: String, for key: PublicKeyBytes, window: Int64, at time: UnixTime = now())
         async throws(LedgerError) -> Bool
     {
+        try await purgeNoncesIfDue(window: window, at: time)
+        return try await store.transaction(.singleStatement) { db in
+            try await Self.insertNonce(nonce, for: key, at: time, in: db)
+        }
+    }
+
+    /// Deletes the nonces older than `window` seconds, at most once a `noncePurgeInterval` per
+    /// process.
+    func purgeNoncesIfDue(window: Int64, at time: UnixTime) async throws(LedgerError) {
         let purgeDue = lastNoncePurge.withLock { last in
             // The first call (`last` is .min) overflows, and is due; so is a clock set back.
             let (elapsed, overflow) = time.subtractingReportingOverflow(last)
@@ -386,19 +395,22 @@ extension Ledger {
             last = time
             return true
         }
-        if purgeDue {
-            try await store.transaction(.singleStatement) { db in
-                try await db.query("DELETE FROM request_nonces WHERE seen_at < ?", [.integer(time - window)])
-            }
+        guard purgeDue else { return }
+        try await store.transaction(.singleStatement) { db in
+            try await db.query("DELETE FROM request_nonces WHERE seen_at < ?", [.integer(time - window)])
         }
-        return try await store.transaction(.singleStatement) { db in
-            let inserted = try await db.query(
-                """
-                INSERT INTO request_nonces(public_key, nonce, seen_at) VALUES (?, ?, ?)
-                ON CONFLICT (public_key, nonce) DO NOTHING RETURNING nonce
-                """, [.blob(key.bytes), .text(nonce), .integer(time)])
-            return !inserted.isEmpty
-        }
+    }
+
+    /// Records a nonce for its key in the caller's transaction; false when the key used it before.
+    static func insertNonce(_ nonce: String, for key: PublicKeyBytes, at time: UnixTime, in db: any SQLTransaction)
+        async throws(LedgerError) -> Bool
+    {
+        let inserted = try await db.query(
+            """
+            INSERT INTO request_nonces(public_key, nonce, seen_at) VALUES (?, ?, ?)
+            ON CONFLICT (public_key, nonce) DO NOTHING RETURNING nonce
+            """, [.blob(key.bytes), .text(nonce), .integer(time)])
+        return !inserted.isEmpty
     }
 
     /// How often, in seconds, one process deletes the nonces that are past their window.

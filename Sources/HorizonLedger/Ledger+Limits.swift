@@ -25,15 +25,22 @@ extension Ledger {
     /// process on this database counts into the same windows.
     public func countRequest(key: String, windowStart: UnixTime) async throws(LedgerError) -> Int {
         try await store.transaction(.singleStatement) { db in
-            let row = try await db.query(
-                """
-                INSERT INTO request_rate_windows(rate_key, window_start, requests) VALUES (?, ?, 1)
-                ON CONFLICT (rate_key, window_start) DO UPDATE SET requests = request_rate_windows.requests + 1
-                RETURNING requests
-                """, [.text(key), .integer(windowStart)]
-            ).first
-            return Int(try row?.integer("requests") ?? 1)
+            try await Self.countRequest(key: key, windowStart: windowStart, in: db)
         }
+    }
+
+    /// Counts one request in the caller's transaction; the window's count including it.
+    static func countRequest(key: String, windowStart: UnixTime, in db: any SQLTransaction)
+        async throws(LedgerError) -> Int
+    {
+        let row = try await db.query(
+            """
+            INSERT INTO request_rate_windows(rate_key, window_start, requests) VALUES (?, ?, 1)
+            ON CONFLICT (rate_key, window_start) DO UPDATE SET requests = request_rate_windows.requests + 1
+            RETURNING requests
+            """, [.text(key), .integer(windowStart)]
+        ).first
+        return Int(try row?.integer("requests") ?? 1)
     }
 
     /// Forgets the windows that started before `time`.

@@ -185,20 +185,20 @@ extension Ledger {
     }
 
     /// Before a payment or redemption with an intent's payment id executes: claims the intent
-    /// for it, or the refusal to answer (not stored, so the intent keeps its state). Nil when no
-    /// intent has this id, or when the claim succeeded.
+    /// for it (with the order reference the payment's row carries), or the refusal to answer
+    /// (not stored, so the intent keeps its state).
     static func claimIntent(_ record: Record, merchant: MerchantID, at time: UnixTime, in db: any SQLTransaction)
-        async throws(LedgerError) -> Execution?
+        async throws(LedgerError) -> IntentClaim
     {
         guard
             let row = try await db.query(
                 "SELECT * FROM payment_intents WHERE payment_id = ?", [.blob(record.id.bytes)]
             ).first
-        else { return nil }
-        func refused(_ code: ErrorCode, _ reason: String) -> Execution {
+        else { return .none }
+        func refused(_ code: ErrorCode, _ reason: String) -> IntentClaim {
             var execution = Execution.declined(code, reason)
             execution.isStored = false
-            return execution
+            return .refused(execution)
         }
         guard try row.text("merchant_id") == merchant.rawValue else {
             return refused(.declined, "this payment id belongs to another merchant's payment intent")
@@ -221,7 +221,19 @@ extension Ledger {
             UPDATE payment_intents SET state = 'processed'
             WHERE payment_id = ? AND state IN ('requires_collection', 'collecting') RETURNING payment_id
             """, [.blob(record.id.bytes)])
-        return claimed.isEmpty ? refused(.cancelled, "the payment intent was canceled") : nil
+        guard !claimed.isEmpty else { return refused(.cancelled, "the payment intent was canceled") }
+        return .claimed(orderReference: try row.text("order_reference"))
+    }
+
+    /// What a payment id found among the payment intents.
+    enum IntentClaim {
+        /// No intent has this id: an ordinary payment.
+        case none
+        /// The payment pays this intent, which carries its order reference.
+        case claimed(orderReference: String)
+        /// The intent refuses the payment (another merchant's, canceled, expired, processed,
+        /// another amount): answered, not executed.
+        case refused(Execution)
     }
 
     /// Gives the intent back its state when the payment that claimed it left no row (a decline

@@ -13,19 +13,47 @@ extension Ledger {
     public func settle(_ request: SettlementRequest, merchant: MerchantID, at time: UnixTime = now())
         async throws(LedgerError) -> SettlementResult
     {
+        switch try await settle(request, merchant: merchant, at: time, admission: nil) {
+        case .executed(let result): return result
+        case .refused: throw .database("a payment without request checks was refused by them")
+        }
+    }
+
+    /// Settles one confirmed payment as `settle(_:merchant:at:)` does, in the same transaction
+    /// as the checks of the signed request that carries it: its nonce is recorded and its
+    /// signing key counted together with the payment, in one commit. A replayed or over-limit
+    /// request executes nothing (an over-limit one still uses its nonce and counts, as a
+    /// refused request does); a transaction that fails records neither, and the caller checks
+    /// the request on its own then.
+    public func settle(
+        _ request: SettlementRequest, merchant: MerchantID, at time: UnixTime = now(),
+        admitting admission: RequestAdmission
+    ) async throws(LedgerError) -> Admitted<SettlementResult> {
+        try await purgeNoncesIfDue(window: admission.nonceWindow, at: admission.time)
+        return try await settle(request, merchant: merchant, at: time, admission: admission)
+    }
+
+    private func settle(
+        _ request: SettlementRequest, merchant: MerchantID, at time: UnixTime, admission: RequestAdmission?
+    ) async throws(LedgerError) -> Admitted<SettlementResult> {
         let record = Record(payment: request)
         let enrollment = options.enrollment
         let pinlessLimit = options.pinlessPaymentLimit
         // Row locks, not SERIALIZABLE: every payment credits the merchant's one account row,
         // which SERIALIZABLE would let only one transaction at a time update (the others abort
         // and retry). `executePayment` locks what it decides on; see `TransactionIsolation`.
-        return try await executeOnce(
-            record, merchant: merchant, at: time, isolation: .rowLocking,
-            sameTerms: { stored in Self.isSamePayment(stored, request) },
-            execute: { (merchant, db) throws(LedgerError) in
-                try await Self.executePayment(
-                    request, at: merchant, enrollment: enrollment, pinlessLimit: pinlessLimit, time: time, in: db)
-            })
+        return try await store.transaction(.rowLocking) { db in
+            if let admission, let refusal = try await Self.admit(admission, in: db) { return .refused(refusal) }
+            return .executed(
+                try await Self.runOnce(
+                    record, merchant: merchant, at: time,
+                    sameTerms: { stored in Self.isSamePayment(stored, request) },
+                    execute: { (merchant, db) throws(LedgerError) in
+                        try await Self.executePayment(
+                            request, at: merchant, enrollment: enrollment, pinlessLimit: pinlessLimit, time: time,
+                            in: db)
+                    }, in: db))
+        }
     }
 
     /// Redeems bonus points, this period's gold benefit or a coupon at `merchant`.
@@ -197,49 +225,71 @@ extension Ledger {
         execute: @escaping @Sendable (Merchant, any SQLTransaction) async throws(LedgerError) -> Execution
     ) async throws(LedgerError) -> SettlementResult {
         try await store.transaction(isolation) { db in
-            if let stored = try await Self.stored(record.id, in: db) {
-                guard stored.transaction.merchantID == merchantID, sameTerms(stored) else {
-                    throw LedgerError.conflictingRetry(record.id)
-                }
-                return stored.transaction.result
-            }
-            let merchant = try await Self.merchant(merchantID, in: db)
-            // A payment id that is a payment intent's pays that intent, or is refused unexecuted.
-            let execution: Execution
-            if let refusal = try await Self.claimIntent(record, merchant: merchantID, at: time, in: db) {
-                execution = refusal
-            } else {
-                execution = try await execute(merchant, db)
-                if !execution.isStored { try await Self.releaseIntent(record.id, in: db) }
-            }
-            guard execution.isStored else {
-                return SettlementResult(
-                    paymentID: record.id, sessionID: record.sessionID, amount: record.amount, tip: record.tip,
-                    outcome: execution.outcome, settledAt: time, transactionType: record.transactionType,
-                    item: record.item, quantity: record.quantity)
-            }
-            // The id's claim, in this transaction: a card payment that claimed the id first (or
-            // the balance, if this is the card) makes this a conflict before anything commits.
-            try await Self.settleClaim(
-                record, merchant: merchantID, wallet: execution.walletID, card: card, at: time, in: db)
-            let reference = try await Self.insert(record, execution, merchant: merchantID, at: time, in: db)
-            try await Self.recordPaymentEvents(record.id, merchant: merchantID, at: time, in: db)
-            let outcome: SettlementOutcome
-            if case .approved(_, let earned, let balance) = execution.outcome {
-                outcome = .approved(
-                    reference: UInt64(reference), bonusPointsEarned: earned, bonusPointsBalance: balance)
-            } else {
-                outcome = execution.outcome
-            }
-            return SettlementResult(
-                paymentID: record.id, sessionID: record.sessionID, amount: record.amount, tip: record.tip,
-                outcome: outcome, settledAt: time, transactionType: record.transactionType, item: record.item,
-                quantity: record.quantity)
+            try await Self.runOnce(
+                record, merchant: merchantID, at: time, card: card, sameTerms: sameTerms, execute: execute, in: db)
         }
     }
 
+    /// The body of `executeOnce`, inside the caller's transaction.
+    static func runOnce(
+        _ record: Record, merchant merchantID: MerchantID, at time: UnixTime, card: PaymentCardID? = nil,
+        sameTerms: (Stored) -> Bool,
+        execute: (Merchant, any SQLTransaction) async throws(LedgerError) -> Execution, in db: any SQLTransaction
+    ) async throws(LedgerError) -> SettlementResult {
+        if let stored = try await Self.stored(record.id, in: db) {
+            guard stored.transaction.merchantID == merchantID, sameTerms(stored) else {
+                throw LedgerError.conflictingRetry(record.id)
+            }
+            return stored.transaction.result
+        }
+        let merchant = try await Self.merchant(merchantID, in: db)
+        // A payment id that is a payment intent's pays that intent, or is refused unexecuted.
+        let execution: Execution
+        var orderReference: String? = nil
+        let claim = try await Self.claimIntent(record, merchant: merchantID, at: time, in: db)
+        if case .refused(let refusal) = claim {
+            execution = refusal
+        } else {
+            if case .claimed(let reference) = claim { orderReference = reference }
+            execution = try await execute(merchant, db)
+            if !execution.isStored { try await Self.releaseIntent(record.id, in: db) }
+        }
+        guard execution.isStored else {
+            return SettlementResult(
+                paymentID: record.id, sessionID: record.sessionID, amount: record.amount, tip: record.tip,
+                outcome: execution.outcome, settledAt: time, transactionType: record.transactionType,
+                item: record.item, quantity: record.quantity)
+        }
+        // The id's claim, in this transaction: a card payment that claimed the id first (or
+        // the balance, if this is the card) makes this a conflict before anything commits.
+        try await Self.settleClaim(
+            record, merchant: merchantID, wallet: execution.walletID, card: card, at: time, in: db)
+        let reference = try await Self.insert(
+            record, execution, merchant: merchantID, orderReference: .known(orderReference), at: time, in: db)
+        try await Self.recordPaymentEvents(record.id, merchant: merchantID, at: time, in: db)
+        let outcome: SettlementOutcome
+        if case .approved(_, let earned, let balance) = execution.outcome {
+            outcome = .approved(
+                reference: UInt64(reference), bonusPointsEarned: earned, bonusPointsBalance: balance)
+        } else {
+            outcome = execution.outcome
+        }
+        return SettlementResult(
+            paymentID: record.id, sessionID: record.sessionID, amount: record.amount, tip: record.tip,
+            outcome: outcome, settledAt: time, transactionType: record.transactionType, item: record.item,
+            quantity: record.quantity)
+    }
+
+    /// A payment's order reference, from its payment intent: known already when the intent was
+    /// read in this transaction, or read when the row is written.
+    enum OrderReference {
+        case known(String?)
+        case fromIntent
+    }
+
     static func insert(
-        _ record: Record, _ execution: Execution, merchant: MerchantID, at time: UnixTime, in db: any SQLTransaction
+        _ record: Record, _ execution: Execution, merchant: MerchantID,
+        orderReference knownReference: OrderReference = .fromIntent, at time: UnixTime, in db: any SQLTransaction
     ) async throws(LedgerError) -> Int64 {
         var code: SQLValue = .null
         var reason: SQLValue = .null
@@ -259,11 +309,16 @@ extension Ledger {
             offline = [.blob(tokenID), .integer(acceptedAt), .integer(execution.offlineGuaranteed ? 1 : 0)]
         }
         // A payment made for one of this merchant's intents carries the intent's order reference.
-        let orderReference: SQLValue =
-            try await db.query(
-                "SELECT order_reference FROM payment_intents WHERE payment_id = ? AND merchant_id = ?",
-                [.blob(record.id.bytes), .text(merchant.rawValue)]
-            ).first.map { row throws(LedgerError) in .text(try row.text("order_reference")) } ?? .null
+        let orderReference: SQLValue
+        switch knownReference {
+        case .known(let reference): orderReference = reference.map { .text($0) } ?? .null
+        case .fromIntent:
+            orderReference =
+                try await db.query(
+                    "SELECT order_reference FROM payment_intents WHERE payment_id = ? AND merchant_id = ?",
+                    [.blob(record.id.bytes), .text(merchant.rawValue)]
+                ).first.map { row throws(LedgerError) in .text(try row.text("order_reference")) } ?? .null
+        }
         return try await db.insert(
             """
             INSERT INTO transactions(payment_id, merchant_id, transaction_type, item, quantity, session_id,

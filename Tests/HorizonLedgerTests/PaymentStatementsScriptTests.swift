@@ -7,7 +7,8 @@ import Testing
 
 /// `Benchmarks/payment-statements.sql` is what pgbench runs as "one payment's work" beside the
 /// server: its transaction must be the statements the ledger executes for a payment, in order.
-/// Recorded on PostgreSQL for a wallet's second payment (the steady state) and compared shape
+/// Recorded on PostgreSQL for a wallet's second payment (the steady state), settled with its
+/// request's checks as the server settles it, and compared shape
 /// by shape: parameters, literals and pgbench variables all read as `?`, casts are dropped.
 @Suite struct PaymentStatementsScriptTests {
     typealias F = Fixture
@@ -26,9 +27,21 @@ import Testing
             let recording = RecordingStore(store)
             let ledger = try await Ledger.open(recording)
             let shop = try await F.shop(ledger)
-            _ = try await ledger.settle(F.payment(wallet: shop.key, amount: 1_00), merchant: shop.merchant.id)
+            // As the server settles a payment: with its signed request's nonce and rate count.
+            func admission() -> RequestAdmission {
+                RequestAdmission(
+                    nonce: UUID().uuidString, key: shop.key, time: Ledger.now(), nonceWindow: 600,
+                    rateLimit: RateLimitCount(key: "key:till", windowStart: Ledger.now(), limit: 1000))
+            }
+            _ = try await ledger.settle(
+                F.payment(wallet: shop.key, amount: 1_00), merchant: shop.merchant.id, admitting: admission())
             recording.statements.withLock { $0 = [] }
-            let result = try await ledger.settle(F.payment(wallet: shop.key, amount: 2_24), merchant: shop.merchant.id)
+            let admitted = try await ledger.settle(
+                F.payment(wallet: shop.key, amount: 2_24), merchant: shop.merchant.id, admitting: admission())
+            guard case .executed(let result) = admitted else {
+                Issue.record("the payment was refused: \(admitted)")
+                return
+            }
             #expect(result.outcome.isApproved)
             let executed = recording.statements.withLock { $0 }.map(Self.shape)
             #expect(

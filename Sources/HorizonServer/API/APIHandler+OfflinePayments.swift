@@ -72,7 +72,7 @@ extension APIHandler {
         let request = OfflineSettlementRequest(payment: payment, tokenID: tokenID, acceptedAt: submission.acceptedAt)
         let result = try await executeOnce("offline_payment", payment.paymentID, terminal: terminal) {
             (ledger, time) throws(LedgerError) in
-            try await ledger.settleOffline(request, merchant: terminal.merchantID, at: time)
+            .executed(try await ledger.settleOffline(request, merchant: terminal.merchantID, at: time))
         }
         var body = Self.paymentResult(result)
         // A payment settled online first (the terminal had timed out on it) has no offline part.

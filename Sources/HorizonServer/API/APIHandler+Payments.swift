@@ -28,19 +28,30 @@ extension APIHandler {
             let result: SettlementResult
             switch method {
             case .accountBalance:
+                // The request's replay and rate checks commit with the payment, in one transaction.
+                let admission = RequestScope.current?.admission
                 result = try await executeOnce("payment", request.paymentID, terminal: terminal) {
                     (ledger, time) throws(LedgerError) in
-                    try await ledger.settle(request, merchant: terminal.merchantID, at: time)
+                    guard let checks = admission?.pending else {
+                        return .executed(try await ledger.settle(request, merchant: terminal.merchantID, at: time))
+                    }
+                    let admitted = try await ledger.settle(
+                        request, merchant: terminal.merchantID, at: time, admitting: checks)
+                    admission?.markMade()
+                    return admitted
                 }
             case .card(let id):
                 // The charge happens before the ledger's transaction (a processor is no database);
-                // the payment id as its idempotency key makes every retry the same charge.
+                // the payment id as its idempotency key makes every retry the same charge. The
+                // request is checked first, on its own: a replay must not reach the processor.
+                try await RequestScope.current?.admission?.admitSeparately()
                 let charge = try await chargeCard(PaymentCardID(rawValue: id), for: request, terminal: terminal)
                 result = try await executeOnce("payment", request.paymentID, terminal: terminal) {
                     (ledger, time) throws(LedgerError) in
-                    try await ledger.settleCardPayment(
-                        request, card: PaymentCardID(rawValue: id), charge: charge, merchant: terminal.merchantID,
-                        at: time)
+                    .executed(
+                        try await ledger.settleCardPayment(
+                            request, card: PaymentCardID(rawValue: id), charge: charge, merchant: terminal.merchantID,
+                            at: time))
                 }
             }
             span.attributes["horizon.outcome"] = result.outcome.isApproved ? "approved" : "declined"
@@ -58,25 +69,27 @@ extension APIHandler {
         let request = try Self.redemptionRequest(submission, terminal: terminal)
         let result = try await executeOnce("redemption", request.redemptionID, terminal: terminal) {
             (ledger, time) throws(LedgerError) in
-            try await ledger.redeem(request, merchant: terminal.merchantID, at: time)
+            .executed(try await ledger.redeem(request, merchant: terminal.merchantID, at: time))
         }
         return .ok(.init(body: .json(try signed(Self.paymentResult(result)))))
     }
 
     /// Runs a checked payment or redemption through the ledger's exactly-once execution: a
-    /// conflicting retry becomes `payment_conflict`; the outcome is counted and logged.
+    /// conflicting retry becomes `payment_conflict`, a request its checks refused their answer;
+    /// the outcome is counted and logged.
     func executeOnce(
         _ kind: String, _ id: PaymentID, terminal: TerminalRecord,
-        _ execute: (Ledger, UnixTime) async throws(LedgerError) -> SettlementResult
+        _ execute: (Ledger, UnixTime) async throws(LedgerError) -> Admitted<SettlementResult>
     ) async throws -> SettlementResult {
-        let result: SettlementResult
+        let admitted: Admitted<SettlementResult>
         // The ledger's transaction as a span of its own (a child of the operation's, if traced).
         let span = InstrumentationSystem.tracer.startSpan("ledger transaction")
         span.attributes["horizon.payment_id"] = id.bytes.hexString
         defer { span.end() }
         do {
-            result = try await execute(ledger, now())
-        } catch .conflictingRetry {
+            admitted = try await execute(ledger, now())
+        } catch {
+            guard case .conflictingRetry = error else { throw error }
             span.setStatus(SpanStatus(code: .error, message: "conflicting retry"))
             metrics.record(event: "\(kind)_conflict")
             throw APIError(
@@ -84,11 +97,23 @@ extension APIHandler {
                 "\(kind) \(id) was executed before with other terms; nothing was executed now (a new \(kind) needs a new id)"
             )
         }
+        guard case .executed(let result) = admitted else {
+            span.setStatus(SpanStatus(code: .error, message: "request refused"))
+            throw Self.refusal(of: admitted)
+        }
         let outcome = result.outcome.isApproved ? "approved" : "declined"
         metrics.record(event: "\(kind)_\(outcome)")
         RequestScope.current?.logger.info(
             "\(kind) executed", metadata: ["id": "\(id)", "terminal": "\(terminal.id)", "outcome": "\(outcome)"])
         return result
+    }
+
+    /// The answer to a request its checks refused.
+    static func refusal(of admitted: Admitted<SettlementResult>) -> any Error {
+        guard case .refused(let reason) = admitted, let admission = RequestScope.current?.admission else {
+            return APIError(.internalError, "the request was refused by checks it did not ask for")
+        }
+        return admission.refusal(reason)
     }
 
     func getPayment(_ input: Operations.GetPayment.Input) async throws -> Operations.GetPayment.Output {

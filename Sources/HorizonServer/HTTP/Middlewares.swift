@@ -345,17 +345,71 @@ struct SignedRequestMiddleware: RouterMiddleware {
         }
         let key: PublicKeyBytes
         let signedTraceparent: String?
+        let nonce: String
+        let receivedAt: Int64
         var request = request
+        // A payment makes its checks in its own transaction: see `PendingAdmission`.
+        let admitsInTransaction =
+            request.method == .post && request.uri.path == "/v1/payments" && RequestScope.current != nil
         do {
-            (key, signedTraceparent) = try await verify(header, request: &request)
+            (key, signedTraceparent, nonce, receivedAt) = try await verify(
+                header, request: &request, usingNonce: !admitsInTransaction)
         } catch {
             // A request that did not prove a key counts against its address.
             try await limiter?.take(RequestLimiter.addressKey(address), describedAs: address)
             throw error
         }
-        try await limiter?.take("key:" + key.bytes.hexString, describedAs: "this signing key")
-        guard var scope = RequestScope.current else { return try await next(request, context) }
+        let rateKey = "key:" + key.bytes.hexString
+        let rateDescription = "this signing key"
+        guard admitsInTransaction, var scope = RequestScope.current else {
+            try await limiter?.take(rateKey, describedAs: rateDescription)
+            guard var scope = RequestScope.current else { return try await next(request, context) }
+            scope.signer = key
+            return try await serve(request, context: context, scope: scope, traceparent: signedTraceparent, next: next)
+        }
+        let admission = PendingAdmission(
+            RequestAdmission(
+                nonce: nonce, key: key, time: receivedAt, nonceWindow: 2 * window,
+                rateLimit: limiter?.count(rateKey)),
+            separately: { [self] in
+                try await useNonce(nonce, for: key, at: receivedAt)
+                try await limiter?.take(rateKey, describedAs: rateDescription)
+            },
+            refusal: { [limiter] reason in
+                switch reason {
+                case .replayed: Self.replayed()
+                case .overLimit:
+                    limiter?.refusal(describedAs: rateDescription)
+                        ?? APIError(.rateLimited, "too many requests from \(rateDescription)")
+                }
+            })
         scope.signer = key
+        scope.admission = admission
+        do {
+            let response = try await serve(
+                request, context: context, scope: scope, traceparent: signedTraceparent, next: next)
+            try await admission.admitSeparately()
+            return response
+        } catch {
+            // A replay counts against its address, as every request that proved no new key does.
+            func countingReplay(_ error: any Error) async throws -> any Error {
+                if (error as? APIError)?.code == .requestReplayed {
+                    try await limiter?.take(RequestLimiter.addressKey(address), describedAs: address)
+                }
+                return error
+            }
+            // An operation that failed before its transaction committed the checks: they are
+            // made now, and their refusal answers instead (as it would have before the operation).
+            do { try await admission.admitSeparately() } catch { throw try await countingReplay(error) }
+            throw try await countingReplay(error)
+        }
+    }
+
+    /// Serves a verified request, within its signer's trace when the signature covers one.
+    private func serve(
+        _ request: Request, context: Context, scope: RequestScope, traceparent signedTraceparent: String?,
+        next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         guard let traceparent = signedTraceparent else {
             return try await RequestScope.$current.withValue(scope) { try await next(request, context) }
         }
@@ -372,11 +426,14 @@ struct SignedRequestMiddleware: RouterMiddleware {
         }
     }
 
-    /// The key that signed this request, after its signature, time and nonce were checked, and
-    /// the request's `traceparent` if the signature covers it. A traceparent the signature does
+    /// The key that signed this request, after its signature, time and nonce (unless the
+    /// operation uses it: `usingNonce` false) were checked, and the request's `traceparent` if
+    /// the signature covers it. A traceparent the signature does
     /// not cover (added by a proxy, or by anyone) is ignored, never trusted: the request is
     /// checked as signed without it.
-    private func verify(_ header: String, request: inout Request) async throws -> (PublicKeyBytes, String?) {
+    private func verify(_ header: String, request: inout Request, usingNonce: Bool) async throws -> (
+        key: PublicKeyBytes, traceparent: String?, nonce: String, time: Int64
+    ) {
         let signature: RequestSignature
         do { signature = try RequestSignature.parse(header) } catch {
             throw APIError(.unauthenticated, "\(error)", headers: [.wwwAuthenticate: RequestSignature.scheme])
@@ -411,11 +468,18 @@ struct SignedRequestMiddleware: RouterMiddleware {
                 .unauthenticated, "the signing key is not an uncompressed P-256 public key",
                 headers: [.wwwAuthenticate: RequestSignature.scheme])
         }
-        guard try await ledger.useNonce(signature.nonce, for: key, window: 2 * window, at: now) else {
-            throw APIError(
-                .requestReplayed, "this signed request was already received once; sign each request anew",
-                headers: [.wwwAuthenticate: RequestSignature.scheme])
-        }
-        return (key, signedTraceparent)
+        if usingNonce { try await useNonce(signature.nonce, for: key, at: now) }
+        return (key, signedTraceparent, signature.nonce, now)
+    }
+
+    /// Records a request's nonce; a nonce its key used before is a replay, refused.
+    private func useNonce(_ nonce: String, for key: PublicKeyBytes, at time: Int64) async throws {
+        guard try await ledger.useNonce(nonce, for: key, window: 2 * window, at: time) else { throw Self.replayed() }
+    }
+
+    static func replayed() -> APIError {
+        APIError(
+            .requestReplayed, "this signed request was already received once; sign each request anew",
+            headers: [.wwwAuthenticate: RequestSignature.scheme])
     }
 }

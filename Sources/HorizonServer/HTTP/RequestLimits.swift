@@ -140,18 +140,31 @@ struct RequestLimiter: Sendable {
     /// Counts a request of `key` (`key:…` a signing key, `session:…` an admin session,
     /// `address:…` a client address); throws `rate_limited` with the wait when it is over.
     func take(_ key: String, describedAs who: String) async throws {
-        let time = now()
-        let start = time - ((time % window) + window) % window
+        let rate = count(key)
         let count: Int
-        do { count = try await ledger.countRequest(key: key, windowStart: start) } catch {
+        do { count = try await ledger.countRequest(key: key, windowStart: rate.windowStart) } catch {
             // Without the database nothing can be counted; the request goes on and meets the same
             // outage if it needs the database (an answer the client can act on, not a limit).
             RequestScope.current?.logger.warning("request not counted: the database did not answer")
             return
         }
         guard count > burst else { return }
+        throw refusal(describedAs: who)
+    }
+
+    /// The count a request of `key` makes now, for a transaction that makes it (see
+    /// `PendingAdmission`).
+    func count(_ key: String) -> RateLimitCount {
+        let time = now()
+        return RateLimitCount(key: key, windowStart: time - ((time % window) + window) % window, limit: burst)
+    }
+
+    /// The answer to a request over the limit: `rate_limited` with the wait until the window ends.
+    func refusal(describedAs who: String) -> APIError {
+        let time = now()
+        let start = time - ((time % window) + window) % window
         let seconds = max(1, start + window - time)
-        throw APIError(
+        return APIError(
             .rateLimited, "too many requests from \(who); retry after \(seconds) s",
             headers: [.retryAfter: "\(seconds)"])
     }

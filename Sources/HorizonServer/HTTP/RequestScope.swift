@@ -23,6 +23,8 @@ public struct RequestScope: Sendable {
     /// Why the request was refused, noted by code that answers a refusal itself (the dashboard's
     /// pages) rather than by throwing; the boundary logs it.
     public let refusal = RefusalNote()
+    /// A payment submission's replay and rate checks, left for the payment's transaction.
+    var admission: PendingAdmission? = nil
 }
 
 /// The code of a refusal, written below the boundary and read by it after the response.
