@@ -57,6 +57,8 @@ struct PaymentCPUResult: Codable {
     let cryptoOperations: [String: Int]
     let recordPlaintextBytes: [String: Int]
     let traffic: TrafficResult
+    /// Synced commits per payment on each side's SQLite files: what the durability rules cost.
+    let syncedCommitsPerPayment: SyncedCommitsResult
     /// Where the terminal settled: its in-process ledger, or a server's URL (`--through-server`).
     var settlement = "in-process ledger (SQLite)"
 }
@@ -72,6 +74,23 @@ struct LinkDescription: Codable {
         connectionIntervalMilliseconds = link.connectionInterval.milliseconds
         latencyMilliseconds = link.latency.milliseconds
         packetsPerEvent = link.packetsPerEvent
+    }
+}
+
+/// Synced commits per payment, per file (`SyncedCommits`, counted by SQLite's WAL hook): the
+/// terminal's journal, the wallet's store, and the terminal's in-process ledger. A side without
+/// such a file here (a wallet store in memory, a ledger in a server or none) is left out.
+struct SyncedCommitsResult: Codable {
+    let terminalJournal: Summary
+    let wallet: Summary?
+    let ledger: Summary?
+
+    init(_ records: [PaymentRecord]) {
+        terminalJournal = Summary(records.map(\.syncedCommits.terminalJournal))
+        let wallet = records.compactMap(\.syncedCommits.wallet)
+        self.wallet = wallet.isEmpty ? nil : Summary(wallet)
+        let ledger = records.compactMap(\.syncedCommits.ledger)
+        self.ledger = ledger.isEmpty ? nil : Summary(ledger)
     }
 }
 
@@ -149,7 +168,7 @@ enum PaymentCPU {
             systemMicrosecondsPerPayment: Double(usageAfter.system - usageBefore.system - cryptoUsage.system) / count,
             cryptoOperations: CryptoBaseline.inventory(signsSettlementRequest: settings.remote != nil),
             recordPlaintextBytes: crypto.recordPlaintextSizes,
-            traffic: TrafficResult(records))
+            traffic: TrafficResult(records), syncedCommitsPerPayment: SyncedCommitsResult(records))
         if let remote = settings.remote { result.settlement = "horizon-server at \(remote.url.absoluteString)" }
         if settings.processor == .instant { result.settlement = "instant approval, no ledger (--processor instant)" }
         return result

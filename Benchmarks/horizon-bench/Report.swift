@@ -49,6 +49,17 @@ struct BenchmarkReport: Codable {
                 BudgetCheck(
                     item: "round trips, acceptance to receipt", measured: cpu.traffic.roundTripsFromAcceptance.max,
                     limit: 1, unit: "", met: cpu.traffic.roundTripsFromAcceptance.max <= 1))
+            // One synced commit per side is what the crash rules need (docs/guarantees.md says
+            // which crash each covers): the journal's confirmed request, the wallet's pending
+            // request, the ledger's execution.
+            let synced = cpu.syncedCommitsPerPayment
+            let sides = [synced.terminalJournal, synced.wallet, synced.ledger].compactMap { $0 }
+            let most = sides.reduce(0) { $0 + $1.max }
+            checks.append(
+                BudgetCheck(
+                    item:
+                        "synced commits per payment (most of any payment), one per side: terminal journal\(synced.wallet == nil ? "" : ", wallet store")\(synced.ledger == nil ? "" : ", in-process ledger")",
+                    measured: most, limit: Double(sides.count), unit: "", met: most <= Double(sides.count)))
         }
         if let payments = bluez?.payments {
             let start = payments.startToReceiptMilliseconds.median
@@ -101,6 +112,10 @@ struct BenchmarkReport: Codable {
             )
             out.append(
                 "per payment: user \(cpu.userMicrosecondsPerPayment.formatted(0)) µs, system \(cpu.systemMicrosecondsPerPayment.formatted(0)) µs (getrusage, sampled split)"
+            )
+            let synced = cpu.syncedCommitsPerPayment
+            out.append(
+                "synced commits per payment (median): terminal journal \(synced.terminalJournal.median.formatted(0)), wallet \(synced.wallet.map { $0.median.formatted(0) } ?? "none (in memory)"), ledger \(synced.ledger.map { $0.median.formatted(0) } ?? "none in this process")"
             )
             out.append("")
             out.append("Link traffic per payment (MTU 247)")

@@ -87,9 +87,42 @@ struct PaymentRecord {
     let walletBytes: Int
     let terminalBytes: Int
     let attMTU: Int
+    /// Synced commits the payment made on each side's SQLite files (see `SyncedCommitCount`).
+    var syncedCommits = SyncedCommitCount(terminalJournal: 0, wallet: nil, ledger: nil)
 
     var frames: Int { walletFrames + terminalFrames }
     var bytes: Int { walletBytes + terminalBytes }
+}
+
+/// Synced commits (`SyncedCommits`, counted by SQLite's WAL hook) one payment made on each
+/// file, from the terminal starting it to both sides reset: what the durability rules cost.
+struct SyncedCommitCount {
+    let terminalJournal: Int
+    /// nil when the wallet keeps its pending payments in memory (`--wallet-store memory`).
+    let wallet: Int?
+    /// The terminal's in-process ledger; nil when another process or nothing settles.
+    let ledger: Int?
+}
+
+/// The files whose synced commits a pair's payment is charged with, and their counts at its start.
+struct SyncedFiles {
+    let journal: String
+    let wallet: String?
+    let ledger: String?
+
+    func counts() -> SyncedCommitCount {
+        SyncedCommitCount(
+            terminalJournal: SyncedCommits.count(at: journal), wallet: wallet.map(SyncedCommits.count(at:)),
+            ledger: ledger.map(SyncedCommits.count(at:)))
+    }
+
+    func since(_ start: SyncedCommitCount) -> SyncedCommitCount {
+        let now = counts()
+        return SyncedCommitCount(
+            terminalJournal: now.terminalJournal - start.terminalJournal,
+            wallet: now.wallet.map { $0 - (start.wallet ?? 0) },
+            ledger: now.ledger.map { $0 - (start.ledger ?? 0) })
+    }
 }
 
 /// A simulated shopping street: one trust anchor, `pairCount` terminals, each with its own
@@ -189,6 +222,8 @@ final class Pair {
     let walletDevice: SimulatedDevice
     let client: PaymentClient
     let probe: Probe
+    let syncedFiles: SyncedFiles
+    private var syncedAtBegin = SyncedCommitCount(terminalJournal: 0, wallet: nil, ledger: nil)
 
     init(
         index: Int, at origin: Position, simulation: RadioSimulation, anchor: P256.Signing.PrivateKey,
@@ -200,6 +235,7 @@ final class Pair {
             name: "terminal-\(index)", configuration: DeviceConfiguration(position: origin, link: options.link))
         let identity: TerminalIdentity
         let trustAnchor: P256.Signing.PublicKey
+        let ledgerPath: String?
         let walletIdentity: WalletIdentity
         if let remote = options.remote {
             // Activated with the server: its issuer's credential, its anchor, a registered wallet.
@@ -207,6 +243,7 @@ final class Pair {
             trustAnchor = remote.enrolled.anchor
             walletIdentity = WalletIdentity(signingKey: remote.enrolled.walletKey)
             processor = remote.processor
+            ledgerPath = nil
         } else {
             let key = P256.Signing.PrivateKey()
             identity = try TerminalIdentity(
@@ -220,16 +257,18 @@ final class Pair {
             switch options.processor {
             case .instant:
                 processor = InstantProcessor()
+                ledgerPath = nil
             case .ledger:
                 // Wallets start rich enough for any number of payments (a billion euros).
-                processor = try Self.openLedger(
-                    at: options.directory.appendingPathComponent("ledger-\(options.seed)-\(index).sqlite").path)
+                let path = options.directory.appendingPathComponent("ledger-\(options.seed)-\(index).sqlite").path
+                processor = try Self.openLedger(at: path)
+                ledgerPath = path
             }
         }
+        let journalPath = options.directory.appendingPathComponent("journal-\(options.seed)-\(index).sqlite").path
         service = TerminalRadioService(
             radio: terminalDevice, identity: identity, processor: processor,
-            journal: try SQLiteTerminalJournal(
-                path: options.directory.appendingPathComponent("journal-\(options.seed)-\(index).sqlite").path))
+            journal: try SQLiteTerminalJournal(path: journalPath))
         host = PaymentHost(service: service, processor: processor)
         conflicts = BluetoothConflictObserver(
             scanner: SightingHub(radio: terminalDevice), ownTerminalKeyID: service.terminalKeyID)
@@ -241,13 +280,17 @@ final class Pair {
         let probe = Probe(simulation: simulation)
         self.probe = probe
         let pendingStore: any PendingPaymentStore
+        let walletPath: String?
         switch options.walletStore {
-        case .memory: pendingStore = InMemoryPendingPaymentStore()
+        case .memory:
+            pendingStore = InMemoryPendingPaymentStore()
+            walletPath = nil
         case .sqlite:
-            pendingStore = SQLitePendingPaymentStore(
-                store: try WalletStore(
-                    path: options.directory.appendingPathComponent("wallet-\(options.seed)-\(index).sqlite").path))
+            let path = options.directory.appendingPathComponent("wallet-\(options.seed)-\(index).sqlite").path
+            pendingStore = SQLitePendingPaymentStore(store: try WalletStore(path: path))
+            walletPath = path
         }
+        syncedFiles = SyncedFiles(journal: journalPath, wallet: walletPath, ledger: ledgerPath)
         client = PaymentClient(
             radio: TappedCentralRadio(
                 radio: walletDevice,
@@ -280,6 +323,7 @@ final class Pair {
     /// Starts this pair's payment.
     func begin() throws {
         probe.reset()
+        syncedAtBegin = syncedFiles.counts()
         guard host.start(amount: Shop.amount, registerUser: RegisterUser(name: "Ana")) else {
             throw BenchmarkError("terminal \(index) did not start: \(host.humanizedError ?? "no reason given")")
         }
@@ -292,13 +336,19 @@ final class Pair {
             + (client.humanizedError.map { " (\($0))" } ?? "")
     }
 
-    /// Reads the finished payment's record, then resets both sides for the next one.
+    /// Reads the finished payment's record, then resets both sides for the next one; its synced
+    /// commits are counted after the reset, so that whatever the reset writes is the payment's too.
     func finish() throws -> PaymentRecord {
-        defer {
-            host.stop()
-            client.restart()
-            client.fusionTracker.manualConnectionDecider.restart()
-        }
+        let record = Result { try finishedRecord() }
+        host.stop()
+        client.restart()
+        client.fusionTracker.manualConnectionDecider.restart()
+        var finished = try record.get()
+        finished.syncedCommits = syncedFiles.since(syncedAtBegin)
+        return finished
+    }
+
+    private func finishedRecord() throws -> PaymentRecord {
         guard host.state == .completed, client.state == .completed, client.receipt != nil else {
             throw BenchmarkError(
                 "\(stateDescription); terminal error: \(host.humanizedError ?? "none"), wallet error: \(client.humanizedError ?? "none")"
@@ -397,8 +447,8 @@ final class TappedCentralRadio: CentralRadio {
     var scheduler: any Scheduler { radio.scheduler }
     var availability: AdapterAvailability { radio.availability }
 
-    func startScanning(_ handler: @escaping @Sendable (Sighting) -> Void) throws(RadioError) {
-        try radio.startScanning { [sighted] sighting in
+    func startScanning(_ handler: @escaping @Sendable (Sighting) -> Void) async throws(RadioError) {
+        try await radio.startScanning { [sighted] sighting in
             sighted(sighting)
             handler(sighting)
         }

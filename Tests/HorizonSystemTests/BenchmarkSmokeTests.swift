@@ -27,6 +27,34 @@ import Testing
         #expect(cpu["settlement"] as? String == "in-process ledger (SQLite)")
     }
 
+    /// payment-cpu counts the synced commits of every payment on each side's files, and they are
+    /// the durability rules' minimum: one in the terminal's journal (the confirmed request), one
+    /// in the wallet's store (its pending request) and one in the in-process ledger (the
+    /// execution). Without the ledger (`--processor instant`) there is no ledger count.
+    @Test func paymentCPUCountsOneSyncedCommitPerPaymentOnEachSide() throws {
+        let directory = try Self.temporaryDirectory("bench-synced")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for processor in ["ledger", "instant"] {
+            let output = directory.appendingPathComponent("\(processor).json").path
+            let run = try Self.bench([
+                "--only", "payment-cpu", "--iterations", "5", "--quick", "--processor", processor, "--data-dir",
+                directory.path, "--output", output,
+            ])
+            #expect(run.status == 0, "horizon-bench --processor \(processor) failed:\n\(run.output)")
+            let cpu = try #require(try Self.json(output)["paymentCPU"] as? [String: Any])
+            let synced = try #require(cpu["syncedCommitsPerPayment"] as? [String: Any])
+            for side in ["terminalJournal", "wallet"] + (processor == "ledger" ? ["ledger"] : []) {
+                let counts = try #require(synced[side] as? [String: Any], "\(processor): no \(side) count")
+                #expect(counts["count"] as? Int == 5, "\(processor), \(side): \(counts)")
+                let least = (counts["min"] as? NSNumber)?.doubleValue
+                let most = (counts["max"] as? NSNumber)?.doubleValue
+                #expect(least == 1 && most == 1, "\(processor), \(side): \(counts)")
+            }
+            if processor == "instant" { #expect(synced["ledger"] == nil) }
+            #expect(run.output.contains("synced commits per payment (median): terminal journal 1, wallet 1"))
+        }
+    }
+
     /// `terminal-share.sh`: the in-process payment and the same payment settled through a
     /// `horizon-server` the script starts (a terminal activated and a wallet registered through
     /// the endpoints), with the server process's CPU beside it.
@@ -50,6 +78,13 @@ import Testing
         let operations = try #require(remote["cryptoOperations"] as? [String: Int])
         #expect(operations["ecdsaSign"] == 6 && operations["sha256"] == 8)
         #expect((result["serverProcessCPUMicrosecondsPerPayment"] as? Double ?? 0) > 0)
+        // Through the server the terminal still syncs its confirmed request and the wallet its
+        // pending one; the ledger's commit is the server's.
+        let synced = try #require(remote["syncedCommitsPerPayment"] as? [String: Any])
+        for side in ["terminalJournal", "wallet"] {
+            #expect(((synced[side] as? [String: Any])?["max"] as? NSNumber)?.doubleValue == 1, "\(side): \(synced)")
+        }
+        #expect(synced["ledger"] == nil)
     }
 
     /// `bluez-vm.sh --help` explains the script and horizon-bench's options; it boots no VM and
