@@ -86,6 +86,14 @@ public enum JournalWrite: Sendable, Equatable {
         case .acknowledged: .acknowledged
         }
     }
+
+    /// A result that is an error: the terminal's promise that the id never executes. The
+    /// processor keeps no result for it (it executed nothing), so it cannot be asked again by
+    /// payment id: lost in a power cut, recovery would submit the request again, and an
+    /// execution that was refused for a passing reason (a storage failure) could go through.
+    public var isRefusal: Bool {
+        if case .result(_, answer: .error) = self { true } else { false }
+    }
 }
 
 /// Where one confirmed id stands.
@@ -287,13 +295,14 @@ public final class SQLiteTerminalJournal: TerminalJournal {
 
     public func write(_ writes: [JournalWrite], at time: UnixTime) throws(JournalError) {
         // Every step is committed before the next message leaves; only the wallet's confirmed
-        // request is also synced. From it on the terminal owes an execution, and nothing else
-        // holds what the customer signed. A power cut may take the other steps, and costs
-        // nothing: a forgotten `offered` only makes a late confirmation be refused (nothing
-        // charged), and `submitted`, `result` and `acknowledged` are asked again of the processor
-        // by payment id, which answers with its stored result (recovery does this for every
-        // confirmed request with no result). The next synced commit takes them to disk too.
-        let synced = writes.contains { $0.step == .confirmed }
+        // request, and a refusal, are also synced. From the confirmation on the terminal owes an
+        // execution, and nothing else holds what the customer signed. A power cut may take the
+        // other steps, and costs nothing: a forgotten `offered` only makes a late confirmation be
+        // refused (nothing charged), and `submitted`, a receipt and `acknowledged` are asked
+        // again of the processor by payment id, which answers with its stored result (recovery
+        // does this for every confirmed request with no result). The next synced commit takes
+        // them to disk too.
+        let synced = writes.contains { $0.step == .confirmed || $0.isRefusal }
         do {
             try database.transaction(synced: synced) { (db) throws(DatabaseError) -> Result<Void, JournalError> in
                 for write in writes {

@@ -130,8 +130,12 @@ public final class WalletStore: Sendable {
         }
     }
 
+    /// Stores a receipt the app keeps beside its pending request's end. Committed but not synced,
+    /// like `resolvePending`: the receipt is already on record there, or (if that write failed)
+    /// its request is still pending and the wallet asks for it again by payment id. A synced
+    /// commit here was a second one for every payment of `horizon-wallet`.
     public func saveReceipt(_ receipt: StoredReceipt) throws(DatabaseError) {
-        try database.transaction { (db) throws(DatabaseError) in try Self.insert(receipt, in: db) }
+        try database.transaction(synced: false) { (db) throws(DatabaseError) in try Self.insert(receipt, in: db) }
     }
 
     /// Ends a pending request: its receipt (if it went through) is stored and the request removed

@@ -97,8 +97,9 @@ struct ExactlyOnceTests {
 @Suite("A pending payment survives the wallet program", .offTheCooperativePool)
 struct PendingAcrossRunsTests {
     /// The wallet's share of the durability rule, counted: one synced commit a payment (the
-    /// pending request, before the confirmation leaves); the receipt that resolves it is
-    /// committed without a sync, since the terminal and the ledger give it again by payment id.
+    /// pending request, before the confirmation leaves); the receipt that resolves it, and the
+    /// copy `horizon-wallet` keeps after it, are committed without a sync, since the terminal and
+    /// the ledger give it again by payment id.
     @Test func aWalletPaymentMakesOneSyncedCommit() throws {
         let world = try World(seed: 33)
         let terminal = try world.terminal()
@@ -115,6 +116,10 @@ struct PendingAcrossRunsTests {
         #expect(terminal.host.start(amount: euros(250)))
         #expect(world.run(until: { client.state == .completed }))
         #expect(try store.all().isEmpty, "the pending request is resolved")
+        // The program keeps the receipt it shows, as `horizon-wallet pay` does.
+        let receipt = try #require(client.receipt)
+        try store.store.saveReceipt(StoredReceipt(recording: receipt))
+        #expect(try store.store.receipts().map(\.paymentID) == [receipt.paymentID.description])
         #expect(SyncedCommits.count(at: storePath) - before == 1)
     }
 

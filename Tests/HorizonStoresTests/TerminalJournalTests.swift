@@ -50,6 +50,31 @@ struct TerminalJournalTests {
         }
     }
 
+    /// Which steps are synced (docs/guarantees.md, "Synced writes per payment"): the confirmed
+    /// request with its submission, and a refusal, which no processor can give again by payment
+    /// id (it executed nothing); not the offer, nor the acknowledgement. (A receipt's result is
+    /// not synced either: `JournalTests.aPaymentMakesOneSyncedCommitInTheJournalAndOneInTheLedger`.)
+    @Test func theConfirmationAndARefusalAreSyncedAndTheOtherStepsAreNot() throws {
+        try withTemporaryDirectory { directory in
+            let path = journalPath(in: directory)
+            let journal = try SQLiteTerminalJournal(path: path)
+            var counted = SyncedCommits.count(at: path)
+            func syncedCommits() -> Int {
+                defer { counted = SyncedCommits.count(at: path) }
+                return SyncedCommits.count(at: path) - counted
+            }
+            try journal.write(.offered(sessionID: session, transactionType: .payment, walletKey: walletKey(1)), at: 1)
+            #expect(syncedCommits() == 0, "offered")
+            try journal.write([.confirmed(.payment(request(1, amount: euros(500)))), .submitted(paymentID(1))], at: 2)
+            #expect(syncedCommits() == 1, "confirmed with submitted")
+            try journal.write(.result(paymentID(1), answer: answer(1)), at: 3)
+            #expect(syncedCommits() == 1, "a refusal")
+            try journal.write(.acknowledged(paymentID(1), by: walletKey(1)), at: 4)
+            #expect(syncedCommits() == 0, "acknowledged")
+            #expect(try journal.record(for: paymentID(1))?.step == .acknowledged)
+        }
+    }
+
     @Test func aRedemptionComesBackWithItsItemQuantityAndValue() throws {
         let journal = try SQLiteTerminalJournal(path: ":memory:")
         let redemption = RedemptionRequest(
