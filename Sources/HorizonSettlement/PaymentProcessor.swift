@@ -16,10 +16,14 @@ public struct SettlementRequest: Sendable, Equatable {
     /// remote processor (the server) verifies against the wallet's registered key: a terminal
     /// cannot charge a wallet for anything the wallet did not sign. Empty where nobody needs it.
     public let signedConfirmation: [UInt8]
+    /// The merchant's order reference the register gave the sale (not signed by the wallet, as
+    /// the register user); empty when it gave none.
+    public let orderReference: String
 
     public init(
         paymentID: PaymentID, sessionID: SessionID, walletKey: PublicKeyBytes, terminalKeyID: TerminalKeyID,
-        amount: Money, tip: Money, registerUser: String, contentDigest: [UInt8], signedConfirmation: [UInt8] = []
+        amount: Money, tip: Money, registerUser: String, contentDigest: [UInt8], signedConfirmation: [UInt8] = [],
+        orderReference: String = ""
     ) {
         self.paymentID = paymentID
         self.sessionID = sessionID
@@ -30,6 +34,7 @@ public struct SettlementRequest: Sendable, Equatable {
         self.registerUser = registerUser
         self.contentDigest = contentDigest
         self.signedConfirmation = signedConfirmation
+        self.orderReference = orderReference
     }
 }
 
@@ -88,11 +93,13 @@ public struct RedemptionRequest: Sendable, Equatable {
     /// The wallet's signed Redeem exactly as it arrived, for a remote processor to verify
     /// (as `SettlementRequest.signedConfirmation`). Empty where nobody needs it.
     public let signedRedemption: [UInt8]
+    /// The register user who rang up the redemption (not signed by the wallet); empty if none.
+    public let registerUser: String
 
     public init(
         redemptionID: PaymentID, sessionID: SessionID, walletKey: PublicKeyBytes, terminalKeyID: TerminalKeyID,
         transactionType: TransactionType, item: String, quantity: Int64, value: Money, contentDigest: [UInt8],
-        signedRedemption: [UInt8] = []
+        signedRedemption: [UInt8] = [], registerUser: String = ""
     ) {
         self.redemptionID = redemptionID
         self.sessionID = sessionID
@@ -104,6 +111,7 @@ public struct RedemptionRequest: Sendable, Equatable {
         self.value = value
         self.contentDigest = contentDigest
         self.signedRedemption = signedRedemption
+        self.registerUser = registerUser
     }
 }
 

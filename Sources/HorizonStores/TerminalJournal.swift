@@ -272,6 +272,17 @@ public final class SQLiteTerminalJournal: TerminalJournal {
                     CREATE INDEX steps_by_request ON steps(request_id, seq) WHERE request_id IS NOT NULL;
                     UPDATE meta SET value = '4' WHERE key = 'schema_version';
                     """),
+            // The merchant's order reference the register gave a payment (NULL: none), found by
+            // `status REF`. The index holds only rows with one, so a sale without a reference
+            // still appends to two pages.
+            SchemaStep(
+                version: 5, name: "steps.order_reference",
+                sql: """
+                    ALTER TABLE steps ADD COLUMN order_reference TEXT;
+                    CREATE INDEX steps_by_order_reference ON steps(order_reference, seq)
+                        WHERE order_reference IS NOT NULL;
+                    UPDATE meta SET value = '5' WHERE key = 'schema_version';
+                    """),
         ],
         versionBeforeRecording: { (database) throws(DatabaseError) -> Int? in
             // A journal from before `schema_migrations` names its version in `meta`.
@@ -360,6 +371,21 @@ public final class SQLiteTerminalJournal: TerminalJournal {
         }
     }
 
+    /// The payments confirmed with the merchant's order reference `reference`, the newest first
+    /// (a reference may be used again after a sale with it was declined or failed).
+    public func records(orderReference reference: String, limit: Int = 20) throws(JournalError) -> [JournalRecord] {
+        do {
+            let ids = try database.query(
+                """
+                SELECT request_id FROM steps WHERE order_reference = ? AND (step = 'confirmed' OR step = 'result')
+                GROUP BY request_id ORDER BY MAX(seq) DESC LIMIT ?
+                """, [.text(reference), .integer(Int64(limit))])
+            return try records(of: ids)
+        } catch {
+            throw JournalError("could not read the payments with order reference \(reference): \(error)")
+        }
+    }
+
     /// Confirmed requests, the most recently changed first.
     public func records(limit: Int) throws(DatabaseError) -> [JournalRecord] {
         let ids = try database.query(
@@ -426,9 +452,9 @@ public final class SQLiteTerminalJournal: TerminalJournal {
                         try db.query(
                             """
                             UPDATE steps SET (terminal_key_id, amount, tip, currency, register_user, item, quantity,
-                                content_digest, signed_request) = (
+                                content_digest, signed_request, order_reference) = (
                                 SELECT terminal_key_id, amount, tip, currency, register_user, item, quantity,
-                                    content_digest, signed_request
+                                    content_digest, signed_request, order_reference
                                 FROM steps WHERE request_id = ? AND step = 'confirmed')
                             WHERE request_id = ? AND step = 'result'
                             """, [id, id])
@@ -544,6 +570,7 @@ public final class SQLiteTerminalJournal: TerminalJournal {
         var quantity: Int64 = 0
         let digest: [UInt8]
         var signedRequest: DatabaseValue = .null
+        var orderReference: DatabaseValue = .null
         switch request {
         case .payment(let payment):
             terminalKeyID = payment.terminalKeyID
@@ -552,10 +579,12 @@ public final class SQLiteTerminalJournal: TerminalJournal {
             registerUser = payment.registerUser
             digest = payment.contentDigest
             if !payment.signedConfirmation.isEmpty { signedRequest = .blob(payment.signedConfirmation) }
+            if !payment.orderReference.isEmpty { orderReference = .text(payment.orderReference) }
         case .redemption(let redemption):
             terminalKeyID = redemption.terminalKeyID
             amount = redemption.value
             tip = .zero(redemption.value.currency)
+            registerUser = redemption.registerUser
             item = redemption.item
             quantity = redemption.quantity
             digest = redemption.contentDigest
@@ -564,15 +593,15 @@ public final class SQLiteTerminalJournal: TerminalJournal {
         try db.query(
             """
             INSERT INTO steps(step, session_id, request_id, transaction_type, wallet_key, terminal_key_id, amount, tip,
-                currency, register_user, item, quantity, content_digest, signed_request, recorded_at)
-            VALUES ('confirmed', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                currency, register_user, item, quantity, content_digest, signed_request, order_reference, recorded_at)
+            VALUES ('confirmed', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
                 .integer(Int64(bitPattern: request.sessionID.rawValue)), .blob(request.id.bytes),
                 .integer(Int64(request.transactionType.rawValue)), .blob(request.walletKey.bytes),
                 .blob(terminalKeyID.bytes), .integer(amount.minorUnits), .integer(tip.minorUnits),
                 .text(amount.currency.code), .text(registerUser), .text(item), .integer(quantity), .blob(digest),
-                signedRequest, .integer(time),
+                signedRequest, orderReference, .integer(time),
             ])
     }
 
@@ -634,13 +663,15 @@ public final class SQLiteTerminalJournal: TerminalJournal {
                 SettlementRequest(
                     paymentID: id, sessionID: sessionID, walletKey: walletKey, terminalKeyID: terminalKeyID,
                     amount: amount, tip: tip, registerUser: try row.optionalText("register_user") ?? "",
-                    contentDigest: digest, signedConfirmation: try row.optionalBytes("signed_request") ?? []))
+                    contentDigest: digest, signedConfirmation: try row.optionalBytes("signed_request") ?? [],
+                    orderReference: try row.optionalText("order_reference") ?? ""))
         }
         return .redemption(
             RedemptionRequest(
                 redemptionID: id, sessionID: sessionID, walletKey: walletKey, terminalKeyID: terminalKeyID,
                 transactionType: type, item: try row.optionalText("item") ?? "",
                 quantity: try row.optionalInteger("quantity") ?? 0, value: amount, contentDigest: digest,
-                signedRedemption: try row.optionalBytes("signed_request") ?? []))
+                signedRedemption: try row.optionalBytes("signed_request") ?? [],
+                registerUser: try row.optionalText("register_user") ?? ""))
     }
 }

@@ -82,7 +82,7 @@ struct SchemaFixtureTests {
             let error = databaseError { _ = try SQLiteTerminalJournal(path: path) }
             #expect(
                 error?.message
-                    == "this terminal journal has schema version 99; this program reads up to 4: use the newer program that wrote it"
+                    == "this terminal journal has schema version 99; this program reads up to 5: use the newer program that wrote it"
             )
         }
     }

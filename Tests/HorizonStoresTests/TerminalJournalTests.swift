@@ -138,7 +138,7 @@ struct TerminalJournalTests {
             let journal = try SQLiteTerminalJournal(path: path)
             #expect(
                 try journal.database.query("SELECT value FROM meta WHERE key = 'schema_version'").first?.text("value")
-                    == "4")
+                    == String(SQLiteTerminalJournal.schemaVersion))
             #expect(try journal.offlinePayments().isEmpty, "schema 3's offline payments table is there")
             let old = try #require(try journal.record(for: paymentID(1)))
             #expect(old.request == .payment(request(1, amount: euros(500))))
@@ -213,8 +213,11 @@ struct TerminalJournalTests {
             let journal = try SQLiteTerminalJournal(path: path)
             #expect(
                 try journal.database.query("SELECT value FROM meta WHERE key = 'schema_version'").first?.text("value")
-                    == "4")
-            #expect(try journal.database.query("SELECT * FROM steps ORDER BY seq").map(\.cells) == before)
+                    == String(SQLiteTerminalJournal.schemaVersion))
+            // Every row as it was, with the columns later schemas added empty (order_reference).
+            #expect(
+                try journal.database.query("SELECT * FROM steps ORDER BY seq").map(\.cells)
+                    == before.map { $0 + [.null] })
             #expect(try journal.unsettled().map(\.request.id) == [paymentID(1), paymentID(2)])
             #expect(
                 try journal.database.query("SELECT name FROM sqlite_master WHERE name = 'steps_by_request'").count == 1)

@@ -39,7 +39,8 @@ struct PaymentExecutor: SessionExecutor {
                     paymentID: confirm.paymentID, sessionID: session.id, walletKey: confirm.walletKey,
                     terminalKeyID: keyID,
                     amount: confirm.amount, tip: confirm.tip, registerUser: session.terms.registerUser,
-                    contentDigest: digest(confirm.signedBytes), signedConfirmation: message.encoded())))
+                    contentDigest: digest(confirm.signedBytes), signedConfirmation: message.encoded(),
+                    orderReference: session.terms.orderReference)))
     }
 
     func execute(_ request: JournalRequest, at now: UnixTime) async throws(ProcessorError) -> SettlementResult {
@@ -93,7 +94,7 @@ struct RedemptionExecutor: SessionExecutor {
                     terminalKeyID: keyID,
                     transactionType: transactionType, item: redeem.item, quantity: redeem.quantity,
                     value: session.terms.amount, contentDigest: digest(redeem.signedBytes),
-                    signedRedemption: message.encoded())))
+                    signedRedemption: message.encoded(), registerUser: session.terms.registerUser)))
     }
 
     func execute(_ request: JournalRequest, at now: UnixTime) async throws(ProcessorError) -> SettlementResult {

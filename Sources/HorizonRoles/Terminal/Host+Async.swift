@@ -55,24 +55,28 @@ extension PaymentHost {
     /// A payment accepted offline returns an order with `acceptedOffline` set and no
     /// reference: the server settles it when the terminal forwards it.
     /// With `paymentID`, the payment is made under that id (a payment intent's; see `start`).
-    public func collect(_ amount: Money, registerUser: RegisterUser? = nil, paymentID: PaymentID? = nil)
-        async throws(HostError) -> PaymentOrder
-    {
+    /// `orderReference` (the merchant's) is journaled with the payment and settled with it.
+    public func collect(
+        _ amount: Money, registerUser: RegisterUser? = nil, paymentID: PaymentID? = nil, orderReference: String = ""
+    ) async throws(HostError) -> PaymentOrder {
         let result: SettlementResult
-        switch try await core.run({ [self] in start(amount: amount, registerUser: registerUser, paymentID: paymentID) })
-        {
+        switch try await core.run({ [self] in
+            start(amount: amount, registerUser: registerUser, paymentID: paymentID, orderReference: orderReference)
+        }) {
         case .executed(let executed): result = executed
         case .acceptedOffline(let record):
             return PaymentOrder(
                 sessionID: record.sessionID, paymentID: record.paymentID, amount: record.amount, tip: record.tip,
-                registerUser: registerUser?.name ?? "", reference: 0, bonusPointsEarned: 0, acceptedOffline: true)
+                registerUser: registerUser?.name ?? "", reference: 0, bonusPointsEarned: 0, acceptedOffline: true,
+                orderReference: orderReference)
         }
         guard case .approved(let reference, let earned, _) = result.outcome else {
             throw .processorFailure("the result of payment \(result.paymentID) is not an approval")
         }
         return PaymentOrder(
             sessionID: result.sessionID, paymentID: result.paymentID, amount: result.amount, tip: result.tip,
-            registerUser: registerUser?.name ?? "", reference: reference, bonusPointsEarned: earned)
+            registerUser: registerUser?.name ?? "", reference: reference, bonusPointsEarned: earned,
+            orderReference: orderReference)
     }
 }
 

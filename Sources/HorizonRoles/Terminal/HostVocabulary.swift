@@ -56,6 +56,8 @@ public struct PaymentOrder: Sendable, Equatable {
     /// Accepted offline against the wallet's daily token, not settled by the server
     /// yet (`reference` is 0 until then).
     public var acceptedOffline = false
+    /// The merchant's order reference the sale was started with; empty if none.
+    public var orderReference = ""
 
     public var currency: Currency { amount.currency }
     /// Amount plus tip (both are bounded far below overflow).

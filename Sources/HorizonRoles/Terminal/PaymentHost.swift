@@ -109,11 +109,15 @@ public final class PaymentHost: Sendable {
     /// waits for it there, unless it calls from there).
     /// With `paymentID` (a payment intent's id) the offer asks the wallet to confirm under that
     /// id, and a confirmation under another is refused.
+    /// `orderReference` (the merchant's, for the sale) is journaled and settled with the payment.
     @discardableResult
-    public func start(amount: Money, registerUser: RegisterUser? = nil, paymentID: PaymentID? = nil) -> Bool {
+    public func start(
+        amount: Money, registerUser: RegisterUser? = nil, paymentID: PaymentID? = nil, orderReference: String = ""
+    ) -> Bool {
         core.start(
             OfferTerms(
-                amount: amount, registerUser: registerUser?.name ?? "", item: "", quantity: 0, paymentID: paymentID)
+                amount: amount, registerUser: registerUser?.name ?? "", item: "", quantity: 0, paymentID: paymentID,
+                orderReference: orderReference)
         ) {
             guard amount.minorUnits > 0 else { return .invalidAmount }
             guard amount.currency == configuration.currency else { return .unsupportedCurrency(amount.currency.code) }
@@ -134,6 +138,7 @@ public final class PaymentHost: Sendable {
         guard case .approved(let reference, let earned, _) = result.outcome else { return nil }
         return PaymentOrder(
             sessionID: session.id, paymentID: result.paymentID, amount: result.amount, tip: result.tip,
-            registerUser: session.terms.registerUser, reference: reference, bonusPointsEarned: earned)
+            registerUser: session.terms.registerUser, reference: reference, bonusPointsEarned: earned,
+            orderReference: session.terms.orderReference)
     }
 }

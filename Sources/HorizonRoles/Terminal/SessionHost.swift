@@ -16,6 +16,9 @@ struct OfferTerms: Sendable, Equatable {
     let quantity: Int64
     /// The payment id the wallet must confirm under (a payment intent's); nil: the wallet's choice.
     var paymentID: PaymentID? = nil
+    /// The merchant's order reference for the sale: journaled and settled with the payment, not
+    /// part of the signed offer (as intents, whose reference the server keeps).
+    var orderReference = ""
 }
 
 /// The session a host runs now (see `SessionHostStateMachine` for its rules).
