@@ -56,8 +56,9 @@ extension Ledger {
     /// that started it: that key joins the account and every other key of the account is
     /// revoked at `time`, in one transaction. The account keeps its id, so its history, balance
     /// and loyalty stay; payments signed by a revoked key and accepted offline at or after
-    /// `time` are declined when forwarded. A token works once; wrong tokens are counted on their
-    /// own counter, which locks the restoration at the limit.
+    /// `time` are declined when forwarded. The old device's PIN goes with its key: it no longer
+    /// opens anything, and the new device sets its own. A token works once; wrong tokens are
+    /// counted on their own counter, which locks the restoration at the limit.
     public func reactivateWallet(
         _ id: RegistrationID, tokenHash: [UInt8], key: PublicKeyBytes,
         policy: RegistrationPolicy = RegistrationPolicy(),
@@ -95,6 +96,7 @@ extension Ledger {
                 UPDATE wallet_keys SET revoked_at = ?
                 WHERE wallet_id = ? AND public_key <> ? AND revoked_at IS NULL RETURNING public_key
                 """, [.integer(time), .text(wallet.id.rawValue), .blob(newKey)])
+            try await Self.forgetWalletPIN(wallet.id, in: db)
             try await Self.redactOutbox(for: id, in: db)
             return .success(RegistrationResult(kind: .restoration, wallet: wallet, revokedKeys: revoked.count))
         }

@@ -373,6 +373,7 @@ extension Ledger {
                 UPDATE wallet_keys SET revoked_at = ?
                 WHERE wallet_id = ? AND public_key <> ? AND revoked_at IS NULL RETURNING public_key
                 """, [.integer(time), .text(wallet.id.rawValue), .blob(key.bytes)])
+            try await forgetWalletPIN(wallet.id, in: db)
             return .success(RegistrationResult(kind: kind, wallet: wallet, revokedKeys: revoked.count))
         }
     }

@@ -85,6 +85,13 @@ extension Ledger {
         }
     }
 
+    /// Drops the PIN of a wallet restored to a new key: it was the old device's (its device key,
+    /// its verifier and share, its count of wrong tries), so the old PIN must no longer be
+    /// proven; the new device sets one of its own, or declares itself pinless.
+    static func forgetWalletPIN(_ wallet: WalletID, in db: any SQLTransaction) async throws(LedgerError) {
+        try await db.query("DELETE FROM wallet_pins WHERE wallet_id = ?", [.text(wallet.rawValue)])
+    }
+
     /// Whether `wallet` said it keeps its key without a PIN.
     public func isWalletPinless(_ wallet: WalletID) async throws(LedgerError) -> Bool {
         try await store.transaction(.singleStatement) { db in try await Self.isPinless(wallet, in: db) }

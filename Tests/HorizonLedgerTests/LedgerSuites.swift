@@ -111,6 +111,7 @@ struct ContractCase: Sendable, CustomTestStringConvertible {
         // The wallet PIN counted by the server; pinless wallets
         ContractCase("wrongPINProofsAreCountedAndBlock", LedgerContract.wrongPINProofsAreCountedAndBlock),
         ContractCase("pinlessWalletsPayUpToTheLimit", LedgerContract.pinlessWalletsPayUpToTheLimit),
+        ContractCase("aRestorationDropsTheOldDevicesPIN", LedgerContract.aRestorationDropsTheOldDevicesPIN),
     ]
 }
 

@@ -82,6 +82,62 @@ extension LedgerContract {
         }
     }
 
+    /// A restoration (by the mailed code, or by PUK and reactivation token) drops the old
+    /// device's PIN with its key: its proofs, right or wrong, are no longer taken, and the wrong
+    /// tries it had (a block included) do not follow the account.
+    static func aRestorationDropsTheOldDevicesPIN(_ kind: StoreKind) async throws {
+        try await TestStores.withLedger(kind) { ledger in
+            let policy = PINProofPolicy()
+            let right: @Sendable ([UInt8]) -> Bool = { $0 == pinKey }
+            let wrong: @Sendable ([UInt8]) -> Bool = { _ in false }
+            let registered = try await register(ledger, key: F.key(50))
+            let wallet = try await ledger.verifyRegistration(
+                registered.id, kind: .registration, codeHash: rightCode, at: start
+            ).wallet
+            // By the mailed code: the old PIN, blocked after wrong tries, is gone.
+            try await ledger.setWalletPIN(wallet.id, deviceKey: F.key(51), pinKey: pinKey, share: share, at: start)
+            for attempt in 0..<policy.blockAfter {
+                _ = try await ledger.provePIN(
+                    deviceKey: F.key(51), policy: policy, at: start + 10_000 * Int64(attempt), isValid: wrong)
+            }
+            #expect(try await ledger.walletPIN(of: wallet.id)?.failures == policy.blockAfter)
+            let byCode = try await ledger.startRestoration(
+                id: .generate(), email: "alice@example.com", publicKey: F.key(52), codeHash: rightCode, at: start)
+            _ = try await ledger.verifyRegistration(byCode.id, kind: .restoration, codeHash: rightCode, at: start + 1)
+            #expect(try await ledger.walletPIN(of: wallet.id) == nil)
+            await #expect(throws: LedgerError.notFound("a PIN for this device key")) {
+                try await ledger.provePIN(deviceKey: F.key(51), policy: policy, at: start + 2, isValid: right)
+            }
+
+            // By PUK and token: the PIN the restored device set is dropped at the next restoration.
+            try await ledger.setWalletPIN(wallet.id, deviceKey: F.key(53), pinKey: pinKey, share: share, at: start + 3)
+            #expect(
+                try await ledger.provePIN(deviceKey: F.key(53), policy: policy, at: start + 4, isValid: right)
+                    == .proven(share: share))
+            let id = RegistrationID.generate()
+            _ = try await ledger.startRestoration(
+                id: id, email: "alice@example.com", publicKey: F.key(54), codeHash: rightCode,
+                reactivationLink: ([9, 9, 9], 86_400), at: start + 5)
+            _ = try await ledger.submitRestorationPuk(
+                id, pukHash: rightCode, key: F.key(54), tokenHash: [4, 5, 6], lifetime: 86_400, at: start + 6)
+            // Until the token is used, the old device's PIN still works.
+            #expect(
+                try await ledger.provePIN(deviceKey: F.key(53), policy: policy, at: start + 7, isValid: right)
+                    == .proven(share: share))
+            _ = try await ledger.reactivateWallet(id, tokenHash: [4, 5, 6], key: F.key(54), at: start + 8)
+            #expect(try await ledger.walletPIN(of: wallet.id) == nil)
+            await #expect(throws: LedgerError.notFound("a PIN for this device key")) {
+                try await ledger.provePIN(deviceKey: F.key(53), policy: policy, at: start + 9, isValid: right)
+            }
+            // The new device's PIN starts from zero, and the same old device key cannot name it.
+            try await ledger.setWalletPIN(wallet.id, deviceKey: F.key(55), pinKey: pinKey, share: share, at: start + 10)
+            #expect(try await ledger.walletPIN(of: wallet.id)?.failures == 0)
+            await #expect(throws: LedgerError.notFound("a PIN for this device key")) {
+                try await ledger.provePIN(deviceKey: F.key(53), policy: policy, at: start + 11, isValid: right)
+            }
+        }
+    }
+
     static func pinlessWalletsPayUpToTheLimit(_ kind: StoreKind) async throws {
         try await TestStores.withLedger(kind) { ledger in
             let (merchant, wallet, key) = try await F.shop(ledger, balance: 200_00)

@@ -4,6 +4,7 @@ import HTTPTypes
 import HorizonAPI
 import HorizonCore
 import HorizonLedger
+import HorizonProtocol
 import HorizonServer
 import HorizonServerClient
 import HorizonServiceClients
@@ -327,6 +328,150 @@ struct WalletPINTests {
                 proof: [UInt8](repeating: 0xFF, count: 64), time: time, nonce: Self.nonce())
             #expect(garbage.result == .wrong)
             #expect(try await scene.server.ledger.walletPIN(of: scene.alice.id)?.failures == 1)
+        }
+    }
+
+    /// Moves `wallet`'s account to `key` as a restoration does (PUK and token checked by hash).
+    static func restore(_ wallet: FundedWallet, to key: P256.Signing.PrivateKey, on scene: Scene) async throws {
+        let ledger = scene.server.ledger
+        let email = "\(wallet.id.rawValue.lowercased())@example.com"
+        try await ledger.store.transaction { db in
+            try await db.query(
+                "UPDATE wallets SET email = ?, phone = ? WHERE id = ?",
+                [.text(email), .text("+4915112345679"), .text(wallet.id.rawValue)])
+        }
+        let newKey = try PublicKeyBytes(bytes: Array(key.publicKey.x963Representation))
+        let id = RegistrationID.generate()
+        let now = scene.server.clock.now
+        _ = try await ledger.startRestoration(
+            id: id, email: email, publicKey: newKey, codeHash: [1, 2, 3], reactivationLink: ([9, 9, 9], 86_400),
+            at: now)
+        _ = try await ledger.submitRestorationPuk(
+            id, pukHash: [1, 2, 3], key: newKey, tokenHash: [4, 5, 6], lifetime: 86_400, at: now)
+        _ = try await ledger.reactivateWallet(id, tokenHash: [4, 5, 6], key: newKey, at: now)
+    }
+
+    /// The lost device keeps its sealed key file and its device key, and its owner's PIN may be
+    /// known to whoever has it: once the account is reactivated on a new device, that PIN must
+    /// release nothing, blocked or not, and the new device's PIN is the only one.
+    @Test func afterAReactivationTheOldDevicesPINIsRefused() async throws {
+        let scene = try await Scene.make()
+        try await scene.server.withLiveServer { client in
+            let pins = try scene.pins(client)
+            let old = try await pins.setPIN(Self.pin, for: scene.alice.key)
+            #expect(try await pins.unlock(old, pin: Self.pin).rawRepresentation == scene.alice.key.rawRepresentation)
+            // Some wrong tries on the old PIN: the new device does not inherit them.
+            for guess in ["000000", "000001"] { _ = try? await pins.unlock(old, pin: guess) }
+            #expect(try await scene.server.ledger.walletPIN(of: scene.alice.id)?.failures == 2)
+
+            let new = P256.Signing.PrivateKey()
+            try await Self.restore(scene.alice, to: new, on: scene)
+            #expect(try await scene.server.ledger.walletPIN(of: scene.alice.id) == nil)
+            await #expect(throws: WalletPINError.notSet) { try await pins.unlock(old, pin: Self.pin) }
+            // Signed by hand with the old device key and the right PIN's key: still no share.
+            let nonce = Self.nonce()
+            let time = scene.server.clock.now
+            let proof = try old.proof(try old.stretch(Self.pin), time: time, nonce: nonce)
+            let oldDevice = try scene.signed(client, by: old.deviceKey)
+            do throws(ServerClientError) {
+                let answer = try await oldDevice.proveWalletPIN(proof: proof, time: time, nonce: nonce)
+                Issue.record("the old PIN was answered after the reactivation: \(answer)")
+            } catch {
+                #expect(error.code == "pin_not_set", "\(error)")
+            }
+            #expect(try await pins.state(new).pinSet == false)
+
+            // The new device sets its own PIN from zero; the old one stays refused.
+            let fresh = try await pins.setPIN("97531975", for: new)
+            #expect(try await pins.state(new).wrongProofs == 0)
+            #expect(try await pins.unlock(fresh, pin: "97531975").rawRepresentation == new.rawRepresentation)
+            await #expect(throws: WalletPINError.notSet) { try await pins.unlock(old, pin: Self.pin) }
+        }
+    }
+
+    /// The restoration steps straight on the ledger (PUK and token known by hash); declaring the
+    /// key pinless goes to the server as the server's backend does (on the test server's clock).
+    final class LedgerRestoration: IdentityBackend {
+        let scene: Scene
+        let pins: WalletPINClient
+        let id = RegistrationID.generate()
+        init(_ scene: Scene, pins: WalletPINClient) {
+            self.scene = scene
+            self.pins = pins
+        }
+        struct Unused: Error {}
+        func register(_ user: RegistrationUserData, invitationCode: String?, key: P256.Signing.PrivateKey)
+            async throws -> String
+        { throw Unused() }
+        func submitRegistrationPuk(id: String, puk: String, key: P256.Signing.PrivateKey) async throws -> Bool {
+            throw Unused()
+        }
+        func isRegistrationActive(id: String, key: P256.Signing.PrivateKey) async throws -> Bool { throw Unused() }
+        func confirmActivationLink(_ link: String) async throws { throw Unused() }
+        private func bytes(_ key: P256.Signing.PrivateKey) throws -> PublicKeyBytes {
+            try PublicKeyBytes(bytes: Array(key.publicKey.x963Representation))
+        }
+        func requestRestorationPuk(email: String, key: P256.Signing.PrivateKey) async throws -> String {
+            _ = try await scene.server.ledger.startRestoration(
+                id: id, email: email, publicKey: try bytes(key), codeHash: [1, 2, 3],
+                reactivationLink: ([9, 9, 9], 86_400), at: scene.server.clock.now)
+            return id.rawValue
+        }
+        func submitRestorationPuk(id: String, puk: String, key: P256.Signing.PrivateKey) async throws {
+            _ = try await scene.server.ledger.submitRestorationPuk(
+                RegistrationID(rawValue: id), pukHash: [1, 2, 3], key: try bytes(key), tokenHash: [4, 5, 6],
+                lifetime: 86_400, at: scene.server.clock.now)
+        }
+        func reactivate(id: String, token: String, key: P256.Signing.PrivateKey) async throws {
+            _ = try await scene.server.ledger.reactivateWallet(
+                RegistrationID(rawValue: id), tokenHash: [4, 5, 6], key: try bytes(key), at: scene.server.clock.now)
+        }
+        func declarePinless(key: P256.Signing.PrivateKey) async throws {
+            try await pins.declarePinless(key)
+        }
+    }
+
+    /// The reference's pinless restoration, with either kind of vault: the account, which had a
+    /// PIN on the lost device, is pinless at the server once the new device is reactivated, so
+    /// its payments are limited; the old PIN is gone.
+    @Test(arguments: [false, true])
+    func aPinlessRestorationMakesTheRestoredWalletPinless(_ serverCountedVault: Bool) async throws {
+        let scene = try await Scene.make()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("wallet-pin-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await scene.server.withLiveServer { client in
+            let pins = try scene.pins(client)
+            _ = try await pins.setPIN(Self.pin, for: scene.alice.key)
+            #expect(try await scene.server.ledger.isWalletPinless(scene.alice.id) == false)
+            let email = "alice-\(serverCountedVault)@example.com"
+            try await scene.server.ledger.store.transaction { db in
+                try await db.query(
+                    "UPDATE wallets SET email = ?, phone = ? WHERE id = ?",
+                    [.text(email), .text("+4915112345679"), .text(scene.alice.id.rawValue)])
+            }
+            let vault: any IdentityKeyVault =
+                serverCountedVault
+                ? ServerCountedFileVault(file: directory.appendingPathComponent("wallet-key.pem"), pins: pins)
+                : MemoryVault()
+            let clock = scene.server.clock
+            let identity = IdentityClient(serverURL: try scene.url(client))
+            let procedure = IdentityProcedure(
+                identity: identity, backend: LedgerRestoration(scene, pins: pins), vault: vault,
+                clock: { clock.now })
+            try await procedure.start()
+            try await procedure.requestPinlessRestoration()
+            try await procedure.requestRestorationPukWithEmail(email)
+            try await procedure.requestRestorationWithPuk("12345678")
+            try await procedure.reactivatePinlessWithReactivationToken("token")
+            #expect(await procedure.state == .unlocked)
+            #expect(try vault.stored() == .pinless)
+            let key = try #require(try vault.load(pin: nil))
+            let restoredKey = try PublicKeyBytes(bytes: Array(key.publicKey.x963Representation))
+            #expect(try await scene.server.ledger.wallet(forKey: restoredKey)?.id == scene.alice.id)
+            #expect(try await scene.server.ledger.isWalletPinless(scene.alice.id))
+            #expect(try await scene.server.ledger.walletPIN(of: scene.alice.id) == nil)
+            let state = try await pins.state(key)
+            #expect(state.pinless && !state.pinSet && state.pinlessPaymentLimit == 50_00)
         }
     }
 

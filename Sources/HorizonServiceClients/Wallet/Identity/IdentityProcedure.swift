@@ -22,6 +22,14 @@ public protocol IdentityBackend: Sendable {
     func submitRestorationPuk(id: String, puk: String, key: P256.Signing.PrivateKey) async throws
     /// Moves the account to `key` with the mailed token; every other key is revoked.
     func reactivate(id: String, token: String, key: P256.Signing.PrivateKey) async throws
+    /// Tells the server the account's key `key` is kept without a PIN (a pinless registration or
+    /// restoration), so it limits its payments.
+    func declarePinless(key: P256.Signing.PrivateKey) async throws
+}
+
+extension IdentityBackend {
+    /// A backend without a server has nobody to tell.
+    public func declarePinless(key: P256.Signing.PrivateKey) async throws {}
 }
 
 /// Where the device keeps its key: protected by a PIN, or by the device alone (pinless).
@@ -265,9 +273,13 @@ public actor IdentityProcedure {
             case .storeIdentity(let pin):
                 guard let key = pendingKey else { return .failed(reason: "no key was made to store") }
                 if let counted = vault as? any ServerCountedKeyVault {
+                    // Pinless, it tells the server itself.
                     try await counted.protect(key, pin: pin)
                 } else {
                     try vault.store(key, pin: pin)
+                    // The account is this key's now (registered or reactivated): a pinless one
+                    // is limited by the server only once it is told.
+                    if pin == nil { try await backend.declarePinless(key: key) }
                 }
                 pendingKey = nil
                 await identity.setSigningKey(key)
@@ -411,5 +423,9 @@ public struct ServerIdentityBackend: IdentityBackend {
 
     public func reactivate(id: String, token: String, key: P256.Signing.PrivateKey) async throws {
         _ = try await signed(by: key).reactivateWallet(id: id, token: token)
+    }
+
+    public func declarePinless(key: P256.Signing.PrivateKey) async throws {
+        try await WalletPINClient(serverURL: serverURL, timeout: timeout).declarePinless(key)
     }
 }
