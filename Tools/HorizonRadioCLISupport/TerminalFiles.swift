@@ -430,16 +430,18 @@ public struct WalletFiles {
 
     public init(directory: DataDirectory) { self.directory = directory }
 
-    /// Creates the wallet key and store and trusts `anchors` (PEM files). Returns the anchors trusted.
-    public func initialize(trusting anchorFiles: [URL], force: Bool) throws -> [URL] {
+    /// Creates the wallet key (pinless, protected as `keyProtection` says) and store and trusts
+    /// `anchors` (PEM files). Returns the anchors trusted.
+    public func initialize(
+        trusting anchorFiles: [URL], force: Bool, keyProtection: WalletKeyProtectionChoice = .file
+    ) throws -> [URL] {
         if directory.exists(Self.walletKey), !force {
             throw CLIError("\(directory.path) already holds a wallet; pass --force to replace its key")
         }
         try directory.create()
         let keys = try anchorFiles.map { try KeyFiles.readPublic(at: $0) }
-        try KeyFiles.writePrivate(P256.Signing.PrivateKey(), to: Self.walletKey, in: directory)
-        // A new key has no PIN yet: an attempt record of the old one would only block it.
-        try? FileManager.default.removeItem(at: directory.file(WalletKeyVault.lockFile))
+        // A new key has no PIN yet: an attempt record of the old one would only block it (storePinless drops it).
+        try keyVault().storePinless(P256.Signing.PrivateKey(), protection: keyProtection)
         let trust = DataDirectory(explicit: directory.file(Self.trustDirectory).path, role: "")
         try trust.create()
         for key in keys {

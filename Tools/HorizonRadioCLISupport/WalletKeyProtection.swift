@@ -72,6 +72,10 @@ public enum WalletKeyError: Error, Equatable, Sendable, CustomStringConvertible 
     case sealingFailed(String)
     /// The key's PIN is counted by the server: only the server's answer opens it.
     case countedByServer
+    /// The device protection asked for cannot be used here (systemd-creds missing or refusing).
+    case deviceProtectionUnavailable(String)
+    /// A plain key file others than its owner may read or write.
+    case exposedKeyFile(path: String, mode: Int)
 
     public var description: String {
         switch self {
@@ -93,6 +97,10 @@ public enum WalletKeyError: Error, Equatable, Sendable, CustomStringConvertible 
         case .pinsDiffer: "the two PINs differ; nothing was changed"
         case .sealingFailed(let reason): "the key could not be encrypted: \(reason)"
         case .countedByServer: "this wallet's PIN is checked by its server; the key opens only with the server's answer"
+        case .deviceProtectionUnavailable(let reason):
+            "systemd-creds cannot protect the key here (\(reason)); use --key-protection file (the key as a 0600 file), or run as a user systemd-creds encrypts for (root before systemd 256)"
+        case .exposedKeyFile(let path, let mode):
+            "the wallet key \(path) has mode 0\(String(mode, radix: 8)): others than its owner may read or change it, so it is not used. Run `chmod 600 \(path)` and `chmod 700` on its directory if nobody else could have read it; otherwise move the account to a new key with `horizon-wallet restore`"
         }
     }
 }
@@ -308,20 +316,25 @@ public struct WalletKeyVault {
     public var policy: PINPolicy
     public var cost: PINKeyCost
     public var now: @Sendable () -> Int64
+    /// What encrypts a pinless key for this device, when it is installed.
+    public var systemdCreds: SystemdCredsTool?
 
     public init(
         directory: DataDirectory, keyFile: String, policy: PINPolicy = PINPolicy(), cost: PINKeyCost = .standard,
-        now: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }
+        now: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) },
+        systemdCreds: SystemdCredsTool? = SystemdCredsTool.installed()
     ) {
         self.directory = directory
         self.keyFile = keyFile
         self.policy = policy
         self.cost = cost
         self.now = now
+        self.systemdCreds = systemdCreds
     }
 
     /// The key file as stored: a plain PEM key (no PIN yet) or a sealed one.
     public enum Stored {
+        /// Pinless: a 0600 PEM file, or a credential systemd-creds decrypted (`pinlessProtection`).
         case plain(P256.Signing.PrivateKey)
         /// Sealed under a PIN counted in `pin-lock.json` (a wallet without a server).
         case sealed(SealedWalletKey)
@@ -341,9 +354,66 @@ public struct WalletKeyVault {
         if SealedWalletKey.isSealed(pem: text) {
             do { return .sealed(try SealedWalletKey.decode(pem: text)) } catch { throw error.at(keyPath) }
         }
+        if DeviceSealedWalletKey.isSealed(pem: text) {
+            guard let tool = systemdCreds else {
+                throw WalletKeyError.deviceProtectionUnavailable(
+                    "the key is encrypted by systemd-creds, which is not installed")
+            }
+            do { return .plain(try DeviceSealedWalletKey.decode(pem: text).open(with: tool)) } catch {
+                throw error.at(keyPath)
+            }
+        }
+        // A plain key others may read is as good as theirs: refused rather than used.
+        let mode = Self.mode(of: keyPath)
+        if mode >= 0, mode & 0o077 != 0 { throw WalletKeyError.exposedKeyFile(path: keyPath, mode: mode) }
         do { return .plain(try P256.Signing.PrivateKey(pemRepresentation: text)) } catch {
             throw WalletKeyError.damaged(path: keyPath, reason: "neither a P-256 private key nor a sealed wallet key")
         }
+    }
+
+    /// What protects the key while it is pinless; nil once a PIN is set. Reads the file only
+    /// (a credential is not decrypted).
+    public func pinlessProtection() throws -> PinlessKeyProtection? {
+        let text = String(decoding: try directory.read(keyFile), as: UTF8.self)
+        if ServerSealedWalletKey.isSealed(pem: text) || SealedWalletKey.isSealed(pem: text) { return nil }
+        if DeviceSealedWalletKey.isSealed(pem: text) {
+            do { return .systemdCreds(try DeviceSealedWalletKey.decode(pem: text).seal) } catch {
+                throw error.at(keyPath)
+            }
+        }
+        return .filePermissions
+    }
+
+    /// The pinless key file's contents under `choice`: `auto` takes systemd-creds (with the TPM2
+    /// where there is one) when it can encrypt here, else the plain file.
+    public func pinlessFile(for key: P256.Signing.PrivateKey, protection choice: WalletKeyProtectionChoice)
+        throws(WalletKeyError) -> (text: String, protection: PinlessKeyProtection)
+    {
+        let plain = (key.pemRepresentation, PinlessKeyProtection.filePermissions)
+        if choice == .file { return plain }
+        guard let tool = systemdCreds else {
+            if choice == .auto { return plain }
+            throw .deviceProtectionUnavailable("systemd-creds is not installed")
+        }
+        let seal: SystemdCredsTool.Seal = tool.hasTPM2() ? .tpm2 : .host
+        let sealed: DeviceSealedWalletKey
+        do { sealed = try DeviceSealedWalletKey.seal(key, seal: seal, with: tool) } catch {
+            if choice == .auto { return plain }
+            throw error
+        }
+        // Proven to open before the plain key is replaced by it.
+        guard (try? sealed.open(with: tool).rawRepresentation) == key.rawRepresentation else {
+            if choice == .auto { return plain }
+            throw .deviceProtectionUnavailable("systemd-creds encrypted the key but could not decrypt it again")
+        }
+        return (sealed.pem, .systemdCreds(seal))
+    }
+
+    static func mode(of path: String) -> Int {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+            let mode = attributes[.posixPermissions] as? NSNumber
+        else { return -1 }
+        return mode.intValue & 0o777
     }
 
     public var isPINSet: Bool {
@@ -386,11 +456,16 @@ public struct WalletKeyVault {
         try? FileManager.default.removeItem(at: directory.file(Self.lockSecretFile))
     }
 
-    /// Replaces the key file with the plain key (pinless: protected by the file's permissions).
-    public func storePinless(_ key: P256.Signing.PrivateKey) throws {
-        try directory.write(Data(key.pemRepresentation.utf8), to: keyFile)
+    /// Replaces the key file with the pinless key, protected by the device as `protection` says.
+    @discardableResult
+    public func storePinless(_ key: P256.Signing.PrivateKey, protection: WalletKeyProtectionChoice = .file) throws
+        -> PinlessKeyProtection
+    {
+        let file = try pinlessFile(for: key, protection: protection)
+        try directory.write(Data(file.text.utf8), to: keyFile)
         try? FileManager.default.removeItem(at: directory.file(Self.lockFile))
         try? FileManager.default.removeItem(at: directory.file(Self.lockSecretFile))
+        return file.protection
     }
 
     /// Encrypts the plain key under a first PIN.

@@ -132,6 +132,11 @@ struct Reactivate: AsyncParsableCommand {
     var token: String
     @Option(help: "The server's anchor fingerprint as its operator publishes it (`horizon-server anchor`).")
     var anchorFingerprint: String?
+    @Flag(
+        help:
+            "Keep this device's key without a PIN (the reference's reactivatePinlessWithReactivationToken), as `restore --pinless` does."
+    )
+    var pinless = false
     @Flag(help: "Print the result as JSON.") var json = false
     @OptionGroup var pin: PINOptions
     @OptionGroup var global: GlobalOptions
@@ -177,6 +182,13 @@ struct Reactivate: AsyncParsableCommand {
         }
         guard anchor.publicKey == verified.anchor.publicKey else {
             throw CLIError("the server named two different trust anchors; nothing was pinned (ask its operator)")
+        }
+        // The account is this key's now; the server dropped the old device's PIN, and limits a
+        // pinless key's payments once it is told.
+        if pinless || pending.pinless == true, case .plain = try files.keyVault().stored() {
+            do { try await WalletPINClient(serverURL: url).declarePinless(key) } catch {
+                throw CLIError(error.description)
+            }
         }
         let account = try WalletServer.finish(anchor: anchor, walletId: verified.walletId, server: url, files: files)
         if json {

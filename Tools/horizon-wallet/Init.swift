@@ -23,6 +23,7 @@ struct Init: ParsableCommand {
     @Option(help: "A terminal issuer's public key (PEM) to trust; repeat for several.") var trust: [String] = []
     @Flag(help: "Replace an existing wallet key.") var force = false
     @Flag(help: "Print the result as JSON.") var json = false
+    @OptionGroup var keyProtection: KeyProtectionOptions
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
@@ -40,7 +41,7 @@ struct Init: ParsableCommand {
         if FileManager.default.fileExists(atPath: files.directory.path) {
             try files.directory.lockForLife(program: "horizon-wallet")
         }
-        _ = try files.initialize(trusting: anchors, force: force)
+        _ = try files.initialize(trusting: anchors, force: force, keyProtection: keyProtection.keyProtection)
         let publicKey = try files.loadPublicKey()
         if json {
             try Console().json([

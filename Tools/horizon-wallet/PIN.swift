@@ -24,6 +24,17 @@ struct PINOptions: ParsableArguments {
     }
 }
 
+/// How a pinless key is protected on this device when it is written.
+struct KeyProtectionOptions: ParsableArguments {
+    @Option(
+        help: ArgumentHelp(
+            "How a pinless key is protected on this device: auto, file or systemd-creds.",
+            discussion:
+                "auto (the default) encrypts it with systemd-creds (the machine's host key, and its TPM2 where there is one) when systemd-creds can encrypt for this user, else keeps it a 0600 file; systemd-creds refuses when it cannot."
+        ))
+    var keyProtection: WalletKeyProtectionChoice = .auto
+}
+
 enum PINInput {
     static func read(prompt: String, file: String?, option: String, variable: String) throws -> String {
         if file == nil, let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty { return value }
@@ -89,18 +100,31 @@ enum WalletKeys {
             return ("pinless", "pinless: " + DeviceKeyProtection.describe(files))
         }
     }
+
+    /// What protects the pinless key, as `status` names it; nil once a PIN is set.
+    static func deviceProtection(_ files: WalletFiles) throws -> PinlessKeyProtection? {
+        try files.keyVault().pinlessProtection()
+    }
 }
 
 /// What protects a pinless key on this device.
 enum DeviceKeyProtection {
     static func describe(_ files: WalletFiles) -> String {
+        if case .systemdCreds(let seal)? = try? files.keyVault().pinlessProtection() {
+            let what =
+                seal == .tpm2
+                ? "this machine's TPM2 and host key" : "this machine's host key (/var/lib/systemd/credential.secret)"
+            return
+                "the key is protected by this device only: systemd-creds (\(seal == .tpm2 ? "TPM2" : "host key")) encrypted it with \(what), so a copy of wallet-key.pem opens on no other machine"
+        }
         let key = files.directory.file(WalletFiles.walletKey).path
         let modes = (mode(of: key), mode(of: files.directory.url.path))
         let permissions =
             modes == (0o600, 0o700)
             ? "file permissions (wallet-key.pem 0600 in a 0700 directory: only this user reads it)"
             : "file permissions, but wallet-key.pem is \(octal(modes.0)) in a \(octal(modes.1)) directory: run `chmod 600 \(key)` and `chmod 700` on the data directory"
-        return "the key is protected by this device only: \(permissions). The kernel keyring keeps nothing across a reboot and systemd-creds encrypts for an unprivileged user only from systemd 256, so neither is used here"
+        return
+            "the key is protected by this device only: \(permissions). systemd-creds could not encrypt it for this user when it was stored (before systemd 256 only root can); `horizon-wallet pin protect --key-protection systemd-creds` moves it there when it can. The kernel keyring keeps nothing across a reboot, so it is not used"
     }
 
     static func mode(of path: String) -> Int {
@@ -127,7 +151,9 @@ struct PIN: ParsableCommand {
             file cannot be guessed offline. A wallet without a server counts its wrong PINs on the device \
             (pin-lock.json).
             """,
-        subcommands: [SetPIN.self, ChangePIN.self, UnlockPIN.self, DeactivatePIN.self, PINStatus.self])
+        subcommands: [
+            SetPIN.self, ChangePIN.self, UnlockPIN.self, DeactivatePIN.self, PINStatus.self, ProtectPinless.self,
+        ])
 
     struct SetPIN: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -229,6 +255,7 @@ struct PIN: ParsableCommand {
 
         @OptionGroup var pin: PINOptions
         @Flag(help: "Print the result as JSON.") var json = false
+        @OptionGroup var keyProtection: KeyProtectionOptions
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
@@ -248,7 +275,7 @@ struct PIN: ParsableCommand {
             } catch let error as WalletPINError {
                 throw CLIError(error.description)
             }
-            try vault.storePinless(key)
+            try vault.storePinless(key, protection: keyProtection.keyProtection)
             if json { return try Console().json(["pinless": true]) }
             print("The PIN is removed: the wallet is pinless.")
             print(try WalletKeys.protection(files).sentence)
@@ -267,6 +294,7 @@ struct PIN: ParsableCommand {
             let files = global.walletFiles
             try files.directory.requireInitialized(marker: WalletFiles.walletKey, initCommand: WalletFiles.initCommand)
             let (kind, sentence) = try WalletKeys.protection(files)
+            let device = try WalletKeys.deviceProtection(files)
             // A pinless key needs no PIN, so the server can be asked whether it limits the wallet.
             var serverLimit: Int64?
             var serverSentence: String?
@@ -299,9 +327,11 @@ struct PIN: ParsableCommand {
                 return try Console().json(
                     PINStatusJSON(
                         pinSet: kind != "pinless", pinless: kind == "pinless", protection: kind,
+                        keyProtection: device?.label ?? "PIN", keyProtectionKind: device?.kind ?? "pin",
                         wrongPINs: state?.failures ?? 0, blockedForSeconds: blocked,
                         pinlessPaymentLimit: serverLimit))
             }
+            if let device { print("key protection: \(device.label)") }
             print(sentence)
             if let serverSentence { print(serverSentence) }
             guard let state else { return }
@@ -314,9 +344,47 @@ struct PIN: ParsableCommand {
         let pinSet: Bool
         let pinless: Bool
         let protection: String
+        /// What protects the key on this device: "file permissions 0600", "systemd-creds (host
+        /// key)", "systemd-creds (TPM2)", or "PIN" once one is set.
+        let keyProtection: String
+        let keyProtectionKind: String
         let wrongPINs: Int
         let blockedForSeconds: Int64
         /// What the server limits each payment of this pinless wallet to (minor units), if it does.
         let pinlessPaymentLimit: Int64?
+    }
+}
+
+extension PIN {
+    /// `pin protect`: a pinless key stored again under another device protection; how an
+    /// existing 0600 file moves to systemd-creds (never done without being asked).
+    struct ProtectPinless: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "protect",
+            abstract:
+                "Store the pinless key again under another device protection (e.g. move a 0600 file to systemd-creds)."
+        )
+
+        @Flag(help: "Print the result as JSON.") var json = false
+        @OptionGroup var keyProtection: KeyProtectionOptions
+        @OptionGroup var global: GlobalOptions
+
+        func run() throws {
+            let files = global.walletFiles
+            try files.directory.requireInitialized(marker: WalletFiles.walletKey, initCommand: WalletFiles.initCommand)
+            // Not while a payment runs from the key this replaces.
+            try files.directory.lockForLife(program: "horizon-wallet")
+            let vault = files.keyVault()
+            guard case .plain(let key) = try vault.stored() else {
+                throw CLIError(
+                    "this wallet's key is protected by a PIN; device protection is for a pinless key (`horizon-wallet pin deactivate --key-protection ...`)"
+                )
+            }
+            let protection = try vault.storePinless(key, protection: keyProtection.keyProtection)
+            if json {
+                return try Console().json(["keyProtection": protection.label, "keyProtectionKind": protection.kind])
+            }
+            print("The pinless key is now protected by \(protection.label).")
+        }
     }
 }

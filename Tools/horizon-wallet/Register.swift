@@ -33,13 +33,14 @@ struct Register: AsyncParsableCommand {
     var pinless = false
     @Flag(help: "Print the result as JSON.") var json = false
     @OptionGroup var pin: PINOptions
+    @OptionGroup var keyProtection: KeyProtectionOptions
     @OptionGroup var global: GlobalOptions
 
     func run() async throws {
         let url = try WalletServer.url(server)
         let files = global.walletFiles
         try WalletServer.refuseIfRegistered(files)
-        try WalletServer.ensureKey(files)
+        try WalletServer.ensureKey(files, protection: keyProtection.keyProtection)
         let key = try files.keyVault().unlock(pin: pin.current)
         let (name, email, phone, invitationCode) = (name, email, phone, invitationCode)
         let sent = try await WalletServer.call(url) { () async throws(ServerClientError) in
@@ -65,21 +66,28 @@ struct Restore: AsyncParsableCommand {
 
     @Option(help: "The server's URL, e.g. http://127.0.0.1:8080.") var server: String
     @Option(help: "The e-mail address the account was registered with.") var email: String
+    @Flag(
+        help:
+            "Keep this device's key without a PIN (the reference's pinless restoration): protected by this device; once reactivated the server limits each payment."
+    )
+    var pinless = false
     @Flag(help: "Print the result as JSON.") var json = false
     @OptionGroup var pin: PINOptions
+    @OptionGroup var keyProtection: KeyProtectionOptions
     @OptionGroup var global: GlobalOptions
 
     func run() async throws {
         let url = try WalletServer.url(server)
         let files = global.walletFiles
         try WalletServer.refuseIfRegistered(files)
-        try WalletServer.ensureKey(files)
+        try WalletServer.ensureKey(files, protection: keyProtection.keyProtection)
         let key = try files.keyVault().unlock(pin: pin.current)
         let email = email
         let sent = try await WalletServer.call(url) { () async throws(ServerClientError) in
             try await HorizonServerClient(serverURL: url).restoreWalletWithReactivationLink(email: email, key: key)
         }
-        try WalletServer.start(.restoration, sent, server: url, email: email, files: files, json: json)
+        try WalletServer.start(
+            .restoration, sent, server: url, email: email, files: files, json: json, pinless: pinless)
     }
 }
 
@@ -339,8 +347,10 @@ enum WalletServer {
     }
 
     /// A wallet registering first (or a new device restoring) gets its key here, with no PIN yet.
-    static func ensureKey(_ files: WalletFiles) throws {
-        if !files.directory.exists(WalletFiles.walletKey) { _ = try files.initialize(trusting: [], force: false) }
+    static func ensureKey(_ files: WalletFiles, protection: WalletKeyProtectionChoice) throws {
+        if !files.directory.exists(WalletFiles.walletKey) {
+            _ = try files.initialize(trusting: [], force: false, keyProtection: protection)
+        }
     }
 
     /// Keeps what `verify` needs and says where the code went.
