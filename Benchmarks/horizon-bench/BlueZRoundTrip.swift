@@ -86,7 +86,7 @@ struct BlueZRoundTrip {
         }
         defer { tap.divert(nil) }
         do {
-            try terminal.prepareToServe()
+            try waitFor { [terminal] () async throws(RadioError) in try await terminal.prepareToServe() }
         } catch {
             throw BenchmarkError("registering the GATT service on \(terminal.adapter.name): \(error)")
         }
@@ -105,7 +105,9 @@ struct BlueZRoundTrip {
         let advertisedAt = Clocks.wall()
         var advertising: (any AdvertisingSet)?
         do {
-            advertising = try terminal.startAdvertising(advertisingData, interval: .milliseconds(100))
+            advertising = try waitFor { [terminal] () async throws(RadioError) in
+                try await terminal.startAdvertising(advertisingData, interval: .milliseconds(100))
+            }
         } catch {
             throw BenchmarkError("advertising on \(terminal.adapter.name): \(error)")
         }
@@ -154,9 +156,11 @@ struct BlueZRoundTrip {
         // As during a payment: the terminal advertises, the wallet discovers (bluetoothd reports
         // every advertisement it hears), the terminal discovers (its conflict observer).
         do {
-            advertising = try terminal.startAdvertising(advertisingData, interval: .milliseconds(100))
-            try wallet.startScanning { _ in }
-            try terminal.startScanning { _ in }
+            advertising = try waitFor { [terminal] () async throws(RadioError) in
+                try await terminal.startAdvertising(advertisingData, interval: .milliseconds(100))
+            }
+            try waitFor { [wallet] () async throws(RadioError) in try await wallet.startScanning { _ in } }
+            try waitFor { [terminal] () async throws(RadioError) in try await terminal.startScanning { _ in } }
         } catch {
             throw BenchmarkError("starting advertising and discovery for the second series: \(error)")
         }
@@ -185,7 +189,7 @@ struct BlueZRoundTrip {
         }
         for attempt in 1...4 {
             do {
-                try wallet.startScanning(heard)
+                try waitFor { [wallet] () async throws(RadioError) in try await wallet.startScanning(heard) }
             } catch {
                 throw BenchmarkError("scanning on \(wallet.adapter.name): \(error)")
             }
@@ -299,4 +303,16 @@ private final class Echo: Sendable {
                     try? link?.send(payload)
                 }, onClose: { _ in }))
     }
+}
+
+/// Waits for a radio call that suspends: the benchmark's driver is synchronous, and blocking its
+/// thread is what it times.
+func waitFor<T: Sendable>(_ call: @escaping @Sendable () async throws(RadioError) -> T) throws(RadioError) -> T {
+    try ExternalWork.wait { () async -> Result<T, RadioError> in
+        do throws(RadioError) {
+            return .success(try await call())
+        } catch {
+            return .failure(error)
+        }
+    }.get()
 }

@@ -562,8 +562,10 @@ final class TappedBlueZPeripheral: PeripheralRadio {
     var scheduler: any Scheduler { radio.scheduler }
     var availability: AdapterAvailability { radio.availability }
 
-    func startAdvertising(_ advertisingData: [UInt8], interval: Duration) throws(RadioError) -> any AdvertisingSet {
-        try radio.startAdvertising(advertisingData, interval: interval)
+    func startAdvertising(_ advertisingData: [UInt8], interval: Duration) async throws(RadioError)
+        -> any AdvertisingSet
+    {
+        try await radio.startAdvertising(advertisingData, interval: interval)
     }
 
     func setConnectionHandler(_ handler: @escaping @Sendable (any ByteLink) -> Void) {

@@ -24,6 +24,9 @@ final class BlueZCentral: Sendable {
         var devices: [String: DeviceRecord] = [:]
         var scanHandler: (@Sendable (Sighting) -> Void)?
         var scanTask: Task<Void, Never>?
+        /// Scans started so far: a start still setting up when `stopScanning` came finds a newer
+        /// number (or none scanning) and undoes what it set up.
+        var scans = 0
         var refresh: ScheduledAction?
         /// Discovery stopped for a connect (the kernel starts no LE connection while discovering).
         var discoveryPausedForConnect = 0
@@ -80,48 +83,63 @@ final class BlueZCentral: Sendable {
 
     // MARK: Scanning
 
-    /// Starts LE discovery with duplicates reported. Blocking (a few D-Bus calls).
-    func startScanning(_ handler: @escaping @Sendable (Sighting) -> Void) throws(RadioError) {
-        let already = state.withLock { state -> Bool in
-            guard state.scanHandler == nil else { return true }
+    /// Starts LE discovery with duplicates reported; returns once discovery runs (a few D-Bus
+    /// calls, awaited).
+    func startScanning(_ handler: @escaping @Sendable (Sighting) -> Void) async throws(RadioError) {
+        let scan = state.withLock { state -> Int? in
+            guard state.scanHandler == nil else { return nil }
             state.scanHandler = handler
-            return false
+            state.scans += 1
+            return state.scans
         }
-        guard !already else { throw .alreadyScanning }
+        guard let scan else { throw .alreadyScanning }
         do {
-            try beginDiscovery()
+            try await beginDiscovery(scan)
         } catch {
-            state.withLock { $0.scanHandler = nil }
+            state.withLock { state in
+                if state.scans == scan { state.scanHandler = nil }
+            }
             throw error
         }
     }
 
-    private func beginDiscovery() throws(RadioError) {
+    /// Whether scan number `scan` is still wanted (no `stopScanning` since it started).
+    private func isCurrent(_ scan: Int) -> Bool {
+        state.withLock { $0.scans == scan && $0.scanHandler != nil }
+    }
+
+    private func beginDiscovery(_ scan: Int) async throws(RadioError) {
         let streams: [AsyncStream<DBusSignal>]
         do throws(DBusError) {
             // Subscribe first, so that nothing changing between the listing and the subscription is lost.
             streams = [
-                try connection.signals(matching: BlueZObjectManager.interfacesAdded),
-                try connection.signals(matching: BlueZObjectManager.interfacesRemoved),
-                try connection.signals(matching: Device1.changes(under: adapterPath)),
+                try await connection.signals(matching: BlueZObjectManager.interfacesAdded),
+                try await connection.signals(matching: BlueZObjectManager.interfacesRemoved),
+                try await connection.signals(matching: Device1.changes(under: adapterPath)),
             ]
         } catch {
             throw .bluez(error, doing: "listing devices")
         }
         let objects: BlueZObjects
         do throws(BlueZError) {
-            objects = try objectManager.managedObjects().replyBlocking(within: Self.callTimeout)
+            objects = try await objectManager.managedObjects().reply(within: Self.callTimeout)
         } catch {
             throw .bluez(error, doing: "listing devices")
         }
-        removeStaleDevices(objects)
+        await removeStaleDevices(objects)
         logger.trace("scan: \(objects.count) objects listed; starting discovery on \(adapterPath)")
         do throws(BlueZError) {
-            try adapter.setDiscoveryFilter(.init(transport: .le, duplicateData: true))
-                .replyBlocking(within: Self.callTimeout)
-            try startDiscoveryCall()
+            try await adapter.setDiscoveryFilter(.init(transport: .le, duplicateData: true))
+                .reply(within: Self.callTimeout)
+            try await startDiscoveryCall()
         } catch {
             throw .bluez(error, doing: "starting discovery")
+        }
+        guard isCurrent(scan) else {
+            // Stopped while it was starting: `stopScanning` found no discovery to stop yet.
+            logger.trace("scan: stopped while starting; stopping discovery")
+            adapter.stopDiscovery().whenAnswered(within: .seconds(5))
+            return
         }
         logger.trace("scan: discovery started")
         let task = Task { [weak self] in
@@ -133,7 +151,16 @@ final class BlueZCentral: Sendable {
                 }
             }
         }
-        state.withLock { $0.scanTask = task }
+        let started = state.withLock { state -> Bool in
+            guard state.scans == scan, state.scanHandler != nil else { return false }
+            state.scanTask = task
+            return true
+        }
+        guard started else {
+            task.cancel()
+            adapter.stopDiscovery().whenAnswered(within: .seconds(5))
+            return
+        }
         scheduleRefresh()
     }
 
@@ -141,30 +168,38 @@ final class BlueZCentral: Sendable {
     /// (a `StopDiscovery` sent without waiting makes an immediate start answer `InProgress`, and
     /// the adapter would stay deaf until the next restart). A lasting `InProgress` is another
     /// client's discovery, which ours joins.
-    private func startDiscoveryCall() throws(BlueZError) {
+    private func startDiscoveryCall() async throws(BlueZError) {
         for attempt in 1...Self.startDiscoveryAttempts {
             do {
-                try adapter.startDiscovery().replyBlocking(within: Self.callTimeout)
+                try await adapter.startDiscovery().reply(within: Self.callTimeout)
                 return
             } catch  where error.kind == .inProgress {
                 logger.trace("scan: StartDiscovery in progress (attempt \(attempt))")
-                if attempt < Self.startDiscoveryAttempts { usleep(100_000) }
+                if attempt < Self.startDiscoveryAttempts {
+                    do {
+                        try await Task.sleep(for: Self.startDiscoveryRetryDelay)
+                    } catch {
+                        throw BlueZError(DBusError.cancelled)
+                    }
+                }
             }
         }
     }
 
+    static let startDiscoveryRetryDelay: Duration = .milliseconds(100)
+
     static let startDiscoveryAttempts = 5
 
     /// Forgets devices bluetoothd cached from earlier scans (not paired, trusted or connected), so
-    /// that only what is heard now is reported. Blocking: a removal still under way when discovery
-    /// starts would swallow the device's first report, and the controller reports each advertiser
-    /// once per scan.
-    private func removeStaleDevices(_ objects: BlueZObjects) {
+    /// that only what is heard now is reported. Each removal is answered before discovery starts:
+    /// a removal still under way then would swallow the device's first report, and the
+    /// controller reports each advertiser once per scan.
+    private func removeStaleDevices(_ objects: BlueZObjects) async {
         for (path, device) in objects.devices(under: adapterPath) {
             let kept = [device.paired, device.trusted, device.connected].contains(true)
             guard !kept else { continue }
             logger.trace("scan: removing cached \(path)")
-            try? adapter.removeDevice(path).replyBlocking(within: .seconds(5))
+            try? await adapter.removeDevice(path).reply(within: .seconds(5))
         }
     }
 

@@ -14,6 +14,8 @@ import Synchronization
 final class BlueZPeripheral: Sendable {
     private struct State {
         var applicationRegistered = false
+        /// The registration under way, which a second caller waits for rather than starting another.
+        var registration: Task<Result<Void, RadioError>, Never>?
         var connectionHandler: (@Sendable (any ByteLink) -> Void)?
         var links: [String: PeripheralLink] = [:]
         var advertisements: Set<String> = []
@@ -88,10 +90,34 @@ final class BlueZPeripheral: Sendable {
 
     // MARK: GATT application
 
-    /// Exports the service and registers it with bluetoothd, once. Blocking: call it off the
-    /// D-Bus queue (bluetoothd reads our objects before it answers).
-    func registerApplication() throws(RadioError) {
-        guard !state.withLock({ $0.applicationRegistered }) else { return }
+    /// Exports the service and registers it with bluetoothd, once; a caller that comes while it
+    /// is being registered waits for that registration. Suspends until bluetoothd answered, which
+    /// it does after reading our objects over this connection.
+    func registerApplication() async throws(RadioError) {
+        let registration = state.withLock { state -> Task<Result<Void, RadioError>, Never>? in
+            guard !state.applicationRegistered else { return nil }
+            if let running = state.registration { return running }
+            let task = Task { [self] () async -> Result<Void, RadioError> in
+                let result: Result<Void, RadioError>
+                do throws(RadioError) {
+                    try await registerApplicationNow()
+                    result = .success(())
+                } catch {
+                    result = .failure(error)
+                }
+                self.state.withLock { state in
+                    state.registration = nil
+                    if case .success = result { state.applicationRegistered = true }
+                }
+                return result
+            }
+            state.registration = task
+            return task
+        }
+        try await registration?.value.get()
+    }
+
+    private func registerApplicationNow() async throws(RadioError) {
         do {
             try exportApplication()
         } catch {
@@ -100,18 +126,17 @@ final class BlueZPeripheral: Sendable {
         let register = gattManager.registerApplication(rootPath)
         do throws(BlueZError) {
             do {
-                try register.replyBlocking(within: Self.callTimeout)
+                try await register.reply(within: Self.callTimeout)
             } catch  where error.kind == .alreadyExists {
                 // A registration this connection left behind: withdraw it and register afresh.
-                unregisterApplicationCall()
-                try register.replyBlocking(within: Self.callTimeout)
+                try? await gattManager.unregisterApplication(rootPath).reply(within: .seconds(3))
+                try await register.reply(within: Self.callTimeout)
             }
         } catch {
             unexportApplication()
             throw .bluez(error, doing: "registering the GATT service")
         }
-        watchDevices()
-        state.withLock { $0.applicationRegistered = true }
+        await watchDevices()
         logger.trace("serve: GATT application registered at \(rootPath)")
     }
 
@@ -213,8 +238,8 @@ final class BlueZPeripheral: Sendable {
     }
 
     /// Ends links whose central disconnected (Device1.Connected false, or the device removed).
-    private func watchDevices() {
-        guard let stream = try? connection.signals(matching: Device1.changes(under: adapterPath)) else { return }
+    private func watchDevices() async {
+        guard let stream = try? await connection.signals(matching: Device1.changes(under: adapterPath)) else { return }
         let task = Task { [weak self] in
             for await signal in stream {
                 guard let self, let connected = Device1.Properties(changedIn: signal)?.connected else { continue }
@@ -238,7 +263,7 @@ final class BlueZPeripheral: Sendable {
         }
         // A central connecting for the first time appears as a new Device1 object already
         // connected (InterfacesAdded), not as a property change.
-        let arrivals = (try? connection.signals(matching: BlueZObjectManager.interfacesAdded)).map { stream in
+        let arrivals = (try? await connection.signals(matching: BlueZObjectManager.interfacesAdded)).map { stream in
             Task { [weak self, adapterPath] in
                 for await signal in stream {
                     guard let self, let added = signal.deviceAdded, added.path.hasPrefix(adapterPath + "/"),
@@ -332,10 +357,13 @@ final class BlueZPeripheral: Sendable {
 
     // MARK: Advertising
 
-    /// Registers an advertisement carrying `advertisingData`'s manufacturer data. Blocking.
-    func startAdvertising(_ advertisingData: [UInt8], interval: Duration) throws(RadioError) -> any AdvertisingSet {
+    /// Registers an advertisement carrying `advertisingData`'s manufacturer data; returns once
+    /// bluetoothd has it (suspending meanwhile).
+    func startAdvertising(_ advertisingData: [UInt8], interval: Duration) async throws(RadioError)
+        -> any AdvertisingSet
+    {
         let properties = try Self.advertisementProperties(advertisingData, interval: interval)
-        try registerApplication()
+        try await registerApplication()
         let path = state.withLock { state -> String in
             defer { state.nextAdvertisement += 1 }
             return rootPath + "/advertisement\(state.nextAdvertisement)"
@@ -350,10 +378,10 @@ final class BlueZPeripheral: Sendable {
         let register = advertisingManager.registerAdvertisement(path)
         do throws(BlueZError) {
             do {
-                try register.replyBlocking(within: Self.callTimeout)
+                try await register.reply(within: Self.callTimeout)
             } catch  where error.kind == .alreadyExists {
                 advertisingManager.unregisterAdvertisement(path).whenAnswered(within: .seconds(5))
-                try register.replyBlocking(within: Self.callTimeout)
+                try await register.reply(within: Self.callTimeout)
             }
         } catch {
             connection.unexport(path: path)

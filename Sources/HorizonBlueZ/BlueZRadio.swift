@@ -79,14 +79,14 @@ public final class BlueZRadio: DeviceRadio, Sendable {
     // MARK: PeripheralRadio
 
     /// Registers the GATT service now rather than at the first advertisement (a terminal calls
-    /// this at start so a problem shows before the first sale). Blocking.
-    public func prepareToServe() throws(RadioError) { try peripheral.registerApplication() }
+    /// this at start so a problem shows before the first sale).
+    public func prepareToServe() async throws(RadioError) { try await peripheral.registerApplication() }
 
-    public func startAdvertising(_ advertisingData: [UInt8], interval: Duration) throws(RadioError)
+    public func startAdvertising(_ advertisingData: [UInt8], interval: Duration) async throws(RadioError)
         -> any AdvertisingSet
     {
         try requirePowered()
-        return try peripheral.startAdvertising(advertisingData, interval: interval)
+        return try await peripheral.startAdvertising(advertisingData, interval: interval)
     }
 
     public func setConnectionHandler(_ handler: @escaping @Sendable (any ByteLink) -> Void) {
@@ -106,9 +106,9 @@ public final class BlueZRadio: DeviceRadio, Sendable {
 
     // MARK: CentralRadio
 
-    public func startScanning(_ handler: @escaping @Sendable (Sighting) -> Void) throws(RadioError) {
+    public func startScanning(_ handler: @escaping @Sendable (Sighting) -> Void) async throws(RadioError) {
         try requirePowered()
-        try central.startScanning(handler)
+        try await central.startScanning(handler)
     }
 
     public func stopScanning() { central.stopScanning() }

@@ -81,6 +81,13 @@ public protocol Scheduler: AnyObject, Sendable, SerialExecutor {
     /// so a caller blocked on it cannot starve it.
     func runExternal<T: Sendable>(
         _ work: @escaping @Sendable () async -> T, then completion: @escaping @Sendable (T) -> Void)
+    /// Runs `call`, a radio call that suspends while its backend answers (bluetoothd registering
+    /// an advertisement, starting discovery), without holding the serial context, then
+    /// `completion` with its result on that context. A virtual clock (the default) takes no time
+    /// for it, whatever its `runExternal` takes: the caller waits, and `completion` runs before
+    /// this returns, as if the call were synchronous (a simulated radio answers at once).
+    func runRadioCall<T: Sendable>(
+        _ call: @escaping @Sendable () async -> T, then completion: @escaping @Sendable (T) -> Void)
     /// Runs `body` on the scheduler's serial context and returns its result, the caller waiting
     /// meanwhile: how the reference API's synchronous commands enter a role, so that every change
     /// of its state happens on that one context. Called from the context itself (a radio
@@ -137,6 +144,13 @@ extension Scheduler {
         _ work: @escaping @Sendable () async -> T, then completion: @escaping @Sendable (T) -> Void
     ) {
         completion(ExternalWork.wait(for: work))
+    }
+
+    /// Virtual time: the call takes none (see `runRadioCall`).
+    public func runRadioCall<T: Sendable>(
+        _ call: @escaping @Sendable () async -> T, then completion: @escaping @Sendable (T) -> Void
+    ) {
+        completion(ExternalWork.wait(for: call))
     }
 }
 
@@ -308,6 +322,13 @@ public final class RealTimeScheduler: Scheduler {
             let result = await work()
             execute { completion(result) }
         }
+    }
+
+    /// Real time: the queue keeps serving while the radio's backend answers.
+    public func runRadioCall<T: Sendable>(
+        _ call: @escaping @Sendable () async -> T, then completion: @escaping @Sendable (T) -> Void
+    ) {
+        runExternal(call, then: completion)
     }
 
     @discardableResult

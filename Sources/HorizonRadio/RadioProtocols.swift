@@ -120,8 +120,10 @@ public protocol AdvertisingSet: AnyObject, Sendable {
 public protocol PeripheralRadio: AnyObject, Sendable {
     var scheduler: any Scheduler { get }
     var availability: AdapterAvailability { get }
-    /// Starts advertising `advertisingData` (complete AD structures, at most 31 bytes).
-    func startAdvertising(_ advertisingData: [UInt8], interval: Duration) throws(RadioError) -> any AdvertisingSet
+    /// Starts advertising `advertisingData` (complete AD structures, at most 31 bytes); returns
+    /// once the advertisement is registered. Suspends rather than blocks while a backend answers.
+    func startAdvertising(_ advertisingData: [UInt8], interval: Duration) async throws(RadioError)
+        -> any AdvertisingSet
     /// Where links opened by centrals go. Set it before advertising.
     func setConnectionHandler(_ handler: @escaping @Sendable (any ByteLink) -> Void)
 }
@@ -131,7 +133,9 @@ public protocol PeripheralRadio: AnyObject, Sendable {
 public protocol CentralRadio: AnyObject, Sendable {
     var scheduler: any Scheduler { get }
     var availability: AdapterAvailability { get }
-    func startScanning(_ handler: @escaping @Sendable (Sighting) -> Void) throws(RadioError)
+    /// Starts scanning; sightings go to `handler` on the scheduler. Suspends rather than blocks
+    /// while a backend answers.
+    func startScanning(_ handler: @escaping @Sendable (Sighting) -> Void) async throws(RadioError)
     func stopScanning()
     /// Connects to `peer`; the completion runs on the scheduler, exactly once.
     func connect(

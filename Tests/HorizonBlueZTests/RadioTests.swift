@@ -544,7 +544,7 @@ struct BlueZRadioTests {
         let radio = try await BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
         let links = Recorder<any ByteLink>()
         radio.setConnectionHandler { links.append($0) }
-        let advertising = try radio.startAdvertising(sampleAdvertisement, interval: .milliseconds(100))
+        let advertising = try await radio.startAdvertising(sampleAdvertisement, interval: .milliseconds(100))
 
         let registered = bluetoothd.state.withLock { $0 }
         #expect(registered.applicationAttempts == 2)
@@ -625,7 +625,7 @@ struct BlueZRadioTests {
         let radio = try await BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
         let links = Recorder<any ByteLink>()
         radio.setConnectionHandler { links.append($0) }
-        let advertising = try radio.startAdvertising(sampleAdvertisement, interval: .milliseconds(100))
+        let advertising = try await radio.startAdvertising(sampleAdvertisement, interval: .milliseconds(100))
         let wallet = FakeBluetoothd.adapterPath + "/dev_AA_BB_CC_DD_EE_01"
         let thief = FakeBluetoothd.adapterPath + "/dev_AA_BB_CC_DD_EE_02"
         let silent = FakeBluetoothd.adapterPath + "/dev_AA_BB_CC_DD_EE_03"
@@ -665,7 +665,7 @@ struct BlueZRadioTests {
         let radio = try await BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
         let links = Recorder<any ByteLink>()
         radio.setConnectionHandler { links.append($0) }
-        let advertising = try radio.startAdvertising(sampleAdvertisement, interval: .milliseconds(100))
+        let advertising = try await radio.startAdvertising(sampleAdvertisement, interval: .milliseconds(100))
         let valueChanges = Recorder<[UInt8]>()
         let notifications = try await bluetoothd.connection.signals(
             matching: .propertiesChanged(
@@ -765,7 +765,7 @@ struct BlueZRadioTests {
     @Test func anAdvertisementBluetoothdReleasesIsRegisteredAgainWhileItsSessionLasts() async throws {
         let bluetoothd = try await FakeBluetoothd()
         let radio = try await BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
-        let advertising = try radio.startAdvertising(sampleAdvertisement, interval: .milliseconds(100))
+        let advertising = try await radio.startAdvertising(sampleAdvertisement, interval: .milliseconds(100))
         let path = try #require(bluetoothd.state.withLock { $0.advertisements.keys.first })
         func release() async throws {
             bluetoothd.state.withLock { _ = $0.advertisements.removeValue(forKey: path) }
@@ -799,7 +799,7 @@ struct BlueZRadioTests {
         let quiet = LogRecorder()
         let radio = try await BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address, logger: traced.logger(level: .trace))
         defer { radio.shutdown() }
-        try radio.startScanning { _ in }
+        try await radio.startScanning { _ in }
         let started = try #require(traced.first("scan: discovery started"))
         #expect(started.level == .trace)
         #expect(started.metadata["adapter"] == "hci0")
@@ -807,7 +807,7 @@ struct BlueZRadioTests {
         let other = try await FakeBluetoothd()
         let quietRadio = try await BlueZRadio.open(adapter: "hci0", bus: other.address, logger: quiet.logger(level: .info))
         defer { quietRadio.shutdown() }
-        try quietRadio.startScanning { _ in }
+        try await quietRadio.startScanning { _ in }
         #expect(quiet.all.isEmpty)
     }
 
@@ -820,8 +820,8 @@ struct BlueZRadioTests {
         let sightings = Recorder<Sighting>()
         // bluetoothd still stopping an earlier discovery: the start is retried, not taken as joined.
         bluetoothd.state.withLock { $0.startDiscoveryBusy = 2 }
-        try radio.startScanning { sightings.append($0) }
-        #expect(throws: RadioError.alreadyScanning) { try radio.startScanning { _ in } }
+        try await radio.startScanning { sightings.append($0) }
+        await #expect(throws: RadioError.alreadyScanning) { try await radio.startScanning { _ in } }
         #expect(bluetoothd.state.withLock { $0.discovery } == ["filter le true", "start"])
 
         try bluetoothd.addTerminalDevice(manufacturerData: [0xFFFF: [1, 2, 3]], rssi: 127)
@@ -888,7 +888,7 @@ struct BlueZRadioTests {
         let radio = try await BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address)
         defer { radio.shutdown() }
         let sightings = Recorder<Sighting>()
-        try radio.startScanning { sightings.append($0) }
+        try await radio.startScanning { sightings.append($0) }
         try bluetoothd.addTerminalDevice(manufacturerData: [0xFFFF: [1, 2, 3]], rssi: -50)
         // Re-reported at the refresh pace while its last report is recent...
         #expect(await eventually { sightings.count >= 5 })
@@ -981,8 +981,8 @@ struct BlueZRadioTests {
         try bluetoothd.connection.emitPropertiesChanged(
             path: FakeBluetoothd.adapterPath, interface: "org.bluez.Adapter1", changed: ["Powered": .boolean(false)])
         #expect(await eventually(20) { radio.availability == .poweredOff })
-        #expect(throws: RadioError.adapterUnavailable(.poweredOff)) {
-            try radio.startAdvertising(sampleAdvertisement, interval: .milliseconds(100))
+        await #expect(throws: RadioError.adapterUnavailable(.poweredOff)) {
+            try await radio.startAdvertising(sampleAdvertisement, interval: .milliseconds(100))
         }
         try bluetoothd.connection.emitPropertiesChanged(
             path: FakeBluetoothd.adapterPath, interface: "org.bluez.Adapter1", changed: ["Powered": .boolean(true)])

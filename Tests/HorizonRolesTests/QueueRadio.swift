@@ -10,7 +10,7 @@ final class QueueRadio: PeripheralRadio, CentralRadio {
     let realTime = RealTimeScheduler(label: "horizon.test.queue-radio")
 
     private struct State {
-        var liveAdvertisements: Set<Int> = []
+        var liveAdvertisements: [Int: [UInt8]] = [:]
         var nextAdvertisement = 0
         var scanHandler: (@Sendable (Sighting) -> Void)?
         var connectAttempts = 0
@@ -24,6 +24,16 @@ final class QueueRadio: PeripheralRadio, CentralRadio {
 
     /// Advertisements started and not stopped.
     var liveAdvertisementCount: Int { state.withLock { $0.liveAdvertisements.count } }
+    /// The sessions of the advertisements started and not stopped.
+    var liveSessions: Set<SessionID> {
+        state.withLock { state in
+            Set(
+                state.liveAdvertisements.values.compactMap { data in
+                    guard case .horizon(let advertisement) = HorizonAdvertisement.parse(data) else { return nil }
+                    return advertisement.sessionID
+                })
+        }
+    }
     var connectAttempts: Int { state.withLock { $0.connectAttempts } }
     /// The radio calls that did not come from the scheduler's queue.
     var callsOffTheScheduler: [String] { state.withLock { $0.callsOffTheScheduler } }
@@ -33,23 +43,25 @@ final class QueueRadio: PeripheralRadio, CentralRadio {
         state.withLock { $0.callsOffTheScheduler.append(call) }
     }
 
-    func startAdvertising(_ advertisingData: [UInt8], interval: Duration) throws(RadioError) -> any AdvertisingSet {
-        note("startAdvertising")
+    /// Async, so callable from anywhere (a role awaits it off its scheduler): not noted.
+    func startAdvertising(_ advertisingData: [UInt8], interval: Duration) async throws(RadioError)
+        -> any AdvertisingSet
+    {
         let id = state.withLock { state in
             defer { state.nextAdvertisement += 1 }
-            state.liveAdvertisements.insert(state.nextAdvertisement)
+            state.liveAdvertisements[state.nextAdvertisement] = advertisingData
             return state.nextAdvertisement
         }
         return Advertisement { [weak self] in
             self?.note("stopAdvertising")
-            _ = self?.state.withLock { $0.liveAdvertisements.remove(id) }
+            _ = self?.state.withLock { $0.liveAdvertisements.removeValue(forKey: id) }
         }
     }
 
     func setConnectionHandler(_ handler: @escaping @Sendable (any ByteLink) -> Void) {}
 
-    func startScanning(_ handler: @escaping @Sendable (Sighting) -> Void) throws(RadioError) {
-        note("startScanning")
+    /// Async, as `startAdvertising`: not noted.
+    func startScanning(_ handler: @escaping @Sendable (Sighting) -> Void) async throws(RadioError) {
         state.withLock { $0.scanHandler = handler }
     }
 

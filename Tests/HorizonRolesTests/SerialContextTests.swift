@@ -23,7 +23,7 @@ struct SerialContextTests {
         recorder.append(radio.realTime.isCurrent ? "\(state)" : "\(state) (off the scheduler)")
     }
 
-    @Test func theHostsCommandsChangeItsStateOnTheScheduler() throws {
+    @Test func theHostsCommandsChangeItsStateOnTheScheduler() async throws {
         let world = try World()
         let radio = QueueRadio()
         let host = try world.terminal(radio: radio).host
@@ -31,6 +31,9 @@ struct SerialContextTests {
         host.observeState { Self.record($0, on: radio, into: published) }
 
         #expect(host.start(amount: euros(300)))
+        // The radio registers the advertisement without holding the scheduler.
+        let waiting = await within(.seconds(10)) { await host.states().first { $0 == .waitingForWallet } }
+        try #require(waiting != nil)
         host.cancel()
         #expect(host.stop())
 
@@ -38,7 +41,7 @@ struct SerialContextTests {
         #expect(radio.callsOffTheScheduler == [])
     }
 
-    @Test func aCommandFromTheSchedulersOwnContextRunsAtOnce() throws {
+    @Test func aCommandFromTheSchedulersOwnContextRunsAtOnce() async throws {
         let world = try World()
         let radio = QueueRadio()
         let host = try world.terminal(radio: radio).host
@@ -50,12 +53,13 @@ struct SerialContextTests {
 
         #expect(host.start(amount: euros(300)))
 
-        #expect(host.state == .completedWithError)
+        let finished = await within(.seconds(10)) { await host.states().first(where: \.isFinished) }
+        #expect(finished == .completedWithError)
         #expect(host.isCancelled)
         #expect(radio.liveAdvertisementCount == 0)
     }
 
-    @Test func commandsFromManyThreadsLeaveTheHostConsistent() throws {
+    @Test func commandsFromManyThreadsLeaveTheHostConsistent() async throws {
         let world = try World()
         let radio = QueueRadio()
         // A slow log between a step's decision and its publication, so that another thread's
@@ -65,12 +69,14 @@ struct SerialContextTests {
         let host = try world.terminal(radio: radio, logger: logger).host
         // Whenever a state is published, the session advertises exactly while it waits for a
         // wallet; a step split by another thread's would publish a state the session has left.
+        // (An opening stopped before its advertisement was up withdraws that advertisement when
+        // it is: only the current session's counts.)
         let inconsistencies = Recorder<String>()
         let offTheScheduler = Recorder<HostState>()
-        host.observeState { state in
-            let live = radio.liveAdvertisementCount
-            if live != (state == .waitingForWallet ? 1 : 0) {
-                inconsistencies.append("\(state) published with \(live) advertisement(s)")
+        host.observeState { [weak host] state in
+            let live = host?.sessionID.map { radio.liveSessions.contains($0) } ?? false
+            if live != (state == .waitingForWallet) {
+                inconsistencies.append("\(state) published with its advertisement \(live ? "live" : "gone")")
             }
             if !radio.realTime.isCurrent { offTheScheduler.append(state) }
         }
@@ -86,8 +92,16 @@ struct SerialContextTests {
             }
         }
 
-        let (state, live) = radio.realTime.performSynchronously { (host.state, radio.liveAdvertisementCount) }
-        #expect(live == (state == .waitingForWallet ? 1 : 0))
+        // Advertisements of abandoned openings are withdrawn as they come up.
+        let settled = await within(.seconds(10)) { () async -> Bool? in
+            while !Task.isCancelled {
+                let (state, live) = radio.realTime.performSynchronously { (host.state, radio.liveAdvertisementCount) }
+                if live == (state == .waitingForWallet ? 1 : 0) { return true }
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+            return nil
+        }
+        #expect(settled == true)
         #expect(inconsistencies.values.prefix(5) == [])
         #expect(offTheScheduler.values.prefix(5) == [])
         #expect(started.count > 0)

@@ -85,6 +85,53 @@ struct SessionHostStateMachineTests {
         #expect(machine.start(refusal: nil) == .open)
     }
 
+    @Test func anOpeningStoppedBeforeItsAdvertisementIsUpDoesNotOpen() throws {
+        var machine = SessionHostStateMachine(executor: AcceptingExecutor(), userDecisionTimeout: Self.timeout)
+        #expect(machine.start(refusal: nil) == .open)
+        let abandoned = try #require(machine.opening)
+        // Stopping counts as stopping something (the opening), though no state changes.
+        #expect(machine.stop() == [])
+        #expect(machine.advertised(Self.hostedSession(), opening: abandoned) == nil)
+        #expect(machine.session == nil)
+        #expect(machine.state == .idle)
+        // A failure that comes late for it changes nothing either.
+        #expect(machine.openFailed(.radio(.linkClosed), opening: abandoned, announce: true) == [])
+        #expect(machine.error == nil)
+        // Nor does a late answer open a newer opening's session.
+        #expect(machine.start(refusal: nil) == .open)
+        #expect(machine.advertised(Self.hostedSession(), opening: abandoned) == nil)
+        let session = Self.hostedSession()
+        let current = try #require(machine.opening)
+        #expect(
+            machine.advertised(session, opening: current)?.withoutLogs == [
+                .register(session.id), .setState(.waitingForWallet),
+            ])
+    }
+
+    @Test func anOpeningCancelledBeforeItsAdvertisementIsUpEndsCancelled() throws {
+        var machine = SessionHostStateMachine(executor: AcceptingExecutor(), userDecisionTimeout: Self.timeout)
+        #expect(machine.start(refusal: nil) == .open)
+        let cancelled = try #require(machine.opening)
+        #expect(machine.cancel() == [.setState(.completedWithError)])
+        #expect(machine.isCancelled)
+        #expect(machine.error == .cancelled)
+        #expect(machine.advertised(Self.hostedSession(), opening: cancelled) == nil)
+        #expect(machine.state == .completedWithError)
+        #expect(machine.stop() == [.setState(.idle)])
+    }
+
+    @Test func aRadioFailureAfterStartReturnedEndsTheAttempt() throws {
+        var machine = SessionHostStateMachine(executor: AcceptingExecutor(), userDecisionTimeout: Self.timeout)
+        #expect(machine.start(refusal: nil) == .open)
+        let opening = try #require(machine.opening)
+        let failure = HostError.radio(.backend(name: "org.bluez.Error.Failed", message: "no reply"))
+        #expect(machine.openFailed(failure, opening: opening, announce: true) == [.setState(.completedWithError)])
+        #expect(machine.error == failure)
+        #expect(machine.failedOpening == opening)
+        #expect(machine.session == nil)
+        #expect(machine.start(refusal: nil) == .open)
+    }
+
     @Test func theOfferIsJournaledOncePerSessionAndEveryWalletGetsIt() {
         var (machine, session) = Self.opened()
         let first = wallet(1)

@@ -187,23 +187,75 @@ final class SessionHost: TerminalSessionHandler, Sendable {
 
     /// Opens a session unless one is running or `validate` (the facade's own rules for the
     /// terms) objects; on refusal `error` says why. The one entry point both hosts use.
+    ///
+    /// The radio registers the advertisement without holding the scheduler (`runRadioCall`: on
+    /// BlueZ a D-Bus call that bluetoothd answers after reading our objects); the state becomes
+    /// `waitingForWallet` once it is up. False when the session could not open before this
+    /// returns (a refusal, an unusable adapter, or a radio that answered at once); a radio that
+    /// fails later ends the attempt as `completedWithError` with the radio's error.
     func start(_ terms: OfferTerms, validate: () -> HostError?) -> Bool {
         service.scheduler.performSynchronously {
             let refusal = validate()
-            guard machine.withLock({ $0.start(refusal: refusal) }) == .open else { return false }
-            switch open(terms) {
-            case .success(let session):
-                handle { $0.opened(session) }
-                return true
-            case .failure(let failure):
-                machine.withLock { $0.openFailed(failure) }
+            guard machine.withLock({ $0.start(refusal: refusal) }) == .open,
+                let number = machine.withLock({ $0.opening })
+            else { return false }
+            let availability = service.radio.availability
+            guard availability == .poweredOn else {
+                machine.withLock { $0.openFailed(.radio(.adapterUnavailable(availability)), opening: number) }
                 return false
             }
+            let session: HostedSession
+            let advertisement: HorizonAdvertisement
+            switch signedOffer(terms) {
+            case .success(let signed): (session, advertisement) = signed
+            case .failure(let failure):
+                machine.withLock { $0.openFailed(failure, opening: number) }
+                return false
+            }
+            let returned = StartReturned()
+            service.scheduler.runRadioCall { [service] () async -> Result<any AdvertisingSet, RadioError> in
+                do throws(RadioError) {
+                    return .success(try await service.advertise(advertisement))
+                } catch {
+                    return .failure(error)
+                }
+            } then: { [weak self] result in
+                self?.advertised(result, session: session, opening: number, afterStart: returned.value)
+            }
+            returned.value = true
+            return machine.withLock { $0.failedOpening != number }
         }
     }
 
-    /// Signs the offer for `terms` and advertises a new session.
-    private func open(_ terms: OfferTerms) -> Result<HostedSession, HostError> {
+    /// Whether `start` has returned, for an advertisement that comes up (or fails) later.
+    private final class StartReturned: Sendable {
+        private let flag = Mutex(false)
+        var value: Bool {
+            get { flag.withLock { $0 } }
+            set { flag.withLock { $0 = newValue } }
+        }
+    }
+
+    /// The radio's answer for opening `number`: the session opens, or the opening fails.
+    private func advertised(
+        _ result: Result<any AdvertisingSet, RadioError>, session: HostedSession, opening number: Int, afterStart: Bool
+    ) {
+        switch result {
+        case .success(let advertising):
+            guard let actions = machine.withLock({ $0.advertised(session, opening: number) }) else {
+                // Stopped or cancelled while the radio registered it.
+                advertising.stop()
+                return
+            }
+            resources.withLock { $0.advertising[session.id] = advertising }
+            perform(actions)
+        case .failure(let error):
+            perform(machine.withLock { $0.openFailed(.radio(error), opening: number, announce: afterStart) })
+        }
+    }
+
+    /// Signs the offer for `terms`: a new session, and the advertisement that announces it.
+    private func signedOffer(_ terms: OfferTerms) -> Result<(HostedSession, HorizonAdvertisement), HostError> {
         var random = SystemRandomNumberGenerator()
         let sessionID = SessionID.random(using: &random)
         guard let keyID = service.terminalKeyID else {
@@ -224,16 +276,10 @@ final class SessionHost: TerminalSessionHandler, Sendable {
         } catch {
             return .failure(.processorFailure("could not sign the offer"))
         }
-        let advertising: any AdvertisingSet
-        do throws(RadioError) {
-            advertising = try service.advertise(
-                HorizonAdvertisement(
-                    transactionType: executor.transactionType, sessionID: sessionID, terminalKeyID: keyID))
-        } catch {
-            return .failure(.radio(error))
-        }
-        resources.withLock { $0.advertising[sessionID] = advertising }
-        return .success(HostedSession(id: sessionID, terms: terms, offer: offer, offerDigest: offerDigest(offer)))
+        let advertisement = HorizonAdvertisement(
+            transactionType: executor.transactionType, sessionID: sessionID, terminalKeyID: keyID)
+        return .success(
+            (HostedSession(id: sessionID, terms: terms, offer: offer, offerDigest: offerDigest(offer)), advertisement))
     }
 
     /// Ends the session and returns to idle. False if idle already.

@@ -95,8 +95,14 @@ struct SessionHostStateMachine: Sendable {
     }
     private(set) var error: HostError?
     private(set) var isCancelled = false
-    /// Between `start` and `opened`/`openFailed`: the offer is being signed and advertised.
-    private var isOpening = false
+    /// Between `start` and `opened`/`openFailed`: the offer is being signed and advertised. The
+    /// radio registers an advertisement asynchronously, so a stop or cancel can come first; the
+    /// opening is then abandoned and its late advertisement withdrawn.
+    private(set) var opening: Int?
+    /// Openings started so far: each gets its own number, so a late answer cannot open a newer one.
+    private var openings = 0
+    /// The opening that failed last, so `start` can tell its caller when it failed at once.
+    private(set) var failedOpening: Int?
     /// The request being executed: from the moment it took the session until its outcome is in,
     /// even if the session was stopped meanwhile (its wallet still gets the answer).
     private var inFlight: InFlight?
@@ -127,7 +133,7 @@ struct SessionHostStateMachine: Sendable {
     /// The register asks for a session; `refusal` is the facade's own verdict on the terms, which
     /// counts only if no session is running.
     mutating func start(refusal: HostError?) -> StartDecision {
-        if isOpening || (session != nil && !state.isFinished) {
+        if opening != nil || (session != nil && !state.isFinished) {
             error = .alreadyRunning
             return .refused
         }
@@ -135,13 +141,14 @@ struct SessionHostStateMachine: Sendable {
             error = refusal
             return .refused
         }
-        isOpening = true
+        openings += 1
+        opening = openings
         return .open
     }
 
     /// The offer is signed and advertised.
     mutating func opened(_ newSession: HostedSession) -> [SessionHostAction] {
-        isOpening = false
+        opening = nil
         session = newSession
         execution = nil
         error = nil
@@ -160,17 +167,38 @@ struct SessionHostStateMachine: Sendable {
         ]
     }
 
-    /// Signing or advertising failed: no session.
-    mutating func openFailed(_ failure: HostError) {
-        isOpening = false
+    /// The advertisement of opening `number` is up: the session opens, unless the opening was
+    /// stopped or cancelled meanwhile (nil: withdraw the advertisement).
+    mutating func advertised(_ newSession: HostedSession, opening number: Int) -> [SessionHostAction]? {
+        guard opening == number else { return nil }
+        return opened(newSession)
+    }
+
+    /// Signing or advertising failed: no session. A failure that comes after `start` returned
+    /// (`announce`) ends the attempt as `completedWithError`, so whoever waits for the session
+    /// to finish hears of it. Nothing when opening `number` was abandoned already.
+    @discardableResult
+    mutating func openFailed(_ failure: HostError, opening number: Int? = nil, announce: Bool = false)
+        -> [SessionHostAction]
+    {
+        let failing = number ?? opening
+        guard failing != nil, failing == opening else { return [] }
+        opening = nil
+        failedOpening = failing
         error = failure
+        guard announce else { return [] }
+        state = .completedWithError
+        return [.setState(.completedWithError)]
     }
 
     /// Ends the session and returns to idle; nil if idle already. The wallet that was answered
     /// still owes its acknowledgement (a journal step): it keeps the linger time it was given.
     mutating func stop() -> [SessionHostAction]? {
+        // An opening under way is abandoned: its advertisement is withdrawn when it is up.
+        let abandoned = opening != nil
+        opening = nil
         guard var ending = session else {
-            guard state != .idle else { return nil }
+            guard state != .idle else { return abandoned ? [] : nil }
             state = .idle
             return [.setState(.idle)]
         }
@@ -187,6 +215,14 @@ struct SessionHostStateMachine: Sendable {
     /// Cancels the session at the register: the wallets are told, nothing is executed. Ignored
     /// once a request took the session: it may be executing, and its outcome decides.
     mutating func cancel() -> [SessionHostAction] {
+        if opening != nil {
+            // No wallet can have the offer yet: the attempt simply ends, cancelled.
+            opening = nil
+            isCancelled = true
+            error = .cancelled
+            state = .completedWithError
+            return [.setState(.completedWithError)]
+        }
         guard !state.isFinished, state != .idle, state != .acquiringPaymentExecution else { return [] }
         isCancelled = true
         return finish(error: .cancelled)

@@ -281,8 +281,9 @@ public final class TerminalRadioService: Sendable {
         return result
     }
 
-    func advertise(_ advertisement: HorizonAdvertisement) throws(RadioError) -> any AdvertisingSet {
-        try radio.startAdvertising(advertisement.advertisingData(), interval: configuration.advertisingInterval)
+    /// Advertises `advertisement`; returns once the radio has it on the air (or refused it).
+    func advertise(_ advertisement: HorizonAdvertisement) async throws(RadioError) -> any AdvertisingSet {
+        try await radio.startAdvertising(advertisement.advertisingData(), interval: configuration.advertisingInterval)
     }
 
     // Everything below runs on the scheduler: radio and secure-link callbacks, and timers.

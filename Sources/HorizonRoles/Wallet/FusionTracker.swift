@@ -54,11 +54,18 @@ public final class SightingHub: Sendable {
 
     /// Starts the radio scan if it is not running. On the radio's scheduler, as `stop`: a start
     /// and a stop from two threads cannot cross between the flag and the radio.
+    ///
+    /// The radio starts scanning without holding the scheduler (`runRadioCall`: on BlueZ a few
+    /// D-Bus calls). Throws what is known before this returns: an unusable adapter, or the error
+    /// of a radio that answered at once (a simulated one). A radio that fails later leaves the
+    /// hub stopped, and `scanFailure` says why.
     public func start() throws(RadioError) {
-        try radio.scheduler.performSynchronously { () throws(RadioError) in
-            try driver.assumeIsolated { driver in Result { () throws(RadioError) in try driver.start() } }.get()
-        }
+        let failure = radio.scheduler.performSynchronously { driver.assumeIsolated { $0.start() } }
+        if let failure { throw failure }
     }
+
+    /// Why the radio last refused to scan (nil: it never did, or scans since). Read on any thread.
+    public var scanFailure: RadioError? { driver.failure.withLock { $0 } }
 
     public func stop() {
         radio.scheduler.performSynchronously { driver.assumeIsolated { $0.stop() } }
@@ -80,20 +87,46 @@ private actor SightingHubDriver {
     private var subscribers: [Int: @Sendable (Sighting, HorizonAdvertisement) -> Void] = [:]
     private var nextID = 0
     private var scanning = false
+    /// Starts so far: an answer for an older start (stopped since) leaves the newer one alone.
+    private var starts = 0
+    /// The last refusal, and which start it answered.
+    nonisolated let failure = Mutex<RadioError?>(nil)
+    private var failedStart: Int?
 
     nonisolated var unownedExecutor: UnownedSerialExecutor { radio.scheduler.asUnownedSerialExecutor() }
 
     init(radio: any CentralRadio) { self.radio = radio }
 
-    func start() throws(RadioError) {
-        guard !scanning else { return }
+    /// Starts the scan; returns a refusal known before it returns (see `SightingHub.start`).
+    func start() -> RadioError? {
+        guard !scanning else { return nil }
+        let availability = radio.availability
+        guard availability == .poweredOn else { return .adapterUnavailable(availability) }
         scanning = true
-        do throws(RadioError) {
-            try radio.startScanning { [weak self] sighting in self?.assumeIsolated { $0.deliver(sighting) } }
-        } catch {
-            scanning = false
-            throw error
+        starts += 1
+        let start = starts
+        let radio = radio
+        radio.scheduler.runRadioCall { [weak self] () async -> RadioError? in
+            do throws(RadioError) {
+                try await radio.startScanning { [weak self] sighting in self?.assumeIsolated { $0.deliver(sighting) } }
+                return nil
+            } catch {
+                return error
+            }
+        } then: { [weak self] refusal in
+            self?.assumeIsolated { $0.answered(start, refusal) }
         }
+        return failedStart == start ? failure.withLock({ $0 }) : nil
+    }
+
+    private func answered(_ start: Int, _ refusal: RadioError?) {
+        guard let refusal else {
+            if start == starts { failure.withLock { $0 = nil } }
+            return
+        }
+        failedStart = start
+        failure.withLock { $0 = refusal }
+        if start == starts { scanning = false }
     }
 
     func stop() {
