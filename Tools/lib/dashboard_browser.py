@@ -416,12 +416,23 @@ def main():
         browser.open(base + "/dashboard/transactions")
         expect("Time (Europe/Berlin)", options.amount)
 
+        step("webhooks: no endpoint yet; an address on a private network is refused, saying why")
+        browser.open(base + "/dashboard/webhooks")
+        expect("No webhook endpoint yet", "Add the endpoint", "payment.succeeded",
+               screenshot="desktop-15-webhooks.png")
+        browser.submit(
+            "document.getElementById('url').value = 'https://192.168.1.10/hooks';"
+            " document.querySelector('input[name=event_payment_succeeded]').checked = true;"
+            " document.querySelector('form.card button').click()")
+        expect("That address cannot receive webhooks", "private address", "No webhook endpoint yet")
+
         step("a phone's width (390 px): every page fits and keeps its amounts")
         browser.resize(390, 844, mobile=True)
         for name, path in (("home", "/dashboard/home"), ("transactions", "/dashboard/transactions"),
                            ("payment", "/dashboard/transactions/" + reference),
                            ("register-users", "/dashboard/register-users"), ("terminals", "/dashboard/terminals"),
-                           ("programs", "/dashboard/programs"), ("settings", "/dashboard/settings")):
+                           ("programs", "/dashboard/programs"), ("settings", "/dashboard/settings"),
+                           ("webhooks", "/dashboard/webhooks")):
             browser.open(base + path)
             expect(screenshot="phone-%s.png" % name)
             fits(name)
