@@ -70,7 +70,10 @@ struct ControlSocketRedemptionProgramTests {
             #expect(last.hasPrefix("redeemed ") && last.hasSuffix(" \(expected)"), "\(lines)")
             // The journal answers for the redemption's id as for a payment's.
             let id = last.split(separator: " ")[1]
-            #expect(try answer("status \(id)", at: control).contains { $0.hasPrefix("result paid") }, "\(id)")
+            let status = try answer("status \(id)", at: control)
+            #expect(status.contains { $0.hasPrefix("result paid") }, "\(id)")
+            // The cashier is journaled with the redemption, as with a payment.
+            #expect(status.contains("register Ana"), "\(status)")
         }
         let shown = try terminal(["programs", "show", "--json", "--wallet-dir", walletDir])
         let report = try JSONSerialization.jsonObject(with: Data(shown.standardOutput.utf8)) as? [String: Any]

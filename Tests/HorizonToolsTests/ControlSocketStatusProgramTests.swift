@@ -42,6 +42,7 @@ struct ControlSocketStatusProgramTests {
         #expect(status.contains("type payment"), "\(status)")
         #expect(status.contains { $0.hasPrefix("step result") || $0.hasPrefix("step acknowledged") }, "\(status)")
         #expect(status.last == "result paid 7.25 0.75 8.00", "\(status)")
+        #expect(status.contains("source journal"), "\(status)")
         // Either case of hexadecimal names the same payment.
         #expect(try answer("status \(id.uppercased())", at: control).last == "result paid 7.25 0.75 8.00")
 
@@ -49,11 +50,17 @@ struct ControlSocketStatusProgramTests {
         #expect(
             try answer("status \(unknown)", at: control)
                 == ["error unknown payment id \(unknown): no payment or redemption with it here"])
-        for malformed in ["xyz", "abc", String(repeating: "ab", count: 17)] {
+        // Text that is not 32 hexadecimal digits is an order reference: unknown here.
+        for other in ["xyz", "abc", String(repeating: "ab", count: 17)] {
             #expect(
-                try answer("status \(malformed)", at: control)
-                    == ["error not a payment id: expected 32 hexadecimal digits"], "\(malformed)")
+                try answer("status \(other)", at: control)
+                    == ["error unknown order reference \(other): no payment with it here"], "\(other)")
         }
+        let malformed = String(repeating: "ab", count: 51)
+        #expect(
+            try answer("status \(malformed)", at: control) == [
+                "error not a payment id (32 hexadecimal digits) nor an order reference (a reference is 1 to 100 characters of printable text without spaces)"
+            ])
         // Plain `status` answers as before.
         #expect(paymentState(at: control) != nil)
         kill(service.process.processIdentifier, SIGTERM)

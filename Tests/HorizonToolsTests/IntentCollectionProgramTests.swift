@@ -93,6 +93,42 @@ struct IntentCollectionProgramTests {
         // Once settled, a cancel is refused.
         let late = try pos.cancel(id)
         #expect(late.status == 409 && late.body.contains("payment_intent_not_cancelable"), "\(late.body)")
+
+        // `status REF` on the register socket: the collected intent from the journal (its
+        // reference journaled with it), confirmed by the server; the canceled one, which no wallet
+        // confirmed here, from the server; an unknown reference from neither.
+        let collected = try controlAnswer("status ORDER-1", at: control)
+        #expect(collected.first == "id \(id.lowercased())", "\(collected)")
+        #expect(collected.contains("reference ORDER-1") && collected.contains("source journal"), "\(collected)")
+        #expect(collected.contains("result paid 12.50 0.00 12.50"), "\(collected)")
+        #expect(collected.last == "server succeeded", "the intent's status: \(collected)")
+        let fromServer = try controlAnswer("status ORDER-2", at: control)
+        #expect(
+            fromServer == [
+                "id \(secondID.lowercased())", "type payment", "reference ORDER-2", "amount 12.50 EUR", "source server",
+                "result canceled",
+            ], "\(fromServer)")
+        #expect(try controlAnswer("status \(secondID)", at: control) == fromServer)
+        #expect(
+            try controlAnswer("status ORDER-404", at: control) == [
+                "error unknown order reference ORDER-404: no payment with it here nor at the server"
+            ])
+        // The command answers the same from the journal and the server, as JSON too.
+        let command = try Programs.run(
+            "horizon-terminal", ["status", "ORDER-2", "--json", "--data-dir", rig.terminalDir])
+        #expect(command.status == 0, "\(command.standardError)")
+        let object = try JSONSerialization.jsonObject(with: Data(command.standardOutput.utf8)) as? [String: String]
+        #expect(object?["result"] == "canceled" && object?["source"] == "server", "\(command.standardOutput)")
+    }
+
+    /// Every line the service answers `request` with.
+    private func controlAnswer(_ request: String, at control: String) throws -> [String] {
+        let connection = try LineConnection.connect(to: control)
+        connection.setReadTimeout(seconds: 20)
+        connection.send(request)
+        var lines: [String] = []
+        while let line = connection.readLine() { lines.append(line) }
+        return lines
     }
 }
 

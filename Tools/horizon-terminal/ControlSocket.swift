@@ -5,6 +5,7 @@ import HorizonCore
 import HorizonLedger
 import HorizonProtocol
 import HorizonRoles
+import HorizonServerClient
 import HorizonStores
 import HorizonUnixSocket
 import Logging
@@ -91,8 +92,11 @@ final class PaymentController: Sendable {
     let host: PaymentHost
     let ledger: InProcessLedger
     let observer: BluetoothConflictObserver
-    /// Where each payment or redemption confirmed here stands, for `status ID`.
-    let journal: any TerminalJournal
+    /// Where each payment or redemption confirmed here stands, for `status ID|REF`.
+    let journal: SQLiteTerminalJournal
+    /// An activated terminal's server: `status ID|REF` asks it what the journal does not know,
+    /// and confirms the final state of what it does.
+    let server: HorizonServerClient?
     let logger: Logger
     /// Why an amount may not be taken here (the terminal's maximum per payment), or nil.
     let refusal: @Sendable (Money) -> String?
@@ -104,17 +108,20 @@ final class PaymentController: Sendable {
     private let runningRedemption = Mutex<RedemptionHost?>(nil)
     /// The payment intent whose sale runs now (or is about to start), if the session is one.
     private let runningIntent = Mutex<PaymentID?>(nil)
+    /// The order reference of the register's sale running now, if it has one.
+    private let runningReference = Mutex<String?>(nil)
 
     init(
         host: PaymentHost, redemptionHosts: [RedemptionTerms.Kind: RedemptionHost] = [:], ledger: InProcessLedger,
-        observer: BluetoothConflictObserver, journal: any TerminalJournal, logger: Logger,
-        refusal: @escaping @Sendable (Money) -> String? = { _ in nil }
+        observer: BluetoothConflictObserver, journal: SQLiteTerminalJournal, server: HorizonServerClient? = nil,
+        logger: Logger, refusal: @escaping @Sendable (Money) -> String? = { _ in nil }
     ) {
         self.host = host
         self.redemptionHosts = redemptionHosts
         self.ledger = ledger
         self.observer = observer
         self.journal = journal
+        self.server = server
         self.logger = logger
         self.refusal = refusal
     }
@@ -163,10 +170,15 @@ final class PaymentController: Sendable {
 
     /// Runs the sale of a payment intent (the till claimed with `claimTill`): its amount, with its
     /// id as the payment id, as a register's `pay` would; releases the till when it ends.
-    func collectIntent(_ id: PaymentID, amount: Money) async -> Result<PaymentOrder, HostError> {
+    /// The intent's reference is journaled with the payment, so `status REF` finds it here too.
+    func collectIntent(_ id: PaymentID, amount: Money, reference: String = "") async -> Result<PaymentOrder, HostError>
+    {
         defer { releaseIntent() }
         do throws(HostError) {
-            return .success(try await host.collect(amount, registerUser: nil, paymentID: id))
+            return .success(
+                try await host.collect(
+                    amount, registerUser: nil, paymentID: id,
+                    orderReference: OrderReference.isValid(reference) ? reference : ""))
         } catch {
             return .failure(error)
         }
@@ -207,12 +219,10 @@ final class PaymentController: Sendable {
         logger.info("control request: \(request.sanitizedForDisplay)")
         switch words.first {
         case "pay"?:
-            guard words.count >= 2 else {
-                await connection.send(line: "failed usage: pay AMOUNT [REGISTER USER]")
-                return
+            switch PayRequest.parse(Array(words.dropFirst())) {
+            case .success(let request): await pay(request, connection)
+            case .failure(let usage): await connection.send(line: "failed \(usage.message)")
             }
-            await pay(
-                amount: words[1], registerUser: words.count > 2 ? words[2...].joined(separator: " ") : nil, connection)
         case "redeem"?:
             await redeem(Array(words.dropFirst()), connection)
         case "cancel"?:
@@ -224,7 +234,7 @@ final class PaymentController: Sendable {
             }
             await connection.send(line: running ? "ok" : "idle")
         case "status"? where words.count == 2:
-            for line in statusLines(of: words[1]) { await connection.send(line: line) }
+            for line in await statusLines(of: words[1]) { await connection.send(line: line) }
         case "status"? where words.count == 1:
             await connection.send(line: "adapter \(observer.availability)")
             await connection.send(line: "conflict \(observer.state) \(observer.conflictCount)")
@@ -232,37 +242,14 @@ final class PaymentController: Sendable {
         default:
             await connection.send(
                 line:
-                    "error unknown command; use pay AMOUNT [REGISTER USER], redeem KIND [OPTIONS], cancel, status or status ID"
+                    "error unknown command; use pay AMOUNT [--reference REF] [REGISTER USER], redeem KIND [OPTIONS], cancel, status or status ID|REF"
             )
         }
     }
 
-    /// `status ID`: the journal's record of a payment or redemption, one field a line (`id`,
-    /// `type`, `step`, then `result paid AMOUNT TIP TOTAL`, `result accepted-offline AMOUNT TIP
-    /// TOTAL`, `result declined REASON`, `result failed REASON` or `result pending`), or one
-    /// `error` line for an id that is malformed or unknown here.
-    func statusLines(of text: String) -> [String] {
-        guard let bytes = [UInt8](hexString: text), let id = try? PaymentID(bytes: bytes) else {
-            return ["error not a payment id: expected \(PaymentID.byteCount * 2) hexadecimal digits"]
-        }
-        let record: JournalRecord?
-        do { record = try journal.record(for: id) } catch { return ["error \(error)"] }
-        guard let record else { return ["error unknown payment id \(id): no payment or redemption with it here"] }
-        let result: String
-        switch record.answer {
-        case .receipt(let receipt)?:
-            let total = (try? receipt.amount.adding(receipt.tip))?.formattedAmount ?? "?"
-            let amounts = "\(receipt.amount.formattedAmount) \(receipt.tip.formattedAmount) \(total)"
-            switch receipt.outcome {
-            case .approved: result = "paid \(amounts)"
-            case .acceptedOffline: result = "accepted-offline \(amounts)"
-            case .declined(let code): result = "declined \(code)"
-            }
-        case .error(let error)?:
-            result = "failed \(error.code)" + (error.message.isEmpty ? "" : " \(error.message.sanitizedForDisplay)")
-        default: result = "pending"
-        }
-        return ["id \(id)", "type \(record.request.transactionType)", "step \(record.step)", "result \(result)"]
+    /// `status ID|REF` (see `PaymentStatus`).
+    func statusLines(of text: String) async -> [String] {
+        await PaymentStatus.lines(of: text, journal: journal, server: server)
     }
 
     /// The first line, or nil when none came within `timeout` (a task-group timeout: the read
@@ -322,19 +309,29 @@ final class PaymentController: Sendable {
         }
     }
 
-    private func pay(amount text: String, registerUser: String?, _ connection: UnixConnection) async {
+    private func pay(_ request: PayRequest, _ connection: UnixConnection) async {
         let claimed = busy.withLock { busy in
             defer { busy = true }
             return !busy
         }
         guard claimed else {
-            await connection.send(line: "failed a payment or redemption is already in progress")
+            // The register retrying a sale that is still running is told so by its reference.
+            if let reference = request.reference, runningReference.withLock({ $0 }) == reference {
+                await connection.send(
+                    line: "failed a sale with reference \(reference) is already in progress (status \(reference))")
+            } else {
+                await connection.send(line: "failed a payment or redemption is already in progress")
+            }
             return
         }
-        defer { busy.withLock { $0 = false } }
+        runningReference.withLock { $0 = request.reference }
+        defer {
+            runningReference.withLock { $0 = nil }
+            busy.withLock { $0 = false }
+        }
         let amount: Money
         do {
-            amount = try Money.parse(text, currency: ledger.currency)
+            amount = try Money.parse(request.amount, currency: ledger.currency)
         } catch {
             await connection.send(line: "failed \(error)")
             return
@@ -344,9 +341,18 @@ final class PaymentController: Sendable {
             await connection.send(line: "failed \(refused)")
             return
         }
+        if let reference = request.reference, let refused = PaymentStatus.referenceRefusal(reference, journal: journal)
+        {
+            await connection.send(line: "failed \(refused)")
+            return
+        }
+        let registerUser = request.registerUser
+        let orderReference = request.reference ?? ""
         let (host, cashier) = (self.host, registerUser.map(RegisterUser.init(name:)))
         // Every state from the start to the end of the session, then the answer.
-        let sale = { @Sendable () async throws(HostError) in try await host.collect(amount, registerUser: cashier) }
+        let sale = { @Sendable () async throws(HostError) in
+            try await host.collect(amount, registerUser: cashier, orderReference: orderReference)
+        }
         let outcome = await StateRelay.collect(
             states: host.states(), show: { state in await connection.send(line: "state \(state)") }, sale)
         switch outcome.result {
@@ -356,9 +362,47 @@ final class PaymentController: Sendable {
                     "paid \(order.paymentID) \(order.amount.formattedAmount) \(order.tip.formattedAmount) \(order.total.formattedAmount) \(order.reference)"
                     + (order.acceptedOffline ? " offline" : " online") + " \(order.currency.code) \(order.sessionID)"
                     + " \(order.amount.minorUnits) \(order.tip.minorUnits) \(order.total.minorUnits)"
+                    + (order.orderReference.isEmpty ? "" : " \(order.orderReference)")
             )
         case .failure(let error):
             await connection.send(line: "failed \(error.cliMessage(noun: "payment"))")
         }
+    }
+}
+
+/// `pay AMOUNT [--reference REF] [REGISTER USER]` on the register socket.
+struct PayRequest: Equatable {
+    let amount: String
+    let reference: String?
+    let registerUser: String?
+
+    struct Usage: Error {
+        let message: String
+    }
+
+    static let usage = "usage: pay AMOUNT [--reference REF] [REGISTER USER]"
+
+    static func parse(_ words: [String]) -> Result<PayRequest, Usage> {
+        guard let amount = words.first, !amount.hasPrefix("--") else { return .failure(Usage(message: usage)) }
+        var reference: String?
+        var rest: [String] = []
+        var index = 1
+        while index < words.count {
+            if words[index] == "--reference" {
+                guard reference == nil, index + 1 < words.count else { return .failure(Usage(message: usage)) }
+                let text = words[index + 1]
+                guard OrderReference.isValid(text) else {
+                    return .failure(Usage(message: "not an order reference: \(OrderReference.rule)"))
+                }
+                reference = text
+                index += 2
+            } else {
+                rest.append(words[index])
+                index += 1
+            }
+        }
+        return .success(
+            PayRequest(
+                amount: amount, reference: reference, registerUser: rest.isEmpty ? nil : rest.joined(separator: " ")))
     }
 }

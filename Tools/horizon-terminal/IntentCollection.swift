@@ -76,7 +76,7 @@ struct IntentCollectionService: Service {
         logger.info("collecting payment intent", metadata: ["intent": "\(intent.id)", "order": "\(reference)"])
         // Not a child task: a shutdown must not break off a sale a wallet has joined (the control
         // socket's shutdown cancels one that no wallet has joined).
-        let sale = Task { await controller.collectIntent(id, amount: amount) }
+        let sale = Task { await controller.collectIntent(id, amount: amount, reference: intent.reference) }
         // An end pushed while the sale was opening stops it as soon as it is open.
         for _ in 0..<200 where !controller.intentSaleStarted(id) && !ended.contains(intent.id) {
             try? await Task.sleep(for: .milliseconds(10))

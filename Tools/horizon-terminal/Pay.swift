@@ -24,6 +24,10 @@ struct Pay: AsyncParsableCommand {
         help:
             "The cashier: a register user id at the server (an activated terminal), a name in the sandbox (see register-users)."
     ) var registerUser: String?
+    @Option(
+        help:
+            "The merchant's order reference for the sale (1 to 100 printable characters, no spaces): journaled, settled with the payment, and what `status REF` finds. A reference whose sale is in progress or paid is refused."
+    ) var reference: String?
     @Option(help: "Seconds the customer may take to decide (default: from init).") var timeout: Int?
     @Option(help: "Give up if no wallet pays within this many seconds.") var waitForWallet = 300
     @Flag(help: "Print the result as JSON.") var json = false
@@ -36,6 +40,9 @@ struct Pay: AsyncParsableCommand {
         if let timeout, !(5...3600).contains(timeout) { throw ValidationError("--timeout must be 5 to 3600 seconds") }
         guard waitForWallet > 0 else { throw ValidationError("--wait-for-wallet must be positive") }
         try AmountArgument.checkAmountSyntax(amount)
+        if let reference, !OrderReference.isValid(reference) {
+            throw ValidationError("--reference: \(OrderReference.rule)")
+        }
         if let currency { _ = try AmountArgument.money(amount, in: try AmountArgument.currency(currency)) }
     }
 
@@ -65,6 +72,9 @@ struct Pay: AsyncParsableCommand {
         let device = try await radio.open(name: "terminal", defaultPosition: .origin, logger: logger)
         defer { device.shutdown() }
         let runtime = try await files.startTerminal(radio: device, identity: identity, ledger: ledger, logger: logger)
+        if let reference, let refused = PaymentStatus.referenceRefusal(reference, journal: runtime.journal) {
+            throw CLIError(refused)
+        }
         let host = runtime.paymentHost(
             ledger: ledger, decisionTimeoutSeconds: timeout ?? settings.userDecisionTimeoutSeconds)
         // Wallets with bad network may send their requests through this terminal.
@@ -72,11 +82,12 @@ struct Pay: AsyncParsableCommand {
         defer { requestProxy?.stop() }
         let console = Console()
         let cashier = registerUser.map(RegisterUser.init(name:))
+        let orderReference = reference ?? ""
         let outcome = await SessionRun(
             label: "\(money)", json: json, console: console, logger: logger, service: runtime.service,
             waitForWallet: waitForWallet
         ).run(states: host.states(), observeWallets: host.observeWallets) { () async throws(HostError) in
-            try await host.collect(money, registerUser: cashier)
+            try await host.collect(money, registerUser: cashier, orderReference: orderReference)
         }
         try report(outcome, console: console)
     }
@@ -115,7 +126,9 @@ struct Pay: AsyncParsableCommand {
     private func payThroughService(_ path: String) async throws {
         let connection = try ControlSocket.connection(to: path)
         defer { connection.close() }
-        await connection.send(line: "pay \(amount)" + (registerUser.map { " \($0)" } ?? ""))
+        await connection.send(
+            line: "pay \(amount)" + (reference.map { " --reference \($0)" } ?? "")
+                + (registerUser.map { " \($0)" } ?? ""))
         let console = Console()
         var lines = connection.lines(maximumLength: 4096)
         while case .line(let line) = await lines.next() {
@@ -134,7 +147,8 @@ struct Pay: AsyncParsableCommand {
                         PaymentSummary(
                             state: offline ? "acceptedOffline" : "completed", paymentId: fields[safe: 1] ?? "",
                             sessionId: fields[safe: 8] ?? "", amount: money(9), tip: money(10), total: money(11),
-                            reference: fields[safe: 5].flatMap { Int64($0) } ?? 0, registerUser: registerUser ?? ""))
+                            reference: fields[safe: 5].flatMap { Int64($0) } ?? 0, registerUser: registerUser ?? "",
+                            orderReference: reference))
                 } else if offline {
                     console.line(
                         "Accepted offline: \(fields[safe: 2] ?? "?") + tip \(fields[safe: 3] ?? "?") = \(fields[safe: 4] ?? "?")"
@@ -143,7 +157,9 @@ struct Pay: AsyncParsableCommand {
                 } else {
                     console.line(
                         "Paid: \(fields[safe: 2] ?? "?") + tip \(fields[safe: 3] ?? "?") = \(fields[safe: 4] ?? "?")")
-                    console.line("  payment \(fields[safe: 1] ?? "?")  reference \(fields[safe: 5] ?? "?")")
+                    console.line(
+                        "  payment \(fields[safe: 1] ?? "?")  reference \(fields[safe: 5] ?? "?")"
+                            + (reference.map { "  order \($0)" } ?? ""))
                 }
                 return
             } else if line.hasPrefix("failed ") {
@@ -169,6 +185,7 @@ struct Pay: AsyncParsableCommand {
                 console.line("Paid: \(order.amount) + tip \(order.tip) = \(order.total)")
                 console.line(
                     "  payment \(order.paymentID)  reference \(order.reference)  cashier \(order.registerUser.isEmpty ? "-" : order.registerUser)"
+                        + (order.orderReference.isEmpty ? "" : "  order \(order.orderReference)")
                 )
             }
         case .failure(let error):
@@ -192,6 +209,8 @@ struct PaymentSummary: Encodable {
     let total: JSONMoney
     let reference: Int64
     let registerUser: String
+    /// The merchant's order reference the sale was started with (absent without one).
+    var orderReference: String? = nil
 }
 
 extension PaymentSummary {
@@ -200,6 +219,6 @@ extension PaymentSummary {
             state: order.acceptedOffline ? "acceptedOffline" : "completed", paymentId: order.paymentID.description,
             sessionId: order.sessionID.description, amount: JSONMoney(order.amount), tip: JSONMoney(order.tip),
             total: JSONMoney(order.total), reference: Int64(truncatingIfNeeded: order.reference),
-            registerUser: order.registerUser)
+            registerUser: order.registerUser, orderReference: order.orderReference.isEmpty ? nil : order.orderReference)
     }
 }

@@ -19,17 +19,23 @@ struct Serve: AsyncParsableCommand {
         discussion: """
             Keeps the radio and the conflict observer up and listens on a control socket for one-line \
             requests, answered line by line:
-              pay AMOUNT [REGISTER USER]   ->  state <state> ... then: paid <payment id> <amount> <tip> <total> <reference>
-                                               or: failed <reason>
+              pay AMOUNT [--reference REF] [REGISTER USER]
+                                           ->  state <state> ... then: paid <payment id> <amount> <tip> <total> <reference> ... [REF]
+                                               or: failed <reason> (a REF whose sale is in progress or paid is refused)
               redeem bonus|gold|coupon ...  ->  state <state> ... then: redeemed <id> <kind> <points> <item>
                                                or: failed <reason>; bad arguments: one line, error <reason>
                  (the arguments of `horizon-terminal redeem`: --points, --reward, --benefit, --value, --register)
               cancel                       ->  ok | idle
               status                       ->  adapter <availability> / conflict <state> <count> / payment <state>
-              status ID                    ->  id <payment id> / type <type> / step <journal step> / result <answer>
+              status ID|REF                ->  id <payment id> / type <type> / step <journal step> / [reference <REF>] /
+                                               [register <user>] / source journal / result <answer> [/ server <state>]
                                                answer: paid <amount> <tip> <total> | accepted-offline <amount> <tip> <total>
                                                | declined <reason> | failed <reason> | pending
-                                               or one line: error <reason> (a malformed id, or one not confirmed here)
+                                               an activated terminal asks its server what the journal does not know:
+                                               ... / amount <amount> <currency> / source server / result <server state>
+                                               or one line: error <reason> (malformed, or unknown here)
+              REF: the merchant's order reference, 1 to 100 printable characters without spaces; 32 hexadecimal
+              digits are read as a payment id.
             e.g. echo "pay 12.50 Ana" | socat - UNIX-CONNECT:/run/horizon-terminal/control.sock, or \
             horizon-terminal pay 12.50 --control-socket /run/horizon-terminal/control.sock.
             SIGTERM or SIGINT shuts it down gracefully: no new requests; a payment no wallet has joined yet is \
@@ -102,10 +108,11 @@ struct Serve: AsyncParsableCommand {
                 transactionType: kind.transactionType, service: runtime.service, processor: runtime.processor,
                 configuration: redemptionConfiguration)
         }
+        // An activated terminal's server answers `status ID|REF` for what the journal does not know.
+        let server = try files.serverClient(identity: identity)
         let controller = PaymentController(
             host: host, redemptionHosts: redemptionHosts, ledger: ledger, observer: observer, journal: runtime.journal,
-            logger: logger,
-            refusal: { settings.refusal(of: $0) })
+            server: server, logger: logger, refusal: { settings.refusal(of: $0) })
         // Shut down in reverse order: the control socket first (its sale ends while the radio is
         // still up to tell the wallet), then the conflict observer.
         // An activated terminal keeps its credential fresh while it serves.
@@ -130,7 +137,7 @@ struct Serve: AsyncParsableCommand {
         // An activated terminal keeps one connection to its server, which pushes the payment
         // intents a POS addresses to it; each is sold here as a register's `pay` would.
         var collection: [ServiceGroupConfiguration.ServiceConfiguration] = []
-        if let server = try files.serverClient(identity: identity) {
+        if let server {
             let connection = TerminalIntentConnection(
                 serverURL: server.serverURL, signingKey: identity.signingKey,
                 onState: { state in logger.info("payment intent connection: \(state)") })

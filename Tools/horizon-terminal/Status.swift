@@ -7,11 +7,22 @@ import HorizonRadio
 import HorizonRadioCLISupport
 import HorizonRoles
 
-/// `status`: what the radio hears.
+/// `status`: what the radio hears; `status ID|REF`: where one payment stands.
 struct Status: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show the adapter's availability, conflicting terminals and the payment sessions nearby.")
+        abstract:
+            "Show the adapter's availability, conflicting terminals and the payment sessions nearby, or where one payment stands.",
+        discussion: """
+            With ID (a payment or redemption id, 32 hexadecimal digits) or REF (the merchant's order reference \
+            given to `pay --reference`): the payment as the terminal's journal holds it (step, reference, \
+            register user, result), and for an activated terminal the server's state of it; what the journal \
+            does not know (a payment intent not collected here) is asked of the server. Exit code 1 when \
+            neither knows it. With --control-socket a running `serve` answers.
+            """)
 
+    @Argument(help: "A payment id or order reference: show where that payment stands.") var payment: String?
+    @Option(help: "Ask a running `horizon-terminal serve` at this control socket (with ID|REF).")
+    var controlSocket: String?
     @Option(help: "Seconds to listen.") var seconds = 3
     @Flag(help: "Print the result as JSON.") var json = false
     @OptionGroup var global: GlobalOptions
@@ -22,6 +33,7 @@ struct Status: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if let payment { return try await paymentStatus(payment) }
         if radio.radio == .bluez { return try await blueZStatus() }
         let logger = Logs.logger("horizon.terminal", verbose: global.verbose)
         let ownKey = (try? global.terminalFiles.loadIdentity()).flatMap { try? TerminalKeyID(bytes: $0.keyID) }
@@ -71,6 +83,46 @@ struct Status: AsyncParsableCommand {
 }
 
 extension Status {
+    /// `status ID|REF`: the register socket's answer (see `PaymentStatus`), as text or JSON.
+    func paymentStatus(_ text: String) async throws {
+        let lines: [String]
+        if let controlSocket {
+            // The socket reads words: a reference never holds a space, so none is sent.
+            guard !text.contains(where: \.isWhitespace) else {
+                throw CLIError("not an order reference: \(OrderReference.rule)")
+            }
+            // One short answer, read to its end (the service closes the connection after it).
+            let connection = try LineConnection.connect(to: controlSocket)
+            connection.setReadTimeout(seconds: 30)
+            connection.send("status \(text)")
+            var answer: [String] = []
+            while let line = connection.readLine() { answer.append(line) }
+            lines = answer
+        } else {
+            let files = global.terminalFiles
+            let server = try files.serverClient(identity: try files.loadIdentity())
+            lines = await PaymentStatus.lines(of: text, journal: try files.openJournal(), server: server)
+        }
+        if let error = lines.first(where: { $0.hasPrefix("error ") }) ?? (lines.isEmpty ? "error no answer" : nil) {
+            let message = String(error.dropFirst(6))
+            // The API's codes: a malformed id or reference, or one nobody here knows.
+            throw CommandFailure(
+                message, code: message.hasPrefix("not a payment id") ? 2 : 1,
+                errorCode: message.hasPrefix("not a payment id") ? JSONErrorCode.invalidRequest : "payment_not_found")
+        }
+        guard json else {
+            for line in lines { print(line) }
+            return
+        }
+        var fields: [String: String] = [:]
+        for line in lines {
+            let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
+            let key = parts[0] == "register" ? "registerUser" : parts[0]
+            fields[key] = parts.count > 1 ? parts[1] : ""
+        }
+        try Console().json(fields)
+    }
+
     /// With BlueZ: which adapter and whether it can be used (scanning arrives with the BlueZ radio).
     func blueZStatus() async throws {
         let (adapter, availability) = await RadioOptions.blueZAvailability(adapter: radio.adapter)

@@ -3,6 +3,7 @@ import Foundation
 import HorizonCLISupport
 import HorizonCore
 import HorizonLedger
+import HorizonProtocol
 import HorizonRadioCLISupport
 import HorizonServiceClients
 import HorizonSettlement
@@ -63,13 +64,18 @@ struct Transactions: AsyncParsableCommand {
         }
         let ledger = try await global.terminalFiles.loadLedger()
         let results = try await ledger.transactions(limit: limit)
+        // The order references the register gave its sales are in the journal.
+        let files = global.terminalFiles
+        let journal = files.directory.exists(TerminalFiles.journal) ? try? files.openJournal() : nil
+        let rows = results.map { result in
+            TransactionRow(result, orderReference: Self.orderReference(of: result.paymentID, in: journal))
+        }
         if json {
-            try Console().json(TransactionPageJSON(transactions: results.map(TransactionRow.init), nextCursor: nil))
+            try Console().json(TransactionPageJSON(transactions: rows, nextCursor: nil))
             return
         }
         if results.isEmpty { print("no transactions yet") }
-        for result in results {
-            let row = TransactionRow(result)
+        for (result, row) in zip(results, rows) {
             let time = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(row.settledAt)))
             // People read the decline's words; its code is for programs (--json).
             let reason: String? =
@@ -77,9 +83,16 @@ struct Transactions: AsyncParsableCommand {
                     nil
                 }
             print(
-                "\(time)  \(row.outcome.padding(toLength: 8, withPad: " ", startingAt: 0))  \(result.amount.formattedAmount) + \(result.tip.formattedAmount) \(result.amount.currency.code)  payment \(row.paymentId)\(reason.map { "  (\($0))" } ?? "")"
+                "\(time)  \(row.outcome.padding(toLength: 8, withPad: " ", startingAt: 0))  \(result.amount.formattedAmount) + \(result.tip.formattedAmount) \(result.amount.currency.code)  payment \(row.paymentId)\(row.orderReference.map { "  order \($0.sanitizedForDisplay)" } ?? "")\(reason.map { "  (\($0))" } ?? "")"
             )
         }
+    }
+
+    /// The merchant's order reference the journal holds for a payment, if any.
+    static func orderReference(of id: PaymentID, in journal: SQLiteTerminalJournal?) -> String? {
+        guard case .payment(let payment)? = (try? journal?.record(for: id))??.request, !payment.orderReference.isEmpty
+        else { return nil }
+        return payment.orderReference
     }
 
     private func runAtServer(_ merchant: MerchantServiceClient) async throws {
@@ -126,6 +139,7 @@ struct Transactions: AsyncParsableCommand {
         var line =
             "\(time)  \(outcome)  \(kind)  \(amount(transaction.amount, transaction.currency)) + \(amount(transaction.tip, transaction.currency)) \(transaction.currency)  \(transaction.paymentId)"
         if !transaction.registerUser.isEmpty { line += "  by \(transaction.registerUser)" }
+        if let reference = transaction.orderReference { line += "  order \(reference)" }
         if transaction.refundedAmount > 0 {
             line += "  refunded \(amount(transaction.refundedAmount, transaction.currency))"
         }
@@ -156,10 +170,13 @@ struct TransactionRow: Encodable {
     /// What was refunded of it so far (activated terminals: the server knows).
     let refunded: JSONMoney?
     let registerUser: String?
+    /// The merchant's order reference (an intent's, or the one the register gave the sale).
+    let orderReference: String?
     let terminalKeyId: String?
     let settledAt: Int64
 
-    init(_ result: SettlementResult) {
+    init(_ result: SettlementResult, orderReference: String? = nil) {
+        self.orderReference = orderReference
         paymentId = result.paymentID.description
         sessionId = result.sessionID.description
         transactionType = TransactionKindName.name(result.transactionType)
@@ -182,6 +199,7 @@ struct TransactionRow: Encodable {
     }
 
     init(_ transaction: MerchantServiceClient.Transaction) {
+        orderReference = transaction.orderReference
         paymentId = transaction.paymentId.lowercased()
         sessionId = nil
         transactionType = transaction.transactionType.rawValue
