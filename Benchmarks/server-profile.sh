@@ -98,6 +98,8 @@ for store in "${stores[@]}"; do
     "$perf" report -i "$work/$store.data" --no-children --percent-limit 0 --stdio --sort dso,sym -g none \
         >"$work/$store.report" 2>"$work/$store.report.log" ||
         { cat "$work/$store.report.log" >&2; die "perf report failed on $store"; }
+    grep -q '%' "$work/$store.report" ||
+        die "perf took no samples of the server on $store ($(tail -n 2 "$work/$store.report.log")); try --keep and perf report -i"
     "$perf" report -i "$work/$store.data" --children --percent-limit 2 --stdio --sort sym -g none \
         >"$work/$store.inclusive" 2>>"$work/$store.report.log" ||
         { cat "$work/$store.report.log" >&2; die "perf report --children failed on $store"; }
