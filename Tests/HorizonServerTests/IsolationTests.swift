@@ -54,7 +54,7 @@ struct IsolationTests {
         "listWebhookEndpoints": "webhooks:write", "createWebhookEndpoint": "webhooks:write",
         "rollWebhookSecret": "webhooks:write", "deleteWebhookEndpoint": "webhooks:write",
         "listWebhookDeliveries": "webhooks:write", "getWebhookDelivery": "webhooks:write",
-        "resendWebhookDelivery": "webhooks:write",
+        "resendWebhookDelivery": "webhooks:write", "emailMerchantReceipt": "transactions:read",
     ]
 
     enum OtherMerchant {
@@ -404,6 +404,14 @@ struct IsolationTests {
                     body: nil)
             },
             otherMerchant: .refused(.notFound, "payment_not_found", "was executed for this merchant")),
+        "emailMerchantReceipt": .terminalSigned(
+            request: { world in
+                Request(
+                    method: .post,
+                    path: "/v1/merchant/transactions/\(world.payment.paymentID.bytes.hexString)/receipt-email",
+                    body: #"{"email": "customer@example.org"}"#)
+            },
+            otherMerchant: .refused(.notFound, "payment_not_found", "was executed for this merchant")),
         "listRefunds": .terminalSigned(
             request: { world in
                 Request(
@@ -689,6 +697,14 @@ struct IsolationTests {
             request: { world in
                 Request(
                     method: .get, path: "/v1/wallet/transactions/\(world.payment.paymentID.bytes.hexString)", body: nil)
+            },
+            otherWallet: .refused(.notFound, "transaction_not_found", "this wallet has no transaction")),
+        "emailWalletReceipt": .walletSigned(
+            request: { world in
+                Request(
+                    method: .post,
+                    path: "/v1/wallet/transactions/\(world.payment.paymentID.bytes.hexString)/receipt-email",
+                    body: nil)
             },
             otherWallet: .refused(.notFound, "transaction_not_found", "this wallet has no transaction")),
         "listWalletBonusPrograms": .walletSigned(
@@ -1111,7 +1127,7 @@ struct IsolationTests {
             }
             return (refusals, walletRefusals, adminRequests, keyRequests)
         }
-        #expect(adminRequests == 26, "every merchant-service operation was tried with the other admin's session")
+        #expect(adminRequests == 27, "every merchant-service operation was tried with the other admin's session")
         #expect(keyRequests == adminRequests, "every merchant-service operation was tried with the other's API key")
         // The bakery's keys are as they were: neither rolled nor revoked by anyone else.
         #expect(try await world.server.ledger.apiKeys(of: world.bakery.id) == bakeryKeys)

@@ -2291,6 +2291,94 @@ public struct Client: APIProtocol {
             }
         )
     }
+    /// E-mails the receipt of one of the signing wallet's approved payments to the e-mail address the wallet registered with.
+    ///
+    /// The mail goes to the wallet's registered (proven) address only, never to one a request
+    /// names. It is queued in the server's outbox in the request's transaction and delivered
+    /// from there, retried until the mail system takes it. Asking again while the same receipt
+    /// still waits to go answers that mail (`alreadyQueued`) and queues no second one; once it
+    /// was delivered, asking again sends it again. Errors: `transaction_not_found` (404; another
+    /// wallet's payment answers the same), `receipt_unavailable` (409: a declined payment or a
+    /// redemption), `receipt_email_missing` (409: the wallet registered no e-mail address).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallet/transactions/{paymentId}/receipt-email`.
+    /// - Remark: Generated from `#/paths//v1/wallet/transactions/{paymentId}/receipt-email/post(emailWalletReceipt)`.
+    public func emailWalletReceipt(_ input: Operations.EmailWalletReceipt.Input) async throws -> Operations.EmailWalletReceipt.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.EmailWalletReceipt.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/wallet/transactions/{}/receipt-email",
+                    parameters: [
+                        input.path.paymentId
+                    ]
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .post
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                return (request, nil)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 202:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.EmailWalletReceipt.Output.Accepted.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ReceiptEmailQueued.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .accepted(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
     /// Every merchant's bonus program the signing wallet can join or takes part in, with its points.
     ///
     /// - Remark: HTTP `GET /v1/wallet/bonus-programs`.
@@ -3941,6 +4029,100 @@ public struct Client: APIProtocol {
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
                     return .ok(.init(body: body))
+                default:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses._Error.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorEnvelope.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .`default`(
+                        statusCode: response.status.code,
+                        .init(body: body)
+                    )
+                }
+            }
+        )
+    }
+    /// E-mails the receipt of one of the merchant's approved payments to the address its customer gave.
+    ///
+    /// Queued in the server's outbox in the request's transaction and delivered from there.
+    /// Asking again for the same address while that mail still waits answers it
+    /// (`alreadyQueued`). Errors: `payment_not_found` (404; another merchant's payment answers
+    /// the same), `receipt_unavailable` (409: a declined payment or a redemption).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/transactions/{paymentId}/receipt-email`.
+    /// - Remark: Generated from `#/paths//v1/merchant/transactions/{paymentId}/receipt-email/post(emailMerchantReceipt)`.
+    public func emailMerchantReceipt(_ input: Operations.EmailMerchantReceipt.Input) async throws -> Operations.EmailMerchantReceipt.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.EmailMerchantReceipt.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/merchant/transactions/{}/receipt-email",
+                    parameters: [
+                        input.path.paymentId
+                    ]
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .post
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                let body: OpenAPIRuntime.HTTPBody?
+                switch input.body {
+                case let .json(value):
+                    body = try converter.setRequiredRequestBodyAsJSON(
+                        value,
+                        headerFields: &request.headerFields,
+                        contentType: "application/json; charset=utf-8"
+                    )
+                }
+                return (request, body)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 202:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.EmailMerchantReceipt.Output.Accepted.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ReceiptEmailQueued.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .accepted(.init(body: body))
                 default:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses._Error.Body

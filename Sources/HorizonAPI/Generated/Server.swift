@@ -324,6 +324,17 @@ extension APIProtocol {
         )
         try transport.register(
             {
+                try await server.emailWalletReceipt(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/wallet/transactions/{paymentId}/receipt-email")
+        )
+        try transport.register(
+            {
                 try await server.listWalletBonusPrograms(
                     request: $0,
                     body: $1,
@@ -541,6 +552,17 @@ extension APIProtocol {
             },
             method: .get,
             path: server.apiPathComponentsWithServerPrefix("/v1/merchant/transactions/{paymentId}/refunds")
+        )
+        try transport.register(
+            {
+                try await server.emailMerchantReceipt(
+                    request: $0,
+                    body: $1,
+                    metadata: $2
+                )
+            },
+            method: .post,
+            path: server.apiPathComponentsWithServerPrefix("/v1/merchant/transactions/{paymentId}/receipt-email")
         )
         try transport.register(
             {
@@ -2920,6 +2942,86 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
             }
         )
     }
+    /// E-mails the receipt of one of the signing wallet's approved payments to the e-mail address the wallet registered with.
+    ///
+    /// The mail goes to the wallet's registered (proven) address only, never to one a request
+    /// names. It is queued in the server's outbox in the request's transaction and delivered
+    /// from there, retried until the mail system takes it. Asking again while the same receipt
+    /// still waits to go answers that mail (`alreadyQueued`) and queues no second one; once it
+    /// was delivered, asking again sends it again. Errors: `transaction_not_found` (404; another
+    /// wallet's payment answers the same), `receipt_unavailable` (409: a declined payment or a
+    /// redemption), `receipt_email_missing` (409: the wallet registered no e-mail address).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallet/transactions/{paymentId}/receipt-email`.
+    /// - Remark: Generated from `#/paths//v1/wallet/transactions/{paymentId}/receipt-email/post(emailWalletReceipt)`.
+    func emailWalletReceipt(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.EmailWalletReceipt.id,
+            using: {
+                APIHandler.emailWalletReceipt($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.EmailWalletReceipt.Input.Path = .init(paymentId: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "paymentId",
+                    as: Swift.String.self
+                ))
+                let headers: Operations.EmailWalletReceipt.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                return Operations.EmailWalletReceipt.Input(
+                    path: path,
+                    headers: headers
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .accepted(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 202)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
     /// Every merchant's bonus program the signing wallet can join or takes part in, with its points.
     ///
     /// - Remark: HTTP `GET /v1/wallet/bonus-programs`.
@@ -4451,6 +4553,104 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                 case let .ok(value):
                     suppressUnusedWarning(value)
                     var response = HTTPTypes.HTTPResponse(soar_statusCode: 200)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                case let .`default`(statusCode, value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: statusCode)
+                    suppressMutabilityWarning(&response)
+                    let body: OpenAPIRuntime.HTTPBody
+                    switch value.body {
+                    case let .json(value):
+                        try converter.validateAcceptIfPresent(
+                            "application/json",
+                            in: request.headerFields
+                        )
+                        body = try converter.setResponseBodyAsJSON(
+                            value,
+                            headerFields: &response.headerFields,
+                            contentType: "application/json; charset=utf-8"
+                        )
+                    }
+                    return (response, body)
+                }
+            }
+        )
+    }
+    /// E-mails the receipt of one of the merchant's approved payments to the address its customer gave.
+    ///
+    /// Queued in the server's outbox in the request's transaction and delivered from there.
+    /// Asking again for the same address while that mail still waits answers it
+    /// (`alreadyQueued`). Errors: `payment_not_found` (404; another merchant's payment answers
+    /// the same), `receipt_unavailable` (409: a declined payment or a redemption).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/transactions/{paymentId}/receipt-email`.
+    /// - Remark: Generated from `#/paths//v1/merchant/transactions/{paymentId}/receipt-email/post(emailMerchantReceipt)`.
+    func emailMerchantReceipt(
+        request: HTTPTypes.HTTPRequest,
+        body: OpenAPIRuntime.HTTPBody?,
+        metadata: OpenAPIRuntime.ServerRequestMetadata
+    ) async throws -> (HTTPTypes.HTTPResponse, OpenAPIRuntime.HTTPBody?) {
+        try await handle(
+            request: request,
+            requestBody: body,
+            metadata: metadata,
+            forOperation: Operations.EmailMerchantReceipt.id,
+            using: {
+                APIHandler.emailMerchantReceipt($0)
+            },
+            deserializer: { request, requestBody, metadata in
+                let path: Operations.EmailMerchantReceipt.Input.Path = .init(paymentId: try converter.getPathParameterAsURI(
+                    in: metadata.pathParameters,
+                    name: "paymentId",
+                    as: Swift.String.self
+                ))
+                let headers: Operations.EmailMerchantReceipt.Input.Headers = .init(accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields))
+                let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
+                let body: Operations.EmailMerchantReceipt.Input.Body
+                let chosenContentType = try converter.bestContentType(
+                    received: contentType,
+                    options: [
+                        "application/json"
+                    ]
+                )
+                switch chosenContentType {
+                case "application/json":
+                    body = try await converter.getRequiredRequestBodyAsJSON(
+                        Components.Schemas.ReceiptEmailRequest.self,
+                        from: requestBody,
+                        transforming: { value in
+                            .json(value)
+                        }
+                    )
+                default:
+                    preconditionFailure("bestContentType chose an invalid content type.")
+                }
+                return Operations.EmailMerchantReceipt.Input(
+                    path: path,
+                    headers: headers,
+                    body: body
+                )
+            },
+            serializer: { output, request in
+                switch output {
+                case let .accepted(value):
+                    suppressUnusedWarning(value)
+                    var response = HTTPTypes.HTTPResponse(soar_statusCode: 202)
                     suppressMutabilityWarning(&response)
                     let body: OpenAPIRuntime.HTTPBody
                     switch value.body {

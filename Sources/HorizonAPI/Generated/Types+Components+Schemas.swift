@@ -1365,6 +1365,74 @@ extension Components {
                 case createdAt
             }
         }
+        /// - Remark: Generated from `#/components/schemas/ReceiptEmailRequest`.
+        public struct ReceiptEmailRequest: Codable, Hashable, Sendable {
+            /// The customer's e-mail address: ASCII name@domain.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ReceiptEmailRequest/email`.
+            public var email: Swift.String
+            /// Creates a new `ReceiptEmailRequest`.
+            ///
+            /// - Parameters:
+            ///   - email: The customer's e-mail address: ASCII name@domain.
+            public init(email: Swift.String) {
+                self.email = email
+            }
+            public enum CodingKeys: String, CodingKey {
+                case email
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.email = try container.decode(
+                    Swift.String.self,
+                    forKey: .email
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "email"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ReceiptEmailQueued`.
+        public struct ReceiptEmailQueued: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ReceiptEmailQueued/paymentId`.
+            public var paymentId: Swift.String
+            /// The mail's id in the server's outbox (`horizon-server outbox`).
+            ///
+            /// - Remark: Generated from `#/components/schemas/ReceiptEmailQueued/messageId`.
+            public var messageId: Swift.Int64
+            /// Where it goes, masked ("email a•••@example.com").
+            ///
+            /// - Remark: Generated from `#/components/schemas/ReceiptEmailQueued/sentTo`.
+            public var sentTo: Swift.String
+            /// The same receipt to the same address was still waiting: no second mail was queued.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ReceiptEmailQueued/alreadyQueued`.
+            public var alreadyQueued: Swift.Bool
+            /// Creates a new `ReceiptEmailQueued`.
+            ///
+            /// - Parameters:
+            ///   - paymentId:
+            ///   - messageId: The mail's id in the server's outbox (`horizon-server outbox`).
+            ///   - sentTo: Where it goes, masked ("email a•••@example.com").
+            ///   - alreadyQueued: The same receipt to the same address was still waiting: no second mail was queued.
+            public init(
+                paymentId: Swift.String,
+                messageId: Swift.Int64,
+                sentTo: Swift.String,
+                alreadyQueued: Swift.Bool
+            ) {
+                self.paymentId = paymentId
+                self.messageId = messageId
+                self.sentTo = sentTo
+                self.alreadyQueued = alreadyQueued
+            }
+            public enum CodingKeys: String, CodingKey {
+                case paymentId
+                case messageId
+                case sentTo
+                case alreadyQueued
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/WalletPINSetup`.
         public struct WalletPINSetup: Codable, Hashable, Sendable {
             /// The device key that signs PIN proofs: a P-256 public key, X9.63, standard base64. Not the wallet's key.

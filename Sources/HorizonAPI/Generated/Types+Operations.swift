@@ -3805,6 +3805,162 @@ public enum Operations {
             }
         }
     }
+    /// E-mails the receipt of one of the signing wallet's approved payments to the e-mail address the wallet registered with.
+    ///
+    /// The mail goes to the wallet's registered (proven) address only, never to one a request
+    /// names. It is queued in the server's outbox in the request's transaction and delivered
+    /// from there, retried until the mail system takes it. Asking again while the same receipt
+    /// still waits to go answers that mail (`alreadyQueued`) and queues no second one; once it
+    /// was delivered, asking again sends it again. Errors: `transaction_not_found` (404; another
+    /// wallet's payment answers the same), `receipt_unavailable` (409: a declined payment or a
+    /// redemption), `receipt_email_missing` (409: the wallet registered no e-mail address).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallet/transactions/{paymentId}/receipt-email`.
+    /// - Remark: Generated from `#/paths//v1/wallet/transactions/{paymentId}/receipt-email/post(emailWalletReceipt)`.
+    public enum EmailWalletReceipt {
+        public static let id: Swift.String = "emailWalletReceipt"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/wallet/transactions/{paymentId}/receipt-email/POST/path`.
+            public struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/wallet/transactions/{paymentId}/receipt-email/POST/path/paymentId`.
+                public var paymentId: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - paymentId:
+                public init(paymentId: Swift.String) {
+                    self.paymentId = paymentId
+                }
+            }
+            public var path: Operations.EmailWalletReceipt.Input.Path
+            /// - Remark: Generated from `#/paths/v1/wallet/transactions/{paymentId}/receipt-email/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.EmailWalletReceipt.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.EmailWalletReceipt.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.EmailWalletReceipt.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.EmailWalletReceipt.Input.Path,
+                headers: Operations.EmailWalletReceipt.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Accepted: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/wallet/transactions/{paymentId}/receipt-email/POST/responses/202/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/wallet/transactions/{paymentId}/receipt-email/POST/responses/202/content/application\/json`.
+                    case json(Components.Schemas.ReceiptEmailQueued)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.ReceiptEmailQueued {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.EmailWalletReceipt.Output.Accepted.Body
+                /// Creates a new `Accepted`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.EmailWalletReceipt.Output.Accepted.Body) {
+                    self.body = body
+                }
+            }
+            /// The receipt mail is in the outbox.
+            ///
+            /// - Remark: Generated from `#/paths//v1/wallet/transactions/{paymentId}/receipt-email/post(emailWalletReceipt)/responses/202`.
+            ///
+            /// HTTP response code: `202 accepted`.
+            case accepted(Operations.EmailWalletReceipt.Output.Accepted)
+            /// The associated value of the enum case if `self` is `.accepted`.
+            ///
+            /// - Throws: An error if `self` is not `.accepted`.
+            /// - SeeAlso: `.accepted`.
+            public var accepted: Operations.EmailWalletReceipt.Output.Accepted {
+                get throws {
+                    switch self {
+                    case let .accepted(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "accepted",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/wallet/transactions/{paymentId}/receipt-email/post(emailWalletReceipt)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// Every merchant's bonus program the signing wallet can join or takes part in, with its points.
     ///
     /// - Remark: HTTP `GET /v1/wallet/bonus-programs`.
@@ -6684,6 +6840,168 @@ public enum Operations {
             /// Anything but success, in the one error shape.
             ///
             /// - Remark: Generated from `#/paths//v1/merchant/transactions/{paymentId}/refunds/get(listRefunds)/responses/default`.
+            ///
+            /// HTTP response code: `default`.
+            case `default`(statusCode: Swift.Int, Components.Responses._Error)
+            /// The associated value of the enum case if `self` is `.`default``.
+            ///
+            /// - Throws: An error if `self` is not `.`default``.
+            /// - SeeAlso: `.`default``.
+            public var `default`: Components.Responses._Error {
+                get throws {
+                    switch self {
+                    case let .`default`(_, response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "default",
+                            response: self
+                        )
+                    }
+                }
+            }
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// E-mails the receipt of one of the merchant's approved payments to the address its customer gave.
+    ///
+    /// Queued in the server's outbox in the request's transaction and delivered from there.
+    /// Asking again for the same address while that mail still waits answers it
+    /// (`alreadyQueued`). Errors: `payment_not_found` (404; another merchant's payment answers
+    /// the same), `receipt_unavailable` (409: a declined payment or a redemption).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/transactions/{paymentId}/receipt-email`.
+    /// - Remark: Generated from `#/paths//v1/merchant/transactions/{paymentId}/receipt-email/post(emailMerchantReceipt)`.
+    public enum EmailMerchantReceipt {
+        public static let id: Swift.String = "emailMerchantReceipt"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/merchant/transactions/{paymentId}/receipt-email/POST/path`.
+            public struct Path: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/transactions/{paymentId}/receipt-email/POST/path/paymentId`.
+                public var paymentId: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - paymentId:
+                public init(paymentId: Swift.String) {
+                    self.paymentId = paymentId
+                }
+            }
+            public var path: Operations.EmailMerchantReceipt.Input.Path
+            /// - Remark: Generated from `#/paths/v1/merchant/transactions/{paymentId}/receipt-email/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.EmailMerchantReceipt.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.EmailMerchantReceipt.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.EmailMerchantReceipt.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/merchant/transactions/{paymentId}/receipt-email/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/transactions/{paymentId}/receipt-email/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.ReceiptEmailRequest)
+            }
+            public var body: Operations.EmailMerchantReceipt.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            public init(
+                path: Operations.EmailMerchantReceipt.Input.Path,
+                headers: Operations.EmailMerchantReceipt.Input.Headers = .init(),
+                body: Operations.EmailMerchantReceipt.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Accepted: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/merchant/transactions/{paymentId}/receipt-email/POST/responses/202/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/merchant/transactions/{paymentId}/receipt-email/POST/responses/202/content/application\/json`.
+                    case json(Components.Schemas.ReceiptEmailQueued)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.ReceiptEmailQueued {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.EmailMerchantReceipt.Output.Accepted.Body
+                /// Creates a new `Accepted`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.EmailMerchantReceipt.Output.Accepted.Body) {
+                    self.body = body
+                }
+            }
+            /// The receipt mail is in the outbox.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/transactions/{paymentId}/receipt-email/post(emailMerchantReceipt)/responses/202`.
+            ///
+            /// HTTP response code: `202 accepted`.
+            case accepted(Operations.EmailMerchantReceipt.Output.Accepted)
+            /// The associated value of the enum case if `self` is `.accepted`.
+            ///
+            /// - Throws: An error if `self` is not `.accepted`.
+            /// - SeeAlso: `.accepted`.
+            public var accepted: Operations.EmailMerchantReceipt.Output.Accepted {
+                get throws {
+                    switch self {
+                    case let .accepted(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "accepted",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Anything but success, in the one error shape.
+            ///
+            /// - Remark: Generated from `#/paths//v1/merchant/transactions/{paymentId}/receipt-email/post(emailMerchantReceipt)/responses/default`.
             ///
             /// HTTP response code: `default`.
             case `default`(statusCode: Swift.Int, Components.Responses._Error)

@@ -250,6 +250,20 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/wallet/transactions/{paymentId}`.
     /// - Remark: Generated from `#/paths//v1/wallet/transactions/{paymentId}/get(getWalletTransaction)`.
     func getWalletTransaction(_ input: Operations.GetWalletTransaction.Input) async throws -> Operations.GetWalletTransaction.Output
+    /// E-mails the receipt of one of the signing wallet's approved payments to the e-mail address the wallet registered with.
+    ///
+    /// The mail goes to the wallet's registered (proven) address only, never to one a request
+    /// names. It is queued in the server's outbox in the request's transaction and delivered
+    /// from there, retried until the mail system takes it. Asking again while the same receipt
+    /// still waits to go answers that mail (`alreadyQueued`) and queues no second one; once it
+    /// was delivered, asking again sends it again. Errors: `transaction_not_found` (404; another
+    /// wallet's payment answers the same), `receipt_unavailable` (409: a declined payment or a
+    /// redemption), `receipt_email_missing` (409: the wallet registered no e-mail address).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallet/transactions/{paymentId}/receipt-email`.
+    /// - Remark: Generated from `#/paths//v1/wallet/transactions/{paymentId}/receipt-email/post(emailWalletReceipt)`.
+    func emailWalletReceipt(_ input: Operations.EmailWalletReceipt.Input) async throws -> Operations.EmailWalletReceipt.Output
     /// Every merchant's bonus program the signing wallet can join or takes part in, with its points.
     ///
     /// - Remark: HTTP `GET /v1/wallet/bonus-programs`.
@@ -397,6 +411,17 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/merchant/transactions/{paymentId}/refunds`.
     /// - Remark: Generated from `#/paths//v1/merchant/transactions/{paymentId}/refunds/get(listRefunds)`.
     func listRefunds(_ input: Operations.ListRefunds.Input) async throws -> Operations.ListRefunds.Output
+    /// E-mails the receipt of one of the merchant's approved payments to the address its customer gave.
+    ///
+    /// Queued in the server's outbox in the request's transaction and delivered from there.
+    /// Asking again for the same address while that mail still waits answers it
+    /// (`alreadyQueued`). Errors: `payment_not_found` (404; another merchant's payment answers
+    /// the same), `receipt_unavailable` (409: a declined payment or a redemption).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/transactions/{paymentId}/receipt-email`.
+    /// - Remark: Generated from `#/paths//v1/merchant/transactions/{paymentId}/receipt-email/post(emailMerchantReceipt)`.
+    func emailMerchantReceipt(_ input: Operations.EmailMerchantReceipt.Input) async throws -> Operations.EmailMerchantReceipt.Output
     /// Refunds all or part of an approved payment of the merchant, to the method it was paid with. Once per refund id.
     ///
     /// The refund id is the client's idempotency key: the same id with the same payment and amount
@@ -1053,6 +1078,28 @@ extension APIProtocol {
             headers: headers
         ))
     }
+    /// E-mails the receipt of one of the signing wallet's approved payments to the e-mail address the wallet registered with.
+    ///
+    /// The mail goes to the wallet's registered (proven) address only, never to one a request
+    /// names. It is queued in the server's outbox in the request's transaction and delivered
+    /// from there, retried until the mail system takes it. Asking again while the same receipt
+    /// still waits to go answers that mail (`alreadyQueued`) and queues no second one; once it
+    /// was delivered, asking again sends it again. Errors: `transaction_not_found` (404; another
+    /// wallet's payment answers the same), `receipt_unavailable` (409: a declined payment or a
+    /// redemption), `receipt_email_missing` (409: the wallet registered no e-mail address).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/wallet/transactions/{paymentId}/receipt-email`.
+    /// - Remark: Generated from `#/paths//v1/wallet/transactions/{paymentId}/receipt-email/post(emailWalletReceipt)`.
+    public func emailWalletReceipt(
+        path: Operations.EmailWalletReceipt.Input.Path,
+        headers: Operations.EmailWalletReceipt.Input.Headers = .init()
+    ) async throws -> Operations.EmailWalletReceipt.Output {
+        try await emailWalletReceipt(Operations.EmailWalletReceipt.Input(
+            path: path,
+            headers: headers
+        ))
+    }
     /// Every merchant's bonus program the signing wallet can join or takes part in, with its points.
     ///
     /// - Remark: HTTP `GET /v1/wallet/bonus-programs`.
@@ -1330,6 +1377,27 @@ extension APIProtocol {
         try await listRefunds(Operations.ListRefunds.Input(
             path: path,
             headers: headers
+        ))
+    }
+    /// E-mails the receipt of one of the merchant's approved payments to the address its customer gave.
+    ///
+    /// Queued in the server's outbox in the request's transaction and delivered from there.
+    /// Asking again for the same address while that mail still waits answers it
+    /// (`alreadyQueued`). Errors: `payment_not_found` (404; another merchant's payment answers
+    /// the same), `receipt_unavailable` (409: a declined payment or a redemption).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/merchant/transactions/{paymentId}/receipt-email`.
+    /// - Remark: Generated from `#/paths//v1/merchant/transactions/{paymentId}/receipt-email/post(emailMerchantReceipt)`.
+    public func emailMerchantReceipt(
+        path: Operations.EmailMerchantReceipt.Input.Path,
+        headers: Operations.EmailMerchantReceipt.Input.Headers = .init(),
+        body: Operations.EmailMerchantReceipt.Input.Body
+    ) async throws -> Operations.EmailMerchantReceipt.Output {
+        try await emailMerchantReceipt(Operations.EmailMerchantReceipt.Input(
+            path: path,
+            headers: headers,
+            body: body
         ))
     }
     /// Refunds all or part of an approved payment of the merchant, to the method it was paid with. Once per refund id.

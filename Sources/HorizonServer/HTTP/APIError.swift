@@ -112,6 +112,10 @@ public struct APIError: Error, Sendable, Equatable {
         case paymentIntentNotCollectable = "payment_intent_not_collectable"
         /// The terminal an intent is addressed to keeps no connection to the server now.
         case terminalOffline = "terminal_offline"
+        /// A receipt by e-mail was asked for a declined payment or a redemption.
+        case receiptUnavailable = "receipt_unavailable"
+        /// A wallet asked for a receipt by e-mail but registered no e-mail address.
+        case receiptEmailMissing = "receipt_email_missing"
 
         public var status: HTTPResponse.Status {
             switch self {
@@ -168,6 +172,7 @@ public struct APIError: Error, Sendable, Equatable {
             case .insufficientScope: .forbidden
             case .apiKeyNotFound, .paymentIntentNotFound, .webhookEndpointNotFound, .webhookDeliveryNotFound: .notFound
             case .paymentIntentNotCancelable, .paymentIntentNotCollectable, .terminalOffline: .conflict
+            case .receiptUnavailable, .receiptEmailMissing: .conflict
             }
         }
     }

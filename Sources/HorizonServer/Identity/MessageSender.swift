@@ -10,6 +10,18 @@ public protocol MessageSender: Sendable {
     func send(
         _ channel: OutboxMessage.Channel, to recipient: String, subject: String, body: String,
         registration: RegistrationID, expiresAt: UnixTime, at time: UnixTime) async throws
+
+    /// Whether a message on `channel` is handed to a transport; otherwise the outbox keeps it
+    /// (the sandbox). For a message queued in another transaction, such as a receipt.
+    func delivers(_ channel: OutboxMessage.Channel) -> Bool
+
+    /// A message was committed to the outbox by another transaction: deliver it now.
+    func queued()
+}
+
+extension MessageSender {
+    public func delivers(_ channel: OutboxMessage.Channel) -> Bool { false }
+    public func queued() {}
 }
 
 /// The outbox: every message lands in the outbox table, shared by all server processes.
@@ -41,4 +53,8 @@ public struct OutboxMessageSender: MessageSender {
             deliver: deliver, at: time)
         if deliver { deliverer?.wake() }
     }
+
+    public func delivers(_ channel: OutboxMessage.Channel) -> Bool { deliverer?.delivers(channel) == true }
+
+    public func queued() { deliverer?.wake() }
 }
