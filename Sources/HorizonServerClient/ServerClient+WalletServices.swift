@@ -66,6 +66,18 @@ extension HorizonServerClient {
         }
     }
 
+    /// Asks the server to e-mail the receipt of one of the wallet's approved payments (32 hex
+    /// digits) to the address the wallet registered with; it is queued in the server's outbox.
+    public func emailWalletReceipt(paymentID: String) async throws(ServerClientError)
+        -> Components.Schemas.ReceiptEmailQueued
+    {
+        let output = try await call { try await client.emailWalletReceipt(path: .init(paymentId: paymentID)) }
+        switch output {
+        case .accepted(let accepted): return try Self.json { try accepted.body.json }
+        case .default(let status, let error): throw try Self.refusal(status, error)
+        }
+    }
+
     public func walletBonusPrograms(participating: Bool = false) async throws(ServerClientError)
         -> [Components.Schemas.BonusProgram]
     {

@@ -28,6 +28,7 @@ public struct WalletUserData: Sendable, Equatable, Codable {
 public typealias WalletBalance = Components.Schemas.Amount
 public typealias WalletTransaction = Components.Schemas.WalletTransaction
 public typealias WalletTransactionPage = Components.Schemas.WalletTransactionPage
+public typealias ReceiptEmailQueued = Components.Schemas.ReceiptEmailQueued
 public typealias BonusProgram = Components.Schemas.BonusProgram
 public typealias GoldProgramMembership = Components.Schemas.GoldMembership
 public typealias Coupon = Components.Schemas.Coupon
@@ -107,6 +108,14 @@ public final class WalletTransactionsClient: CachingServiceClient {
     {
         try await identityClient.fetch("details/\(paymentID)", for: Self.cacheName, cache: cache) {
             client throws(ServerClientError) in try await client.walletTransaction(id: paymentID)
+        }
+    }
+
+    /// Asks the server to e-mail the receipt of one of the wallet's approved payments to the
+    /// address the wallet registered with (never cached: each call is a request).
+    public func emailReceipt(paymentID: String) async throws(ServiceClientError) -> ReceiptEmailQueued {
+        try await identityClient.perform { client throws(ServerClientError) in
+            try await client.emailWalletReceipt(paymentID: paymentID)
         }
     }
 
