@@ -125,6 +125,34 @@ struct WalletRestorationProgramTests {
         #expect(new.standardOutput.contains("42.00"), "\(new.standardOutput)")
     }
 
+    /// `restore --pinless`: once reactivated the server knows the new device's key is pinless
+    /// and limits its payments, though the account was registered without `--pinless`.
+    @Test func aPinlessRestorationIsPinlessAtTheServer() throws {
+        let sandbox = try Sandbox()
+        let serverDir = sandbox.path("server")
+        let oldDir = sandbox.path("old-phone")
+        let newDir = sandbox.path("new-phone")
+        #expect(try Programs.run("horizon-server", ["init", "--data-dir", serverDir]).status == 0)
+        let server = try ServedServer(dataDir: serverDir)
+        defer { server.stop() }
+        try Programs.registerWallet(walletDir: oldDir, serverDir: serverDir, url: server.url)
+        let fingerprint = try Programs.anchorFingerprint(serverDir: serverDir)
+        let restore = try Programs.run(
+            "horizon-wallet",
+            ["restore", "--pinless", "--server", server.url, "--email", "alice@example.com", "--data-dir", newDir])
+        #expect(restore.status == 0, "\(restore.standardError)")
+        let puk = try Programs.outboxCode(serverDir: serverDir, to: "+4915112345678")
+        #expect(try Programs.run("horizon-wallet", ["verify", puk, "--data-dir", newDir]).status == 0)
+        let token = try Programs.outboxToken(serverDir: serverDir, to: "alice@example.com")
+        let reactivate = try Programs.run(
+            "horizon-wallet", ["reactivate", token, "--anchor-fingerprint", fingerprint, "--data-dir", newDir])
+        #expect(reactivate.status == 0, "\(reactivate.standardError)")
+        let status = try Programs.run("horizon-wallet", ["pin", "status", "--json", "--data-dir", newDir])
+        #expect(status.status == 0, "\(status.standardError)")
+        let state = try json(status.standardOutput)
+        #expect(state["pinless"] as? Bool == true && state["pinlessPaymentLimit"] as? Int == 5000, "\(state)")
+    }
+
     private func json(_ text: String) throws -> [String: Any] {
         try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], "not JSON: \(text)")
     }
