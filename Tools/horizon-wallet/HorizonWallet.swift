@@ -32,7 +32,8 @@ struct HorizonWallet: ParsableCommand {
         subcommands: [
             Init.self, Register.self, Verify.self, ActivationStatus.self, Restore.self, Reactivate.self, PIN.self,
             Scan.self, Pay.self, Redeem.self,
-            History.self, EmailReceipt.self, Balance.self, Account.self, Coupons.self, Memberships.self, Points.self, Cards.self,
+            History.self, EmailReceipt.self, Balance.self, Account.self, Coupons.self, Memberships.self, Points.self,
+            Cards.self,
             Token.self, RadioCommand.self, Doctor.self, BackupCommand.self,
         ])
 }
