@@ -34,7 +34,7 @@ struct DocumentationTests {
             }
         }
         let steps = try columns("steps")
-        #expect(steps.count == 17)
+        #expect(steps.count == 18)
         for column in steps { #expect(page.contains("`\(column)`"), "steps.\(column)") }
         for step in ["offered", "confirmed", "submitted", "result", "acknowledged"] {
             #expect(page.contains("| `\(step)` |"), "step \(step)")
