@@ -110,27 +110,78 @@ public struct SystemdCredsTool: Sendable {
         return lines.last ?? "no reason given"
     }
 
+    /// Runs systemd-creds with `input` on its standard input. posix_spawn and waitpid, not
+    /// Foundation's `Process`: its exit monitoring needs a run-loop socket pair, which failed
+    /// under load and left the wallet waiting for good on a child that had already exited.
     private func run(_ arguments: [String], input: Data) throws(WalletKeyError) -> (
         status: Int32, output: Data, errors: String
     ) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let (stdin, stdout, stderr) = (Pipe(), Pipe(), Pipe())
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        process.standardError = stderr
-        do { try process.run() } catch {
-            throw .deviceProtectionUnavailable("\(executable) could not be started: \(error.localizedDescription)")
+        _ = Self.ignoreBrokenPipes
+        var pipes: [[Int32]] = []
+        for _ in 0..<3 {
+            var ends: [Int32] = [-1, -1]
+            guard pipe(&ends) == 0 else {
+                for descriptor in pipes.joined() { close(descriptor) }
+                throw .deviceProtectionUnavailable("\(executable) could not be started: \(String(cString: strerror(errno)))")
+            }
+            // Not inherited by the child (which gets its ends as 0, 1 and 2) nor by any other.
+            for descriptor in ends { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+            pipes.append(ends)
         }
-        // A key and its credential are far smaller than a pipe's buffer: writing all first cannot block.
-        try? stdin.fileHandleForWriting.write(contentsOf: input)
-        try? stdin.fileHandleForWriting.close()
-        let output = stdout.fileHandleForReading.readDataToEndOfFile()
-        let errors = stderr.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, output, String(decoding: errors, as: UTF8.self))
+        let (stdin, stdout, stderr) = (pipes[0], pipes[1], pipes[2])
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, stdin[0], 0)
+        posix_spawn_file_actions_adddup2(&actions, stdout[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, stderr[1], 2)
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for argument in argv { free(argument) } }
+        var child: pid_t = 0
+        let spawned = posix_spawn(&child, executable, &actions, nil, argv, environ)
+        for descriptor in [stdin[0], stdout[1], stderr[1]] { close(descriptor) }
+        guard spawned == 0 else {
+            for descriptor in [stdin[1], stdout[0], stderr[0]] { close(descriptor) }
+            throw .deviceProtectionUnavailable("\(executable) could not be started: \(String(cString: strerror(spawned)))")
+        }
+        // A key and its credential are far smaller than a pipe's buffer: writing all, then
+        // reading the output and then the errors, cannot block on the child.
+        var offset = 0
+        while offset < input.count {
+            let count = input[input.startIndex + offset..<input.endIndex].withUnsafeBytes {
+                write(stdin[1], $0.baseAddress, $0.count)
+            }
+            if count < 0, errno == EINTR { continue }
+            if count <= 0 { break }  // EPIPE: it exited without reading everything
+            offset += count
+        }
+        close(stdin[1])
+        let output = Self.readAll(stdout[0])
+        let errors = Self.readAll(stderr[0])
+        var status: Int32 = 0
+        while waitpid(child, &status, 0) == -1, errno == EINTR {}
+        // The exit status, or 128 + the signal that ended it, as a shell reports it.
+        let code = status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+        return (code, output, String(decoding: errors, as: UTF8.self))
     }
+
+    /// Reads `descriptor` to its end and closes it.
+    private static func readAll(_ descriptor: Int32) -> Data {
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(descriptor, &buffer, buffer.count)
+            if count < 0, errno == EINTR { continue }
+            if count <= 0 { break }
+            data.append(contentsOf: buffer[0..<count])
+        }
+        close(descriptor)
+        return data
+    }
+
+    /// A write to a child that exited without reading its input must fail with EPIPE, not end
+    /// the wallet with SIGPIPE.
+    private static let ignoreBrokenPipes: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
 }
 
 /// A pinless wallet key encrypted by systemd-creds, armoured in the wallet's key file:
