@@ -3376,7 +3376,7 @@ extension Components {
         }
         /// - Remark: Generated from `#/components/schemas/WebhookEndpointCreation`.
         public struct WebhookEndpointCreation: Codable, Hashable, Sendable {
-            /// https://, or http:// to a loopback address
+            /// https:// to a public address; http:// and private addresses only where the server allows them
             ///
             /// - Remark: Generated from `#/components/schemas/WebhookEndpointCreation/url`.
             public var url: Swift.String
@@ -3387,7 +3387,7 @@ extension Components {
             /// Creates a new `WebhookEndpointCreation`.
             ///
             /// - Parameters:
-            ///   - url: https://, or http:// to a loopback address
+            ///   - url: https:// to a public address; http:// and private addresses only where the server allows them
             ///   - description:
             ///   - eventTypes:
             public init(

@@ -8314,8 +8314,10 @@ public enum Operations {
     ///
     /// Each event the endpoint listens to is POSTed to `url` as JSON, signed with the secret in the
     /// `Horizon-Signature` header (see docs/api.md, Webhooks), retried with back-off for three days
-    /// until a 2xx answer. `url` is `https://`, or `http://` to a loopback address. At most 16
-    /// endpoints. A terminal's key is refused with `admin_required`.
+    /// until a 2xx answer. `url` is `https://` to a public address (no credentials; loopback,
+    /// link-local, private, multicast and unspecified addresses are refused, here and before each
+    /// attempt), unless the server allows private addresses (`webhooksAllowPrivateAddresses`),
+    /// which also allows `http://`. At most 16 endpoints. A terminal's key is refused with `admin_required`.
     ///
     ///
     /// - Remark: HTTP `POST /v1/merchant/webhook-endpoints`.
