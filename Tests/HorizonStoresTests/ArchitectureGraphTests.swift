@@ -11,16 +11,7 @@ import Testing
 struct ArchitectureGraphTests {
     /// Runs a script of `Tools/` and returns its exit status and everything it printed.
     static func run(_ script: String, _ arguments: [String] = []) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = RepositoryFile.root.appendingPathComponent("Tools/\(script)")
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        try RepositoryFile.run("Tools/\(script)", arguments)
     }
 
     @Test("the targets section of docs/architecture.md is what Tools/architecture-graph.sh generates now")

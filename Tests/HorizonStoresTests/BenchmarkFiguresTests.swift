@@ -8,16 +8,7 @@ import Testing
 @Suite("BENCHMARKS.md's figures are the results' budget lines", .offTheCooperativePool)
 struct BenchmarkFiguresTests {
     static func figures(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", RepositoryFile.root.appendingPathComponent("Benchmarks/figures.py").path] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        try RepositoryFile.run("Benchmarks/figures.py", arguments)
     }
 
     @Test("every result file's budget lines have item, measured, limit, unit and met")
