@@ -31,9 +31,10 @@ struct IntentLatency: AsyncParsableCommand {
         let key = P256.Signing.PrivateKey()
         let terminal = try await HorizonServerClient(serverURL: url, signingKey: key).activateTerminal(
             email: email, password: password, label: "Bench till \(Int.random(in: 1000...9999))", key: key)
-        let token = try await Self.json(
-            url, "/v1/merchant/sessions", method: "POST",
-            body: #"{"email": "\#(email)", "password": "\#(password)"}"#)["token"] as? String ?? ""
+        let token =
+            try await Self.json(
+                url, "/v1/merchant/sessions", method: "POST",
+                body: #"{"email": "\#(email)", "password": "\#(password)"}"#)["token"] as? String ?? ""
         let signed = HorizonServerClient(serverURL: url, signingKey: key)
         let (pushes, push) = AsyncStream.makeStream(of: (String, ContinuousClock.Instant).self)
         let connection = TerminalIntentConnection(serverURL: url, signingKey: key)

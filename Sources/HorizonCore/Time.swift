@@ -186,7 +186,9 @@ public enum ExternalWork {
             executor.finish()
         }
         executor.runUntilFinished()
-        guard let value = result.withLock({ $0 }) else { preconditionFailure("external work finished without a result") }
+        guard let value = result.withLock({ $0 }) else {
+            preconditionFailure("external work finished without a result")
+        }
         return value
     }
 

@@ -156,9 +156,11 @@ extension Ledger {
                 throw LedgerError.notFound("a PIN for this device key")
             }
             if record.failures >= policy.blockAfter { return .blocked }
-            if record.blockedUntil > time { return .backingOff(
+            if record.blockedUntil > time {
+                return .backingOff(
                     retryAfter: record.blockedUntil - time,
-                    remainingBeforeBlock: max(0, policy.blockAfter - record.failures)) }
+                    remainingBeforeBlock: max(0, policy.blockAfter - record.failures))
+            }
             if isValid(record.pinKey) {
                 try await db.query(
                     "UPDATE wallet_pins SET failures = 0, blocked_until = 0 WHERE wallet_id = ?",

@@ -797,7 +797,8 @@ struct BlueZRadioTests {
         let bluetoothd = try await FakeBluetoothd()
         let traced = LogRecorder()
         let quiet = LogRecorder()
-        let radio = try await BlueZRadio.open(adapter: "hci0", bus: bluetoothd.address, logger: traced.logger(level: .trace))
+        let radio = try await BlueZRadio.open(
+            adapter: "hci0", bus: bluetoothd.address, logger: traced.logger(level: .trace))
         defer { radio.shutdown() }
         try await radio.startScanning { _ in }
         let started = try #require(traced.first("scan: discovery started"))
@@ -805,7 +806,8 @@ struct BlueZRadioTests {
         #expect(started.metadata["adapter"] == "hci0")
         // The same steps at a program's ordinary level: nothing.
         let other = try await FakeBluetoothd()
-        let quietRadio = try await BlueZRadio.open(adapter: "hci0", bus: other.address, logger: quiet.logger(level: .info))
+        let quietRadio = try await BlueZRadio.open(
+            adapter: "hci0", bus: other.address, logger: quiet.logger(level: .info))
         defer { quietRadio.shutdown() }
         try await quietRadio.startScanning { _ in }
         #expect(quiet.all.isEmpty)

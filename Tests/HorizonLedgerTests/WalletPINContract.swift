@@ -148,7 +148,8 @@ extension LedgerContract {
             guard case .declined(_, let reason) = above.outcome else { return }
             #expect(reason.hasPrefix("this wallet has no PIN: a payment above 50.00 EUR needs one"))
             #expect(try await ledger.balance(of: wallet.id, in: .eur) == F.money(200_00))
-            let atLimit = try await ledger.settle(F.payment(wallet: key, amount: 45_00, tip: 5_00), merchant: merchant.id)
+            let atLimit = try await ledger.settle(
+                F.payment(wallet: key, amount: 45_00, tip: 5_00), merchant: merchant.id)
             #expect(atLimit.outcome.isApproved)
             // With a PIN the limit no longer applies.
             try await ledger.setWalletPIN(wallet.id, deviceKey: F.key(50), pinKey: pinKey, share: share, at: 100)

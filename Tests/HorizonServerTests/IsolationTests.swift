@@ -308,7 +308,8 @@ struct IsolationTests {
                 "a registration's id and code on the restoration path")
         },
         "submitWalletRestorationPuk": .open(
-            reason: "signed by the key the restoration was started with; the PUK texted to the account's phone proves it"
+            reason:
+                "signed by the key the restoration was started with; the PUK texted to the account's phone proves it"
         ) { world, client in
             try await world.expectRestorationStepRefused(
                 client, step: "puk", body: #"{"puk": "\#(world.restorationZ.code)"}"#, "a restoration PUK")
@@ -502,7 +503,9 @@ struct IsolationTests {
                 let intent = try JSONDecoder().decode(Components.Schemas.PaymentIntent.self, from: response.data)
                 #expect(intent.id != world.bakeryIntent.bytes.hexString)
                 let id = try #require(try PaymentID(bytes: try #require([UInt8](hexString: intent.id))))
-                #expect(try await world.server.ledger.paymentIntent(id, of: world.shop.id, at: world.server.clock.now) != nil)
+                #expect(
+                    try await world.server.ledger.paymentIntent(id, of: world.shop.id, at: world.server.clock.now)
+                        != nil)
                 world.expectNothingOfTheTenants(
                     in: response.text, "the shop's payment intent", except: ["a transaction reference"])
             }),
@@ -533,7 +536,9 @@ struct IsolationTests {
             otherMerchant: .servesTheSignersOwn { world, response in
                 // The other till's own stream: ready, about itself, nothing of the bakery's.
                 #expect(response.status == .ok, "\(response.text)")
-                #expect(response.text.hasPrefix("event: ready\ndata: {\"terminalId\":\"\(world.shopTillResponse.terminalId)\"}"))
+                #expect(
+                    response.text.hasPrefix(
+                        "event: ready\ndata: {\"terminalId\":\"\(world.shopTillResponse.terminalId)\"}"))
                 world.expectNothingOfTheTenants(
                     in: response.text, "the other merchant's intent stream", except: ["the shop's id"])
                 // Its connection is recorded (for 15 s); undone so the tables compare equal.
@@ -586,7 +591,8 @@ struct IsolationTests {
             otherMerchant: .refused(.notFound, "webhook_endpoint_not_found", "this merchant has no webhook endpoint")),
         "deleteWebhookEndpoint": .terminalSigned(
             request: { _ in
-                Request(method: .delete, path: "/v1/merchant/webhook-endpoints/\(World.bakeryEndpointIDs[1])", body: nil)
+                Request(
+                    method: .delete, path: "/v1/merchant/webhook-endpoints/\(World.bakeryEndpointIDs[1])", body: nil)
             },
             otherMerchant: .refused(.notFound, "webhook_endpoint_not_found", "this merchant has no webhook endpoint")),
         "listWebhookDeliveries": .terminalSigned(
@@ -1178,7 +1184,8 @@ struct IsolationTests {
         let device = P256.Signing.PrivateKey()
         try await world.server.ledger.setWalletPIN(
             world.walletB, deviceKey: try PublicKeyBytes(bytes: Array(device.publicKey.x963Representation)),
-            pinKey: Array(P256.Signing.PrivateKey().publicKey.x963Representation), share: Array(repeating: 3, count: 32))
+            pinKey: Array(P256.Signing.PrivateKey().publicKey.x963Representation), share: Array(repeating: 3, count: 32)
+        )
         // Nothing moved: no posting, no transaction, no wallet, key, terminal or account changed
         // (renewal by the other merchant's own terminal updates its own row only).
         // (The other merchant's renewal on the same clock second leaves its row as it was.)
@@ -1286,7 +1293,9 @@ final class World: Sendable {
     /// The shop's admin session, once signed in.
     let shopAdminSession = Mutex<String?>(nil)
     /// The shop's secret API key with every scope.
-    let shopAPIKey = "sk_" + Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+    let shopAPIKey =
+        "sk_"
+        + Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
         .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "+", with: "-")
     /// The bakery's API keys (one for the roll, one for the revocation the shop tries).
     static let bakeryKeyIDs = ["key_bakery_roll", "key_bakery_revoke"]

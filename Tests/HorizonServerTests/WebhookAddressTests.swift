@@ -77,7 +77,8 @@ struct WebhookAddressTests {
                         json: #"{"url": "\#(url)", "eventTypes": ["payment.succeeded"]}"#,
                         headers: APIKeyTests.bearer(admin))
                     #expect(answer.status == .badRequest, "\(url): \(answer.text)")
-                    let error = (try? JSONSerialization.jsonObject(with: answer.data) as? [String: Any])?["error"]
+                    let error =
+                        (try? JSONSerialization.jsonObject(with: answer.data) as? [String: Any])?["error"]
                         as? [String: Any]
                     #expect(error?["code"] as? String == "invalid_request", "\(url): \(answer.text)")
                     #expect((error?["message"] as? String)?.contains(reason) == true, "\(url): \(answer.text)")

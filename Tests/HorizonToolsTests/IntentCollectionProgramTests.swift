@@ -26,7 +26,8 @@ struct IntentCollectionProgramTests {
             url = "http://127.0.0.1:\(port)"
             let session = try JSONHTTP.request(
                 url + "/v1/merchant/sessions", method: "POST",
-                json: #"{"email": "\#(RemoteLedgerRig.email)", "password": "\#(IntentCollectionProgramTests.password)"}"#)
+                json:
+                    #"{"email": "\#(RemoteLedgerRig.email)", "password": "\#(IntentCollectionProgramTests.password)"}"#)
             token = try #require(session.object["token"] as? String, "\(session.body)")
             let terminals = try JSONHTTP.request(url + "/v1/merchant/terminals", token: token)
             let list = try #require(terminals.object["terminals"] as? [[String: Any]], "\(terminals.body)")
@@ -36,7 +37,8 @@ struct IntentCollectionProgramTests {
         func create(_ reference: String, amount: Int = 1250) throws -> JSONHTTP.Response {
             try JSONHTTP.request(
                 url + "/v1/merchant/payment-intents", method: "POST",
-                json: #"{"amount": \#(amount), "currency": "EUR", "reference": "\#(reference)", "terminalId": "\#(terminalID)"}"#,
+                json:
+                    #"{"amount": \#(amount), "currency": "EUR", "reference": "\#(reference)", "terminalId": "\#(terminalID)"}"#,
                 token: token, headers: ["Idempotency-Key": reference])
         }
 

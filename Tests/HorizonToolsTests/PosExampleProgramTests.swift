@@ -19,12 +19,14 @@ import Testing
         #expect(output.contains("pos example: ORDER-4711 succeeded"), "\(output)")
         #expect(
             output.range(
-                of: #"webhook  \| received intent\.succeeded evt_[0-9a-f]+ order=ORDER-4711 status=succeeded signature=valid"#,
+                of:
+                    #"webhook  \| received intent\.succeeded evt_[0-9a-f]+ order=ORDER-4711 status=succeeded signature=valid"#,
                 options: .regularExpression) != nil, "\(output)")
         #expect(output.contains("ORDER-4711: payment intent") && output.contains(" succeeded, paid 1250 minor units"))
         // Its folder is removed on exit.
         let folder = try #require(
-            output.range(of: #"/tmp/horizon-pos\.[A-Za-z0-9]+"#, options: .regularExpression).map { String(output[$0]) })
+            output.range(of: #"/tmp/horizon-pos\.[A-Za-z0-9]+"#, options: .regularExpression).map { String(output[$0]) }
+        )
         #expect(!FileManager.default.fileExists(atPath: folder), "\(folder) was left behind")
     }
 

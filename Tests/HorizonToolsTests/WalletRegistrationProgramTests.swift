@@ -132,7 +132,8 @@ struct WalletRegistrationProgramTests {
         }
         // No attempt record on the device: the server counts.
         #expect(!FileManager.default.fileExists(atPath: "\(walletDir)/pin-lock.json"))
-        let setAgain = try Programs.run("horizon-wallet", ["pin", "set", "--pin-file", pinFile, "--data-dir", walletDir])
+        let setAgain = try Programs.run(
+            "horizon-wallet", ["pin", "set", "--pin-file", pinFile, "--data-dir", walletDir])
         #expect(setAgain.status == 1)
         #expect(setAgain.standardError.contains("has a PIN already"), "\(setAgain.standardError)")
         let wrongPIN = try Programs.run(
@@ -149,7 +150,8 @@ struct WalletRegistrationProgramTests {
             "horizon-wallet", ["pin", "unlock", "--data-dir", walletDir], environment: ["HORIZON_WALLET_PIN": "135790"])
         #expect(wrongUnlock.status == 1)
         #expect(wrongUnlock.standardError == "error: wrong PIN; 8 more wrong PINs block the wallet\n")
-        let unlock = try Programs.run("horizon-wallet", ["pin", "unlock", "--pin-file", pinFile, "--data-dir", walletDir])
+        let unlock = try Programs.run(
+            "horizon-wallet", ["pin", "unlock", "--pin-file", pinFile, "--data-dir", walletDir])
         #expect(unlock.status == 0, "\(unlock.standardError)")
         #expect(unlock.standardOutput.contains("The PIN is right"))
         let change = try Programs.run(

@@ -169,7 +169,8 @@ struct PIN: ParsableCommand {
             try files.directory.requireInitialized(marker: WalletFiles.walletKey, initCommand: WalletFiles.initCommand)
             let vault = files.keyVault()
             guard case .plain(let key) = try vault.stored() else { throw WalletKeyError.pinAlreadySet }
-            let pin = try PINInput.readNew(file: pinFile, option: "--pin-file", variable: PINOptions.environmentVariable)
+            let pin = try PINInput.readNew(
+                file: pinFile, option: "--pin-file", variable: PINOptions.environmentVariable)
             if let client = try WalletKeys.pinClient(files) {
                 do { try vault.store(try await client.setPIN(pin, for: key)) } catch let error as WalletPINError {
                     throw CLIError(error.description)
@@ -212,8 +213,8 @@ struct PIN: ParsableCommand {
                 let client = try WalletKeys.serverClient(files)
                 let currentPIN = try current()
                 let newPIN = try new()
-                do { try vault.store(try await client.changePIN(sealed, current: currentPIN, new: newPIN).1) } catch
-                    let error as WalletPINError
+                do { try vault.store(try await client.changePIN(sealed, current: currentPIN, new: newPIN).1) } catch let
+                    error as WalletPINError
                 { throw CLIError(error.description) }
             case (.sealed, let client?):
                 // A PIN counted on the device moves to one the server counts.
@@ -251,7 +252,8 @@ struct PIN: ParsableCommand {
     struct DeactivatePIN: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "deactivate",
-            abstract: "Remove the PIN (the reference's deactivatePin): the wallet becomes pinless, its payments limited.")
+            abstract:
+                "Remove the PIN (the reference's deactivatePin): the wallet becomes pinless, its payments limited.")
 
         @OptionGroup var pin: PINOptions
         @Flag(help: "Print the result as JSON.") var json = false
@@ -319,7 +321,8 @@ struct PIN: ParsableCommand {
             if kind == "pin-counted-on-device" {
                 do { state = try files.keyVault().lockState() } catch WalletKeyError.lockRecordTampered(let remaining) {
                     state = PINLockState(
-                        failures: PINPolicy().freeAttempts, lockedUntil: Int64(Date().timeIntervalSince1970) + remaining)
+                        failures: PINPolicy().freeAttempts, lockedUntil: Int64(Date().timeIntervalSince1970) + remaining
+                    )
                 }
             }
             let blocked = max(0, (state?.lockedUntil ?? 0) - Int64(Date().timeIntervalSince1970))

@@ -11,7 +11,8 @@ import HorizonServerClient
 /// `register`: a new wallet account on a Horizon server, for this wallet's key.
 struct Register: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Register this wallet with a Horizon server: a PUK is texted to your phone, an activation link mailed.",
+        abstract:
+            "Register this wallet with a Horizon server: a PUK is texted to your phone, an activation link mailed.",
         discussion: """
             Makes the wallet's key if there is none. Then give the PUK within 10 minutes with \
             `horizon-wallet verify PUK`, open the mailed link and press its button, and run \

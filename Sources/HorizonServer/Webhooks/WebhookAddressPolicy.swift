@@ -116,7 +116,8 @@ public struct WebhookAddressPolicy: Sendable {
         return await withCheckedContinuation { (continuation: CheckedContinuation<[Address]?, Never>) in
             answer.wait(continuation)
             DispatchQueue.global().async { answer.give(Self.lookUp(host)) }
-            let nanoseconds = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
+            let nanoseconds =
+                timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
             DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) { answer.give(nil) }
         }
     }
